@@ -1,0 +1,34 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each builds .venv when needed.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo demo-spark test test-fast bench bench-quick prereqs clean
+
+prereqs:
+	@$(PYTHON) -c 'import sys; v=sys.version_info; sys.exit(0 if v >= (3, 11) else "flowactors needs Python 3.11 or newer; found %d.%d (set PYTHON=/path/to/python3.11)" % v[:2])'
+	@command -v java >/dev/null 2>&1 || { echo "flowactors needs Java 17 for Spark (java not found on PATH; e.g. apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@java -version 2>&1 | head -n 1 | grep -Eq '"17[."]' || { echo "flowactors needs Java 17 for Spark; found: $$(java -version 2>&1 | head -n 1)"; exit 1; }
+
+$(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory prereqs
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,spark]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q --durations=15
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+bench-quick: $(STAMP)
+	$(PY) -m bench --quick
+
+clean:
+	rm -rf $(VENV) repository out bench/work .pytest_cache
