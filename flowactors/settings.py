@@ -1,0 +1,84 @@
+"""All tunable settings in one object, with NiFi's defaults (docs/configuration.md lists them).
+
+A ``Settings`` is a frozen dataclass so it can be passed to every actor unchanged and written to
+JSON; ``Settings.from_dict`` rejects unknown keys with the list of known ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Settings:
+    # --- FlowFile repository (write-ahead log) ---
+    #: fsync the content and the WAL at every commit (survives power loss); off survives the death
+    #: of every process (the data is in the OS page cache), as NiFi's ``always.sync``.
+    always_sync: bool = False
+    #: seconds between checkpoints (NiFi 2.x: 20 s).
+    checkpoint_interval: float = 20.0
+    #: maximum size the LMDB map may grow to, in bytes.
+    flowfile_map_size: int = 64 * 1024**3
+
+    # --- content repository ---
+    #: names of the content containers, relative to ``<repository>/content`` unless absolute.
+    content_containers: tuple[str, ...] = ("default",)
+    #: sections (subdirectories) a container is split into.
+    content_sections: int = 1024
+    #: contents are appended into one resource claim until it reaches this size (NiFi 2.x: 50 KB).
+    max_appendable_claim_size: int = 50 * 1024
+    #: at most this many contents per resource claim (0: no limit).
+    max_flowfiles_per_claim: int = 100
+    archive_enabled: bool = True
+    #: seconds an archived claim is kept (NiFi 2.x: 3 h).
+    archive_max_retention: float = 3 * 3600.0
+    #: archived claims are removed, oldest first, while the disk is fuller than this (NiFi: 90 %).
+    archive_max_usage_percent: float = 90.0
+    #: seconds between runs of the archive age-off.
+    archive_check_interval: float = 60.0
+
+    # --- connection queues ---
+    swap_threshold: int = 20_000
+    swap_batch_size: int = 10_000
+    back_pressure_object_threshold: int = 10_000
+    back_pressure_data_size_threshold: int = 1024**3
+
+    # --- provenance repository ---
+    provenance_enabled: bool = True
+    #: seconds between journal rollovers (the seed's 30 s; NiFi 2.x: 10 min or 100 MB).
+    provenance_rollover_interval: float = 30.0
+    provenance_journal_count: int = 4
+    provenance_block_size: int = 1024 * 1024
+    provenance_index_shard_size: int = 500 * 1024**2
+    #: seconds events are kept (the seed: 24 h; NiFi 2.x: 30 days).
+    provenance_max_storage_time: float = 24 * 3600.0
+    provenance_max_storage_size: int = 10 * 1024**3
+    #: attributes indexed for search beyond the built-in fields (uuid, filename, ...).
+    provenance_indexed_attributes: tuple[str, ...] = ()
+
+    # --- processors ---
+    #: FlowFiles a session takes from its queue at once when the processor does not say.
+    default_batch_size: int = 1000
+    #: seconds a processor sleeps after ``on_trigger`` raised (NiFi's administrative yield: 30 s).
+    administrative_yield: float = 1.0
+
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "Settings":
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown settings {unknown}; known settings are {sorted(known)}")
+        converted = {
+            k: tuple(v) if isinstance(known[k].default, tuple) else v for k, v in values.items()
+        }
+        return cls(**converted)

@@ -1,0 +1,76 @@
+"""The value types that the framework and the repositories share.
+
+This module imports nothing from ``flowactors`` or the repositories, so both sides can depend on it.
+Every type is an immutable ``NamedTuple``: cheap to build, hashable, and pickled by Ray as a plain
+tuple (about twice as fast across an actor call as a dict, see shared/notes/machine-baselines.md).
+A change to a FlowFile makes a new version with ``_replace``; the old version stays valid, which is
+what provenance needs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping, NamedTuple
+
+
+class ResourceClaim(NamedTuple):
+    """One file in the content repository: ``<container>/<section>/<id>``, shared by many contents."""
+
+    container: str
+    section: str
+    id: str
+
+
+class ContentClaim(NamedTuple):
+    """Where one FlowFile's content lives: a byte range of a resource claim."""
+
+    resource: ResourceClaim
+    offset: int
+    length: int
+
+    def slice(self, offset: int, length: int) -> "ContentClaim":
+        """A sub-range of this content, sharing the same resource claim (no bytes copied)."""
+        if offset < 0 or length < 0 or offset + length > self.length:
+            raise ValueError(f"range {offset}+{length} is outside content of {self.length} bytes")
+        return ContentClaim(self.resource, self.offset + offset, length)
+
+
+class FlowFile(NamedTuple):
+    """A FlowFile version: attributes plus a reference to content, never the content itself.
+
+    ``id`` is a one-up number unique in the repository; ``uuid`` is the identity users see (and the
+    ``uuid`` attribute). ``queue_date``/``queue_index`` record when the FlowFile last entered a queue,
+    which is the FIFO order that recovery restores. ``penalized_until`` is a wall-clock time in ms.
+    ``attributes`` must be treated as read-only: changes go through the session, which copies it.
+    """
+
+    id: int
+    uuid: str
+    attributes: Mapping[str, str]
+    claim: ContentClaim | None
+    entry_date: int
+    lineage_start_date: int
+    penalized_until: int = 0
+    queue_date: int = 0
+    queue_index: int = 0
+
+    @property
+    def size(self) -> int:
+        return self.claim.length if self.claim is not None else 0
+
+    def is_penalized(self, now_ms: int | None = None) -> bool:
+        return self.penalized_until > (now_ms if now_ms is not None else now_millis())
+
+
+class QueuedFlowFile(NamedTuple):
+    """A FlowFile as the write-ahead log records it: the FlowFile and the queue that holds it.
+
+    ``queue`` is the connection id, or ``swap:<path>`` while the FlowFile sits in a swap file.
+    """
+
+    flowfile: FlowFile
+    queue: str
+
+
+def now_millis() -> int:
+    return time.time_ns() // 1_000_000
