@@ -1,0 +1,237 @@
+"""An in-memory content repository with the same reading and writing interface, for unit tests of
+the framework and for the stateless engine. Nothing survives the process; ``flush(sync=True)``
+gives no durability. Claims follow the same layout rules (appending, roll-over, archive, age-off by
+retention) so tests of claim sharing behave as with the file-system repository.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+from repositories.model import ContentClaim, ResourceClaim
+
+from .errors import ContentNotFoundError, ContentRepositoryError
+from .repository import new_claim_id, section_of
+from .writer import COPY_CHUNK, BaseClaimWriter
+
+if TYPE_CHECKING:
+    from flowactors.settings import Settings
+
+
+class MemoryContentStream(io.BytesIO):
+    """A content read from memory; iterating yields chunks of up to 1 MiB, as ``open()`` of the
+    file-system repository does."""
+
+    def __init__(self, data: bytes, claim: ContentClaim) -> None:
+        super().__init__(data)
+        self.claim = claim
+        self.chunk_size = COPY_CHUNK
+
+    def __iter__(self) -> "MemoryContentStream":
+        if self.closed:
+            raise ValueError("I/O operation on closed content stream")
+        return self
+
+    def __next__(self) -> bytes:
+        chunk = self.read(self.chunk_size)
+        if not chunk:
+            raise StopIteration
+        return chunk
+
+
+class InMemoryClaimWriter(BaseClaimWriter):
+    """``ClaimWriter`` over the in-memory repository (same rules and errors)."""
+
+    def __init__(self, repository: "InMemoryContentRepository") -> None:
+        super().__init__(repository.max_appendable_size, repository.max_flowfiles_per_claim)
+        self._repo = repository
+        self._data: bytearray | None = None
+
+    def flush(self, sync: bool | None = None) -> None:
+        """Nothing to hand to a kernel; raises like ``ClaimWriter.flush`` after a failure."""
+        if self._failure is not None:
+            raise ContentRepositoryError(
+                f"this claim writer failed earlier ({self._failure}); discard it"
+            ) from self._failure
+        if self._sealed == "discarded":
+            raise ContentRepositoryError("this claim writer is discarded")
+
+    def _storage_new_claim(self) -> None:
+        resource, data = self._repo._new_claim()
+        self._created.append(resource)
+        self._resource = resource
+        self._data = data
+
+    def _storage_append(self, view: memoryview) -> None:
+        assert self._data is not None
+        self._data += view
+
+    def _storage_truncate(self, size: int) -> None:
+        assert self._data is not None
+        del self._data[size:]
+
+    def _storage_retire(self) -> None:
+        self._data = None
+
+    def _storage_discard(self) -> None:
+        self._data = None
+        self._repo._delete(self._created)
+
+    def _storage_close(self) -> None:
+        self._data = None
+
+
+class InMemoryContentRepository:
+    """Contents in ``bytearray``s keyed by resource claim; thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        containers: Iterable[str] = ("memory",),
+        sections: int = 1024,
+        max_appendable_size: int = 50 * 1024,
+        max_flowfiles_per_claim: int = 100,
+        always_sync: bool = False,
+        archive_enabled: bool = True,
+        archive_max_retention: float | None = 3 * 3600.0,
+        archive_max_usage_percent: float | None = 90.0,
+    ) -> None:
+        self._names = tuple(containers)
+        if not self._names:
+            raise ValueError("at least one content container is needed")
+        self.sections = sections
+        self.max_appendable_size = max_appendable_size
+        self.max_flowfiles_per_claim = max_flowfiles_per_claim
+        self.always_sync = always_sync
+        self.archive_enabled = archive_enabled
+        self.archive_max_retention = archive_max_retention
+        self.archive_max_usage_percent = archive_max_usage_percent  # not applicable: no disk
+        self._live: dict[ResourceClaim, bytearray] = {}
+        self._archive: dict[ResourceClaim, tuple[bytearray, float]] = {}
+        self._lock = threading.Lock()
+        self._next = 0
+
+    @classmethod
+    def from_settings(cls, root: Any, settings: "Settings") -> "InMemoryContentRepository":
+        """Same options as ``ContentRepository.from_settings``; ``root`` is ignored."""
+        return cls(
+            containers=tuple(settings.content_containers),
+            sections=settings.content_sections,
+            max_appendable_size=settings.max_appendable_claim_size,
+            max_flowfiles_per_claim=settings.max_flowfiles_per_claim,
+            always_sync=settings.always_sync,
+            archive_enabled=settings.archive_enabled,
+            archive_max_retention=settings.archive_max_retention,
+            archive_max_usage_percent=settings.archive_max_usage_percent,
+        )
+
+    # --- writing ------------------------------------------------------------------------
+    def writer(self) -> InMemoryClaimWriter:
+        return InMemoryClaimWriter(self)
+
+    def _new_claim(self) -> tuple[ResourceClaim, bytearray]:
+        claim_id = new_claim_id()
+        with self._lock:
+            name = self._names[self._next % len(self._names)]
+            self._next += 1
+            resource = ResourceClaim(name, section_of(claim_id, self.sections), claim_id)
+            data = self._live[resource] = bytearray()
+        return resource, data
+
+    def _delete(self, resources: Iterable[ResourceClaim]) -> None:
+        with self._lock:
+            for resource in resources:
+                self._live.pop(resource, None)
+
+    # --- reading ------------------------------------------------------------------------
+    def _slice(self, claim: ContentClaim) -> bytes:
+        resource = claim.resource
+        with self._lock:
+            data = self._live.get(resource)
+            if data is None:
+                archived = self._archive.get(resource)
+                if archived is None:
+                    error = ContentNotFoundError(
+                        f"resource claim {resource.id!r} of container {resource.container!r} is "
+                        f"neither live nor archived: it was aged off the archive or deleted"
+                    )
+                    error.claim = resource
+                    raise error
+                data = archived[0]
+            if claim.offset + claim.length > len(data):
+                raise ContentRepositoryError(
+                    f"resource claim {resource.id!r} holds {len(data)} bytes, fewer than the "
+                    f"content at offset {claim.offset}, length {claim.length}"
+                )
+            return bytes(data[claim.offset : claim.offset + claim.length])
+
+    def open(self, claim: ContentClaim) -> MemoryContentStream:
+        return MemoryContentStream(self._slice(claim), claim)
+
+    def read_bytes(self, claim: ContentClaim | None) -> bytes:
+        return b"" if claim is None else self._slice(claim)
+
+    def path_of(self, resource: ResourceClaim) -> Path:
+        raise ContentRepositoryError("the in-memory content repository has no files")
+
+    # --- management ---------------------------------------------------------------------
+    def release(self, resources: Iterable[ResourceClaim]) -> int:
+        done = 0
+        now = time.time()
+        with self._lock:
+            for resource in dict.fromkeys(resources):
+                data = self._live.pop(resource, None)
+                if data is None:
+                    continue
+                if self.archive_enabled:
+                    self._archive[resource] = (data, now)
+                done += 1
+        return done
+
+    def age_off_archive(self, now: float | None = None) -> dict[str, int]:
+        """Age-off by retention only (there is no disk to fill)."""
+        now = time.time() if now is None else now
+        stats = dict(removed=0, removed_by_retention=0, removed_by_usage=0, bytes_freed=0,
+                     archive_bytes=0, archive_count=0)
+        with self._lock:
+            if self.archive_max_retention is not None:
+                cutoff = now - self.archive_max_retention
+                for resource, (data, archived_at) in list(self._archive.items()):
+                    if archived_at < cutoff:
+                        del self._archive[resource]
+                        stats["removed_by_retention"] += 1
+                        stats["bytes_freed"] += len(data)
+            stats["archive_count"] = len(self._archive)
+            stats["archive_bytes"] = sum(len(data) for data, _ in self._archive.values())
+        stats["removed"] = stats["removed_by_retention"]
+        return stats
+
+    def remove_orphans(self, is_referenced: Callable[[ResourceClaim], bool]) -> int:
+        orphans = [r for r in self.iter_resource_claims() if not is_referenced(r)]
+        self._delete(orphans)
+        return len(orphans)
+
+    def iter_resource_claims(self) -> Iterator[ResourceClaim]:
+        with self._lock:
+            resources = list(self._live)
+        return iter(resources)
+
+    def usage(self) -> dict[str, dict[str, Any]]:
+        result = {name: dict(path=None, live_bytes=0, live_count=0, archive_bytes=0,
+                             archive_count=0) for name in self._names}
+        with self._lock:
+            for resource, data in self._live.items():
+                entry = result.setdefault(resource.container, dict(
+                    path=None, live_bytes=0, live_count=0, archive_bytes=0, archive_count=0))
+                entry["live_bytes"] += len(data)
+                entry["live_count"] += 1
+            for resource, (data, _) in self._archive.items():
+                entry = result.setdefault(resource.container, dict(
+                    path=None, live_bytes=0, live_count=0, archive_bytes=0, archive_count=0))
+                entry["archive_bytes"] += len(data)
+                entry["archive_count"] += 1
+        return result

@@ -1,0 +1,158 @@
+"""A real ENOSPC from the kernel: the container lives on a 1 MiB tmpfs.
+
+As root the test mounts the tmpfs itself (and unmounts it in a finalizer). Without the right to
+mount, it runs the same scenario in a child process inside a new user and mount namespace
+(``unshare --user --map-root-user --mount``), where an unprivileged user may mount a tmpfs; the
+errno still comes from the kernel's tmpfs, nothing is simulated. If neither is possible the test
+is skipped with the reason (it is never silently passed).
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repositories.content import (
+    ContentNotFoundError,
+    ContentRepository,
+    ContentRepositoryError,
+    ContentRepositoryFullError,
+)
+
+SIZE = 1024 * 1024
+
+
+def _files_under(path: Path) -> list[Path]:
+    return [p for p in path.rglob("*") if p.is_file()]
+
+
+def _check_full_error(error: ContentRepositoryFullError, container: Path) -> None:
+    assert error.errno == errno.ENOSPC
+    assert isinstance(error.__cause__, OSError) and error.__cause__.errno == errno.ENOSPC
+    assert error.path == str(container) and str(container) in str(error)
+    assert "out of disk space" in str(error)
+    assert "free space" in str(error) and "add a container" in str(error)
+
+
+def full_disk_scenario(mount: Path, scratch: Path) -> None:
+    """Everything the test checks, given an empty 1 MiB tmpfs at ``mount``."""
+    container = mount / "content"
+    repo = ContentRepository(mount, containers=("content",), sections=4)
+    empty_free = shutil.disk_usage(mount).free
+
+    # 1. Small contents until the file system is full.
+    writer = repo.writer()
+    written = []
+    with pytest.raises(ContentRepositoryFullError) as caught:
+        for _ in range(64):  # 64 x 64 KiB = 4 MiB > 1 MiB
+            written.append(writer.write_bytes(os.urandom(64 * 1024)))
+    _check_full_error(caught.value, container)
+    assert 0 < len(written) <= SIZE // (64 * 1024)
+    assert writer.failed
+    # No later commit can reference anything this writer wrote.
+    with pytest.raises(ContentRepositoryError, match="failed earlier") as later:
+        writer.write_bytes(b"x")
+    assert not isinstance(later.value, ContentRepositoryFullError)
+    with pytest.raises(ContentRepositoryError, match="failed earlier"):
+        writer.flush(sync=True)
+    with pytest.raises(ContentRepositoryError, match="failed earlier"):
+        writer.open_stream()
+    writer.discard()
+    assert _files_under(container) == []
+    for claim in written:
+        with pytest.raises(ContentNotFoundError):
+            repo.read_bytes(claim)
+    assert shutil.disk_usage(mount).free == empty_free  # the space came back
+
+    # 2. One streamed content bigger than the disk.
+    writer = repo.writer()
+    head = writer.write_bytes(b"head")
+    with pytest.raises(ContentRepositoryFullError) as caught:
+        with writer.open_stream() as out:
+            for _ in range(32):
+                out.write(b"s" * (64 * 1024))
+    _check_full_error(caught.value, container)
+    assert out.closed
+    with pytest.raises(ContentRepositoryError):
+        out.claim
+    with pytest.raises(ContentRepositoryError, match="failed earlier"):
+        writer.flush(sync=False)
+    writer.discard()
+    assert _files_under(container) == []
+    with pytest.raises(ContentNotFoundError):
+        repo.read_bytes(head)
+
+    # 3. Importing a file bigger than the disk (kernel copy or its fallback).
+    source = scratch / "big-source.bin"
+    source.write_bytes(os.urandom(2 * SIZE))
+    writer = repo.writer()
+    with pytest.raises(ContentRepositoryFullError) as caught:
+        writer.copy_file(source)
+    _check_full_error(caught.value, container)
+    writer.discard()
+    assert _files_under(container) == []
+
+    # 4. After the rollbacks the repository works again.
+    writer = repo.writer()
+    claim = writer.write_bytes(b"fits")
+    writer.flush(sync=True)
+    writer.close()
+    assert repo.read_bytes(claim) == b"fits"
+
+
+def _mount_tmpfs(path: Path) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(path)],
+        capture_output=True, text=True,
+    )
+    return result.returncode == 0
+
+
+def _unmount(path: Path) -> None:
+    gc.collect()  # descriptors held by a failed test's traceback
+    if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "--lazy", str(path)], check=True)
+
+
+def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
+    mount = tmp_path / "small-fs"
+    mount.mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    if _mount_tmpfs(mount):
+        try:
+            assert shutil.disk_usage(mount).total == SIZE
+            full_disk_scenario(mount, scratch)
+        finally:
+            _unmount(mount)
+        return
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("cannot mount a tmpfs (not root) and no unshare(1): ENOSPC not tested")
+    child = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "import test_content_enospc as t; t.full_disk_scenario(Path(sys.argv[2]), Path(sys.argv[3]))"
+    )
+    script = (
+        f'mount -t tmpfs -o size={SIZE} tmpfs "$1" || exit 77; '
+        f'exec "$0" -c "$4" "$2" "$1" "$3"'
+    )
+    result = subprocess.run(
+        [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", script, sys.executable,
+         str(mount), str(Path(__file__).parent), str(scratch), child],
+        capture_output=True, text=True, timeout=120,
+    )
+    if result.returncode == 77 or "unshare failed" in result.stderr:
+        pytest.skip(f"cannot mount a tmpfs here (no privileges, no user namespaces): "
+                    f"{result.stderr.strip()}")
+    assert result.returncode == 0, result.stdout + result.stderr
