@@ -1,0 +1,269 @@
+"""The processor API: what a processor declares and the context it runs with.
+
+A processor is a plain Python class. It declares its ``properties`` and ``relationships`` as class
+attributes and implements ``on_trigger(context, session)``; the runtime creates one instance per
+concurrent task inside a Ray actor. The session (``flowactors.session``) is its only door to data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+from flowactors.expression import ExpressionError, compile_value
+from flowactors.units import parse_data_size, parse_duration
+from repositories.model import FlowFile
+
+#: A validator returns None when the value is fine, or a sentence saying what is wrong.
+Validator = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Relationship:
+    """A named outlet of a processor; every relationship must be connected or auto-terminated."""
+
+    name: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PropertyDescriptor:
+    """A configurable property, validated when the flow is validated (not when it first runs)."""
+
+    name: str
+    description: str = ""
+    required: bool = False
+    default: str | None = None
+    allowable_values: tuple[str, ...] | None = None
+    validator: Validator | None = None
+    sensitive: bool = False
+    #: whether the value may hold ``${...}`` expressions evaluated against each FlowFile
+    expression_language: bool = False
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    subject: str
+    problem: str
+
+
+def _checks(convert: Callable[[str], Any]) -> Validator:
+    def validate(value: str) -> str | None:
+        try:
+            convert(value)
+        except (ValueError, re.error) as err:
+            return str(err)
+        return None
+
+    return validate
+
+
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{value!r} must be zero or more")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError(f"{value!r} must be a positive whole number")
+    return number
+
+
+class validators:
+    """Ready-made validators for common property kinds."""
+
+    NON_EMPTY: Validator = staticmethod(lambda v: None if v.strip() else "must not be empty")
+    INTEGER: Validator = staticmethod(_checks(int))
+    NON_NEGATIVE_INTEGER: Validator = staticmethod(_checks(_non_negative_int))
+    POSITIVE_INTEGER: Validator = staticmethod(_checks(_positive_int))
+    DURATION: Validator = staticmethod(_checks(parse_duration))
+    DATA_SIZE: Validator = staticmethod(_checks(parse_data_size))
+    REGEX: Validator = staticmethod(_checks(re.compile))
+    BOOLEAN: Validator = staticmethod(
+        lambda v: None if v.lower() in ("true", "false") else "must be true or false"
+    )
+
+
+class PropertyValue:
+    """A configured property value, with conversions and expression evaluation."""
+
+    __slots__ = ("raw", "_compiled")
+
+    def __init__(self, raw: str | None):
+        self.raw = raw
+        self._compiled = compile_value(raw) if raw is not None else None
+
+    @property
+    def is_set(self) -> bool:
+        return self.raw is not None
+
+    def evaluate(self, flowfile: FlowFile | None = None, attributes: Mapping[str, str] | None = None) -> str | None:
+        """The value with its ``${...}`` expressions evaluated against a FlowFile's attributes."""
+        if self._compiled is None:
+            return None
+        return self._compiled.evaluate(attributes, flowfile=flowfile)  # fast for literals; turns $${ into ${
+
+    def as_str(self, flowfile: FlowFile | None = None) -> str | None:
+        return self.evaluate(flowfile)
+
+    def as_int(self, flowfile: FlowFile | None = None) -> int | None:
+        value = self.evaluate(flowfile)
+        return None if value in (None, "") else int(value)
+
+    def as_bool(self, flowfile: FlowFile | None = None) -> bool:
+        return (self.evaluate(flowfile) or "").lower() == "true"
+
+    def as_duration(self, flowfile: FlowFile | None = None) -> float | None:
+        value = self.evaluate(flowfile)
+        return None if value in (None, "") else parse_duration(value)
+
+    def as_data_size(self, flowfile: FlowFile | None = None) -> int | None:
+        value = self.evaluate(flowfile)
+        return None if value in (None, "") else parse_data_size(value)
+
+    def __repr__(self) -> str:
+        return f"PropertyValue({self.raw!r})"
+
+
+@dataclass
+class ProcessContext:
+    """What a processor knows about its configuration and where it runs."""
+
+    name: str
+    processor_type: str
+    descriptors: Mapping[str, PropertyDescriptor]
+    values: Mapping[str, str]
+    #: the relationships connected downstream or auto-terminated (all, once a flow validates)
+    relationships: Sequence[Relationship] = ()
+    #: dynamic properties: set by the user but not declared by the processor (e.g. UpdateAttribute)
+    instance: int = 0
+    concurrent_tasks: int = 1
+    batch_size: int = 1000
+    _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
+    _yield_requested: bool = field(default=False, repr=False)
+
+    # defined before ``property`` below, whose name would otherwise shadow the decorator
+    @property
+    def dynamic_properties(self) -> dict[str, str]:
+        """Properties the user set that the processor does not declare (e.g. UpdateAttribute's)."""
+        return {k: v for k, v in self.values.items() if k not in self.descriptors}
+
+    def property(self, name: str) -> PropertyValue:
+        """The value of a declared or dynamic property (the default when not set)."""
+        value = self._properties.get(name)
+        if value is None:
+            raw = self.values.get(name)
+            if raw is None and name in self.descriptors:
+                raw = self.descriptors[name].default
+            value = self._properties[name] = PropertyValue(raw)
+        return value
+
+    def yield_(self) -> None:
+        """Ask the runtime not to trigger this processor again until its yield duration passed."""
+        self._yield_requested = True
+
+
+class Processor:
+    """Base class of every processor.
+
+    Subclasses set ``properties`` and ``relationships`` and implement ``on_trigger``. Set
+    ``dynamic_properties = True`` to accept properties that are not declared (their values are
+    validated as expressions). ``input_required`` says whether the processor needs an incoming
+    connection (False for sources such as GenerateFlowFile).
+    """
+
+    properties: ClassVar[Sequence[PropertyDescriptor]] = ()
+    relationships: ClassVar[Sequence[Relationship]] = ()
+    dynamic_properties: ClassVar[bool] = False
+    input_required: ClassVar[bool] = True
+    #: trigger even when the input queues are empty (e.g. to flush bins that reached their max age)
+    trigger_when_empty: ClassVar[bool] = False
+    #: a processor that never changes content or attributes may say so; purely informative
+    description: ClassVar[str] = ""
+
+    def on_scheduled(self, context: ProcessContext) -> None:
+        """Called once in each task's actor before the first trigger."""
+
+    def on_stopped(self, context: ProcessContext) -> None:
+        """Called once in each task's actor when the flow stops."""
+
+    def on_trigger(self, context: ProcessContext, session) -> None:
+        raise NotImplementedError
+
+    def custom_validate(self, values: Mapping[str, str]) -> list[str]:
+        """Extra checks over the whole configuration; return one sentence per problem."""
+        return []
+
+    @classmethod
+    def type_name(cls) -> str:
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    @classmethod
+    def descriptor_map(cls) -> dict[str, PropertyDescriptor]:
+        return {d.name: d for d in cls.properties}
+
+    @classmethod
+    def relationships_for(cls, values: Mapping[str, str]) -> Sequence[Relationship]:
+        """The relationships given these property values (RouteOnAttribute adds one per property)."""
+        return cls.relationships
+
+    @classmethod
+    def relationship_names(cls, values: Mapping[str, str] | None = None) -> list[str]:
+        return [r.name for r in cls.relationships_for(values or {})]
+
+    @classmethod
+    def validate_properties(cls, values: Mapping[str, str]) -> list[str]:
+        """Every problem with the given property values, one sentence each."""
+        problems: list[str] = []
+        descriptors = cls.descriptor_map()
+        for name, descriptor in descriptors.items():
+            value = values.get(name, descriptor.default)
+            if value is None:
+                if descriptor.required:
+                    problems.append(f"property '{name}' is required")
+                continue
+            problems.extend(_validate_value(descriptor, value))
+        for name, value in values.items():
+            if name in descriptors:
+                continue
+            if not cls.dynamic_properties:
+                problems.append(
+                    f"'{name}' is not a property of {cls.__name__} "
+                    f"(its properties: {', '.join(sorted(descriptors)) or 'none'})"
+                )
+                continue
+            problems.extend(_expression_problems(name, value))
+        if not problems:
+            problems.extend(cls().custom_validate(values))
+        return problems
+
+
+def _expression_problems(name: str, value: str) -> list[str]:
+    try:
+        compile_value(value)
+    except ExpressionError as err:
+        return [f"property '{name}': {err}"]
+    return []
+
+
+def _validate_value(descriptor: PropertyDescriptor, value: str) -> list[str]:
+    name = descriptor.name
+    if not isinstance(value, str):
+        return [f"property '{name}' must be a string, not {type(value).__name__}"]
+    if descriptor.expression_language:
+        problems = _expression_problems(name, value)
+        if problems or "${" in value:
+            return problems  # the value is known only per FlowFile
+    elif "${" in value and "$${" not in value:
+        return [f"property '{name}' does not support expressions, but its value contains '${{'"]
+    if descriptor.allowable_values is not None and value not in descriptor.allowable_values:
+        return [f"property '{name}' is {value!r}; allowed: {', '.join(descriptor.allowable_values)}"]
+    if descriptor.validator is not None:
+        problem = descriptor.validator(value)
+        if problem:
+            return [f"property '{name}': {problem}"]
+    return []

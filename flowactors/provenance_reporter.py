@@ -1,0 +1,59 @@
+"""The provenance reporter a session offers its processor: events it records explicitly.
+
+Events are queued in the session and emitted at commit with the attributes as committed (SEND keeps
+the attributes as they were when it was reported). A rolled-back session emits nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from repositories.model import FlowFile
+from repositories.provenance.event import ProvenanceEventType as T
+
+if TYPE_CHECKING:
+    from flowactors.session import ProcessSession
+
+
+class ProvenanceReporter:
+    def __init__(self, session: "ProcessSession"):
+        self._session = session
+
+    def _emit(self, event_type: T, flowfile: FlowFile, **fields):
+        current = self._session._record(flowfile).current
+        return self._session._emit(event_type, current, **fields)
+
+    def create(self, flowfile: FlowFile, details: str | None = None) -> None:
+        self._emit(T.CREATE, flowfile, details=details)
+
+    def receive(self, flowfile: FlowFile, transit_uri: str, *, source_system_flowfile_id: str | None = None,
+                details: str | None = None, duration: int = 0) -> None:
+        self._emit(T.RECEIVE, flowfile, transit_uri=transit_uri, details=details, duration=duration,
+                   source_system_flowfile_id=source_system_flowfile_id)
+
+    def fetch(self, flowfile: FlowFile, transit_uri: str, details: str | None = None, duration: int = 0) -> None:
+        self._emit(T.FETCH, flowfile, transit_uri=transit_uri, details=details, duration=duration)
+
+    def send(self, flowfile: FlowFile, transit_uri: str, details: str | None = None, duration: int = 0) -> None:
+        self._emit(T.SEND, flowfile, transit_uri=transit_uri, details=details, duration=duration)
+
+    def route(self, flowfile: FlowFile, relationship: str, details: str | None = None) -> None:
+        self._emit(T.ROUTE, flowfile, relationship=relationship, details=details)
+
+    def modify_content(self, flowfile: FlowFile, details: str | None = None, duration: int = 0) -> None:
+        self._emit(T.CONTENT_MODIFIED, flowfile, details=details, duration=duration)
+
+    def modify_attributes(self, flowfile: FlowFile, details: str | None = None) -> None:
+        self._emit(T.ATTRIBUTES_MODIFIED, flowfile, details=details)
+
+    def fork(self, parent: FlowFile, children: Sequence[FlowFile], details: str | None = None) -> None:
+        self._emit(T.FORK, parent, child_uuids=[c.uuid for c in children], details=details)
+
+    def join(self, parents: Sequence[FlowFile], child: FlowFile, details: str | None = None) -> None:
+        self._emit(T.JOIN, child, parent_uuids=[p.uuid for p in parents], details=details)
+
+    def drop(self, flowfile: FlowFile, details: str | None = None) -> None:
+        self._emit(T.DROP, flowfile, details=details)
+
+    def associate(self, flowfile: FlowFile, alternate_identifier: str, details: str | None = None) -> None:
+        self._emit(T.ASSOCIATE, flowfile, alternate_identifier=alternate_identifier, details=details)

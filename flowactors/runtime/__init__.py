@@ -1,0 +1,1 @@
+"""The runtime on Ray: queue, processor, repository and controller actors (one module each)."""
