@@ -1,0 +1,20 @@
+"""The standard processors, importable by name (``flowactors.processors.GenerateFlowFile``).
+
+A flow definition may name them without a module (``"type": "GenerateFlowFile"``). Each family
+lives in its own module; docs/processors.md describes every processor.
+"""
+
+from flowactors.processors.attributes import ExtractText, LogAttribute, UpdateAttribute
+from flowactors.processors.compress import CompressContent
+from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
+from flowactors.processors.generate import GenerateFlowFile
+from flowactors.processors.hash import HashContent
+from flowactors.processors.merge import MergeContent
+from flowactors.processors.routing import Funnel, RouteOnAttribute, RouteOnContent
+from flowactors.processors.text import ReplaceText, SplitText
+
+__all__ = [
+    "CompressContent", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile", "GetFile", "HashContent",
+    "ListFile", "LogAttribute", "MergeContent", "PutFile", "ReplaceText", "RouteOnAttribute", "RouteOnContent",
+    "SplitText", "UpdateAttribute",
+]

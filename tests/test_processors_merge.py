@@ -1,0 +1,238 @@
+"""MergeContent: bins across triggers, the merge rules, and no loss or duplication."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from flowactors.processors import MergeContent
+from flowactors.testing import ProcessorRunner
+from repositories.model import ContentClaim, ResourceClaim
+from repositories.provenance.event import ProvenanceEventType as T
+
+
+def runner_with(properties, contents=(), attributes=None, **options) -> ProcessorRunner:
+    runner = ProcessorRunner(MergeContent, properties, **options)
+    for index, content in enumerate(contents):
+        attrs = attributes(index) if callable(attributes) else (attributes or {})
+        runner.enqueue(content, {"n": str(index), **attrs})
+    return runner
+
+
+def originals_of(runner: ProcessorRunner) -> list[str]:
+    return [f.attributes["n"] for f in runner.output("original")]
+
+
+def test_bins_by_count_in_one_trigger():
+    runner = runner_with({"Minimum Number of Entries": "3", "Maximum Number of Entries": "3"},
+                         [b"%d" % i for i in range(7)])
+    runner.run()
+    assert runner.contents("merged") == [b"012", b"345"]
+    assert [f.attributes["merge.count"] for f in runner.output("merged")] == ["3", "3"]
+    assert sorted(originals_of(runner)) == [str(i) for i in range(6)]
+    assert runner.input_count == 1  # the 7th waited in a bin and went back on stop
+    assert runner.queues["input"].in_flight == 0
+
+
+def test_bin_collects_over_several_triggers():
+    runner = runner_with({"Minimum Number of Entries": "4"}, batch_size=2)
+    for i in range(6):
+        runner.enqueue(b"%d" % i, {"n": str(i)})
+    runner.run(1, stop=False)
+    assert runner.output("merged") == []
+    assert runner.input_count == 6  # held (in flight), not lost
+    runner.run(1, stop=False)
+    assert runner.contents("merged") == [b"0123"]
+    runner.run(2, stop=False)  # 4, 5 wait for two more
+    assert len(runner.output("merged")) == 1
+    runner.enqueue(b"6", {"n": "6"})
+    runner.enqueue(b"7", {"n": "7"})
+    runner.run(2)
+    assert runner.contents("merged") == [b"0123", b"4567"]
+    assert Counter(originals_of(runner)) == Counter(str(i) for i in range(8))
+    assert runner.input_count == 0
+
+
+def test_default_minimum_of_one_merges_what_each_trigger_got():
+    runner = runner_with({}, [b"a", b"b", b"c"])
+    runner.run()
+    assert runner.contents("merged") == [b"abc"]
+    [merged] = runner.output("merged")
+    assert merged.attributes["merge.reason"].startswith("Minimum number of entries")
+
+
+def test_bins_by_size():
+    runner = runner_with({"Minimum Group Size": "10 B", "Maximum Group Size": "12 B",
+                          "Minimum Number of Entries": "1"}, [b"aaaa", b"bbbb", b"cccc", b"dddd", b"e" * 20, b"ff"])
+    runner.run()
+    merged = runner.contents("merged")
+    # 4+4+4 = 12 is full; "dddd" cannot take 20 more: the big one gets a bin of its own
+    assert merged == [b"aaaabbbbcccc", b"e" * 20]
+    reasons = [f.attributes["merge.reason"] for f in runner.output("merged")]
+    assert reasons == ["Maximum group size reached", "Maximum group size reached"]
+    assert runner.input_count == 2  # dddd + ff: 6 bytes, under the minimum size, back on stop
+
+
+def test_max_bin_age_flushes_a_bin_on_an_empty_trigger():
+    assert MergeContent.trigger_when_empty
+    runner = runner_with({"Minimum Number of Entries": "100", "Max Bin Age": "200 ms"}, [b"x", b"y"])
+    runner.run(stop=False)
+    assert runner.output("merged") == []
+    time.sleep(0.25)
+    runner.run(stop=False)  # nothing in the queue: the old bin is flushed anyway
+    [merged] = runner.output("merged")
+    assert runner.read(merged) == b"xy"
+    assert merged.attributes["merge.reason"] == "Max Bin Age reached"
+    assert int(merged.attributes["merge.bin.age"]) >= 200
+    runner.run()
+    assert runner.input_count == 0
+
+
+def test_correlation_attribute_keeps_groups_apart():
+    runner = runner_with({"Correlation Attribute Name": "group", "Minimum Number of Entries": "2",
+                          "Maximum Number of Entries": "2"},
+                         [b"a1", b"b1", b"a2", b"c1", b"b2", b"a3"], attributes=lambda i: {"group": "abacba"[i]})
+    runner.run()
+    merged = {f.attributes["group"]: runner.read(f) for f in runner.output("merged")}
+    assert merged == {"a": b"a1a2", "b": b"b1b2"}  # the common attribute 'group' is kept
+    assert runner.input_count == 2  # c1 and a3 wait for partners
+
+
+def test_maximum_number_of_bins_merges_the_oldest():
+    runner = runner_with({"Correlation Attribute Name": "g", "Minimum Number of Entries": "5",
+                          "Maximum number of Bins": "2"}, [b"a", b"b", b"c"], attributes=lambda i: {"g": "abc"[i]})
+    runner.run()
+    [merged] = runner.output("merged")
+    assert runner.read(merged) == b"a"
+    assert merged.attributes["merge.reason"] == "Maximum number of bins reached"
+
+
+def test_text_header_footer_and_demarcator():
+    runner = runner_with({"Delimiter Strategy": "Text", "Header": "[${kind}:", "Footer": "]", "Demarcator": ", "},
+                         [b"1", b"2", b"3"], attributes={"kind": "nums"})
+    runner.run()
+    assert runner.contents("merged") == [b"[nums:1, 2, 3]"]
+
+
+def test_text_delimiters_use_the_character_set():
+    runner = runner_with({"Delimiter Strategy": "Text", "Demarcator": "é", "Character Set": "ISO-8859-1"},
+                         [b"1", b"2"])
+    runner.run()
+    assert runner.contents("merged") == [b"1\xe92"]
+
+
+def test_delimiters_ignored_without_strategy_and_read_from_files(tmp_path):
+    runner = runner_with({"Header": "H", "Footer": "F"}, [b"1", b"2"])
+    runner.run()
+    assert runner.contents("merged") == [b"12"]
+    (tmp_path / "h").write_bytes(b"<head>")
+    (tmp_path / "d").write_bytes(b"\n")
+    runner = runner_with({"Delimiter Strategy": "Filename", "Header": str(tmp_path / "h"),
+                          "Demarcator": str(tmp_path / "d")}, [b"1", b"2"])
+    runner.run()
+    assert runner.contents("merged") == [b"<head>1\n2"]
+
+
+def test_attribute_strategies():
+    attrs = [{"same": "s", "differs": "1", "only.one": "x"}, {"same": "s", "differs": "2"}]
+    runner = runner_with({}, [b"a", b"b"], attributes=lambda i: attrs[i])
+    runner.run()
+    [merged] = runner.output("merged")
+    assert merged.attributes["same"] == "s"
+    assert "differs" not in merged.attributes and "only.one" not in merged.attributes
+    runner = runner_with({"Attribute Strategy": "Keep All Unique Attributes"}, [b"a", b"b"],
+                         attributes=lambda i: attrs[i])
+    runner.run()
+    [merged] = runner.output("merged")
+    assert merged.attributes["same"] == "s" and merged.attributes["only.one"] == "x"
+    assert "differs" not in merged.attributes
+
+
+def test_join_event_names_every_parent_in_one_commit():
+    runner = runner_with({"Minimum Number of Entries": "3"}, [b"a", b"b", b"c"])
+    runner.run()
+    [merged] = runner.output("merged")
+    originals = runner.output("original")
+    [join] = [e for e in runner.events() if e.event_type == T.JOIN]
+    assert join.flowfile_uuid == merged.uuid
+    assert sorted(join.parent_uuids) == sorted(f.uuid for f in originals)
+    assert join.updated_size == 3
+    assert runner.backend.commits == 1  # merged, originals and acknowledgements together
+
+
+def test_stop_returns_binned_flowfiles_to_the_queue_unchanged():
+    runner = runner_with({"Minimum Number of Entries": "10"}, [b"%d" % i for i in range(5)])
+    before = {f.uuid: f for f in runner.queues["input"].listing(10)}
+    runner.run(2, stop=False)
+    assert runner.queues["input"].queued == 0 and runner.queues["input"].in_flight == 5
+    runner.processor.on_stopped(runner.context)
+    runner.scheduled = False
+    after = runner.queues["input"].listing(10)
+    assert sorted(f.uuid for f in after) == sorted(before)
+    assert all(f == before[f.uuid] for f in after)  # the very same records
+    assert runner.queues["input"].in_flight == 0
+    assert runner.events() == [] and runner.output("merged") == []
+    # scheduled again, each FlowFile is merged exactly once
+    for i in range(5, 10):
+        runner.enqueue(b"%d" % i, {"n": str(i)})
+    runner.run()
+    [merged] = runner.contents("merged")
+    assert sorted(merged) == sorted(b"0123456789")
+    assert Counter(originals_of(runner)) == Counter(str(i) for i in range(10))
+    assert runner.input_count == 0
+
+
+def test_a_failed_trigger_neither_loses_nor_duplicates(monkeypatch):
+    runner = runner_with({"Minimum Number of Entries": "3", "Maximum Number of Entries": "3"}, batch_size=2)
+    for i in range(6):
+        runner.enqueue(b"%d" % i, {"n": str(i)})
+    real_merge = MergeContent._merge
+    calls = []
+
+    def flaky(self, context, session, bin, reason):
+        calls.append(len(bin.flowfiles))
+        if len(calls) == 1:
+            raise RuntimeError("crash while merging")
+        return real_merge(self, context, session, bin, reason)
+
+    monkeypatch.setattr(MergeContent, "_merge", flaky)
+    runner.run(1, stop=False)  # 0, 1 binned
+    runner.run(1, stop=False, raise_errors=False)  # 2, 3 taken; bin 0-2 fails: 0, 1, 2 back to the queue
+    assert len(runner.errors) == 1
+    runner.run(6, stop=False)
+    runner.run(1)
+    merged = runner.contents("merged")
+    assert sorted(b"".join(merged)) == sorted(b"012345")
+    assert Counter(originals_of(runner)) == Counter(str(i) for i in range(6))
+    assert runner.input_count == 0
+
+
+def unreadable(runner: ProcessorRunner, content: bytes, attributes) -> None:
+    """Enqueue a FlowFile whose content claim points at nothing."""
+    flowfile = runner.enqueue(content, attributes)
+    queue = runner.queues["input"]
+    taken, _ = queue.poll(queue.count)
+    bogus = ContentClaim(ResourceClaim("default", "0", "gone"), 0, len(content))
+    queue.requeue([f._replace(claim=bogus) if f.uuid == flowfile.uuid else f for f in taken])
+
+
+def test_unreadable_content_sends_the_bin_to_failure():
+    runner = runner_with({"Minimum Number of Entries": "2"}, [b"a"])
+    unreadable(runner, b"b", {"n": "1"})
+    runner.run()
+    assert sorted(f.attributes["n"] for f in runner.output("failure")) == ["0", "1"]
+    assert runner.output("merged") == [] and runner.output("original") == []
+    assert not [e for e in runner.events() if e.event_type == T.JOIN]
+
+
+@pytest.mark.parametrize("properties", [
+    {"Minimum Number of Entries": "5", "Maximum Number of Entries": "2"},
+    {"Minimum Group Size": "2 KB", "Maximum Group Size": "1 KB"},
+    {"Merge Strategy": "Defragment"},
+    {"Max Bin Age": "soon"},
+    {"Delimiter Strategy": "Magic"},
+])
+def test_invalid_configurations(properties):
+    assert MergeContent.validate_properties(properties)
