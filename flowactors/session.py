@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import uuid as uuid_module
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequenc
 
 from flowactors.processor import ProcessContext, Relationship
 from flowactors.provenance_reporter import ProvenanceReporter
-from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, now_millis
+from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
+                               now_millis)
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType
 
 CHUNK = 1024 * 1024
@@ -157,7 +157,7 @@ class ProcessSession:
         """A new FlowFile with no content; with parents it inherits their common attributes."""
         parents = list(parents or ([parent] if parent is not None else []))
         now = now_millis()
-        new_uuid = str(uuid_module.uuid4())
+        new_uuid = new_flowfile_uuid()
         attributes: dict[str, str] = {}
         if parents:
             parent_records = [self._record(p) for p in parents]
@@ -192,7 +192,7 @@ class ProcessSession:
             claim = claim.slice(offset, length) if (offset, length) != (0, source.size) else claim
         elif (offset, length) != (0, 0):
             raise ValueError(f"cannot take bytes {offset}+{size} of an empty FlowFile")
-        new_uuid = str(uuid_module.uuid4())
+        new_uuid = new_flowfile_uuid()
         child = FlowFile(self._ids.take(), new_uuid, dict(source.attributes, uuid=new_uuid), claim, now_millis(),
                          source.lineage_start_date)
         record = _Record(None, child, None)

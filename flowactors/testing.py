@@ -7,7 +7,6 @@ in-memory ones for fast unit tests, or the durable ones on a temporary directory
 
 from __future__ import annotations
 
-import uuid as uuid_module
 from typing import Any, Mapping, Sequence
 
 from flowactors.processor import ProcessContext, Processor
@@ -15,7 +14,7 @@ from flowactors.runtime.connection_queue import ConnectionQueue, QueueConfig
 from flowactors.session import CommitBatch, CommitError, ProcessSession, _Ids
 from repositories.content import InMemoryContentRepository
 from repositories.flowfile import InMemoryFlowFileRepository
-from repositories.model import FlowFile, QueuedFlowFile, now_millis
+from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
 from repositories.provenance import InMemoryProvenanceRepository
 from repositories.provenance.event import ProvenanceEvent
 
@@ -125,7 +124,7 @@ class ProcessorRunner:
         writer = self.content.writer()
         claim = writer.write_bytes(content) if content else None
         writer.flush(sync=False)
-        new_uuid = str(uuid_module.uuid4())
+        new_uuid = new_flowfile_uuid()
         now = now_millis()
         attrs = {"filename": new_uuid, "path": "./", **(attributes or {}), "uuid": new_uuid}
         flowfile = FlowFile(self.ids.take(), new_uuid, attrs, claim, now, now, queue_date=now)

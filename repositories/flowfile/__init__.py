@@ -1,0 +1,25 @@
+"""The FlowFile repository: the write-ahead log of every FlowFile's attributes, content claim and
+queue (LMDB), with claimant counts, checkpoints, recovery and the swap-file registry.
+
+``WriteAheadFlowFileRepository`` is the durable one; ``InMemoryFlowFileRepository`` has the same
+interface for tests and the stateless engine. Formats: docs/formats/flowfile-repository.md.
+"""
+
+from repositories.flowfile.errors import (
+    FlowFileRepositoryError,
+    NegativeCountError,
+    RepositoryCorruptError,
+    UnsupportedFormatVersionError,
+)
+from repositories.flowfile.memory import InMemoryFlowFileRepository
+from repositories.flowfile.wal import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
+
+__all__ = [
+    "FlowFileRepositoryError",
+    "InMemoryFlowFileRepository",
+    "NegativeCountError",
+    "RepositoryCorruptError",
+    "SWAP_QUEUE_PREFIX",
+    "UnsupportedFormatVersionError",
+    "WriteAheadFlowFileRepository",
+]

@@ -1,0 +1,73 @@
+"""Errors of the FlowFile repository.
+
+Every message names the repository directory and says what an operator can do about it, because
+these errors surface at start-up, in a log, far from the code that raised them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: What to do when the repository cannot be read; appended to every corruption message.
+CORRUPT_ADVICE = (
+    "Restore the directory from a backup, or move it aside (e.g. rename it to "
+    "'flowfile.corrupt') so that flowactors starts with an empty FlowFile repository "
+    "(the FlowFiles it held are then lost; their content stays in the content repository "
+    "until orphan cleanup)."
+)
+
+
+class FlowFileRepositoryError(Exception):
+    """Any failure of the FlowFile repository (the base class of the others)."""
+
+    def __init__(self, message: str, path: str | Path | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        super().__init__(message)
+
+
+class RepositoryCorruptError(FlowFileRepositoryError):
+    """The repository's files are damaged: unreadable, truncated, or inconsistent."""
+
+    def __init__(self, path: str | Path, problem: str, advice: str = CORRUPT_ADVICE) -> None:
+        self.problem = problem
+        super().__init__(f"FlowFile repository at {path} is corrupt: {problem}. {advice}", path)
+
+
+class NegativeCountError(RepositoryCorruptError):
+    """A claimant count (or a queue's FlowFile count) would go negative: the counts no longer
+    match the FlowFile records (NiFi's NIFI-9993 / NIFI-6110 class of bug).
+
+    The commit that found it is aborted (nothing of it is written).
+    """
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        super().__init__(
+            path,
+            problem,
+            "The transaction was aborted and nothing was written. Restart so that start-up "
+            "recovery runs rebuild_claimant_counts(), which recomputes every count from the "
+            "FlowFile records; if this happens again, report it as a bug.",
+        )
+
+
+class UnsupportedFormatVersionError(FlowFileRepositoryError):
+    """The repository (or one record) was written in a format version this release cannot read."""
+
+    def __init__(self, path: str | Path, found: int, supported: int, what: str = "repository") -> None:
+        self.found = found
+        self.supported = supported
+        if found > supported:
+            advice = (
+                f"It was written by a newer flowactors; upgrade flowactors to a release that reads "
+                f"format version {found}, or move the directory aside to start empty."
+            )
+        else:
+            advice = (
+                "This release has no reader for that older version; open it with the release that "
+                "wrote it, or move the directory aside to start empty."
+            )
+        super().__init__(
+            f"FlowFile repository at {path}: {what} has format version {found}, this flowactors "
+            f"reads version {supported}. {advice}",
+            path,
+        )

@@ -1,0 +1,364 @@
+"""Byte layouts of the FlowFile repository's keys and values (docs/formats/flowfile-repository.md).
+
+Pure functions, no LMDB: ``wal.py`` calls them and turns their ``RecordError`` into a
+``RepositoryCorruptError`` that names the repository path. Nothing here uses pickle: every value
+is ``struct`` fields, UTF-8 strings and (for attributes) an orjson object, behind a version byte,
+so a damaged or hostile value gives an error, never code execution.
+
+A FlowFile record (the value in the ``flowfiles`` sub-database; its key is the uuid's 16 raw
+bytes) is laid out so that a commit can take what it needs from a FlowFile's *previous* record
+by slicing, without parsing it: from byte 1 it starts with the record's own order-index key
+(queue prefix, queue_date, queue_index, id), and the content claim is stored as its exact key in
+the ``claims`` sub-database::
+
+    off        size  field
+    0          1     record version, 1
+    1          2     Lq: length of the queue id, u16 BE        } = the queue prefix of the
+    3          Lq    queue id, UTF-8                            }   order-index key
+    3+Lq       8     queue_date + 2**63, u64 BE      }
+    11+Lq      8     queue_index + 2**63, u64 BE     } = the order part of the index key
+    19+Lq      8     id + 2**63, u64 BE              }
+    27+Lq      8     entry_date, i64 BE
+    35+Lq      8     lineage_start_date, i64 BE
+    43+Lq      8     penalized_until, i64 BE
+    51+Lq      2     Lk: length of the claim key, u16 BE (0: no content claim)
+    53+Lq      8     content offset in the resource claim, i64 BE (0 without claim)
+    61+Lq      8     content length, i64 BE (0 without claim)
+    69+Lq      Lk    claim key: container, section, id, each a u16 BE length + UTF-8
+    69+Lq+Lk   A     attributes: an orjson (JSON, UTF-8) object of string -> string
+    end-4      4     CRC-32 (zlib) of every byte before it, u32 LE
+
+The CRC is last so that a check is one call over the whole value: the CRC-32 of a message
+followed by its own CRC (little-endian) is always 0x2144DF1C.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from repositories.model import ContentClaim, FlowFile, ResourceClaim
+
+#: Queue id of FlowFiles in a swap file: this prefix, then the swap file's location.
+SWAP_QUEUE_PREFIX = "swap:"
+
+#: Version byte of a FlowFile record and of a swap-file registry entry.
+RECORD_VERSION = 1
+
+#: LMDB's maximum key size in the library py-lmdb bundles (``Environment.max_key_size()``).
+MAX_KEY_SIZE = 511
+
+_SIGN = 1 << 63
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_CRC_RESIDUE = 0x2144DF1C
+
+_U16 = struct.Struct(">H")
+_U64 = struct.Struct(">Q")
+_CRC = struct.Struct("<I")
+#: after the queue: qdate, qindex, id (offset u64), entry, lineage, penalized, Lk, offset, length
+_FIXED = struct.Struct(">QQQqqqHqq")
+_ORDER_LEN = 24  # queue_date, queue_index, id
+_CLAIM_AT = 48  # offset of Lk inside _FIXED
+_CLAIM = struct.Struct(">Hqq")
+_CLAIM_VALUE = struct.Struct(">QQ")  # claimant count, pending-release sequence (0 = not pending)
+_QUEUE_VALUE = struct.Struct(">qq")  # FlowFile count, content bytes
+_dumps = orjson.dumps
+_loads = orjson.loads
+_crc32 = zlib.crc32
+_VERSION_BYTE = bytes((RECORD_VERSION,))
+
+#: Length of the fixed tail of an order-index key: the order part and the 16-byte uuid.
+INDEX_TAIL = _ORDER_LEN + 16
+#: Longest queue id (UTF-8 bytes) that fits an order-index key.
+MAX_QUEUE_BYTES = MAX_KEY_SIZE - 2 - INDEX_TAIL
+
+
+class RecordError(ValueError):
+    """A value could not be decoded; ``wal.py`` reports it as repository corruption."""
+
+
+class RecordVersionError(RecordError):
+    """A value carries a version byte this release does not know."""
+
+    def __init__(self, found: int) -> None:
+        self.found = found
+        super().__init__(f"record version {found}, this release reads {RECORD_VERSION}")
+
+
+# --- uuids -------------------------------------------------------------------------------------
+
+
+def uuid_key(uuid: str) -> bytes:
+    """The 16 raw bytes of a uuid string (any case, with or without dashes)."""
+    try:
+        key = bytes.fromhex(uuid.replace("-", ""))
+    except (ValueError, AttributeError, TypeError):
+        raise ValueError(f"FlowFile uuid {uuid!r} is not a UUID") from None
+    if len(key) != 16:
+        raise ValueError(f"FlowFile uuid {uuid!r} is not a UUID")
+    return key
+
+
+def key_uuid(key: bytes) -> str:
+    """The canonical (lower-case, dashed) string of a 16-byte uuid key."""
+    h = key.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# --- queue prefixes and the order index --------------------------------------------------------
+
+
+def queue_prefix(queue: str) -> bytes:
+    """The first bytes of every order-index key of ``queue``: u16 BE length, then UTF-8."""
+    if not isinstance(queue, str):
+        raise ValueError(f"queue id {queue!r} is not a string")
+    qb = queue.encode()
+    if len(qb) > MAX_QUEUE_BYTES:
+        raise ValueError(
+            f"queue id of {len(qb)} bytes is too long (at most {MAX_QUEUE_BYTES} bytes of UTF-8)"
+        )
+    return _U16.pack(len(qb)) + qb
+
+
+def prefix_successor(prefix: bytes) -> bytes:
+    """The smallest key greater than every key that starts with ``prefix``."""
+    b = bytearray(prefix)
+    while b and b[-1] == 0xFF:
+        b.pop()
+    if not b:
+        return b"\xff" * MAX_KEY_SIZE
+    b[-1] += 1
+    return bytes(b)
+
+
+def order_key_fields(key: bytes) -> tuple[str, bytes]:
+    """(queue, uuid key) of an order-index key."""
+    if len(key) < 2:
+        raise RecordError("index key is too short")
+    (n,) = _U16.unpack_from(key)
+    if len(key) != 2 + n + INDEX_TAIL:
+        raise RecordError("index key length does not match its queue length")
+    try:
+        queue = key[2 : 2 + n].decode()
+    except UnicodeDecodeError:
+        raise RecordError("index key queue is not UTF-8") from None
+    return queue, key[-16:]
+
+
+# --- resource claims ---------------------------------------------------------------------------
+
+
+def claim_key(resource: tuple) -> bytes:
+    """Key of a resource claim: container, section, id, each a u16 BE length and UTF-8."""
+    out = bytearray()
+    for part in resource:
+        b = part.encode()
+        out += _U16.pack(len(b))
+        out += b
+    if len(out) > MAX_KEY_SIZE - _U64.size:
+        raise ValueError(f"resource claim {tuple(resource)!r} is too long to be a key")
+    return bytes(out)
+
+
+def claim_from_key(key: bytes) -> ResourceClaim:
+    parts = []
+    pos = 0
+    try:
+        for _ in range(3):
+            (n,) = _U16.unpack_from(key, pos)
+            pos += 2
+            if pos + n > len(key):
+                raise RecordError("claim key is truncated")
+            parts.append(bytes(key[pos : pos + n]).decode())
+            pos += n
+    except (struct.error, UnicodeDecodeError):
+        raise RecordError("claim key is malformed") from None
+    if pos != len(key):
+        raise RecordError("claim key has trailing bytes")
+    return ResourceClaim(*parts)
+
+
+# --- FlowFile records --------------------------------------------------------------------------
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    raise TypeError(f"cannot store a {type(obj).__name__} in FlowFile attributes")
+
+
+def encode_flowfile(ff: FlowFile, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
+    """``(record, order-index key)`` of FlowFile ``ff`` in the queue whose prefix is ``prefix``;
+    ``ckey`` is the claim key of its content's resource claim (``b""`` without content)."""
+    id_, _uuid, attributes, c, entry, lineage, penalized, qdate, qindex = ff
+    try:
+        if c is None:
+            fixed = _FIXED.pack(qdate + _SIGN, qindex + _SIGN, id_ + _SIGN, entry, lineage, penalized, 0, 0, 0)
+        else:
+            fixed = _FIXED.pack(
+                qdate + _SIGN, qindex + _SIGN, id_ + _SIGN, entry, lineage, penalized, len(ckey), c[1], c[2]
+            )
+    except (struct.error, TypeError):
+        raise ValueError(f"FlowFile {ff.uuid} has a field that is not a signed 64-bit integer: {ff!r}") from None
+    body = b"".join((_VERSION_BYTE, prefix, fixed, ckey, _dumps(attributes, default=_default)))
+    return body + _CRC.pack(_crc32(body)), prefix + fixed[:_ORDER_LEN] + ukey
+
+
+def encode(ff: FlowFile, queue: str) -> bytes:
+    """The record of ``ff`` in ``queue`` (convenience for tools and tests)."""
+    resource = ff.claim.resource if ff.claim is not None else None
+    ckey = claim_key(resource) if resource is not None else b""
+    return encode_flowfile(ff, queue_prefix(queue), ckey, uuid_key(ff.uuid))[0]
+
+
+def _check(value: bytes) -> int:
+    """Verify a record's version and checksum; return Lq."""
+    n = len(value)
+    if n < 3 + _FIXED.size + 4:
+        raise RecordError(f"record of {n} bytes is shorter than its fixed fields")
+    if _crc32(value) != _CRC_RESIDUE:
+        if value[0] > RECORD_VERSION:
+            raise RecordVersionError(value[0])
+        raise RecordError("record checksum does not match its bytes")
+    if value[0] != RECORD_VERSION:
+        if value[0] > RECORD_VERSION:
+            raise RecordVersionError(value[0])
+        raise RecordError(f"record version byte is {value[0]}")
+    lq = (value[1] << 8) | value[2]
+    if 3 + lq + _FIXED.size + 4 > n:
+        raise RecordError("record queue length exceeds the record")
+    return lq
+
+
+def peek(value: bytes) -> tuple[bytes, bytes, bytes, int]:
+    """What a commit needs of a previous record, by slicing: ``(order key without the uuid,
+    queue id as UTF-8, claim key or b"", content length)``. Verifies version and checksum."""
+    lq = _check(value)
+    end = 3 + lq
+    lk, _offset, length = _CLAIM.unpack_from(value, end + _CLAIM_AT)
+    cstart = end + _FIXED.size
+    if cstart + lk + 4 > len(value):
+        raise RecordError("record claim key length exceeds the record")
+    return value[1 : end + _ORDER_LEN], value[3:end], value[cstart : cstart + lk], length
+
+
+def order_id(order: bytes) -> int:
+    """The FlowFile id in an order key (without uuid) as ``peek`` returns it."""
+    return _U64.unpack_from(order, len(order) - 8)[0] - _SIGN
+
+
+def with_queue(value: bytes, prefix: bytes) -> tuple[bytes, bytes]:
+    """``(record, order key without the uuid)`` of a record moved to the queue of ``prefix``,
+    everything else (FIFO position included) unchanged."""
+    lq = _check(value)
+    rest = value[3 + lq : -4]
+    body = b"".join((_VERSION_BYTE, prefix, rest))
+    return body + _CRC.pack(_crc32(body)), prefix + rest[:_ORDER_LEN]
+
+
+def decode_record(
+    ukey: bytes, value: bytes, claims: dict[bytes, ResourceClaim] | None = None
+) -> tuple[str, FlowFile]:
+    """``(queue, FlowFile)`` of a record; ``claims`` interns equal resource claims."""
+    lq = _check(value)
+    end = 3 + lq
+    try:
+        queue = value[3:end].decode()
+        qdate, qindex, id_, entry, lineage, penalized, lk, offset, length = _FIXED.unpack_from(value, end)
+        cstart = end + _FIXED.size
+        astart = cstart + lk
+        if astart + 4 > len(value):
+            raise RecordError("record claim key length exceeds the record")
+        if lk:
+            ckey = value[cstart:astart]
+            resource = claims.get(ckey) if claims is not None else None
+            if resource is None:
+                resource = claim_from_key(ckey)
+                if claims is not None:
+                    claims[ckey] = resource
+            content = ContentClaim(resource, offset, length)
+        else:
+            content = None
+        attributes = _loads(memoryview(value)[astart:-4])
+    except UnicodeDecodeError:
+        raise RecordError("record queue id is not UTF-8") from None
+    except orjson.JSONDecodeError as e:
+        raise RecordError(f"record attributes are not valid JSON ({e})") from None
+    if type(attributes) is not dict:
+        raise RecordError("record attributes are not a JSON object")
+    ff = FlowFile(
+        id_ - _SIGN, key_uuid(ukey), attributes, content, entry, lineage, penalized,
+        qdate - _SIGN, qindex - _SIGN,
+    )  # fmt: skip
+    return queue, ff
+
+
+# --- values of the small sub-databases --------------------------------------------------------
+
+
+def destructible_key(seq: int, ckey: bytes) -> bytes:
+    """Key of a pending release: u64 BE commit sequence that made the count 0, then the claim key."""
+    return _U64.pack(seq) + ckey
+
+
+def destructible_fields(key: bytes) -> tuple[int, bytes]:
+    if len(key) < _U64.size:
+        raise RecordError("destructible key is too short")
+    return _U64.unpack_from(key)[0], key[_U64.size :]
+
+
+def pack_claim_value(count: int, pending_seq: int) -> bytes:
+    return _CLAIM_VALUE.pack(count, pending_seq)
+
+
+def unpack_claim_value(value: bytes) -> tuple[int, int]:
+    if len(value) != _CLAIM_VALUE.size:
+        raise RecordError(f"claim value of {len(value)} bytes, expected {_CLAIM_VALUE.size}")
+    return _CLAIM_VALUE.unpack(value)
+
+
+def pack_queue_value(count: int, size: int) -> bytes:
+    return _QUEUE_VALUE.pack(count, size)
+
+
+def unpack_queue_value(value: bytes) -> tuple[int, int]:
+    if len(value) != _QUEUE_VALUE.size:
+        raise RecordError(f"queue value of {len(value)} bytes, expected {_QUEUE_VALUE.size}")
+    return _QUEUE_VALUE.unpack(value)
+
+
+def pack_u64(n: int) -> bytes:
+    return _U64.pack(n)
+
+
+def unpack_u64(value: bytes) -> int:
+    if len(value) != _U64.size:
+        raise RecordError(f"counter of {len(value)} bytes, expected {_U64.size}")
+    return _U64.unpack(value)[0]
+
+
+def encode_swap_entry(queue: str, count: int, size: int, seq: int, registered: int) -> bytes:
+    """Swap registry value: version byte, then an orjson object."""
+    payload = _dumps({"queue": queue, "count": count, "size": size, "seq": seq, "registered": registered})
+    return _VERSION_BYTE + payload
+
+
+def decode_swap_entry(value: bytes) -> dict:
+    if not value:
+        raise RecordError("empty swap registry entry")
+    if value[0] != RECORD_VERSION:
+        if value[0] > RECORD_VERSION:
+            raise RecordVersionError(value[0])
+        raise RecordError(f"swap registry entry version byte is {value[0]}")
+    try:
+        entry = _loads(memoryview(value)[1:])
+    except orjson.JSONDecodeError as e:
+        raise RecordError(f"swap registry entry is not valid JSON ({e})") from None
+    if type(entry) is not dict or not {"queue", "count", "size", "seq"} <= entry.keys():
+        raise RecordError("swap registry entry lacks fields")
+    return entry

@@ -1,0 +1,1098 @@
+"""The durable FlowFile repository: a write-ahead log of FlowFile records in LMDB.
+
+One LMDB environment at ``<repository>/flowfile`` holds the live FlowFile records, a per-queue
+FIFO index, per-queue sizes, resource-claim claimant counts, the claims waiting to be released at
+the next checkpoint, and the swap-file registry (docs/formats/flowfile-repository.md has every
+byte). Every public write is one LMDB write transaction, so a session commit is all or nothing.
+
+Durability (verified in tests/test_flowfile_crash.py, documented in the format doc):
+
+* ``always_sync=False`` (NiFi's default): LMDB ``sync=False, metasync=False``. A commit writes its
+  pages and the new meta page with ``pwrite`` and returns: it survives the death (SIGKILL) of every
+  process because the bytes are in the OS page cache. It does not survive a power loss or kernel
+  crash until the next ``checkpoint()``, which calls ``fdatasync``.
+* ``always_sync=True``: LMDB ``sync=True, metasync=True``. ``fdatasync`` of the data pages and an
+  ``O_DSYNC`` write of the meta page before ``commit()`` returns: survives power loss.
+
+One instance per repository directory per process (LMDB must not be opened twice in one process);
+several processes may open the same directory. Methods are safe to call from several threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from repositories.flowfile import records as rec
+from repositories.flowfile.errors import (
+    FlowFileRepositoryError,
+    NegativeCountError,
+    RepositoryCorruptError,
+    UnsupportedFormatVersionError,
+)
+from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
+
+SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
+
+_META = b"meta"
+_FLOWFILES = b"flowfiles"
+_ORDER = b"order"
+_QUEUES = b"queues"
+_CLAIMS = b"claims"
+_DESTRUCTIBLE = b"destructible"
+_SWAP = b"swap_files"
+_DB_NAMES = (_FLOWFILES, _ORDER, _QUEUES, _CLAIMS, _DESTRUCTIBLE, _SWAP)
+
+_K_FORMAT = b"format_version"
+_K_NEXT_ID = b"next_id"
+_K_SEQ = b"commit_seq"
+_K_CREATED = b"created"
+_K_CHECKPOINT = b"last_checkpoint"
+
+_CORRUPTION_ERRORS = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.InvalidError,
+    lmdb.PanicError,
+    lmdb.BadValsizeError,
+)
+
+# LMDB forbids opening one environment twice in one process (closing either breaks the other's
+# POSIX locks), so instances register their directory here.
+_open_lock = threading.Lock()
+_open_paths: dict[str, weakref.ReferenceType] = {}
+
+
+class _CallerError(ValueError):
+    """A caller's mistake found inside a write transaction (the transaction is aborted)."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class WriteAheadFlowFileRepository:
+    """FlowFile records, queue order, claimant counts and swap files in one LMDB environment."""
+
+    #: On-disk format of the whole environment (meta key ``format_version``).
+    FORMAT_VERSION = 1
+    #: Reader slots in ``lock.mdb``: enough for the repository actor plus tools on the node.
+    MAX_READERS = 256
+    #: Named sub-databases allowed (six used, room for later versions).
+    MAX_DBS = 16
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        always_sync: bool = False,
+        map_size: int = 64 * 1024**3,
+        create: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.always_sync = bool(always_sync)
+        self._lock = threading.RLock()
+        self._env: lmdb.Environment | None = None
+        self._closed = True
+        self._commits = 0
+        self._checkpoints = 0
+        self._unknown_removals = 0
+        self._last_checkpoint: dict[str, Any] | None = None
+        self._prefixes: dict[str, bytes] = {}
+        self._key = os.path.realpath(self.path)
+        with _open_lock:
+            other = _open_paths.get(self._key)
+            if other is not None and other() is not None and not other()._closed:
+                raise FlowFileRepositoryError(
+                    f"FlowFile repository at {self.path} is already open in this process; "
+                    "use that instance or close() it first (LMDB must not be opened twice in "
+                    "one process)",
+                    self.path,
+                )
+            _open_paths[self._key] = weakref.ref(self)
+            self._closed = False
+        try:
+            self._open(create, map_size)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def from_settings(cls, root_dir: str | Path, settings: Any) -> "WriteAheadFlowFileRepository":
+        """The repository at ``<root_dir>/flowfile`` configured from a ``Settings``."""
+        return cls(
+            Path(root_dir) / "flowfile",
+            always_sync=settings.always_sync,
+            map_size=settings.flowfile_map_size,
+        )
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def _open(self, create: bool, map_size: int) -> None:
+        p = self.path
+        if p.exists() and not p.is_dir():
+            raise FlowFileRepositoryError(
+                f"FlowFile repository path {p} exists but is not a directory; point the "
+                "repository at a directory",
+                p,
+            )
+        data = p / "data.mdb"
+        if not data.exists():
+            if not create:
+                raise FlowFileRepositoryError(
+                    f"no FlowFile repository at {p} ({data} does not exist) and create=False; "
+                    "check the repository directory, or open with create=True to start empty",
+                    p,
+                )
+            self._initialize(map_size)
+        self._remove_stale_creations()
+        file_size = data.stat().st_size
+        if file_size == 0:
+            raise RepositoryCorruptError(p, f"{data} is empty (0 bytes); it was truncated")
+        try:
+            env = lmdb.open(
+                str(p),
+                map_size=map_size,
+                subdir=True,
+                create=False,
+                readonly=False,
+                sync=self.always_sync,
+                metasync=self.always_sync,
+                writemap=False,
+                map_async=False,
+                meminit=True,
+                readahead=True,
+                lock=True,
+                max_readers=self.MAX_READERS,
+                max_dbs=self.MAX_DBS,
+            )
+        except lmdb.Error as e:
+            raise self._wrap(e, "opening") from e
+        self._env = env
+        try:
+            env.reader_check()  # free the reader slots of processes that died (kill -9)
+            psize = env.stat()["psize"]
+            end = (env.info()["last_pgno"] + 1) * psize
+        except lmdb.Error as e:
+            raise self._wrap(e, "opening") from e
+        # A file shorter than its last page would SIGBUS on the first read of the map: check first.
+        if file_size < end:
+            raise RepositoryCorruptError(
+                p, f"{data} has {file_size} bytes but its last page ends at byte {end}; it was truncated"
+            )
+        try:
+            self._meta = env.open_db(_META, create=False)
+        except lmdb.NotFoundError:
+            raise RepositoryCorruptError(
+                p, "it is an LMDB environment without the 'meta' sub-database, not a FlowFile repository"
+            ) from None
+        except lmdb.Error as e:
+            raise self._wrap(e, "opening") from e
+        with self._read() as txn:
+            raw = txn.get(_K_FORMAT, db=self._meta)
+        if raw is None or len(raw) != 1:
+            raise RepositoryCorruptError(p, "the meta sub-database has no format version")
+        if raw[0] != self.FORMAT_VERSION:
+            raise UnsupportedFormatVersionError(p, raw[0], self.FORMAT_VERSION)
+        dbs = {}
+        for name in _DB_NAMES:
+            try:
+                dbs[name] = env.open_db(name, create=False)
+            except lmdb.NotFoundError:
+                raise RepositoryCorruptError(p, f"the sub-database {name.decode()!r} is missing") from None
+            except lmdb.Error as e:
+                raise self._wrap(e, "opening") from e
+        self._ff = dbs[_FLOWFILES]
+        self._order = dbs[_ORDER]
+        self._queues = dbs[_QUEUES]
+        self._claims = dbs[_CLAIMS]
+        self._destructible = dbs[_DESTRUCTIBLE]
+        self._swap = dbs[_SWAP]
+        with self._read() as txn:
+            self._load_counter(txn, _K_NEXT_ID)
+            self._load_counter(txn, _K_SEQ)
+
+    def _initialize(self, map_size: int) -> None:
+        """Create an empty repository atomically: build it in a temporary directory, then link
+        its data.mdb into place (a crash leaves either no data.mdb or a complete one)."""
+        p = self.path
+        p.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".creating-{os.getpid()}-", dir=p))
+        try:
+            env = lmdb.open(
+                str(tmp), map_size=map_size, subdir=True, max_dbs=self.MAX_DBS, sync=True, metasync=True
+            )
+            try:
+                with env.begin(write=True) as txn:
+                    meta = env.open_db(_META, txn=txn, create=True)
+                    for name in _DB_NAMES:
+                        env.open_db(name, txn=txn, create=True)
+                    txn.put(_K_FORMAT, bytes((self.FORMAT_VERSION,)), db=meta)
+                    txn.put(_K_NEXT_ID, rec.pack_u64(1), db=meta)
+                    txn.put(_K_SEQ, rec.pack_u64(0), db=meta)
+                    txn.put(_K_CREATED, rec.pack_u64(_now_ms()), db=meta)
+                env.sync(True)
+            finally:
+                env.close()
+            try:
+                os.link(tmp / "data.mdb", p / "data.mdb")  # fails if another process won the race
+            except FileExistsError:
+                pass
+            _fsync_dir(p)
+        except lmdb.Error as e:
+            raise FlowFileRepositoryError(f"cannot create a FlowFile repository at {p}: {e}", p) from e
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _remove_stale_creations(self) -> None:
+        for d in self.path.glob(".creating-*"):
+            try:
+                pid = int(d.name.split("-")[1])
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                shutil.rmtree(d, ignore_errors=True)
+            except (ValueError, IndexError, PermissionError):
+                pass
+
+    def _load_counter(self, txn: lmdb.Transaction, key: bytes) -> int:
+        raw = txn.get(key, db=self._meta)
+        if raw is None:
+            raise RepositoryCorruptError(self.path, f"the meta key {key.decode()!r} is missing")
+        try:
+            return rec.unpack_u64(raw)
+        except rec.RecordError as e:
+            raise RepositoryCorruptError(self.path, f"meta key {key.decode()!r}: {e}") from None
+
+    # --- transactions and errors --------------------------------------------------------------
+
+    def _check_open(self) -> lmdb.Environment:
+        if self._closed or self._env is None:
+            raise FlowFileRepositoryError(f"FlowFile repository at {self.path} is closed", self.path)
+        return self._env
+
+    def _wrap(self, e: lmdb.Error, doing: str) -> FlowFileRepositoryError:
+        p = self.path
+        if isinstance(e, _CORRUPTION_ERRORS):
+            return RepositoryCorruptError(p, f"LMDB reports {type(e).__name__} while {doing}: {e}")
+        if isinstance(e, lmdb.MapFullError):
+            return FlowFileRepositoryError(
+                f"FlowFile repository at {p} is full (map size {self._map_size()} bytes) while "
+                f"{doing}; raise Settings.flowfile_map_size and restart",
+                p,
+            )
+        if isinstance(e, lmdb.VersionMismatchError):
+            return FlowFileRepositoryError(
+                f"FlowFile repository at {p}: {e}. Its lock.mdb was made by another LMDB version; "
+                "stop every process that uses it (the lock file is then rebuilt) or upgrade flowactors",
+                p,
+            )
+        if isinstance(e, lmdb.ReadersFullError):
+            return FlowFileRepositoryError(
+                f"FlowFile repository at {p}: all {self.MAX_READERS} reader slots are taken while "
+                f"{doing}; too many processes or threads read it at once",
+                p,
+            )
+        return FlowFileRepositoryError(f"FlowFile repository at {p}: LMDB error while {doing}: {e}", p)
+
+    def _map_size(self) -> int | str:
+        try:
+            return self._env.info()["map_size"] if self._env is not None else "?"
+        except lmdb.Error:
+            return "?"
+
+    def _record_error(self, e: rec.RecordError, what: str) -> FlowFileRepositoryError:
+        if isinstance(e, rec.RecordVersionError):
+            return UnsupportedFormatVersionError(self.path, e.found, rec.RECORD_VERSION, what)
+        return RepositoryCorruptError(self.path, f"{what}: {e}")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[lmdb.Transaction]:
+        env = self._check_open()
+        try:
+            txn = env.begin(write=False)
+        except lmdb.Error as e:
+            raise self._wrap(e, "reading") from e
+        try:
+            yield txn
+        except lmdb.Error as e:
+            raise self._wrap(e, "reading") from e
+        finally:
+            txn.abort()
+
+    @contextlib.contextmanager
+    def _write(self, doing: str) -> Iterator[lmdb.Transaction]:
+        """One write transaction under the instance lock: committed on success, aborted (nothing
+        written) on any exception."""
+        env = self._check_open()
+        with self._lock:
+            try:
+                txn = env.begin(write=True)
+            except lmdb.Error as e:
+                raise self._wrap(e, doing) from e
+            try:
+                yield txn
+            except BaseException as e:
+                txn.abort()
+                if isinstance(e, lmdb.Error):
+                    raise self._wrap(e, doing) from e
+                raise
+            try:
+                txn.commit()
+            except lmdb.Error as e:
+                raise self._wrap(e, doing) from e
+
+    def _prefix(self, queue: str) -> bytes:
+        p = self._prefixes.get(queue)
+        if p is None:
+            p = rec.queue_prefix(queue)
+            if len(self._prefixes) > 100_000:
+                self._prefixes.clear()
+            self._prefixes[queue] = p
+        return p
+
+    # --- ids ----------------------------------------------------------------------------------
+
+    def reserve_ids(self, count: int) -> int:
+        """Reserve ``count`` one-up FlowFile ids durably and return the first.
+
+        The reservation is its own transaction, committed before any FlowFile uses the ids, so
+        after a restart ids continue past the highest ever reserved (ids of a crashed session are
+        skipped, never reused)."""
+        if type(count) is not int or count < 0:
+            raise ValueError(f"count must be a non-negative int, not {count!r}")
+        with self._write("reserving ids") as txn:
+            first = self._load_counter(txn, _K_NEXT_ID)
+            if count:
+                txn.put(_K_NEXT_ID, rec.pack_u64(first + count), db=self._meta)
+        return first
+
+    # --- commit -------------------------------------------------------------------------------
+
+    def _prepare(
+        self, updates: Iterable[QueuedFlowFile], removals: Iterable[str], seen: set[bytes]
+    ) -> tuple[list, list]:
+        """Validate and encode outside the write transaction (shorter lock, errors before writing).
+
+        Returns ``[(uuid key, record, order key, queue UTF-8, claim key, size)]`` and the uuid
+        keys of the removals."""
+        prepared = []
+        prefixes = self._prefixes
+        ckeys: dict[tuple, bytes] = {}
+        uuid_key = rec.uuid_key
+        encode = rec.encode_flowfile
+        for qf in updates:
+            ff, queue = qf
+            ukey = uuid_key(ff.uuid)
+            if ukey in seen:
+                raise ValueError(f"FlowFile {ff.uuid} appears more than once in one commit")
+            seen.add(ukey)
+            prefix = prefixes.get(queue) or self._prefix(queue)
+            claim = ff.claim
+            if claim is None:
+                ckey = b""
+                size = 0
+            else:
+                r = claim.resource
+                ckey = ckeys.get(r)
+                if ckey is None:
+                    ckey = ckeys[r] = rec.claim_key(r)
+                size = claim.length
+            try:
+                value, okey = encode(ff, prefix, ckey, ukey)
+            except TypeError as e:
+                raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {e}") from None
+            prepared.append((ukey, value, okey, prefix[2:], ckey, size))
+        rkeys = []
+        for uuid in removals:
+            ukey = uuid_key(uuid)
+            if ukey in seen:
+                raise ValueError(f"FlowFile {uuid} appears more than once in one commit (update and removal)")
+            seen.add(ukey)
+            rkeys.append(ukey)
+        return prepared, rkeys
+
+    def commit(
+        self,
+        updates: Sequence[QueuedFlowFile],
+        removals: Sequence[str],
+        new_claims: Sequence[ResourceClaim] = (),
+    ) -> None:
+        """Record one session's changes in one LMDB write transaction (all or nothing).
+
+        ``updates`` are created or changed FlowFiles with their queue; ``removals`` are uuids of
+        FlowFiles that left the flow (unknown uuids are ignored, so a retried commit cannot
+        decrement twice); ``new_claims`` are resource claims the session wrote, registered with a
+        count of 0 (and so released after the next checkpoint) when nothing references them.
+        Claimant counts change by comparing each FlowFile's stored record with the new one.
+        Raises ``ValueError`` (nothing written) when a uuid appears twice.
+        """
+        prepared, rkeys = self._prepare(updates, removals, set())
+        new_ckeys = [rec.claim_key(r) for r in new_claims]
+        if not (prepared or rkeys or new_ckeys):
+            self._check_open()
+            return
+        with self._write("committing") as txn:
+            self._apply(txn, prepared, rkeys, new_ckeys)
+        self._commits += 1
+
+    def _apply(
+        self,
+        txn: lmdb.Transaction,
+        prepared: list,
+        rkeys: list,
+        new_ckeys: Iterable[bytes] = (),
+        expect_queue: bytes | None = None,
+    ) -> int:
+        """Write prepared updates and removals, claimant counts, queue sizes and the order index;
+        return this commit's sequence number.
+
+        The hot path: previous records come in one ``getmulti`` call and are only sliced
+        (``records.peek``); records and index entries go out in ``putmulti`` calls."""
+        seq = self._load_counter(txn, _K_SEQ) + 1
+        ff_db, order_db = self._ff, self._order
+        wanted = [p[0] for p in prepared]
+        wanted += rkeys
+        olds = dict(txn.cursor(db=ff_db).getmulti(wanted)) if wanted else {}
+        peek = rec.peek
+        deltas: dict[bytes, int] = {}
+        queues: dict[bytes, list] = {}
+        record_puts = []
+        index_puts = []
+        index_dels = []
+        removed = []
+        ukey = b""
+        try:
+            for ukey, value, okey, qb, ckey, size in prepared:
+                record_puts.append((ukey, value))
+                old = olds.get(ukey)
+                if old is None:
+                    if expect_queue is not None:
+                        raise _CallerError(f"FlowFile {rec.key_uuid(ukey)} is not in the repository")
+                    index_puts.append((okey, b""))
+                    if ckey:
+                        deltas[ckey] = deltas.get(ckey, 0) + 1
+                else:
+                    oorder, oqb, ockey, osize = peek(old)
+                    if expect_queue is not None and oqb != expect_queue:
+                        raise _CallerError(
+                            f"FlowFile {rec.key_uuid(ukey)} is in queue {oqb.decode()!r}, "
+                            f"not {expect_queue.decode()!r}"
+                        )
+                    oorder += ukey
+                    if oorder != okey:
+                        index_dels.append(oorder)
+                        index_puts.append((okey, b""))
+                    if ockey != ckey:
+                        if ockey:
+                            deltas[ockey] = deltas.get(ockey, 0) - 1
+                        if ckey:
+                            deltas[ckey] = deltas.get(ckey, 0) + 1
+                    qd = queues.get(oqb)
+                    if qd is None:
+                        qd = queues[oqb] = [0, 0]
+                    qd[0] -= 1
+                    qd[1] -= osize
+                qd = queues.get(qb)
+                if qd is None:
+                    qd = queues[qb] = [0, 0]
+                qd[0] += 1
+                qd[1] += size
+            for ukey in rkeys:
+                old = olds.get(ukey)
+                if old is None:
+                    self._unknown_removals += 1
+                    continue
+                oorder, oqb, ockey, osize = peek(old)
+                removed.append(ukey)
+                index_dels.append(oorder + ukey)
+                if ockey:
+                    deltas[ockey] = deltas.get(ockey, 0) - 1
+                qd = queues.get(oqb)
+                if qd is None:
+                    qd = queues[oqb] = [0, 0]
+                qd[0] -= 1
+                qd[1] -= osize
+        except rec.RecordError as e:
+            raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+        delete = txn.delete
+        for k in removed:
+            delete(k, db=ff_db)
+        for k in index_dels:
+            delete(k, db=order_db)  # a missing entry is recreated by rebuild_claimant_counts
+        if record_puts:
+            txn.cursor(db=ff_db).putmulti(record_puts)
+        if index_puts:
+            txn.cursor(db=order_db).putmulti(index_puts)
+        self._apply_claims(txn, seq, deltas, new_ckeys)
+        self._apply_queues(txn, queues)
+        txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return seq
+
+    def _apply_claims(self, txn: lmdb.Transaction, seq: int, deltas: dict, new_ckeys: Iterable[bytes]) -> None:
+        """Apply claimant count changes; a count reaching 0 puts the claim on the destructible
+        list under this commit's sequence; a count going below 0 aborts the transaction."""
+        news = set(new_ckeys)
+        for ckey in news:
+            deltas.setdefault(ckey, 0)
+        claims_db, dest_db = self._claims, self._destructible
+        for ckey, d in deltas.items():
+            if d == 0 and ckey not in news:
+                continue
+            raw = txn.get(ckey, db=claims_db)
+            if raw is None:
+                count = pending = 0
+            else:
+                count, pending = self._claim_value(raw, ckey)
+            n = count + d
+            if n < 0:
+                raise NegativeCountError(
+                    self.path,
+                    f"the claimant count of resource claim {_claim_name(ckey)} would become {n} "
+                    f"(stored {count}, change {d})",
+                )
+            if n == 0:
+                if raw is None or count != 0 or not pending:
+                    txn.put(ckey, rec.pack_claim_value(0, seq), db=claims_db)
+                    txn.put(rec.destructible_key(seq, ckey), b"", db=dest_db)
+            else:
+                if pending:
+                    txn.delete(rec.destructible_key(pending, ckey), db=dest_db)
+                if n != count or pending:
+                    txn.put(ckey, rec.pack_claim_value(n, 0), db=claims_db)
+
+    def _claim_value(self, raw: bytes, ckey: bytes) -> tuple[int, int]:
+        try:
+            return rec.unpack_claim_value(raw)
+        except rec.RecordError as e:
+            raise RepositoryCorruptError(self.path, f"claim {_claim_name(ckey)}: {e}") from None
+
+    def _apply_queues(self, txn: lmdb.Transaction, queues: dict) -> None:
+        db = self._queues
+        for qb, (dc, ds) in queues.items():
+            if dc == 0 and ds == 0:
+                continue
+            raw = txn.get(qb, db=db)
+            count, size = (0, 0) if raw is None else self._queue_value(raw, qb)
+            count += dc
+            size += ds
+            if count < 0:
+                raise NegativeCountError(
+                    self.path, f"the FlowFile count of queue {qb.decode(errors='replace')!r} would become {count}"
+                )
+            if count == 0:
+                if raw is not None:
+                    txn.delete(qb, db=db)
+            else:
+                txn.put(qb, rec.pack_queue_value(count, size), db=db)
+
+    def _queue_value(self, raw: bytes, qb: bytes) -> tuple[int, int]:
+        try:
+            return rec.unpack_queue_value(raw)
+        except rec.RecordError as e:
+            raise RepositoryCorruptError(self.path, f"size of queue {qb.decode(errors='replace')!r}: {e}") from None
+
+    # --- swap files ---------------------------------------------------------------------------
+
+    def register_swap_file(
+        self,
+        queue: str,
+        location: str,
+        count: int,
+        size: int,
+        flowfiles: Sequence[FlowFile] | None = None,
+    ) -> None:
+        """Record that ``queue`` swapped ``count`` FlowFiles (``size`` bytes) out to ``location``.
+
+        The FlowFiles' records stay in the repository, so their claimant counts stay right and a
+        lost swap file loses nothing. With ``flowfiles`` given (the FlowFiles written to the swap
+        file), they move in the same transaction to the queue ``swap:<location>``, which
+        ``recover()`` skips, so that a restart does not count them twice; each must currently be
+        in ``queue`` (else ``ValueError``, nothing written).
+        """
+        if not location:
+            raise ValueError("swap file location must not be empty")
+        skey = location.encode()
+        if len(skey) > rec.MAX_KEY_SIZE:
+            raise ValueError(f"swap file location of {len(skey)} bytes is too long")
+        swap_queue = SWAP_QUEUE_PREFIX + location
+        self._prefix(swap_queue)
+        prepared: list = []
+        if flowfiles is not None:
+            if len(flowfiles) != count:
+                raise ValueError(f"count is {count} but {len(flowfiles)} FlowFiles were given")
+            prepared, _ = self._prepare((QueuedFlowFile(ff, swap_queue) for ff in flowfiles), (), set())
+        with self._write("registering a swap file") as txn:
+            if txn.get(skey, db=self._swap) is not None:
+                raise ValueError(f"swap file {location} is already registered")
+            seq = self._apply(txn, prepared, [], (), queue.encode() if flowfiles is not None else None)
+            txn.put(skey, rec.encode_swap_entry(queue, count, size, seq, _now_ms()), db=self._swap)
+
+    def unregister_swap_file(self, location: str) -> int:
+        """Forget a swap file (swapped back in, or its queue was emptied).
+
+        Records still in ``swap:<location>`` move back to the swap file's queue in the same
+        transaction, keeping their FIFO position; returns how many moved. An unknown location is
+        ignored (returns 0), so a retried call is harmless."""
+        skey = location.encode()
+        swap_prefix = self._prefix(SWAP_QUEUE_PREFIX + location)
+        with self._write("unregistering a swap file") as txn:
+            raw = txn.get(skey, db=self._swap)
+            if raw is None:
+                return 0
+            entry = self._swap_entry(raw, location)
+            queue = entry["queue"]
+            prefix = self._prefix(queue)
+            okeys = []
+            cur = txn.cursor(db=self._order)
+            if cur.set_range(swap_prefix):
+                for okey in cur.iternext(keys=True, values=False):
+                    if not okey.startswith(swap_prefix):
+                        break
+                    okeys.append(okey)
+            cur.close()
+            moved_size = 0
+            for okey in okeys:
+                ukey = okey[-16:]
+                value = txn.get(ukey, db=self._ff)
+                if value is None:
+                    raise RepositoryCorruptError(
+                        self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record"
+                    )
+                try:
+                    moved_size += rec.peek(value)[3]
+                    new_value, order = rec.with_queue(value, prefix)
+                except rec.RecordError as e:
+                    raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+                txn.put(ukey, new_value, db=self._ff)
+                txn.delete(okey, db=self._order)
+                txn.put(order + ukey, b"", db=self._order)
+            if okeys:
+                self._apply_queues(
+                    txn, {swap_prefix[2:]: [-len(okeys), -moved_size], prefix[2:]: [len(okeys), moved_size]}
+                )
+            txn.delete(skey, db=self._swap)
+            seq = self._load_counter(txn, _K_SEQ) + 1
+            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return len(okeys)
+
+    def swap_files(self) -> list[dict]:
+        """Registered swap files, oldest first: ``{queue, location, count, size}``."""
+        out = []
+        with self._read() as txn:
+            for key, value in txn.cursor(db=self._swap):
+                location = key.decode()
+                e = self._swap_entry(value, location)
+                out.append(
+                    (e["seq"], {"queue": e["queue"], "location": location, "count": e["count"], "size": e["size"]})
+                )
+        out.sort(key=lambda x: x[0])
+        return [d for _, d in out]
+
+    def _swap_entry(self, raw: bytes, location: str) -> dict:
+        try:
+            return rec.decode_swap_entry(raw)
+        except rec.RecordError as e:
+            raise self._record_error(e, f"swap registry entry {location}") from None
+
+    # --- checkpoint ---------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        """Flush every committed transaction to disk (``fdatasync`` of data.mdb)."""
+        try:
+            self._check_open().sync(True)
+        except lmdb.Error as e:
+            raise self._wrap(e, "syncing") from e
+
+    def checkpoint(self) -> list[ResourceClaim]:
+        """Make every commit so far durable, then release the claims whose count reached 0 in a
+        commit before this checkpoint started and is still 0.
+
+        Returns the released resource claims, for the content repository to archive or delete.
+        Each is returned once, except that after a power loss with ``always_sync=False`` the
+        release itself may be undone and a claim returned again: deleting must tolerate a claim
+        that is already gone. Claims whose count reaches 0 while the checkpoint runs wait for
+        the next one.
+        """
+        started = time.time()
+        t0 = time.perf_counter()
+        with self._read() as txn:
+            boundary = self._load_counter(txn, _K_SEQ)
+        self._sync()
+        released: list[ResourceClaim] = []
+        with self._write("checkpointing") as txn:
+            cur = txn.cursor(db=self._destructible)
+            due = []
+            for dkey in cur.iternext(keys=True, values=False):
+                try:
+                    seq, ckey = rec.destructible_fields(dkey)
+                except rec.RecordError as e:
+                    raise RepositoryCorruptError(self.path, f"destructible list: {e}") from None
+                if seq > boundary:
+                    break
+                due.append((dkey, seq, ckey))
+            cur.close()
+            for dkey, seq, ckey in due:
+                txn.delete(dkey, db=self._destructible)
+                raw = txn.get(ckey, db=self._claims)
+                if raw is None:
+                    continue
+                count, pending = self._claim_value(raw, ckey)
+                if count == 0 and pending == seq:
+                    try:
+                        claim = rec.claim_from_key(ckey)
+                    except rec.RecordError as e:
+                        raise RepositoryCorruptError(self.path, f"claim on the destructible list: {e}") from None
+                    txn.delete(ckey, db=self._claims)
+                    released.append(claim)
+            duration = time.perf_counter() - t0
+            txn.put(
+                _K_CHECKPOINT,
+                rec.pack_u64(int(started * 1000)) + rec.pack_u64(int(duration * 1e6)) + rec.pack_u64(len(released)),
+                db=self._meta,
+            )
+        self._checkpoints += 1
+        self._last_checkpoint = {"time": started, "duration": time.perf_counter() - t0, "released": len(released)}
+        return released
+
+    # --- recovery -----------------------------------------------------------------------------
+
+    def recover(
+        self, batch_size: int = 10_000, *, include_swapped: bool = False
+    ) -> Iterator[tuple[str, list[FlowFile]]]:
+        """Stream ``(queue_id, batch)`` for every queue, each queue in FIFO order
+        (queue_date, queue_index, id), at most ``batch_size`` FlowFiles a batch; consecutive
+        batches of one queue continue its order.
+
+        Reads one short transaction per batch, never the whole repository at once (NIFI-7557);
+        run it at start-up, before sessions commit (each batch sees the latest commits).
+        FlowFiles in swap files (queues ``swap:<location>``) are skipped unless
+        ``include_swapped``: their queues learn of them from ``swap_files()``."""
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        return self._scan(b"", None, batch_size, include_swapped)
+
+    def iter_queue(self, queue: str, batch_size: int = 10_000) -> Iterator[list[FlowFile]]:
+        """Stream one queue's FlowFiles in FIFO order (e.g. ``swap:<location>`` to swap in)."""
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        prefix = self._prefix(queue)
+        return (b for _q, b in self._scan(prefix, rec.prefix_successor(prefix), batch_size, True))
+
+    def _scan(
+        self, start: bytes, stop: bytes | None, batch_size: int, include_swapped: bool
+    ) -> Iterator[tuple[str, list[FlowFile]]]:
+        swap_tag = SWAP_QUEUE_PREFIX.encode()
+        resume: bytes | None = start
+        while resume is not None:
+            queue = ""
+            batch: list[FlowFile] = []
+            claims: dict = {}
+            with self._read() as txn:
+                cur = txn.cursor(db=self._order)
+                ok = cur.set_range(resume)
+                resume = None
+                prefix = b""
+                ff_db = self._ff
+                get = txn.get
+                while ok:
+                    okey = cur.key()
+                    if stop is not None and okey >= stop:
+                        break
+                    if not (prefix and okey.startswith(prefix)):
+                        p = okey[: len(okey) - rec.INDEX_TAIL]
+                        if not include_swapped and p[2:].startswith(swap_tag):
+                            ok = cur.set_range(rec.prefix_successor(p))
+                            continue
+                        if batch:
+                            resume = okey
+                            break
+                        prefix = p
+                    if len(batch) >= batch_size:
+                        resume = okey
+                        break
+                    ukey = okey[-16:]
+                    value = get(ukey, db=ff_db)
+                    if value is None:
+                        raise RepositoryCorruptError(
+                            self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record"
+                        )
+                    try:
+                        queue, ff = rec.decode_record(ukey, value, claims)
+                    except rec.RecordError as e:
+                        raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+                    batch.append(ff)
+                    ok = cur.next()
+                cur.close()
+            if batch:
+                yield queue, batch
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def queue_counts(self) -> dict[str, int]:
+        """FlowFiles per queue id (swapped-out ones under ``swap:<location>``)."""
+        return {q: c for q, (c, _s) in self.queue_sizes().items()}
+
+    def queue_sizes(self) -> dict[str, tuple[int, int]]:
+        """``(FlowFile count, content bytes)`` per queue id."""
+        out = {}
+        with self._read() as txn:
+            for key, value in txn.cursor(db=self._queues):
+                out[key.decode()] = self._queue_value(value, key)
+        return out
+
+    def _claim(self, resource: ResourceClaim) -> tuple[int, int] | None:
+        ckey = rec.claim_key(tuple(resource))
+        with self._read() as txn:
+            raw = txn.get(ckey, db=self._claims)
+        return None if raw is None else self._claim_value(raw, ckey)
+
+    def claimant_count(self, resource: ResourceClaim) -> int:
+        """How many FlowFiles in the repository reference ``resource``."""
+        v = self._claim(resource)
+        return 0 if v is None else v[0]
+
+    def is_referenced(self, resource: ResourceClaim) -> bool:
+        """Whether the content repository must keep ``resource``: a FlowFile references it, or it
+        waits for the next checkpoint to be released. Orphan cleanup deletes only the others."""
+        v = self._claim(resource)
+        return v is not None and (v[0] > 0 or v[1] != 0)
+
+    def pending_release(self) -> list[ResourceClaim]:
+        """Claims without claimant that the next checkpoint releases (or the one after), oldest first."""
+        out = []
+        with self._read() as txn:
+            for dkey in txn.cursor(db=self._destructible).iternext(values=False):
+                try:
+                    out.append(rec.claim_from_key(rec.destructible_fields(dkey)[1]))
+                except rec.RecordError as e:
+                    raise RepositoryCorruptError(self.path, f"destructible list: {e}") from None
+        return out
+
+    def get(self, uuid: str) -> QueuedFlowFile | None:
+        """The stored FlowFile with this uuid and its queue, or None."""
+        ukey = rec.uuid_key(uuid)
+        with self._read() as txn:
+            value = txn.get(ukey, db=self._ff)
+        if value is None:
+            return None
+        try:
+            queue, ff = rec.decode_record(ukey, value)
+        except rec.RecordError as e:
+            raise self._record_error(e, f"record of FlowFile {uuid}") from None
+        return QueuedFlowFile(ff, queue)
+
+    # --- start-up repair ----------------------------------------------------------------------
+
+    def rebuild_claimant_counts(self, max_reported: int = 1000) -> dict:
+        """Recompute every claimant count (and each queue's size, the order index and the next
+        id) from the FlowFile records, fix what differs, and report it.
+
+        Streams the records in one write transaction (memory: one counter per resource claim and
+        per queue). Run at start-up, before the flow starts, against leaked or double counts
+        (NIFI-8727, NIFI-6110, NIFI-1527). A count found too high drops to 0 and the claim waits
+        for the next checkpoint like any other unreferenced claim."""
+        t0 = time.perf_counter()
+        counts: dict[bytes, int] = {}
+        sizes: dict[bytes, list] = {}
+        max_id = 0
+        n = 0
+        index_missing = 0
+        with self._write("rebuilding claimant counts") as txn:
+            seq = self._load_counter(txn, _K_SEQ) + 1
+            ukey = b""
+            try:
+                for ukey, value in txn.cursor(db=self._ff):
+                    order, qb, ckey, size = rec.peek(value)
+                    n += 1
+                    if ckey:
+                        counts[ckey] = counts.get(ckey, 0) + 1
+                    s = sizes.get(qb)
+                    if s is None:
+                        s = sizes[qb] = [0, 0]
+                    s[0] += 1
+                    s[1] += size
+                    fid = rec.order_id(order)
+                    if fid > max_id:
+                        max_id = fid
+                    if txn.get(order + ukey, db=self._order) is None:
+                        index_missing += 1
+            except rec.RecordError as e:
+                raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+            index_rebuilt = index_missing > 0 or txn.stat(self._order)["entries"] != n
+            if index_rebuilt:
+                txn.drop(self._order, delete=False)
+                for ukey, value in txn.cursor(db=self._ff):
+                    txn.put(rec.peek(value)[0] + ukey, b"", db=self._order)
+
+            # claims: compare, collect the fixes, then write them (no writes while iterating)
+            changes = []
+            for ckey, raw in txn.cursor(db=self._claims):
+                count, pending = self._claim_value(raw, ckey)
+                actual = counts.pop(ckey, 0)
+                if actual > 0:
+                    if count != actual or pending:
+                        changes.append((ckey, count, pending, actual))
+                elif (
+                    count != 0
+                    or not pending
+                    or txn.get(rec.destructible_key(pending, ckey), db=self._destructible) is None
+                ):
+                    changes.append((ckey, count, pending, 0))
+            for ckey, actual in counts.items():
+                changes.append((ckey, 0, 0, actual))
+            differences: list[dict] = []
+            fixed = 0
+            for ckey, count, pending, actual in changes:
+                if pending:
+                    txn.delete(rec.destructible_key(pending, ckey), db=self._destructible)
+                if actual > 0:
+                    txn.put(ckey, rec.pack_claim_value(actual, 0), db=self._claims)
+                else:
+                    txn.put(ckey, rec.pack_claim_value(0, seq), db=self._claims)
+                    txn.put(rec.destructible_key(seq, ckey), b"", db=self._destructible)
+                if count != actual:
+                    fixed += 1
+                    if len(differences) < max_reported:
+                        differences.append({"claim": _claim_or_key(ckey), "recorded": count, "actual": actual})
+            # destructible entries whose claim is not pending under that sequence are stale
+            stale = []
+            for dkey in txn.cursor(db=self._destructible).iternext(values=False):
+                dseq, ckey = rec.destructible_fields(dkey)
+                raw = txn.get(ckey, db=self._claims)
+                if raw is None or self._claim_value(raw, ckey) != (0, dseq):
+                    stale.append(dkey)
+            for dkey in stale:
+                txn.delete(dkey, db=self._destructible)
+
+            queues_fixed = {}
+            stored = {qb: self._queue_value(raw, qb) for qb, raw in txn.cursor(db=self._queues)}
+            for qb in set(stored) | set(sizes):
+                want = tuple(sizes.get(qb, (0, 0)))
+                have = stored.get(qb, (0, 0))
+                if want != have:
+                    queues_fixed[qb.decode(errors="replace")] = {"recorded": have, "actual": want}
+                    if want[0] == 0:
+                        txn.delete(qb, db=self._queues)
+                    else:
+                        txn.put(qb, rec.pack_queue_value(*want), db=self._queues)
+
+            next_id = self._load_counter(txn, _K_NEXT_ID)
+            next_id_raised = max_id >= next_id
+            if next_id_raised:
+                txn.put(_K_NEXT_ID, rec.pack_u64(max_id + 1), db=self._meta)
+            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+            claims_total = txn.stat(self._claims)["entries"]
+        return {
+            "flowfiles": n,
+            "claims": claims_total,
+            "fixed": fixed,
+            "differences": differences,
+            "stale_destructible": len(stale),
+            "queues_fixed": queues_fixed,
+            "index_rebuilt": index_rebuilt,
+            "next_id_raised": next_id_raised,
+            "duration": time.perf_counter() - t0,
+        }
+
+    # --- statistics, closing ------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        env = self._check_open()
+        with self._read() as txn:
+            flowfiles = txn.stat(self._ff)["entries"]
+            claims = txn.stat(self._claims)["entries"]
+            pending = txn.stat(self._destructible)["entries"]
+            swap = txn.stat(self._swap)["entries"]
+            queues = txn.stat(self._queues)["entries"]
+            seq = self._load_counter(txn, _K_SEQ)
+            next_id = self._load_counter(txn, _K_NEXT_ID)
+            cp = txn.get(_K_CHECKPOINT, db=self._meta)
+        info = env.info()
+        psize = env.stat()["psize"]
+        last = self._last_checkpoint
+        if last is None and cp is not None and len(cp) == 24:
+            last = {
+                "time": rec.unpack_u64(cp[:8]) / 1000,
+                "duration": rec.unpack_u64(cp[8:16]) / 1e6,
+                "released": rec.unpack_u64(cp[16:]),
+            }
+        return {
+            "path": str(self.path),
+            "always_sync": self.always_sync,
+            "flowfiles": flowfiles,
+            "queues": queues,
+            "claims": claims,
+            "pending_release": pending,
+            "swap_files": swap,
+            "commit_seq": seq,
+            "commits": self._commits,
+            "checkpoints": self._checkpoints,
+            "unknown_removals": self._unknown_removals,
+            "next_id": next_id,
+            "last_checkpoint_time": last["time"] if last else None,
+            "last_checkpoint_duration": last["duration"] if last else None,
+            "last_checkpoint_released": last["released"] if last else None,
+            "map_size": info["map_size"],
+            "map_used": (info["last_pgno"] + 1) * psize,
+            "file_size": (self.path / "data.mdb").stat().st_size,
+            "readers": info["num_readers"],
+        }
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close the environment (idempotent). Commits are already on disk (or in the page cache
+        with ``always_sync=False``); close does not sync: call ``checkpoint()`` for that."""
+        with self._lock:
+            env, self._env = self._env, None
+            if env is not None:
+                env.close()
+            self._closed = True
+        with _open_lock:
+            ref = _open_paths.get(self._key)
+            if ref is not None and ref() in (self, None):
+                del _open_paths[self._key]
+
+    def __enter__(self) -> "WriteAheadFlowFileRepository":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<WriteAheadFlowFileRepository {self.path} {state} always_sync={self.always_sync}>"
+
+
+def _claim_name(ckey: bytes) -> str:
+    try:
+        return "/".join(rec.claim_from_key(ckey))
+    except rec.RecordError:
+        return ckey.hex()
+
+
+def _claim_or_key(ckey: bytes) -> ResourceClaim | str:
+    try:
+        return rec.claim_from_key(ckey)
+    except rec.RecordError:
+        return ckey.hex()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,158 @@
+"""The byte layouts of docs/formats/flowfile-repository.md, pinned byte by byte."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import orjson
+import pytest
+
+from repositories.flowfile import records as rec
+from repositories.model import ContentClaim, FlowFile, ResourceClaim
+
+U = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+UKEY = bytes.fromhex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
+RC = ResourceClaim("default", "17", "1700000000-42")
+
+
+def sample(claim: bool = True) -> FlowFile:
+    return FlowFile(
+        id=42, uuid=U, attributes={"filename": "a.txt", "ü": "✓"},
+        claim=ContentClaim(RC, 100, 25) if claim else None,
+        entry_date=1_700_000_000_000, lineage_start_date=1_699_999_999_000, penalized_until=7,
+        queue_date=1_700_000_000_123, queue_index=-3,
+    )  # fmt: skip
+
+
+def test_uuid_key_is_the_16_raw_bytes():
+    assert rec.uuid_key(U) == UKEY
+    assert rec.uuid_key(U.upper()) == UKEY
+    assert rec.key_uuid(UKEY) == U
+    for bad in ("", "xyz", U + "00", 12):
+        with pytest.raises(ValueError):
+            rec.uuid_key(bad)
+
+
+def test_record_layout_byte_by_byte():
+    ff = sample()
+    ckey = rec.claim_key(RC)
+    value, okey = rec.encode_flowfile(ff, rec.queue_prefix("q-ü"), ckey, UKEY)
+    qb = "q-ü".encode()
+    assert value[0] == 1  # version
+    assert value[1:3] == struct.pack(">H", len(qb)) and value[3 : 3 + len(qb)] == qb
+    at = 3 + len(qb)
+    s = 1 << 63
+    assert struct.unpack_from(">QQQ", value, at) == (ff.queue_date + s, ff.queue_index + s, ff.id + s)
+    assert struct.unpack_from(">qqq", value, at + 24) == (ff.entry_date, ff.lineage_start_date, 7)
+    assert struct.unpack_from(">Hqq", value, at + 48) == (len(ckey), 100, 25)
+    assert value[at + 66 : at + 66 + len(ckey)] == ckey
+    assert orjson.loads(value[at + 66 + len(ckey) : -4]) == ff.attributes
+    assert struct.unpack("<I", value[-4:])[0] == zlib.crc32(value[:-4])
+    assert zlib.crc32(value) == 0x2144DF1C  # the residue a reader may check instead
+    # the order-index key is the record's bytes 1..at+24 followed by the uuid
+    assert okey == value[1 : at + 24] + UKEY
+    assert rec.order_key_fields(okey) == ("q-ü", UKEY)
+
+
+def test_claim_key_layout():
+    ckey = rec.claim_key(RC)
+    assert ckey == b"\x00\x07default" + b"\x00\x0217" + b"\x00\x0d1700000000-42"
+    assert rec.claim_from_key(ckey) == RC
+    for bad in (ckey[:-1], ckey + b"x", b"\x00"):
+        with pytest.raises(rec.RecordError):
+            rec.claim_from_key(bad)
+
+
+def test_decode_and_peek():
+    for ff in (sample(), sample(claim=False)):
+        value = rec.encode(ff, "q1")
+        queue, back = rec.decode_record(UKEY, value)
+        assert (queue, back) == ("q1", ff)
+        order, qb, ckey, size = rec.peek(value)
+        assert qb == b"q1" and size == ff.size
+        assert ckey == (rec.claim_key(RC) if ff.claim else b"")
+        assert rec.order_id(order) == 42
+
+
+def test_with_queue_keeps_everything_but_the_queue():
+    value = rec.encode(sample(), "q1")
+    moved, order = rec.with_queue(value, rec.queue_prefix("swap:/x/y.swap"))
+    queue, ff = rec.decode_record(UKEY, moved)
+    assert (queue, ff) == ("swap:/x/y.swap", sample())
+    assert order + UKEY == rec.encode_flowfile(sample(), rec.queue_prefix("swap:/x/y.swap"), rec.claim_key(RC), UKEY)[1]
+
+
+def test_order_keys_sort_numerically_within_a_queue():
+    prefix = rec.queue_prefix("q")
+    keys = []
+    for qdate, qindex, id_ in [(-5, 0, 1), (0, -1, 2), (0, 0, 1), (0, 0, 2), (3, 9, 0), (1 << 40, 0, 0)]:
+        ff = sample()._replace(queue_date=qdate, queue_index=qindex, id=id_)
+        keys.append(rec.encode_flowfile(ff, prefix, b"", UKEY)[1])
+    assert keys == sorted(keys)
+
+
+def test_prefix_successor_bounds_a_queue():
+    p = rec.queue_prefix("q1")
+    assert rec.prefix_successor(p) == rec.queue_prefix("q2")
+    assert rec.prefix_successor(b"a\xff\xff") == b"b"
+    assert all(rec.prefix_successor(p) > p + tail for tail in (b"\xff" * 40, b""))
+
+
+@pytest.mark.parametrize(
+    "mangle, error",
+    [
+        (lambda v: v[:10], "shorter"),
+        (lambda v: v[:-1] + bytes([v[-1] ^ 1]), "checksum"),
+        (lambda v: bytes([0]) + v[1:], "checksum"),
+    ],
+)
+def test_damaged_records_are_record_errors(mangle, error):
+    value = rec.encode(sample(), "q1")
+    with pytest.raises(rec.RecordError, match=error):
+        rec.decode_record(UKEY, mangle(value))
+    with pytest.raises(rec.RecordError, match=error):
+        rec.peek(mangle(value))
+
+
+def test_a_record_with_a_valid_checksum_but_unknown_version():
+    value = bytearray(rec.encode(sample(), "q1"))
+    for version, exc in ((2, rec.RecordVersionError), (0, rec.RecordError)):
+        value[0] = version
+        body = bytes(value[:-4])
+        fixed = body + struct.pack("<I", zlib.crc32(body))
+        with pytest.raises(exc):
+            rec.peek(fixed)
+
+
+def test_attributes_must_be_json_strings_keyed():
+    with pytest.raises(TypeError):
+        rec.encode(sample()._replace(attributes={1: "x"}), "q")
+    from types import MappingProxyType
+
+    value = rec.encode(sample()._replace(attributes=MappingProxyType({"a": "b"})), "q")
+    assert rec.decode_record(UKEY, value)[1].attributes == {"a": "b"}
+
+
+def test_small_values():
+    assert rec.unpack_claim_value(rec.pack_claim_value(3, 9)) == (3, 9)
+    assert rec.pack_claim_value(1, 2) == bytes(7) + b"\x01" + bytes(7) + b"\x02"
+    assert rec.pack_queue_value(2, -1)[8:] == b"\xff" * 8
+    assert rec.destructible_fields(rec.destructible_key(5, b"abc")) == (5, b"abc")
+    entry = rec.encode_swap_entry("q", 3, 30, 7, 123)
+    assert entry[0] == 1 and orjson.loads(entry[1:])["queue"] == "q"
+    assert rec.decode_swap_entry(entry)["count"] == 3
+    with pytest.raises(rec.RecordVersionError):
+        rec.decode_swap_entry(b"\x05{}")
+
+
+def test_the_example_in_the_format_doc_is_what_the_code_writes():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "formats" / "flowfile-repository.md").read_text()
+    block = doc.split("Example: FlowFile id 42", 1)[1].split("```", 2)[1]
+    hex_bytes = "".join(re.findall(r"^[0-9a-f]{4}  ((?:[0-9a-f]{2} ?)+)", block, flags=re.M)).split()
+    ff = FlowFile(42, U, {"filename": "a.txt"}, ContentClaim(RC, 100, 25), 1_700_000_000_000, 1_700_000_000_000,
+                  0, 1_700_000_000_123, 0)
+    assert bytes.fromhex("".join(hex_bytes)) == rec.encode(ff, "q1")

@@ -1,0 +1,687 @@
+"""The FlowFile repository: claimant counts, checkpoints, recovery order, swap registry, repair.
+
+Behaviour shared by the durable (LMDB) and the in-memory repository runs against both; what only
+a disk can show (reopening, corruption, format versions) runs against the LMDB one. The SIGKILL
+crash tests are in test_flowfile_crash.py; byte layouts in test_flowfile_records.py.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from flowactors.settings import Settings
+from repositories.flowfile import (
+    FlowFileRepositoryError,
+    InMemoryFlowFileRepository,
+    NegativeCountError,
+    RepositoryCorruptError,
+    UnsupportedFormatVersionError,
+    WriteAheadFlowFileRepository,
+)
+from repositories.flowfile import records as rec
+from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim
+
+R1 = ResourceClaim("default", "1", "claim-1")
+R2 = ResourceClaim("default", "2", "claim-2")
+R3 = ResourceClaim("other", "3", "claim-3")
+
+
+class Harness:
+    """One repository under test and the operations a test needs beyond its interface."""
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind = kind
+        self.path = tmp_path / "flowfile"
+        self.repo = self._open()
+        self._next = 1
+
+    def _open(self):
+        if self.kind == "wal":
+            return WriteAheadFlowFileRepository(self.path)
+        return InMemoryFlowFileRepository(self.path)
+
+    def reopen(self):
+        """Close and open again (the in-memory one keeps its state: nothing to reopen)."""
+        if self.kind == "wal":
+            self.repo.close()
+            self.repo = self._open()
+        return self.repo
+
+    def set_claim_count(self, resource: ResourceClaim, count: int | None) -> None:
+        """Damage a claimant count behind the repository's back (None: delete the entry)."""
+        key = tuple(resource)
+        if self.kind == "memory":
+            if count is None:
+                self.repo._claims.pop(key, None)
+            else:
+                self.repo._claims[key] = [count, 0]
+            return
+        self.repo.close()
+        env = lmdb.open(str(self.path), max_dbs=16)
+        db = env.open_db(b"claims")
+        with env.begin(write=True) as txn:
+            if count is None:
+                txn.delete(rec.claim_key(key), db=db)
+            else:
+                txn.put(rec.claim_key(key), rec.pack_claim_value(count, 0), db=db)
+        env.close()
+        self.repo = self._open()
+
+    def ff(self, claim: ResourceClaim | None = None, *, offset: int = 0, length: int = 10,
+           qdate: int = 100, qindex: int = 0, **attrs: str) -> FlowFile:
+        id_ = self._next
+        self._next += 1
+        content = ContentClaim(claim, offset, length) if claim is not None else None
+        u = str(uuid.uuid4())
+        return FlowFile(id_, u, {"uuid": u, "filename": f"f{id_}", **attrs}, content, 1000, 1000, 0, qdate, qindex)
+
+
+@pytest.fixture(params=["wal", "memory"])
+def h(request, tmp_path):
+    harness = Harness(request.param, tmp_path)
+    yield harness
+    harness.repo.close()
+
+
+@pytest.fixture
+def w(tmp_path):
+    harness = Harness("wal", tmp_path)
+    yield harness
+    harness.repo.close()
+
+
+def make_ff(claim: ResourceClaim | None, attributes: dict | None = None) -> FlowFile:
+    u = str(uuid.uuid4())
+    content = ContentClaim(claim, 0, 10) if claim is not None else None
+    return FlowFile(1, u, attributes or {"uuid": u}, content, 1000, 1000)
+
+
+def q(ff: FlowFile, queue: str = "q1") -> QueuedFlowFile:
+    return QueuedFlowFile(ff, queue)
+
+
+def everything(repo) -> dict[str, tuple[str, FlowFile]]:
+    return {ff.uuid: (queue, ff) for queue, batch in repo.recover(include_swapped=True) for ff in batch}
+
+
+# --- claimant counts: every case ---------------------------------------------------------------
+
+
+def test_create_counts_each_flowfile_on_its_claim(h):
+    a, b = h.ff(R1), h.ff(R1, offset=10)
+    h.repo.commit([q(a), q(b)], [])
+    assert h.repo.claimant_count(R1) == 2
+    assert h.repo.queue_counts() == {"q1": 2}
+    assert h.repo.queue_sizes() == {"q1": (2, 20)}
+
+
+def test_clone_shares_the_claim_plus_one(h):
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [])
+    clone = a._replace(id=99, uuid=str(uuid.uuid4()))
+    h.repo.commit([q(clone, "q2")], [])
+    assert h.repo.claimant_count(R1) == 2
+
+
+def test_write_moves_one_claimant_from_old_to_new_claim(h):
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [])
+    written = a._replace(claim=ContentClaim(R2, 0, 5))
+    h.repo.commit([q(written)], [], [R2])
+    assert (h.repo.claimant_count(R1), h.repo.claimant_count(R2)) == (0, 1)
+    assert h.repo.pending_release() == [R1]
+    assert h.repo.queue_sizes() == {"q1": (1, 5)}
+
+
+def test_clone_then_write_keeps_the_original_claimant(h):
+    """NIFI-8727: clone then write leaked a count."""
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [])
+    clone = a._replace(id=50, uuid=str(uuid.uuid4()))
+    h.repo.commit([q(clone), q(a, "q2")], [])
+    h.repo.commit([q(clone._replace(claim=ContentClaim(R2, 0, 3)))], [], [R2])
+    assert (h.repo.claimant_count(R1), h.repo.claimant_count(R2)) == (1, 1)
+    assert h.repo.rebuild_claimant_counts()["fixed"] == 0
+
+
+def test_split_adds_one_per_child_and_drops_the_parent(h):
+    parent = h.ff(R1, length=30)
+    h.repo.commit([q(parent)], [])
+    children = [h.ff(R1, offset=10 * i, length=10, qindex=i) for i in range(3)]
+    h.repo.commit([q(c, "split") for c in children], [parent.uuid])
+    assert h.repo.claimant_count(R1) == 3
+    assert h.repo.queue_counts() == {"split": 3}
+
+
+def test_drop_decrements_and_waits_for_a_checkpoint(h):
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [])
+    h.repo.commit([], [a.uuid])
+    assert h.repo.claimant_count(R1) == 0
+    assert h.repo.is_referenced(R1), "released only after the next checkpoint"
+    assert h.repo.queue_counts() == {}
+    assert h.repo.checkpoint() == [R1]
+    assert not h.repo.is_referenced(R1)
+    assert h.repo.checkpoint() == []
+
+
+def test_attribute_update_and_move_leave_counts_alone(h):
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [])
+    h.repo.commit([q(a._replace(attributes={**a.attributes, "x": "1"}, queue_date=200), "q2")], [])
+    assert h.repo.claimant_count(R1) == 1
+    assert h.repo.pending_release() == []
+    assert h.repo.queue_counts() == {"q2": 1}
+    assert h.repo.get(a.uuid).flowfile.attributes["x"] == "1"
+
+
+def test_flowfile_without_content_has_no_claim(h):
+    a = h.ff(None)
+    h.repo.commit([q(a)], [])
+    h.repo.commit([q(a._replace(claim=ContentClaim(R1, 0, 4)))], [], [R1])
+    assert h.repo.claimant_count(R1) == 1
+    h.repo.commit([q(a._replace(claim=None))], [])
+    assert h.repo.claimant_count(R1) == 0 and h.repo.pending_release() == [R1]
+
+
+def test_claim_overwritten_in_the_session_is_registered_at_zero(h):
+    """Content written, then overwritten in the same session: nothing references R1 but it
+    must still be released, or it leaks on disk."""
+    a = h.ff(R2)
+    h.repo.commit([q(a)], [], new_claims=[R1, R2])
+    assert h.repo.claimant_count(R1) == 0 and h.repo.is_referenced(R1)
+    assert h.repo.claimant_count(R2) == 1
+    assert h.repo.checkpoint() == [R1]
+    assert h.repo.is_referenced(R2)
+
+
+def test_new_claim_already_referenced_is_not_counted_twice(h):
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [], [R1])
+    b = h.ff(R1, offset=10)
+    h.repo.commit([q(b)], [], [R1])
+    assert h.repo.claimant_count(R1) == 2
+    assert h.repo.pending_release() == []
+
+
+def test_claim_referenced_again_before_the_checkpoint_is_not_released(h):
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [])
+    h.repo.commit([], [a.uuid])
+    b = h.ff(R1, offset=10)
+    h.repo.commit([q(b)], [])
+    assert h.repo.pending_release() == []
+    assert h.repo.checkpoint() == []
+    assert h.repo.claimant_count(R1) == 1
+    h.repo.commit([], [b.uuid])
+    assert h.repo.checkpoint() == [R1]
+
+
+def test_removing_an_unknown_or_already_removed_flowfile_changes_nothing(h):
+    """NIFI-6110: a repeated decrement after a failure."""
+    a, b = h.ff(R1), h.ff(R1, offset=10)
+    h.repo.commit([q(a), q(b)], [])
+    h.repo.commit([], [a.uuid])
+    h.repo.commit([], [a.uuid, str(uuid.uuid4())])
+    assert h.repo.claimant_count(R1) == 1
+    assert h.repo.stats()["unknown_removals"] == 2
+
+
+def test_a_count_never_goes_negative_and_the_commit_is_aborted(h):
+    a, b = h.ff(R1), h.ff(R2)
+    h.repo.commit([q(a), q(b)], [])
+    h.set_claim_count(R1, None)  # damaged: the entry is gone while a still references R1
+    c = h.ff(R3)
+    with pytest.raises(NegativeCountError) as err:
+        h.repo.commit([q(c)], [b.uuid, a.uuid])
+    assert "claim-1" in str(err.value) and "rebuild_claimant_counts" in str(err.value)
+    assert isinstance(err.value, RepositoryCorruptError)
+    # nothing of the aborted commit was written
+    assert set(everything(h.repo)) == {a.uuid, b.uuid}
+    assert h.repo.claimant_count(R2) == 1 and h.repo.claimant_count(R3) == 0
+    assert h.repo.queue_counts() == {"q1": 2}
+    report = h.repo.rebuild_claimant_counts()
+    assert report["fixed"] == 1
+    assert report["differences"] == [{"claim": R1, "recorded": 0, "actual": 1}]
+    h.repo.commit([q(c)], [b.uuid, a.uuid])
+    assert h.repo.claimant_count(R1) == 0
+
+
+@pytest.mark.parametrize("case", ["twice in updates", "update and removal", "twice in removals"])
+def test_a_uuid_twice_in_one_commit_is_rejected_before_writing(h, case):
+    a, b = h.ff(R1), h.ff(R1)
+    h.repo.commit([q(b)], [])
+    updates, removals = {
+        "twice in updates": ([q(a), q(a, "q2")], []),
+        "update and removal": ([q(a), q(b)], [b.uuid]),
+        "twice in removals": ([q(a)], [b.uuid, b.uuid.upper()]),
+    }[case]
+    with pytest.raises(ValueError, match="more than once"):
+        h.repo.commit(updates, removals)
+    assert set(everything(h.repo)) == {b.uuid}
+    assert h.repo.claimant_count(R1) == 1
+
+
+def test_bad_input_is_a_value_error(h):
+    with pytest.raises(ValueError, match="not a UUID"):
+        h.repo.commit([], ["not-a-uuid"])
+    with pytest.raises(ValueError, match="too long"):
+        h.repo.commit([q(h.ff(R1), "x" * 600)], [])
+    with pytest.raises(ValueError, match="64-bit"):
+        h.repo.commit([q(h.ff(R1)._replace(queue_date=1 << 70))], [])
+    with pytest.raises(ValueError):
+        h.repo.commit([q(h.ff(R1)._replace(attributes={"a": object()}))], [])
+    assert everything(h.repo) == {} and h.repo.claimant_count(R1) == 0
+
+
+# --- checkpoints -------------------------------------------------------------------------------
+
+
+def test_a_claim_freed_during_a_checkpoint_waits_for_the_next_one(h, monkeypatch):
+    a, b = h.ff(R1), h.ff(R2)
+    h.repo.commit([q(a), q(b)], [])
+    h.repo.commit([], [a.uuid])  # R1 reaches 0 before the checkpoint starts
+    real_sync = h.repo._sync
+
+    def sync_while_a_session_commits():
+        real_sync()
+        h.repo.commit([], [b.uuid])  # R2 reaches 0 while the checkpoint runs
+
+    monkeypatch.setattr(h.repo, "_sync", sync_while_a_session_commits)
+    assert h.repo.checkpoint() == [R1]
+    monkeypatch.undo()
+    assert h.repo.is_referenced(R2) and h.repo.pending_release() == [R2]
+    assert h.repo.checkpoint() == [R2]
+    assert not h.repo.is_referenced(R2)
+
+
+def test_checkpoint_releases_many_claims_in_order(h):
+    ffs = [h.ff(ResourceClaim("c", "s", f"r{i}")) for i in range(50)]
+    h.repo.commit([q(f) for f in ffs], [])
+    for f in ffs:
+        h.repo.commit([], [f.uuid])
+    released = h.repo.checkpoint()
+    assert released == [f.claim.resource for f in ffs]
+    st = h.repo.stats()
+    assert st["checkpoints"] == 1 and st["last_checkpoint_released"] == 50
+    assert st["pending_release"] == 0 and st["claims"] == 0
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+
+def test_recovery_streams_each_queue_in_fifo_order(h):
+    import random
+
+    rnd = random.Random(7)
+    expected: dict[str, list[str]] = {"a": [], "bb": [], "c": []}
+    ffs = []
+    for queue in expected:
+        for i in range(30):
+            f = h.ff(R1, offset=i, qdate=rnd.choice([5, 6, 7]), qindex=rnd.randrange(4))
+            ffs.append((f, queue))
+    for queue in expected:
+        mine = sorted((f for f, qq in ffs if qq == queue), key=lambda f: (f.queue_date, f.queue_index, f.id))
+        expected[queue] = [f.uuid for f in mine]
+    rnd.shuffle(ffs)
+    for i in range(0, len(ffs), 7):
+        h.repo.commit([QueuedFlowFile(f, qq) for f, qq in ffs[i : i + 7]], [])
+    batches = list(h.repo.recover(batch_size=8))
+    assert all(1 <= len(b) <= 8 for _, b in batches)
+    seen_queues = [qq for qq, _ in batches]
+    assert sorted(set(seen_queues)) == ["a", "bb", "c"]
+    # each queue's batches are consecutive, and together they are the queue in FIFO order
+    assert seen_queues == sorted(seen_queues, key=seen_queues.index)
+    got = {qq: [f.uuid for qb, b in batches if qb == qq for f in b] for qq in expected}
+    assert got == expected
+    assert h.repo.queue_counts() == {k: 30 for k in expected}
+
+
+def test_recovery_returns_the_flowfiles_as_committed(h):
+    a = h.ff(R1, offset=7, length=9, qdate=123, qindex=4, extra="é ✓")._replace(penalized_until=5555)
+    b = h.ff(None, qdate=-5, qindex=-1)
+    h.repo.commit([q(a), q(b, "q2")], [])
+    h.reopen()
+    got = everything(h.repo)
+    assert got[a.uuid] == ("q1", a)
+    assert got[b.uuid] == ("q2", b)
+    assert h.repo.get(a.uuid) == QueuedFlowFile(a, "q1")
+    assert h.repo.get(str(uuid.uuid4())) is None
+
+
+def test_recovery_is_lazy_and_batched(h):
+    ffs = [h.ff(R1, offset=i, qindex=i) for i in range(2500)]
+    h.repo.commit([q(f) for f in ffs], [])
+    stream = h.repo.recover(batch_size=1000)
+    assert not isinstance(stream, (list, tuple))
+    first = next(stream)
+    assert first[0] == "q1" and len(first[1]) == 1000
+    rest = list(stream)
+    assert [len(b) for _, b in rest] == [1000, 500]
+    assert [f.uuid for f in first[1] + rest[0][1] + rest[1][1]] == [f.uuid for f in ffs]
+    assert [len(b) for b in h.repo.iter_queue("q1", batch_size=2000)] == [2000, 500]
+
+
+def test_ids_are_one_up_and_never_reused(h):
+    first = h.repo.reserve_ids(10)
+    assert h.repo.reserve_ids(5) == first + 10
+    assert h.repo.reserve_ids(0) == first + 15
+    with pytest.raises(ValueError):
+        h.repo.reserve_ids(-1)
+    h.reopen()
+    assert h.repo.reserve_ids(1) == first + 15
+
+
+# --- swap files --------------------------------------------------------------------------------
+
+
+def test_swapped_out_flowfiles_keep_their_claims_and_are_not_recovered_twice(h):
+    ffs = [h.ff(R1, offset=i, qindex=i) for i in range(10)]
+    h.repo.commit([q(f) for f in ffs], [])
+    swapped = ffs[5:]
+    h.repo.register_swap_file("q1", "/swap/q1-1.swap", 5, 50, flowfiles=swapped)
+    assert h.repo.claimant_count(R1) == 10
+    assert h.repo.queue_counts() == {"q1": 5, "swap:/swap/q1-1.swap": 5}
+    assert h.repo.swap_files() == [{"queue": "q1", "location": "/swap/q1-1.swap", "count": 5, "size": 50}]
+    recovered = [f.uuid for _, b in h.repo.recover() for f in b]
+    assert recovered == [f.uuid for f in ffs[:5]]
+    assert [f.uuid for b in h.repo.iter_queue("swap:/swap/q1-1.swap") for f in b] == [f.uuid for f in swapped]
+    h.reopen()
+    assert h.repo.swap_files()[0]["count"] == 5
+    assert h.repo.unregister_swap_file("/swap/q1-1.swap") == 5
+    assert h.repo.unregister_swap_file("/swap/q1-1.swap") == 0
+    assert h.repo.swap_files() == []
+    assert h.repo.queue_counts() == {"q1": 10}
+    assert [f.uuid for _, b in h.repo.recover() for f in b] == [f.uuid for f in ffs]
+    assert h.repo.rebuild_claimant_counts()["fixed"] == 0
+
+
+def test_swapped_flowfiles_can_be_dropped_while_swapped(h):
+    ffs = [h.ff(R1, offset=i, qindex=i) for i in range(4)]
+    h.repo.commit([q(f) for f in ffs], [])
+    h.repo.register_swap_file("q1", "s1", 4, 40, flowfiles=ffs)
+    h.repo.commit([], [f.uuid for f in ffs])  # e.g. the queue was emptied by a user
+    assert h.repo.claimant_count(R1) == 0 and h.repo.queue_counts() == {}
+    assert h.repo.unregister_swap_file("s1") == 0
+
+
+def test_swap_registration_errors_write_nothing(h):
+    a, b = h.ff(R1), h.ff(R1)
+    h.repo.commit([q(a), q(b, "other")], [])
+    with pytest.raises(ValueError, match="is in queue"):
+        h.repo.register_swap_file("q1", "s1", 2, 20, flowfiles=[a, b])
+    with pytest.raises(ValueError, match="not in the repository"):
+        h.repo.register_swap_file("q1", "s1", 1, 10, flowfiles=[h.ff(R1)])
+    with pytest.raises(ValueError, match="count"):
+        h.repo.register_swap_file("q1", "s1", 3, 10, flowfiles=[a])
+    assert h.repo.swap_files() == []
+    assert h.repo.queue_counts() == {"q1": 1, "other": 1}
+    h.repo.register_swap_file("q1", "s1", 7, 70)  # registry only: the queue tracks its records
+    with pytest.raises(ValueError, match="already registered"):
+        h.repo.register_swap_file("q1", "s1", 7, 70)
+    h.repo.register_swap_file("q2", "s0", 1, 1)
+    assert [s["location"] for s in h.repo.swap_files()] == ["s1", "s0"]  # registration order
+
+
+# --- repair ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["too high", "too low", "missing", "unreferenced"])
+def test_rebuild_fixes_a_damaged_count(h, damage):
+    a, b = h.ff(R1), h.ff(R1, offset=10)
+    h.repo.commit([q(a), q(b)], [])
+    resource, value, actual = {
+        "too high": (R1, 5, 2),
+        "too low": (R1, 1, 2),
+        "missing": (R1, None, 2),
+        "unreferenced": (R2, 3, 0),
+    }[damage]
+    h.set_claim_count(resource, value)
+    report = h.repo.rebuild_claimant_counts()
+    assert report["fixed"] == 1 and report["flowfiles"] == 2
+    assert report["differences"] == [{"claim": resource, "recorded": value or 0, "actual": actual}]
+    assert h.repo.claimant_count(resource) == actual
+    assert h.repo.rebuild_claimant_counts()["fixed"] == 0
+    if damage == "unreferenced":  # a count found too high is released like any other
+        assert h.repo.is_referenced(R2) and h.repo.checkpoint() == [R2]
+    h.repo.commit([], [a.uuid, b.uuid])
+    assert h.repo.checkpoint() == [R1]
+
+
+def test_rebuild_raises_the_next_id_past_every_stored_id(h):
+    a = h.ff(R1)._replace(id=10_000)
+    h.repo.commit([q(a)], [])
+    report = h.repo.rebuild_claimant_counts()
+    assert report["next_id_raised"]
+    assert h.repo.reserve_ids(1) == 10_001
+
+
+def test_stats_and_close(h):
+    h.repo.commit([q(h.ff(R1))], [])
+    st = h.repo.stats()
+    assert st["flowfiles"] == 1 and st["commits"] == 1 and st["claims"] == 1
+    assert st["last_checkpoint_time"] is None
+    h.repo.checkpoint()
+    st = h.repo.stats()
+    assert st["last_checkpoint_time"] > 0 and st["last_checkpoint_duration"] >= 0
+    h.repo.close()
+    h.repo.close()
+    with pytest.raises(FlowFileRepositoryError, match="closed"):
+        h.repo.commit([], [])
+
+
+# --- only on disk ------------------------------------------------------------------------------
+
+
+def test_everything_survives_reopening(w):
+    a, b, c = w.ff(R1), w.ff(R2), w.ff(R3)
+    w.repo.commit([q(a), q(b, "q2"), q(c)], [], [R1, R2, R3])
+    w.repo.commit([], [c.uuid])
+    w.repo.register_swap_file("q2", "s1", 1, 10, flowfiles=[b])
+    before = (everything(w.repo), w.repo.queue_sizes(), w.repo.swap_files(), w.repo.pending_release(),
+              [w.repo.claimant_count(r) for r in (R1, R2, R3)])
+    w.reopen()
+    after = (everything(w.repo), w.repo.queue_sizes(), w.repo.swap_files(), w.repo.pending_release(),
+             [w.repo.claimant_count(r) for r in (R1, R2, R3)])
+    assert after == before
+    assert w.repo.checkpoint() == [R3]
+
+
+def test_durability_modes_set_lmdb_flags(tmp_path):
+    with WriteAheadFlowFileRepository(tmp_path / "a") as repo:
+        flags = repo._env.flags()
+        assert (flags["sync"], flags["metasync"], flags["writemap"]) == (False, False, False)
+    with WriteAheadFlowFileRepository(tmp_path / "a", always_sync=True) as repo:
+        flags = repo._env.flags()
+        assert (flags["sync"], flags["metasync"], flags["writemap"]) == (True, True, False)
+        repo.commit([QueuedFlowFile(make_ff(R1), "q")], [])
+        assert repo.stats()["always_sync"]
+
+
+def test_from_settings_uses_root_flowfile(tmp_path):
+    settings = Settings(always_sync=True, flowfile_map_size=1 << 30)
+    with WriteAheadFlowFileRepository.from_settings(tmp_path, settings) as repo:
+        assert repo.path == tmp_path / "flowfile" and repo.always_sync
+        assert repo.stats()["map_size"] == 1 << 30
+    assert (tmp_path / "flowfile" / "data.mdb").exists()
+    assert not list((tmp_path / "flowfile").glob(".creating-*"))
+
+
+def test_missing_directory_with_create_false_is_a_clear_error(tmp_path):
+    with pytest.raises(FlowFileRepositoryError, match="create=False") as err:
+        WriteAheadFlowFileRepository(tmp_path / "nope", create=False)
+    assert str(tmp_path / "nope") in str(err.value)
+    assert not (tmp_path / "nope").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FlowFileRepositoryError, match="not a directory"):
+        WriteAheadFlowFileRepository(tmp_path / "file")
+
+
+def test_one_instance_per_directory_per_process(w):
+    with pytest.raises(FlowFileRepositoryError, match="already open"):
+        WriteAheadFlowFileRepository(w.path)
+    w.repo.close()
+    WriteAheadFlowFileRepository(w.path).close()
+
+
+def test_map_full_says_which_setting_to_raise(tmp_path):
+    with WriteAheadFlowFileRepository(tmp_path / "small", map_size=256 * 1024) as repo:
+        big = {"x": "y" * 3000}
+        with pytest.raises(FlowFileRepositoryError, match="flowfile_map_size"):
+            for _ in range(100):
+                repo.commit([QueuedFlowFile(make_ff(R1, big), "q")], [])
+        assert repo.stats()["flowfiles"] > 0  # what was committed before is still there
+
+
+def _filled(w, n=300):
+    ffs = [w.ff(R1, offset=i, qindex=i, note="needle-%05d" % i) for i in range(n)]
+    w.repo.commit([q(f) for f in ffs], [])
+    w.repo.close()
+    return ffs
+
+
+@pytest.mark.parametrize("how", ["meta pages", "half", "to zero", "page headers", "zeroed pages"])
+def test_a_damaged_file_is_a_corrupt_error_naming_the_path(w, how):
+    _filled(w)
+    data = w.path / "data.mdb"
+    size = data.stat().st_size
+    with open(data, "r+b") as f:
+        if how == "meta pages":
+            f.write(b"\xff" * 8192)
+        elif how == "half":
+            f.truncate(size // 2)
+        elif how == "to zero":
+            f.truncate(0)
+        else:
+            for page in range(2, size // 4096):
+                f.seek(page * 4096)
+                f.write(b"\xff" * 16 if how == "page headers" else bytes(4096))
+    with pytest.raises(RepositoryCorruptError) as err:
+        repo = WriteAheadFlowFileRepository(w.path)
+        try:  # some damage is only found when the pages are read, as start-up recovery does
+            repo.rebuild_claimant_counts()
+            list(repo.recover())
+        finally:
+            repo.close()
+    message = str(err.value)
+    assert str(w.path) in message and "backup" in message and "move it aside" in message
+
+
+def test_a_damaged_record_is_found_by_its_checksum(w):
+    ffs = _filled(w)
+    data = w.path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    at = raw.index(b"needle-00042")
+    raw[at + 7] ^= 0x01
+    data.write_bytes(bytes(raw))
+    repo = WriteAheadFlowFileRepository(w.path)
+    try:
+        with pytest.raises(RepositoryCorruptError, match=f"{ffs[42].uuid}.*checksum"):
+            list(repo.recover())
+        with pytest.raises(RepositoryCorruptError, match="checksum"):
+            repo.commit([], [ffs[42].uuid])
+        assert repo.claimant_count(R1) == 300  # the failed commit wrote nothing
+    finally:
+        repo.close()
+
+
+def _poke(path: Path, db_name: bytes, key: bytes, value: bytes) -> None:
+    env = lmdb.open(str(path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        txn.put(key, value, db=env.open_db(db_name, txn=txn))
+    env.close()
+
+
+def test_a_newer_format_version_asks_for_an_upgrade(w):
+    w.repo.close()
+    _poke(w.path, b"meta", b"format_version", bytes([2]))
+    with pytest.raises(UnsupportedFormatVersionError, match="upgrade flowactors") as err:
+        WriteAheadFlowFileRepository(w.path)
+    assert str(w.path) in str(err.value) and err.value.found == 2
+
+
+def test_a_record_of_a_newer_version_asks_for_an_upgrade(w):
+    ffs = _filled(w, 3)
+    key = rec.uuid_key(ffs[1].uuid)
+    env = lmdb.open(str(w.path), max_dbs=16)
+    db = env.open_db(b"flowfiles")
+    with env.begin(write=True) as txn:
+        value = bytearray(txn.get(key, db=db))
+        value[0] = 9
+        txn.put(key, bytes(value), db=db)
+    env.close()
+    with WriteAheadFlowFileRepository(w.path) as repo:
+        with pytest.raises(UnsupportedFormatVersionError, match="version 9"):
+            list(repo.recover())
+
+
+def test_another_lmdb_environment_is_not_a_repository(tmp_path):
+    path = tmp_path / "foreign"
+    path.mkdir()
+    env = lmdb.open(str(path))
+    with env.begin(write=True) as txn:
+        txn.put(b"hello", b"world")
+    env.close()
+    with pytest.raises(RepositoryCorruptError, match="not a FlowFile repository"):
+        WriteAheadFlowFileRepository(path)
+
+
+def test_an_interrupted_creation_leaves_no_half_repository(tmp_path):
+    """Creation builds data.mdb in a temporary directory and links it into place."""
+    path = tmp_path / "flowfile"
+    path.mkdir()
+    stale = path / ".creating-999999999-x"  # a creation by a process that died
+    stale.mkdir()
+    (stale / "data.mdb").write_bytes(b"partial")
+    with WriteAheadFlowFileRepository(path) as repo:
+        assert repo.stats()["flowfiles"] == 0
+    assert not stale.exists()
+    assert sorted(p.name for p in path.iterdir()) == ["data.mdb", "lock.mdb"]
+
+
+def test_the_file_is_never_shorter_than_its_pages(w):
+    """The truncation check relies on data.mdb never being shorter than its last page."""
+    for _ in range(20):
+        w.repo.commit([q(w.ff(R1, note="n" * 200)) for _ in range(200)], [])
+    st = w.repo.stats()
+    assert st["file_size"] >= st["map_used"]
+    assert os.path.getsize(w.path / "data.mdb") == st["file_size"]
+
+
+def test_commits_from_several_threads_while_checkpointing(h):
+    import threading
+
+    errors = []
+    released = []
+
+    def session(n: int) -> None:
+        try:
+            for i in range(20):
+                resource = ResourceClaim("t", str(n), f"claim-{i}")
+                ffs = [make_ff(resource) for _ in range(10)]
+                h.repo.commit([q(f, f"q{n}") for f in ffs], [], [resource])
+                h.repo.commit([], [f.uuid for f in ffs])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def checkpoints() -> None:
+        for _ in range(10):
+            released.extend(h.repo.checkpoint())
+
+    threads = [threading.Thread(target=session, args=(n,)) for n in range(3)] + [threading.Thread(target=checkpoints)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    released.extend(h.repo.checkpoint())
+    released.extend(h.repo.checkpoint())
+    assert sorted(set(released)) == sorted(released)  # each release happens once
+    assert set(released) == {ResourceClaim("t", str(n), f"claim-{i}") for n in range(3) for i in range(20)}
+    assert h.repo.stats()["flowfiles"] == 0 and h.repo.pending_release() == []
+    assert h.repo.rebuild_claimant_counts()["fixed"] == 0
