@@ -47,8 +47,12 @@ class Settings:
 
     # --- provenance repository ---
     provenance_enabled: bool = True
+    #: names of the provenance containers, relative to ``<repository>/provenance`` unless absolute.
+    provenance_containers: tuple[str, ...] = ("default",)
     #: seconds between journal rollovers (the seed's 30 s; NiFi 2.x: 10 min or 100 MB).
     provenance_rollover_interval: float = 30.0
+    #: journals also roll over once they hold this many bytes (NiFi 2.x: 100 MB).
+    provenance_rollover_bytes: int = 100 * 1024**2
     provenance_journal_count: int = 4
     provenance_block_size: int = 1024 * 1024
     provenance_index_shard_size: int = 500 * 1024**2

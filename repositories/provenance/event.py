@@ -1,0 +1,281 @@
+"""Provenance events and their byte encoding.
+
+A provenance event is a snapshot of one FlowFile at one step of a flow: its attributes before and
+after, its content claim before and after, and where it came from and went (parents, children,
+relationship, queue). Events are immutable once registered; the repository gives each a one-up
+``event_id`` at registration.
+
+Encoding (docs/formats/provenance-repository.md, "Event encoding"): one version byte (``0x01``)
+followed by an orjson array of the fields in ``_FIELDS`` order, claims flattened to
+``[container, section, id, offset, length]``. Nothing is pickled: decoding a hostile or corrupt
+record raises :class:`ProvenanceFormatError`, never runs code.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import orjson
+
+from repositories.model import ContentClaim, FlowFile, ResourceClaim, now_millis
+
+#: The version byte that starts every encoded event this release writes.
+EVENT_ENCODING_VERSION = 1
+
+
+class ProvenanceFormatError(ValueError):
+    """A provenance file or record is corrupt or of an unknown version; the message names the file."""
+
+
+class ProvenanceEventType(str, enum.Enum):
+    """What happened to a FlowFile (NiFi's vocabulary, same names)."""
+
+    CREATE = "CREATE"                      # made by the flow from no external data
+    RECEIVE = "RECEIVE"                    # received from an external system
+    FETCH = "FETCH"                        # content replaced by data fetched from an external system
+    SEND = "SEND"                          # sent to an external system
+    DROP = "DROP"                          # left the flow (auto-terminated, removed)
+    EXPIRE = "EXPIRE"                      # aged out of a queue
+    CLONE = "CLONE"                        # an exact copy was made (children = the clones)
+    FORK = "FORK"                          # split into children (parent = the original)
+    JOIN = "JOIN"                          # parents merged into one child
+    ROUTE = "ROUTE"                        # transferred to a relationship
+    ATTRIBUTES_MODIFIED = "ATTRIBUTES_MODIFIED"
+    CONTENT_MODIFIED = "CONTENT_MODIFIED"
+    ADDINFO = "ADDINFO"                    # extra information (e.g. an alternate identifier)
+    ASSOCIATE = "ASSOCIATE"                # associated with an identifier of another system
+    REPLAY = "REPLAY"                      # re-created from a past event (parent = the original)
+    DOWNLOAD = "DOWNLOAD"                  # content downloaded by a user
+
+    def __str__(self) -> str:  # "FORK", not "ProvenanceEventType.FORK"
+        return self.value
+
+
+#: Event types whose parent and child uuids link FlowFiles to each other in a lineage.
+LINKING_TYPES = frozenset(
+    {ProvenanceEventType.FORK, ProvenanceEventType.JOIN, ProvenanceEventType.CLONE,
+     ProvenanceEventType.REPLAY}
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class ProvenanceEvent:
+    """One provenance event. Times are wall-clock milliseconds; sizes are bytes.
+
+    ``source_queue_id`` is the connection the FlowFile was taken from (replay puts it back there).
+    ``event_id`` is -1 until :meth:`ProvenanceRepository.register` assigns it.
+    """
+
+    event_type: ProvenanceEventType
+    flowfile_uuid: str
+    event_id: int = -1
+    timestamp: int = field(default_factory=now_millis)
+    duration: int = 0
+    parent_uuids: list[str] = field(default_factory=list)
+    child_uuids: list[str] = field(default_factory=list)
+    component_id: str = ""
+    component_name: str = ""
+    component_type: str = ""
+    relationship: str | None = None
+    previous_attributes: dict[str, str] = field(default_factory=dict)
+    updated_attributes: dict[str, str] = field(default_factory=dict)
+    previous_claim: ContentClaim | None = None
+    updated_claim: ContentClaim | None = None
+    previous_size: int = 0
+    updated_size: int = 0
+    details: str | None = None
+    transit_uri: str | None = None
+    source_system_flowfile_id: str | None = None
+    alternate_identifier: str | None = None
+    lineage_start_date: int = 0
+    source_queue_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.event_type) is not ProvenanceEventType:
+            self.event_type = ProvenanceEventType(self.event_type)
+
+    @classmethod
+    def for_flowfile(
+        cls,
+        event_type: ProvenanceEventType | str,
+        flowfile: FlowFile,
+        *,
+        previous: FlowFile | None = None,
+        **fields: Any,
+    ) -> "ProvenanceEvent":
+        """An event about ``flowfile`` (its state after the event), ``previous`` its state before."""
+        before = previous if previous is not None else flowfile
+        values: dict[str, Any] = {
+            "flowfile_uuid": flowfile.uuid,
+            "previous_attributes": dict(before.attributes) if previous is not None else {},
+            "updated_attributes": dict(flowfile.attributes),
+            "previous_claim": before.claim if previous is not None else None,
+            "updated_claim": flowfile.claim,
+            "previous_size": before.size if previous is not None else 0,
+            "updated_size": flowfile.size,
+            "lineage_start_date": flowfile.lineage_start_date,
+        }
+        values.update(fields)
+        return cls(event_type=ProvenanceEventType(event_type), **values)
+
+    def attribute(self, name: str) -> str | None:
+        """The attribute's value at this event: the updated value, else the previous one."""
+        value = self.updated_attributes.get(name)
+        return value if value is not None else self.previous_attributes.get(name)
+
+    @property
+    def filename(self) -> str | None:
+        return self.attribute("filename")
+
+
+#: The order of the fields in the encoded array (index 0 follows the version byte).
+_FIELDS = (
+    "event_id", "event_type", "timestamp", "duration", "flowfile_uuid", "parent_uuids",
+    "child_uuids", "component_id", "component_name", "component_type", "relationship",
+    "previous_attributes", "updated_attributes", "previous_claim", "updated_claim",
+    "previous_size", "updated_size", "details", "transit_uri", "source_system_flowfile_id",
+    "alternate_identifier", "lineage_start_date", "source_queue_id",
+)
+
+#: Position of each field in the decoded array.
+FIELD_INDEX = {name: i for i, name in enumerate(_FIELDS)}
+
+_VERSION_PREFIX = bytes([EVENT_ENCODING_VERSION])
+_TYPES = {t.value: t for t in ProvenanceEventType}
+_dumps = orjson.dumps
+_loads = orjson.loads
+
+
+def _claim_out(claim: ContentClaim | None) -> list | None:
+    if claim is None:
+        return None
+    resource = claim.resource
+    return [resource.container, resource.section, resource.id, claim.offset, claim.length]
+
+
+def _claim_in(value: Any) -> ContentClaim | None:
+    if value is None:
+        return None
+    container, section, resource_id, offset, length = value
+    return ContentClaim(ResourceClaim(container, section, resource_id), offset, length)
+
+
+def encode_event(e: ProvenanceEvent) -> bytes:
+    """The event as bytes: version byte + orjson array (see the module docstring)."""
+    return _VERSION_PREFIX + _dumps(
+        [
+            e.event_id, e.event_type.value, e.timestamp, e.duration, e.flowfile_uuid,
+            e.parent_uuids, e.child_uuids, e.component_id, e.component_name, e.component_type,
+            e.relationship, e.previous_attributes, e.updated_attributes,
+            _claim_out(e.previous_claim), _claim_out(e.updated_claim), e.previous_size,
+            e.updated_size, e.details, e.transit_uri, e.source_system_flowfile_id,
+            e.alternate_identifier, e.lineage_start_date, e.source_queue_id,
+        ]
+    )
+
+
+def decode_fields(data: bytes | memoryview, where: str = "provenance record") -> list:
+    """The decoded field array of an encoded event (``FIELD_INDEX`` gives positions), unconverted.
+
+    Cheaper than :func:`decode_event` when only a few fields are needed (indexing).
+    """
+    if len(data) < 2:
+        raise ProvenanceFormatError(f"{where}: event record of {len(data)} bytes is too short")
+    version = data[0]
+    if version != EVENT_ENCODING_VERSION:
+        raise ProvenanceFormatError(
+            f"{where}: unsupported event encoding version {version} "
+            f"(this release reads version {EVENT_ENCODING_VERSION})"
+        )
+    try:
+        fields = _loads(data[1:])
+    except orjson.JSONDecodeError as err:
+        raise ProvenanceFormatError(f"{where}: event record is not valid JSON ({err})") from err
+    if type(fields) is not list or len(fields) != len(_FIELDS):
+        raise ProvenanceFormatError(f"{where}: event record is not a version-1 event array")
+    return fields
+
+
+def decode_event(data: bytes | memoryview, where: str = "provenance record") -> ProvenanceEvent:
+    """The event encoded in ``data``; ``where`` names the file/offset in error messages."""
+    v = decode_fields(data, where)
+    try:
+        (event_id, event_type, timestamp, duration, flowfile_uuid, parent_uuids, child_uuids,
+         component_id, component_name, component_type, relationship, previous_attributes,
+         updated_attributes, previous_claim, updated_claim, previous_size, updated_size, details,
+         transit_uri, source_system_flowfile_id, alternate_identifier, lineage_start_date,
+         source_queue_id) = v
+        return ProvenanceEvent(
+            event_id=event_id, event_type=_TYPES[event_type], timestamp=timestamp,
+            duration=duration, flowfile_uuid=flowfile_uuid, parent_uuids=parent_uuids,
+            child_uuids=child_uuids, component_id=component_id, component_name=component_name,
+            component_type=component_type, relationship=relationship,
+            previous_attributes=previous_attributes, updated_attributes=updated_attributes,
+            previous_claim=_claim_in(previous_claim), updated_claim=_claim_in(updated_claim),
+            previous_size=previous_size, updated_size=updated_size, details=details,
+            transit_uri=transit_uri, source_system_flowfile_id=source_system_flowfile_id,
+            alternate_identifier=alternate_identifier, lineage_start_date=lineage_start_date,
+            source_queue_id=source_queue_id,
+        )
+    except (KeyError, ValueError, TypeError) as err:
+        raise ProvenanceFormatError(f"{where}: event record is not a valid version-1 event ({err})") from err
+
+
+def event_to_dict(e: ProvenanceEvent) -> dict[str, Any]:
+    """A JSON-friendly dict of the event (for export and reporting; not the storage format)."""
+    out = {name: getattr(e, name) for name in _FIELDS}
+    out["event_type"] = e.event_type.value
+    out["previous_claim"] = _claim_out(e.previous_claim)
+    out["updated_claim"] = _claim_out(e.updated_claim)
+    return out
+
+
+def matches(
+    e: ProvenanceEvent,
+    *,
+    flowfile_uuid: str | None = None,
+    event_type: ProvenanceEventType | None = None,
+    component_id: str | None = None,
+    component_name: str | None = None,
+    relationship: str | None = None,
+    attributes: Mapping[str, str] | None = None,
+    start_time: int | None = None,
+    end_time: int | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+) -> bool:
+    """Whether an event meets a search's filters; the semantics the index implements too.
+
+    ``flowfile_uuid`` matches the event's FlowFile and its parents and children (as NiFi does, so
+    that the FORK that made a FlowFile is found by the FlowFile's uuid). ``attributes`` (which
+    includes ``filename``) match :meth:`ProvenanceEvent.attribute`. Times and sizes are inclusive;
+    the size is ``updated_size``.
+    """
+    if flowfile_uuid is not None and not (
+        e.flowfile_uuid == flowfile_uuid or flowfile_uuid in e.parent_uuids
+        or flowfile_uuid in e.child_uuids
+    ):
+        return False
+    if event_type is not None and e.event_type is not event_type:
+        return False
+    if component_id is not None and e.component_id != component_id:
+        return False
+    if component_name is not None and e.component_name != component_name:
+        return False
+    if relationship is not None and e.relationship != relationship:
+        return False
+    if start_time is not None and e.timestamp < start_time:
+        return False
+    if end_time is not None and e.timestamp > end_time:
+        return False
+    if min_size is not None and e.updated_size < min_size:
+        return False
+    if max_size is not None and e.updated_size > max_size:
+        return False
+    if attributes:
+        for name, value in attributes.items():
+            if e.attribute(name) != value:
+                return False
+    return True

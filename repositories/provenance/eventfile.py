@@ -1,0 +1,397 @@
+"""Merged provenance event files: zstd-compressed blocks plus a table of contents.
+
+``<first event id>.prov`` holds the events of one rollover in id order, packed into blocks of about
+``block_size`` uncompressed bytes, each compressed on its own so that one event is reached by
+seeking to its block and decompressing at most one block. ``<first event id>.toc`` lists the first
+event id and byte offset of every block, so the block of an event is a binary search away.
+
+Layout (little-endian; docs/formats/provenance-repository.md has it byte by byte)::
+
+    .prov  header  magic b"FAPE" | u8 version (1) | u8 codec (1 = zstd) | 2 zero bytes | u64 first id
+           block   u32 compressed length | u32 CRC-32 of the compressed bytes | u32 uncompressed
+                   length | u32 event count | u64 first id | u64 last id | compressed entry list
+    .toc   magic b"FAPT" | u8 version (1) | 3 zero bytes | u64 first id | u64 last id | u64 event
+           count | i64 min timestamp | i64 max timestamp | u32 block count |
+           block count x (u64 first id of block | u64 offset of block) | u32 CRC-32 of all before
+
+While a merge runs the files are named ``.prov.part`` and ``.toc.part``; the rename of the
+``.prov.part`` is the merge's commit point (see repository.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import threading
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import zstandard
+
+from repositories.provenance.event import ProvenanceEvent, ProvenanceFormatError, decode_event
+from repositories.provenance.journal import iter_entries, pack_count, pack_entry_header
+
+EVENT_FILE_MAGIC = b"FAPE"
+TOC_MAGIC = b"FAPT"
+EVENT_FILE_VERSION = 1
+TOC_VERSION = 1
+CODEC_ZSTD = 1
+EVENT_SUFFIX = ".prov"
+TOC_SUFFIX = ".toc"
+PART_SUFFIX = ".part"
+
+_FILE_HEADER = struct.Struct("<4sBB2xQ")
+_BLOCK_HEADER = struct.Struct("<IIIIQQ")
+_TOC_HEADER = struct.Struct("<4sB3xQQQqqI")
+_TOC_ENTRY = struct.Struct("<QQ")
+_CRC = struct.Struct("<I")
+FILE_HEADER_SIZE = _FILE_HEADER.size
+BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
+
+
+def event_file_name(first_id: int) -> str:
+    return f"{first_id}{EVENT_SUFFIX}"
+
+
+def toc_file_name(first_id: int) -> str:
+    return f"{first_id}{TOC_SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class TableOfContents:
+    """What an event file holds: its id and time range and where each block starts."""
+
+    first_id: int
+    last_id: int
+    event_count: int
+    min_timestamp: int
+    max_timestamp: int
+    block_first_ids: tuple[int, ...]
+    block_offsets: tuple[int, ...]
+
+    def block_for(self, event_id: int) -> int | None:
+        """Offset of the block that would hold ``event_id``, None if outside the file."""
+        if event_id < self.first_id or event_id > self.last_id:
+            return None
+        index = bisect.bisect_right(self.block_first_ids, event_id) - 1
+        return self.block_offsets[max(index, 0)]
+
+    def encode(self) -> bytes:
+        body = bytearray(
+            _TOC_HEADER.pack(TOC_MAGIC, TOC_VERSION, self.first_id, self.last_id, self.event_count,
+                             self.min_timestamp, self.max_timestamp, len(self.block_offsets))
+        )
+        for first, offset in zip(self.block_first_ids, self.block_offsets):
+            body += _TOC_ENTRY.pack(first, offset)
+        body += _CRC.pack(zlib.crc32(body))
+        return bytes(body)
+
+    @classmethod
+    def decode(cls, data: bytes, where: str) -> "TableOfContents":
+        if len(data) < _TOC_HEADER.size + _CRC.size:
+            raise ProvenanceFormatError(f"{where}: table of contents of {len(data)} bytes is too short")
+        magic, version, first, last, count, min_ts, max_ts, blocks = _TOC_HEADER.unpack_from(data, 0)
+        if magic != TOC_MAGIC:
+            raise ProvenanceFormatError(f"{where}: not a provenance table of contents (magic {magic!r})")
+        if version != TOC_VERSION:
+            raise ProvenanceFormatError(
+                f"{where}: unsupported table-of-contents version {version} (this release reads {TOC_VERSION})"
+            )
+        expected = _TOC_HEADER.size + blocks * _TOC_ENTRY.size + _CRC.size
+        if len(data) != expected:
+            raise ProvenanceFormatError(f"{where}: {len(data)} bytes, expected {expected} for {blocks} blocks")
+        (crc,) = _CRC.unpack_from(data, expected - _CRC.size)
+        if zlib.crc32(data[: expected - _CRC.size]) != crc:
+            raise ProvenanceFormatError(f"{where}: table of contents fails its checksum")
+        firsts, offsets = [], []
+        for i in range(blocks):
+            first_of_block, offset = _TOC_ENTRY.unpack_from(data, _TOC_HEADER.size + i * _TOC_ENTRY.size)
+            firsts.append(first_of_block)
+            offsets.append(offset)
+        return cls(first, last, count, min_ts, max_ts, tuple(firsts), tuple(offsets))
+
+    @classmethod
+    def read(cls, path: Path) -> "TableOfContents":
+        return cls.decode(Path(path).read_bytes(), str(path))
+
+
+class EventFileWriter:
+    """Writes one event file (as ``.prov.part``/``.toc.part``) from entries in increasing id order."""
+
+    def __init__(self, directory: Path, first_id: int, *, block_size: int, level: int = 3):
+        self.directory = Path(directory)
+        self.first_id = first_id
+        self.path = self.directory / (event_file_name(first_id) + PART_SUFFIX)
+        self.toc_path = self.directory / (toc_file_name(first_id) + PART_SUFFIX)
+        self.block_size = block_size
+        self._compressor = zstandard.ZstdCompressor(level=level)
+        self._file = open(self.path, "xb")
+        self._file.write(_FILE_HEADER.pack(EVENT_FILE_MAGIC, EVENT_FILE_VERSION, CODEC_ZSTD, first_id))
+        self._offset = FILE_HEADER_SIZE
+        self._parts: list[bytes | memoryview] = []
+        self._pending = 0
+        self._block_count = 0
+        self._block_first = -1
+        self._block_last = -1
+        self._block_firsts: list[int] = []
+        self._block_offsets: list[int] = []
+        self._last_id = -1
+        self._count = 0
+        self._min_ts: int | None = None
+        self._max_ts: int | None = None
+
+    @property
+    def current_block_offset(self) -> int:
+        """The offset the block now being filled will have (what the index records)."""
+        return self._offset
+
+    def add(self, event_id: int, encoded: bytes | memoryview, timestamp: int) -> int:
+        """Append one encoded event; returns the offset of the block that holds it."""
+        if event_id <= self._last_id:
+            raise ValueError(f"event {event_id} after {self._last_id}: ids must increase")
+        if self._block_count == 0:
+            self._block_first = event_id
+        offset = self._offset
+        self._parts.append(pack_entry_header(event_id, len(encoded)))
+        self._parts.append(encoded)
+        self._pending += 12 + len(encoded)
+        self._block_count += 1
+        self._block_last = event_id
+        self._last_id = event_id
+        self._count += 1
+        if self._min_ts is None or timestamp < self._min_ts:
+            self._min_ts = timestamp
+        if self._max_ts is None or timestamp > self._max_ts:
+            self._max_ts = timestamp
+        if self._pending >= self.block_size:
+            self._flush_block()
+        return offset
+
+    def _flush_block(self) -> None:
+        if not self._block_count:
+            return
+        raw = pack_count(self._block_count) + b"".join(self._parts)
+        compressed = self._compressor.compress(raw)
+        self._file.write(
+            _BLOCK_HEADER.pack(len(compressed), zlib.crc32(compressed), len(raw), self._block_count,
+                               self._block_first, self._block_last)
+        )
+        self._file.write(compressed)
+        self._block_firsts.append(self._block_first)
+        self._block_offsets.append(self._offset)
+        self._offset += BLOCK_HEADER_SIZE + len(compressed)
+        self._parts = []
+        self._pending = 0
+        self._block_count = 0
+
+    @property
+    def event_count(self) -> int:
+        return self._count
+
+    def finish(self, *, fsync: bool = True) -> TableOfContents:
+        """Write the last block and the table of contents; both files stay ``.part``."""
+        self._flush_block()
+        if self._count == 0:
+            raise ValueError("an event file needs at least one event")
+        self._file.flush()
+        if fsync:
+            os.fsync(self._file.fileno())
+        self._file.close()
+        toc = TableOfContents(self.first_id, self._last_id, self._count, int(self._min_ts or 0),
+                              int(self._max_ts or 0), tuple(self._block_firsts), tuple(self._block_offsets))
+        with open(self.toc_path, "xb") as out:
+            out.write(toc.encode())
+            out.flush()
+            if fsync:
+                os.fsync(out.fileno())
+        return toc
+
+    def close(self) -> None:
+        """Close the file without finishing it (the .part files stay for recovery to remove)."""
+        self._file.close()
+
+
+def read_block(fd: int, offset: int, where: str, decompressor: zstandard.ZstdDecompressor) -> bytes:
+    """The verified, decompressed entry list of the block at ``offset``."""
+    header = os.pread(fd, BLOCK_HEADER_SIZE, offset)
+    if len(header) != BLOCK_HEADER_SIZE:
+        raise ProvenanceFormatError(f"{where}: block at offset {offset} is cut short (header)")
+    clen, crc, ulen, count, first, last = _BLOCK_HEADER.unpack(header)
+    compressed = os.pread(fd, clen, offset + BLOCK_HEADER_SIZE)
+    if len(compressed) != clen:
+        raise ProvenanceFormatError(f"{where}: block at offset {offset} is cut short ({len(compressed)} of {clen} bytes)")
+    if zlib.crc32(compressed) != crc:
+        raise ProvenanceFormatError(f"{where}: block at offset {offset} fails its checksum (corrupt file)")
+    try:
+        raw = decompressor.decompress(compressed, max_output_size=ulen)
+    except zstandard.ZstdError as err:
+        raise ProvenanceFormatError(f"{where}: block at offset {offset} does not decompress ({err})") from err
+    if len(raw) != ulen:
+        raise ProvenanceFormatError(f"{where}: block at offset {offset} holds {len(raw)} bytes, header says {ulen}")
+    return raw
+
+
+def check_header(fd: int, path: Path) -> int:
+    """Verify an event file's header; returns its first event id."""
+    data = os.pread(fd, FILE_HEADER_SIZE, 0)
+    if len(data) != FILE_HEADER_SIZE:
+        raise ProvenanceFormatError(f"{path}: event file header is cut short")
+    magic, version, codec, first = _FILE_HEADER.unpack(data)
+    if magic != EVENT_FILE_MAGIC:
+        raise ProvenanceFormatError(f"{path}: not a provenance event file (magic {magic!r})")
+    if version != EVENT_FILE_VERSION:
+        raise ProvenanceFormatError(
+            f"{path}: unsupported event file version {version} (this release reads {EVENT_FILE_VERSION})"
+        )
+    if codec != CODEC_ZSTD:
+        raise ProvenanceFormatError(f"{path}: unknown block codec {codec}")
+    return first
+
+
+def rebuild_toc(path: Path) -> TableOfContents:
+    """Rebuild a lost table of contents by walking an event file's blocks (recovery only)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        first_id = check_header(fd, path)
+        size = os.fstat(fd).st_size
+        decompressor = zstandard.ZstdDecompressor()
+        offset = FILE_HEADER_SIZE
+        firsts, offsets = [], []
+        count, last, min_ts, max_ts = 0, -1, None, None
+        while offset < size:
+            raw = read_block(fd, offset, str(path), decompressor)
+            header = _BLOCK_HEADER.unpack(os.pread(fd, BLOCK_HEADER_SIZE, offset))
+            firsts.append(header[4])
+            offsets.append(offset)
+            for event_id, data in iter_entries(raw, f"{path} block at offset {offset}"):
+                event = decode_event(data, f"{path} event {event_id}")
+                count += 1
+                last = event_id
+                min_ts = event.timestamp if min_ts is None else min(min_ts, event.timestamp)
+                max_ts = event.timestamp if max_ts is None else max(max_ts, event.timestamp)
+            offset += BLOCK_HEADER_SIZE + header[0]
+        if not count:
+            raise ProvenanceFormatError(f"{path}: event file holds no events")
+        return TableOfContents(first_id, last, count, min_ts or 0, max_ts or 0, tuple(firsts), tuple(offsets))
+    finally:
+        os.close(fd)
+
+
+class BlockCache:
+    """A small LRU of decompressed blocks, keyed by (path, offset), shared by the readers."""
+
+    def __init__(self, capacity: int = 16):
+        self.capacity = capacity
+        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> bytes | None:
+        with self._lock:
+            block = self._blocks.get(key)
+            if block is not None:
+                self._blocks.move_to_end(key)
+            return block
+
+    def put(self, key: tuple[str, int], block: bytes) -> None:
+        with self._lock:
+            self._blocks[key] = block
+            self._blocks.move_to_end(key)
+            while len(self._blocks) > self.capacity:
+                self._blocks.popitem(last=False)
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            for key in [k for k in self._blocks if k[0] == path]:
+                del self._blocks[key]
+
+
+class EventFileReader:
+    """Random and sequential access to one finished event file through its table of contents."""
+
+    def __init__(self, path: Path, toc: TableOfContents, cache: BlockCache | None = None):
+        self.path = Path(path)
+        self.toc = toc
+        self._cache = cache
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._lock = threading.Lock()
+        try:
+            first = check_header(self._fd, self.path)
+        except BaseException:
+            self.close()
+            raise
+        if first != toc.first_id:
+            self.close()
+            raise ProvenanceFormatError(f"{path}: header says first event {first}, table of contents {toc.first_id}")
+
+    def block(self, offset: int) -> bytes:
+        key = (str(self.path), offset)
+        if self._cache is not None:
+            cached = self._cache.get(key)
+            if cached is not None:
+                return cached
+        with self._lock:  # a ZstdDecompressor is not safe to share between threads
+            raw = read_block(self._fd, offset, str(self.path), self._decompressor)
+        if self._cache is not None:
+            self._cache.put(key, raw)
+        return raw
+
+    def _entries(self, offset: int) -> Iterator[tuple[int, memoryview]]:
+        return iter_entries(self.block(offset), f"{self.path} block at offset {offset}")
+
+    def get(self, event_id: int, block_offset: int | None = None) -> ProvenanceEvent | None:
+        offset = self.toc.block_for(event_id) if block_offset is None else block_offset
+        if offset is None:
+            return None
+        for entry_id, data in self._entries(offset):
+            if entry_id == event_id:
+                return decode_event(data, f"{self.path} event {event_id}")
+            if entry_id > event_id:
+                break
+        return None
+
+    def get_many(self, wanted: dict[int, list[int]]) -> dict[int, ProvenanceEvent]:
+        """Events by id, given ``{block offset: [event ids]}``; one decompression per block."""
+        found: dict[int, ProvenanceEvent] = {}
+        for offset, ids in wanted.items():
+            targets = set(ids)
+            top = max(targets)
+            for entry_id, data in self._entries(offset):
+                if entry_id in targets:
+                    found[entry_id] = decode_event(data, f"{self.path} event {entry_id}")
+                if entry_id >= top:
+                    break
+        return found
+
+    def iter_from(self, start_id: int) -> Iterator[ProvenanceEvent]:
+        """Events with id >= ``start_id`` in id order, to the end of the file."""
+        if start_id > self.toc.last_id:
+            return
+        index = max(bisect.bisect_right(self.toc.block_first_ids, start_id) - 1, 0)
+        for offset in self.toc.block_offsets[index:]:
+            for entry_id, data in self._entries(offset):
+                if entry_id >= start_id:
+                    yield decode_event(data, f"{self.path} event {entry_id}")
+
+    def iter_entries_all(self) -> Iterator[tuple[int, int, memoryview]]:
+        """``(block offset, event id, encoded event)`` for every event (rebuilding an index)."""
+        for offset in self.toc.block_offsets:
+            for entry_id, data in self._entries(offset):
+                yield offset, entry_id, data
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        # age-off drops a reader without closing it, so a search still holding it can finish
+        # (the file is unlinked; the descriptor keeps it readable until the last reference goes)
+        try:
+            self.close()
+        except (OSError, AttributeError):
+            pass

@@ -1,0 +1,597 @@
+"""The provenance index: LMDB tables in shards, written at rollover, read by ``search``.
+
+Each shard is one LMDB environment (a directory ``index/<created ms>-<first event id>``) holding
+the entries of a contiguous range of event ids; a new shard starts when the current one's data file
+passes ``shard_size`` bytes. Tables (docs/formats/provenance-repository.md, "Index"):
+
+* ``events``    u64 BE event id -> (u64 event file id, u64 block offset, i64 timestamp, i64 size)
+* ``uuid``, ``type``, ``component_id``, ``component_name``, ``relationship``, ``attribute``:
+  dupsort/dupfixed, term -> u64 BE event id (so the ids of one term are sorted, and walking them
+  backwards yields newest first)
+* ``zones``     u64 BE first id of a run of 1024 events -> (last id, min/max timestamp, min/max size)
+* ``meta``      format version, creation time, time bounds, and ``file:<u64 BE id>`` for every
+  event file the shard points at.
+
+Searching: equality filters are intersected by a leapfrog join that walks each term's ids from the
+newest down (seeking, never listing a whole term), checking time and size on the ``events`` entry;
+with no equality filter the ``events`` table is walked backwards, skipping every zone whose time or
+size span misses the ranges. Entries whose event file is gone (aged off, or a merge that never
+finished) are skipped. A shard is deleted whole once every event file it lists is gone.
+docs/provenance-index.md has the measurements behind this design.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import lmdb
+
+from repositories.provenance.event import FIELD_INDEX, ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError
+
+INDEX_FORMAT_VERSION = 1
+
+_ID = struct.Struct(">Q")
+_PTR = struct.Struct("<QQqq")        # file id, block offset, timestamp, size
+_I64 = struct.Struct("<q")
+_ZONE = struct.Struct("<Qqqqq")      # last event id, min/max timestamp, min/max size
+#: Events per ``zones`` entry: a range search skips a zone whose time or size span misses.
+ZONE_EVENTS = 1024
+_pack_id = _ID.pack
+_unpack_id = _ID.unpack
+_unpack_ptr = _PTR.unpack
+_pack_ptr = _PTR.pack
+
+TERM_TABLES = (b"uuid", b"type", b"component_id", b"component_name", b"relationship", b"attribute")
+_MAX_TERM = 400        # LMDB keys are at most 511 bytes
+_TERM_PREFIX = 360
+_MAX_U63 = (1 << 63) - 1
+
+
+def term_key(value: str) -> bytes:
+    """The key a value is indexed under: its UTF-8, or a prefix plus a hash when too long."""
+    data = value.encode()
+    if len(data) <= _MAX_TERM:
+        return data
+    return data[:_TERM_PREFIX] + b"\x00#" + hashlib.blake2b(data, digest_size=16).digest()
+
+
+def attribute_key(name: str, value: str) -> bytes:
+    return term_key(f"{name}\x00{value}")
+
+
+_F = FIELD_INDEX
+_F_ID, _F_TYPE, _F_TS, _F_UUID = _F["event_id"], _F["event_type"], _F["timestamp"], _F["flowfile_uuid"]
+_F_PARENTS, _F_CHILDREN, _F_CID, _F_CNAME = _F["parent_uuids"], _F["child_uuids"], _F["component_id"], _F["component_name"]
+_F_REL, _F_PREV, _F_UPD, _F_SIZE = _F["relationship"], _F["previous_attributes"], _F["updated_attributes"], _F["updated_size"]
+_TYPE_KEYS = {t.value: t.value.encode() for t in ProvenanceEventType}
+
+
+class IndexBatch:
+    """The entries of a run of events of one event file, gathered for one LMDB transaction.
+
+    Built straight from decoded field arrays (no event objects) because this loop is the cost of
+    a rollover; also used to remove the same entries again when a merge is redone.
+    """
+
+    __slots__ = ("file_id", "attributes", "primary", "uuid", "type", "component_id",
+                 "component_name", "relationship", "attribute", "timestamps", "sizes", "min_ts", "max_ts")
+
+    def __init__(self, file_id: int, attributes: Sequence[str]):
+        self.file_id = file_id
+        self.attributes = tuple(attributes)
+        self.primary: list[tuple[bytes, bytes]] = []
+        self.uuid: list[tuple[bytes, bytes]] = []
+        self.type: list[tuple[bytes, bytes]] = []
+        self.component_id: list[tuple[bytes, bytes]] = []
+        self.component_name: list[tuple[bytes, bytes]] = []
+        self.relationship: list[tuple[bytes, bytes]] = []
+        self.attribute: list[tuple[bytes, bytes]] = []
+        self.timestamps: list[int] = []
+        self.sizes: list[int] = []
+        self.min_ts = _MAX_U63
+        self.max_ts = -_MAX_U63
+
+    def __len__(self) -> int:
+        return len(self.primary)
+
+    @property
+    def first_id(self) -> int:
+        return _unpack_id(self.primary[0][0])[0]
+
+    @property
+    def last_id(self) -> int:
+        return _unpack_id(self.primary[-1][0])[0]
+
+    def zones(self) -> list[tuple[bytes, bytes]]:
+        """``zones`` entries: the id, time and size span of every run of ZONE_EVENTS events."""
+        out = []
+        primary, timestamps, sizes = self.primary, self.timestamps, self.sizes
+        for start in range(0, len(primary), ZONE_EVENTS):
+            end = min(start + ZONE_EVENTS, len(primary))
+            times, zone_sizes = timestamps[start:end], sizes[start:end]
+            out.append((primary[start][0], _ZONE.pack(_unpack_id(primary[end - 1][0])[0], min(times),
+                                                      max(times), min(zone_sizes), max(zone_sizes))))
+        return out
+
+    def tables(self) -> dict[bytes, list[tuple[bytes, bytes]]]:
+        return {b"uuid": self.uuid, b"type": self.type, b"component_id": self.component_id,
+                b"component_name": self.component_name, b"relationship": self.relationship,
+                b"attribute": self.attribute}
+
+    def add_fields(self, fields: list, block_offset: int) -> None:
+        """Add an event given its decoded field array (event.decode_fields)."""
+        self._add(fields[_F_ID], block_offset, fields[_F_TS], fields[_F_SIZE], fields[_F_UUID],
+                  fields[_F_PARENTS], fields[_F_CHILDREN], fields[_F_TYPE], fields[_F_CID],
+                  fields[_F_CNAME], fields[_F_REL], fields[_F_PREV], fields[_F_UPD])
+
+    def add_event(self, event: ProvenanceEvent, block_offset: int) -> None:
+        self._add(event.event_id, block_offset, event.timestamp, event.updated_size,
+                  event.flowfile_uuid, event.parent_uuids, event.child_uuids, event.event_type.value,
+                  event.component_id, event.component_name, event.relationship,
+                  event.previous_attributes, event.updated_attributes)
+
+    def _add(self, event_id: int, block_offset: int, ts: int, size: int, uuid: str, parents: list,
+             children: list, event_type: str, component_id: str, component_name: str,
+             relationship: str | None, previous: dict, updated: dict) -> None:
+        packed = _pack_id(event_id)
+        if type(ts) is not int or type(size) is not int:   # tolerate floats from a caller
+            ts, size = int(ts), int(size)
+        self.primary.append((packed, _pack_ptr(self.file_id, block_offset, ts, size)))
+        self.uuid.append((term_key(uuid), packed))
+        if parents or children:
+            seen = {uuid}
+            for other in (*parents, *children):
+                if other not in seen:
+                    seen.add(other)
+                    self.uuid.append((term_key(other), packed))
+        self.type.append((_TYPE_KEYS[event_type], packed))
+        if component_id:
+            self.component_id.append((term_key(component_id), packed))
+        if component_name:
+            self.component_name.append((term_key(component_name), packed))
+        if relationship is not None:
+            self.relationship.append((term_key(relationship), packed))
+        for name in self.attributes:
+            value = updated.get(name)
+            if value is None:
+                value = previous.get(name)
+            if value is not None:
+                self.attribute.append((attribute_key(name, str(value)), packed))
+        self.timestamps.append(ts)
+        self.sizes.append(size)
+        if ts < self.min_ts:
+            self.min_ts = ts
+        if ts > self.max_ts:
+            self.max_ts = ts
+
+
+@dataclass(frozen=True)
+class IndexQuery:
+    """A search as the index sees it: equality terms plus inclusive ranges (ms, bytes)."""
+
+    terms: tuple[tuple[bytes, bytes], ...] = ()
+    start_time: int | None = None
+    end_time: int | None = None
+    min_size: int | None = None
+    max_size: int | None = None
+
+    @property
+    def has_time(self) -> bool:
+        return self.start_time is not None or self.end_time is not None
+
+    @property
+    def has_size(self) -> bool:
+        return self.min_size is not None or self.max_size is not None
+
+    def time_overlaps(self, low: int, high: int) -> bool:
+        return not ((self.start_time is not None and high < self.start_time)
+                    or (self.end_time is not None and low > self.end_time))
+
+    def zone_overlaps(self, min_ts: int, max_ts: int, min_size: int, max_size: int) -> bool:
+        return self.time_overlaps(min_ts, max_ts) and not (
+            (self.min_size is not None and max_size < self.min_size)
+            or (self.max_size is not None and min_size > self.max_size))
+
+    def accepts(self, timestamp: int, size: int) -> bool:
+        return not ((self.start_time is not None and timestamp < self.start_time)
+                    or (self.end_time is not None and timestamp > self.end_time)
+                    or (self.min_size is not None and size < self.min_size)
+                    or (self.max_size is not None and size > self.max_size))
+
+
+@dataclass(frozen=True, slots=True)
+class FileSpan:
+    """What the index needs to know about a live event file."""
+
+    file_id: int
+    last_id: int
+    min_timestamp: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    event_id: int
+    file_id: int
+    block_offset: int
+
+
+class LiveFiles:
+    """The event files that exist, newest first; index entries pointing elsewhere are dangling."""
+
+    def __init__(self, spans: Iterable[FileSpan]):
+        self.newest_first = sorted(spans, key=lambda s: s.file_id, reverse=True)
+        self.by_id = {s.file_id: s for s in self.newest_first}
+
+    def __contains__(self, file_id: int) -> bool:
+        return file_id in self.by_id
+
+
+class _Posting:
+    """A cursor over one term's event ids, able to seek to the largest id <= a target."""
+
+    __slots__ = ("cursor", "key", "count")
+
+    def __init__(self, txn: lmdb.Transaction, db, key: bytes):
+        self.cursor = txn.cursor(db)
+        self.key = key
+        self.count = self.cursor.count() if self.cursor.set_key(key) else 0
+
+    def seek_le(self, target: int) -> int | None:
+        c = self.cursor
+        packed = _pack_id(target)
+        if c.set_range_dup(self.key, packed):
+            value = c.value()
+            if value == packed:
+                return target
+            return _unpack_id(c.value())[0] if c.prev_dup() else None
+        if c.set_key(self.key):
+            c.last_dup()
+            return _unpack_id(c.value())[0]
+        return None
+
+
+def _leapfrog(postings: list[_Posting], upper: int, lower: int) -> Iterator[int]:
+    """Ids present in every posting, from ``upper`` down to ``lower``."""
+    if len(postings) == 1:
+        p = postings[0]
+        first = p.seek_le(upper)
+        if first is None or first < lower:
+            return
+        yield first
+        while p.cursor.prev_dup():  # the cursor sits on ``first``; walk its term backwards
+            event_id = _unpack_id(p.cursor.value())[0]
+            if event_id < lower:
+                return
+            yield event_id
+        return
+    count = len(postings)
+    candidate = upper
+    agreed = 0
+    i = 0
+    while candidate >= lower:
+        got = postings[i].seek_le(candidate)
+        if got is None or got < lower:
+            return
+        if got == candidate:
+            agreed += 1
+        else:
+            candidate = got
+            agreed = 1
+        if agreed == count:
+            yield candidate
+            candidate -= 1
+            agreed = 0
+        i = (i + 1) % count
+
+
+class IndexShard:
+    """One LMDB environment holding the index entries of a range of event ids."""
+
+    def __init__(self, path: Path, *, map_size: int, sync: bool, create: bool = False):
+        self.path = Path(path)
+        self.env = lmdb.open(str(self.path), map_size=map_size, max_dbs=len(TERM_TABLES) + 4,
+                             subdir=True, sync=sync, metasync=sync, readahead=False, create=create,
+                             lock=True)
+        self.meta = self.env.open_db(b"meta")
+        self.events = self.env.open_db(b"events")
+        self.terms = {name: self.env.open_db(name, dupsort=True, dupfixed=True) for name in TERM_TABLES}
+        self.zones = self.env.open_db(b"zones")
+        self.files: set[int] = set()
+        self.min_id = -1
+        self.max_id = -1
+        self.min_ts = _MAX_U63
+        self.max_ts = -_MAX_U63
+        self.full = False
+        with self.env.begin(write=True) as txn:
+            version = txn.get(b"format", db=self.meta)
+            if version is None:
+                txn.put(b"format", str(INDEX_FORMAT_VERSION).encode(), db=self.meta)
+                txn.put(b"created", _I64.pack(int(time.time() * 1000)), db=self.meta)
+            elif version != str(INDEX_FORMAT_VERSION).encode():
+                raise ProvenanceFormatError(
+                    f"{self.path}: unsupported index format {version!r} (this release reads {INDEX_FORMAT_VERSION})"
+                )
+            cursor = txn.cursor(self.meta)
+            if cursor.set_range(b"file:"):
+                for key in cursor.iternext(keys=True, values=False):
+                    if not key.startswith(b"file:"):
+                        break
+                    self.files.add(_unpack_id(key[5:])[0])
+            for name, attr in ((b"min_ts", "min_ts"), (b"max_ts", "max_ts")):
+                value = txn.get(name, db=self.meta)
+                if value is not None:
+                    setattr(self, attr, _I64.unpack(value)[0])
+        self._refresh_id_bounds()
+
+    def _refresh_id_bounds(self) -> None:
+        with self.env.begin() as txn:
+            cursor = txn.cursor(self.events)
+            self.min_id = _unpack_id(cursor.key())[0] if cursor.first() else -1
+            self.max_id = _unpack_id(cursor.key())[0] if cursor.last() else -1
+
+    @property
+    def empty(self) -> bool:
+        return self.max_id < 0
+
+    def size_bytes(self) -> int:
+        try:
+            return os.stat(self.path / "data.mdb").st_size
+        except FileNotFoundError:
+            return 0
+
+    def add(self, batch: IndexBatch) -> None:
+        """Write a batch (events in id order) in one transaction."""
+        first_new, last_new = batch.first_id, batch.last_id
+        with self.env.begin(write=True) as txn:
+            txn.put(b"file:" + _pack_id(batch.file_id), b"", db=self.meta)
+            txn.cursor(self.events).putmulti(batch.primary, append=first_new > self.max_id)
+            for table, items in batch.tables().items():
+                if items:
+                    txn.cursor(self.terms[table]).putmulti(items, dupdata=True)
+            txn.cursor(self.zones).putmulti(batch.zones())
+            min_ts, max_ts = min(self.min_ts, batch.min_ts), max(self.max_ts, batch.max_ts)
+            txn.put(b"min_ts", _I64.pack(min_ts), db=self.meta)
+            txn.put(b"max_ts", _I64.pack(max_ts), db=self.meta)
+        self.files.add(batch.file_id)
+        self.min_ts, self.max_ts = min_ts, max_ts
+        self.max_id = max(self.max_id, last_new)
+        self.min_id = first_new if self.min_id < 0 else min(self.min_id, first_new)
+
+    def remove(self, batch: IndexBatch | None, file_ids: Iterable[int]) -> int:
+        """Delete the entries a batch would have written and forget these files; returns events removed."""
+        removed = 0
+        with self.env.begin(write=True) as txn:
+            if batch is not None:
+                present = set()
+                for packed, _ in batch.primary:
+                    if txn.delete(packed, db=self.events):
+                        present.add(packed)
+                removed = len(present)
+                if present:
+                    for table, items in batch.tables().items():
+                        db = self.terms[table]
+                        for key, packed in items:
+                            if packed in present:
+                                txn.delete(key, packed, db=db)
+                    cursor = txn.cursor(self.zones)
+                    low, high = batch.primary[0][0], batch.primary[-1][0]
+                    if cursor.set_range(low):
+                        while cursor.key() and cursor.key() <= high:
+                            if not cursor.delete():
+                                break
+            for file_id in file_ids:
+                txn.delete(b"file:" + _pack_id(file_id), db=self.meta)
+                self.files.discard(file_id)
+        self._refresh_id_bounds()
+        return removed
+
+    def holds_event(self, event_id: int) -> bool:
+        with self.env.begin() as txn:
+            return txn.get(_pack_id(event_id), db=self.events) is not None
+
+    def search(self, query: IndexQuery, limit: int | None, live: LiveFiles) -> list[Hit]:
+        if self.empty:
+            return []
+        hits: list[Hit] = []
+        with self.env.begin() as txn:
+            if query.terms:
+                postings = [_Posting(txn, self.terms[table], key) for table, key in query.terms]
+                if any(p.count == 0 for p in postings):
+                    return []
+                postings.sort(key=lambda p: p.count)
+                get = txn.get
+                events_db = self.events
+                for event_id in _leapfrog(postings, self.max_id, self.min_id):
+                    ptr = get(_pack_id(event_id), db=events_db)
+                    if ptr is None:
+                        continue
+                    file_id, offset, ts, size = _unpack_ptr(ptr)
+                    if file_id not in live or not query.accepts(ts, size):
+                        continue
+                    hits.append(Hit(event_id, file_id, offset))
+                    if limit is not None and len(hits) >= limit:
+                        break
+            else:
+                self._walk_events(txn, query, limit, live, hits)
+        return hits
+
+    def _walk_events(self, txn, query: IndexQuery, limit: int | None, live: LiveFiles, hits: list[Hit]) -> None:
+        """Newest first through the ``events`` table, skipping zones whose time/size span misses."""
+        zones = txn.cursor(self.zones)
+        cursor = txn.cursor(self.events)
+        if not zones.last():
+            return
+        for first_key, zone in zones.iterprev():
+            last_id, min_ts, max_ts, min_size, max_size = _ZONE.unpack(zone)
+            if not query.zone_overlaps(min_ts, max_ts, min_size, max_size):
+                continue
+            start = _pack_id(last_id)
+            if not cursor.set_key(start):
+                if cursor.set_range(start):
+                    if not cursor.prev():
+                        continue
+                elif not cursor.last():
+                    return
+            for key, ptr in cursor.iterprev():
+                if key < first_key:
+                    break
+                file_id, offset, ts, size = _unpack_ptr(ptr)
+                if file_id not in live or not query.accepts(ts, size):
+                    continue
+                hits.append(Hit(_unpack_id(key)[0], file_id, offset))
+                if limit is not None and len(hits) >= limit:
+                    return
+
+    def close(self) -> None:
+        self.env.close()
+
+
+@dataclass
+class IndexStats:
+    shards: int
+    bytes: int
+    max_indexed_id: int
+    shard_names: list[str] = field(default_factory=list)
+
+
+class ProvenanceIndex:
+    """The set of index shards under one directory.
+
+    Writes (``add``, ``remove``, ``drop_unreferenced``) come from one thread at a time (the
+    repository's merge lock); ``search`` may run from any thread meanwhile.
+    """
+
+    def __init__(self, directory: str | Path, *, shard_size: int, indexed_attributes: Sequence[str] = (),
+                 sync: bool = True):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.shard_size = shard_size
+        self.attributes = tuple(dict.fromkeys(("filename", *indexed_attributes)))
+        self.sync = sync
+        # the map is address space, not disk: room for one shard plus the chunk that filled it
+        self.map_size = max(2 * shard_size, 64 << 20) + (64 << 20)
+        self._lock = threading.Lock()
+        self._shards: list[IndexShard] = []
+        for path in sorted(p for p in self.directory.iterdir() if p.is_dir()):
+            shard = IndexShard(path, map_size=self.map_size, sync=sync)
+            if shard.empty and not shard.files:
+                shard.close()
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            self._shards.append(shard)
+        self._shards.sort(key=lambda s: (s.min_id, s.path.name))
+        for shard in self._shards[:-1]:
+            shard.full = True
+        if self._shards and self._shards[-1].size_bytes() >= shard_size:
+            self._shards[-1].full = True
+
+    @property
+    def shards(self) -> list[IndexShard]:
+        with self._lock:
+            return list(self._shards)
+
+    def _writable_shard(self, first_id: int) -> IndexShard:
+        with self._lock:
+            if self._shards and not self._shards[-1].full:
+                return self._shards[-1]
+            name = f"{int(time.time() * 1000)}-{first_id}"
+            suffix = 0
+            while (self.directory / name).exists():
+                suffix += 1
+                name = f"{int(time.time() * 1000)}-{first_id}.{suffix}"
+            shard = IndexShard(self.directory / name, map_size=self.map_size, sync=self.sync, create=True)
+            self._shards.append(shard)
+            return shard
+
+    def batch(self, file_id: int) -> IndexBatch:
+        """An empty batch for an event file, with this index's attributes."""
+        return IndexBatch(file_id, self.attributes)
+
+    def add(self, batch: IndexBatch) -> None:
+        """Index a batch of an event file's events (in id order), starting a new shard when full."""
+        if not len(batch):
+            return
+        shard = self._writable_shard(batch.first_id)
+        try:
+            shard.add(batch)
+        except lmdb.MapFullError:
+            shard.full = True
+            shard = self._writable_shard(batch.first_id)
+            shard.add(batch)
+        if shard.size_bytes() >= self.shard_size:
+            shard.full = True
+
+    def remove(self, batch: IndexBatch | None, file_ids: Iterable[int]) -> int:
+        """Remove a batch's entries (a merge being redone) and forget these event files."""
+        file_ids = list(file_ids)
+        low, high = (batch.first_id, batch.last_id) if batch is not None and len(batch) else (0, -1)
+        removed = 0
+        for shard in self.shards:
+            overlaps = not shard.empty and shard.min_id <= high and low <= shard.max_id
+            if overlaps or shard.files.intersection(file_ids):
+                removed += shard.remove(batch if overlaps else None, file_ids)
+        return removed
+
+    def drop_unreferenced(self, live_file_ids: Iterable[int]) -> list[str]:
+        """Delete every shard none of whose event files still exists; returns their names."""
+        live = set(live_file_ids)
+        dropped = []
+        with self._lock:
+            keep = []
+            for shard in self._shards:
+                if shard.files & live:
+                    keep.append(shard)
+                    continue
+                dropped.append(shard.path.name)
+                shard.close()
+                shutil.rmtree(shard.path, ignore_errors=True)
+            self._shards = keep
+        return dropped
+
+    def search(self, query: IndexQuery, limit: int | None, live: LiveFiles) -> list[Hit]:
+        """Hits newest (highest id) first, at most ``limit`` (None: all)."""
+        hits: list[Hit] = []
+        for shard in sorted(self.shards, key=lambda s: s.max_id, reverse=True):
+            if shard.empty or not query.time_overlaps(shard.min_ts, shard.max_ts):
+                continue
+            remaining = None if limit is None else limit - len(hits)
+            try:
+                hits.extend(shard.search(query, remaining, live))
+            except lmdb.Error:
+                continue  # the shard was dropped by age-off while we searched
+            if limit is not None and len(hits) >= limit:
+                break
+        hits.sort(key=lambda h: h.event_id, reverse=True)
+        return hits if limit is None else hits[:limit]
+
+    def max_indexed_id(self) -> int:
+        return max((s.max_id for s in self.shards), default=-1)
+
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes() + _lock_size(s.path) for s in self.shards)
+
+    def stats(self) -> IndexStats:
+        shards = self.shards
+        return IndexStats(len(shards), self.size_bytes(), self.max_indexed_id(), [s.path.name for s in shards])
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in self._shards:
+                shard.close()
+            self._shards = []
+
+
+def _lock_size(path: Path) -> int:
+    try:
+        return os.stat(path / "lock.mdb").st_size
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,258 @@
+"""Provenance journals: the append-only files that ``register`` writes on the commit path.
+
+A journal is a 16-byte header followed by framed records, one record per ``register`` call::
+
+    header  magic b"FAPJ" | u8 version (1) | 3 zero bytes | u64 generation (first event id)
+    record  u32 payload length | u32 CRC-32 of the payload | payload
+    payload u32 event count | count x (u64 event id | u32 length | encoded event)
+
+(all integers little-endian; docs/formats/provenance-repository.md has the full layout). The
+"entry list" that makes up a payload is also the uncompressed content of an event-file block, so
+both are read by :func:`iter_entries`.
+
+A record is written with one ``write`` system call and is not fsynced: on return it is in the OS
+page cache, which survives the death of the process but not a power loss (the same guarantee as
+NiFi's journals). A crash can leave a torn last record; :func:`scan_journal` finds where the
+valid records end (a short frame, an impossible length or a bad checksum) and
+:meth:`JournalFile.open_existing` cuts the file there. Because a record is a whole ``register``
+call, a commit's events are recovered all or nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from repositories.provenance.event import ProvenanceFormatError
+
+JOURNAL_MAGIC = b"FAPJ"
+JOURNAL_VERSION = 1
+JOURNAL_SUFFIX = ".journal"
+
+_HEADER = struct.Struct("<4sB3xQ")      # magic, version, generation
+_FRAME = struct.Struct("<II")           # payload length, crc32(payload)
+_COUNT = struct.Struct("<I")
+_ENTRY = struct.Struct("<QI")           # event id, encoded length
+HEADER_SIZE = _HEADER.size
+FRAME_SIZE = _FRAME.size
+COUNT_SIZE = _COUNT.size
+ENTRY_HEADER_SIZE = _ENTRY.size
+
+#: A record larger than this is treated as corruption when scanning (a torn length field).
+MAX_RECORD_SIZE = 1 << 31
+
+pack_count = _COUNT.pack
+pack_entry_header = _ENTRY.pack
+_unpack_entry = _ENTRY.unpack_from
+_unpack_count = _COUNT.unpack_from
+
+
+def iter_entries(buf: bytes | memoryview, where: str) -> Iterator[tuple[int, memoryview]]:
+    """``(event id, encoded event)`` for each entry of an entry list (a record payload or block)."""
+    view = memoryview(buf)
+    if len(view) < COUNT_SIZE:
+        raise ProvenanceFormatError(f"{where}: entry list of {len(view)} bytes has no count")
+    (count,) = _unpack_count(view, 0)
+    pos = COUNT_SIZE
+    end = len(view)
+    for _ in range(count):
+        if pos + ENTRY_HEADER_SIZE > end:
+            raise ProvenanceFormatError(f"{where}: entry list ends inside an entry header")
+        event_id, length = _unpack_entry(view, pos)
+        pos += ENTRY_HEADER_SIZE
+        if pos + length > end:
+            raise ProvenanceFormatError(f"{where}: entry for event {event_id} runs past the end")
+        yield event_id, view[pos:pos + length]
+        pos += length
+    if pos != end:
+        raise ProvenanceFormatError(f"{where}: {end - pos} bytes after the last of {count} entries")
+
+
+def entry_ids(buf: bytes | memoryview, where: str) -> list[int]:
+    return [event_id for event_id, _ in iter_entries(buf, where)]
+
+
+@dataclass(slots=True)
+class JournalRecord:
+    """Where one record (one ``register`` call) sits in a journal."""
+
+    offset: int          # offset of the frame header
+    length: int          # payload length
+    first_id: int
+    last_id: int
+    count: int
+    #: time span of the record's events, kept in memory only (unknown for records read back)
+    min_ts: int = -(1 << 63)
+    max_ts: int = (1 << 63) - 1
+
+
+@dataclass
+class JournalScan:
+    """What :func:`scan_journal` found: the valid records and where they end."""
+
+    path: Path
+    generation: int | None
+    records: list[JournalRecord] = field(default_factory=list)
+    valid_end: int = 0
+    file_size: int = 0
+    problem: str | None = None
+
+    @property
+    def torn_bytes(self) -> int:
+        return self.file_size - self.valid_end
+
+
+def parse_journal_name(name: str) -> tuple[int, int] | None:
+    """``(generation, journal index)`` from ``<generation>-<index>.journal``, else None."""
+    if not name.endswith(JOURNAL_SUFFIX):
+        return None
+    stem = name[: -len(JOURNAL_SUFFIX)]
+    generation, sep, index = stem.partition("-")
+    if not sep or not generation.isdigit() or not index.isdigit():
+        return None
+    return int(generation), int(index)
+
+
+def journal_name(generation: int, index: int) -> str:
+    return f"{generation}-{index}{JOURNAL_SUFFIX}"
+
+
+def scan_journal(path: Path) -> JournalScan:
+    """Read every frame of a journal, verifying checksums; stop at the first invalid one.
+
+    Never raises for a torn or corrupt tail: ``problem`` says what ended the scan early and
+    ``valid_end`` where the good records end. A file whose header is missing or torn has no records.
+    A header of another format or version raises :class:`ProvenanceFormatError`.
+    """
+    data = Path(path).read_bytes()
+    scan = JournalScan(path=Path(path), generation=None, file_size=len(data))
+    if len(data) < HEADER_SIZE:
+        scan.problem = f"header torn ({len(data)} of {HEADER_SIZE} bytes)"
+        return scan
+    magic, version, generation = _HEADER.unpack_from(data, 0)
+    if magic != JOURNAL_MAGIC:
+        raise ProvenanceFormatError(f"{path}: not a provenance journal (magic {magic!r})")
+    if version != JOURNAL_VERSION:
+        raise ProvenanceFormatError(
+            f"{path}: unsupported journal version {version} (this release reads {JOURNAL_VERSION})"
+        )
+    scan.generation = generation
+    pos = HEADER_SIZE
+    end = len(data)
+    view = memoryview(data)
+    while pos < end:
+        if pos + FRAME_SIZE > end:
+            scan.problem = f"frame header torn at offset {pos}"
+            break
+        length, crc = _FRAME.unpack_from(data, pos)
+        body = pos + FRAME_SIZE
+        if length < COUNT_SIZE or length > MAX_RECORD_SIZE or body + length > end:
+            scan.problem = f"record at offset {pos} claims {length} bytes, {end - body} remain"
+            break
+        payload = view[body:body + length]
+        if zlib.crc32(payload) != crc:
+            scan.problem = f"record at offset {pos} fails its checksum"
+            break
+        try:
+            ids = entry_ids(payload, f"{path} record at offset {pos}")
+        except ProvenanceFormatError as err:
+            scan.problem = str(err)
+            break
+        if ids:
+            scan.records.append(JournalRecord(pos, length, ids[0], ids[-1], len(ids)))
+        pos = body + length
+    scan.valid_end = pos
+    return scan
+
+
+class JournalFile:
+    """One journal file: appended by ``register``, read back by ``get``/``search`` and the merge.
+
+    Not thread-safe by itself: the repository serialises appends under its lock.
+    """
+
+    __slots__ = ("path", "generation", "fd", "size", "records")
+
+    def __init__(self, path: Path, generation: int, fd: int, size: int,
+                 records: list[JournalRecord] | None = None):
+        self.path = path
+        self.generation = generation
+        self.fd = fd
+        self.size = size
+        self.records: list[JournalRecord] = records if records is not None else []
+
+    @classmethod
+    def create(cls, path: Path, generation: int) -> "JournalFile":
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            _write_all(fd, _HEADER.pack(JOURNAL_MAGIC, JOURNAL_VERSION, generation))
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, generation, fd, HEADER_SIZE)
+
+    @classmethod
+    def open_existing(cls, path: Path) -> tuple["JournalFile | None", JournalScan]:
+        """Open a journal left by an earlier run, cutting a torn tail; None if it holds nothing."""
+        scan = scan_journal(path)
+        if not scan.records:
+            return None, scan
+        if scan.valid_end < scan.file_size:
+            os.truncate(path, scan.valid_end)
+        fd = os.open(path, os.O_RDWR)
+        os.lseek(fd, scan.valid_end, os.SEEK_SET)
+        assert scan.generation is not None
+        return cls(path, scan.generation, fd, scan.valid_end, scan.records), scan
+
+    def append(self, payload: bytes, first_id: int, last_id: int, count: int,
+               min_ts: int = -(1 << 63), max_ts: int = (1 << 63) - 1) -> None:
+        """Write one framed record with a single system call (no fsync: see the module docstring)."""
+        frame = _FRAME.pack(len(payload), zlib.crc32(payload))
+        offset = self.size
+        total = FRAME_SIZE + len(payload)
+        try:
+            written = os.writev(self.fd, (frame, payload))
+            if written != total:  # a short write (signal, disk filling up): finish it or fail
+                _write_all(self.fd, (frame + payload)[written:])
+        except BaseException:
+            # leave no partial record behind a later good one: cut back to the last whole record
+            try:
+                os.ftruncate(self.fd, offset)
+                os.lseek(self.fd, offset, os.SEEK_SET)
+            except OSError:
+                pass
+            raise
+        self.size = offset + total
+        self.records.append(JournalRecord(offset, len(payload), first_id, last_id, count, min_ts, max_ts))
+
+    def read_payload(self, record: JournalRecord) -> bytes:
+        data = os.pread(self.fd, record.length, record.offset + FRAME_SIZE)
+        if len(data) != record.length:
+            raise ProvenanceFormatError(f"{self.path}: record at offset {record.offset} is cut short")
+        return data
+
+    def iter_entries(self) -> Iterator[tuple[int, memoryview]]:
+        """Every entry of the journal in file order (which is id order within one journal)."""
+        for record in self.records:
+            yield from iter_entries(self.read_payload(record), f"{self.path} record at offset {record.offset}")
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError("journal write made no progress")
+        view = view[written:]

@@ -1,0 +1,176 @@
+"""Lineage: the graph of FlowFiles and events connected to one FlowFile.
+
+Starting from one uuid, every event that names a uuid (as its FlowFile, a parent or a child) is
+collected; FORK, JOIN, CLONE and REPLAY events add their parents and children to the uuids to
+visit, so the graph is the whole connected family, ancestors and descendants alike.
+
+The graph, built from the events in id order (the order they were committed):
+
+* one ``flowfile:<uuid>`` node where a FlowFile first appears: the FlowFile's first event, or the
+  FORK/JOIN/CLONE/REPLAY event that made it (an edge event -> FlowFile);
+* one ``event:<id>`` node per event; an edge to it from the previous node on the same FlowFile
+  (its flowfile node, or its latest event). A linking event's inputs are its parents, so a JOIN has
+  one incoming edge per parent. Every edge carries the uuid of the FlowFile it follows.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from repositories.provenance.event import LINKING_TYPES, ProvenanceEvent, ProvenanceEventType
+
+
+@dataclass(frozen=True, slots=True)
+class LineageNode:
+    id: str                                   # "flowfile:<uuid>" or "event:<event id>"
+    kind: str                                 # "flowfile" or "event"
+    flowfile_uuid: str
+    event_id: int | None = None
+    event_type: ProvenanceEventType | None = None
+    timestamp: int | None = None
+    component_id: str | None = None
+    component_name: str | None = None
+    relationship: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "flowfile":
+            return f"FlowFile {self.flowfile_uuid}"
+        text = f"#{self.event_id} {self.event_type} by {self.component_name or self.component_id or '?'}"
+        return text + (f" -> {self.relationship}" if self.relationship else "")
+
+
+@dataclass(frozen=True, slots=True)
+class LineageEdge:
+    source: str
+    target: str
+    flowfile_uuid: str
+
+
+@dataclass
+class Lineage:
+    """Nodes (FlowFiles and events) and directed edges; ``truncated`` if ``max_events`` was hit."""
+
+    flowfile_uuid: str
+    nodes: list[LineageNode] = field(default_factory=list)
+    edges: list[LineageEdge] = field(default_factory=list)
+    events: list[ProvenanceEvent] = field(default_factory=list)
+    truncated: bool = False
+
+    def node(self, node_id: str) -> LineageNode:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+    def to_text(self) -> str:
+        """An indented tree from each root; a node reached a second time (a JOIN) says so."""
+        children: dict[str, list[str]] = {n.id: [] for n in self.nodes}
+        has_parent: set[str] = set()
+        for edge in self.edges:
+            children[edge.source].append(edge.target)
+            has_parent.add(edge.target)
+        labels = {n.id: n.label for n in self.nodes}
+        lines: list[str] = []
+        shown: set[str] = set()
+        for root in [n.id for n in self.nodes if n.id not in has_parent]:
+            stack = [(root, "", "")]
+            while stack:
+                node_id, line_prefix, child_prefix = stack.pop()
+                if node_id in shown:
+                    lines.append(f"{line_prefix}{labels[node_id]} (see above)")
+                    continue
+                shown.add(node_id)
+                lines.append(f"{line_prefix}{labels[node_id]}")
+                kids = children[node_id]
+                for i in range(len(kids) - 1, -1, -1):
+                    last = i == len(kids) - 1
+                    stack.append((kids[i], child_prefix + ("└── " if last else "├── "),
+                                  child_prefix + ("    " if last else "│   ")))
+        return "\n".join(lines)
+
+    def to_dot(self) -> str:
+        """Graphviz source: FlowFiles as ellipses, events as boxes, edges labelled by uuid prefix."""
+        out = ["digraph lineage {", "  rankdir=TB;"]
+        for n in self.nodes:
+            shape = "ellipse" if n.kind == "flowfile" else "box"
+            out.append(f"  {_quote(n.id)} [shape={shape}, label={_quote(n.label)}];")
+        for e in self.edges:
+            out.append(f"  {_quote(e.source)} -> {_quote(e.target)} [label={_quote(e.flowfile_uuid[:8])}];")
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def collect_family(flowfile_uuid: str, find: Callable[[str], Iterable[ProvenanceEvent]],
+                   max_events: int) -> tuple[list[ProvenanceEvent], bool]:
+    """Every event of the FlowFile's connected family, in id order, and whether it was cut short."""
+    found: dict[int, ProvenanceEvent] = {}
+    seen: set[str] = set()
+    frontier = deque([flowfile_uuid])
+    truncated = False
+    while frontier:
+        uuid = frontier.popleft()
+        if uuid in seen:
+            continue
+        seen.add(uuid)
+        for event in find(uuid):
+            if event.event_id in found:
+                continue
+            found[event.event_id] = event
+            if event.event_type in LINKING_TYPES:
+                for other in (event.flowfile_uuid, *event.parent_uuids, *event.child_uuids):
+                    if other not in seen:
+                        frontier.append(other)
+        if len(found) >= max_events:
+            truncated = bool(frontier)
+            break
+    return sorted(found.values(), key=lambda e: e.event_id), truncated
+
+
+def build_lineage(flowfile_uuid: str, events: Iterable[ProvenanceEvent], truncated: bool = False) -> Lineage:
+    """The graph of these events (see the module docstring for its exact shape)."""
+    lineage = Lineage(flowfile_uuid, truncated=truncated)
+    nodes: dict[str, LineageNode] = {}
+    edges: dict[tuple[str, str, str], LineageEdge] = {}
+    last: dict[str, str] = {}
+
+    def flowfile_node(uuid: str) -> str:
+        node_id = f"flowfile:{uuid}"
+        if node_id not in nodes:
+            nodes[node_id] = LineageNode(node_id, "flowfile", uuid)
+        return node_id
+
+    def edge(source: str, target: str, uuid: str) -> None:
+        key = (source, target, uuid)
+        if key not in edges:
+            edges[key] = LineageEdge(source, target, uuid)
+
+    for event in sorted(events, key=lambda e: e.event_id):
+        lineage.events.append(event)
+        linking = event.event_type in LINKING_TYPES
+        inputs = list(dict.fromkeys(event.parent_uuids)) if linking and event.parent_uuids else [event.flowfile_uuid]
+        sources = [last.get(uuid) or flowfile_node(uuid) for uuid in inputs]
+        event_node = f"event:{event.event_id}"
+        nodes[event_node] = LineageNode(
+            event_node, "event", event.flowfile_uuid, event.event_id, event.event_type,
+            event.timestamp, event.component_id, event.component_name, event.relationship,
+        )
+        for uuid, source in zip(inputs, sources):
+            edge(source, event_node, uuid)
+            last[uuid] = event_node
+        if linking:
+            for child in dict.fromkeys(event.child_uuids):
+                if child in inputs:
+                    continue
+                child_node = flowfile_node(child)
+                edge(event_node, child_node, child)
+                last.setdefault(child, child_node)
+    lineage.nodes = list(nodes.values())
+    lineage.edges = list(edges.values())
+    return lineage

@@ -1,0 +1,1016 @@
+"""The provenance repository: journals on the commit path, merged event files and an index behind.
+
+``register`` (once per session commit) gives the events one-up ids and appends them, as one framed
+record, to one journal (round-robin over ``journal_count`` journals per container). Nothing is
+compressed or indexed there. ``rollover`` (from a timer: ``maybe_rollover``) seals the current
+journals, then, while ``register`` carries on into new ones, merges them in id order into one event
+file of compressed blocks with a table of contents, indexes it, commits the file by renaming it, and
+deletes the journals. ``get``, ``events`` and ``search`` read the event files and index and *also*
+the journals not yet merged, so every registered event is visible at once.
+
+On-disk layout under ``root`` (``<repository>/provenance``)::
+
+    <container>/journals/<generation>-<n>.journal   journals (generation = first id it could hold)
+    <container>/<first id>.prov, <first id>.toc     merged event files (.part while being written)
+    index/<created ms>-<first id>/data.mdb          LMDB index shards
+    next-event-id                                   the id high-water mark (JSON), see _write_next_id
+
+Durability: ``register`` returns once the record is in the OS page cache (no fsync), which survives
+the death of every process but not a power loss. Rollover fsyncs the event file, its table of
+contents and the index (``fsync_rollover``) before it deletes the journals.
+
+Crash recovery (``__init__``; docs/formats/provenance-repository.md lists every crash point):
+partial event files (``.part``) are deleted with their index entries; journals whose events are in a
+committed event file are deleted; the other journals have any torn tail cut and are merged again;
+the id generator continues one past the largest id found anywhere.
+
+Threads: every method is thread-safe. ``register`` only waits for the short seal and commit steps
+of a rollover, never for the merge itself, so an actor may run ``rollover`` in a background thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import orjson
+
+from repositories.provenance.event import (
+    FIELD_INDEX,
+    ProvenanceEvent,
+    ProvenanceEventType,
+    ProvenanceFormatError,
+    decode_event,
+    decode_fields,
+    encode_event,
+    matches,
+)
+from repositories.provenance.eventfile import (
+    EVENT_SUFFIX,
+    PART_SUFFIX,
+    TOC_SUFFIX,
+    BlockCache,
+    EventFileReader,
+    EventFileWriter,
+    TableOfContents,
+    event_file_name,
+    rebuild_toc,
+    toc_file_name,
+)
+from repositories.provenance.index import (
+    FileSpan,
+    Hit,
+    IndexQuery,
+    LiveFiles,
+    ProvenanceIndex,
+    attribute_key,
+    term_key,
+)
+from repositories.provenance.journal import (
+    JournalFile,
+    JournalRecord,
+    iter_entries,
+    journal_name,
+    pack_count,
+    pack_entry_header,
+    parse_journal_name,
+)
+from repositories.provenance.lineage import Lineage, build_lineage, collect_family
+
+log = logging.getLogger(__name__)
+
+NEXT_ID_FILE = "next-event-id"
+
+#: Steps of a merge at which a fault hook is called (tests stop there to simulate a crash).
+MERGE_STEPS = (
+    "merge-started",        # the .part files exist, nothing written yet
+    "merge-indexed-chunk",  # after each chunk of index entries is committed
+    "merge-written",        # event file and TOC complete and fsynced, still .part
+    "merge-toc-renamed",    # .toc final, .prov still .part
+    "merge-committed",      # .prov renamed: the merge is committed, journals not yet deleted
+    "merge-journal-deleted",  # after each journal is deleted
+)
+
+
+@dataclass(eq=False)
+class _Generation:
+    """The journals written between two rollovers; ids in it start at ``first_id``."""
+
+    first_id: int
+    journals: dict[int, JournalFile] = field(default_factory=dict)
+    record_first_ids: list[int] = field(default_factory=list)
+    records: list[tuple[JournalFile, JournalRecord]] = field(default_factory=list)
+    last_id: int = -1
+    count: int = 0
+    bytes: int = 0
+    attempted: bool = False   # a merge of it was started (and failed): redo with cleanup
+
+    def add_record(self, journal: JournalFile, record: JournalRecord) -> None:
+        self.record_first_ids.append(record.first_id)
+        self.records.append((journal, record))
+        self.last_id = max(self.last_id, record.last_id)
+        self.count += record.count
+
+    def holds(self, event_id: int) -> bool:
+        return self.count > 0 and self.record_first_ids[0] <= event_id <= self.last_id
+
+    def payload_for(self, event_id: int) -> tuple[JournalFile, JournalRecord] | None:
+        index = bisect.bisect_right(self.record_first_ids, event_id) - 1
+        if index < 0:
+            return None
+        journal, record = self.records[index]
+        return (journal, record) if record.first_id <= event_id <= record.last_id else None
+
+
+@dataclass
+class _EventFile:
+    file_id: int
+    path: Path
+    toc_path: Path
+    toc: TableOfContents
+
+    @property
+    def span(self) -> FileSpan:
+        return FileSpan(self.file_id, self.toc.last_id, self.toc.min_timestamp, self.toc.max_timestamp)
+
+    def size(self) -> int:
+        total = 0
+        for path in (self.path, self.toc_path):
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:
+                pass
+        return total
+
+
+class ProvenanceRepository:
+    """A node's durable provenance repository (see the module docstring)."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        containers: Sequence[str] = ("default",),
+        journal_count: int = 4,
+        rollover_interval: float = 30.0,
+        block_size: int = 1 << 20,
+        index_shard_size: int = 500 << 20,
+        max_storage_time: float = 86400.0,
+        max_storage_size: int = 10 << 30,
+        indexed_attributes: Sequence[str] = (),
+        rollover_bytes: int | None = 100 << 20,
+        fsync_rollover: bool = True,
+        index_chunk: int = 20_000,
+        compression_level: int = 3,
+        fault_hook: Callable[[str], None] | None = None,
+    ):
+        if journal_count < 1:
+            raise ValueError("journal_count must be at least 1")
+        if not containers:
+            raise ValueError("at least one container is needed")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.containers = [Path(c) if Path(c).is_absolute() else self.root / c for c in containers]
+        for container in self.containers:
+            (container / "journals").mkdir(parents=True, exist_ok=True)
+        self.journal_count = journal_count
+        self.rollover_interval = rollover_interval
+        self.block_size = block_size
+        self.max_storage_time = max_storage_time
+        self.max_storage_size = max_storage_size
+        self.indexed_attributes = tuple(indexed_attributes)
+        self.rollover_bytes = rollover_bytes
+        self.fsync_rollover = fsync_rollover
+        self.index_chunk = index_chunk
+        self.compression_level = compression_level
+        self._hook = fault_hook or (lambda step: None)
+        self._lock = threading.RLock()          # state; held briefly by register and readers
+        self._merge_lock = threading.Lock()      # one rollover / age-off at a time
+        self._cache = BlockCache(32)
+        self._readers: dict[int, EventFileReader] = {}
+        self._files: dict[int, _EventFile] = {}
+        self._file_ids: list[int] = []
+        self._sealed: list[_Generation] = []
+        self._journal_turn = 0
+        self._container_turn = 0
+        self._closed = False
+        self._index = ProvenanceIndex(self.root / "index", shard_size=index_shard_size,
+                                      indexed_attributes=self.indexed_attributes, sync=fsync_rollover)
+        self._searchable = set(self._index.attributes)
+        self.recovery: dict[str, Any] = {}
+        self._next_id = 0
+        self._active = _Generation(0)
+        try:
+            self._recover()
+        except BaseException:
+            self._closed = True
+            self._close_handles()
+            raise
+        self._last_rollover = time.monotonic()
+
+    @classmethod
+    def from_settings(cls, repository_dir: str | Path, settings: Any, **overrides: Any) -> "ProvenanceRepository":
+        """The repository at ``<repository_dir>/provenance`` configured by a ``Settings``."""
+        values: dict[str, Any] = dict(
+            containers=tuple(settings.provenance_containers),
+            rollover_bytes=settings.provenance_rollover_bytes,
+            journal_count=settings.provenance_journal_count,
+            rollover_interval=settings.provenance_rollover_interval,
+            block_size=settings.provenance_block_size,
+            index_shard_size=settings.provenance_index_shard_size,
+            max_storage_time=settings.provenance_max_storage_time,
+            max_storage_size=settings.provenance_max_storage_size,
+            indexed_attributes=settings.provenance_indexed_attributes,
+        )
+        values.update(overrides)
+        return cls(Path(repository_dir) / "provenance", **values)
+
+    # ------------------------------------------------------------------ commit path
+
+    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
+        """Give the events one-up ids (set on them) and append them to one journal.
+
+        Returns ``(first_id, last_id)`` (``(n, n - 1)`` for no events). On return the events are in
+        the OS page cache (flushed, not fsynced) and visible to ``get``/``events``/``search``.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the provenance repository is closed")
+            first = next_id = self._next_id
+            if not events:
+                return first, first - 1
+            parts: list[bytes] = []
+            append = parts.append
+            min_ts = max_ts = events[0].timestamp
+            try:
+                for event in events:
+                    event.event_id = next_id
+                    data = encode_event(event)
+                    append(pack_entry_header(next_id, len(data)))
+                    append(data)
+                    next_id += 1
+                    ts = event.timestamp
+                    if ts < min_ts:
+                        min_ts = ts
+                    elif ts > max_ts:
+                        max_ts = ts
+            except BaseException:
+                for event in events:
+                    event.event_id = -1
+                raise
+            payload = pack_count(len(events)) + b"".join(parts)
+            generation = self._active
+            turn = self._journal_turn
+            self._journal_turn = (turn + 1) % (self.journal_count * len(self.containers))
+            journal = generation.journals.get(turn)
+            if journal is None:
+                container = self.containers[turn % len(self.containers)]
+                path = container / "journals" / journal_name(generation.first_id, turn)
+                journal = generation.journals[turn] = JournalFile.create(path, generation.first_id)
+            try:
+                journal.append(payload, first, next_id - 1, len(events), min_ts, max_ts)
+            except BaseException:
+                for event in events:
+                    event.event_id = -1
+                raise
+            generation.add_record(journal, journal.records[-1])
+            generation.bytes += len(payload) + 8
+            self._next_id = next_id
+            return first, next_id - 1
+
+    # ------------------------------------------------------------------ rollover
+
+    def maybe_rollover(self, now: float | None = None) -> dict | None:
+        """Roll over if ``rollover_interval`` seconds (monotonic) passed or the journals grew past
+        ``rollover_bytes``; returns what ``rollover`` returned, or None."""
+        now = time.monotonic() if now is None else now
+        due = now - self._last_rollover >= self.rollover_interval
+        if not due and self.rollover_bytes is not None:
+            with self._lock:
+                due = self._active.bytes >= self.rollover_bytes
+        return self.rollover() if due else None
+
+    def rollover(self) -> dict:
+        """Merge the journals written so far into one event file, index it, delete the journals.
+
+        Returns ``{"events", "file", "blocks", "bytes", "seconds"}``; with no events it does nothing
+        and writes no file (``file`` is None).
+        """
+        with self._merge_lock:
+            with self._lock:
+                self._check_open()
+                if self._active.count:
+                    self._sealed.append(self._active)
+                    self._active = _Generation(self._next_id)
+                todo = list(self._sealed)
+            self._last_rollover = time.monotonic()
+            if not todo:
+                return {"events": 0, "file": None, "blocks": 0, "bytes": 0, "seconds": 0.0}
+            return self._merge(todo)
+
+    def _merge(self, generations: list[_Generation], *, redo: bool | None = None) -> dict:
+        """Merge these sealed generations into one event file (the caller holds the merge lock)."""
+        started = time.perf_counter()
+        redo = any(g.attempted for g in generations) if redo is None else redo
+        for generation in generations:
+            generation.attempted = True
+        journals = sorted((j for g in generations for j in g.journals.values() if j.records),
+                          key=lambda j: j.records[0].first_id)
+        first_id = min(j.records[0].first_id for j in journals)
+        if redo:
+            self._discard_partial_merge(journals, first_id)
+        container = self.containers[self._container_turn % len(self.containers)]
+        self._container_turn += 1
+        writer = EventFileWriter(container, first_id, block_size=self.block_size, level=self.compression_level)
+        try:
+            self._hook("merge-started")
+            batch = self._index.batch(first_id)
+            last = -1
+            ts_at = FIELD_INDEX["timestamp"]
+            chunk = self.index_chunk
+            merged = heapq.merge(*(_tagged(j) for j in journals), key=itemgetter(0))
+            for event_id, data, journal in merged:
+                if event_id <= last:
+                    log.warning("provenance merge: event %d seen twice in the journals; kept once", event_id)
+                    continue
+                last = event_id
+                fields = decode_fields(data, f"{journal.path} event {event_id}")
+                batch.add_fields(fields, writer.add(event_id, data, fields[ts_at]))
+                if len(batch) >= chunk:
+                    self._index.add(batch)
+                    batch = self._index.batch(first_id)
+                    self._hook("merge-indexed-chunk")
+            if len(batch):
+                self._index.add(batch)
+                self._hook("merge-indexed-chunk")
+            toc = writer.finish(fsync=self.fsync_rollover)
+            self._hook("merge-written")
+        except BaseException:
+            writer.close()   # leave the .part files: the next rollover or the next open undoes them
+            raise
+        final_toc = container / toc_file_name(first_id)
+        final_prov = container / event_file_name(first_id)
+        os.replace(writer.toc_path, final_toc)
+        self._hook("merge-toc-renamed")
+        os.replace(writer.path, final_prov)          # the commit point of the merge
+        if self.fsync_rollover:
+            _fsync_dir(container)
+        self._hook("merge-committed")
+        info = _EventFile(first_id, final_prov, final_toc, toc)
+        with self._lock:
+            self._add_file(info)
+            merged_ids = {id(g) for g in generations}
+            self._sealed = [g for g in self._sealed if id(g) not in merged_ids]
+            for journal in journals:
+                journal.close()
+                _unlink(journal.path)
+                self._hook("merge-journal-deleted")
+            next_id = self._next_id
+        self._write_next_id(next_id)
+        return {
+            "events": toc.event_count,
+            "file": str(final_prov),
+            "first_id": toc.first_id,
+            "last_id": toc.last_id,
+            "blocks": len(toc.block_offsets),
+            "bytes": info.size(),
+            "seconds": time.perf_counter() - started,
+        }
+
+    def _discard_partial_merge(self, journals: list[JournalFile], first_id: int) -> None:
+        """Undo what an interrupted merge of these journals left: .part files and index entries."""
+        partial_ids: set[int] = set()
+        for container in self.containers:
+            for path in list(container.iterdir()):
+                name = path.name
+                if name.endswith(PART_SUFFIX):
+                    stem = name.split(".", 1)[0]
+                    if stem.isdigit():
+                        partial_ids.add(int(stem))
+                    _unlink(path)
+                elif name.endswith((TOC_SUFFIX, EVENT_SUFFIX)) and name.split(".", 1)[0].isdigit():
+                    # renamed but not taken in (the merge failed after its renames, in this
+                    # process): the journals still hold every event, so it is redone too
+                    file_id = int(name.split(".", 1)[0])
+                    if file_id not in self._files:
+                        partial_ids.add(file_id)
+                        _unlink(path)
+        batch = self._index.batch(first_id)
+        removed = 0
+        if first_id >= 0 and self._index.max_indexed_id() >= first_id:
+            partial_ids.add(first_id)
+        else:
+            journals = []   # nothing of theirs reached the index: no need to read them twice
+        for journal in journals:
+            for event_id, data in journal.iter_entries():
+                batch.add_fields(decode_fields(data, f"{journal.path} event {event_id}"), 0)
+                if len(batch) >= self.index_chunk:
+                    removed += self._index.remove(batch, ())
+                    batch = self._index.batch(first_id)
+        removed += self._index.remove(batch, partial_ids)
+        self.recovery["partial_index_entries_removed"] = self.recovery.get("partial_index_entries_removed", 0) + removed
+        self.recovery.setdefault("partial_files_removed", []).extend(sorted(partial_ids))
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self) -> None:
+        report = self.recovery
+        report.update(journals_merged=0, events_recovered=0, journals_deleted=0, torn_bytes_cut=0,
+                      tocs_rebuilt=[], problems=[])
+        partial_found = False
+        # 1. committed event files (a .prov with its .toc); partial ones are noted
+        for container in self.containers:
+            for path in sorted(container.iterdir()):
+                name = path.name
+                if name.endswith(PART_SUFFIX):
+                    partial_found = True
+                    continue
+                if not name.endswith(EVENT_SUFFIX) or not name[: -len(EVENT_SUFFIX)].isdigit():
+                    continue
+                file_id = int(name[: -len(EVENT_SUFFIX)])
+                toc_path = container / toc_file_name(file_id)
+                try:
+                    toc = TableOfContents.read(toc_path)
+                except (FileNotFoundError, ProvenanceFormatError) as err:
+                    log.warning("provenance: rebuilding the table of contents of %s (%s)", path, err)
+                    toc = rebuild_toc(path)
+                    _write_atomically(toc_path, toc.encode())
+                    report["tocs_rebuilt"].append(str(path))
+                self._add_file(_EventFile(file_id, path, toc_path, toc))
+        # 2. journals: cut torn tails; delete the empty and the already merged
+        leftovers: dict[int, _Generation] = {}
+        max_id = -1
+        for container in self.containers:
+            for path in sorted((container / "journals").iterdir()):
+                parsed = parse_journal_name(path.name)
+                if parsed is None:
+                    continue
+                journal, scan = JournalFile.open_existing(path)
+                if scan.problem:
+                    report["torn_bytes_cut"] += scan.torn_bytes
+                    report["problems"].append(f"{path}: {scan.problem}; {scan.torn_bytes} bytes cut")
+                if journal is None:
+                    _unlink(path)
+                    report["journals_deleted"] += 1
+                    continue
+                first = journal.records[0].first_id
+                holder = self._file_holding(first)
+                if holder is not None:       # merged and committed before the crash
+                    journal.close()
+                    _unlink(path)
+                    report["journals_deleted"] += 1
+                    continue
+                generation = leftovers.setdefault(journal.generation, _Generation(journal.generation))
+                generation.journals[parsed[1]] = journal
+                max_id = max(max_id, journal.records[-1].last_id)
+        # 3. the id generator: one past the largest id anywhere
+        max_id = max([max_id, self._index.max_indexed_id()]
+                     + [f.toc.last_id for f in self._files.values()])
+        self._next_id = max(max_id + 1, self._read_next_id())
+        self._active = _Generation(self._next_id)
+        # 4. redo the unfinished merge(s): all leftover journals into one event file
+        if leftovers:
+            generations = []
+            for first in sorted(leftovers):
+                generation = leftovers[first]
+                records = sorted((r.first_id, id(j), j, r) for j in generation.journals.values() for r in j.records)
+                for _, _, journal, record in records:
+                    generation.add_record(journal, record)
+                generations.append(generation)
+            self._sealed = generations
+            result = self._merge(generations, redo=True)
+            report["journals_merged"] = sum(len(g.journals) for g in generations)
+            report["events_recovered"] = result["events"]
+        elif partial_found:
+            self._discard_partial_merge([], -1)
+        # 5. index files that are committed but missing from the index (e.g. index deleted)
+        indexed = set().union(*(s.files for s in self._index.shards)) if self._index.shards else set()
+        for file_id in sorted(set(self._files) - indexed):
+            self._reindex(self._files[file_id])
+            report.setdefault("files_reindexed", []).append(file_id)
+        self._index.drop_unreferenced(self._files)
+        self._write_next_id(self._next_id)
+
+    def _reindex(self, info: _EventFile) -> None:
+        reader = self._reader(info)
+        batch = self._index.batch(info.file_id)
+        for offset, event_id, data in reader.iter_entries_all():
+            batch.add_fields(decode_fields(data, f"{info.path} event {event_id}"), offset)
+            if len(batch) >= self.index_chunk:
+                self._index.add(batch)
+                batch = self._index.batch(info.file_id)
+        self._index.add(batch)
+
+    def _read_next_id(self) -> int:
+        path = self.root / NEXT_ID_FILE
+        try:
+            data = orjson.loads(path.read_bytes())
+            return int(data["next_event_id"]) if data.get("version") == 1 else 0
+        except FileNotFoundError:
+            return 0
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            log.warning("provenance: ignoring unreadable %s (%s)", path, err)
+            return 0
+
+    def _write_next_id(self, next_id: int) -> None:
+        """Keep the id high-water mark, so ids never repeat even after every file aged off."""
+        _write_atomically(self.root / NEXT_ID_FILE,
+                          orjson.dumps({"version": 1, "next_event_id": next_id}), fsync=self.fsync_rollover)
+
+    # ------------------------------------------------------------------ file bookkeeping
+
+    def _add_file(self, info: _EventFile) -> None:
+        self._files[info.file_id] = info
+        bisect.insort(self._file_ids, info.file_id)
+
+    def _file_holding(self, event_id: int) -> _EventFile | None:
+        index = bisect.bisect_right(self._file_ids, event_id) - 1
+        if index < 0:
+            return None
+        info = self._files[self._file_ids[index]]
+        return info if info.toc.first_id <= event_id <= info.toc.last_id else None
+
+    def _reader(self, info: _EventFile) -> EventFileReader:
+        reader = self._readers.get(info.file_id)
+        if reader is None:
+            reader = EventFileReader(info.path, info.toc, self._cache)
+            with self._lock:
+                existing = self._readers.setdefault(info.file_id, reader)
+            if existing is not reader:
+                reader.close()
+                reader = existing
+        return reader
+
+    def _unmerged(self) -> list[_Generation]:
+        return [*self._sealed, self._active]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the provenance repository is closed")
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, event_id: int) -> ProvenanceEvent | None:
+        """The event with this id, from the journals or an event file; None if unknown or aged off."""
+        with self._lock:
+            self._check_open()
+            for generation in self._unmerged():
+                if generation.holds(event_id):
+                    found = generation.payload_for(event_id)
+                    if found is None:
+                        return None
+                    journal, record = found
+                    where = f"{journal.path} record at offset {record.offset}"
+                    for entry_id, data in iter_entries(journal.read_payload(record), where):
+                        if entry_id == event_id:
+                            return decode_event(data, f"{journal.path} event {event_id}")
+                    return None
+            info = self._file_holding(event_id)
+        if info is None:
+            return None
+        try:
+            return self._reader(info).get(event_id)
+        except FileNotFoundError:
+            return None
+
+    def events(self, start_id: int, count: int) -> list[ProvenanceEvent]:
+        """Up to ``count`` events with id >= ``start_id``, in id order (gaps where events aged off)."""
+        out: list[ProvenanceEvent] = []
+        position = max(start_id, 0)
+        while len(out) < count:
+            with self._lock:
+                self._check_open()
+                pending = [self._files[i] for i in self._file_ids if self._files[i].toc.last_id >= position]
+                if not pending:
+                    out.extend(self._journal_events_from(position, count - len(out)))
+                    return out
+            for info in pending:
+                try:
+                    for event in self._reader(info).iter_from(position):
+                        out.append(event)
+                        if len(out) >= count:
+                            return out
+                except FileNotFoundError:
+                    pass
+                position = max(position, info.toc.last_id + 1)
+        return out
+
+    def _journal_events_from(self, position: int, count: int) -> list[ProvenanceEvent]:
+        out: list[ProvenanceEvent] = []
+        for generation in self._unmerged():
+            if generation.count == 0 or generation.last_id < position:
+                continue
+            start = max(bisect.bisect_right(generation.record_first_ids, position) - 1, 0)
+            for journal, record in generation.records[start:]:
+                if record.last_id < position:
+                    continue
+                where = f"{journal.path} record at offset {record.offset}"
+                for entry_id, data in iter_entries(journal.read_payload(record), where):
+                    if entry_id >= position:
+                        out.append(decode_event(data, f"{journal.path} event {entry_id}"))
+                        if len(out) >= count:
+                            return out
+        return out
+
+    def search(
+        self,
+        *,
+        flowfile_uuid: str | None = None,
+        event_type: ProvenanceEventType | str | None = None,
+        component_id: str | None = None,
+        component_name: str | None = None,
+        relationship: str | None = None,
+        filename: str | None = None,
+        attributes: Mapping[str, str] | None = None,
+        start_time: int | None = None,
+        end_time: int | None = None,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        limit: int | None = 1000,
+    ) -> list[ProvenanceEvent]:
+        """Events meeting every given filter, newest (highest id) first, at most ``limit``.
+
+        ``flowfile_uuid`` also matches events that name the uuid as a parent or child;
+        ``filename`` and ``attributes`` match the value after the event (else before it) and only
+        for indexed attributes (``filename`` plus ``indexed_attributes``); times (ms) and sizes
+        (``updated_size``) are inclusive ranges. ``limit=None`` returns every match.
+        """
+        filters = _search_filters(self._searchable, flowfile_uuid, event_type, component_id,
+                                  component_name, relationship, filename, attributes, start_time,
+                                  end_time, min_size, max_size)
+        if limit is not None and limit <= 0:
+            return []
+        with self._lock:
+            self._check_open()
+            live = LiveFiles(self._files[i].span for i in self._file_ids)
+            out = self._scan_journals(filters, limit)
+        if limit is None or len(out) < limit:
+            query = _index_query(filters)
+            hits = self._index.search(query, None if limit is None else limit - len(out), live)
+            out.extend(self._fetch(hits))
+        return out
+
+    def _scan_journals(self, filters: dict, limit: int | None) -> list[ProvenanceEvent]:
+        """Matching events of the unmerged journals, newest first (called with the lock held)."""
+        out: list[ProvenanceEvent] = []
+        needles = _needles(filters)
+        start, end = filters["start_time"], filters["end_time"]
+        for generation in reversed(self._unmerged()):
+            for journal, record in reversed(generation.records):
+                if (start is not None and record.max_ts < start) or (end is not None and record.min_ts > end):
+                    continue   # the record's events are all outside the time range
+                payload = journal.read_payload(record)
+                if needles and not all(needle in payload for needle in needles):
+                    continue   # a value searched for is not in the record: nothing to decode
+                where = f"{journal.path} record at offset {record.offset}"
+                entries = list(iter_entries(payload, where))
+                for entry_id, data in reversed(entries):
+                    if needles and not all(needle in bytes(data) for needle in needles):
+                        continue
+                    event = decode_event(data, f"{journal.path} event {entry_id}")
+                    if matches(event, **filters):
+                        out.append(event)
+                        if limit is not None and len(out) >= limit:
+                            return out
+        return out
+
+    def _fetch(self, hits: list[Hit]) -> list[ProvenanceEvent]:
+        """The events the index hits point at, in hit order; dangling hits are skipped."""
+        wanted: dict[int, dict[int, list[int]]] = {}
+        for hit in hits:
+            wanted.setdefault(hit.file_id, {}).setdefault(hit.block_offset, []).append(hit.event_id)
+        found: dict[int, ProvenanceEvent] = {}
+        for file_id, blocks in wanted.items():
+            info = self._files.get(file_id)
+            if info is None:
+                continue
+            try:
+                found.update(self._reader(info).get_many(blocks))
+            except FileNotFoundError:
+                continue
+        return [found[h.event_id] for h in hits if h.event_id in found]
+
+    def lineage(self, flowfile_uuid: str, *, max_events: int = 100_000) -> Lineage:
+        """The lineage graph of a FlowFile's whole family (see lineage.py for its shape)."""
+        events, truncated = collect_family(
+            flowfile_uuid, lambda uuid: self.search(flowfile_uuid=uuid, limit=None), max_events)
+        return build_lineage(flowfile_uuid, events, truncated)
+
+    # ------------------------------------------------------------------ age-off and stats
+
+    def age_off(self, now: float | None = None) -> dict:
+        """Delete event files, oldest first: while usage is over ``max_storage_size`` (down to 90 %
+        of it), then every file whose newest event is older than ``max_storage_time``; then drop the
+        index shards whose event files are all gone. ``now`` is wall-clock seconds."""
+        now = time.time() if now is None else now
+        deleted: list[int] = []
+        dropped: list[str] = []
+        freed = 0
+        with self._merge_lock:
+            self._check_open()
+            usage = self._usage()
+            if usage > self.max_storage_size:
+                target = 0.9 * self.max_storage_size
+                for file_id in list(self._file_ids):
+                    if usage <= target:
+                        break
+                    size = self._delete_file(file_id)
+                    freed += size
+                    deleted.append(file_id)
+                    dropped += self._index.drop_unreferenced(self._files)
+                    usage = self._usage()
+            cutoff = (now - self.max_storage_time) * 1000.0
+            for file_id in list(self._file_ids):
+                if self._files[file_id].toc.max_timestamp < cutoff:
+                    freed += self._delete_file(file_id)
+                    deleted.append(file_id)
+            dropped += self._index.drop_unreferenced(self._files)
+        return {"deleted_files": deleted, "dropped_shards": dropped, "bytes_freed": freed}
+
+    def _delete_file(self, file_id: int) -> int:
+        with self._lock:
+            info = self._files.pop(file_id)
+            self._file_ids.remove(file_id)
+            self._readers.pop(file_id, None)    # closed when no search holds it any more
+        size = info.size()
+        self._cache.forget(str(info.path))
+        _unlink(info.path)
+        _unlink(info.toc_path)
+        return size
+
+    def _usage(self) -> int:
+        with self._lock:
+            files = list(self._files.values())
+            journal_bytes = sum(j.size for g in self._unmerged() for j in g.journals.values())
+        return sum(f.size() for f in files) + self._index.size_bytes() + journal_bytes
+
+    def stats(self) -> dict:
+        with self._lock:
+            files = [self._files[i] for i in self._file_ids]
+            journals = [j for g in self._unmerged() for j in g.journals.values()]
+            unmerged = sum(g.count for g in self._unmerged())
+            next_id = self._next_id
+        index = self._index.stats()
+        file_bytes = sum(f.size() for f in files)
+        journal_bytes = sum(j.size for j in journals)
+        return {
+            "max_event_id": next_id - 1,
+            "next_event_id": next_id,
+            "oldest_event_id": files[0].file_id if files else None,
+            "event_files": len(files),
+            "event_file_bytes": file_bytes,
+            "events_in_files": sum(f.toc.event_count for f in files),
+            "journal_files": len(journals),
+            "journal_bytes": journal_bytes,
+            "index_shards": index.shards,
+            "index_bytes": index.bytes,
+            "max_indexed_id": index.max_indexed_id,
+            "bytes_on_disk": file_bytes + journal_bytes + index.bytes,
+            "index_lag": unmerged,
+        }
+
+    def close(self) -> None:
+        """Close every file (no rollover: the next open merges what the journals hold)."""
+        with self._merge_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._close_handles()
+
+    def _close_handles(self) -> None:
+        for generation in self._unmerged():
+            for journal in generation.journals.values():
+                journal.close()
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+        self._index.close()
+
+    def __enter__(self) -> "ProvenanceRepository":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------- shared search helpers
+
+
+def _search_filters(searchable: set[str], flowfile_uuid, event_type, component_id, component_name,
+                    relationship, filename, attributes, start_time, end_time, min_size, max_size) -> dict:
+    attrs = dict(attributes or {})
+    if filename is not None:
+        attrs["filename"] = filename
+    unknown = sorted(set(attrs) - searchable)
+    if unknown:
+        raise ValueError(
+            f"attributes {unknown} are not indexed; searchable attributes are {sorted(searchable)} "
+            "(add names to provenance_indexed_attributes)"
+        )
+    return {
+        "flowfile_uuid": flowfile_uuid,
+        "event_type": None if event_type is None else ProvenanceEventType(event_type),
+        "component_id": component_id,
+        "component_name": component_name,
+        "relationship": relationship,
+        "attributes": attrs or None,
+        "start_time": start_time,
+        "end_time": end_time,
+        "min_size": min_size,
+        "max_size": max_size,
+    }
+
+
+def _needles(filters: dict) -> list[bytes]:
+    """Byte strings an encoded event must contain to match (orjson encodes a string one way)."""
+    values = [filters[name] for name in ("flowfile_uuid", "component_id", "component_name", "relationship")
+              if filters[name] is not None]
+    if filters["event_type"] is not None:
+        values.append(filters["event_type"].value)
+    values.extend((filters["attributes"] or {}).values())
+    return [orjson.dumps(value) for value in values]
+
+
+def _index_query(filters: dict) -> IndexQuery:
+    terms: list[tuple[bytes, bytes]] = []
+    if filters["flowfile_uuid"] is not None:
+        terms.append((b"uuid", term_key(filters["flowfile_uuid"])))
+    if filters["event_type"] is not None:
+        terms.append((b"type", filters["event_type"].value.encode()))
+    for name in ("component_id", "component_name", "relationship"):
+        if filters[name] is not None:
+            terms.append((name.encode(), term_key(filters[name])))
+    for name, value in (filters["attributes"] or {}).items():
+        terms.append((b"attribute", attribute_key(name, value)))
+    return IndexQuery(tuple(terms), filters["start_time"], filters["end_time"],
+                      filters["min_size"], filters["max_size"])
+
+
+def _tagged(journal: JournalFile) -> Iterator[tuple[int, memoryview, JournalFile]]:
+    for event_id, data in journal.iter_entries():
+        yield event_id, data, journal
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, data: bytes, fsync: bool = True) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        out.write(data)
+        out.flush()
+        if fsync:
+            os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------- in memory
+
+
+class InMemoryProvenanceRepository:
+    """The same interface with no files (unit tests, the stateless engine).
+
+    Events are kept encoded (so a caller cannot change a registered event, and sizes are real);
+    search is a scan. Age-off counts the encoded bytes against ``max_storage_size``.
+    """
+
+    def __init__(self, *, max_storage_time: float = 86400.0, max_storage_size: int = 10 << 30,
+                 indexed_attributes: Sequence[str] = (), **_ignored: Any):
+        self.max_storage_time = max_storage_time
+        self.max_storage_size = max_storage_size
+        self.indexed_attributes = tuple(indexed_attributes)
+        self._searchable = {"filename", *self.indexed_attributes}
+        self._events: dict[int, bytes] = {}
+        self._bytes = 0
+        self._next_id = 0
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_settings(cls, repository_dir: Any, settings: Any, **overrides: Any) -> "InMemoryProvenanceRepository":
+        return cls(max_storage_time=settings.provenance_max_storage_time,
+                   max_storage_size=settings.provenance_max_storage_size,
+                   indexed_attributes=settings.provenance_indexed_attributes, **overrides)
+
+    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
+        with self._lock:
+            first = self._next_id
+            encoded = []
+            for offset, event in enumerate(events):
+                event.event_id = first + offset
+                encoded.append(encode_event(event))
+            for offset, data in enumerate(encoded):
+                self._events[first + offset] = data
+                self._bytes += len(data)
+            self._next_id = first + len(events)
+            return first, self._next_id - 1
+
+    def rollover(self) -> dict:
+        return {"events": 0, "file": None, "blocks": 0, "bytes": 0, "seconds": 0.0}
+
+    def maybe_rollover(self, now: float | None = None) -> dict | None:
+        return None
+
+    def get(self, event_id: int) -> ProvenanceEvent | None:
+        with self._lock:
+            data = self._events.get(event_id)
+        return None if data is None else decode_event(data)
+
+    def events(self, start_id: int, count: int) -> list[ProvenanceEvent]:
+        with self._lock:
+            ids = [i for i in self._events if i >= start_id][:count]
+            return [decode_event(self._events[i]) for i in ids]
+
+    def _all_newest_first(self) -> Iterator[ProvenanceEvent]:
+        with self._lock:
+            items = list(self._events.values())
+        for data in reversed(items):
+            yield decode_event(data)
+
+    def search(self, *, flowfile_uuid=None, event_type=None, component_id=None, component_name=None,
+               relationship=None, filename=None, attributes=None, start_time=None, end_time=None,
+               min_size=None, max_size=None, limit: int | None = 1000) -> list[ProvenanceEvent]:
+        filters = _search_filters(self._searchable, flowfile_uuid, event_type, component_id,
+                                  component_name, relationship, filename, attributes, start_time,
+                                  end_time, min_size, max_size)
+        out: list[ProvenanceEvent] = []
+        if limit is not None and limit <= 0:
+            return out
+        for event in self._all_newest_first():
+            if matches(event, **filters):
+                out.append(event)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def lineage(self, flowfile_uuid: str, *, max_events: int = 100_000) -> Lineage:
+        events, truncated = collect_family(
+            flowfile_uuid, lambda uuid: self.search(flowfile_uuid=uuid, limit=None), max_events)
+        return build_lineage(flowfile_uuid, events, truncated)
+
+    def age_off(self, now: float | None = None) -> dict:
+        now = time.time() if now is None else now
+        cutoff = (now - self.max_storage_time) * 1000.0
+        removed = 0
+        freed = 0
+        with self._lock:
+            shrinking = self._bytes > self.max_storage_size
+            for event_id in list(self._events):
+                data = self._events[event_id]
+                if shrinking and self._bytes <= 0.9 * self.max_storage_size:
+                    shrinking = False
+                if not shrinking and decode_event(data).timestamp >= cutoff:
+                    continue
+                del self._events[event_id]
+                self._bytes -= len(data)
+                freed += len(data)
+                removed += 1
+        return {"deleted_events": removed, "bytes_freed": freed, "deleted_files": [], "dropped_shards": []}
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {
+                "max_event_id": self._next_id - 1,
+                "next_event_id": self._next_id,
+                "oldest_event_id": next(iter(self._events), None),
+                "event_files": 0,
+                "event_file_bytes": 0,
+                "events_in_files": 0,
+                "journal_files": 0,
+                "journal_bytes": 0,
+                "index_shards": 0,
+                "index_bytes": 0,
+                "max_indexed_id": self._next_id - 1,
+                "bytes_on_disk": 0,
+                "bytes_in_memory": self._bytes,
+                "index_lag": 0,
+                "events": len(self._events),
+            }
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "InMemoryProvenanceRepository":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,585 @@
+"""The provenance repository library: journals, event files, index, search, lineage, age-off.
+
+Real files in tmp_path, real LMDB; no Ray. Crash recovery is in test_provenance_crash.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from flowactors.settings import Settings
+from repositories.model import ContentClaim, ResourceClaim
+from repositories.provenance import (
+    InMemoryProvenanceRepository,
+    ProvenanceEvent,
+    ProvenanceEventType,
+    ProvenanceFormatError,
+    ProvenanceRepository,
+    decode_event,
+    encode_event,
+)
+from repositories.provenance.event import EVENT_ENCODING_VERSION, event_to_dict, matches
+from repositories.provenance.eventfile import BLOCK_HEADER_SIZE, TableOfContents
+
+T = ProvenanceEventType
+BASE_MS = 1_700_000_000_000
+CLAIM = ContentClaim(ResourceClaim("default", "3", "1700000000000-1"), 128, 42)
+
+
+def ev(event_type, uuid, *, ts=0, **fields) -> ProvenanceEvent:
+    fields.setdefault("component_id", "c-gen")
+    fields.setdefault("component_name", "Gen")
+    return ProvenanceEvent(event_type=event_type, flowfile_uuid=uuid, timestamp=BASE_MS + ts, **fields)
+
+
+def open_repo(root: Path, **kw) -> ProvenanceRepository:
+    kw.setdefault("journal_count", 2)
+    kw.setdefault("block_size", 2048)
+    return ProvenanceRepository(root, **kw)
+
+
+def ids(events) -> list[int]:
+    return [e.event_id for e in events]
+
+
+def same(a: ProvenanceEvent, b: ProvenanceEvent) -> bool:
+    return event_to_dict(a) == event_to_dict(b)
+
+
+def dataset(n: int = 240) -> list[ProvenanceEvent]:
+    """Events with every searchable field varied, deterministic."""
+    types = [T.CREATE, T.ATTRIBUTES_MODIFIED, T.ROUTE, T.CONTENT_MODIFIED, T.SEND, T.DROP]
+    out = []
+    for i in range(n):
+        uuid = f"ff-{i // 4}"
+        etype = types[i % len(types)]
+        attrs = {"filename": f"file-{i // 4}.txt", "color": ("red", "green", "blue")[i % 3]}
+        out.append(ev(
+            etype, uuid, ts=i * 10,
+            component_id=f"c-{i % 5}", component_name=f"Proc{i % 5}",
+            relationship=("success" if i % 2 else "failure") if etype is T.ROUTE else None,
+            previous_attributes={"filename": f"old-{i}"} if i % 7 == 0 else {},
+            updated_attributes=attrs if i % 11 else {"color": attrs["color"]},
+            updated_size=(i * 37) % 1000, updated_claim=CLAIM,
+            parent_uuids=[f"ff-{i // 4 - 1}"] if etype is T.CONTENT_MODIFIED and i > 8 else [],
+        ))
+    return out
+
+
+QUERIES = [
+    dict(flowfile_uuid="ff-7"),
+    dict(flowfile_uuid="ff-6"),                 # also matched as a parent
+    dict(event_type=T.ROUTE),
+    dict(event_type="DROP"),
+    dict(component_id="c-3"),
+    dict(component_name="Proc2"),
+    dict(relationship="success"),
+    dict(filename="file-9.txt"),
+    dict(filename="old-14"),                    # only in previous attributes of event 14
+    dict(attributes={"color": "red"}),
+    dict(start_time=BASE_MS + 500, end_time=BASE_MS + 900),
+    dict(start_time=BASE_MS + 2000),
+    dict(end_time=BASE_MS + 100),
+    dict(min_size=100, max_size=300),
+    dict(min_size=990),
+    dict(max_size=20),
+    dict(event_type=T.ROUTE, relationship="failure", component_id="c-4"),
+    dict(component_id="c-1", attributes={"color": "green"}, start_time=BASE_MS + 300),
+    dict(event_type=T.SEND, min_size=200, end_time=BASE_MS + 1800),
+    dict(flowfile_uuid="ff-20", event_type=T.CREATE),
+    dict(component_id="no-such-component"),
+    dict(component_id="c-2", limit=7),
+    dict(limit=5),
+    dict(start_time=BASE_MS + 1000, end_time=BASE_MS + 1500, limit=3),
+    dict(min_size=500, limit=4),
+    dict(),
+]
+
+
+def expected(events: list[ProvenanceEvent], query: dict) -> list[int]:
+    q = dict(query)
+    limit = q.pop("limit", 1000)
+    attrs = dict(q.pop("attributes", None) or {})
+    if "filename" in q:
+        attrs["filename"] = q.pop("filename")
+    if "event_type" in q:
+        q["event_type"] = ProvenanceEventType(q["event_type"])
+    found = [e.event_id for e in reversed(events) if matches(e, attributes=attrs or None, **q)]
+    return found[:limit]
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def test_event_encoding_round_trip_and_version_byte():
+    event = ev(T.FORK, "p", parent_uuids=["p"], child_uuids=["a", "b"], relationship="split",
+               previous_attributes={"x": "1"}, updated_attributes={"x": "2", "ünï": "çødé"},
+               previous_claim=CLAIM, updated_claim=CLAIM.slice(2, 10), previous_size=42,
+               updated_size=10, details="d", transit_uri="file:///x", source_queue_id="q-1",
+               source_system_flowfile_id="s", alternate_identifier="alt", lineage_start_date=5)
+    event.event_id = 77
+    data = encode_event(event)
+    assert data[0] == EVENT_ENCODING_VERSION == 1
+    back = decode_event(data)
+    assert same(back, event) and back.updated_claim == CLAIM.slice(2, 10)
+    assert back.event_type is T.FORK and str(back.event_type) == "FORK"
+    with pytest.raises(ProvenanceFormatError, match="some/file.prov.*version 9"):
+        decode_event(bytes([9]) + data[1:], "some/file.prov")
+    with pytest.raises(ProvenanceFormatError, match="here"):
+        decode_event(b"\x01[1,2]", "here")
+
+
+def test_all_event_types_exist():
+    assert {t.value for t in T} == {
+        "CREATE", "RECEIVE", "FETCH", "SEND", "DROP", "EXPIRE", "CLONE", "FORK", "JOIN", "ROUTE",
+        "ATTRIBUTES_MODIFIED", "CONTENT_MODIFIED", "ADDINFO", "ASSOCIATE", "REPLAY", "DOWNLOAD"}
+    assert ProvenanceEvent(event_type="DROP", flowfile_uuid="x").event_type is T.DROP
+
+
+# ---------------------------------------------------------------- register / get / events
+
+
+def test_register_get_across_journals_and_rollovers(tmp_path):
+    repo = open_repo(tmp_path / "p", journal_count=3)
+    events = dataset(60)
+    ranges = [repo.register(events[i:i + 10]) for i in range(0, 30, 10)]
+    assert ranges == [(0, 9), (10, 19), (20, 29)]
+    assert ids(events[:30]) == list(range(30))
+    journals = sorted(p.name for p in (tmp_path / "p" / "default" / "journals").iterdir())
+    assert journals == ["0-0.journal", "0-1.journal", "0-2.journal"]      # round-robin, one per call
+    assert all(same(repo.get(i), events[i]) for i in range(30))             # from the journals
+    assert repo.stats()["index_lag"] == 30
+    result = repo.rollover()
+    assert (result["events"], result["first_id"], result["last_id"]) == (30, 0, 29)
+    assert result["blocks"] > 1                                              # 2 KiB blocks
+    assert list((tmp_path / "p" / "default" / "journals").iterdir()) == []
+    assert repo.register(events[30:45]) == (30, 44)
+    repo.rollover()
+    assert repo.register(events[45:60]) == (45, 59)
+    assert all(same(repo.get(i), events[i]) for i in range(60))             # two files + a journal
+    assert repo.get(60) is None and repo.get(-1) is None
+    assert repo.register([]) == (60, 59)
+    stats = repo.stats()
+    assert (stats["max_event_id"], stats["event_files"], stats["index_lag"]) == (59, 2, 15)
+    repo.close()
+    repo = open_repo(tmp_path / "p")                 # the journal is merged on open
+    assert all(same(repo.get(i), events[i]) for i in range(60))
+    assert repo.stats()["index_lag"] == 0 and repo.register([ev(T.DROP, "z")]) == (60, 60)
+    repo.close()
+
+
+def test_events_sequential_by_id_range(tmp_path):
+    repo = open_repo(tmp_path / "p", block_size=512)
+    events = dataset(100)
+    repo.register(events[:40])
+    repo.rollover()
+    repo.register(events[40:70])
+    repo.rollover()
+    repo.register(events[70:])
+    assert ids(repo.events(0, 1000)) == list(range(100))
+    assert ids(repo.events(33, 20)) == list(range(33, 53))                  # across a file boundary
+    assert ids(repo.events(65, 10)) == list(range(65, 75))                  # file into journal
+    assert ids(repo.events(95, 10)) == list(range(95, 100))
+    assert repo.events(100, 10) == []
+    assert all(same(a, b) for a, b in zip(repo.events(0, 100), events))
+    repo.close()
+
+
+def test_no_empty_files_on_rollover_without_events(tmp_path):
+    repo = open_repo(tmp_path / "p")
+    assert repo.rollover()["file"] is None
+    assert repo.maybe_rollover(now=10**9)["file"] is None
+    container = tmp_path / "p" / "default"
+    assert [p.name for p in container.iterdir()] == ["journals"]
+    assert list((container / "journals").iterdir()) == []
+    assert list((tmp_path / "p" / "index").iterdir()) == []
+    repo.register([ev(T.CREATE, "a")])
+    assert repo.rollover()["events"] == 1
+    assert repo.rollover()["file"] is None                                   # nothing new: no file
+    assert sorted(p.name for p in container.iterdir()) == ["0.prov", "0.toc", "journals"]
+    assert list((container / "journals").iterdir()) == []
+    repo.close()
+
+
+def test_maybe_rollover_by_interval_and_size(tmp_path):
+    repo = open_repo(tmp_path / "p", rollover_interval=30.0, rollover_bytes=None)
+    repo.register([ev(T.CREATE, "a")])
+    start = repo._last_rollover
+    assert repo.maybe_rollover(now=start + 10) is None
+    assert repo.maybe_rollover(now=start + 31)["events"] == 1
+    repo.close()
+    repo = open_repo(tmp_path / "q", rollover_interval=3600.0, rollover_bytes=2000)
+    repo.register(dataset(2))
+    assert repo.maybe_rollover() is None
+    repo.register(dataset(20))
+    assert repo.maybe_rollover()["events"] == 22
+    repo.close()
+
+
+def test_multiple_containers(tmp_path):
+    other = tmp_path / "elsewhere"
+    repo = open_repo(tmp_path / "p", containers=("a", str(other)), journal_count=1)
+    events = dataset(40)
+    for i in range(0, 40, 10):
+        repo.register(events[i:i + 10])
+    assert {p.name for p in (tmp_path / "p" / "a" / "journals").iterdir()} == {"0-0.journal"}
+    assert {p.name for p in (other / "journals").iterdir()} == {"0-1.journal"}
+    repo.rollover()
+    repo.register([ev(T.DROP, "x")])
+    repo.rollover()
+    assert (tmp_path / "p" / "a" / "0.prov").exists() and (other / "40.prov").exists()
+    repo.close()
+    repo = open_repo(tmp_path / "p", containers=("a", str(other)), journal_count=1)
+    assert ids(repo.events(0, 100)) == list(range(41))
+    assert ids(repo.search(component_id="c-1")) == expected(events, dict(component_id="c-1"))
+    repo.close()
+
+
+def test_from_settings(tmp_path):
+    settings = Settings(provenance_journal_count=3, provenance_block_size=4096,
+                        provenance_indexed_attributes=("color",))
+    repo = ProvenanceRepository.from_settings(tmp_path, settings)
+    assert repo.root == tmp_path / "provenance" and repo.journal_count == 3
+    assert repo.block_size == 4096 and "color" in repo._searchable
+    repo.close()
+
+
+# ---------------------------------------------------------------- search
+
+
+@pytest.fixture(scope="module")
+def searchable(tmp_path_factory):
+    """The dataset split over three event files (small blocks, one shard per file) and a journal."""
+    root = tmp_path_factory.mktemp("search") / "p"
+    events = dataset(240)
+    repo = open_repo(root, indexed_attributes=("color",), index_shard_size=1, index_chunk=25)
+    for start, end in ((0, 80), (80, 150), (150, 200)):
+        for i in range(start, end, 9):
+            repo.register(events[i:min(i + 9, end)])
+        repo.rollover()
+    repo.register(events[200:220])
+    repo.register(events[220:])
+    assert repo.stats()["index_shards"] >= 8          # every 25-event batch starts a shard
+    memory = InMemoryProvenanceRepository(indexed_attributes=("color",))
+    memory.register([decode_event(encode_event(e)) for e in events])
+    yield repo, memory, events
+    repo.close()
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: ",".join(f"{k}" for k in q) or "all")
+def test_every_search_filter_and_combination(searchable, query):
+    repo, memory, events = searchable
+    want = expected(events, query)
+    assert ids(repo.search(**query)) == want
+    assert ids(memory.search(**query)) == want
+    found = repo.search(**query)
+    assert all(same(e, events[e.event_id]) for e in found)
+
+
+def test_search_only_journal_or_only_index(tmp_path):
+    events = dataset(50)
+    repo = open_repo(tmp_path / "p")
+    repo.register(events[:50])
+    assert ids(repo.search(component_id="c-2")) == expected(events, dict(component_id="c-2"))
+    repo.rollover()
+    assert ids(repo.search(component_id="c-2")) == expected(events, dict(component_id="c-2"))
+    assert ids(repo.search(component_id="c-2", limit=2)) == expected(events, dict(component_id="c-2"))[:2]
+    assert repo.search(limit=0) == []
+    repo.close()
+
+
+def test_search_rejects_unindexed_attribute(tmp_path):
+    repo = open_repo(tmp_path / "p", indexed_attributes=("color",))
+    with pytest.raises(ValueError, match="'shape'.*not indexed"):
+        repo.search(attributes={"shape": "round"})
+    repo.close()
+
+
+def test_long_values_are_indexed_by_hash(tmp_path):
+    repo = open_repo(tmp_path / "p")
+    long_name = "n" * 5000
+    repo.register([ev(T.CREATE, "a", updated_attributes={"filename": long_name}),
+                   ev(T.CREATE, "b", updated_attributes={"filename": long_name[:-1] + "m"})])
+    repo.rollover()
+    assert ids(repo.search(filename=long_name)) == [0]
+    repo.close()
+
+
+# ---------------------------------------------------------------- lineage
+
+
+def lineage_history() -> list[ProvenanceEvent]:
+    """A created file is split in two; one half is cloned; a half and the clone are merged and sent.
+
+        A: CREATE, ATTRIBUTES_MODIFIED, FORK -> B, C, DROP
+        B: ROUTE                  C: CLONE -> D
+        JOIN(B, D) -> E           E: SEND, DROP           (and an unrelated X: CREATE)
+    """
+    return [
+        ev(T.CREATE, "A", ts=1),
+        ev(T.ATTRIBUTES_MODIFIED, "A", ts=2),
+        ev(T.CREATE, "X", ts=3),
+        ev(T.FORK, "A", ts=4, parent_uuids=["A"], child_uuids=["B", "C"]),
+        ev(T.ROUTE, "B", ts=5, relationship="success"),
+        ev(T.CLONE, "C", ts=6, parent_uuids=["C"], child_uuids=["D"]),
+        ev(T.DROP, "A", ts=7),
+        ev(T.JOIN, "E", ts=8, parent_uuids=["B", "D"], child_uuids=["E"]),
+        ev(T.SEND, "E", ts=9, transit_uri="sftp://x"),
+        ev(T.DROP, "E", ts=10),
+    ]
+
+
+EXPECTED_NODES = ["flowfile:A", "event:0", "event:1", "event:3", "flowfile:B", "flowfile:C",
+                  "event:4", "event:5", "flowfile:D", "event:6", "event:7", "flowfile:E",
+                  "event:8", "event:9"]
+EXPECTED_EDGES = {
+    ("flowfile:A", "event:0", "A"), ("event:0", "event:1", "A"), ("event:1", "event:3", "A"),
+    ("event:3", "flowfile:B", "B"), ("event:3", "flowfile:C", "C"), ("flowfile:B", "event:4", "B"),
+    ("flowfile:C", "event:5", "C"), ("event:5", "flowfile:D", "D"), ("event:3", "event:6", "A"),
+    ("event:4", "event:7", "B"), ("flowfile:D", "event:7", "D"), ("event:7", "flowfile:E", "E"),
+    ("flowfile:E", "event:8", "E"), ("event:8", "event:9", "E"),
+}
+
+
+@pytest.mark.parametrize("start", ["A", "B", "D", "E"])
+@pytest.mark.parametrize("kind", ["durable", "memory"])
+def test_lineage_graph_is_exact_from_any_member(tmp_path, start, kind):
+    events = lineage_history()
+    if kind == "durable":
+        repo = open_repo(tmp_path / "p")
+        repo.register(events[:4])
+        repo.rollover()                       # part in an event file, part in the journal
+        repo.register(events[4:])
+    else:
+        repo = InMemoryProvenanceRepository()
+        repo.register(events)
+    lineage = repo.lineage(start)
+    assert [n.id for n in lineage.nodes] == EXPECTED_NODES
+    assert {(e.source, e.target, e.flowfile_uuid) for e in lineage.edges} == EXPECTED_EDGES
+    assert len(lineage.edges) == len(EXPECTED_EDGES) and not lineage.truncated
+    assert lineage.node("event:7").event_type is T.JOIN
+    text = lineage.to_text()
+    assert text.splitlines()[0] == "FlowFile A"
+    assert "#7 JOIN by Gen (see above)" in text and "X" not in text
+    dot = lineage.to_dot()
+    assert dot.startswith("digraph lineage {") and '"event:3" -> "flowfile:B"' in dot
+    repo.close()
+
+
+def test_lineage_text_rendering(tmp_path):
+    repo = InMemoryProvenanceRepository()
+    repo.register(lineage_history())
+    assert repo.lineage("A").to_text() == "\n".join([
+        "FlowFile A",
+        "└── #0 CREATE by Gen",
+        "    └── #1 ATTRIBUTES_MODIFIED by Gen",
+        "        └── #3 FORK by Gen",
+        "            ├── FlowFile B",
+        "            │   └── #4 ROUTE by Gen -> success",
+        "            │       └── #7 JOIN by Gen",
+        "            │           └── FlowFile E",
+        "            │               └── #8 SEND by Gen",
+        "            │                   └── #9 DROP by Gen",
+        "            ├── FlowFile C",
+        "            │   └── #5 CLONE by Gen",
+        "            │       └── FlowFile D",
+        "            │           └── #7 JOIN by Gen (see above)",
+        "            └── #6 DROP by Gen",
+    ])
+
+
+def test_replay_links_lineage(tmp_path):
+    repo = InMemoryProvenanceRepository()
+    repo.register([ev(T.RECEIVE, "orig"), ev(T.SEND, "orig"),
+                   ev(T.REPLAY, "copy", parent_uuids=["orig"], child_uuids=["copy"]),
+                   ev(T.SEND, "copy")])
+    lineage = repo.lineage("copy")
+    assert {(e.source, e.target) for e in lineage.edges} == {
+        ("flowfile:orig", "event:0"), ("event:0", "event:1"), ("event:1", "event:2"),
+        ("event:2", "flowfile:copy"), ("flowfile:copy", "event:3")}
+
+
+# ---------------------------------------------------------------- age-off
+
+
+def aged_repo(root: Path, **kw) -> ProvenanceRepository:
+    """Three event files: events 0-19 at t=0..19 s, 20-39 at t=100.., 40-59 at t=200.."""
+    kw.setdefault("index_shard_size", 1 << 30)
+    repo = open_repo(root, **kw)
+    for part in range(3):
+        repo.register([ev(T.CREATE, f"f{part}-{i}", ts=part * 100_000 + i * 1000, component_id="c")
+                       for i in range(20)])
+        repo.rollover()
+    return repo
+
+
+def test_age_off_by_time_oldest_first_and_dangling_skipped(tmp_path):
+    repo = aged_repo(tmp_path / "p", max_storage_time=120.0)
+    assert repo.stats()["index_shards"] == 1          # one shard points at all three files
+    now = (BASE_MS + 250_000) / 1000                   # files 0 (max t=19 s) and 20 (119 s) expire
+    result = repo.age_off(now=now)
+    assert result["deleted_files"] == [0, 20] and result["dropped_shards"] == []
+    container = tmp_path / "p" / "default"
+    assert sorted(p.name for p in container.glob("*.prov")) == ["40.prov"]
+    assert ids(repo.search(component_id="c")) == list(range(59, 39, -1))   # dangling entries skipped
+    assert ids(repo.search(start_time=BASE_MS, limit=100)) == list(range(59, 39, -1))
+    assert repo.get(5) is None and repo.get(45).event_id == 45
+    assert ids(repo.events(0, 100)) == list(range(40, 60))
+    result = repo.age_off(now=now + 1000)
+    assert result["deleted_files"] == [40] and len(result["dropped_shards"]) == 1
+    assert list((tmp_path / "p" / "index").iterdir()) == []
+    repo.register([ev(T.DROP, "late")])                # ids continue after everything aged off
+    assert repo.stats()["max_event_id"] == 60
+    repo.close()
+    repo = open_repo(tmp_path / "p")
+    assert repo.register([ev(T.DROP, "later")]) == (61, 61)
+    repo.close()
+
+
+def test_age_off_by_size_drops_whole_shards(tmp_path):
+    repo = aged_repo(tmp_path / "p", index_shard_size=1)   # each file gets its own shard
+    assert repo.stats()["index_shards"] == 3
+    oldest_file = repo._files[0].size()
+    oldest_shard = sum(p.stat().st_size for p in repo._index.shards[0].path.iterdir())
+    usage = repo._usage()
+    # a limit the usage is over: the oldest file and its shard must go; then usage <= 90 % of it
+    repo.max_storage_size = math.ceil((usage - oldest_file - oldest_shard) / 0.9) + 1
+    assert usage > repo.max_storage_size
+    result = repo.age_off(now=BASE_MS / 1000)
+    assert result["deleted_files"] == [0] and len(result["dropped_shards"]) == 1
+    assert repo._usage() <= 0.9 * repo.max_storage_size
+    assert ids(repo.search(component_id="c", limit=100)) == list(range(59, 19, -1))
+    repo.max_storage_size = 1
+    result = repo.age_off(now=BASE_MS / 1000)
+    assert result["deleted_files"] == [20, 40] and repo.stats()["event_files"] == 0
+    assert repo.stats()["index_shards"] == 0 and repo.search() == []
+    repo.close()
+
+
+def test_in_memory_age_off():
+    repo = InMemoryProvenanceRepository(max_storage_time=50.0)
+    repo.register([ev(T.CREATE, f"x{i}", ts=i * 10_000) for i in range(10)])
+    assert repo.age_off(now=(BASE_MS + 100_000) / 1000)["deleted_events"] == 5
+    assert ids(repo.events(0, 100)) == [5, 6, 7, 8, 9]
+    repo.max_storage_size = repo.stats()["bytes_in_memory"] - 1
+    repo.age_off(now=0)
+    assert repo.stats()["bytes_in_memory"] <= 0.9 * repo.max_storage_size
+
+
+# ---------------------------------------------------------------- corruption
+
+
+def test_corrupt_block_names_the_file(tmp_path):
+    repo = open_repo(tmp_path / "p", block_size=256)
+    repo.register(dataset(30))
+    repo.rollover()
+    prov = tmp_path / "p" / "default" / "0.prov"
+    toc = TableOfContents.read(tmp_path / "p" / "default" / "0.toc")
+    offset = toc.block_offsets[1] + BLOCK_HEADER_SIZE + 3
+    data = bytearray(prov.read_bytes())
+    data[offset] ^= 0xFF
+    prov.write_bytes(bytes(data))
+    repo._cache.forget(str(prov))
+    first_of_block = toc.block_first_ids[1]
+    with pytest.raises(ProvenanceFormatError,
+                       match=re.escape(f"{prov}: block at offset {toc.block_offsets[1]} fails its checksum")):
+        repo.get(first_of_block)
+    assert repo.get(0).event_id == 0                  # other blocks still read
+    repo.close()
+
+
+def test_bad_version_bytes_are_clear_errors(tmp_path):
+    repo = open_repo(tmp_path / "p")
+    repo.register(dataset(3))
+    repo.rollover()
+    repo.close()
+    prov = tmp_path / "p" / "default" / "0.prov"
+    data = bytearray(prov.read_bytes())
+    data[4] = 7                                         # the event file's version byte
+    prov.write_bytes(bytes(data))
+    repo = open_repo(tmp_path / "p")
+    with pytest.raises(ProvenanceFormatError, match=re.escape(f"{prov}: unsupported event file version 7")):
+        repo.get(1)
+    repo.close()
+    toc = tmp_path / "p" / "default" / "0.toc"
+    data = bytearray(toc.read_bytes())
+    data[4] = 9
+    toc.write_bytes(bytes(data))
+    with pytest.raises(ProvenanceFormatError, match=re.escape(f"{toc}: unsupported table-of-contents version 9")):
+        TableOfContents.read(toc)
+
+
+def test_bad_event_version_in_journal_names_the_journal(tmp_path):
+    from repositories.provenance.journal import JournalFile, pack_count, pack_entry_header
+    root = tmp_path / "p"
+    open_repo(root).close()
+    path = root / "default" / "journals" / "0-0.journal"
+    journal = JournalFile.create(path, 0)
+    bad = bytes([2]) + encode_event(ev(T.CREATE, "a"))[1:]
+    journal.append(pack_count(1) + pack_entry_header(0, len(bad)) + bad, 0, 0, 1)
+    journal.close()
+    with pytest.raises(ProvenanceFormatError, match=r"0-0.journal.*version 2"):
+        open_repo(root)
+
+
+def test_lost_or_corrupt_toc_is_rebuilt(tmp_path):
+    repo = open_repo(tmp_path / "p", block_size=300)
+    events = dataset(40)
+    repo.register(events)
+    repo.rollover()
+    repo.close()
+    (tmp_path / "p" / "default" / "0.toc").write_bytes(b"garbage")
+    repo = open_repo(tmp_path / "p")
+    assert repo.recovery["tocs_rebuilt"] == [str(tmp_path / "p" / "default" / "0.prov")]
+    assert all(same(a, b) for a, b in zip(repo.events(0, 100), events))
+    repo.close()
+
+
+def test_deleted_index_is_rebuilt_from_event_files(tmp_path):
+    import shutil
+    repo = open_repo(tmp_path / "p")
+    events = dataset(40)
+    repo.register(events)
+    repo.rollover()
+    repo.close()
+    shutil.rmtree(tmp_path / "p" / "index")
+    repo = open_repo(tmp_path / "p")
+    assert repo.recovery["files_reindexed"] == [0]
+    assert ids(repo.search(component_id="c-1")) == expected(events, dict(component_id="c-1"))
+    repo.close()
+
+
+# ---------------------------------------------------------------- threads
+
+
+def test_register_and_search_while_a_rollover_runs(tmp_path):
+    """register only waits for the seal and commit steps; reads stay complete and duplicate-free."""
+    in_merge = threading.Event()
+    release = threading.Event()
+
+    def hook(step):
+        if step == "merge-indexed-chunk" and not in_merge.is_set():
+            in_merge.set()
+            assert release.wait(10)
+
+    events = dataset(120)
+    repo = open_repo(tmp_path / "p", index_chunk=20, fault_hook=hook)
+    repo.register(events[:60])
+    worker = threading.Thread(target=repo.rollover)
+    worker.start()
+    assert in_merge.wait(10)
+    assert repo.register(events[60:120]) == (60, 119)          # not blocked by the merge
+    assert ids(repo.search(component_id="c-1", limit=None)) == expected(events, dict(component_id="c-1"))
+    assert ids(repo.events(0, 500)) == list(range(120))
+    release.set()
+    worker.join(10)
+    assert ids(repo.search(component_id="c-1", limit=None)) == expected(events, dict(component_id="c-1"))
+    repo.rollover()
+    assert ids(repo.search(limit=None)) == list(range(119, -1, -1))
+    assert repo.stats()["event_files"] == 2
+    repo.close()
