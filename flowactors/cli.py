@@ -1,0 +1,171 @@
+"""The ``flowactors`` command: run, validate and inspect flows.
+
+A user mistake (a bad flow, a missing file, a repository that cannot be opened) ends with one clear
+message and exit status 2 (bad input) or 1 (could not run), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from flowactors.flow import Flow, FlowValidationError
+
+
+class CliError(Exception):
+    """A problem to show the user as one message."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
+def load_flow(path: str | Path) -> Flow:
+    """A Flow from a ``.json`` definition or a ``.py`` file (its ``flow`` variable or ``build_flow()``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CliError(f"no flow file at {path}", 2)
+    if path.suffix == ".json":
+        return Flow.from_json(path.read_bytes())
+    if path.suffix != ".py":
+        raise CliError(f"{path}: a flow is a .py or .json file", 2)
+    module_name = f"flowactors_user_flow_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(module)  # processors defined in the file reach the actors
+    if isinstance(getattr(module, "flow", None), Flow):
+        return module.flow
+    if callable(getattr(module, "build_flow", None)):
+        flow = module.build_flow()
+        if isinstance(flow, Flow):
+            return flow
+    flows = [v for v in vars(module).values() if isinstance(v, Flow)]
+    if len(flows) == 1:
+        return flows[0]
+    raise CliError(f"{path} defines no flow: give it a variable 'flow' or a function 'build_flow()' "
+                   f"returning a flowactors.Flow", 2)
+
+
+def _settings(pairs: Sequence[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise CliError(f"--setting takes KEY=VALUE, not {pair!r}", 2)
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return settings
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    flow = load_flow(args.flow)
+    flow.validate()
+    print(f"flow '{flow.name}' is valid: {len(flow.processors)} processors, {len(flow.connections)} connections")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from flowactors.runner import run_flow
+
+    flow = load_flow(args.flow)
+    duration = args.duration
+    final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
+                     show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
+                     timeout=args.timeout)
+    if args.json:
+        print(json.dumps(final, default=str, indent=2))
+    errors = sum(p["errors"] for p in final.get("processors", []))
+    return 1 if final.get("timed_out") else (3 if errors and args.fail_on_error else 0)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Queued FlowFiles per connection, read from a (stopped) flow's repository."""
+    from repositories.flowfile import WriteAheadFlowFileRepository
+
+    path = Path(args.repository)
+    if not (path / "flowfile").exists():
+        raise CliError(f"no FlowFile repository in {path} (expected {path / 'flowfile'})", 2)
+    repo = WriteAheadFlowFileRepository(path / "flowfile", create=False)
+    try:
+        counts = repo.queue_counts()
+        swapped = repo.swap_files()
+    finally:
+        repo.close()
+    print(f"repository {path}: {sum(counts.values())} FlowFiles queued")
+    for queue, count in sorted(counts.items()):
+        print(f"  {queue}: {count}")
+    for entry in swapped:
+        print(f"  swapped: {entry}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flowactors", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a flow on Ray until it is idle or for a duration")
+    run.add_argument("flow", help="flow.py or flow.json")
+    run.add_argument("--repository", default="repository", help="folder of the repositories (default: ./repository)")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--until-idle", action="store_true", help="stop once nothing is left to do (default)")
+    mode.add_argument("--duration", type=float, help="run for this many seconds")
+    run.add_argument("--timeout", type=float, help="give up an until-idle run after this many seconds")
+    run.add_argument("--address", help="Ray address (default: an embedded local Ray)")
+    run.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a setting (docs/configuration.md), e.g. always_sync=true")
+    run.add_argument("--quiet", action="store_true", help="no status table")
+    run.add_argument("--json", action="store_true", help="print the final status as JSON")
+    run.add_argument("--fail-on-error", action="store_true", help="exit 3 if any processor reported an error")
+    run.set_defaults(handler=cmd_run)
+
+    validate = sub.add_parser("validate", help="check a flow and list every problem")
+    validate.add_argument("flow")
+    validate.set_defaults(handler=cmd_validate)
+
+    status = sub.add_parser("status", help="what a flow's repository holds")
+    status.add_argument("--repository", default="repository")
+    status.set_defaults(handler=cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except FlowValidationError as err:
+        print(f"flowactors: {err}", file=sys.stderr)
+        return 2
+    except CliError as err:
+        print(f"flowactors: {err}", file=sys.stderr)
+        return err.status
+    except KeyboardInterrupt:
+        print("flowactors: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # repository and start-up errors carry their own advice
+        from flowactors.runtime.controller import FlowStartError
+
+        known = (FlowStartError, OSError)
+        try:
+            from repositories.flowfile import FlowFileRepositoryError
+
+            known += (FlowFileRepositoryError,)
+        except ImportError:
+            pass
+        if isinstance(err, known):
+            print(f"flowactors: {err}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

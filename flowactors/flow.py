@@ -1,0 +1,312 @@
+"""The Flow SDK: what a flow author writes.
+
+A ``Flow`` is a graph of processors and connections. It validates as a whole (``validate`` raises one
+``FlowValidationError`` listing every problem), round-trips to a JSON definition
+(docs/flow-definition.md), and runs on Ray with ``run`` (``flowactors.runner``). Nothing here touches
+Ray: the runtime is on the other side of ``flowactors.runner``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import orjson
+
+from flowactors.processor import Processor
+from flowactors.units import parse_data_size, parse_duration
+
+DEFINITION_VERSION = 1
+PRIORITIZERS = ("FIFO", "OldestFlowFileFirst", "NewestFlowFileFirst", "PriorityAttribute")
+
+
+class FlowValidationError(ValueError):
+    """A flow definition is wrong; ``problems`` lists every problem found, one sentence each."""
+
+    def __init__(self, flow_name: str, problems: Sequence[str]):
+        self.problems = list(problems)
+        listing = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"flow '{flow_name}' is not valid ({len(self.problems)} problem(s)):\n{listing}")
+
+
+@dataclass
+class ProcessorNode:
+    """A processor placed in a flow, with its properties and scheduling."""
+
+    name: str
+    type: type[Processor]
+    properties: dict[str, str] = field(default_factory=dict)
+    run_schedule: str = "0 sec"
+    concurrent_tasks: int = 1
+    batch_size: int | None = None
+    penalty_duration: str = "30 sec"
+    yield_duration: str = "1 sec"
+    auto_terminate: tuple[str, ...] = ()
+    #: Ray resources each task's actor asks for; I/O-bound processors need no whole CPU
+    num_cpus: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "type": self.type.type_name(), "properties": dict(self.properties),
+            "run_schedule": self.run_schedule, "concurrent_tasks": self.concurrent_tasks,
+            "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
+            "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
+            "num_cpus": self.num_cpus,
+        }
+
+
+@dataclass
+class Connection:
+    """A queue between a source's relationships and a destination processor."""
+
+    source: str
+    destination: str
+    relationships: tuple[str, ...]
+    name: str
+    back_pressure_object_threshold: int | None = None
+    back_pressure_data_size_threshold: str | None = None
+    flowfile_expiration: str = "0 sec"
+    prioritizers: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """The connection's identity in the repositories: stable across runs of the same flow."""
+        return self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "source": self.source, "destination": self.destination,
+            "relationships": list(self.relationships),
+            "back_pressure_object_threshold": self.back_pressure_object_threshold,
+            "back_pressure_data_size_threshold": self.back_pressure_data_size_threshold,
+            "flowfile_expiration": self.flowfile_expiration, "prioritizers": list(self.prioritizers),
+        }
+
+
+class Flow:
+    def __init__(self, name: str, settings: dict[str, Any] | None = None):
+        self.name = name
+        self.processors: dict[str, ProcessorNode] = {}
+        self.connections: list[Connection] = []
+        #: overrides of ``flowactors.settings.Settings`` for this flow
+        self.settings: dict[str, Any] = dict(settings or {})
+        self._problems: list[str] = []
+
+    # ------------------------------------------------------------------ building
+    def add(self, processor_type: type[Processor], name: str | None = None, *,
+            properties: dict[str, Any] | None = None, **scheduling: Any) -> ProcessorNode:
+        """Place a processor; ``scheduling`` takes the ``ProcessorNode`` fields (run_schedule, ...)."""
+        if not (isinstance(processor_type, type) and issubclass(processor_type, Processor)):
+            raise TypeError(f"{processor_type!r} is not a Processor subclass")
+        name = name or processor_type.__name__
+        if name in self.processors:
+            self._problems.append(f"two processors are named '{name}'; names must be unique")
+            name = f"{name}#{len(self.processors)}"
+        unknown = set(scheduling) - set(ProcessorNode.__dataclass_fields__) - {"name", "type", "properties"}
+        if unknown:
+            raise TypeError(f"unknown scheduling settings {sorted(unknown)} for processor '{name}'")
+        if "auto_terminate" in scheduling:
+            scheduling["auto_terminate"] = _names(scheduling["auto_terminate"])
+        node = ProcessorNode(name, processor_type, {k: _as_text(v) for k, v in (properties or {}).items()},
+                             **scheduling)
+        self.processors[name] = node
+        return node
+
+    def connect(self, source: ProcessorNode | str, destination: ProcessorNode | str,
+                relationships: str | Iterable[str] = "success", *, name: str | None = None,
+                **queue_settings: Any) -> Connection:
+        source_name = source if isinstance(source, str) else source.name
+        destination_name = destination if isinstance(destination, str) else destination.name
+        rels = _names(relationships)
+        name = name or f"{source_name}:{'+'.join(rels)}->{destination_name}"
+        connection = Connection(source_name, destination_name, rels, name, **queue_settings)
+        connection.prioritizers = tuple(connection.prioritizers)
+        self.connections.append(connection)
+        return connection
+
+    # ------------------------------------------------------------------ checking
+    def problems(self) -> list[str]:
+        """Every problem with the flow, one sentence each (empty when the flow is valid)."""
+        problems = list(self._problems)
+        if not self.processors:
+            problems.append("the flow has no processors")
+        for node in self.processors.values():
+            problems.extend(f"processor '{node.name}': {p}" for p in node.type.validate_properties(node.properties))
+            problems.extend(f"processor '{node.name}': {p}" for p in _scheduling_problems(node))
+        connected: dict[str, set[str]] = {name: set() for name in self.processors}
+        incoming: set[str] = set()
+        names_seen: set[str] = set()
+        for c in self.connections:
+            if c.name in names_seen:
+                problems.append(f"two connections are named '{c.name}'; names must be unique")
+            names_seen.add(c.name)
+            for end, label in ((c.source, "source"), (c.destination, "destination")):
+                if end not in self.processors:
+                    problems.append(f"connection '{c.name}': its {label} '{end}' is not a processor of this flow")
+            if c.source in self.processors:
+                source_node = self.processors[c.source]
+                declared = set(source_node.type.relationship_names(source_node.properties))
+                for rel in c.relationships:
+                    if rel not in declared:
+                        problems.append(f"connection '{c.name}': '{c.source}' has no relationship '{rel}' "
+                                        f"(it has: {', '.join(sorted(declared)) or 'none'})")
+                connected[c.source].update(c.relationships)
+            incoming.add(c.destination)
+            problems.extend(f"connection '{c.name}': {p}" for p in _queue_problems(c))
+        for node in self.processors.values():
+            declared = set(node.type.relationship_names(node.properties))
+            for rel in node.auto_terminate:
+                if rel not in declared:
+                    problems.append(f"processor '{node.name}': cannot auto-terminate unknown relationship '{rel}'")
+            for rel in sorted(declared - connected[node.name] - set(node.auto_terminate)):
+                problems.append(f"processor '{node.name}': relationship '{rel}' is neither connected "
+                                f"nor auto-terminated")
+            if node.type.input_required and node.name not in incoming:
+                problems.append(f"processor '{node.name}' needs an incoming connection")
+            if not node.type.input_required and node.name in incoming:
+                problems.append(f"processor '{node.name}' is a source and accepts no incoming connection")
+        return problems
+
+    def validate(self) -> "Flow":
+        problems = self.problems()
+        if problems:
+            raise FlowValidationError(self.name, problems)
+        return self
+
+    # ------------------------------------------------------------------ JSON definition
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flowactors_flow": DEFINITION_VERSION, "name": self.name, "settings": dict(self.settings),
+            "processors": [n.to_dict() for n in self.processors.values()],
+            "connections": [c.to_dict() for c in self.connections],
+        }
+
+    def to_json(self) -> str:
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Flow":
+        problems: list[str] = []
+        version = data.get("flowactors_flow")
+        if version != DEFINITION_VERSION:
+            raise FlowValidationError(str(data.get("name", "?")), [
+                f"'flowactors_flow' is {version!r}; this flowactors reads definition version {DEFINITION_VERSION}"])
+        flow = cls(data.get("name") or "flow", data.get("settings") or {})
+        for entry in data.get("processors", []):
+            entry = dict(entry)
+            type_name = entry.pop("type", None)
+            try:
+                processor_type = resolve_processor_type(type_name)
+            except (ImportError, AttributeError, TypeError, ValueError) as err:
+                problems.append(f"processor '{entry.get('name')}': {err}")
+                continue
+            name = entry.pop("name", None)
+            properties = entry.pop("properties", {})
+            try:
+                flow.add(processor_type, name, properties=properties, **entry)
+            except TypeError as err:
+                problems.append(f"processor '{name}': {err}")
+        for entry in data.get("connections", []):
+            entry = dict(entry)
+            try:
+                flow.connect(entry.pop("source"), entry.pop("destination"), entry.pop("relationships"),
+                             name=entry.pop("name", None), **entry)
+            except (KeyError, TypeError) as err:
+                problems.append(f"connection {entry.get('name', '?')}: {err}")
+        if problems:
+            raise FlowValidationError(flow.name, problems)
+        return flow
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Flow":
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError as err:
+            raise FlowValidationError("?", [f"the definition is not valid JSON: {err}"]) from None
+        if not isinstance(data, dict):
+            raise FlowValidationError("?", ["the definition must be a JSON object"])
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n")
+
+    # ------------------------------------------------------------------ running
+    def run(self, repository: str | Path = "repository", *, until_idle: bool = True,
+            duration: float | None = None, show_status: bool = False, **options: Any):
+        """Run on Ray (an embedded local Ray unless one is running) and return the final status."""
+        from flowactors.runner import run_flow
+
+        return run_flow(self, repository, until_idle=until_idle, duration=duration,
+                        show_status=show_status, **options)
+
+    def connections_from(self, processor: str) -> list[Connection]:
+        return [c for c in self.connections if c.source == processor]
+
+    def connections_to(self, processor: str) -> list[Connection]:
+        return [c for c in self.connections if c.destination == processor]
+
+
+def resolve_processor_type(type_name: Any) -> type[Processor]:
+    """The Processor class named ``package.module.Class`` (standard processors may be named alone)."""
+    if not isinstance(type_name, str) or not type_name:
+        raise ValueError(f"'type' must name a processor class, not {type_name!r}")
+    if "." not in type_name:
+        type_name = f"flowactors.processors.{type_name}"
+    module_name, _, class_name = type_name.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportError(f"cannot import '{module_name}' for processor type '{type_name}': {err}") from None
+    processor_type = getattr(module, class_name, None)
+    if not (isinstance(processor_type, type) and issubclass(processor_type, Processor)):
+        raise TypeError(f"'{type_name}' is not a Processor class")
+    return processor_type
+
+
+def _names(value: str | Iterable[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _scheduling_problems(node: ProcessorNode) -> list[str]:
+    problems = []
+    for label, value in (("run_schedule", node.run_schedule), ("penalty_duration", node.penalty_duration),
+                         ("yield_duration", node.yield_duration)):
+        try:
+            parse_duration(value)
+        except ValueError as err:
+            problems.append(f"{label}: {err}")
+    if not isinstance(node.concurrent_tasks, int) or node.concurrent_tasks < 1:
+        problems.append(f"concurrent_tasks must be a whole number of at least 1, not {node.concurrent_tasks!r}")
+    if node.batch_size is not None and (not isinstance(node.batch_size, int) or node.batch_size < 1):
+        problems.append(f"batch_size must be a whole number of at least 1, not {node.batch_size!r}")
+    return problems
+
+
+def _queue_problems(c: Connection) -> list[str]:
+    problems = []
+    if not c.relationships:
+        problems.append("it carries no relationship")
+    if c.back_pressure_object_threshold is not None and (
+            not isinstance(c.back_pressure_object_threshold, int) or c.back_pressure_object_threshold < 0):
+        problems.append("back_pressure_object_threshold must be a whole number of 0 or more")
+    if c.back_pressure_data_size_threshold is not None:
+        try:
+            parse_data_size(c.back_pressure_data_size_threshold)
+        except ValueError as err:
+            problems.append(f"back_pressure_data_size_threshold: {err}")
+    try:
+        parse_duration(c.flowfile_expiration)
+    except ValueError as err:
+        problems.append(f"flowfile_expiration: {err}")
+    for p in c.prioritizers:
+        if p not in PRIORITIZERS:
+            problems.append(f"unknown prioritizer '{p}' (known: {', '.join(PRIORITIZERS)})")
+    return problems

@@ -1,0 +1,91 @@
+"""Running a flow on Ray: start Ray if needed, start the controller actor, wait, stop cleanly."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from flowactors.flow import Flow
+from flowactors.runtime.controller import FlowControllerActor
+from flowactors.settings import Settings
+from flowactors.status_table import render
+
+NAMESPACE = "flowactors"
+IDLE_CHECKS = 3
+POLL_INTERVAL = 0.25
+
+
+def ensure_ray(address: str | None = None, **init_options: Any) -> bool:
+    """Connect to Ray (an embedded local one unless ``address``); True if this call started it."""
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": True,
+                               "include_dashboard": False, **init_options}
+    if address:
+        options["address"] = address
+        options.pop("include_dashboard", None)
+    ray.init(**options)
+    return True
+
+
+def flow_settings(flow: Flow, overrides: dict[str, Any] | None = None) -> Settings:
+    return Settings.from_dict({**flow.settings, **(overrides or {})})
+
+
+def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,
+             show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
+             timeout: float | None = None, on_started=None) -> dict:
+    """Run ``flow`` until it is idle or ``duration`` seconds passed; return its final status.
+
+    Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
+    ``IDLE_CHECKS`` consecutive looks. ``timeout`` bounds an until-idle run that never goes idle.
+    """
+    flow.validate()
+    resolved = flow_settings(flow, settings)
+    started_ray = ensure_ray(address)
+    controller = FlowControllerActor.options(name=f"{flow.name}.controller").remote(flow, str(repository), resolved)
+    began = time.monotonic()
+    live = show_status and sys.stdout.isatty()
+    final: dict = {}
+    try:
+        final["recovery"] = ray.get(controller.start.remote())
+        if on_started is not None:
+            on_started(controller)
+        idle_streak = 0
+        while True:
+            status = ray.get(controller.status.remote())
+            elapsed = time.monotonic() - began
+            if live:
+                sys.stdout.write("\x1b[H\x1b[2J" + render(status, elapsed) + "\n")
+                sys.stdout.flush()
+            if duration is not None and elapsed >= duration:
+                break
+            if until_idle and duration is None:
+                idle_streak = idle_streak + 1 if ray.get(controller.is_idle.remote(status)) else 0
+                if idle_streak >= IDLE_CHECKS:
+                    break
+            if timeout is not None and elapsed >= timeout:
+                final["timed_out"] = True
+                break
+            time.sleep(POLL_INTERVAL)
+    finally:
+        try:
+            final.update(ray.get(controller.stop.remote()))
+        finally:
+            ray.kill(controller)
+            if started_ray:
+                ray.shutdown()
+    final["seconds"] = time.monotonic() - began
+    if show_status:
+        print(render(final, final["seconds"]))
+    return final
+
+
+def processor_totals(status: dict) -> dict[str, dict]:
+    """The final status's processors by name (a convenience for summaries and tests)."""
+    return {p["name"]: p for p in status["processors"]}

@@ -1,0 +1,201 @@
+"""The flow controller: builds a flow's actors, recovers its FlowFiles, runs background jobs, stops.
+
+Start-up order matters for durability: the FlowFile repository opens first (claimant counts
+rebuilt, never-committed content deleted), then every queue is refilled from the write-ahead log in
+its order, and only then do processors start. Background jobs (checkpoint and the claim release
+that must follow it, provenance rollover and age-off, archive age-off) run on one maintenance
+thread here, off every processor's commit path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from flowactors.flow import Flow
+from flowactors.runtime.connection_queue import QueueActor, QueueConfig
+from flowactors.runtime.processor_actor import ProcessorActor, Wiring
+from flowactors.runtime.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
+                                                  ProvenanceRepositoryActor)
+from flowactors.settings import Settings
+from flowactors.units import parse_data_size, parse_duration
+
+MAINTENANCE_TICK = 0.5
+
+
+class FlowStartError(RuntimeError):
+    """The flow could not start; the message says why and what to do. Nothing was changed on disk."""
+
+
+class FlowController:
+    def __init__(self, flow: Flow, repository: str, settings: Settings):
+        self.flow = flow
+        self.root = str(Path(repository).resolve())
+        self.settings = settings
+        self.queues: dict[str, Any] = {}
+        self.processors: dict[str, list[Any]] = {}
+        self.flowfile_repository = None
+        self.content_repository = None
+        self.provenance_repository = None
+        self.recovery: dict = {}
+        self._stop = threading.Event()
+        self._maintenance: threading.Thread | None = None
+        self._last = {"checkpoint": time.monotonic(), "archive": time.monotonic()}
+        self.maintenance_errors: list[str] = []
+        self.started = False
+
+    def _name(self, component: str) -> str:
+        return f"{self.flow.name}.{component}"
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> dict:
+        Path(self.root).mkdir(parents=True, exist_ok=True)
+        s = self.settings
+        self.flowfile_repository = FlowFileRepositoryActor.options(name=self._name("flowfile-repository")).remote(self.root, s)
+        self.recovery = ray.get(self.flowfile_repository.open.remote())
+        unknown = {q: n for q, n in self.recovery["queues"].items() if q not in {c.id for c in self.flow.connections}}
+        if unknown:
+            listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
+            raise FlowStartError(
+                f"the repository {self.root} holds FlowFiles queued in connections that flow "
+                f"'{self.flow.name}' does not have: {listing}. Run the flow these FlowFiles belong to, "
+                f"or add connections with these names; nothing was dropped.")
+        self.content_repository = ContentRepositoryActor.options(name=self._name("content-repository")).remote(self.root, s)
+        if s.provenance_enabled:
+            self.provenance_repository = ProvenanceRepositoryActor.options(
+                name=self._name("provenance-repository")).remote(self.root, s)
+            ray.get(self.provenance_repository.open.remote())
+        for connection in self.flow.connections:
+            config = QueueConfig(
+                queue_id=connection.id,
+                back_pressure_objects=(connection.back_pressure_object_threshold
+                                       if connection.back_pressure_object_threshold is not None
+                                       else s.back_pressure_object_threshold),
+                back_pressure_bytes=(parse_data_size(connection.back_pressure_data_size_threshold)
+                                     if connection.back_pressure_data_size_threshold is not None
+                                     else s.back_pressure_data_size_threshold),
+                expiration_ms=int(parse_duration(connection.flowfile_expiration) * 1000),
+                prioritizers=connection.prioritizers)
+            self.queues[connection.id] = QueueActor.options(name=self._name(f"queue.{connection.id}")).remote(config)
+        self._restore_queues()
+        for node in self.flow.processors.values():
+            wiring = Wiring(
+                inputs=[c.id for c in self.flow.connections_to(node.name)],
+                destinations={rel: [c.id for c in self.flow.connections_from(node.name) if rel in c.relationships]
+                              for rel in node.type.relationship_names(node.properties)},
+                queues=self.queues, flowfile_repository=self.flowfile_repository,
+                provenance_repository=self.provenance_repository)
+            self.processors[node.name] = [
+                ProcessorActor.options(name=self._name(f"processor.{node.name}.{i}"), num_cpus=node.num_cpus)
+                .remote(self.flow.name, node, i, wiring, self.root, s)
+                for i in range(node.concurrent_tasks)]
+        ray.get([a.start.remote() for actors in self.processors.values() for a in actors])
+        self._maintenance = threading.Thread(target=self._maintain, name="maintenance", daemon=True)
+        self._maintenance.start()
+        self.started = True
+        return self.recovery
+
+    def _restore_queues(self) -> None:
+        restored = 0
+        while True:
+            batch = ray.get(self.flowfile_repository.next_recovery_batch.remote())
+            if batch is None:
+                break
+            queue_id, flowfiles = batch
+            ray.get(self.queues[queue_id].restore.remote(flowfiles))
+            restored += len(flowfiles)
+        self.recovery["restored"] = restored
+
+    # ------------------------------------------------------------------ background jobs
+    def _maintain(self) -> None:
+        while not self._stop.wait(MAINTENANCE_TICK):
+            try:
+                self.maintenance_once()
+            except Exception as err:  # a failed job is retried next tick (NiFi bug NIFI-4322)
+                self.maintenance_errors = (self.maintenance_errors + [f"{type(err).__name__}: {err}"])[-10:]
+
+    def maintenance_once(self, force: bool = False) -> dict:
+        now = time.monotonic()
+        done: dict[str, Any] = {}
+        if force or now - self._last["checkpoint"] >= self.settings.checkpoint_interval:
+            done["released"] = self.checkpoint()
+            self._last["checkpoint"] = now
+        if self.provenance_repository is not None:
+            done["rollover"] = ray.get(self.provenance_repository.rollover.remote() if force
+                                       else self.provenance_repository.maybe_rollover.remote())
+        if force or now - self._last["archive"] >= self.settings.archive_check_interval:
+            done["archive"] = ray.get(self.content_repository.age_off_archive.remote())
+            if self.provenance_repository is not None:
+                done["provenance_age_off"] = ray.get(self.provenance_repository.age_off.remote())
+            self._last["archive"] = now
+        return done
+
+    def checkpoint(self) -> int:
+        """Checkpoint the write-ahead log, then release the claims it says nobody references."""
+        released = ray.get(self.flowfile_repository.checkpoint.remote())
+        if released:
+            ray.get(self.content_repository.release.remote(released))
+        return len(released)
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict:
+        proc_refs = {name: [a.status.remote() for a in actors] for name, actors in self.processors.items()}
+        queue_refs = {qid: q.status.remote() for qid, q in self.queues.items()}
+        processors = []
+        for name, refs in proc_refs.items():
+            tasks = ray.get(refs)
+            total = {k: sum(t[k] for t in tasks) for k in ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read",
+                                                          "bytes_written", "commits", "errors", "expired")}
+            total["task_seconds"] = round(sum(t["task_seconds"] for t in tasks), 3)
+            processors.append({
+                "name": name, "type": self.flow.processors[name].type.__name__, **total,
+                "running": sum(t["running"] for t in tasks), "idle": all(t["idle"] for t in tasks),
+                "back_pressure": any(t["back_pressure"] for t in tasks),
+                "recent_errors": sorted((e for t in tasks for e in t["recent_errors"]), key=lambda e: e["at"])[-5:],
+            })
+        queues = [dict(ray.get(ref), source=c.source, destination=c.destination)
+                  for c, ref in zip(self.flow.connections, queue_refs.values())]
+        return {"flow": self.flow.name, "processors": processors, "queues": queues,
+                "maintenance_errors": list(self.maintenance_errors)}
+
+    def is_idle(self, status: dict | None = None) -> bool:
+        status = status or self.status()
+        return (all(p["idle"] or not p["running"] for p in status["processors"])
+                and all(q["count"] == 0 for q in status["queues"]))
+
+    def queue(self, queue_id: str):
+        return self.queues[queue_id]
+
+    def repositories(self) -> dict[str, Any]:
+        return {"flowfile": self.flowfile_repository, "content": self.content_repository,
+                "provenance": self.provenance_repository}
+
+    # ------------------------------------------------------------------ stop
+    def stop(self) -> dict:
+        """Stop processors gracefully; queued FlowFiles stay in the write-ahead log for the next run."""
+        self._stop.set()
+        if self._maintenance is not None:
+            self._maintenance.join(30)
+        ray.get([a.stop.remote() for actors in self.processors.values() for a in actors])
+        final = self.status()
+        if self.flowfile_repository is not None:
+            self.maintenance_once(force=True)
+            ray.get(self.flowfile_repository.close.remote())
+        if self.provenance_repository is not None:
+            ray.get(self.provenance_repository.close.remote())
+        for actors in self.processors.values():
+            for actor in actors:
+                ray.kill(actor)
+        for actor in [*self.queues.values(), self.flowfile_repository, self.content_repository,
+                      self.provenance_repository]:
+            if actor is not None:
+                ray.kill(actor)
+        self.started = False
+        return final
+
+
+FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=8)(FlowController)
