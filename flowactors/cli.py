@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from flowactors.flow import Flow, FlowValidationError
+from flowactors.settings import SettingsError
 
 
 class CliError(Exception):
@@ -143,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except FlowValidationError as err:
+        print(f"flowactors: {err}", file=sys.stderr)
+        return 2
+    except SettingsError as err:
         print(f"flowactors: {err}", file=sys.stderr)
         return 2
     except CliError as err:

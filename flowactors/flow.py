@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 import orjson
 
 from flowactors.processor import Processor
+from flowactors.settings import Settings, SettingsError
 from flowactors.units import parse_data_size, parse_duration
 
 DEFINITION_VERSION = 1
@@ -130,6 +131,10 @@ class Flow:
     def problems(self) -> list[str]:
         """Every problem with the flow, one sentence each (empty when the flow is valid)."""
         problems = list(self._problems)
+        try:
+            Settings.from_dict(self.settings)
+        except SettingsError as err:
+            problems.append(str(err))
         if not self.processors:
             problems.append("the flow has no processors")
         for node in self.processors.values():

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class SettingsError(ValueError):
+    """A setting that does not exist or has a value of the wrong kind."""
+
+
 @dataclass(frozen=True)
 class Settings:
     # --- FlowFile repository (write-ahead log) ---
@@ -81,8 +85,16 @@ class Settings:
         known = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - set(known))
         if unknown:
-            raise ValueError(f"unknown settings {unknown}; known settings are {sorted(known)}")
-        converted = {
-            k: tuple(v) if isinstance(known[k].default, tuple) else v for k, v in values.items()
-        }
+            raise SettingsError(f"unknown settings {unknown}; known settings are {sorted(known)}")
+        converted = {}
+        for name, value in values.items():
+            default = known[name].default
+            if isinstance(default, tuple):
+                value = tuple(value) if isinstance(value, (list, tuple)) else value
+            expected = type(default) if default is not dataclasses.MISSING else dict
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise SettingsError(f"setting '{name}' must be {expected.__name__}, not {value!r}")
+            converted[name] = value
         return cls(**converted)

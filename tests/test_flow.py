@@ -1,0 +1,158 @@
+"""The Flow SDK: building, validating (every problem at once) and the JSON definition."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowactors import Flow, FlowValidationError, Processor, PropertyDescriptor, Relationship
+from flowactors.processors import (GenerateFlowFile, MergeContent, PutFile, RouteOnAttribute, SplitText,
+                                   UpdateAttribute)
+
+
+def valid_flow() -> Flow:
+    flow = Flow("valid", settings={"checkpoint_interval": 5.0})
+    generate = flow.add(GenerateFlowFile, "generate", properties={"File Size": "1 KB", "Batch Size": 10})
+    route = flow.add(RouteOnAttribute, "route", properties={"big": "${fileSize:gt(100)}"},
+                     auto_terminate=["unmatched"], concurrent_tasks=2, batch_size=500)
+    put = flow.add(PutFile, "put", properties={"Directory": "/tmp/out"}, auto_terminate=["success", "failure"])
+    flow.connect(generate, route, back_pressure_object_threshold=50, prioritizers=["PriorityAttribute"])
+    flow.connect(route, put, "big", flowfile_expiration="5 mins")
+    return flow
+
+
+def test_valid_flow_validates():
+    assert valid_flow().validate().problems() == []
+
+
+def test_one_error_lists_every_problem():
+    flow = Flow("broken")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"File Size": "lots", "Colour": "${a:nope()}"})
+    split = flow.add(SplitText, "split", properties={}, run_schedule="soon", concurrent_tasks=0)
+    flow.add(UpdateAttribute, "orphan")
+    flow.connect(generate, split, "success")
+    flow.connect(split, "nowhere", ["splits", "bogus"])
+    with pytest.raises(FlowValidationError) as caught:
+        flow.validate()
+    problems = caught.value.problems
+    text = str(caught.value)
+    expected = [
+        "processor 'generate': property 'File Size'",
+        "'Colour'",                                          # dynamic property: the expression is bad
+        "processor 'split': property 'Line Split Count' is required",
+        "processor 'split': run_schedule",
+        "processor 'split': concurrent_tasks",
+        "its destination 'nowhere' is not a processor",
+        "'split' has no relationship 'bogus'",
+        "processor 'split': relationship 'original' is neither connected nor auto-terminated",
+        "processor 'split': relationship 'failure' is neither connected nor auto-terminated",
+        "processor 'orphan' needs an incoming connection",
+        "processor 'orphan': relationship 'success' is neither connected nor auto-terminated",
+    ]
+    for fragment in expected:
+        assert any(fragment in p for p in problems), (fragment, problems)
+    assert f"{len(problems)} problem(s)" in text and all(p in text for p in problems)
+
+
+def test_expression_syntax_error_names_the_position():
+    flow = Flow("el")
+    flow.add(GenerateFlowFile, "g", properties={"attr": "${filename:toUpper(}"}, auto_terminate=["success"])
+    with pytest.raises(FlowValidationError, match="position"):
+        flow.validate()
+
+
+def test_duplicate_names_and_source_with_input_are_problems():
+    flow = Flow("dupes")
+    a = flow.add(GenerateFlowFile, "same", auto_terminate=["success"])
+    b = flow.add(GenerateFlowFile, "same", auto_terminate=["success"])
+    flow.connect(a, b)
+    flow.connect(a, b)
+    problems = flow.problems()
+    assert any("two processors are named 'same'" in p for p in problems)
+    assert any("two connections are named" in p for p in problems)
+    assert any("is a source and accepts no incoming connection" in p for p in problems)
+
+
+def test_bad_queue_settings_are_problems():
+    flow = valid_flow()
+    flow.connections[0].prioritizers = ("Loudest",)
+    flow.connections[0].back_pressure_data_size_threshold = "a lot"
+    problems = flow.problems()
+    assert any("unknown prioritizer 'Loudest'" in p for p in problems)
+    assert any("back_pressure_data_size_threshold" in p for p in problems)
+
+
+def test_unknown_scheduling_setting_is_refused_at_once():
+    with pytest.raises(TypeError, match="unknown scheduling settings"):
+        Flow("x").add(GenerateFlowFile, "g", run_every="1 sec")
+    with pytest.raises(TypeError, match="not a Processor"):
+        Flow("x").add(dict, "g")
+
+
+def test_json_round_trip_is_exact():
+    flow = valid_flow()
+    again = Flow.from_json(flow.to_json())
+    assert again.to_dict() == flow.to_dict()
+    assert again.processors["route"].type is RouteOnAttribute
+    assert again.processors["route"].concurrent_tasks == 2
+    assert again.connections[0].prioritizers == ("PriorityAttribute",)
+    again.validate()
+
+
+def test_json_with_bare_type_names_and_save(tmp_path):
+    data = valid_flow().to_dict()
+    data["processors"][0]["type"] = "GenerateFlowFile"
+    flow = Flow.from_dict(data)
+    assert flow.processors["generate"].type is GenerateFlowFile
+    path = tmp_path / "flow.json"
+    flow.save(path)
+    assert Flow.from_json(path.read_text()).to_dict() == flow.to_dict()
+
+
+def test_bad_json_definitions_give_clear_errors():
+    with pytest.raises(FlowValidationError, match="not valid JSON"):
+        Flow.from_json("{nope")
+    with pytest.raises(FlowValidationError, match="definition version 1"):
+        Flow.from_json('{"flowactors_flow": 99, "name": "x"}')
+    data = valid_flow().to_dict()
+    data["processors"][0]["type"] = "no.such.module.Proc"
+    data["processors"][1]["type"] = "flowactors.flow.Flow"
+    with pytest.raises(FlowValidationError) as caught:
+        Flow.from_dict(data)
+    assert len(caught.value.problems) == 2
+    assert "cannot import 'no.such.module'" in caught.value.problems[0]
+    assert "is not a Processor class" in caught.value.problems[1]
+
+
+def test_dynamic_relationships_come_from_properties():
+    flow = Flow("dyn")
+    g = flow.add(GenerateFlowFile, "g")
+    r = flow.add(RouteOnAttribute, "r", properties={"small": "${fileSize:lt(10)}"}, auto_terminate=["unmatched"])
+    m = flow.add(MergeContent, "m", auto_terminate=["merged", "original", "failure"])
+    flow.connect(g, r)
+    flow.connect(r, m, "small")
+    assert flow.problems() == []
+    flow.connect(r, m, "large", name="large")
+    assert any("no relationship 'large'" in p for p in flow.problems())
+
+
+def test_custom_processor_declares_everything():
+    class Shout(Processor):
+        properties = [PropertyDescriptor("Level", required=True, allowable_values=("loud", "louder"))]
+        relationships = [Relationship("success")]
+
+        def on_trigger(self, context, session):
+            pass
+
+    assert Shout.validate_properties({"Level": "quiet"}) == ["property 'Level' is 'quiet'; allowed: loud, louder"]
+    assert Shout.validate_properties({"Level": "loud"}) == []
+    assert Shout.validate_properties({"Level": "loud", "Extra": "x"}) == [
+        "'Extra' is not a property of Shout (its properties: Level)"]
+
+
+def test_bad_settings_are_problems_of_the_flow():
+    flow = valid_flow()
+    flow.settings.update(checkpoint_intervall=5, always_sync="yes")
+    problems = flow.problems()
+    assert any("unknown settings ['checkpoint_intervall']" in p for p in problems)
+    flow.settings.pop("checkpoint_intervall")
+    assert any("setting 'always_sync' must be bool, not 'yes'" in p for p in flow.problems())
