@@ -56,7 +56,7 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         final["recovery"] = ray.get(controller.start.remote())
         if on_started is not None:
             on_started(controller)
-        idle_streak = 0
+        idle_streak, last_work = 0, None
         while True:
             status = ray.get(controller.status.remote())
             elapsed = time.monotonic() - began
@@ -66,7 +66,9 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
             if duration is not None and elapsed >= duration:
                 break
             if until_idle and duration is None:
-                idle_streak = idle_streak + 1 if ray.get(controller.is_idle.remote(status)) else 0
+                work = work_done(status)
+                idle = ray.get(controller.is_idle.remote(status)) and work == last_work
+                idle_streak, last_work = (idle_streak + 1 if idle else 0), work
                 if idle_streak >= IDLE_CHECKS:
                     break
             if timeout is not None and elapsed >= timeout:
@@ -84,6 +86,12 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     if show_status:
         print(render(final, final["seconds"]))
     return final
+
+
+def work_done(status: dict) -> tuple[int, int]:
+    """Counters that move whenever anything happens: idle means they stood still between looks."""
+    return (sum(p["commits"] for p in status["processors"]),
+            sum(q["total_in"] + q["total_out"] for q in status["queues"]))
 
 
 def processor_totals(status: dict) -> dict[str, dict]:

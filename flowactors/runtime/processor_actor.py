@@ -129,17 +129,17 @@ class RayBackend:
             ray.get(self.wiring.flowfile_repository.commit.remote(batch.updates, batch.removals, batch.new_claims))
         except Exception as err:
             raise CommitError(f"the FlowFile repository refused the commit: {err}") from err
-        refs = []
         queues = self.wiring.queues
+        provenance = None
         if batch.events and self.wiring.provenance_repository is not None:
-            refs.append(self.wiring.provenance_repository.register.remote(batch.events))
+            provenance = self.wiring.provenance_repository.register.remote(batch.events)
         offer_ids = list(batch.offers)
-        refs.extend(queues[q].offer.remote(batch.offers[q]) for q in offer_ids)
-        refs.extend(queues[q].acknowledge.remote(u) for q, u in batch.acknowledgements.items())
-        results = ray.get(refs)
-        offset = 1 if batch.events and self.wiring.provenance_repository is not None else 0
-        for queue_id, state in zip(offer_ids, results[offset:offset + len(offer_ids)]):
-            self._states[queue_id] = state
+        # offered downstream before acknowledged upstream: a FlowFile is always counted in some
+        # queue, so nobody can see the flow idle while records are between two queues
+        states = ray.get([queues[q].offer.remote(batch.offers[q]) for q in offer_ids])
+        self._states.update(zip(offer_ids, states))
+        ray.get([queues[q].acknowledge.remote(u) for q, u in batch.acknowledgements.items()]
+                + ([provenance] if provenance is not None else []))
         c = self.counters
         c.commits += 1
         c.flowfiles_in += sum(len(u) for u in batch.acknowledgements.values())
@@ -188,6 +188,7 @@ class ProcessorActor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.idle = False
+        self.busy = False
         self.back_pressure = False
         self.running = False
         self.errors: deque[dict] = deque(maxlen=10)
@@ -207,7 +208,8 @@ class ProcessorActor:
     def status(self) -> dict:
         c = self.counters
         return {
-            "name": self.node.name, "instance": self.instance, "running": self.running, "idle": self.idle,
+            "name": self.node.name, "instance": self.instance, "running": self.running,
+            "idle": self.idle and not self.busy,
             "back_pressure": self.back_pressure, "tasks": c.tasks, "task_seconds": round(c.task_seconds, 4),
             "flowfiles_in": c.flowfiles_in, "flowfiles_out": c.flowfiles_out, "bytes_read": c.bytes_read,
             "bytes_written": c.bytes_written, "commits": c.commits, "errors": c.errors, "expired": c.expired,
@@ -249,6 +251,7 @@ class ProcessorActor:
         session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids,
                                  penalty_duration=self.penalty)
         started = time.monotonic()
+        self.busy = True
         try:
             self.processor.on_trigger(self.context, session)
             session.commit()
@@ -262,7 +265,8 @@ class ProcessorActor:
         finally:
             self.counters.tasks += 1
             self.counters.task_seconds += time.monotonic() - started
-        self.idle = self.counters.commits == commits_before
+            self.idle = self.counters.commits == commits_before
+            self.busy = False
         if self.context._yield_requested:
             self.context._yield_requested = False
             self._stop.wait(self.yield_duration)
