@@ -222,8 +222,9 @@ class ProcessSession:
                     shutil.copyfileobj(stream, out, CHUNK)
             out.write(footer)
 
+        size = len(header) + len(footer) + len(demarcator) * max(len(sources) - 1, 0) + sum(s.size for s in sources)
         try:
-            merged = self.write(merged, write_all)
+            merged = self.write(merged, write_all, size_hint=size)
         except BaseException:
             del self._records[merged.uuid]  # the caller can route the inputs; the child never existed
             raise
@@ -275,10 +276,14 @@ class ProcessSession:
         with self.read(flowfile) as stream:
             return stream.read()
 
-    def write(self, flowfile: FlowFile, callback: Callable[[BinaryIO], None]) -> FlowFile:
-        """Replace the content with what ``callback(out)`` writes (a new claim; the old is untouched)."""
+    def write(self, flowfile: FlowFile, callback: Callable[[BinaryIO], None], *,
+              size_hint: int | None = None) -> FlowFile:
+        """Replace the content with what ``callback(out)`` writes (a new claim; the old is untouched).
+
+        ``size_hint``, the expected size when known, keeps large contents in claims of their own.
+        """
         record = self._record(flowfile)
-        with self._content_writer().open_stream() as out:
+        with self._content_writer().open_stream(size_hint) as out:
             callback(out)
         return self._update(record, claim=out.claim, content=True)
 

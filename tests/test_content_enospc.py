@@ -10,7 +10,6 @@ is skipped with the reason (it is never silently passed).
 from __future__ import annotations
 
 import errno
-import gc
 import os
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ from repositories.content import (
     ContentRepositoryError,
     ContentRepositoryFullError,
 )
+from tmpfs import mount_tmpfs, unmount
 
 SIZE = 1024 * 1024
 
@@ -107,33 +107,17 @@ def full_disk_scenario(mount: Path, scratch: Path) -> None:
     assert repo.read_bytes(claim) == b"fits"
 
 
-def _mount_tmpfs(path: Path) -> bool:
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(path)],
-        capture_output=True, text=True,
-    )
-    return result.returncode == 0
-
-
-def _unmount(path: Path) -> None:
-    gc.collect()  # descriptors held by a failed test's traceback
-    if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-        subprocess.run(["umount", "--lazy", str(path)], check=True)
-
-
 def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
     mount = tmp_path / "small-fs"
     mount.mkdir()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    if _mount_tmpfs(mount):
+    if mount_tmpfs(mount, SIZE):
         try:
             assert shutil.disk_usage(mount).total == SIZE
             full_disk_scenario(mount, scratch)
         finally:
-            _unmount(mount)
+            unmount(mount)
         return
 
     unshare = shutil.which("unshare")

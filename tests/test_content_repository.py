@@ -105,25 +105,27 @@ def test_claim_file_is_the_raw_concatenation_of_its_contents(make_repo):
     assert repo.read_bytes(claims[1]) == b""
 
 
-def test_large_content_shares_only_with_what_came_before(any_repo):
+def test_large_content_of_known_size_gets_a_claim_of_its_own(any_repo):
+    """A content known not to fit the current claim's room starts a new claim, so small contents
+    written before it cannot pin it (seed 003's disk flood); one of unknown size (a stream without
+    a hint) can only share with what came before it, as in NiFi."""
     repo = any_repo(max_appendable_size=1024, max_flowfiles_per_claim=100)
     writer = repo.writer()
     small = [writer.write_bytes(b"s" * 10) for _ in range(3)]
     big = writer.write_bytes(b"B" * 5000)
     after = writer.write_bytes(b"after")
-    assert big.resource == small[0].resource and big.offset == 30 and big.length == 5000
-    assert after.resource != big.resource and after.offset == 0
+    assert big.resource != small[0].resource and big.offset == 0 and big.length == 5000
+    assert after.resource not in (big.resource, small[0].resource) and after.offset == 0
 
-    alone = writer.write_bytes(b"L" * 4096)  # claim of `after` continues...
-    assert alone.resource == after.resource
-    fresh = writer.write_bytes(b"x")
-    first_big_writer = repo.writer()
-    first = first_big_writer.write_bytes(b"Z" * 3000)
-    next_one = first_big_writer.write_bytes(b"z")
-    assert first.offset == 0 and next_one.resource != first.resource  # a big first content is alone
-    assert fresh.resource != alone.resource
-    assert repo.read_bytes(big) == b"B" * 5000
-    assert repo.read_bytes(first) == b"Z" * 3000
+    fits = writer.write_bytes(b"f" * 1000)  # 5 + 1000 bytes still fit the 1024-byte claim
+    assert fits.resource == after.resource and fits.offset == 5
+    with writer.open_stream() as stream:  # size unknown: appended to the open claim
+        stream.write(b"U" * 3000)
+    assert stream.claim.resource == after.resource and stream.claim.offset == 1005
+    with writer.open_stream(size_hint=3000) as hinted:
+        hinted.write(b"H" * 3000)
+    assert hinted.claim.offset == 0 and hinted.claim.resource != after.resource
+    assert repo.read_bytes(big) == b"B" * 5000 and repo.read_bytes(stream.claim) == b"U" * 3000
 
 
 def test_writers_never_share_a_claim(any_repo):

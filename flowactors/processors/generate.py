@@ -106,4 +106,8 @@ class GenerateFlowFile(Processor):
             if extra:
                 flowfile = session.put_all_attributes(flowfile, extra)
             session.transfer(flowfile, SUCCESS)
+        session.commit_async(on_success=lambda: self._count_generated(count))
+
+    def _count_generated(self, count: int) -> None:
+        """Counted only once the commit is durable: a failed commit makes them again."""
         self._generated += count

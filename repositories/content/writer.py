@@ -149,7 +149,7 @@ class BaseClaimWriter:
     def write_bytes(self, data: Any) -> ContentClaim:
         """Append one content held in memory; returns its claim."""
         view = _as_bytes_view(data)
-        start = self._begin()
+        start = self._begin(len(view))
         try:
             if len(view):
                 self._storage_append(view)
@@ -159,9 +159,13 @@ class BaseClaimWriter:
             raise
         return self._end(start)
 
-    def open_stream(self) -> ContentOutputStream:
-        """A stream for one content (a context manager); ``.claim`` is set when it closes."""
-        start = self._begin()
+    def open_stream(self, size_hint: int | None = None) -> ContentOutputStream:
+        """A stream for one content (a context manager); ``.claim`` is set when it closes.
+
+        ``size_hint``, the expected size when known, lets a content that will not fit the current
+        claim start a claim of its own (see ``_begin``).
+        """
+        start = self._begin(size_hint)
         stream = ContentOutputStream(self, start)
         self._stream = stream
         return stream
@@ -174,7 +178,7 @@ class BaseClaimWriter:
         """
         if length is not None and length < 0:
             raise ValueError(f"length must be >= 0, not {length}")
-        start = self._begin()
+        start = self._begin(length)
         try:
             copied = self._copy_source(source, length)
             if length is not None and copied < length:
@@ -189,7 +193,13 @@ class BaseClaimWriter:
     def copy_file(self, path: str | os.PathLike[str]) -> ContentClaim:
         """Import the file at ``path`` as one content, streaming."""
         with open(path, "rb", buffering=0) as source:
-            return self.copy_from(source)
+            start = self._begin(os.fstat(source.fileno()).st_size)
+            try:
+                self._copy_source(source, None)
+            except BaseException:
+                self._abort_content(start)
+                raise
+            return self._end(start)
 
     def created(self) -> list[ResourceClaim]:
         """The resource claims this writer created, in order."""
@@ -242,12 +252,19 @@ class BaseClaimWriter:
         if self._sealed is not None:
             raise ContentRepositoryError(f"this claim writer is {self._sealed}")
 
-    def _begin(self) -> int:
+    def _begin(self, size_hint: int | None = None) -> int:
+        """Start a content. One known not to fit the current claim's room starts a claim of its own,
+        so a large content never lands in a claim that small survivors pin (seed 003's disk flood).
+        """
         self._check_usable()
         if self._stream is not None:
             raise ContentRepositoryError(
                 "a content stream of this writer is still open; close it before the next content"
             )
+        if (self._resource is not None and self._count and size_hint is not None
+                and self._size + size_hint > self._max_size):
+            self._resource = None
+            self._storage_retire()
         if self._resource is None:
             self._storage_new_claim()
             self._size = 0
