@@ -583,3 +583,19 @@ def test_register_and_search_while_a_rollover_runs(tmp_path):
     assert ids(repo.search(limit=None)) == list(range(119, -1, -1))
     assert repo.stats()["event_files"] == 2
     repo.close()
+
+
+def test_register_encoded_splices_ids_into_events_encoded_by_processors(tmp_path):
+    from repositories.provenance.event import ProvenanceFormatError, encode_event, with_event_id
+
+    for repo in (ProvenanceRepository(tmp_path / "durable"), InMemoryProvenanceRepository()):
+        first_batch = [ProvenanceEvent(event_type=ProvenanceEventType.CREATE, flowfile_uuid=f"u{i}",
+                                       timestamp=1000 + i) for i in range(3)]
+        repo.register(first_batch[:1])
+        first, last = repo.register_encoded([encode_event(e) for e in first_batch[1:]], [1001, 1002])
+        assert (first, last) == (1, 2)
+        assert [repo.get(i).flowfile_uuid for i in (0, 1, 2)] == ["u0", "u1", "u2"]
+        assert repo.get(2).event_id == 2
+        with pytest.raises(ProvenanceFormatError, match="event_id -1"):
+            with_event_id(encode_event(repo.get(2)), 7)
+        repo.close()

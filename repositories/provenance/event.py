@@ -176,6 +176,20 @@ def encode_event(e: ProvenanceEvent) -> bytes:
     )
 
 
+_UNREGISTERED_PREFIX = _VERSION_PREFIX + b"[-1,"
+
+
+def with_event_id(unregistered: bytes, event_id: int) -> bytes:
+    """An event encoded before it had an id (``event_id`` -1), with its id put in.
+
+    The id is the first element of the encoded array, so this is a splice of the prefix: the
+    repository assigns ids to events that processors encoded themselves without decoding them.
+    """
+    if not unregistered.startswith(_UNREGISTERED_PREFIX):
+        raise ProvenanceFormatError("an unregistered event must be encoded with event_id -1")
+    return b"%s[%d,%s" % (_VERSION_PREFIX, event_id, unregistered[len(_UNREGISTERED_PREFIX):])
+
+
 def decode_fields(data: bytes | memoryview, where: str = "provenance record") -> list:
     """The decoded field array of an encoded event (``FIELD_INDEX`` gives positions), unconverted.
 

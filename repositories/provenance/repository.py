@@ -45,6 +45,7 @@ import orjson
 
 from repositories.provenance.event import (
     FIELD_INDEX,
+    with_event_id,
     ProvenanceEvent,
     ProvenanceEventType,
     ProvenanceFormatError,
@@ -242,49 +243,53 @@ class ProvenanceRepository:
         the OS page cache (flushed, not fsynced) and visible to ``get``/``events``/``search``.
         """
         with self._lock:
-            if self._closed:
-                raise RuntimeError("the provenance repository is closed")
-            first = next_id = self._next_id
-            if not events:
-                return first, first - 1
-            parts: list[bytes] = []
-            append = parts.append
-            min_ts = max_ts = events[0].timestamp
+            first = self._next_id
             try:
-                for event in events:
-                    event.event_id = next_id
-                    data = encode_event(event)
-                    append(pack_entry_header(next_id, len(data)))
-                    append(data)
-                    next_id += 1
-                    ts = event.timestamp
-                    if ts < min_ts:
-                        min_ts = ts
-                    elif ts > max_ts:
-                        max_ts = ts
+                for offset, event in enumerate(events):
+                    event.event_id = first + offset
+                encoded = [encode_event(event) for event in events]
+                return self._append_locked(encoded, [event.timestamp for event in events])
             except BaseException:
                 for event in events:
                     event.event_id = -1
                 raise
-            payload = pack_count(len(events)) + b"".join(parts)
-            generation = self._active
-            turn = self._journal_turn
-            self._journal_turn = (turn + 1) % (self.journal_count * len(self.containers))
-            journal = generation.journals.get(turn)
-            if journal is None:
-                container = self.containers[turn % len(self.containers)]
-                path = container / "journals" / journal_name(generation.first_id, turn)
-                journal = generation.journals[turn] = JournalFile.create(path, generation.first_id)
-            try:
-                journal.append(payload, first, next_id - 1, len(events), min_ts, max_ts)
-            except BaseException:
-                for event in events:
-                    event.event_id = -1
-                raise
-            generation.add_record(journal, journal.records[-1])
-            generation.bytes += len(payload) + 8
-            self._next_id = next_id
-            return first, next_id - 1
+
+    def register_encoded(self, unregistered: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
+        """``register`` for events the caller already encoded with ``event_id`` -1 (see
+        ``with_event_id``): the processors encode once, and this only splices the ids in."""
+        with self._lock:
+            first = self._next_id
+            encoded = [with_event_id(data, first + offset) for offset, data in enumerate(unregistered)]
+            return self._append_locked(encoded, timestamps)
+
+    def _append_locked(self, encoded: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
+        """Append events already encoded with their ids (the next ones) to one journal."""
+        if self._closed:
+            raise RuntimeError("the provenance repository is closed")
+        first = next_id = self._next_id
+        if not encoded:
+            return first, first - 1
+        parts: list[bytes] = []
+        append = parts.append
+        for data in encoded:
+            append(pack_entry_header(next_id, len(data)))
+            append(data)
+            next_id += 1
+        min_ts, max_ts = min(timestamps), max(timestamps)
+        payload = pack_count(len(encoded)) + b"".join(parts)
+        generation = self._active
+        turn = self._journal_turn
+        self._journal_turn = (turn + 1) % (self.journal_count * len(self.containers))
+        journal = generation.journals.get(turn)
+        if journal is None:
+            container = self.containers[turn % len(self.containers)]
+            path = container / "journals" / journal_name(generation.first_id, turn)
+            journal = generation.journals[turn] = JournalFile.create(path, generation.first_id)
+        journal.append(payload, first, next_id - 1, len(encoded), min_ts, max_ts)
+        generation.add_record(journal, journal.records[-1])
+        generation.bytes += len(payload) + 8
+        self._next_id = next_id
+        return first, next_id - 1
 
     # ------------------------------------------------------------------ rollover
 
@@ -914,15 +919,22 @@ class InMemoryProvenanceRepository:
     def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
         with self._lock:
             first = self._next_id
-            encoded = []
             for offset, event in enumerate(events):
                 event.event_id = first + offset
-                encoded.append(encode_event(event))
-            for offset, data in enumerate(encoded):
-                self._events[first + offset] = data
-                self._bytes += len(data)
-            self._next_id = first + len(events)
-            return first, self._next_id - 1
+            return self._store_locked([encode_event(event) for event in events])
+
+    def register_encoded(self, unregistered: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
+        with self._lock:
+            first = self._next_id
+            return self._store_locked([with_event_id(d, first + i) for i, d in enumerate(unregistered)])
+
+    def _store_locked(self, encoded: list[bytes]) -> tuple[int, int]:
+        first = self._next_id
+        for offset, data in enumerate(encoded):
+            self._events[first + offset] = data
+            self._bytes += len(data)
+        self._next_id = first + len(encoded)
+        return first, self._next_id - 1
 
     def rollover(self) -> dict:
         return {"events": 0, "file": None, "blocks": 0, "bytes": 0, "seconds": 0.0}
