@@ -4,20 +4,54 @@ The queue holds records only (content stays in claim files). A FlowFile handed t
 counted as *in flight* until the consumer's session acknowledges it (commit) or returns it
 (rollback), so back pressure and "is the flow idle" both see it, as NiFi's unacknowledged count does.
 Back pressure thresholds are soft: a session may overshoot them by its batch.
+
+Swapping (NiFi's ``nifi.queue.swap.threshold``). A queue keeps at most about ``swap_threshold``
+FlowFiles in memory; past it, it writes its *lowest-priority* FlowFiles to swap files,
+``swap_batch_size`` per file, registers each file with the FlowFile repository (whose same
+transaction moves those records to queue ``swap:<location>``) and forgets them. Counts, sizes and
+back pressure include swapped FlowFiles. Memory stays near threshold + two batches.
+
+Ordering guarantee, swapping included (NiFi only orders what is in memory, NIFI-7583):
+
+* FIFO (no prioritizer, or only ``FIFO``): FlowFiles leave in the order they arrived in this queue.
+  Once anything is swapped out, arrivals wait behind the swapped data (the *tail*); swap files
+  hold consecutive stretches of arrivals and come back oldest first.
+* With prioritizers: every poll returns the highest-priority FlowFiles of all that are queued,
+  in memory or swapped. Each swap file is a run sorted by priority; the queue keeps each run's
+  next FlowFile and merges the runs with memory (an external merge sort), reading a run a few
+  entries at a time when many runs overlap, so memory stays bounded whatever the priorities.
+  Ties are broken by the time the FlowFile entered the queue (``queue_date``, ``queue_index``).
+* Penalized FlowFiles are set aside when they reach the head, so they do not block the others;
+  at most one batch is set aside at a time (beyond that the queue waits for penalties to end).
+* After a restart: FIFO order is the log's order (``queue_date``, ``queue_index``, id); priority
+  order is exact as above.
+
+The pure logic is ``QueuePartition`` (one node's share of a connection; a connection holds one
+local partition now, one per node once load balancing exists) and ``ConnectionQueue``; the I/O of
+swapping is ``Swapper``; ``QueueActor`` is the Ray actor.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
-from collections import deque
+import os
 from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple, Sequence
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple
 
 import ray
 
+from flowactors.metrics import QueueMetrics
+from flowactors.runtime.queue_partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
+                                                prioritizer_key)
+from flowactors.runtime.queue_swapping import ActorSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
+from repositories.flowfile import swapfile
+from repositories.flowfile.records import SWAP_QUEUE_PREFIX
 from repositories.model import FlowFile, now_millis
+
+__all__ = ["ActorSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueActor", "QueueConfig",
+           "QueuePartition", "QueueState", "SwapRegistry", "SwapRun", "Swapper", "fifo_key",
+           "prioritizer_key", "restore_queues", "unknown_queues"]
 
 
 class QueueState(NamedTuple):
@@ -35,46 +69,35 @@ class QueueConfig:
     back_pressure_bytes: int = 1024**3
     expiration_ms: int = 0
     prioritizers: tuple[str, ...] = ()
+    #: FlowFiles kept in memory before the lowest-priority ones go to swap files (0: never swap)
+    swap_threshold: int = 20_000
+    #: FlowFiles per swap file
+    swap_batch_size: int = 10_000
+    #: fsync each swap file before registering it (``Settings.always_sync``)
+    sync_swap_files: bool = False
+    #: name of the local partition (the node's share of the connection)
+    partition: str = "local"
+    #: the flow's name, for the queue's metrics tags (``flowactors.metrics``)
+    flow: str = ""
 
 
-def _priority_value(flowfile: FlowFile) -> tuple:
-    """PriorityAttribute: numbers first (ascending), then strings, then FlowFiles without one."""
-    value = flowfile.attributes.get("priority")
-    if value is None:
-        return (2, 0, "")
-    try:
-        return (0, float(value), "")
-    except ValueError:
-        return (1, 0, value)
-
-
-_PRIORITIZER_KEYS: dict[str, Callable[[FlowFile], tuple]] = {
-    "FIFO": lambda f: (f.queue_date, f.queue_index),
-    "OldestFlowFileFirst": lambda f: (f.lineage_start_date, f.entry_date),
-    "NewestFlowFileFirst": lambda f: (-f.lineage_start_date, -f.entry_date),
-    "PriorityAttribute": lambda f: _priority_value(f),
-}
-
-
-def prioritizer_key(names: Sequence[str]) -> Callable[[FlowFile], tuple]:
-    """The sort key for a list of prioritizers, applied in order, FIFO breaking ties."""
-    keys = [_PRIORITIZER_KEYS[n] for n in names] + [_PRIORITIZER_KEYS["FIFO"], lambda f: (f.id,)]
-    return lambda f: tuple(itertools.chain.from_iterable(k(f) for k in keys))
+# ---------------------------------------------------------------------------------- the queue
 
 
 class ConnectionQueue:
-    """The queue's logic, free of Ray so it can be unit-tested and reused by the stateless engine."""
+    """The queue's logic, free of Ray and of I/O, so it can be unit-tested and reused by the
+    stateless engine. Without ``swapping`` it never swaps (in-process runners)."""
 
-    def __init__(self, config: QueueConfig):
+    def __init__(self, config: QueueConfig, *, swapping: bool = False):
         self.config = config
-        self._key = prioritizer_key(config.prioritizers) if config.prioritizers else None
-        self._fifo: deque[FlowFile] = deque()
-        self._heap: list[tuple[tuple, int, FlowFile]] = []
-        self._penalized: list[tuple[int, int, FlowFile]] = []
-        self._counter = itertools.count()
+        check_prioritizers(config.prioritizers)
+        ordered = any(n != "FIFO" for n in config.prioritizers)
+        key = prioritizer_key(config.prioritizers) if ordered else None
+        threshold = config.swap_threshold if swapping and config.swap_threshold > 0 else None
+        self.local = QueuePartition(config.partition, key, threshold, config.swap_batch_size)
+        self.partitions: dict[str, QueuePartition] = {self.local.name: self.local}
         self._in_flight: dict[str, FlowFile] = {}
-        self.count = 0
-        self.size = 0
+        self._in_flight_bytes = 0
         self.total_in = 0
         self.total_out = 0
 
@@ -85,7 +108,15 @@ class ConnectionQueue:
 
     @property
     def queued(self) -> int:
-        return self.count - len(self._in_flight)
+        return sum(p.count for p in self.partitions.values())
+
+    @property
+    def count(self) -> int:
+        return self.queued + len(self._in_flight)
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.partitions.values()) + self._in_flight_bytes
 
     def is_full(self) -> bool:
         c = self.config
@@ -96,57 +127,38 @@ class ConnectionQueue:
 
     # ------------------------------------------------------------------ producers
     def offer(self, flowfiles: Iterable[FlowFile]) -> QueueState:
-        for flowfile in flowfiles:
-            self._push(flowfile)
-            self.count += 1
-            self.size += flowfile.size
-            self.total_in += 1
+        self.total_in += self.local.add_all(flowfiles)
         return self.state()
 
-    def _push(self, flowfile: FlowFile) -> None:
-        if flowfile.penalized_until > 0 and flowfile.penalized_until > now_millis():
-            heapq.heappush(self._penalized, (flowfile.penalized_until, next(self._counter), flowfile))
-        elif self._key is None:
-            self._fifo.append(flowfile)
-        else:
-            heapq.heappush(self._heap, (self._key(flowfile), next(self._counter), flowfile))
+    def restore(self, flowfiles: Iterable[FlowFile]) -> QueueState:
+        """Recovery: FlowFiles read back from the write-ahead log, in its order."""
+        self.local.restore(flowfiles)
+        return self.state()
 
     # ------------------------------------------------------------------ consumers
+    def _mark(self, flowfiles: Iterable[FlowFile]) -> None:
+        in_flight = self._in_flight
+        for ff in flowfiles:
+            in_flight[ff.uuid] = ff
+            self._in_flight_bytes += ff.size
+
     def poll(self, max_count: int) -> tuple[list[FlowFile], list[FlowFile]]:
-        """Up to ``max_count`` FlowFiles in priority order, and the ones that expired meanwhile.
+        """Up to ``max_count`` FlowFiles in priority order, and the ones that expired meanwhile
+        (together at most ``max_count``), from memory.
 
         Both are in flight until acknowledged; expired ones are for the caller to record as EXPIRE.
         """
-        now = now_millis()
-        while self._penalized and self._penalized[0][0] <= now:
-            flowfile = heapq.heappop(self._penalized)[2]._replace(penalized_until=0)
-            self._push(flowfile)
-        taken: list[FlowFile] = []
-        expired: list[FlowFile] = []
-        expiry = self.config.expiration_ms
-        while len(taken) < max_count:
-            flowfile = self._pop()
-            if flowfile is None:
-                break
-            self._in_flight[flowfile.uuid] = flowfile
-            if expiry and now - flowfile.entry_date > expiry:
-                expired.append(flowfile)
-            else:
-                taken.append(flowfile)
+        taken, expired = self.local.take(max_count, now_millis(), self.config.expiration_ms)
+        self._mark(taken)
+        self._mark(expired)
         return taken, expired
-
-    def _pop(self) -> FlowFile | None:
-        if self._key is None:
-            return self._fifo.popleft() if self._fifo else None
-        return heapq.heappop(self._heap)[2] if self._heap else None
 
     def acknowledge(self, uuids: Iterable[str]) -> QueueState:
         """The consumer committed: these FlowFiles have left the queue for good."""
         for uuid in uuids:
             flowfile = self._in_flight.pop(uuid, None)
             if flowfile is not None:
-                self.count -= 1
-                self.size -= flowfile.size
+                self._in_flight_bytes -= flowfile.size
                 self.total_out += 1
         return self.state()
 
@@ -154,76 +166,116 @@ class ConnectionQueue:
         """The consumer rolled back: the FlowFiles go back where their priority puts them."""
         returned = []
         for flowfile in flowfiles:
-            if self._in_flight.pop(flowfile.uuid, None) is not None:
+            previous = self._in_flight.pop(flowfile.uuid, None)
+            if previous is not None:
+                self._in_flight_bytes -= previous.size
                 returned.append(flowfile)
-        if self._key is None:
-            penalized = [f for f in returned if f.penalized_until > now_millis()]
-            for flowfile in penalized:
-                self._push(flowfile)
-            ready = [f for f in returned if f.penalized_until <= now_millis()]
-            self._fifo.extendleft(reversed(ready))
-        else:
-            for flowfile in returned:
-                self._push(flowfile)
+        if returned:
+            self.local.requeue(returned)
         return self.state()
 
-    def listing(self, limit: int) -> list[FlowFile]:
-        """The first ``limit`` queued FlowFiles in the order they would be taken (not in flight)."""
-        if self._key is None:
-            ready = list(itertools.islice(self._fifo, limit))
-        else:
-            ready = [entry[2] for entry in heapq.nsmallest(limit, self._heap)]
-        penalized = [entry[2] for entry in heapq.nsmallest(limit, self._penalized)]
-        return (ready + penalized)[:limit]
+    def take_for_drop(self, max_count: int) -> list[FlowFile]:
+        """Up to ``max_count`` queued FlowFiles from memory, in flight from now on (to be dropped)."""
+        out = self.local.take_any(max_count)
+        self._mark(out)
+        return out
 
-    def drain(self) -> list[FlowFile]:
-        """Take every queued FlowFile (not those in flight) out, e.g. to empty the queue."""
-        drained = list(self._fifo) + [e[2] for e in self._heap] + [e[2] for e in self._penalized]
-        self._fifo.clear()
-        self._heap.clear()
-        self._penalized.clear()
-        for flowfile in drained:
-            self._in_flight[flowfile.uuid] = flowfile
-        return drained
+    def listing(self, limit: int) -> list[FlowFile]:
+        """The first ``limit`` queued FlowFiles in memory in the order they would be taken, then
+        the penalized ones set aside (swapped ones: ``QueueActor.list_flowfiles``)."""
+        head, tail, penalized = self.local.memory_listing(limit)
+        return (head + tail + penalized)[:limit]
 
     def status(self) -> dict:
+        p = self.local
         return {
             "id": self.config.queue_id, "queued": self.queued, "in_flight": self.in_flight,
             "count": self.count, "bytes": self.size, "back_pressure": self.is_full(),
-            "penalized": len(self._penalized), "total_in": self.total_in, "total_out": self.total_out,
+            "penalized": p.penalized_count(now_millis()), "total_in": self.total_in, "total_out": self.total_out,
+            "in_memory": p.memory, "swapped": p.swapped, "swapped_bytes": p.swapped_bytes,
+            "swap_files": p.run_count,
         }
+
+
+# ---------------------------------------------------------------------------------- the actor
 
 
 @ray.remote(num_cpus=0)
 class QueueActor:
-    """The Ray actor of one connection. Async, so a consumer can wait for data without spinning."""
+    """The Ray actor of one connection. Async, so a consumer can wait for data without spinning,
+    and so swap files are written and registered while producers and consumers carry on.
 
-    def __init__(self, config: QueueConfig):
-        self.queue = ConnectionQueue(config)
+    Swapping is on when ``repository`` (the flow's repository folder; swap files go to
+    ``<repository>/flowfile/swap``) and ``flowfile_repository`` (the ``FlowFileRepositoryActor``,
+    which keeps the registry) are given."""
+
+    def __init__(self, config: QueueConfig, repository: str | None = None, flowfile_repository: Any = None):
+        swapping = repository is not None and flowfile_repository is not None
+        self.queue = ConnectionQueue(config, swapping=swapping)
+        self.swapper = (Swapper(self.queue, swapfile.swap_directory(repository),
+                                ActorSwapRegistry(flowfile_repository)) if swapping else None)
         self._changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.metrics = QueueMetrics(config.flow, config.queue_id)
+        self.metrics.publish(self.queue.status())
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+        self.metrics.changed(self.queue.status)  # throttled gauges, always ending on the latest state
 
-    async def offer(self, flowfiles: list[FlowFile]) -> QueueState:
-        state = self.queue.offer(flowfiles)
+    # ------------------------------------------------------------------ swapping in the background
+    def _kick(self) -> None:
+        if self.swapper is None or (self._task is not None and not self._task.done()):
+            return
+        if self.swapper.has_work():
+            self._task = asyncio.get_running_loop().create_task(self._maintain())
+
+    async def _maintain(self) -> None:
+        await self.swapper.maintain()
         self._notify()
-        return state
+
+    # ------------------------------------------------------------------ producers
+    async def offer(self, flowfiles: list[FlowFile]) -> QueueState:
+        self.queue.offer(flowfiles)
+        self._notify()
+        if self.swapper is not None:
+            await self.swapper.hold_memory()
+        self._kick()
+        return self.queue.state()
 
     async def restore(self, flowfiles: list[FlowFile]) -> QueueState:
-        """Recovery: FlowFiles read back from the write-ahead log, in their order."""
-        return await self.offer(flowfiles)
+        """Recovery: FlowFiles read back from the write-ahead log, in its order."""
+        self.queue.restore(flowfiles)
+        self._notify()
+        if self.swapper is not None:
+            await self.swapper.hold_memory()
+        self._kick()
+        return self.queue.state()
+
+    async def add_swap_files(self, entries: list[dict]) -> dict:
+        """Recovery: this queue's registered swap files (see ``Swapper.adopt``), before ``restore``."""
+        if self.swapper is None:
+            raise RuntimeError(f"queue {self.queue.config.queue_id} was started without swapping "
+                               f"but the FlowFile repository lists swap files for it")
+        return await self.swapper.adopt(self.queue.local, entries)
+
+    # ------------------------------------------------------------------ consumers
+    async def _take(self, max_count: int) -> tuple[list[FlowFile], list[FlowFile]]:
+        if self.swapper is None:
+            return self.queue.poll(max_count)
+        return await self.swapper.poll(max_count)
 
     async def poll(self, max_count: int, wait: float = 0.0) -> tuple[list[FlowFile], list[FlowFile]]:
-        taken, expired = self.queue.poll(max_count)
+        taken, expired = await self._take(max_count)
         if not taken and not expired and wait > 0:
             changed = self._changed
             try:
                 await asyncio.wait_for(changed.wait(), timeout=wait)
             except asyncio.TimeoutError:
                 pass
-            taken, expired = self.queue.poll(max_count)
+            taken, expired = await self._take(max_count)
+        self._kick()
         return taken, expired
 
     async def acknowledge(self, uuids: list[str]) -> QueueState:
@@ -234,6 +286,7 @@ class QueueActor:
     async def requeue(self, flowfiles: list[FlowFile]) -> QueueState:
         state = self.queue.requeue(flowfiles)
         self._notify()
+        self._kick()
         return state
 
     async def wait_not_full(self, wait: float) -> QueueState:
@@ -250,14 +303,88 @@ class QueueActor:
                 break
         return self.queue.state()
 
+    # ------------------------------------------------------------------ operations
+    async def take_for_drop(self, max_count: int) -> list[FlowFile]:
+        """Up to ``max_count`` queued FlowFiles (swapped ones read back), now in flight, for the
+        caller to remove from the log and record as dropped, then ``acknowledge``."""
+        if self.swapper is None:
+            return self.queue.take_for_drop(max_count)
+        return await self.swapper.take_for_drop(max_count)
+
+    async def list_flowfiles(self, limit: int) -> list[tuple[FlowFile, bool]]:
+        """The first ``limit`` queued FlowFiles in the order they would leave, and whether swapped."""
+        if self.swapper is None:
+            return [(f, False) for f in self.queue.listing(limit)]
+        return await self.swapper.listing(self.queue.local, limit)
+
+    async def listing(self, limit: int) -> list[FlowFile]:
+        return [f for f, _swapped in await self.list_flowfiles(limit)]
+
+    async def settle(self) -> dict:
+        """Wait for background swapping to finish (tests, benchmarks); returns the status."""
+        while self._task is not None and not self._task.done():
+            await self._task
+            self._kick()
+        return await self.status()
+
     async def state(self) -> QueueState:
         return self.queue.state()
 
     async def status(self) -> dict:
-        return self.queue.status()
+        status = self.queue.status()
+        if self.swapper is not None:
+            status.update(self.swapper.status())
+        return status
 
-    async def listing(self, limit: int) -> list[FlowFile]:
-        return self.queue.listing(limit)
+    async def pid(self) -> int:
+        """The actor's process id (for memory measurements)."""
+        return os.getpid()
 
-    async def drain(self) -> list[FlowFile]:
-        return self.queue.drain()
+
+# ---------------------------------------------------------------------------------- start-up
+
+
+def restore_queues(flowfile_repository: Any, queues: dict[str, Any], repository: str | Path,
+                   batch_size: int = 10_000) -> dict:
+    """Refill queue actors from the log at start-up, in this order: delete swap files the log does
+    not list (NIFI-5997), hand each queue its registered swap files (kept on disk, counted), then
+    stream the FlowFiles that were in memory into their queues in log order."""
+    swap_files = ray.get(flowfile_repository.swap_files.remote())
+    sizes = ray.get(flowfile_repository.queue_sizes.remote())
+    removed = swapfile.remove_orphans(swapfile.swap_directory(repository), {e["location"] for e in swap_files})
+    by_queue: dict[str, list[dict]] = {}
+    for entry in swap_files:
+        count, size = sizes.get(SWAP_QUEUE_PREFIX + entry["location"], (0, 0))
+        by_queue.setdefault(entry["queue"], []).append({**entry, "remaining": count, "remaining_size": size})
+    missing = sorted(set(by_queue) - set(queues))
+    if missing:
+        raise ValueError(f"the FlowFile repository lists swap files for queues this flow does not have: {missing}")
+    adopted = ray.get([queues[q].add_swap_files.remote(entries) for q, entries in by_queue.items()])
+    restored = 0
+    while True:
+        batch = ray.get(flowfile_repository.next_recovery_batch.remote(batch_size))
+        if batch is None:
+            break
+        queue_id, flowfiles = batch
+        ray.get(queues[queue_id].restore.remote(flowfiles))
+        restored += len(flowfiles)
+    return {
+        "restored": restored,
+        "swap_files": sum(a["swap_files"] for a in adopted),
+        "swapped": sum(e["remaining"] for entries in by_queue.values() for e in entries),
+        "swap_files_from_log": sum(a["from_log"] for a in adopted),
+        "orphan_swap_files_removed": removed,
+    }
+
+
+def unknown_queues(recovery: dict, connections: set[str]) -> dict[str, int]:
+    """Queue ids the log holds FlowFiles for (swapped ones counted for the queue that swapped
+    them) that are not among ``connections``, with their counts; from ``FlowFileRepositoryActor.open``."""
+    unknown: dict[str, int] = {}
+    for queue, count in recovery.get("queues", {}).items():
+        if not queue.startswith(SWAP_QUEUE_PREFIX) and queue not in connections:
+            unknown[queue] = unknown.get(queue, 0) + count
+    for entry in recovery.get("swap_files", []):
+        if entry["queue"] not in connections:
+            unknown[entry["queue"]] = unknown.get(entry["queue"], 0) + entry["count"]
+    return unknown

@@ -1,0 +1,184 @@
+"""Queue operations: list the FlowFiles waiting in a connection, and empty it (NiFi's "List queue"
+and "Empty queue").
+
+Two ways in, the same results:
+
+* a running flow: ``FlowController.list_queue`` / ``FlowController.empty_queue``. The queue actor
+  lists in the order it would deliver (swapped FlowFiles included) and hands out the FlowFiles to
+  drop; the controller removes them from the write-ahead log and records a DROP event for each.
+* a stopped flow's repository folder: ``list_queue`` / ``empty_queue`` here (and ``flowactors
+  queue list|empty``), which read and change the write-ahead log directly, under the repository
+  lock (``flowactors.repository_lock``), so they refuse while a flow runs on the folder. They list
+  in the log's order (when each FlowFile entered the queue), swapped FlowFiles after the others:
+  a stopped flow's prioritizers are not known here.
+
+Emptying drops only queued FlowFiles, not those a processor is working on (as NiFi). Content is
+released the normal way: each removal lowers its claim's claimant count, and the next checkpoint
+hands claims nobody references to the content repository (the offline version runs that
+checkpoint itself).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from flowactors.repository_lock import RepositoryLock
+from flowactors.settings import Settings
+from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
+from repositories.flowfile.swapfile import swap_directory
+from repositories.model import FlowFile, now_millis
+from repositories.provenance import ProvenanceEvent, ProvenanceEventType
+
+DEFAULT_LIMIT = 100
+
+
+class NoSuchQueueError(LookupError):
+    """The queue is not in the flow (running) or holds nothing in the repository (stopped)."""
+
+
+def describe(flowfile: FlowFile, *, position: int, swapped: bool = False, now: int | None = None) -> dict:
+    """One row of a queue listing: what NiFi's "List queue" shows."""
+    now = now_millis() if now is None else now
+    return {
+        "position": position,
+        "uuid": flowfile.uuid,
+        "filename": flowfile.attributes.get("filename"),
+        "size": flowfile.size,
+        "attributes": dict(flowfile.attributes),
+        "queued_for_ms": max(0, now - flowfile.queue_date) if flowfile.queue_date else None,
+        "age_ms": max(0, now - flowfile.entry_date),
+        "lineage_age_ms": max(0, now - flowfile.lineage_start_date),
+        "penalized": flowfile.penalized_until > now,
+        "swapped": swapped,
+    }
+
+
+def drop_events(flowfiles: Sequence[FlowFile], queue_id: str, requested_by: str | None = None) -> list[ProvenanceEvent]:
+    """A DROP event per FlowFile removed by emptying ``queue_id`` (the connection is the component)."""
+    who = requested_by or _user()
+    now = now_millis()
+    return [
+        ProvenanceEvent(
+            event_type=ProvenanceEventType.DROP, timestamp=now, flowfile_uuid=f.uuid,
+            component_id=queue_id, component_name=queue_id, component_type="Connection",
+            lineage_start_date=f.lineage_start_date, source_queue_id=queue_id,
+            previous_attributes=dict(f.attributes), updated_attributes=dict(f.attributes),
+            previous_claim=f.claim, updated_claim=f.claim, previous_size=f.size, updated_size=f.size,
+            details=f"FlowFile Queue emptied by {who}")
+        for f in flowfiles
+    ]
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (e.g. a container without passwd entry)
+        return f"uid {os.getuid()}"
+
+
+# ---------------------------------------------------------------------------------- stopped flows
+
+
+def _check_repository(root: Path) -> None:
+    """Before taking the lock (which would create the folder): is there a log at all?"""
+    if not (root / "flowfile" / "data.mdb").exists():
+        raise FileNotFoundError(f"no FlowFile repository in {root} (expected {root / 'flowfile' / 'data.mdb'}); "
+                                f"give the --repository folder a flow ran with")
+
+
+def _open_log(root: Path) -> WriteAheadFlowFileRepository:
+    return WriteAheadFlowFileRepository(root / "flowfile", create=False)
+
+
+def _swap_files(wal: WriteAheadFlowFileRepository, queue_id: str) -> list[dict]:
+    return [e for e in wal.swap_files() if e["queue"] == queue_id]
+
+
+def _require_queue(wal: WriteAheadFlowFileRepository, queue_id: str, root: Path) -> None:
+    counts = wal.queue_counts()
+    if queue_id in counts or _swap_files(wal, queue_id):
+        return
+    known = sorted(q for q in counts if not q.startswith(SWAP_QUEUE_PREFIX))
+    known += sorted({e["queue"] for e in wal.swap_files()} - set(known))
+    raise NoSuchQueueError(
+        f"queue '{queue_id}' holds no FlowFiles in {root}"
+        + (f"; queues with FlowFiles: {', '.join(known)}" if known else "; no queue holds any"))
+
+
+def _stored(wal: WriteAheadFlowFileRepository, queue_id: str, batch: int) -> Iterator[tuple[list[FlowFile], bool]]:
+    """Batches of a queue's FlowFiles in log order: in memory at the stop, then each swap file's."""
+    for flowfiles in wal.iter_queue(queue_id, batch):
+        yield flowfiles, False
+    for entry in _swap_files(wal, queue_id):
+        for flowfiles in wal.iter_queue(SWAP_QUEUE_PREFIX + entry["location"], batch):
+            yield flowfiles, True
+
+
+def list_queue(repository: str | os.PathLike, queue_id: str, limit: int = DEFAULT_LIMIT) -> list[dict]:
+    """The first ``limit`` FlowFiles of a stopped flow's queue (see the module docstring for order)."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+    root = Path(repository)
+    _check_repository(root)
+    with RepositoryLock(root, "flowactors queue list"):
+        wal = _open_log(root)
+        try:
+            _require_queue(wal, queue_id, root)
+            rows: list[dict] = []
+            now = now_millis()
+            for flowfiles, swapped in _stored(wal, queue_id, min(limit, 10_000)):
+                for f in flowfiles[: limit - len(rows)]:
+                    rows.append(describe(f, position=len(rows) + 1, swapped=swapped, now=now))
+                if len(rows) >= limit:
+                    break
+            return rows
+        finally:
+            wal.close()
+
+
+def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings | None = None, *,
+                requested_by: str | None = None, batch_size: int = 10_000) -> dict:
+    """Drop every FlowFile of a stopped flow's queue, swapped ones included: removed from the log
+    (claimant counts lowered), a DROP event each, swap files deleted; then a checkpoint releases
+    the content nobody references any more."""
+    from repositories.content import ContentRepository
+    from repositories.provenance import ProvenanceRepository
+
+    root = Path(repository)
+    settings = settings or Settings()
+    _check_repository(root)
+    with RepositoryLock(root, "flowactors queue empty"):
+        wal = _open_log(root)
+        provenance = None
+        try:
+            _require_queue(wal, queue_id, root)
+            if settings.provenance_enabled:
+                provenance = ProvenanceRepository.from_settings(root, settings)
+            dropped = size = 0
+            swap_files = _swap_files(wal, queue_id)
+            for source in [queue_id] + [SWAP_QUEUE_PREFIX + e["location"] for e in swap_files]:
+                while True:  # a fresh scan each time: the batch before is gone
+                    flowfiles = next(iter(wal.iter_queue(source, batch_size)), None)
+                    if not flowfiles:
+                        break
+                    wal.commit([], [f.uuid for f in flowfiles])
+                    if provenance is not None:
+                        provenance.register(drop_events(flowfiles, queue_id, requested_by))
+                    dropped += len(flowfiles)
+                    size += sum(f.size for f in flowfiles)
+            for entry in swap_files:
+                wal.unregister_swap_file(entry["location"])
+                (swap_directory(root) / entry["location"]).unlink(missing_ok=True)
+            released = wal.checkpoint()
+            if released:
+                ContentRepository.from_settings(root, settings).release(released)
+            return {"queue": queue_id, "dropped": dropped, "bytes": size, "swap_files_removed": len(swap_files),
+                    "claims_released": len(released)}
+        finally:
+            if provenance is not None:
+                provenance.close()
+            wal.close()
+
