@@ -50,7 +50,7 @@ class ProvenanceReporter:
         self._emit(T.FORK, parent, child_uuids=[c.uuid for c in children], details=details)
 
     def join(self, parents: Sequence[FlowFile], child: FlowFile, details: str | None = None) -> None:
-        self._emit(T.JOIN, child, parent_uuids=[p.uuid for p in parents], details=details)
+        self._emit(T.JOIN, child, parent_uuids=[p.uuid for p in parents], child_uuids=[child.uuid], details=details)
 
     def drop(self, flowfile: FlowFile, details: str | None = None) -> None:
         self._emit(T.DROP, flowfile, details=details)

@@ -230,7 +230,8 @@ class ProcessSession:
             raise
         if attributes:
             merged = self.put_all_attributes(merged, attributes)
-        self._emit(ProvenanceEventType.JOIN, merged, parent_uuids=[s.uuid for s in sources])
+        self._emit(ProvenanceEventType.JOIN, merged, parent_uuids=[s.uuid for s in sources],
+                   child_uuids=[merged.uuid])
         return merged
 
     # ------------------------------------------------------------------ attributes
@@ -528,7 +529,8 @@ class ProcessSession:
                 elif len(record.parents) == 1:
                     by_parent.setdefault(record.parents[0], []).append(uuid)
                 elif len(record.parents) > 1:
-                    self._emit(ProvenanceEventType.JOIN, record.current, parent_uuids=list(record.parents))
+                    self._emit(ProvenanceEventType.JOIN, record.current, parent_uuids=list(record.parents),
+                               child_uuids=[record.current.uuid])
                 else:
                     self._emit(ProvenanceEventType.CREATE, record.current)
                 continue

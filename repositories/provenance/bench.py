@@ -80,7 +80,8 @@ def _batches(events, size):
         yield events[start:start + size]
 
 
-def bench_register(n: int, batch: int) -> None:
+def bench_register(n: int, batch: int) -> dict:
+    """Print and return the events/s of the bare journal loop and of ``register``, and the rollover."""
     events = make_events(n)
     _settle()
     work = Path(tempfile.mkdtemp(prefix="prov-bench-"))
@@ -111,6 +112,8 @@ def bench_register(n: int, batch: int) -> None:
         print(f"  ProvenanceRepository.register: {reg:8,.0f} events/s  ({reg / bare:.2f} x bare)")
         print(f"  rollover (merge+compress+index): {n / roll:8,.0f} events/s, {roll:.2f} s, "
               f"file {result['bytes']:,} bytes ({result['bytes'] / n:.0f} B/event)")
+        return {"events": n, "batch": batch, "bare_events_per_s": bare, "register_events_per_s": reg,
+                "rollover_seconds": roll, "event_file_bytes": result["bytes"]}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

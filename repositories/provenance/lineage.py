@@ -165,7 +165,8 @@ def build_lineage(flowfile_uuid: str, events: Iterable[ProvenanceEvent], truncat
             edge(source, event_node, uuid)
             last[uuid] = event_node
         if linking:
-            for child in dict.fromkeys(event.child_uuids):
+            # a JOIN's own FlowFile is the child it made, whether or not child_uuids names it
+            for child in dict.fromkeys([*event.child_uuids, event.flowfile_uuid]):
                 if child in inputs:
                     continue
                 child_node = flowfile_node(child)

@@ -1,0 +1,162 @@
+"""Reading a stopped flow's repository: its provenance events, and the content of any past version.
+
+``StoppedRepository`` opens the repositories of a folder no flow is running on (it holds the
+repository lock, so a flow cannot start meanwhile; see ``flowactors.repository_lock``). A past
+version's content is read through the event that recorded it: ``input`` is the content the
+component received (the event's previous claim), ``output`` what it left (the updated claim).
+The content repository keeps a claim while a FlowFile references it and then, archived, until
+the archive's age-off (``archive_max_retention``, ``archive_max_usage_percent``); after that
+the bytes are gone and ``ContentGoneError`` says so.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from flowactors.repository_lock import RepositoryInUseError, RepositoryLock
+from flowactors.settings import Settings
+from repositories.content import ContentNotFoundError, ContentRepository
+from repositories.model import ContentClaim
+from repositories.provenance import ProvenanceEvent, ProvenanceRepository
+
+SIDES = ("input", "output")
+
+
+class ContentGoneError(LookupError):
+    """The content an event refers to was aged off (or the event has none on that side)."""
+
+
+class NoSuchEventError(LookupError):
+    """No provenance event has that id (never existed, or aged off the provenance repository)."""
+
+
+def claim_state(content: ContentRepository, claim: ContentClaim | None) -> str:
+    """``"none"`` (no content: empty), ``"live"``, ``"archived"`` or ``"gone"`` (aged off)."""
+    if claim is None:
+        return "none"
+    if content.path_of(claim.resource).exists():
+        return "live"
+    if content.archive_path_of(claim.resource).exists():
+        return "archived"
+    return "gone"
+
+
+def event_claim(event: ProvenanceEvent, side: str) -> ContentClaim | None:
+    """The event's content claim on that side; ``ContentGoneError`` when it has no such side."""
+    if side not in SIDES:
+        raise ValueError(f"content side must be one of {SIDES}, not {side!r}")
+    if side == "input":
+        if not event.previous_attributes:
+            raise ContentGoneError(
+                f"event {event.event_id} ({event.event_type} by {event.component_name or '?'}) has no input: "
+                f"the FlowFile was created by it, not received from a connection; only its output exists")
+        return event.previous_claim
+    return event.updated_claim
+
+
+def open_event_content(content: ContentRepository, event: ProvenanceEvent, side: str) -> BinaryIO:
+    """A stream over the event's input or output content (live or archived)."""
+    claim = event_claim(event, side)
+    if claim is None:
+        return io.BytesIO(b"")
+    try:
+        return content.open(claim)
+    except ContentNotFoundError:
+        raise ContentGoneError(
+            f"the {side} content of event {event.event_id} ({_size(claim.length)} in resource claim "
+            f"{claim.resource.container}/{claim.resource.section}/{claim.resource.id}) is no longer "
+            f"available: it was aged off the content repository's archive (archive_max_retention, "
+            f"archive_max_usage_percent) or the archive is disabled") from None
+
+
+def missing_event_message(event_id: int, stats: dict, where: Any) -> str:
+    """Why ``get(event_id)`` found nothing, from the repository's ``stats()``."""
+    oldest, newest = stats["oldest_event_id"], stats["max_event_id"]
+    if newest < 0:
+        held = "it holds no events"
+    elif event_id > newest:
+        held = f"the newest event is {newest}"
+    elif oldest is not None and event_id < oldest:
+        held = (f"events before {oldest} were aged off (provenance_max_storage_time, "
+                f"provenance_max_storage_size)")
+    else:
+        held = "that id was aged off or never committed"
+    return f"no provenance event {event_id} in {where}: {held}"
+
+
+def _size(n: int) -> str:
+    return f"{n} byte" + ("" if n == 1 else "s")
+
+
+class StoppedRepository:
+    """The repositories of a folder with no flow running, opened under the repository lock.
+
+    ``provenance`` and ``content`` open on first use; ``flowfile`` (the write-ahead log) only for
+    replay. Close it (or use ``with``) to let a flow start again.
+    """
+
+    def __init__(self, repository: str | os.PathLike, settings: Settings | None = None, *,
+                 purpose: str = "flowactors provenance"):
+        self.root = Path(repository)
+        self.settings = settings or Settings()
+        if not (self.root / "provenance").is_dir():
+            raise FileNotFoundError(
+                f"no provenance repository in {self.root} (expected {self.root / 'provenance'}); "
+                f"give the --repository folder a flow ran with")
+        try:
+            self._lock = RepositoryLock(self.root, purpose).acquire()
+        except RepositoryInUseError as err:
+            raise RepositoryInUseError(f"{err}, or, while a flow runs, use its FlowController from the SDK "
+                                       f"(docs/provenance.md)") from None
+        self._provenance: ProvenanceRepository | None = None
+        self._content: ContentRepository | None = None
+        self._flowfile: Any = None
+
+    @property
+    def provenance(self) -> ProvenanceRepository:
+        if self._provenance is None:
+            self._provenance = ProvenanceRepository.from_settings(self.root, self.settings)
+        return self._provenance
+
+    @property
+    def content(self) -> ContentRepository:
+        if self._content is None:
+            self._content = ContentRepository.from_settings(self.root, self.settings)
+        return self._content
+
+    @property
+    def flowfile(self):
+        """The FlowFile write-ahead log (``WriteAheadFlowFileRepository``)."""
+        if self._flowfile is None:
+            from repositories.flowfile import WriteAheadFlowFileRepository
+
+            if not (self.root / "flowfile" / "data.mdb").exists():
+                raise FileNotFoundError(f"no FlowFile repository in {self.root} (expected {self.root / 'flowfile'})")
+            self._flowfile = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
+        return self._flowfile
+
+    def event(self, event_id: int) -> ProvenanceEvent:
+        """The event, or ``NoSuchEventError`` saying what the repository holds."""
+        event = self.provenance.get(event_id)
+        if event is None:
+            raise NoSuchEventError(missing_event_message(event_id, self.provenance.stats(), self.root))
+        return event
+
+    def close(self) -> None:
+        try:
+            if self._provenance is not None:
+                self._provenance.close()
+            if self._flowfile is not None:
+                self._flowfile.close()
+        finally:
+            self._provenance = self._flowfile = None
+            self._lock.release()
+
+    def __enter__(self) -> "StoppedRepository":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,184 @@
+"""``flowactors provenance search|show`` and ``flowactors lineage`` on the repository of a real run.
+
+The flow (tests/provenance_flows.py) splits a 3-line file, clones each split and merges them, on
+real Ray; the commands then read its provenance, content and lineage after it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+
+import pytest
+
+from flowactors.cli import main
+from flowactors.runner import run_flow
+from provenance_flows import LETTERS, all_events, only, split_merge_clone_flow
+from repositories.provenance import ProvenanceRepository
+
+pytestmark = pytest.mark.ray
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture(scope="module")
+def ran(ray_session, tmp_path_factory):
+    """The repository of one run of the split/clone/merge flow and its events (oldest first)."""
+    repository = tmp_path_factory.mktemp("provenance-cli") / "repository"
+    run_flow(split_merge_clone_flow(), repository, timeout=60)
+    return repository, all_events(repository)
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    status = main(list(args))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def test_search_prints_a_table_newest_first(ran, capsys):
+    repository, events = ran
+    status, out, _ = cli(capsys, "provenance", "search", "--repository", str(repository))
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["id", "time", "(UTC)", "type", "component", "uuid", "filename", "size"]
+    assert [line.split() for line in lines[1:-1]] == [
+        [str(e.event_id), utc(e.timestamp), e.event_type.value, e.component_name, e.flowfile_uuid,
+         e.filename, str(e.updated_size)] for e in reversed(events)]
+    assert lines[-1] == f"{len(events)} event(s), newest first"
+
+
+def test_search_filters(ran, capsys):
+    repository, events = ran
+    repo = ["--repository", str(repository)]
+    join = only(events, event_type="JOIN")
+
+    def ids(*args: str) -> list[int]:
+        status, out, err = cli(capsys, "provenance", "search", *repo, *args)
+        assert status == 0, err
+        return [] if out.startswith("no events match") else [int(line.split()[0]) for line in out.splitlines()[1:-1]]
+
+    clones = [e.event_id for e in reversed(events) if e.event_type.value == "CLONE"]
+    assert ids("--type", "clone", "--component", "fan") == clones
+    assert ids("--component-id", "lineage-test/fan") == clones
+    assert ids("--uuid", join.flowfile_uuid) == [only(events, event_type="DROP", flowfile_uuid=join.flowfile_uuid)
+                                                 .event_id, join.event_id]
+    assert ids("--relationship", "success") == []
+    assert ids("--filename", "letters.txt", "--type", "JOIN") == [join.event_id]
+    assert ids("--min-size", "14 B", "--max-size", "14") == [e.event_id for e in reversed(events)
+                                                            if e.updated_size == 14]
+    latest = max(e.timestamp for e in events)   # ids follow commit order, not event time
+    assert ids("--since", "2000-01-01T00:00:00Z", "--until", str(latest)) == [e.event_id for e in reversed(events)]
+    assert ids("--since", str(latest + 1)) == []
+    status, out, _ = cli(capsys, "provenance", "search", *repo, "--limit", "2")
+    assert len(out.splitlines()) == 4 and out.splitlines()[-1] == "2 event(s), newest first; more match: raise --limit"
+    status, out, _ = cli(capsys, "provenance", "search", *repo, "--type", "JOIN", "--json")
+    [data] = json.loads(out)
+    assert (data["event_id"], data["event_type"], data["parent_uuids"]) == (join.event_id, "JOIN", join.parent_uuids)
+
+
+def test_search_mistakes_are_one_line_errors(ran, capsys, tmp_path):
+    repository, _ = ran
+    status, _, err = cli(capsys, "provenance", "search", "--repository", str(repository), "--attribute", "colour=red")
+    assert status == 2
+    assert err.startswith("flowactors: attributes ['colour'] are not indexed") and "Traceback" not in err
+    status, _, err = cli(capsys, "provenance", "search", "--repository", str(tmp_path / "nothing"))
+    assert status == 2 and f"no provenance repository in {tmp_path / 'nothing'}" in err
+    for bad in (["--type", "NOPE"], ["--since", "yesterday"], ["--min-size", "big"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["provenance", "search", "--repository", str(repository), *bad])
+        assert exit_.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_show_prints_every_field_and_the_attribute_changes(ran, capsys):
+    repository, events = ran
+    fork = only(events, event_type="FORK")
+    status, out, _ = cli(capsys, "provenance", "show", str(fork.event_id), "--repository", str(repository))
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == f"event {fork.event_id}: FORK"
+    fields = {line[2:19].strip(): line[20:] for line in lines[1:16]}
+    assert fields["component"] == "split (SplitText, id lineage-test/split)"
+    assert fields["FlowFile"] == fork.flowfile_uuid and fields["children"] == ", ".join(fork.child_uuids)
+    assert fields["source queue"] == "generate:success->split"
+    assert fields["time"] == f"{utc(fork.timestamp)} ({fork.timestamp})"
+    claim = fork.previous_claim
+    assert fields["input content"] == (f"17 bytes, available (archived) (claim {claim.resource.container}/"
+                                       f"{claim.resource.section}/{claim.resource.id} at {claim.offset})")
+    assert lines[16] == "attributes (before -> after; + added, - removed, ~ changed):"
+    changes = {line[4:].split()[0]: line[:3] for line in lines[17:]}
+    assert changes == {"fragment.count": "  +", "fragment.identifier": "  +", "segment.original.filename": "  +",
+                       "filename": "   ", "path": "   ", "uuid": "   "}
+    assert f"    {'filename':<25}  letters.txt" in lines   # unchanged: unmarked, names aligned
+
+
+def test_show_writes_past_content(ran, capsysbinary, tmp_path):
+    repository, events = ran
+    fork, join = only(events, event_type="FORK"), only(events, event_type="JOIN")
+    repo = ["--repository", str(repository)]
+    assert main(["provenance", "show", str(fork.event_id), "--content", "input", *repo]) == 0
+    assert capsysbinary.readouterr().out == LETTERS.encode()
+    assert main(["provenance", "show", str(join.event_id), "--content", "output", *repo]) == 0
+    merged = capsysbinary.readouterr().out
+    assert sorted(merged.decode()) == sorted("alphabetagamma") and len(merged) == 14
+    target = tmp_path / "merged.bin"
+    assert main(["provenance", "show", str(join.event_id), "--content", "output", "--out", str(target), *repo]) == 0
+    assert target.read_bytes() == merged
+    assert f"wrote 14 bytes, the output content of event {join.event_id}, to {target}" in \
+        capsysbinary.readouterr().err.decode()
+    assert main(["provenance", "show", str(join.event_id), "--content", "input", *repo]) == 1
+    assert b"has no input: the FlowFile was created by it" in capsysbinary.readouterr().err
+    assert main(["provenance", "show", "999999", *repo]) == 2
+    assert f"no provenance event 999999 in {repository}: the newest event is {events[-1].event_id}".encode() in \
+        capsysbinary.readouterr().err
+
+
+def test_show_json(ran, capsys):
+    repository, events = ran
+    join = only(events, event_type="JOIN")
+    status, out, _ = cli(capsys, "provenance", "show", str(join.event_id), "--json", "--repository", str(repository))
+    data = json.loads(out)
+    assert data["event_type"] == "JOIN" and data["content_available"] == {"input": "none", "output": "archived"}
+    assert {c["name"] for c in data["attribute_changes"]} == set(join.updated_attributes)
+
+
+def test_lineage_prints_a_tree_and_draws_it(ran, capsys, tmp_path):
+    repository, events = ran
+    original = only(events, event_type="CREATE").flowfile_uuid
+    with ProvenanceRepository(repository / "provenance") as provenance:
+        lineage = provenance.lineage(original)
+    svg, dot = tmp_path / "lineage.svg", tmp_path / "lineage.dot"
+    status, out, err = cli(capsys, "lineage", original, "--repository", str(repository), "--output", str(svg))
+    assert status == 0 and out == lineage.to_text() + "\n"
+    assert out.splitlines()[0] == f"FlowFile {original}"
+    assert err.strip() == f"lineage of {original}: 22 nodes, 23 edges, drawn to {svg}"
+    root = ET.parse(svg).getroot()
+    assert root.tag == f"{SVG}svg"
+    nodes = [g for g in root.iter(f"{SVG}g") if g.get("class", "").startswith("node ")]
+    edges = [g for g in root.iter(f"{SVG}g") if g.get("class") == "edge"]
+    assert sorted(g.get("data-node") for g in nodes) == sorted(n.id for n in lineage.nodes)
+    assert len(nodes) == 22 and len(edges) == 23
+    assert sorted((g.get("data-source"), g.get("data-target")) for g in edges) == \
+        sorted((e.source, e.target) for e in lineage.edges)
+    assert sum(g.get("class") == "node flowfile" for g in nodes) == 8
+    assert cli(capsys, "lineage", original, "--repository", str(repository), "--output", str(dot))[0] == 0
+    assert dot.read_text() == lineage.to_dot()
+
+
+def test_lineage_mistakes(ran, capsys, tmp_path):
+    repository, _ = ran
+    status, _, err = cli(capsys, "lineage", "no-such-uuid", "--repository", str(repository))
+    assert status == 2 and "no provenance events name FlowFile no-such-uuid" in err
+    status, _, err = cli(capsys, "lineage", "x", "--repository", str(repository), "--output", "lineage.txt")
+    assert status == 2 and "--output must end in one of .svg, .dot, .png" in err
+    if not (shutil.which("dot") or shutil.which("rsvg-convert")):
+        original = all_events(repository)[0].flowfile_uuid
+        status, _, err = cli(capsys, "lineage", original, "--repository", str(repository),
+                             "--output", str(tmp_path / "l.png"))
+        assert status == 2 and "writing a .png picture needs Graphviz's 'dot' command" in err
+        assert not (tmp_path / "l.png").exists()
