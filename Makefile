@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
+demo-spark: $(STAMP)
+	$(PY) examples/spark_demo.py
+
 test: $(STAMP)
 	$(PY) -m pytest -q --durations=15
 

@@ -19,6 +19,21 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def spark_session(ray_session):
+    """A real Spark on RayDP, started once for the whole test session (about 20 s) and stopped
+    before Ray. Spark's driver lives in a Spark service actor: yields its ``name`` (what a Spark
+    processor's 'Spark Service' property takes) and ``actor``."""
+    from types import SimpleNamespace
+
+    from flowactors.spark.service import start_service, stop_service
+
+    name = "flowactors-tests.spark"
+    actor = start_service(name, {"executors": 1, "executor_cores": 1, "executor_memory": "1G"})
+    yield SimpleNamespace(name=name, actor=actor)
+    stop_service(actor)
+
+
 @pytest.fixture
 def repository(tmp_path):
     """A fresh repository folder for one flow run."""

@@ -1,0 +1,123 @@
+"""Benchmarks against baselines: ``make bench`` (``python -m bench``) writes bench/RESULTS.md.
+
+Every scenario module exports ``run(quick: bool, workdir: Path) -> list[dict]`` (mine also take
+``size=`` to shrink a run for smoke tests). A row says what flowactors did, what a baseline
+measured *in the same run* did, and their ratio: absolute figures drift on shared machines, the
+ratios are what we track. This module holds what the scenarios share: the row, the RSS sampler
+and a Ray session of the scenario's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from numbers import Real
+from typing import Any, Iterator
+
+import psutil
+
+ROW_KEYS = ("scenario", "metric", "flowactors", "baseline", "baseline_name", "unit", "ratio", "notes")
+NOT_BUILT = "not built"
+
+
+def row(scenario: str, metric: str, flowactors: Any, baseline: Any, baseline_name: str, unit: str,
+        notes: str = "", **extra: Any) -> dict:
+    """One result row; ``ratio`` is flowactors / baseline when both are numbers (else None)."""
+    ratio = None
+    if isinstance(flowactors, Real) and isinstance(baseline, Real) and baseline:
+        ratio = flowactors / baseline
+    return {"scenario": scenario, "metric": metric, "flowactors": flowactors, "baseline": baseline,
+            "baseline_name": baseline_name, "unit": unit, "ratio": ratio, "notes": notes, **extra}
+
+
+def not_built(scenario: str, notes: str = "") -> dict:
+    """The row of a scenario whose feature is not built yet (the issue that builds it fills it in)."""
+    return row(scenario, NOT_BUILT, NOT_BUILT, None, "", "", notes)
+
+
+def process_tree_rss(root: psutil.Process) -> int:
+    """Resident bytes of ``root`` and all its descendants (shared pages count once per process)."""
+    total = 0
+    try:
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:  # exited between listing and reading
+            pass
+    return total
+
+
+class PeakRss:
+    """Samples the summed RSS of this process and its descendants every ``interval`` s in a thread.
+
+    A Ray session started here (``ray_session``) has all its processes - GCS, raylet, workers,
+    actors - below this process, so the sum is "all Ray processes together" plus this driver.
+    """
+
+    def __init__(self, interval: float = 0.2):
+        self.interval = interval
+        self.peak = 0
+        self.first = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._root = psutil.Process(os.getpid())
+
+    def _sample(self) -> None:
+        value = process_tree_rss(self._root)
+        if not self.samples:
+            self.first = value
+        self.samples += 1
+        self.peak = max(self.peak, value)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "PeakRss":
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="peak-rss", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+
+
+@contextlib.contextmanager
+def ray_session(**options: Any) -> Iterator[Any]:
+    """A new local Ray of this process's own (never someone else's cluster), shut down after."""
+    import ray
+
+    from flowactors.runner import NAMESPACE
+
+    ray.init(address="local", namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, **options)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def mib(nbytes: float) -> float:
+    return nbytes / 1024**2
+
+
+def run_scenario(module: str, function: str, quick: bool, workdir: str, size: int | None) -> list[dict]:
+    """Import and run one scenario (in the child process the harness gives every scenario)."""
+    import importlib
+    import inspect
+    from pathlib import Path
+
+    target = getattr(importlib.import_module(module), function)
+    options = {}
+    if size is not None and "size" in inspect.signature(target).parameters:
+        options["size"] = size
+    return target(quick, Path(workdir), **options)

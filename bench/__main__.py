@@ -1,0 +1,182 @@
+"""``python -m bench [--quick] [--only SCENARIO ...] [--out DIR]``: run the benchmarks, write the results.
+
+Each scenario runs in a fresh child process (its own Ray, its own memory, a crash stays its
+own), with its working files under bench/work/<scenario>/, deleted afterwards. A scenario whose
+module is not there yet gets a 'not built' row; one that fails gets its error as a row, and the
+others still run. RESULTS.md and results.json are rewritten after every scenario, so an
+interrupted run still leaves what it measured. With ``--only``, the other scenarios of the
+results already in ``--out`` (same mode, same machine) are kept, each with the date and commit
+of the run that measured it: the issue that builds a feature fills in its own scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from multiprocessing import get_context
+from pathlib import Path
+
+import orjson
+import psutil
+
+from bench import not_built, report, row, run_scenario
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    number: int
+    title: str
+    module: str
+    function: str = "run"
+
+
+SCENARIOS = (
+    Scenario("small", 1, "Small FlowFiles, durable", "bench.small_flowfiles"),
+    Scenario("scaling", 2, "Scaling: batch size x concurrent tasks, and where the time goes",
+             "bench.small_flowfiles", "run_scaling"),
+    Scenario("large_content", 3, "Large content", "bench.large_content"),
+    Scenario("deep_queue", 4, "Deep queue", "bench.deep_queue"),
+    Scenario("provenance", 5, "Provenance", "bench.provenance"),
+    Scenario("recovery", 6, "Recovery", "bench.recovery"),
+    Scenario("spark", 7, "Spark", "bench.spark"),
+    Scenario("wal", 8, "FlowFile repository commits (issue 3)", "bench.wal_commit"),
+)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    names = [s.key for s in SCENARIOS] + [str(s.number) for s in SCENARIOS]
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="every scenario small (CI: under 5 minutes)")
+    parser.add_argument("--only", nargs="+", metavar="SCENARIO", choices=names,
+                        help=f"run only these scenarios ({', '.join(s.key for s in SCENARIOS)}, or their numbers)")
+    parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md and results.json go (default: bench/)")
+    parser.add_argument("--size", type=int, help="override each scenario's main size (FlowFiles, events or bytes); "
+                                                 "for smoke tests of the harness, not for results")
+    return parser.parse_args(argv)
+
+
+def git_state() -> dict:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.rstrip() if done.returncode == 0 else ""
+
+    changes = [line for line in git("status", "--porcelain").splitlines() if line.strip()]
+    return {"commit": git("rev-parse", "HEAD") or "unknown", "dirty": bool(changes), "changes": changes}
+
+
+def machine() -> dict:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import ray
+        ray_version = ray.__version__
+    except ImportError:
+        ray_version = "not installed"
+    return {"cores": len(os.sched_getaffinity(0)), "memory_bytes": psutil.virtual_memory().total,
+            "memory_gib": psutil.virtual_memory().total / 1024**3, "cpu": cpu,
+            "python": platform.python_version(), "ray": ray_version, "hostname": platform.node()}
+
+
+def execute(scenario: Scenario, quick: bool, size: int | None, workdir: Path) -> tuple[str, list[dict]]:
+    """Run one scenario in a child process; ('ok' | 'not built' | 'failed', rows)."""
+    name = f"{scenario.number} {scenario.title}"
+    if importlib.util.find_spec(scenario.module) is None:
+        return "not built", [not_built(name, f"{scenario.module} does not exist yet")]
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+            rows = pool.submit(run_scenario, scenario.module, scenario.function, quick, str(workdir), size).result()
+        return "ok", rows
+    except Exception as err:  # the scenario's failure is a result too; the next scenario still runs
+        detail = "".join(traceback.format_exception(err)).strip()
+        print(detail, file=sys.stderr)
+        failed = row(name, "FAILED", None, None, "", "", f"{type(err).__name__}: {err}")
+        failed["details"] = f"```\n{detail[-4000:]}\n```"
+        return "failed", [failed]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def kept_scenarios(out_dir: Path, run: dict, selected: list[Scenario]) -> list[dict]:
+    """The scenarios of the results in ``out_dir`` that this run does not redo, if comparable."""
+    try:
+        previous = orjson.loads((out_dir / report.JSON).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return []
+    same = (previous.get("mode") == run["mode"]
+            and previous.get("machine", {}).get("hostname") == run["machine"]["hostname"]
+            and previous.get("machine", {}).get("cores") == run["machine"]["cores"])
+    if not same:
+        return []
+    redone = {s.key for s in selected}
+    kept = [s for s in previous.get("scenarios", []) if s.get("key") not in redone]
+    for scenario in kept:  # results written before scenarios carried their own date and commit
+        scenario.setdefault("date", previous.get("date", "unknown"))
+        scenario.setdefault("commit", previous.get("git", {}).get("commit", "unknown"))
+        scenario.setdefault("dirty", previous.get("git", {}).get("dirty", True))
+    return kept
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    selected = [s for s in SCENARIOS if not args.only or s.key in args.only or str(s.number) in args.only]
+    mode = "quick" if args.quick else "full"
+    began = time.monotonic()
+    run = {"command": shlex.join(["python", "-m", "bench", *argv]), "python_executable": sys.executable,
+           "mode": mode, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "machine": machine(), "git": git_state(), "seconds": 0.0, "scenarios": []}
+    kept = kept_scenarios(args.out, run, selected) if args.only else []
+    done: list[dict] = []
+    work = HERE / "work"
+    for scenario in selected:
+        print(f"==> {scenario.number}. {scenario.title} ({mode})", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        status, rows = execute(scenario, args.quick, args.size, work / scenario.key)
+        one = ["python", "-m", "bench", *(["--quick"] if args.quick else []), "--only", scenario.key]
+        if args.size is not None:
+            one += ["--size", str(args.size)]
+        done.append({"key": scenario.key, "number": scenario.number, "title": scenario.title,
+                     "status": status, "seconds": time.monotonic() - started, "command": shlex.join(one),
+                     "date": date, "commit": run["git"]["commit"], "dirty": run["git"]["dirty"], "rows": rows})
+        run["scenarios"] = sorted(kept + done, key=lambda s: s["number"])
+        run["seconds"] = time.monotonic() - began
+        report.write(run, args.out)
+        for r in rows:
+            print(f"    {r['metric']}: {report.number(r['flowactors'])} vs {report.number(r['baseline'])} "
+                  f"{r['unit']} ({report.ratio(r['ratio']) or '-'})", file=sys.stderr, flush=True)
+    try:
+        work.rmdir()
+    except OSError:
+        pass
+    md_path, _ = report.write(run, args.out)
+    print(f"wrote {md_path} and {args.out / report.JSON} in {run['seconds']:.0f} s"
+          + (f" (kept {len(kept)} scenario(s) of earlier runs)" if kept else ""), file=sys.stderr)
+    return 1 if any(s["status"] == "failed" for s in done) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Scenarios 1 and 2: small FlowFiles through a durable flow, and how it scales.
+
+The flow: GenerateFlowFile (1 KiB, the same content for every FlowFile) -> UpdateAttribute (one
+attribute from an expression) -> RouteOnAttribute (one route on it; matched and unmatched both
+auto-terminated), with the FlowFile WAL, the content repository and provenance on, run by
+``flowactors.runner.run_flow`` on a fresh repository.
+
+What is timed: from the creation of the first FlowFile (the smallest ``lineage_start_date`` of
+the first events) to the newest provenance event (the last DROP), both read back from the
+provenance repository after the run. That leaves out Ray and actor start-up, the runner's
+idle detection (three looks 0.25 s apart) and the stop. Provenance events/s is the number of
+events registered (max event id + 1) over the same time.
+
+Scenario 2 also profiles: cProfile cannot follow a FlowFile across Ray actors, so the same flow
+runs in one process over ``flowactors.testing.LocalBackend`` with the durable repositories (the
+session, processors and repositories are the same code; only the actor calls are gone), next to
+the bare loop, and the hottest functions of each are listed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import os
+import pstats
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from bench import PeakRss, mib, ray_session, row
+from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
+from flowactors.flow import Flow
+from flowactors.processor import ProcessContext
+from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
+from flowactors.runner import flow_settings, processor_totals, run_flow
+from flowactors.runtime.connection_queue import ConnectionQueue, QueueConfig
+from flowactors.session import ProcessSession, _Ids
+from flowactors.testing import LocalBackend
+from repositories.content import ContentRepository
+from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.provenance import ProvenanceRepository
+
+S1 = "1 small FlowFiles"
+S2 = "2 scaling"
+EDGE_EVENTS = 50_000  # events read at each end of the provenance to find the flow's time window
+
+
+def small_flow(flowfiles: int, batch: int, tasks: int = 1, always_sync: bool = False, name: str = "bench-small") -> Flow:
+    """Scenario 1's flow; ``batch`` is GenerateFlowFile's Batch Size and every processor's batch size."""
+    flow = Flow(name, settings={"always_sync": always_sync})
+    generate = flow.add(GenerateFlowFile, "generate", concurrent_tasks=tasks, properties={
+        "File Size": "1 KB", "Batch Size": batch, "Max FlowFiles": flowfiles, "Unique FlowFiles": False})
+    update = flow.add(UpdateAttribute, "update", concurrent_tasks=tasks, batch_size=batch, properties={
+        "size.class": "${fileSize:ge(1024):ifElse('large','small')}"})
+    route = flow.add(RouteOnAttribute, "route", concurrent_tasks=tasks, batch_size=batch,
+                     properties={"large": "${size.class:equals('large')}"}, auto_terminate=("large", "unmatched"))
+    flow.connect(generate, update, name="generated")
+    flow.connect(update, route, name="updated")
+    return flow
+
+
+def flow_window(root: Path) -> dict:
+    """The flow's own time from its provenance: first FlowFile created to the newest event."""
+    repo = ProvenanceRepository(root / "provenance")
+    try:
+        events = repo.stats()["max_event_id"] + 1
+        head = repo.events(0, min(events, EDGE_EVENTS))
+        tail = repo.events(max(0, events - EDGE_EVENTS), EDGE_EVENTS)
+    finally:
+        repo.close()
+    first = min(e.lineage_start_date for e in head)
+    last = max(e.timestamp for e in tail)
+    return {"events": events, "seconds": max(last - first, 1) / 1000.0}
+
+
+def measure_flow(flow: Flow, flowfiles: int, root: Path, timeout: float, sample_rss: bool = False) -> dict:
+    """Run ``flow`` in the current Ray session to idle; FlowFiles/s, events/s, peak RSS, checks."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    with PeakRss() if sample_rss else contextlib.nullcontext() as sampler:
+        final = run_flow(flow, root, timeout=timeout)
+    totals = processor_totals(final)
+    window = flow_window(root)
+    routed = totals["route"]["flowfiles_in"]
+    errors = sum(p["errors"] for p in totals.values())
+    problems = []
+    if routed != flowfiles:
+        problems.append(f"only {routed} of {flowfiles} FlowFiles reached the end")
+    if errors:
+        problems.append(f"{errors} processor errors")
+    if final.get("timed_out"):
+        problems.append("timed out")
+    shutil.rmtree(root, ignore_errors=True)
+    busy = ", ".join(f"{name} {p['task_seconds']:.1f} s" for name, p in totals.items())
+    return {"flowfiles_per_s": flowfiles / window["seconds"], "events_per_s": window["events"] / window["seconds"],
+            "seconds": window["seconds"], "events": window["events"], "problems": problems, "busy": busy,
+            "peak_rss": sampler.peak if sampler else None, "rss_before": sampler.first if sampler else None}
+
+
+def _checked(notes: str, result: dict) -> str:
+    return "; ".join([notes, *(f"PROBLEM: {p}" for p in result["problems"])]) if result["problems"] else notes
+
+
+# ---------------------------------------------------------------------------------- scenario 1
+def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
+    flowfiles = size or (10_000 if quick else 200_000)
+    batch = 1000
+    rows = []
+    with ray_session():
+        durable = measure_flow(small_flow(flowfiles, batch, always_sync=True, name="bench-small-sync"),
+                               flowfiles, workdir / "sync", timeout=900, sample_rss=True)
+        default = measure_flow(small_flow(flowfiles, batch, always_sync=False, name="bench-small"),
+                               flowfiles, workdir / "default", timeout=900)
+        with PeakRss() as data_rss:
+            ray_data_transform(min(flowfiles, 2000), batch)  # warm the workers: start-up is not timed
+            data = ray_data_transform(flowfiles, batch)
+    bare_sync = measure_bare_flow(flowfiles, batch, workdir / "bare-sync", sync=True)
+    bare = measure_bare_flow(flowfiles, batch, workdir / "bare", sync=False)
+    what = f"{flowfiles:,} FlowFiles of 1 KiB, batches of {batch}, 1 task per processor"
+    rows.append(row(S1, "FlowFiles/s, always_sync on", durable["flowfiles_per_s"], bare_sync["flowfiles_per_s"],
+                    "bare durable loop (fdatasync + LMDB sync a batch)", "FlowFiles/s",
+                    _checked(f"{what}; power-loss safe on both sides; flow time {durable['seconds']:.2f} s; "
+                             f"task time (on_trigger + commit, summed over tasks): {durable['busy']}", durable)))
+    rows.append(row(S1, "provenance events/s, always_sync on", durable["events_per_s"], bare_sync["events_per_s"],
+                    "bare durable loop (journal append)", "events/s",
+                    f"{durable['events']:,} events registered (4 a FlowFile)"))
+    rows.append(row(S1, "FlowFiles/s, always_sync off (default)", default["flowfiles_per_s"], bare["flowfiles_per_s"],
+                    "bare loop without fsync (LMDB sync off)", "FlowFiles/s",
+                    _checked(f"{what}; both survive a process kill, not a power loss; flow time "
+                             f"{default['seconds']:.2f} s; task time: {default['busy']}", default)))
+    rows.append(row(S1, "provenance events/s, always_sync off", default["events_per_s"], bare["events_per_s"],
+                    "bare loop without fsync", "events/s", f"{default['events']:,} events registered"))
+    rows.append(row(S1, "FlowFiles/s vs Ray Data, always_sync off", default["flowfiles_per_s"], data["flowfiles_per_s"],
+                    "Ray Data, same transform, nothing durable", "FlowFiles/s",
+                    "Ray Data: range -> 3 map_batches (fused), after a warm-up run; content rides the object store"))
+    rows.append(row(S1, "peak RSS of all Ray processes", mib(durable["peak_rss"]), mib(data_rss.peak),
+                    "Ray Data run, same sampling", "MiB",
+                    f"sum of RSS over the Ray session's processes and the driver, sampled every 0.2 s (shared pages "
+                    f"counted per process); idle session before the flow: {mib(durable['rss_before']):.0f} MiB; "
+                    f"bare loop process peak (/usr/bin/time -v): {_mib_or_na(bare_sync['peak_rss'])}"))
+    return rows
+
+
+def _mib_or_na(value: int | None) -> str:
+    return f"{mib(value):.0f} MiB" if value else "n/a"
+
+
+# ---------------------------------------------------------------------------------- scenario 2
+FULL_GRID = {1: 2_000, 10: 10_000, 100: 40_000, 1000: 100_000, 10_000: 100_000}
+QUICK_GRID = {1: 300, 100: 5_000, 1000: 10_000}
+
+
+def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
+    grid = QUICK_GRID if quick else FULL_GRID
+    if size:
+        grid = {b: max(size // 1000 * b, b) if b < 1000 else size for b in grid}
+    tasks_list = (1, 2) if quick else (1, 2, 4)
+    rows = []
+    bare_by_batch = {batch: measure_bare_flow(n, batch, workdir / f"bare-{batch}", sync=False)
+                     for batch, n in grid.items()}
+    with ray_session():
+        for batch, flowfiles in grid.items():
+            for tasks in tasks_list:
+                result = measure_flow(small_flow(flowfiles, batch, tasks, name=f"bench-b{batch}-t{tasks}"),
+                                      flowfiles, workdir / f"flow-{batch}-{tasks}", timeout=900)
+                rows.append(row(S2, f"FlowFiles/s, batch {batch:,}, {tasks} task(s)", result["flowfiles_per_s"],
+                                bare_by_batch[batch]["flowfiles_per_s"], f"bare loop, batch {batch:,}, no fsync",
+                                "FlowFiles/s", _checked(f"{flowfiles:,} FlowFiles in {result['seconds']:.1f} s; always_sync "
+                                                        f"off; {tasks} task(s) per processor; task time: "
+                                                        f"{result['busy']}", result)))
+    profile_n = size or (5_000 if quick else 50_000)
+    rows.extend(_profile_rows(profile_n, 1000, workdir))
+    return rows
+
+
+def run_in_process(flow: Flow, root: Path) -> dict:
+    """Run ``flow`` to completion in this process: each processor triggered in turn over a
+    ``LocalBackend`` with the durable repositories at ``root`` (no Ray, one task each)."""
+    settings = flow_settings(flow)
+    flowfile_repository = WriteAheadFlowFileRepository.from_settings(root, settings)
+    content = ContentRepository.from_settings(root, settings)
+    provenance = ProvenanceRepository.from_settings(root, settings)
+    queues = {c.id: ConnectionQueue(QueueConfig(c.id, 0, 0)) for c in flow.connections}
+    tasks = []
+    for node in flow.processors.values():
+        backend = LocalBackend(
+            content=content, flowfile_repository=flowfile_repository, provenance_repository=provenance,
+            queues=queues, inputs=[c.id for c in flow.connections_to(node.name)],
+            destinations={rel: [c.id for c in flow.connections_from(node.name) if rel in c.relationships]
+                          for rel in node.type.relationship_names(node.properties)},
+            always_sync=settings.always_sync)
+        context = ProcessContext(
+            name=node.name, processor_type=node.type.__name__, descriptors=node.type.descriptor_map(),
+            values=node.properties, relationships=list(node.type.relationships_for(node.properties)),
+            batch_size=node.batch_size or settings.default_batch_size)
+        processor = node.type()
+        processor.on_scheduled(context)
+        tasks.append((node, context, backend, processor, _Ids(backend)))
+    started = time.perf_counter()
+    try:
+        busy = True
+        while busy:
+            busy = False
+            for node, context, backend, processor, ids in tasks:
+                if backend.inputs and not any(queues[q].queued for q in backend.inputs):
+                    continue
+                session = ProcessSession(context, backend, component_id=f"{flow.name}/{node.name}", ids=ids)
+                processor.on_trigger(context, session)
+                session.commit()
+                if context._yield_requested:  # the source reached Max FlowFiles
+                    context._yield_requested = False
+                else:
+                    busy = True
+        seconds = time.perf_counter() - started
+        events = provenance.stats()["max_event_id"] + 1
+    finally:
+        flowfile_repository.close()
+        provenance.close()
+    return {"seconds": seconds, "events": events}
+
+
+def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
+    flow = small_flow(flowfiles, batch, name="bench-in-process")
+    root = workdir / "in-process"
+    timed = run_in_process(flow, root)
+    shutil.rmtree(root, ignore_errors=True)
+    bare = measure_bare_flow(flowfiles, batch, workdir / "bare-timed", sync=False)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_in_process(small_flow(flowfiles, batch, name="bench-in-process"), root)
+    profiler.disable()
+    shutil.rmtree(root, ignore_errors=True)
+    bare_profiler = cProfile.Profile()
+    bare_profiler.enable()
+    bare_durable_flow(flowfiles, batch, workdir / "bare-profiled", sync=False)
+    bare_profiler.disable()
+    shutil.rmtree(workdir / "bare-profiled", ignore_errors=True)
+    details = (
+        f"The flow of scenario 1 ({flowfiles:,} FlowFiles, batch {batch}, always_sync off) run in one process over "
+        f"`LocalBackend` with the durable repositories, under cProfile (in-process because cProfile cannot follow "
+        f"work across Ray actors; on Ray the same session, processor and repository code runs, plus the actor calls). "
+        f"Paths are shortened; times include cProfile's overhead.\n\n"
+        f"**In-process flow, top 15 by cumulative time**\n\n{top_functions(profiler, 'cumulative')}\n\n"
+        f"**In-process flow, top 15 by own time**\n\n{top_functions(profiler, 'tottime')}\n\n"
+        f"**Bare loop, top 15 by own time**\n\n{top_functions(bare_profiler, 'tottime')}")
+    return [row(S2, "FlowFiles/s in one process (LocalBackend, no Ray)", flowfiles / timed["seconds"],
+                bare["flowfiles_per_s"], "bare loop, batch 1,000, no fsync", "FlowFiles/s",
+                f"{flowfiles:,} FlowFiles, {timed['events']:,} events; the framework's cost without actors "
+                f"(profile below)", details=details)]
+
+
+def top_functions(profiler: cProfile.Profile, key: str, limit: int = 15) -> str:
+    """A markdown table of the ``limit`` hottest functions by ``key`` ('cumulative' or 'tottime')."""
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt or 1e-9
+    entries = sorted(stats.stats.items(), key=lambda kv: kv[1][3 if key == "cumulative" else 2], reverse=True)
+    lines = ["| function | calls | own s | cumulative s | own % |", "|---|---:|---:|---:|---:|"]
+    for (filename, line, name), (_cc, calls, own, cumulative, _callers) in entries[:limit]:
+        lines.append(f"| `{_short(filename)}:{line}({name})` | {calls:,} | {own:.3f} | {cumulative:.3f} | "
+                     f"{100 * own / total:.1f} |")
+    return "\n".join(lines)
+
+
+def _short(filename: str) -> str:
+    root = str(Path(__file__).resolve().parent.parent) + os.sep
+    if filename.startswith(root):
+        return filename[len(root):]
+    marker = "site-packages" + os.sep
+    if marker in filename:
+        return filename.split(marker, 1)[1]
+    if filename.startswith(sys.base_prefix):
+        return "stdlib/" + Path(filename).name
+    return filename

@@ -1,0 +1,84 @@
+"""The bench harness runs end to end (CI checks that it runs; it does not judge the numbers).
+
+The full `make bench` takes about half an hour and is not run here. One test runs the harness
+for real on the recovery scenario at a tiny size (a real WAL, a real Ray in the harness's child
+process); the others feed the report writer made-up rows, only to check the format it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import NOT_BUILT, ROW_KEYS, not_built, report, row
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_run(rows: list[dict]) -> dict:
+    """A run record around writer-test rows (never written anywhere but a temporary folder)."""
+    return {"command": "python -m bench --quick", "mode": "quick", "date": "2026-01-01T00:00:00+00:00",
+            "seconds": 1.0, "python_executable": sys.executable,
+            "machine": {"cores": 2, "memory_gib": 4.0, "memory_bytes": 4 << 30, "cpu": "test CPU",
+                        "python": "3.11", "ray": "2.60.0", "hostname": "test"},
+            "git": {"commit": "0" * 40, "dirty": True, "changes": [" M x.py"]},
+            "scenarios": [{"key": "small", "number": 1, "title": "Small FlowFiles, durable", "status": "ok",
+                           "seconds": 1.0, "command": "python -m bench --quick --only small", "rows": rows}]}
+
+
+def test_report_writes_one_table_row_per_result_with_its_ratio(tmp_path):
+    rows = [row("1 small", "FlowFiles/s", 3_500.0, 44_000.0, "bare loop", "FlowFiles/s", "a | b"),
+            row("1 small", "bytes copied", 0, 0, "must be 0", "bytes"),
+            not_built("4 deep queue", "bench.deep_queue does not exist yet")]
+    rows[0]["details"] = "profile table here"
+    md_path, json_path = report.write(fake_run(rows), tmp_path)
+    text = md_path.read_text()
+    assert "| metric | flowactors | baseline | ratio | unit | baseline is | notes |" in text
+    assert "| FlowFiles/s | 3,500 | 44,000 | 0.0795x | FlowFiles/s | bare loop | a \\| b |" in text
+    assert "| bytes copied | 0 | 0 |  | bytes | must be 0 |  |" in text
+    assert f"| {NOT_BUILT} | {NOT_BUILT} |" in text
+    assert "`" + "0" * 40 + "` (dirty: 1 changed file(s))" in text and "2 cores" in text
+    assert "profile table here" in text
+    saved = json.loads(json_path.read_text())
+    assert saved["scenarios"][0]["rows"][0]["ratio"] == pytest.approx(3_500 / 44_000)
+    assert all(set(ROW_KEYS) <= set(r) for r in saved["scenarios"][0]["rows"])
+
+
+def test_only_keeps_the_other_scenarios_of_comparable_results(tmp_path):
+    from bench.__main__ import SCENARIOS, kept_scenarios
+
+    earlier = fake_run([row("1 small", "FlowFiles/s", 1.0, 2.0, "bare loop", "FlowFiles/s")])
+    report.write(earlier, tmp_path)
+    recovery = [s for s in SCENARIOS if s.key == "recovery"]
+    now = {"mode": "quick", "machine": earlier["machine"]}
+    kept = kept_scenarios(tmp_path, now, recovery)
+    assert [s["key"] for s in kept] == ["small"] and kept[0]["commit"] == "0" * 40
+    assert kept_scenarios(tmp_path, {**now, "mode": "full"}, recovery) == []
+    assert kept_scenarios(tmp_path, now, [s for s in SCENARIOS if s.key == "small"]) == []
+
+
+def test_report_refuses_a_row_without_the_contract_keys(tmp_path):
+    with pytest.raises(ValueError, match="lacks"):
+        report.write(fake_run([{"scenario": "1", "metric": "x"}]), tmp_path)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(120)
+def test_quick_harness_runs_a_scenario_and_writes_both_files(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "recovery", "--size", "500",
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["mode"] == "quick" and saved["machine"]["cores"] >= 1 and len(saved["git"]["commit"]) == 40
+    recovery = next(s for s in saved["scenarios"] if s["key"] == "recovery")
+    assert recovery["status"] == "ok"
+    assert {r["metric"] for r in recovery["rows"]} == {"library recovery of 500 FlowFiles",
+                                                       "controller start with 500 FlowFiles"}
+    assert all(r["flowactors"] > 0 and r["baseline"] > 0 and r["ratio"] > 0 for r in recovery["rows"])
+    assert "PROBLEM" not in json.dumps(recovery["rows"])
+    assert "## 6. Recovery" in (tmp_path / "RESULTS.md").read_text()
+    assert not (ROOT / "bench" / "work" / "recovery").exists()
