@@ -11,6 +11,7 @@ Run it with `make demo`, `python examples/demo.py`, or `flowactors run examples/
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import sys
 import time
@@ -22,7 +23,8 @@ from flowactors.processors import (CompressContent, FetchFile, ListFile, MergeCo
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
-OUT = Path("out/demo")
+#: where the sorted logs go; FLOWACTORS_DEMO_OUT moves them (e.g. for `flowactors submit --env`)
+OUT = Path(os.environ.get("FLOWACTORS_DEMO_OUT", "out/demo"))
 SEVERITIES = ("error", "warn", "info")
 
 

@@ -90,7 +90,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Queued FlowFiles per connection, read from a (stopped) flow's repository."""
+    """Queued FlowFiles per connection, read from a (stopped) flow's repository; or, given a flow's
+    name or ``--address``, the state of a flow on a Ray cluster (``flowactors.cluster_client``)."""
+    if args.flow or args.address:
+        from flowactors.cluster_client import cmd_cluster_status
+
+        return cmd_cluster_status(args)
     from repositories.flowfile import WriteAheadFlowFileRepository
 
     path = Path(args.repository)
@@ -102,6 +107,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         swapped = repo.swap_files()
     finally:
         repo.close()
+    if args.json:
+        print(json.dumps({"repository": str(path), "queued": counts, "swap_files": swapped}, default=str))
+        return 0
     print(f"repository {path}: {sum(counts.values())} FlowFiles queued")
     for queue, count in sorted(counts.items()):
         print(f"  {queue}: {count}")
@@ -133,9 +141,24 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("flow")
     validate.set_defaults(handler=cmd_validate)
 
-    status = sub.add_parser("status", help="what a flow's repository holds")
-    status.add_argument("--repository", default="repository")
+    status = sub.add_parser("status", help="what a stopped flow's repository holds, or a flow's state on a cluster")
+    status.add_argument("flow", nargs="?", help="a flow submitted to a cluster (with --address)")
+    status.add_argument("--repository", default="repository", help="a stopped flow's repository folder")
+    status.add_argument("--address", help="the cluster's Ray dashboard, e.g. http://HEAD:8265")
+    status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=cmd_status)
+
+    from flowactors.provenance_cli import add_subcommands
+
+    add_subcommands(sub)  # provenance search|show, lineage, replay
+
+    from flowactors.queue_cli import add_subcommands as add_queue_subcommands
+
+    add_queue_subcommands(sub)  # queue list|empty
+
+    from flowactors.cluster_client import add_subcommands as add_cluster_subcommands
+
+    add_cluster_subcommands(sub)  # submit, stop, logs (status FLOW --address is above)
     return parser
 
 
@@ -166,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError:
             pass
         if isinstance(err, known):
-            print(f"flowactors: {err}", file=sys.stderr)
+            print(f"flowactors: {getattr(err, 'cause', None) or err}", file=sys.stderr)  # Ray: the remote error
             return 1
         raise
 

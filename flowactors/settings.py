@@ -72,6 +72,10 @@ class Settings:
     #: seconds a processor sleeps after ``on_trigger`` raised (NiFi's administrative yield: 30 s).
     administrative_yield: float = 1.0
 
+    # --- Spark (flowactors.spark; docs/spark.md lists the keys) ---
+    #: the flow's Spark service: executors, executor_cores, executor_memory, start, configs, ...
+    spark: dict[str, Any] = field(default_factory=dict)
+
     extra: dict[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> "Settings":

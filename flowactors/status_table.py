@@ -26,8 +26,9 @@ def render(status: dict, elapsed: float | None = None) -> str:
           "back pressure" if p["back_pressure"] else ("idle" if p["idle"] else "running")]
          for p in status["processors"]])
     queues = _table(
-        ["queue", "queued", "in flight", "bytes", "back pressure"],
-        [[q["id"], str(q["queued"]), str(q["in_flight"]), _size(q["bytes"]), "YES" if q["back_pressure"] else "no"]
+        ["queue", "queued", "in flight", "swapped", "bytes", "back pressure"],
+        [[q["id"], str(q["queued"]), str(q["in_flight"]), str(q.get("swapped", 0)), _size(q["bytes"]),
+          "YES" if q["back_pressure"] else "no"]
          for q in status["queues"]])
     errors = [f"  {p['name']}: {e['where']}: {e['error']}" for p in status["processors"] for e in p["recent_errors"]]
     parts = [head, processors, "", queues]

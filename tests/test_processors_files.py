@@ -200,6 +200,27 @@ def test_getfile_batch_size_and_keep_source(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_getfile_one_listing_serves_many_batches(tmp_path):
+    """A listing is used up batch by batch (not walked again per batch), skipping files gone
+    meanwhile; files that appear later are taken once it is used up."""
+    tree(tmp_path, {f"f{i}": b"%d" % i for i in range(5)})
+    runner = ProcessorRunner(GetFile, {"Input Directory": str(tmp_path), "Batch Size": "2"})
+    runner.run(1, stop=False)
+    assert len(runner.output("success")) == 2
+    taken = {f.attributes["filename"] for f in runner.output("success")}
+    left = sorted(set(os.listdir(tmp_path)) - taken)
+    (tmp_path / left[0]).unlink()  # listed, then gone: skipped without error
+    tree(tmp_path, {"later": b"L"})
+    os.utime(tmp_path / "later", (time.time() - 3600, time.time() - 3600))  # older than all, listed later
+    runner.run(1, stop=False)
+    second = {f.attributes["filename"] for f in runner.output("success")} - taken
+    assert second == set(left[1:])  # the rest of the first listing, not the new file yet
+    runner.run(2)
+    assert sorted(runner.contents("success")) == sorted([b"L"] + [b"%d" % i for i in range(5)
+                                                                   if f"f{i}" != left[0]])
+    assert os.listdir(tmp_path) == []
+
+
 def test_getfile_filters(tmp_path):
     tree(tmp_path, {"top.txt": b"1", "sub/deep.txt": b"2", ".hidden": b"3", "big.txt": b"0123456789"})
     runner = ProcessorRunner(GetFile, {"Input Directory": str(tmp_path), "Recurse Subdirectories": False,

@@ -15,14 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flowactors.flow import Flow
-from flowactors.runtime.connection_queue import QueueActor, QueueConfig
+from flowactors.repository_lock import RepositoryInUseError, RepositoryLock
+from flowactors.runtime.connection_queue import QueueActor, QueueConfig, restore_queues, unknown_queues
 from flowactors.runtime.processor_actor import ProcessorActor, Wiring
 from flowactors.runtime.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
                                                   ProvenanceRepositoryActor)
 from flowactors.settings import Settings
 from flowactors.units import parse_data_size, parse_duration
+from repositories.model import now_millis
 
 MAINTENANCE_TICK = 0.5
 
@@ -47,27 +50,44 @@ class FlowController:
         self._last = {"checkpoint": time.monotonic(), "archive": time.monotonic()}
         self.maintenance_errors: list[str] = []
         self.started = False
+        self.spark_service = None  # the flow's Spark service actor (flowactors.spark), if it uses one
+        self._claims_lock = threading.Lock()  # a replay's new claimant vs. checkpoint + release
+        self._repository_lock = RepositoryLock(self.root, f"flow '{flow.name}'")
 
     def _name(self, component: str) -> str:
         return f"{self.flow.name}.{component}"
 
+    @staticmethod
+    def _here() -> dict[str, Any]:
+        """Actor options that keep a component on the controller's node: the repository folder, its
+        claim files and its lock are that node's (docs/cluster.md)."""
+        node = ray.get_runtime_context().get_node_id()
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+
     # ------------------------------------------------------------------ start
     def start(self) -> dict:
         Path(self.root).mkdir(parents=True, exist_ok=True)
+        try:
+            self._repository_lock.acquire()  # no second flow or offline tool on these repositories
+        except RepositoryInUseError as err:
+            raise FlowStartError(str(err)) from None
         s = self.settings
-        self.flowfile_repository = FlowFileRepositoryActor.options(name=self._name("flowfile-repository")).remote(self.root, s)
+        here = self._here()
+        self.flowfile_repository = FlowFileRepositoryActor.options(
+            name=self._name("flowfile-repository"), **here).remote(self.root, s, flow=self.flow.name)
         self.recovery = ray.get(self.flowfile_repository.open.remote())
-        unknown = {q: n for q, n in self.recovery["queues"].items() if q not in {c.id for c in self.flow.connections}}
+        unknown = unknown_queues(self.recovery, {c.id for c in self.flow.connections})
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
             raise FlowStartError(
                 f"the repository {self.root} holds FlowFiles queued in connections that flow "
                 f"'{self.flow.name}' does not have: {listing}. Run the flow these FlowFiles belong to, "
                 f"or add connections with these names; nothing was dropped.")
-        self.content_repository = ContentRepositoryActor.options(name=self._name("content-repository")).remote(self.root, s)
+        self.content_repository = ContentRepositoryActor.options(
+            name=self._name("content-repository"), **here).remote(self.root, s, flow=self.flow.name)
         if s.provenance_enabled:
             self.provenance_repository = ProvenanceRepositoryActor.options(
-                name=self._name("provenance-repository")).remote(self.root, s)
+                name=self._name("provenance-repository"), **here).remote(self.root, s, flow=self.flow.name)
             ray.get(self.provenance_repository.open.remote())
         for connection in self.flow.connections:
             config = QueueConfig(
@@ -79,9 +99,12 @@ class FlowController:
                                      if connection.back_pressure_data_size_threshold is not None
                                      else s.back_pressure_data_size_threshold),
                 expiration_ms=int(parse_duration(connection.flowfile_expiration) * 1000),
-                prioritizers=connection.prioritizers)
-            self.queues[connection.id] = QueueActor.options(name=self._name(f"queue.{connection.id}")).remote(config)
+                prioritizers=connection.prioritizers, swap_threshold=s.swap_threshold,
+                swap_batch_size=s.swap_batch_size, sync_swap_files=s.always_sync, flow=self.flow.name)
+            self.queues[connection.id] = QueueActor.options(name=self._name(f"queue.{connection.id}"), **here).remote(
+                config, self.root, self.flowfile_repository)
         self._restore_queues()
+        self._start_spark()
         for node in self.flow.processors.values():
             wiring = Wiring(
                 inputs=[c.id for c in self.flow.connections_to(node.name)],
@@ -90,7 +113,7 @@ class FlowController:
                 queues=self.queues, flowfile_repository=self.flowfile_repository,
                 provenance_repository=self.provenance_repository)
             self.processors[node.name] = [
-                ProcessorActor.options(name=self._name(f"processor.{node.name}.{i}"), num_cpus=node.num_cpus)
+                ProcessorActor.options(name=self._name(f"processor.{node.name}.{i}"), num_cpus=node.num_cpus, **here)
                 .remote(self.flow.name, node, i, wiring, self.root, s)
                 for i in range(node.concurrent_tasks)]
         ray.get([a.start.remote() for actors in self.processors.values() for a in actors])
@@ -99,16 +122,20 @@ class FlowController:
         self.started = True
         return self.recovery
 
+    def _start_spark(self) -> None:
+        """Create the flow's Spark service when a Spark processor uses it (docs/spark.md)."""
+        if not any(getattr(node.type, "uses_spark", False) for node in self.flow.processors.values()):
+            return
+        from flowactors.spark.service import SparkSettingsError, SparkStartError, start_flow_service
+
+        try:
+            self.spark_service = start_flow_service(self.flow, self.settings, self._name("spark"))
+        except (SparkSettingsError, SparkStartError) as err:
+            raise FlowStartError(str(err)) from None
+
     def _restore_queues(self) -> None:
-        restored = 0
-        while True:
-            batch = ray.get(self.flowfile_repository.next_recovery_batch.remote())
-            if batch is None:
-                break
-            queue_id, flowfiles = batch
-            ray.get(self.queues[queue_id].restore.remote(flowfiles))
-            restored += len(flowfiles)
-        self.recovery["restored"] = restored
+        """Swap files back to their queues (kept on disk), then the log's queued FlowFiles."""
+        self.recovery.update(restore_queues(self.flowfile_repository, self.queues, self.root))
 
     # ------------------------------------------------------------------ background jobs
     def _maintain(self) -> None:
@@ -136,10 +163,18 @@ class FlowController:
 
     def checkpoint(self) -> int:
         """Checkpoint the write-ahead log, then release the claims it says nobody references."""
-        released = ray.get(self.flowfile_repository.checkpoint.remote())
-        if released:
-            ray.get(self.content_repository.release.remote(released))
+        with self._claims_lock:
+            released = ray.get(self.flowfile_repository.checkpoint.remote())
+            if released:
+                ray.get(self.content_repository.release.remote(released))
         return len(released)
+
+    def replay(self, event_id: int, requested_by: str | None = None):
+        """Queue a FlowFile again with a provenance event's input (see ``flowactors.replay``)."""
+        from flowactors.replay import replay_running
+
+        with self._claims_lock:
+            return replay_running(self, event_id, requested_by)
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict:
@@ -170,6 +205,48 @@ class FlowController:
     def queue(self, queue_id: str):
         return self.queues[queue_id]
 
+    # ------------------------------------------------------------------ queue operations
+    def _queue_actor(self, queue_id: str):
+        from flowactors.queue_admin import NoSuchQueueError
+
+        if queue_id not in self.queues:
+            raise NoSuchQueueError(f"flow '{self.flow.name}' has no connection '{queue_id}'; "
+                                   f"its connections: {', '.join(sorted(self.queues)) or 'none'}")
+        return self.queues[queue_id]
+
+    def list_queue(self, queue_id: str, limit: int = 100) -> list[dict]:
+        """The first ``limit`` queued FlowFiles in the order they would be delivered (swapped ones
+        included): uuid, size, attributes, age, penalized (``flowactors.queue_admin.describe``)."""
+        from flowactors.queue_admin import describe
+
+        entries = ray.get(self._queue_actor(queue_id).list_flowfiles.remote(limit))
+        now = now_millis()
+        return [describe(f, position=i, swapped=swapped, now=now) for i, (f, swapped) in enumerate(entries, 1)]
+
+    def empty_queue(self, queue_id: str, requested_by: str | None = None) -> dict:
+        """Drop every queued FlowFile of a connection (not those being processed): removed from
+        the write-ahead log and a DROP event each; their content goes at the next checkpoint."""
+        from flowactors.queue_admin import drop_events
+
+        queue = self._queue_actor(queue_id)
+        dropped = size = 0
+        while True:
+            batch = ray.get(queue.take_for_drop.remote(self.settings.swap_batch_size))
+            if not batch:
+                break
+            uuids = [f.uuid for f in batch]
+            try:
+                ray.get(self.flowfile_repository.commit.remote([], uuids))
+            except Exception:
+                ray.get(queue.requeue.remote(batch))
+                raise
+            if self.provenance_repository is not None:
+                ray.get(self.provenance_repository.register.remote(drop_events(batch, queue_id, requested_by)))
+            ray.get(queue.acknowledge.remote(uuids))
+            dropped += len(batch)
+            size += sum(f.size for f in batch)
+        return {"queue": queue_id, "dropped": dropped, "bytes": size}
+
     def repositories(self) -> dict[str, Any]:
         return {"flowfile": self.flowfile_repository, "content": self.content_repository,
                 "provenance": self.provenance_repository}
@@ -181,6 +258,11 @@ class FlowController:
         if self._maintenance is not None:
             self._maintenance.join(30)
         ray.get([a.stop.remote() for actors in self.processors.values() for a in actors])
+        if self.spark_service is not None:  # after the processors: none of them is mid-job now
+            from flowactors.spark.service import stop_service
+
+            stop_service(self.spark_service)
+            self.spark_service = None
         final = self.status()
         if self.flowfile_repository is not None:
             self.maintenance_once(force=True)
@@ -194,6 +276,7 @@ class FlowController:
                       self.provenance_repository]:
             if actor is not None:
                 ray.kill(actor)
+        self._repository_lock.release()
         self.started = False
         return final
 

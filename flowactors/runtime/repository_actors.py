@@ -12,9 +12,10 @@ from typing import Iterator, Sequence
 
 import ray
 
+from flowactors.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
 from flowactors.settings import Settings
 from repositories.content import ContentRepository
-from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
 from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import ProvenanceEvent
@@ -24,13 +25,14 @@ from repositories.provenance.event import ProvenanceEvent
 class FlowFileRepositoryActor:
     """Owns ``<repository>/flowfile``: one LMDB transaction per session commit."""
 
-    def __init__(self, root: str, settings: Settings):
+    def __init__(self, root: str, settings: Settings, flow: str = ""):
         self.root = Path(root)
         self.settings = settings
         self.repo: WriteAheadFlowFileRepository | None = None
         self._recovery: Iterator[tuple[str, list[FlowFile]]] | None = None
         self.commits = 0
         self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
+        self.metrics = FlowFileRepositoryMetrics(flow)
 
     def open(self) -> dict:
         """Open the log, rebuild claimant counts, and delete content that was never committed."""
@@ -57,21 +59,33 @@ class FlowFileRepositoryActor:
                new_claims: Sequence[ResourceClaim] = ()) -> None:
         self.repo.commit(updates, removals, new_claims)
         self.commits += 1
+        self.metrics.committed()
 
     def checkpoint(self) -> list[ResourceClaim]:
         started = time.monotonic()
         released = self.repo.checkpoint()
         self.last_checkpoint = {"at": time.time(), "seconds": time.monotonic() - started,
                                 "released": len(released)}
+        self.metrics.checkpointed(self.last_checkpoint["seconds"])
         return released
 
     def register_swap_file(self, queue: str, location: str, count: int, size: int,
-                           flowfiles: Sequence[str]) -> None:
-        """A queue wrote these FlowFiles (uuids) to a swap file: their records move to it in one transaction."""
+                           flowfiles: Sequence[FlowFile]) -> None:
+        """A queue wrote these FlowFiles to a swap file: their records move to it in one transaction."""
         self.repo.register_swap_file(queue, location, count, size, flowfiles=flowfiles)
 
     def unregister_swap_file(self, location: str) -> int:
         return self.repo.unregister_swap_file(location)
+
+    def swap_files(self) -> list[dict]:
+        return self.repo.swap_files()
+
+    def swapped_flowfiles(self, location: str) -> list[FlowFile]:
+        """The records still under ``swap:<location>`` (a swap file that cannot be read)."""
+        return [f for batch in self.repo.iter_queue(SWAP_QUEUE_PREFIX + location) for f in batch]
+
+    def queue_sizes(self) -> dict[str, tuple[int, int]]:
+        return self.repo.queue_sizes()
 
     def queue_counts(self) -> dict[str, int]:
         return self.repo.queue_counts()
@@ -96,18 +110,22 @@ class ContentRepositoryActor:
     Processors read and write claim files themselves; this actor only manages their lifecycle.
     """
 
-    def __init__(self, root: str, settings: Settings):
+    def __init__(self, root: str, settings: Settings, flow: str = ""):
         self.repo = ContentRepository.from_settings(root, settings)
         self.released = 0
         self.last_age_off: dict = {}
+        self.metrics = ContentRepositoryMetrics(flow)
+        self.metrics.maybe_publish(self.repo.usage, force=True)
 
     def release(self, resources: Sequence[ResourceClaim]) -> int:
         count = self.repo.release(resources)
         self.released += count
+        self.metrics.maybe_publish(self.repo.usage)
         return count
 
     def age_off_archive(self) -> dict:
         self.last_age_off = self.repo.age_off_archive()
+        self.metrics.maybe_publish(self.repo.usage)
         return self.last_age_off
 
     def usage(self) -> dict:
@@ -122,23 +140,36 @@ class ProvenanceRepositoryActor:
     provenance never stalls a commit (NiFi bug NIFI-7646); the library locks what must not overlap.
     """
 
-    def __init__(self, root: str, settings: Settings):
+    def __init__(self, root: str, settings: Settings, flow: str = ""):
         self.root = root
         self.settings = settings
         self.repo: ProvenanceRepository | None = None
+        self.metrics = ProvenanceMetrics(flow)
 
     def open(self) -> dict:
         self.repo = ProvenanceRepository.from_settings(self.root, self.settings)
         return self.repo.stats()
 
     def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
-        return self.repo.register(events)
+        ids = self.repo.register(events)
+        self.metrics.registered(len(events))
+        return ids
+
+    def register_encoded(self, unregistered: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
+        """Events a processor encoded (id -1): the commit path's way in, no decoding here."""
+        ids = self.repo.register_encoded(unregistered, timestamps)
+        self.metrics.registered(len(unregistered))
+        return ids
 
     def maybe_rollover(self) -> dict | None:
-        return self.repo.maybe_rollover()
+        done = self.repo.maybe_rollover()
+        self.metrics.maybe_publish_lag(self.repo.stats, force=done is not None)
+        return done
 
     def rollover(self) -> dict:
-        return self.repo.rollover()
+        done = self.repo.rollover()
+        self.metrics.maybe_publish_lag(self.repo.stats, force=True)
+        return done
 
     def age_off(self) -> dict:
         return self.repo.age_off()
