@@ -101,6 +101,12 @@ def write(run: dict, out_dir: Path) -> tuple[Path, Path]:
         check_rows(scenario["rows"])
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path, json_path = out_dir / MARKDOWN, out_dir / JSON
-    md_path.write_text(markdown(run))
-    json_path.write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
+    md_path.write_text(_relative(markdown(run)))
+    json_path.write_text(_relative(orjson.dumps(run, option=orjson.OPT_INDENT_2).decode()) + "\n")
     return md_path, json_path
+
+
+def _relative(text: str) -> str:
+    """Paths inside the checkout written relative to it: results name no machine's folders."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return text.replace(root + "/", "").replace(root, ".")
