@@ -1,0 +1,348 @@
+"""Flows on a real Ray cluster: ``flowactors submit|status|stop|logs`` against a head started with
+``ray start --head`` (loopback, dashboard on, metrics export on), the metrics it exports, and a
+stop that leaves queued FlowFiles durable for the next start.
+
+The head is this module's own (its own temp dir and ports) and every CLI call is a subprocess, so an
+in-process Ray of another test never gets in the way; teardown kills exactly the head's processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FLOWACTORS = str(BIN / "flowactors")
+TERMINAL_STATES = ("succeeded", "failed", "stopped")
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _kill_head(temp_dir: str) -> None:
+    """Stop exactly this head: the processes naming its temp dir, and everything they started."""
+    marker = temp_dir.rstrip("/") + "/"
+    me = psutil.Process()
+    mine = {me.pid, *(p.pid for p in me.parents())}
+    roots = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid not in mine and any(marker in arg for arg in proc.info["cmdline"] or ()):
+                roots.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    procs = {}
+    for root in roots:
+        procs[root.pid] = root
+        try:
+            procs.update((c.pid, c) for c in root.children(recursive=True))
+        except psutil.NoSuchProcess:
+            pass
+    for proc in procs.values():
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(list(procs.values()), timeout=15)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+class Head:
+    def __init__(self, temp_dir: str, env: dict, dashboard: int, metrics: int):
+        self.temp_dir = temp_dir
+        self.env = env
+        self.address = f"http://127.0.0.1:{dashboard}"
+        self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+
+    def cli(self, *args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([FLOWACTORS, *args], cwd=cwd, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def status(self, flow: str, cwd: Path) -> dict:
+        done = self.cli("status", flow, "--address", self.address, "--json", cwd=cwd)
+        assert done.returncode in (0, 1), done.stderr
+        return json.loads(done.stdout)
+
+    def follow(self, flow: str, cwd: Path, until=None, timeout: float = 400) -> list[dict]:
+        """``flowactors status`` until the flow's job ends (or ``until(info)`` holds); every look."""
+        seen = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = self.status(flow, cwd)
+            seen.append(info)
+            if info["state"] in TERMINAL_STATES or (until is not None and until(info)):
+                return seen
+            time.sleep(2)
+        raise AssertionError(f"flow {flow} did not get there in {timeout} s; last: {seen[-1:]}")
+
+
+@pytest.fixture(scope="module")
+def head():
+    temp_dir = tempfile.mkdtemp(prefix="fa-ray-", dir="/tmp")  # short: Ray's socket paths live under it
+    gcs, dashboard, metrics, client, agent, agent_grpc, runtime_env, node_manager = _free_ports(8)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    # the head runs flowactors from this virtualenv: `python` of the job entrypoints is this one
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    # a throwaway loopback head: no token (one left by any local ray.init would switch tokens on)
+    env["RAY_AUTH_MODE"] = "disabled"
+    command = [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+               "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+               f"--metrics-export-port={metrics}", f"--ray-client-server-port={client}",
+               f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+               f"--runtime-env-agent-port={runtime_env}", f"--node-manager-port={node_manager}",
+               f"--temp-dir={temp_dir}", "--num-cpus=2", "--disable-usage-stats"]
+    try:
+        started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+        assert started.returncode == 0, started.stdout + started.stderr
+        head = Head(temp_dir, env, dashboard, metrics)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{head.address}/api/version", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the dashboard never answered"
+            time.sleep(1)
+        yield head
+    finally:
+        _kill_head(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _job_id(submitted: subprocess.CompletedProcess) -> str:
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    found = re.search(r"as Ray job (\S+)", submitted.stdout)
+    assert found, submitted.stdout
+    return found.group(1)
+
+
+def _scrape(url: str) -> dict[tuple[str, str, str], float]:
+    """flowactors series of the Prometheus text, summed over Ray's per-worker labels."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    values: dict[tuple[str, str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("ray_flowactors_"):
+            continue
+        name, labels, value = re.match(r"^(\w+)\{(.*)\} (\S+)$", line).groups()
+        tags = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels))
+        if "le" in tags:
+            continue
+        key = (name, tags.get("flow", ""), tags.get("component", ""))
+        values[key] = values.get(key, 0.0) + float(value)
+    return values
+
+
+# ---------------------------------------------------------------------------------- no cluster
+def test_an_address_where_nothing_listens_is_one_line(tmp_path):
+    port = _free_ports(1)[0]
+    done = subprocess.run([FLOWACTORS, "submit", str(ROOT / "examples" / "demo.py"), "--address",
+                           f"http://127.0.0.1:{port}", "--repository", str(tmp_path / "repo")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"flowactors: no Ray dashboard answers at http://127.0.0.1:{port}: is the head running "
+        f"(ray start --head) and is this its dashboard address (default port 8265)?"]
+
+
+def test_submit_refuses_a_relative_repository_and_a_client_address(tmp_path):
+    demo = str(ROOT / "examples" / "demo.py")
+    relative = subprocess.run([FLOWACTORS, "submit", demo, "--address", "http://127.0.0.1:1", "--repository",
+                               "repo"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert relative.returncode == 2 and "must be an absolute path" in relative.stderr
+    client = subprocess.run([FLOWACTORS, "stop", "demo", "--address", "ray://127.0.0.1:10001"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert client.returncode == 2 and "Ray Client address" in client.stderr and "Traceback" not in client.stderr
+
+
+def test_queue_gauges_are_throttled_and_end_on_the_latest_state(monkeypatch):
+    """A burst of changes sends a few updates, and the last one carries the final state."""
+    import flowactors.metrics as metrics_module
+
+    monkeypatch.setattr(metrics_module, "ENABLED", False)  # no Ray metric objects in this process
+    sent = []
+
+    class Recording(metrics_module.QueueMetrics):
+        def publish(self, status):
+            self._last = time.monotonic()
+            sent.append(status["count"])
+
+    async def burst():
+        metrics = Recording("flow", "a->b", min_interval=0.1)
+        metrics._gauges = {"count": None}  # as if enabled: what would be sent is recorded instead
+        for i in range(1, 501):
+            metrics.changed(lambda i=i: {"count": i})
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.3)
+
+    asyncio.run(burst())
+    assert 2 <= len(sent) <= 20 and sent[-1] == 500
+
+
+# ---------------------------------------------------------------------------------- on a cluster
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_submit_the_demo_follow_it_and_read_its_metrics(head, tmp_path):
+    out, repository = tmp_path / "out", tmp_path / "repository"
+    job_id = _job_id(head.cli("submit", str(ROOT / "examples" / "demo.py"), "--address", head.address,
+                              "--repository", str(repository), "--env", f"FLOWACTORS_DEMO_OUT={out}",
+                              cwd=tmp_path))
+    looks = head.follow("demo", tmp_path)
+    final = looks[-1]
+    assert final["job_id"] == job_id and final["state"] == "succeeded", final
+    assert final["stopped_by"] == "the job (idle)"
+    assert {look["state"] for look in looks} <= {"pending", "starting", "running", "stopping", "succeeded"}
+    processors = {p["name"]: p for p in final["status"]["processors"]}
+    assert processors["split lines"]["flowfiles_out"] == 4500
+    assert all(q["count"] == 0 for q in final["status"]["queues"])
+
+    lines = {severity: sum(len(gzip.decompress(f.read_bytes()).splitlines()) for f in (out / severity).glob("*.gz"))
+             for severity in ("error", "warn", "info")}
+    assert lines == {"error": 185, "warn": 501, "info": 3814}
+
+    logs = head.cli("logs", "demo", "--address", head.address, cwd=tmp_path)
+    assert logs.returncode == 0 and "flow 'demo' stopped by the job (idle)" in logs.stdout
+
+    listing = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import json
+            from ray.util.state import list_actors
+            actors = list_actors(address={head.address!r}, filters=[("ray_namespace", "=", "flowactors-demo")],
+                                 detail=True, limit=1000, raise_on_missing_output=False)
+            print(json.dumps([[a.name, a.class_name, a.required_resources] for a in actors]))
+        """)], env=head.env, capture_output=True, text=True, timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    actors = {name: (cls, resources) for name, cls, resources in json.loads(listing.stdout)}
+    assert actors["demo.controller"][0] == "ClusterFlowController"
+    assert actors["demo.processor.split lines.0"][0] == "ProcessorActor"
+    assert actors["demo.queue.split lines:splits->route by level"][0] == "QueueActor"
+    assert {"demo.flowfile-repository", "demo.content-repository", "demo.provenance-repository"} <= set(actors)
+    assert not any((resources or {}).get("CPU") for name, (_, resources) in actors.items() if ".processor." in name)
+
+    wanted = {
+        ("ray_flowactors_processor_flowfiles_out_total", "split lines"),
+        ("ray_flowactors_processor_flowfiles_in_total", "route by level"),
+        ("ray_flowactors_processor_bytes_written_total", "fetch"),
+        ("ray_flowactors_processor_tasks_total", "write"),
+        ("ray_flowactors_processor_task_seconds_total", "merge by severity"),
+        ("ray_flowactors_queue_flowfiles", "split lines:splits->route by level"),
+        ("ray_flowactors_queue_back_pressure", "gzip:success->write"),
+        ("ray_flowactors_flowfile_repository_commits_total", "flowfile-repository"),
+        ("ray_flowactors_flowfile_repository_checkpoint_seconds_count", "flowfile-repository"),
+        ("ray_flowactors_content_archive_bytes", "content-repository"),
+        ("ray_flowactors_provenance_events_total", "provenance-repository"),
+        ("ray_flowactors_provenance_index_lag", "provenance-repository"),
+    }
+    deadline = time.monotonic() + 90  # Ray exports every few seconds
+    while True:
+        metrics = _scrape(head.metrics_url)
+        missing = {w for w in wanted if (w[0], "demo", w[1]) not in metrics}
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert not missing, f"not exported: {sorted(missing)}"
+    assert 0 < metrics[("ray_flowactors_processor_flowfiles_out_total", "demo", "split lines")] <= 4500
+    assert metrics[("ray_flowactors_flowfile_repository_commits_total", "demo", "flowfile-repository")] > 0
+    assert metrics[("ray_flowactors_provenance_events_total", "demo", "provenance-repository")] >= 4500
+
+
+SLOW_FLOW = '''
+import time
+
+from flowactors import Flow, Processor, Relationship
+from flowactors.processors import GetFile, PutFile
+
+
+class Slow(Processor):
+    """A consumer much slower than its producer, so FlowFiles wait in its queue."""
+    relationships = [Relationship("success")]
+
+    def on_trigger(self, context, session):
+        for flowfile in session.get_batch():
+            time.sleep(0.5)
+            session.transfer(flowfile, "success")
+
+
+flow = Flow("slow-drain")
+get = flow.add(GetFile, "get", properties={"Input Directory": IN})
+slow = flow.add(Slow, "slow", batch_size=1)
+put = flow.add(PutFile, "put", properties={"Directory": OUT}, auto_terminate=["success", "failure"])
+flow.connect(get, slow)
+flow.connect(slow, put)
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_stop_leaves_queued_flowfiles_durable_for_the_next_start(head, tmp_path):
+    incoming, out, repository = tmp_path / "in", tmp_path / "out", tmp_path / "repository"
+    incoming.mkdir()
+    total = 60
+    for i in range(total):
+        (incoming / f"file-{i:03}.txt").write_text(f"payload {i}\n")
+    flow_dir = tmp_path / "flow"
+    flow_dir.mkdir()
+    flow_file = flow_dir / "slow.py"
+    flow_file.write_text(SLOW_FLOW.replace("IN", repr(str(incoming))).replace("OUT", repr(str(out))))
+    submit = ("submit", str(flow_file), "--address", head.address, "--repository", str(repository))
+    _job_id(head.cli(*submit, cwd=tmp_path))
+
+    def all_taken_and_draining(info):
+        procs = {p["name"]: p for p in (info["status"] or {}).get("processors", [])}
+        return bool(procs) and procs["get"]["flowfiles_out"] == total and procs["slow"]["flowfiles_in"] >= 2
+
+    looks = head.follow("slow-drain", tmp_path, until=all_taken_and_draining)
+    assert looks[-1]["state"] == "running", looks[-1]
+
+    stopped = head.cli("stop", "slow-drain", "--address", head.address, cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    queued = int(re.search(r"stopped: (\d+) FlowFiles stay queued", stopped.stdout).group(1))
+    per_queue = {q: int(n) for q, n in re.findall(r"^  (.+): (\d+)$", stopped.stdout, re.MULTILINE)}
+    assert sum(per_queue.values()) == queued and per_queue.get("get:success->slow", 0) > 0, stopped.stdout
+    after_stop = head.status("slow-drain", tmp_path)
+    assert after_stop["state"] == "succeeded" and after_stop["stopped_by"] == "flowactors stop", after_stop
+
+    offline = head.cli("status", "--repository", str(repository), "--json", cwd=tmp_path)
+    assert offline.returncode == 0, offline.stderr
+    counts = json.loads(offline.stdout)["queued"]
+    written = len(list(out.iterdir()))
+    assert counts == per_queue  # what the stop reported is what the write-ahead log holds
+    assert written + queued == total and not list(incoming.iterdir())
+
+    _job_id(head.cli(*submit, cwd=tmp_path))  # the next start, on the same node and repository
+    final = head.follow("slow-drain", tmp_path)[-1]
+    assert final["state"] == "succeeded", final
+    assert final["recovery"]["restored"] == queued
+    assert sorted(p.name for p in out.iterdir()) == [f"file-{i:03}.txt" for i in range(total)]
+    drained = head.cli("status", "--repository", str(repository), "--json", cwd=tmp_path)
+    assert json.loads(drained.stdout)["queued"] == {}
