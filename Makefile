@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-spark test test-fast bench bench-quick prereqs clean
+.PHONY: demo demo-spark test test-crash bench bench-quick prereqs clean
 
 prereqs:
 	@$(PYTHON) -c 'import sys; v=sys.version_info; sys.exit(0 if v >= (3, 11) else "flowactors needs Python 3.11 or newer; found %d.%d (set PYTHON=/path/to/python3.11)" % v[:2])'
@@ -25,7 +25,10 @@ demo-spark: $(STAMP)
 	$(PY) examples/spark_demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 -m "not cluster_crash"
+
+test-crash: $(STAMP)
+	$(PY) -m pytest -q -s -m cluster_crash
 
 bench: $(STAMP)
 	$(PY) -m bench
