@@ -26,7 +26,7 @@ from flowactors.session import CommitBatch, CommitError, ProcessSession, _Ids
 from flowactors.settings import Settings
 from flowactors.units import parse_duration
 from repositories.content import ContentRepository
-from repositories.model import FlowFile, QueuedFlowFile, now_millis
+from repositories.model import FlowFile, now_millis
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_event
 
 POLL_WAIT = 0.2
