@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 
 from flowactors import Flow, PropertyDescriptor
@@ -157,6 +158,21 @@ class LoggedPutFile(PutFile):
         return path
 
 
+def die_with_parent(parent: int) -> None:
+    """If the test process goes away (killed, timed out), take this run's Ray cluster down with us:
+    SIGKILL every descendant (gcs_server, raylet, workers), then exit. Runs on a daemon thread."""
+    import psutil
+
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    os._exit(3)
+
+
 def build_flow(args):
     settings = {"checkpoint_interval": args.checkpoint_interval, "administrative_yield": 0.5}
     flow = Flow("crash", settings=settings)
@@ -199,6 +215,7 @@ def main() -> None:
         sys.stdout.write(f"{kind} {json.dumps(payload, default=str)}\n")
         sys.stdout.flush()
 
+    threading.Thread(target=die_with_parent, args=(os.getppid(),), daemon=True).start()
     began = time.monotonic()
     runtime_env = {"worker_process_setup_hook": install_checkpoint_log} if CHECKPOINT_LOG else None
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=args.ray_temp, namespace=NAMESPACE,

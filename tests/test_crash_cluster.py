@@ -267,6 +267,8 @@ def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval:
     recoveries: list[dict] = []
     remaining, rate = FILES, 2000.0  # FlowFiles left; a first guess of FlowFiles delivered per second
     cluster = None
+    # a SIGTERM (e.g. an outer `timeout`) becomes an exception, so that `finally` kills the cluster
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         for run in range(KILLS):
             cluster = ChildCluster(tmp_path, run, [*args, "--run", str(run)])
@@ -306,6 +308,7 @@ def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval:
         recoveries.append(cluster.wait_started()["recovery"])
         final = cluster.finish(timeout=600)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if cluster is not None and cluster.proc.returncode is None:
             cluster.kill()  # never leave a cluster behind, whatever failed
     timings["final_run"] = time.monotonic() - began - timings["write_sources"] - timings["kills"]
@@ -313,6 +316,10 @@ def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval:
     return {"names": names, "source": source, "output": output, "repository": repository,
             "deliveries": deliveries, "kills": kills, "recoveries": recoveries, "final": final,
             "timings": timings, "checkpoint_log": checkpoint_log}
+
+
+def _terminated(signum, frame):
+    raise SystemExit(f"terminated by signal {signum}")
 
 
 def kill_delay(rng: random.Random, remaining: int, rate: float, kills_left: int) -> float:
@@ -462,14 +469,14 @@ def _cleanup(tmp_path: Path) -> None:
     print(f"cleanup took {time.monotonic() - began:.1f} s")
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_kill_whole_cluster_20_times_while_100k_files_move(tmp_path):
     result = run_campaign(tmp_path, checkpoint_kills=False, checkpoint_interval=1.0)
     check_outcome(result)
     _cleanup(tmp_path)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_kill_whole_cluster_inside_checkpoints(tmp_path):
     result = run_campaign(tmp_path, checkpoint_kills=True, checkpoint_interval=0.2)
     summary = check_outcome(result)
