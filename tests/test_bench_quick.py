@@ -61,6 +61,22 @@ def test_only_keeps_the_other_scenarios_of_comparable_results(tmp_path):
     assert kept_scenarios(tmp_path, now, [s for s in SCENARIOS if s.key == "small"]) == []
 
 
+def test_a_failing_scenario_is_a_failed_row_and_fails_the_command(tmp_path, monkeypatch):
+    """CI runs `make bench-quick`: a scenario that raises must turn the command red, not just a row."""
+    import bench.__main__ as harness
+
+    broken = harness.Scenario("broken", 9, "Broken on purpose", "bench.report", "no_such_scenario_function")
+    monkeypatch.setattr(harness, "SCENARIOS", (broken,))
+    assert harness.main(["--quick", "--out", str(tmp_path)]) == 1
+    saved = json.loads((tmp_path / "results.json").read_text())
+    (scenario,) = saved["scenarios"]
+    assert scenario["status"] == "failed"
+    assert scenario["rows"][0]["metric"] == "FAILED"
+    assert "no_such_scenario_function" in scenario["rows"][0]["notes"]
+    assert "FAILED" in (tmp_path / "RESULTS.md").read_text()
+    assert not (ROOT / "bench" / "work" / "broken").exists()
+
+
 def test_report_refuses_a_row_without_the_contract_keys(tmp_path):
     with pytest.raises(ValueError, match="lacks"):
         report.write(fake_run([{"scenario": "1", "metric": "x"}]), tmp_path)
