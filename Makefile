@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# where bench writes RESULTS.md and results.json (CI points it at a temporary folder)
+BENCH_OUT ?= bench
 
 .PHONY: demo demo-spark test test-crash bench bench-quick prereqs clean
 
@@ -25,16 +27,16 @@ demo-spark: $(STAMP)
 	$(PY) examples/spark_demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=15 -m "not cluster_crash"
+	$(PY) -m pytest -q --durations=15
 
 test-crash: $(STAMP)
 	$(PY) -m pytest -q -s -m cluster_crash
 
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) -m bench --out $(BENCH_OUT)
 
 bench-quick: $(STAMP)
-	$(PY) -m bench --quick
+	$(PY) -m bench --quick --out $(BENCH_OUT)
 
 clean:
 	rm -rf $(VENV) repository out bench/work .pytest_cache
