@@ -46,7 +46,7 @@ from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository
 
-# kept out of `make test` (and so CI) until a whole run of both is verified: `make test-crash`
+# part of `make test` (and so CI); `make test-crash` runs only these two
 pytestmark = [pytest.mark.crash, pytest.mark.cluster_crash]
 
 HERE = Path(__file__).resolve().parent
