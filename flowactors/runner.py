@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -39,11 +39,13 @@ def flow_settings(flow: Flow, overrides: dict[str, Any] | None = None) -> Settin
 
 def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,
              show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
-             timeout: float | None = None, on_started=None) -> dict:
+             timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None) -> dict:
     """Run ``flow`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
-    ``IDLE_CHECKS`` consecutive looks. ``timeout`` bounds an until-idle run that never goes idle.
+    ``IDLE_CHECKS`` consecutive looks. ``until(status)`` returning true also stops the run (a
+    condition on the live status, e.g. a queue's count, rather than a guess at how long it takes).
+    ``timeout`` bounds a run that never gets there (``final["timed_out"]``).
     """
     flow.validate()
     resolved = flow_settings(flow, settings)
@@ -56,7 +58,7 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         final["recovery"] = ray.get(controller.start.remote())
         if on_started is not None:
             on_started(controller)
-        idle_streak, last_work = 0, None
+        idle_watch = IdleWatch(controller)
         while True:
             status = ray.get(controller.status.remote())
             elapsed = time.monotonic() - began
@@ -65,12 +67,10 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 sys.stdout.flush()
             if duration is not None and elapsed >= duration:
                 break
-            if until_idle and duration is None:
-                work = work_done(status)
-                idle = ray.get(controller.is_idle.remote(status)) and work == last_work
-                idle_streak, last_work = (idle_streak + 1 if idle else 0), work
-                if idle_streak >= IDLE_CHECKS:
-                    break
+            if until is not None and until(status):
+                break
+            if until_idle and duration is None and until is None and idle_watch.is_idle(status):
+                break
             if timeout is not None and elapsed >= timeout:
                 final["timed_out"] = True
                 break
@@ -92,6 +92,26 @@ def work_done(status: dict) -> tuple[int, int]:
     """Counters that move whenever anything happens: idle means they stood still between looks."""
     return (sum(p["commits"] for p in status["processors"]),
             sum(q["total_in"] + q["total_out"] for q in status["queues"]))
+
+
+class IdleWatch:
+    """Tells when a running flow is idle, the same way for ``run_flow`` and a cluster job's driver.
+
+    Idle means the controller finds every queue empty and ``work_done`` stood still, in
+    ``IDLE_CHECKS`` consecutive looks.
+    """
+
+    def __init__(self, controller) -> None:
+        self._controller = controller
+        self._streak = 0
+        self._last_work: tuple[int, int] | None = None
+
+    def is_idle(self, status: dict) -> bool:
+        """One more look, at the controller's latest ``status``: idle for ``IDLE_CHECKS`` looks now?"""
+        work = work_done(status)
+        idle = ray.get(self._controller.is_idle.remote(status)) and work == self._last_work
+        self._streak, self._last_work = (self._streak + 1 if idle else 0), work
+        return self._streak >= IDLE_CHECKS
 
 
 def processor_totals(status: dict) -> dict[str, dict]:

@@ -88,6 +88,10 @@ def gated_flow(count: int, gate: Path, **connection) -> Flow:
     return flow
 
 
+def queue_status(status: dict, queue_id: str) -> dict:
+    return next(q for q in status["queues"] if q["id"] == queue_id)
+
+
 def wait_for(predicate, timeout=60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -164,15 +168,18 @@ def test_list_and_empty_a_running_flows_queue_with_swapped_flowfiles(ray_session
 def test_offline_list_and_empty_with_the_cli_after_a_restart_with_swapped_flowfiles(ray_session, repository, tmp_path,
                                                                                     capsys):
     flow = gated_flow(300, tmp_path / "never")
-    final = run_flow(flow, repository, until_idle=False, duration=4)
-    assert {q["id"]: q for q in final["queues"]}["waiting"]["count"] == 300
+    final = run_flow(flow, repository, until=lambda s: (w := queue_status(s, "waiting"))["count"] == 300
+                     and w["swapped"] > 0, timeout=120)
+    assert not final.get("timed_out") and queue_status(final, "waiting")["count"] == 300
     swap_files = sorted(p.name for p in swap_directory(repository).glob("*.swap"))
     assert swap_files  # the stop left FlowFiles swapped out: still in their files, registered
 
-    again = run_flow(gated_flow(1, tmp_path / "never"), repository, until_idle=False, duration=2)
+    again = run_flow(gated_flow(1, tmp_path / "never"), repository,
+                     until=lambda s: queue_status(s, "waiting")["count"] == 301, timeout=120)
+    assert not again.get("timed_out")
     recovery = again["recovery"]
     assert recovery["swap_files"] >= 1 and recovery["restored"] + recovery["swapped"] == 300
-    assert {q["id"]: q for q in again["queues"]}["waiting"]["count"] == 301
+    assert queue_status(again, "waiting")["count"] == 301
 
     assert cli_main(["queue", "list", "waiting", "--repository", str(repository), "--limit", "400", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,28 @@ class Collect(Processor):
             session.remove(flowfile)
 
 
+def queue_status(status: dict, queue_id: str) -> dict:
+    return next(q for q in status["queues"] if q["id"] == queue_id)
+
+
+def queue_count(status: dict, queue_id: str) -> int:
+    return queue_status(status, queue_id)["count"]
+
+
+class HeldFor:
+    """A run_flow ``until``: true once ``condition`` has held for ``seconds`` (without a break)."""
+
+    def __init__(self, seconds: float, condition):
+        self.seconds, self.condition, self.since = seconds, condition, None
+
+    def __call__(self, status: dict) -> bool:
+        if not self.condition(status):
+            self.since = None
+            return False
+        self.since = self.since or time.monotonic()
+        return time.monotonic() - self.since >= self.seconds
+
+
 def three_step_flow(out: Path, count: int, fail_times: int = 0, **connection) -> Flow:
     flow = Flow("runtime-test", settings={"checkpoint_interval": 1.0, "administrative_yield": 0.1})
     emit = flow.add(Emit, "emit", properties={"Count": count, "Batch": 250})
@@ -130,7 +153,9 @@ def test_stop_keeps_queued_flowfiles_for_the_next_run(ray_session, repository, t
     out = tmp_path / "out"
     flow = three_step_flow(out, 600)
     flow.processors["upper"].run_schedule = "1000 sec"  # triggers once, then waits: the rest stays queued
-    final = run_flow(flow, repository, until_idle=False, duration=6)
+    final = run_flow(flow, repository, timeout=120, until=lambda s: processor_totals(s)["upper"]["flowfiles_in"] == 200
+                     and queue_count(s, "emitted") == 400 and queue_count(s, "uppered") == 0)
+    assert not final.get("timed_out")
     queued = {q["id"]: q["count"] for q in final["queues"]}
     assert queued["emitted"] == 600 - 200, (final["processors"], final["queues"])
     wal = WriteAheadFlowFileRepository(repository / "flowfile", create=False)
@@ -148,8 +173,9 @@ def test_back_pressure_holds_the_producer(ray_session, repository, tmp_path):
     out = tmp_path / "out"
     flow = three_step_flow(out, 5000, back_pressure_object_threshold=300)
     flow.processors["upper"].run_schedule = "1000 sec"
-    final = run_flow(flow, repository, until_idle=False, duration=6)
-    emitted = {q["id"]: q for q in final["queues"]}["emitted"]
+    final = run_flow(flow, repository, timeout=120, until=HeldFor(2.0, lambda s: queue_status(s, "emitted")["back_pressure"]))
+    assert not final.get("timed_out")
+    emitted = queue_status(final, "emitted")
     totals = processor_totals(final)
     assert emitted["back_pressure"]
     # the threshold is soft: the producer may overshoot it by one batch (250), no more
