@@ -34,7 +34,7 @@ from flowactors.provenance_tools import (StoppedRepository, claim_state, missing
                                          NoSuchEventError)
 from flowactors.settings import Settings
 from repositories.content import ContentRepository
-from repositories.content.writer import _fsync_dir
+from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType
 
@@ -155,8 +155,8 @@ def _make_live(content: ContentRepository, claim: ContentClaim | None, what: str
             return False
         raise ReplayError(_gone(what, claim)) from None
     if content.always_sync:
-        _fsync_dir(live.parent)
-        _fsync_dir(content.archive_path_of(claim.resource).parent)
+        fsync_dir(live.parent)
+        fsync_dir(content.archive_path_of(claim.resource).parent)
     return True
 
 

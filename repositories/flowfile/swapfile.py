@@ -25,6 +25,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 from repositories.flowfile import records as rec
 from repositories.flowfile.errors import FlowFileRepositoryError, UnsupportedFormatVersionError
+from repositories.fsutil import fsync_dir
 from repositories.model import FlowFile, ResourceClaim, now_millis
 
 #: First bytes of every swap file.
@@ -104,14 +105,6 @@ def new_location(queue: str, partition: str = "local") -> str:
     return f"{slug}-{digest}.{part}.{now_millis()}-{os.getpid()}-{next(_counter)}{SUFFIX}"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _header_bytes(count: int, size: int, queue: str, partition: str, order: str) -> bytes:
     body = bytearray(_HEAD.pack(MAGIC, SWAP_FILE_VERSION, count, size, now_millis()))
     for text in (queue, partition, order):
@@ -127,7 +120,7 @@ def encode_entries(flowfiles: Iterable[FlowFile]) -> tuple[list[bytes], int]:
     """The framed entries of ``flowfiles`` and their total content bytes."""
     out: list[bytes] = []
     size = 0
-    ckeys: dict[tuple, bytes] = {}
+    ckeys = rec.ClaimKeyCache()
     encode = rec.encode_flowfile
     frame = _FRAME.pack
     crc = zlib.crc32
@@ -137,10 +130,7 @@ def encode_entries(flowfiles: Iterable[FlowFile]) -> tuple[list[bytes], int]:
         if claim is None:
             ckey = b""
         else:
-            r = claim.resource
-            ckey = ckeys.get(r)
-            if ckey is None:
-                ckey = ckeys[r] = rec.claim_key(r)
+            ckey = ckeys[claim.resource]
             size += claim.length
         ukey = rec.uuid_key(ff.uuid)
         try:
@@ -181,7 +171,7 @@ def write_swap_file(
                 os.fsync(f.fileno())
         os.replace(partial, path)
         if sync:
-            _fsync_dir(directory)
+            fsync_dir(directory)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

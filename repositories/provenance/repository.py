@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import orjson
 
+from repositories.fsutil import fsync_dir
 from repositories.provenance.event import (
     FIELD_INDEX,
     with_event_id,
@@ -367,7 +368,7 @@ class ProvenanceRepository:
         self._hook("merge-toc-renamed")
         os.replace(writer.path, final_prov)          # the commit point of the merge
         if self.fsync_rollover:
-            _fsync_dir(container)
+            fsync_dir(container)
         self._hook("merge-committed")
         info = _EventFile(first_id, final_prov, final_toc, toc)
         with self._lock:
@@ -869,14 +870,6 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_atomically(path: Path, data: bytes, fsync: bool = True) -> None:
