@@ -67,37 +67,13 @@ class InMemoryFlowFileRepository:
 
     # --- commit -------------------------------------------------------------------------------
 
-    def _prepare(self, updates: Iterable[QueuedFlowFile], removals: Iterable[str]) -> tuple[list, list]:
-        seen: set[bytes] = set()
-        prepared = []
-        for qf in updates:
-            ff, queue = qf
-            ukey = rec.uuid_key(ff.uuid)
-            if ukey in seen:
-                raise ValueError(f"FlowFile {ff.uuid} appears more than once in one commit")
-            seen.add(ukey)
-            ckey = rec.claim_key(ff.claim.resource) if ff.claim is not None else b""
-            try:  # the same validation, and the same order key, as the durable repository
-                _value, okey = rec.encode_flowfile(ff, rec.queue_prefix(queue), ckey, ukey)
-            except TypeError as e:
-                raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {e}") from None
-            prepared.append((ukey, ff, queue, okey))
-        rkeys = []
-        for uuid in removals:
-            ukey = rec.uuid_key(uuid)
-            if ukey in seen:
-                raise ValueError(f"FlowFile {uuid} appears more than once in one commit (update and removal)")
-            seen.add(ukey)
-            rkeys.append(ukey)
-        return prepared, rkeys
-
     def commit(
         self,
         updates: Sequence[QueuedFlowFile],
         removals: Sequence[str],
         new_claims: Sequence[ResourceClaim] = (),
     ) -> None:
-        prepared, rkeys = self._prepare(updates, removals)
+        prepared, rkeys = rec.encode_commit(updates, removals)
         with self._lock:
             self._check_open()
             self._apply(prepared, rkeys, new_claims)
@@ -117,7 +93,7 @@ class InMemoryFlowFileRepository:
 
         puts = []
         dels = []
-        for ukey, ff, queue, okey in prepared:
+        for ukey, ff, queue, _prefix, _ckey, _value, okey in prepared:
             res = tuple(ff.claim.resource) if ff.claim is not None else None
             old = records.get(ukey)
             if old is None:
@@ -202,15 +178,7 @@ class InMemoryFlowFileRepository:
     def register_swap_file(
         self, queue: str, location: str, count: int, size: int, flowfiles: Sequence[FlowFile] | None = None
     ) -> None:
-        if not location:
-            raise ValueError("swap file location must not be empty")
-        swap_queue = SWAP_QUEUE_PREFIX + location
-        prepared: list = []
-        if flowfiles is not None:
-            if len(flowfiles) != count:
-                raise ValueError(f"count is {count} but {len(flowfiles)} FlowFiles were given")
-            prepared, _ = self._prepare((QueuedFlowFile(ff, swap_queue) for ff in flowfiles), ())
-        rec.queue_prefix(swap_queue)
+        prepared = rec.encode_swap_registration(location, count, flowfiles)
         with self._lock:
             self._check_open()
             if location in self._swap:

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from repositories.model import ContentClaim, FlowFile, ResourceClaim
+from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim
 
 #: Queue id of FlowFiles in a swap file: this prefix, then the swap file's location.
 SWAP_QUEUE_PREFIX = "swap:"
@@ -165,6 +165,15 @@ def claim_key(resource: tuple) -> bytes:
     return bytes(out)
 
 
+class ClaimKeyCache(dict):
+    """Claim keys by resource claim, each encoded once: the FlowFiles of one batch (a commit, a
+    swap file) often share a few resource claims."""
+
+    def __missing__(self, resource: tuple) -> bytes:
+        key = self[resource] = claim_key(resource)
+        return key
+
+
 def claim_from_key(key: bytes) -> ResourceClaim:
     parts = []
     pos = 0
@@ -214,6 +223,60 @@ def encode(ff: FlowFile, queue: str) -> bytes:
     resource = ff.claim.resource if ff.claim is not None else None
     ckey = claim_key(resource) if resource is not None else b""
     return encode_flowfile(ff, queue_prefix(queue), ckey, uuid_key(ff.uuid))[0]
+
+
+def encode_commit(
+    updates: Iterable[QueuedFlowFile], removals: Iterable[str], prefix_of: Callable[[str], bytes] = queue_prefix
+) -> tuple[list[tuple[bytes, FlowFile, str, bytes, bytes, bytes, bytes]], list[bytes]]:
+    """Validate and encode one commit's batch, before any write, as both FlowFile repositories do.
+
+    The LMDB and the in-memory repository share it so that they refuse the same batches with the
+    same ``ValueError`` (a uuid twice among updates and removals, a FlowFile that cannot be stored)
+    and order FlowFiles by the same keys. ``prefix_of`` is ``queue_prefix`` or a cache of it.
+    Returns ``[(uuid key, FlowFile, queue, queue prefix, claim key, record, order key)]`` for the
+    updates and the uuid keys of the removals."""
+    seen: set[bytes] = set()
+    prepared = []
+    ckeys = ClaimKeyCache()
+    for ff, queue in updates:
+        ukey = uuid_key(ff.uuid)
+        if ukey in seen:
+            raise ValueError(f"FlowFile {ff.uuid} appears more than once in one commit")
+        seen.add(ukey)
+        prefix = prefix_of(queue)
+        ckey = b"" if ff.claim is None else ckeys[ff.claim.resource]
+        try:
+            value, okey = encode_flowfile(ff, prefix, ckey, ukey)
+        except TypeError as e:
+            raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {e}") from None
+        prepared.append((ukey, ff, queue, prefix, ckey, value, okey))
+    rkeys = []
+    for uuid in removals:
+        ukey = uuid_key(uuid)
+        if ukey in seen:
+            raise ValueError(f"FlowFile {uuid} appears more than once in one commit (update and removal)")
+        seen.add(ukey)
+        rkeys.append(ukey)
+    return prepared, rkeys
+
+
+def encode_swap_registration(
+    location: str, count: int, flowfiles: Sequence[FlowFile] | None, prefix_of: Callable[[str], bytes] = queue_prefix
+) -> list[tuple[bytes, FlowFile, str, bytes, bytes, bytes, bytes]]:
+    """Check a swap file's registration and encode the FlowFiles it moves to ``swap:<location>``
+    (none without ``flowfiles``), as ``encode_commit`` does, so that both FlowFile repositories
+    refuse the same registrations with the same ``ValueError``."""
+    if not location:
+        raise ValueError("swap file location must not be empty")
+    if len(location.encode()) > MAX_KEY_SIZE:
+        raise ValueError(f"swap file location of {len(location.encode())} bytes is too long")
+    swap_queue = SWAP_QUEUE_PREFIX + location
+    prefix_of(swap_queue)  # refuses a location too long for the order index
+    if flowfiles is None:
+        return []
+    if len(flowfiles) != count:
+        raise ValueError(f"count is {count} but {len(flowfiles)} FlowFiles were given")
+    return encode_commit((QueuedFlowFile(ff, swap_queue) for ff in flowfiles), (), prefix_of)[0]
 
 
 def _check(value: bytes) -> int:

@@ -40,6 +40,7 @@ from repositories.flowfile.errors import (
     RepositoryCorruptError,
     UnsupportedFormatVersionError,
 )
+from repositories.fsutil import fsync_dir
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
 
 SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
@@ -248,7 +249,7 @@ class WriteAheadFlowFileRepository:
                 os.link(tmp / "data.mdb", p / "data.mdb")  # fails if another process won the race
             except FileExistsError:
                 pass
-            _fsync_dir(p)
+            fsync_dir(p)
         except lmdb.Error as e:
             raise FlowFileRepositoryError(f"cannot create a FlowFile repository at {p}: {e}", p) from e
         finally:
@@ -378,49 +379,6 @@ class WriteAheadFlowFileRepository:
 
     # --- commit -------------------------------------------------------------------------------
 
-    def _prepare(
-        self, updates: Iterable[QueuedFlowFile], removals: Iterable[str], seen: set[bytes]
-    ) -> tuple[list, list]:
-        """Validate and encode outside the write transaction (shorter lock, errors before writing).
-
-        Returns ``[(uuid key, record, order key, queue UTF-8, claim key, size)]`` and the uuid
-        keys of the removals."""
-        prepared = []
-        prefixes = self._prefixes
-        ckeys: dict[tuple, bytes] = {}
-        uuid_key = rec.uuid_key
-        encode = rec.encode_flowfile
-        for qf in updates:
-            ff, queue = qf
-            ukey = uuid_key(ff.uuid)
-            if ukey in seen:
-                raise ValueError(f"FlowFile {ff.uuid} appears more than once in one commit")
-            seen.add(ukey)
-            prefix = prefixes.get(queue) or self._prefix(queue)
-            claim = ff.claim
-            if claim is None:
-                ckey = b""
-                size = 0
-            else:
-                r = claim.resource
-                ckey = ckeys.get(r)
-                if ckey is None:
-                    ckey = ckeys[r] = rec.claim_key(r)
-                size = claim.length
-            try:
-                value, okey = encode(ff, prefix, ckey, ukey)
-            except TypeError as e:
-                raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {e}") from None
-            prepared.append((ukey, value, okey, prefix[2:], ckey, size))
-        rkeys = []
-        for uuid in removals:
-            ukey = uuid_key(uuid)
-            if ukey in seen:
-                raise ValueError(f"FlowFile {uuid} appears more than once in one commit (update and removal)")
-            seen.add(ukey)
-            rkeys.append(ukey)
-        return prepared, rkeys
-
     def commit(
         self,
         updates: Sequence[QueuedFlowFile],
@@ -436,7 +394,7 @@ class WriteAheadFlowFileRepository:
         Claimant counts change by comparing each FlowFile's stored record with the new one.
         Raises ``ValueError`` (nothing written) when a uuid appears twice.
         """
-        prepared, rkeys = self._prepare(updates, removals, set())
+        prepared, rkeys = rec.encode_commit(updates, removals, self._prefix)  # errors before writing
         new_ckeys = [rec.claim_key(r) for r in new_claims]
         if not (prepared or rkeys or new_ckeys):
             self._check_open()
@@ -472,7 +430,9 @@ class WriteAheadFlowFileRepository:
         removed = []
         ukey = b""
         try:
-            for ukey, value, okey, qb, ckey, size in prepared:
+            for ukey, ff, _queue, prefix, ckey, value, okey in prepared:
+                qb = prefix[2:]
+                size = ff.size
                 record_puts.append((ukey, value))
                 old = olds.get(ukey)
                 if old is None:
@@ -619,18 +579,8 @@ class WriteAheadFlowFileRepository:
         ``recover()`` skips, so that a restart does not count them twice; each must currently be
         in ``queue`` (else ``ValueError``, nothing written).
         """
-        if not location:
-            raise ValueError("swap file location must not be empty")
+        prepared = rec.encode_swap_registration(location, count, flowfiles, self._prefix)
         skey = location.encode()
-        if len(skey) > rec.MAX_KEY_SIZE:
-            raise ValueError(f"swap file location of {len(skey)} bytes is too long")
-        swap_queue = SWAP_QUEUE_PREFIX + location
-        self._prefix(swap_queue)
-        prepared: list = []
-        if flowfiles is not None:
-            if len(flowfiles) != count:
-                raise ValueError(f"count is {count} but {len(flowfiles)} FlowFiles were given")
-            prepared, _ = self._prepare((QueuedFlowFile(ff, swap_queue) for ff in flowfiles), (), set())
         with self._write("registering a swap file") as txn:
             if txn.get(skey, db=self._swap) is not None:
                 raise ValueError(f"swap file {location} is already registered")
@@ -1088,11 +1038,3 @@ def _claim_or_key(ckey: bytes) -> ResourceClaim | str:
         return rec.claim_from_key(ckey)
     except rec.RecordError:
         return ckey.hex()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
