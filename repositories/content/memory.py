@@ -15,32 +15,21 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from repositories.model import ContentClaim, ResourceClaim
 
 from .errors import ContentNotFoundError, ContentRepositoryError
-from .repository import new_claim_id, section_of
-from .writer import COPY_CHUNK, BaseClaimWriter
+from .repository import (ChunkedIteration, ContentRepositoryOptions, new_claim_id, options_from_settings,
+                         section_of)
+from .writer import BaseClaimWriter
 
 if TYPE_CHECKING:
     from flowactors.settings import Settings
 
 
-class MemoryContentStream(io.BytesIO):
+class MemoryContentStream(ChunkedIteration, io.BytesIO):
     """A content read from memory; iterating yields chunks of up to 1 MiB, as ``open()`` of the
     file-system repository does."""
 
     def __init__(self, data: bytes, claim: ContentClaim) -> None:
         super().__init__(data)
         self.claim = claim
-        self.chunk_size = COPY_CHUNK
-
-    def __iter__(self) -> "MemoryContentStream":
-        if self.closed:
-            raise ValueError("I/O operation on closed content stream")
-        return self
-
-    def __next__(self) -> bytes:
-        chunk = self.read(self.chunk_size)
-        if not chunk:
-            raise StopIteration
-        return chunk
 
 
 class InMemoryClaimWriter(BaseClaimWriter):
@@ -53,12 +42,7 @@ class InMemoryClaimWriter(BaseClaimWriter):
 
     def flush(self, sync: bool | None = None) -> None:
         """Nothing to hand to a kernel; raises like ``ClaimWriter.flush`` after a failure."""
-        if self._failure is not None:
-            raise ContentRepositoryError(
-                f"this claim writer failed earlier ({self._failure}); discard it"
-            ) from self._failure
-        if self._sealed == "discarded":
-            raise ContentRepositoryError("this claim writer is discarded")
+        self._check_failed()
 
     def _storage_new_claim(self) -> None:
         resource, data = self._repo._new_claim()
@@ -85,31 +69,15 @@ class InMemoryClaimWriter(BaseClaimWriter):
         self._data = None
 
 
-class InMemoryContentRepository:
-    """Contents in ``bytearray``s keyed by resource claim; thread-safe."""
+class InMemoryContentRepository(ContentRepositoryOptions):
+    """Contents in ``bytearray``s keyed by resource claim; thread-safe. Takes the options of
+    ``ContentRepository`` (``archive_max_usage_percent`` does not apply: there is no disk)."""
 
-    def __init__(
-        self,
-        *,
-        containers: Iterable[str] = ("memory",),
-        sections: int = 1024,
-        max_appendable_size: int = 50 * 1024,
-        max_flowfiles_per_claim: int = 100,
-        always_sync: bool = False,
-        archive_enabled: bool = True,
-        archive_max_retention: float | None = 3 * 3600.0,
-        archive_max_usage_percent: float | None = 90.0,
-    ) -> None:
+    def __init__(self, *, containers: Iterable[str] = ("memory",), **options: Any) -> None:
+        super().__init__(**options)
         self._names = tuple(containers)
         if not self._names:
             raise ValueError("at least one content container is needed")
-        self.sections = sections
-        self.max_appendable_size = max_appendable_size
-        self.max_flowfiles_per_claim = max_flowfiles_per_claim
-        self.always_sync = always_sync
-        self.archive_enabled = archive_enabled
-        self.archive_max_retention = archive_max_retention
-        self.archive_max_usage_percent = archive_max_usage_percent  # not applicable: no disk
         self._live: dict[ResourceClaim, bytearray] = {}
         self._archive: dict[ResourceClaim, tuple[bytearray, float]] = {}
         self._lock = threading.Lock()
@@ -118,16 +86,7 @@ class InMemoryContentRepository:
     @classmethod
     def from_settings(cls, root: Any, settings: "Settings") -> "InMemoryContentRepository":
         """Same options as ``ContentRepository.from_settings``; ``root`` is ignored."""
-        return cls(
-            containers=tuple(settings.content_containers),
-            sections=settings.content_sections,
-            max_appendable_size=settings.max_appendable_claim_size,
-            max_flowfiles_per_claim=settings.max_flowfiles_per_claim,
-            always_sync=settings.always_sync,
-            archive_enabled=settings.archive_enabled,
-            archive_max_retention=settings.archive_max_retention,
-            archive_max_usage_percent=settings.archive_max_usage_percent,
-        )
+        return cls(**options_from_settings(settings))
 
     # --- writing ------------------------------------------------------------------------
     def writer(self) -> InMemoryClaimWriter:

@@ -26,10 +26,11 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, ResourceClaim
 
 from .errors import FULL_ERRNOS, ContentNotFoundError, ContentRepositoryError
-from .writer import COPY_CHUNK, ClaimWriter, _fsync_dir
+from .writer import COPY_CHUNK, ClaimWriter
 
 if TYPE_CHECKING:
     from flowactors.settings import Settings
@@ -54,6 +55,21 @@ def disk_usage(path: str | os.PathLike[str]) -> Any:
 def section_of(claim_id: str, sections: int) -> str:
     """The section of a claim id: CRC-32 of its UTF-8 bytes modulo ``sections``, in decimal."""
     return str(zlib.crc32(claim_id.encode()) % sections)
+
+
+def options_from_settings(settings: "Settings") -> dict[str, Any]:
+    """The constructor options a flow's settings give a content repository: the same for the
+    file-system and the in-memory repository, so that both follow the flow's settings alike."""
+    return dict(
+        containers=tuple(settings.content_containers),
+        sections=settings.content_sections,
+        max_appendable_size=settings.max_appendable_claim_size,
+        max_flowfiles_per_claim=settings.max_flowfiles_per_claim,
+        always_sync=settings.always_sync,
+        archive_enabled=settings.archive_enabled,
+        archive_max_retention=settings.archive_max_retention,
+        archive_max_usage_percent=settings.archive_max_usage_percent,
+    )
 
 
 class _ClaimIds:
@@ -156,7 +172,25 @@ class _ClaimRangeIO(io.RawIOBase):
                 super().close()
 
 
-class ContentInputStream(io.BufferedReader):
+class ChunkedIteration:
+    """Iteration over a content stream: chunks of up to ``chunk_size`` bytes, not lines (contents
+    are binary). The file-system and the in-memory content streams both iterate this way."""
+
+    chunk_size = COPY_CHUNK
+
+    def __iter__(self) -> "ChunkedIteration":
+        if self.closed:  # type: ignore[attr-defined]
+            raise ValueError("I/O operation on closed content stream")
+        return self
+
+    def __next__(self) -> bytes:
+        chunk = self.read(self.chunk_size)  # type: ignore[attr-defined]
+        if not chunk:
+            raise StopIteration
+        return chunk
+
+
+class ContentInputStream(ChunkedIteration, io.BufferedReader):
     """A readable, seekable stream over one content (positions relative to the content).
 
     ``read(n)``, ``read()``, ``readinto()``, ``seek()``/``tell()`` work as on a file limited to the
@@ -169,7 +203,6 @@ class ContentInputStream(io.BufferedReader):
         super().__init__(raw, max(1, min(READ_BUFFER, max(claim.length, 8192))))
         self.claim = claim
         self.path = path
-        self.chunk_size = COPY_CHUNK
 
     def fileno(self) -> int:
         raise io.UnsupportedOperation("a content stream has no file descriptor of its own")
@@ -179,24 +212,45 @@ class ContentInputStream(io.BufferedReader):
         zero-copy transfers inside this package."""
         return None if self.closed else self.raw._fd  # type: ignore[attr-defined]
 
-    def __iter__(self) -> "ContentInputStream":
-        if self.closed:
-            raise ValueError("I/O operation on closed content stream")
-        return self
 
-    def __next__(self) -> bytes:
-        chunk = self.read(self.chunk_size)
-        if not chunk:
-            raise StopIteration
-        return chunk
+class ContentRepositoryOptions:
+    """The options every content repository is built with (the file-system one and the in-memory
+    one), with their defaults and checks: how claims are laid out and retired, sync, archive."""
+
+    def __init__(
+        self,
+        *,
+        sections: int = 1024,
+        max_appendable_size: int = 50 * 1024,
+        max_flowfiles_per_claim: int = 100,
+        always_sync: bool = False,
+        archive_enabled: bool = True,
+        archive_max_retention: float | None = 3 * 3600.0,
+        archive_max_usage_percent: float | None = 90.0,
+    ) -> None:
+        if sections < 1:
+            raise ValueError(f"sections must be >= 1, not {sections}")
+        if max_appendable_size < 0 or max_flowfiles_per_claim < 0:
+            raise ValueError("max_appendable_size and max_flowfiles_per_claim must be >= 0")
+        if archive_max_usage_percent is not None and not 0 < archive_max_usage_percent <= 100:
+            raise ValueError(f"archive_max_usage_percent must be in (0, 100], not "
+                             f"{archive_max_usage_percent}")
+        self.sections = sections
+        self.max_appendable_size = max_appendable_size
+        self.max_flowfiles_per_claim = max_flowfiles_per_claim
+        self.always_sync = always_sync
+        self.archive_enabled = archive_enabled
+        self.archive_max_retention = archive_max_retention
+        self.archive_max_usage_percent = archive_max_usage_percent
 
 
-class ContentRepository:
+class ContentRepository(ContentRepositoryOptions):
     """The content repository of one node, on the local file system.
 
     ``root`` is the content repository directory (``<repository>/content``); each container is a
     subdirectory of it unless given as an absolute path (its name is then the path itself), or a
-    mapping ``{name: path}``. New resource claims go to the containers round-robin.
+    mapping ``{name: path}``. New resource claims go to the containers round-robin. The other
+    options, with their defaults, are those of ``ContentRepositoryOptions``.
 
     One instance per process; instances on the same ``root`` in other processes cooperate through
     the file system only. An instance pickles by its configuration.
@@ -207,24 +261,12 @@ class ContentRepository:
         root: str | os.PathLike[str],
         *,
         containers: Sequence[str] | Mapping[str, str | os.PathLike[str]] = ("default",),
-        sections: int = 1024,
-        max_appendable_size: int = 50 * 1024,
-        max_flowfiles_per_claim: int = 100,
-        always_sync: bool = False,
-        archive_enabled: bool = True,
-        archive_max_retention: float | None = 3 * 3600.0,
-        archive_max_usage_percent: float | None = 90.0,
         archive_candidates_per_pass: int = ARCHIVE_CANDIDATES_PER_PASS,
+        **options: Any,
     ) -> None:
-        if sections < 1:
-            raise ValueError(f"sections must be >= 1, not {sections}")
-        if max_appendable_size < 0 or max_flowfiles_per_claim < 0:
-            raise ValueError("max_appendable_size and max_flowfiles_per_claim must be >= 0")
+        super().__init__(**options)
         if archive_candidates_per_pass < 1:
             raise ValueError("archive_candidates_per_pass must be >= 1")
-        if archive_max_usage_percent is not None and not 0 < archive_max_usage_percent <= 100:
-            raise ValueError(f"archive_max_usage_percent must be in (0, 100], not "
-                             f"{archive_max_usage_percent}")
         self.root = Path(root)
         pairs: list[tuple[str, str | os.PathLike[str]]]
         if isinstance(containers, Mapping):
@@ -240,47 +282,24 @@ class ContentRepository:
             path = Path(location)
             self._containers[name] = os.path.abspath(path if path.is_absolute() else self.root / path)
         self._names = tuple(self._containers)
-        self.sections = sections
-        self.max_appendable_size = max_appendable_size
-        self.max_flowfiles_per_claim = max_flowfiles_per_claim
-        self.always_sync = always_sync
-        self.archive_enabled = archive_enabled
-        self.archive_max_retention = archive_max_retention
-        self.archive_max_usage_percent = archive_max_usage_percent
         self.archive_candidates_per_pass = archive_candidates_per_pass
-        self._config = dict(
-            root=os.fspath(root), containers=dict(pairs), sections=sections,
-            max_appendable_size=max_appendable_size,
-            max_flowfiles_per_claim=max_flowfiles_per_claim, always_sync=always_sync,
-            archive_enabled=archive_enabled, archive_max_retention=archive_max_retention,
-            archive_max_usage_percent=archive_max_usage_percent,
-            archive_candidates_per_pass=archive_candidates_per_pass,
-        )
+        self._config = dict(root=os.fspath(root), containers=dict(pairs),
+                            archive_candidates_per_pass=archive_candidates_per_pass, **options)
         self._round_robin = itertools.count()
         self._known_dirs: set[str] = set()
         self._dirs_lock = threading.Lock()
         for path in self._containers.values():
             os.makedirs(path, exist_ok=True)
-        if always_sync:
+        if self.always_sync:
             for path in self._containers.values():
-                _fsync_dir(path)
-                _fsync_dir(os.path.dirname(path))
+                fsync_dir(path)
+                fsync_dir(os.path.dirname(path))
 
     @classmethod
     def from_settings(cls, repository_dir: str | os.PathLike[str], settings: "Settings") -> "ContentRepository":
         """The content repository of a flow's repository folder: ``<repository>/content``, with the
         settings' content options (the same convention as the other repositories)."""
-        return cls(
-            Path(repository_dir) / "content",
-            containers=tuple(settings.content_containers),
-            sections=settings.content_sections,
-            max_appendable_size=settings.max_appendable_claim_size,
-            max_flowfiles_per_claim=settings.max_flowfiles_per_claim,
-            always_sync=settings.always_sync,
-            archive_enabled=settings.archive_enabled,
-            archive_max_retention=settings.archive_max_retention,
-            archive_max_usage_percent=settings.archive_max_usage_percent,
-        )
+        return cls(Path(repository_dir) / "content", **options_from_settings(settings))
 
     def __reduce__(self) -> tuple[Any, ...]:
         config = dict(self._config)

@@ -25,9 +25,9 @@ from __future__ import annotations
 import errno
 import io
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
+from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, ResourceClaim
 
 from .errors import FULL_ERRNOS, ContentRepositoryError, ContentRepositoryFullError
@@ -244,11 +244,18 @@ class BaseClaimWriter:
         self._storage_close()
 
     # --- content life cycle -------------------------------------------------------------
-    def _check_usable(self) -> None:
+    def _check_failed(self) -> None:
+        """What ``flush()`` refuses, on disk and in memory alike: a failed or a discarded writer (a
+        closed one may still flush)."""
         if self._failure is not None:
             raise ContentRepositoryError(
                 f"this claim writer failed earlier ({self._failure}); discard it"
             ) from self._failure
+        if self._sealed == "discarded":
+            raise ContentRepositoryError("this claim writer is discarded")
+
+    def _check_usable(self) -> None:
+        self._check_failed()
         if self._sealed is not None:
             raise ContentRepositoryError(f"this claim writer is {self._sealed}")
 
@@ -400,19 +407,11 @@ class ClaimWriter(BaseClaimWriter):
                 finally:
                     os.close(fd)
             for current in self._dirs_to_sync:
-                _fsync_dir(current)
+                fsync_dir(current)
         except OSError as exc:
             self._fail(exc, current)
         self._unsynced.clear()
         self._dirs_to_sync.clear()
-
-    def _check_failed(self) -> None:
-        if self._failure is not None:
-            raise ContentRepositoryError(
-                f"this claim writer failed earlier ({self._failure}); discard it"
-            ) from self._failure
-        if self._sealed == "discarded":
-            raise ContentRepositoryError("this claim writer is discarded")
 
     def _storage_close(self) -> None:
         if self._fd < 0:
@@ -606,11 +605,3 @@ class ClaimWriter(BaseClaimWriter):
 def _datasync(fd: int) -> None:
     sync = getattr(os, "fdatasync", os.fsync)
     sync(fd)
-
-
-def _fsync_dir(directory: str | Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
