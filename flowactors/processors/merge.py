@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
 from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import CHUNK, FAILURE, charset_property
-from flowactors.units import parse_data_size
+from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
 from repositories.content.errors import ContentRepositoryError, ContentRepositoryFullError
 from repositories.model import FlowFile, now_millis
 
@@ -20,23 +19,6 @@ CONCATENATION = "Binary Concatenation"
 COMMON = "Keep Only Common Attributes"
 UNIQUE = "Keep All Unique Attributes"
 NO_DELIMITERS, TEXT, FILENAME = "Do Not Use Delimiters", "Text", "Filename"
-
-
-class _Bin:
-    """FlowFiles waiting to be merged together (they are held by the processor's holding session)."""
-
-    __slots__ = ("key", "flowfiles", "size", "created", "created_ms")
-
-    def __init__(self, key: str | None):
-        self.key = key
-        self.flowfiles: list[FlowFile] = []
-        self.size = 0
-        self.created = time.monotonic()
-        self.created_ms = now_millis()
-
-    def add(self, flowfile: FlowFile) -> None:
-        self.flowfiles.append(flowfile)
-        self.size += flowfile.size
 
 
 class MergeContent(Processor):
@@ -96,92 +78,24 @@ class MergeContent(Processor):
     relationships = (MERGED, ORIGINAL, FAILURE)
 
     def __init__(self) -> None:
-        self._bins: list[_Bin] = []
-        self._holding = None  # the session that holds the binned FlowFiles between triggers
+        self._packer = BinPacker()
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
-        problems = []
-        if int(values.get("Minimum Number of Entries", "1")) > int(values.get("Maximum Number of Entries", "1000")):
-            problems.append("Minimum Number of Entries is larger than Maximum Number of Entries")
-        if values.get("Maximum Group Size") and (parse_data_size(values.get("Minimum Group Size", "0 B"))
-                                                 > parse_data_size(values["Maximum Group Size"])):
-            problems.append("Minimum Group Size is larger than Maximum Group Size")
-        return problems
+        return bin_limit_problems(values)
 
     def on_scheduled(self, context: ProcessContext) -> None:
         p = context.property
-        self._correlation = p("Correlation Attribute Name").evaluate() or None
-        self._min_entries = p("Minimum Number of Entries").as_int()
-        self._max_entries = p("Maximum Number of Entries").as_int()
-        self._min_size = p("Minimum Group Size").as_data_size() or 0
-        self._max_size = p("Maximum Group Size").as_data_size()
-        self._max_age = p("Max Bin Age").as_duration()
-        self._max_bins = p("Maximum number of Bins").as_int()
+        self._packer.configure(context)
         self._unique = p("Attribute Strategy").evaluate() == UNIQUE
         self._delimiters = p("Delimiter Strategy").evaluate()
         self._charset = p("Character Set").evaluate()
 
     def on_stopped(self, context: ProcessContext) -> None:
         """Give every binned FlowFile back to its queue, unchanged."""
-        holding, self._holding = self._holding, None
-        self._bins = []
-        if holding is not None:
-            holding.rollback()
-
-    # ------------------------------------------------------------------ binning
-    def _fits(self, bin: _Bin, flowfile: FlowFile) -> bool:
-        if len(bin.flowfiles) >= self._max_entries:
-            return False
-        return not bin.flowfiles or self._max_size is None or bin.size + flowfile.size <= self._max_size
-
-    def _full(self, bin: _Bin) -> str | None:
-        if len(bin.flowfiles) >= self._max_entries:
-            return "Maximum number of entries reached"
-        if self._max_size is not None and bin.size >= self._max_size:
-            return "Maximum group size reached"
-        return None
+        self._packer.release()
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        if self._holding is None:
-            self._holding = session.new_session()
-        flowfiles = session.get_batch()
-        # held first: from here on a rollback of this trigger cannot put them back in the queue
-        # while a bin still refers to them
-        if flowfiles:
-            session.migrate(self._holding, flowfiles)
-        ready: list[tuple[_Bin, str]] = []
-        for flowfile in flowfiles:
-            key = flowfile.attributes.get(self._correlation) if self._correlation else None
-            target = next((b for b in self._bins if b.key == key and self._fits(b, flowfile)), None)
-            if target is None:
-                if len(self._bins) >= self._max_bins:
-                    oldest = min(self._bins, key=lambda b: b.created)
-                    self._bins.remove(oldest)
-                    ready.append((oldest, "Maximum number of bins reached"))
-                target = _Bin(key)
-                self._bins.append(target)
-            target.add(flowfile)
-            reason = self._full(target)
-            if reason:
-                self._bins.remove(target)
-                ready.append((target, reason))
-        now = time.monotonic()
-        for bin in list(self._bins):
-            if self._max_age is not None and now - bin.created >= self._max_age:
-                reason = "Max Bin Age reached"
-            elif len(bin.flowfiles) >= self._min_entries and bin.size >= self._min_size:
-                reason = "Minimum number of entries and minimum group size reached"
-            else:
-                continue
-            self._bins.remove(bin)
-            ready.append((bin, reason))
-        if not ready:
-            return
-        # back into this trigger's session: merged, originals and acknowledgements in one commit;
-        # should it roll back, the FlowFiles return to the queue and no bin refers to them any more
-        for bin, _ in ready:
-            self._holding.migrate(session, bin.flowfiles)
-        for bin, reason in ready:
+        for bin, reason in self._packer.take_ready(session):
             self._merge(context, session, bin, reason)
 
     # ------------------------------------------------------------------ merging
@@ -195,7 +109,7 @@ class MergeContent(Processor):
             return Path(value).read_bytes()
         return value.encode(self._charset)
 
-    def _merge(self, context: ProcessContext, session, bin: _Bin, reason: str) -> None:
+    def _merge(self, context: ProcessContext, session, bin: Bin, reason: str) -> None:
         sources = bin.flowfiles
         merged = None
         try:

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from typing import Callable, Mapping
 
 import ray
 
 from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
 from flowactors.spark import records
 from flowactors.spark.records import ReadOptions, RecordCursor, RecordFormatError
 from flowactors.spark.service import (FunctionJob, JobResult, SparkError, SparkServiceError, SqlJob, find_service,
                                       service_name)
-from flowactors.units import parse_data_size
 from repositories.model import FlowFile
 
 log = logging.getLogger(__name__)
@@ -58,22 +57,6 @@ def _function_problem(value: str) -> str | None:
 
 def _character(value: str) -> str | None:
     return None if len(value) == 1 else "must be a single character"
-
-
-class _Bin:
-    """FlowFiles waiting for a Spark job (held by the processor's holding session)."""
-
-    __slots__ = ("key", "flowfiles", "size", "created")
-
-    def __init__(self, key: str | None):
-        self.key = key
-        self.flowfiles: list[FlowFile] = []
-        self.size = 0
-        self.created = time.monotonic()
-
-    def add(self, flowfile: FlowFile) -> None:
-        self.flowfiles.append(flowfile)
-        self.size += flowfile.size
 
 
 class SparkRecordProcessor(Processor):
@@ -129,8 +112,7 @@ class SparkRecordProcessor(Processor):
     )
 
     def __init__(self) -> None:
-        self._bins: list[_Bin] = []
-        self._holding = None  # the session that holds binned FlowFiles between triggers
+        self._packer = BinPacker()
         self._service = None
 
     # ------------------------------------------------------------------ what subclasses say
@@ -143,13 +125,7 @@ class SparkRecordProcessor(Processor):
 
     # ------------------------------------------------------------------ configuration
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
-        problems = []
-        if int(values.get("Minimum Number of Entries", "1")) > int(values.get("Maximum Number of Entries", "1000")):
-            problems.append("Minimum Number of Entries is larger than Maximum Number of Entries")
-        if values.get("Maximum Group Size") and (parse_data_size(values.get("Minimum Group Size", "0 B"))
-                                                 > parse_data_size(values["Maximum Group Size"])):
-            problems.append("Minimum Group Size is larger than Maximum Group Size")
-        return problems
+        return bin_limit_problems(values)
 
     def on_scheduled(self, context: ProcessContext) -> None:
         p = context.property
@@ -164,82 +140,20 @@ class SparkRecordProcessor(Processor):
         self._max_bytes = p("Max FlowFile Size").as_data_size()
         self._zero_records = p("Include Zero Record FlowFiles").as_bool()
         self._service_name = p(SERVICE_PROPERTY).evaluate() or None
-        self._correlation = p("Correlation Attribute Name").evaluate() or None
-        self._min_entries = p("Minimum Number of Entries").as_int()
-        self._max_entries = p("Maximum Number of Entries").as_int()
-        self._min_size = p("Minimum Group Size").as_data_size() or 0
-        self._max_size = p("Maximum Group Size").as_data_size()
-        self._max_age = p("Max Bin Age").as_duration()
-        self._max_bins = p("Maximum number of Bins").as_int()
+        self._packer.configure(context)
         self._job = self.spark_job(context)
 
     def on_stopped(self, context: ProcessContext) -> None:
         """Give every binned FlowFile back to its queue, unchanged."""
-        holding, self._holding = self._holding, None
-        self._bins = []
-        if holding is not None:
-            holding.rollback()
-
-    # ------------------------------------------------------------------ binning
-    def _fits(self, bin: _Bin, flowfile: FlowFile) -> bool:
-        if len(bin.flowfiles) >= self._max_entries:
-            return False
-        return not bin.flowfiles or self._max_size is None or bin.size + flowfile.size <= self._max_size
-
-    def _full(self, bin: _Bin) -> str | None:
-        if len(bin.flowfiles) >= self._max_entries:
-            return "Maximum number of entries reached"
-        if self._max_size is not None and bin.size >= self._max_size:
-            return "Maximum group size reached"
-        return None
-
-    def _ready_bins(self, flowfiles: list[FlowFile]) -> list[tuple[_Bin, str]]:
-        ready: list[tuple[_Bin, str]] = []
-        for flowfile in flowfiles:
-            key = flowfile.attributes.get(self._correlation) if self._correlation else None
-            target = next((b for b in self._bins if b.key == key and self._fits(b, flowfile)), None)
-            if target is None:
-                if len(self._bins) >= self._max_bins:
-                    oldest = min(self._bins, key=lambda b: b.created)
-                    self._bins.remove(oldest)
-                    ready.append((oldest, "Maximum number of bins reached"))
-                target = _Bin(key)
-                self._bins.append(target)
-            target.add(flowfile)
-            reason = self._full(target)
-            if reason:
-                self._bins.remove(target)
-                ready.append((target, reason))
-        now = time.monotonic()
-        for bin in list(self._bins):
-            if self._max_age is not None and now - bin.created >= self._max_age:
-                reason = "Max Bin Age reached"
-            elif len(bin.flowfiles) >= self._min_entries and bin.size >= self._min_size:
-                reason = "Minimum number of entries and minimum group size reached"
-            else:
-                continue
-            self._bins.remove(bin)
-            ready.append((bin, reason))
-        return ready
+        self._packer.release()
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        if self._holding is None:
-            self._holding = session.new_session()
-        flowfiles = session.get_batch()
-        if flowfiles:  # held first, so a rollback of this trigger cannot requeue what a bin holds
-            session.migrate(self._holding, flowfiles)
-        ready = self._ready_bins(flowfiles)
-        if not ready:
-            return
-        # back into this trigger's session: results, originals and acknowledgements commit together;
-        # should it roll back (Spark not there), the FlowFiles return to the queue and no bin holds them
-        for bin, _ in ready:
-            self._holding.migrate(session, bin.flowfiles)
-        for bin, reason in ready:
+        # a rollback (Spark not there) returns the ready bins' FlowFiles to the queue
+        for bin, reason in self._packer.take_ready(session):
             self._run_bin(context, session, bin, reason)
 
     # ------------------------------------------------------------------ one bin, one job
-    def _run_bin(self, context: ProcessContext, session, bin: _Bin, reason: str) -> None:
+    def _run_bin(self, context: ProcessContext, session, bin: Bin, reason: str) -> None:
         tables, inputs = [], []
         for flowfile in bin.flowfiles:
             try:
