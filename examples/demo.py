@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import sys
-import time
 from pathlib import Path
 
 from flowactors import Flow
@@ -80,24 +78,10 @@ def summarize(final: dict, out: Path = OUT) -> str:
                  f"{total_lines} lines delivered")
     lines.append(f"  {split / final['seconds']:.0f} line FlowFiles/s end to end (including Ray start-up), "
                  f"{busy:.1f} s of processor time")
-    errors = [f"  {p['name']}: {e['error']}" for p in final["processors"] for e in p["recent_errors"]]
-    if errors:
-        lines += ["errors:", *errors]
     return "\n".join(lines)
 
 
-def main() -> int:
-    if OUT.exists():
-        shutil.rmtree(OUT)
-    repository = Path("repository/demo")
-    if repository.exists():
-        shutil.rmtree(repository)
-    started = time.monotonic()
-    final = flow.run(repository=repository, show_status=sys.stdout.isatty(), timeout=300)
-    final["seconds"] = time.monotonic() - started
-    print(summarize(final))
-    return 1 if final.get("timed_out") else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from demo_support import run_demo  # examples/ is on sys.path when this file runs as a script
+
+    sys.exit(run_demo(flow, OUT, Path("repository/demo"), summarize))

@@ -22,9 +22,7 @@ most of it Spark starting).
 
 from __future__ import annotations
 
-import shutil
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -118,24 +116,10 @@ def summarize(final: dict, out: Path = OUT) -> str:
         for row in pq.read_table(path).to_pylist():
             lines.append(f"    {row['region']:<8} {row['day'].isoformat():<10} {row['orders']:>6} {row['units']:>6} "
                          f"{row['revenue']:>9}")
-    errors = [f"  {p['name']}: {e['error']}" for p in final["processors"] for e in p["recent_errors"]]
-    if errors:
-        lines += ["errors:", *errors]
     return "\n".join(lines)
 
 
-def main() -> int:
-    if OUT.exists():
-        shutil.rmtree(OUT)
-    repository = Path("repository/spark-demo")
-    if repository.exists():
-        shutil.rmtree(repository)
-    started = time.monotonic()
-    final = flow.run(repository=repository, show_status=sys.stdout.isatty(), timeout=300)
-    final["seconds"] = time.monotonic() - started
-    print(summarize(final))
-    return 1 if final.get("timed_out") else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from demo_support import run_demo  # examples/ is on sys.path when this file runs as a script
+
+    sys.exit(run_demo(flow, OUT, Path("repository/spark-demo"), summarize))

@@ -114,7 +114,7 @@ def _summary(status: dict) -> str:
 def run(flow_path: str, repository: str, *, duration: float | None = None, keep_running: bool = False,
         timeout: float | None = None, settings: dict | None = None, node: str | None = None) -> int:
     from flowactors.cli import load_flow
-    from flowactors.runner import IDLE_CHECKS, flow_settings, work_done
+    from flowactors.runner import IdleWatch, flow_settings
     from flowactors.status_table import render
 
     flow = load_flow(flow_path)
@@ -157,7 +157,7 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
         recovery = outcome["recovery"]
         print(f"flow '{flow.name}' started: {recovery.get('restored', 0)} FlowFiles restored from the "
               f"write-ahead log", flush=True)
-        idle_streak, last_work, last_progress = 0, None, time.monotonic()
+        idle_watch, last_progress = IdleWatch(controller), time.monotonic()
         while True:
             requested = ray.get(controller.stopping.remote())
             if requested:
@@ -176,12 +176,8 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
             if duration is not None and elapsed >= duration:
                 stopper = f"the job (after {duration:g} s)"
                 break
-            if not keep_running and duration is None:
-                work = work_done(status)
-                idle = ray.get(controller.is_idle.remote(status)) and work == last_work
-                idle_streak, last_work = (idle_streak + 1 if idle else 0), work
-                if idle_streak >= IDLE_CHECKS:
-                    break
+            if not keep_running and duration is None and idle_watch.is_idle(status):
+                break
             if timeout is not None and elapsed >= timeout:
                 outcome["timed_out"] = True
                 stopper = f"the job (timed out after {timeout:g} s)"

@@ -253,9 +253,6 @@ class QueuePartition:
         self._release_penalties(now)
         taken: list[FlowFile] = []
         expired: list[FlowFile] = []
-        pen = self._penalized
-        cap = self.batch
-        size = 0
         if self.key is None:
             self._refill()
             active = self._active
@@ -265,17 +262,9 @@ class QueuePartition:
                     if not active:
                         break
                 ff = active.popleft()
-                if ff.penalized_until > now:
-                    if len(pen) >= cap:
-                        active.appendleft(ff)
-                        break
-                    heapq.heappush(pen, (ff.penalized_until, next(self._seq), ff))
-                    continue
-                size += ff.size
-                if expiry_ms and now - ff.entry_date > expiry_ms:
-                    expired.append(ff)
-                else:
-                    taken.append(ff)
+                if not self._sort_out(ff, now, expiry_ms, taken, expired):
+                    active.appendleft(ff)
+                    break
         else:
             heap = self._heap
             barrier = self._barrier()
@@ -283,21 +272,27 @@ class QueuePartition:
                 if barrier is not None and heap[0][0] > barrier:
                     break
                 entry = heapq.heappop(heap)
-                ff = entry[2]
-                if ff.penalized_until > now:
-                    if len(pen) >= cap:
-                        heapq.heappush(heap, entry)
-                        break
-                    heapq.heappush(pen, (ff.penalized_until, next(self._seq), ff))
-                    continue
-                size += ff.size
-                if expiry_ms and now - ff.entry_date > expiry_ms:
-                    expired.append(ff)
-                else:
-                    taken.append(ff)
+                if not self._sort_out(entry[2], now, expiry_ms, taken, expired):
+                    heapq.heappush(heap, entry)
+                    break
         self.memory -= len(taken) + len(expired)
-        self.memory_bytes -= size
+        self.memory_bytes -= sum(ff.size for ff in taken) + sum(ff.size for ff in expired)
         return taken, expired
+
+    def _sort_out(self, ff: FlowFile, now: int, expiry_ms: int, taken: list[FlowFile],
+                  expired: list[FlowFile]) -> bool:
+        """Where a FlowFile ``take`` got from memory goes, in FIFO and prioritized order alike: the
+        penalty heap while penalized, else ``expired`` or ``taken``. False when the penalty heap is
+        full: the caller puts it back where it was and stops."""
+        if ff.penalized_until > now:
+            if len(self._penalized) >= self.batch:
+                return False
+            heapq.heappush(self._penalized, (ff.penalized_until, next(self._seq), ff))
+        elif expiry_ms and now - ff.entry_date > expiry_ms:
+            expired.append(ff)
+        else:
+            taken.append(ff)
+        return True
 
     def take_any(self, max_count: int) -> list[FlowFile]:
         """Up to ``max_count`` FlowFiles from memory in any order, penalized ones too (emptying)."""
