@@ -9,7 +9,7 @@
   attribute are timed (median of 7) against the same search on a repository 100 times smaller:
   a ratio near 1 means search time does not grow with the repository.
 * Lineage: a FlowFile forked into 1,000 children (each then modified and dropped), registered
-  after the bulk and rolled over; ``lineage`` (one index search per FlowFile of the family) is
+  after the bulk and rolled over; ``lineage`` (which looks the family up a BFS level at a time) is
   timed against reading the family's events by id range, the least any lineage must read.
 """
 

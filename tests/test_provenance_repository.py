@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections import deque
 from pathlib import Path
 
+import orjson
 import pytest
 
 from flowactors.settings import Settings
@@ -23,8 +25,9 @@ from repositories.provenance import (
     decode_event,
     encode_event,
 )
-from repositories.provenance.event import EVENT_ENCODING_VERSION, event_to_dict, matches
+from repositories.provenance.event import EVENT_ENCODING_VERSION, LINKING_TYPES, event_to_dict, matches
 from repositories.provenance.eventfile import BLOCK_HEADER_SIZE, TableOfContents
+from repositories.provenance.lineage import build_lineage
 
 T = ProvenanceEventType
 BASE_MS = 1_700_000_000_000
@@ -402,6 +405,139 @@ def test_replay_links_lineage(tmp_path):
     assert {(e.source, e.target) for e in lineage.edges} == {
         ("flowfile:orig", "event:0"), ("event:0", "event:1"), ("event:1", "event:2"),
         ("event:2", "flowfile:copy"), ("flowfile:copy", "event:3")}
+
+
+def lineage_one_uuid_at_a_time(repo, uuid: str, max_events: int) -> tuple[list[int], bool]:
+    """The reference: lineage's walk as it was before lookups were batched by BFS level, one
+    ``search`` per uuid. Returns the event ids found and whether the walk was cut short."""
+    found: dict[int, ProvenanceEvent] = {}
+    seen: set[str] = set()
+    frontier = deque([uuid])
+    truncated = False
+    while frontier:
+        current = frontier.popleft()
+        if current in seen:
+            continue
+        seen.add(current)
+        for event in repo.search(flowfile_uuid=current, limit=None):
+            if event.event_id in found:
+                continue
+            found[event.event_id] = event
+            if event.event_type in LINKING_TYPES:
+                frontier.extend(other for other in (event.flowfile_uuid, *event.parent_uuids, *event.child_uuids)
+                                if other not in seen)
+        if len(found) >= max_events:
+            truncated = any(other not in seen for other in frontier)
+            break
+    return sorted(found), truncated
+
+
+ODD_KID = 'odd"kid\\'          # a quote and a backslash: its encoded needle has a quote inside
+
+
+def wide_family() -> tuple[list[ProvenanceEvent], list[ProvenanceEvent]]:
+    """A family whose BFS levels are wider than a few uuids, and unrelated events naming its uuids.
+
+        root: CREATE, FORK -> kid-0..kid-39 and ODD_KID; every kid: ATTRIBUTES_MODIFIED
+        JOIN(kid-2i, kid-2i+1) -> join-2i (i < 5); join-0: CLONE -> clone; REPLAY(clone) -> replay
+        the other kids and root: DROP; replay: SEND
+    The noise has the family's uuids as attribute values and details and a uuid extending one.
+    """
+    kids = [f"kid-{i}" for i in range(40)] + [ODD_KID]
+    family = [ev(T.CREATE, "root"), ev(T.FORK, "root", parent_uuids=["root"], child_uuids=kids)]
+    family += [ev(T.ATTRIBUTES_MODIFIED, kid, updated_attributes={"filename": kid}) for kid in kids]
+    family += [ev(T.JOIN, f"join-{i}", parent_uuids=kids[i:i + 2], child_uuids=[f"join-{i}"]) for i in range(0, 10, 2)]
+    family += [ev(T.CLONE, "join-0", parent_uuids=["join-0"], child_uuids=["clone"]),
+               ev(T.REPLAY, "replay", parent_uuids=["clone"], child_uuids=["replay"])]
+    family += [ev(T.DROP, kid) for kid in kids[10:]] + [ev(T.DROP, "root"), ev(T.SEND, "replay")]
+    noise = [ev(T.CREATE, f"noise-{i}", updated_attributes={"filename": kids[i % len(kids)]},
+                details=f"about {kids[(i + 1) % len(kids)]} and root") for i in range(30)]
+    noise += [ev(T.CREATE, "kid-1x", previous_attributes={"filename": "replay"}),
+              ev(T.FORK, "kid-1x", parent_uuids=["kid-1x"], child_uuids=["kid-1xy"])]
+    return family, noise
+
+
+def test_lineage_reads_a_family_across_event_files_shards_and_journals_level_at_a_time(tmp_path):
+    """The family lies in two event files (one index shard each), in sealed journals whose merge is
+    under way (some of their index entries written, the file not yet live) and in the active
+    journal: the graph is the one built from the family's events, as the in-memory repository
+    gives it; with max_events it is cut exactly where a walk of one search per uuid cuts."""
+    family, noise = wide_family()
+    mixed: list[ProvenanceEvent] = []
+    for i, event in enumerate(family):
+        mixed.append(event)
+        if i % 4 == 3 and noise:
+            mixed.append(noise.pop())
+    mixed += noise
+    quarter = len(mixed) // 4
+    parts = [mixed[:quarter], mixed[quarter:2 * quarter], mixed[2 * quarter:3 * quarter], mixed[3 * quarter:]]
+    assert all(any(e in part for e in family) for part in parts)
+
+    in_merge, release = threading.Event(), threading.Event()
+
+    def hook(step):
+        if step == "merge-indexed-chunk" and armed and not in_merge.is_set():
+            in_merge.set()
+            assert release.wait(10)
+
+    armed = False
+    repo = open_repo(tmp_path / "p", index_shard_size=1, fault_hook=hook)   # a shard per index chunk
+    memory = InMemoryProvenanceRepository()
+    for number, part in enumerate(parts):
+        for start in range(0, len(part), 7):
+            repo.register(part[start:start + 7])
+            memory.register([decode_event(encode_event(e)) for e in part[start:start + 7]])
+        if number < 2:
+            repo.rollover()
+        elif number == 2:
+            armed, repo.index_chunk = True, 10      # the merge stops after indexing 10 of its events
+            worker = threading.Thread(target=repo.rollover)
+            worker.start()
+            assert in_merge.wait(10)
+    stats = repo.stats()
+    assert stats["event_files"] == 2 and stats["index_shards"] == 3 and stats["index_lag"] == len(parts[2]) + len(parts[3])
+    family_ids = sorted(ids(family))
+
+    def check(repository) -> None:
+        for start in ("root", "kid-7", ODD_KID, "join-4", "clone", "replay"):
+            lineage = repository.lineage(start)
+            expected = build_lineage(start, family)
+            assert ids(lineage.events) == family_ids and not lineage.truncated
+            assert lineage.nodes == expected.nodes and lineage.edges == expected.edges
+        for max_events in (1, 2, 3, 10, 43, 44, 60, len(family) - 1, len(family), 10_000):
+            for start in ("root", "kid-3", "replay"):
+                lineage = repository.lineage(start, max_events=max_events)
+                assert (ids(lineage.events), lineage.truncated) == lineage_one_uuid_at_a_time(
+                    repository, start, max_events), (start, max_events)
+        assert ids(repository.lineage("kid-1x").events) == [e.event_id for e in mixed if e.flowfile_uuid == "kid-1x"]
+
+    try:
+        check(repo)              # files, shards, a merge under way and the active journal
+        check(memory)
+    finally:
+        release.set()
+        worker.join(10)
+    check(repo)                  # the sealed journals merged
+    repo.rollover()
+    assert repo.stats()["index_lag"] == 0
+    check(repo)                  # everything in event files
+    repo.close()
+
+
+def test_contains_any_is_a_substring_test():
+    from repositories.provenance.repository import _FEW_NEEDLES, _contains_any
+
+    values = [f"v-{i}" for i in range(2 * _FEW_NEEDLES)] + ['q"x', "b\\s", "", "é"]
+    encoded = [orjson.dumps(v) for v in values]
+    samples = [b"", b'"', b'""', b'"v-1"', b'"v-10"', b'["v-1x","v-2"]', b'"v-1', b'v-1"', b'"q\\"x"',
+               b'a"b\\\\s"c', b'"\xc3\xa9"', b"raw", b'x"', b'\x00"v-3"\xff', b'"v-99"', b"nothing here",
+               b'"v-3', b'v-3"', b'"v-32"', b'\x00"v-20" "q\\"y"']
+    for needles in (encoded[:1], encoded[:_FEW_NEEDLES], encoded, encoded[1::2], encoded + [b"raw", b'x"'],
+                    [b'"'] + encoded[20:]):
+        test = _contains_any(needles)
+        for sample in samples:
+            assert test(sample) == any(n in sample for n in needles), (len(needles), sample)
+    assert sum(_contains_any(encoded)(sample) for sample in samples) == 9
 
 
 # ---------------------------------------------------------------- age-off

@@ -398,30 +398,44 @@ class IndexShard:
         with self.env.begin() as txn:
             return txn.get(_pack_id(event_id), db=self.events) is not None
 
+    def covers(self, query: IndexQuery) -> bool:
+        """Whether the shard may hold hits of the query (it has entries in the query's time range)."""
+        return not self.empty and query.time_overlaps(self.min_ts, self.max_ts)
+
     def search(self, query: IndexQuery, limit: int | None, live: LiveFiles) -> list[Hit]:
         if self.empty:
             return []
-        hits: list[Hit] = []
         with self.env.begin() as txn:
-            if query.terms:
-                postings = [_Posting(txn, self.terms[table], key) for table, key in query.terms]
-                if any(p.count == 0 for p in postings):
-                    return []
-                postings.sort(key=lambda p: p.count)
-                get = txn.get
-                events_db = self.events
-                for event_id in _leapfrog(postings, self.max_id, self.min_id):
-                    ptr = get(_pack_id(event_id), db=events_db)
-                    if ptr is None:
-                        continue
-                    file_id, offset, ts, size = _unpack_ptr(ptr)
-                    if file_id not in live or not query.accepts(ts, size):
-                        continue
-                    hits.append(Hit(event_id, file_id, offset))
-                    if limit is not None and len(hits) >= limit:
-                        break
-            else:
-                self._walk_events(txn, query, limit, live, hits)
+            return self._search(txn, query, limit, live)
+
+    def search_many(self, queries: Sequence[IndexQuery], live: LiveFiles) -> list[list[Hit]]:
+        """``search(query, None, live)`` of each query, all in one read transaction."""
+        if self.empty:
+            return [[] for _ in queries]
+        with self.env.begin() as txn:
+            return [self._search(txn, query, None, live) for query in queries]
+
+    def _search(self, txn, query: IndexQuery, limit: int | None, live: LiveFiles) -> list[Hit]:
+        hits: list[Hit] = []
+        if query.terms:
+            postings = [_Posting(txn, self.terms[table], key) for table, key in query.terms]
+            if any(p.count == 0 for p in postings):
+                return []
+            postings.sort(key=lambda p: p.count)
+            get = txn.get
+            events_db = self.events
+            for event_id in _leapfrog(postings, self.max_id, self.min_id):
+                ptr = get(_pack_id(event_id), db=events_db)
+                if ptr is None:
+                    continue
+                file_id, offset, ts, size = _unpack_ptr(ptr)
+                if file_id not in live or not query.accepts(ts, size):
+                    continue
+                hits.append(Hit(event_id, file_id, offset))
+                if limit is not None and len(hits) >= limit:
+                    break
+        else:
+            self._walk_events(txn, query, limit, live, hits)
         return hits
 
     def _walk_events(self, txn, query: IndexQuery, limit: int | None, live: LiveFiles, hits: list[Hit]) -> None:
@@ -561,7 +575,7 @@ class ProvenanceIndex:
         """Hits newest (highest id) first, at most ``limit`` (None: all)."""
         hits: list[Hit] = []
         for shard in sorted(self.shards, key=lambda s: s.max_id, reverse=True):
-            if shard.empty or not query.time_overlaps(shard.min_ts, shard.max_ts):
+            if not shard.covers(query):
                 continue
             remaining = None if limit is None else limit - len(hits)
             try:
@@ -572,6 +586,24 @@ class ProvenanceIndex:
                 break
         hits.sort(key=lambda h: h.event_id, reverse=True)
         return hits if limit is None else hits[:limit]
+
+    def search_many(self, queries: Sequence[IndexQuery], live: LiveFiles) -> list[list[Hit]]:
+        """``search(query, None, live)`` of each query (a lineage level: one uuid each), with one
+        read transaction per shard for all of them."""
+        out: list[list[Hit]] = [[] for _ in queries]
+        for shard in self.shards:
+            todo = [i for i, query in enumerate(queries) if shard.covers(query)]
+            if not todo:
+                continue
+            try:
+                found = shard.search_many([queries[i] for i in todo], live)
+            except lmdb.Error:
+                continue  # the shard was dropped by age-off while we searched
+            for i, hits in zip(todo, found):
+                out[i].extend(hits)
+        for hits in out:
+            hits.sort(key=lambda h: h.event_id, reverse=True)
+        return out
 
     def max_indexed_id(self) -> int:
         return max((s.max_id for s in self.shards), default=-1)

@@ -2,7 +2,9 @@
 
 Starting from one uuid, every event that names a uuid (as its FlowFile, a parent or a child) is
 collected; FORK, JOIN, CLONE and REPLAY events add their parents and children to the uuids to
-visit, so the graph is the whole connected family, ancestors and descendants alike.
+visit, so the graph is the whole connected family, ancestors and descendants alike. The family is
+walked breadth first and looked up a level at a time: the repository answers all the uuids waiting
+in the frontier with one pass (``collect_family``'s ``find_many``).
 
 The graph, built from the events in id order (the order they were committed):
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from repositories.provenance.event import LINKING_TYPES, ProvenanceEvent, ProvenanceEventType
 
@@ -107,19 +109,48 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def collect_family(flowfile_uuid: str, find: Callable[[str], Iterable[ProvenanceEvent]],
+def named_uuids(event: ProvenanceEvent) -> tuple[str, ...]:
+    """The uuids an event names: its FlowFile, parents and children (what a uuid search matches)."""
+    if not event.parent_uuids and not event.child_uuids:
+        return (event.flowfile_uuid,)
+    return tuple(dict.fromkeys((event.flowfile_uuid, *event.parent_uuids, *event.child_uuids)))
+
+
+def collect_family(flowfile_uuid: str, find_many: Callable[[Sequence[str]], Iterable[ProvenanceEvent]],
                    max_events: int) -> tuple[list[ProvenanceEvent], bool]:
-    """Every event of the FlowFile's connected family, in id order, and whether it was cut short."""
+    """Every event of the FlowFile's connected family, in id order, and whether it was cut short.
+
+    ``find_many(uuids)`` returns every event naming any of the uuids (``named_uuids``), each once,
+    in any order. The family is visited one uuid at a time, breadth first; each uuid's events are
+    taken newest first (the order of ``search(flowfile_uuid=uuid)``) and after each uuid the walk
+    stops if ``max_events`` events were found (so the last uuid's events are all kept, and the
+    result may pass ``max_events``); ``truncated`` says some FlowFile of the family was left unvisited
+    then. The lookups are
+    batched: visiting a uuid not looked up yet looks up every unvisited uuid waiting in the frontier
+    (the rest of its BFS level), at most ``max_events - found`` of them, in one ``find_many`` call.
+    The batching does not change the result: the same events in the same order as looking up one
+    uuid at a time; a cut only means the last batch's unvisited uuids were read for nothing.
+    """
     found: dict[int, ProvenanceEvent] = {}
     seen: set[str] = set()
     frontier = deque([flowfile_uuid])
+    looked_up: dict[str, list[ProvenanceEvent]] = {}
     truncated = False
     while frontier:
         uuid = frontier.popleft()
         if uuid in seen:
             continue
+        if uuid not in looked_up:
+            budget = max_events - len(found)   # >= 1: the walk stops once found reaches max_events
+            batch = dict.fromkeys([uuid])
+            for other in frontier:
+                if len(batch) >= budget:
+                    break
+                if other not in seen:
+                    batch[other] = None
+            looked_up = _by_uuid(list(batch), find_many(list(batch)))
         seen.add(uuid)
-        for event in find(uuid):
+        for event in looked_up.pop(uuid):
             if event.event_id in found:
                 continue
             found[event.event_id] = event
@@ -128,9 +159,21 @@ def collect_family(flowfile_uuid: str, find: Callable[[str], Iterable[Provenance
                     if other not in seen:
                         frontier.append(other)
         if len(found) >= max_events:
-            truncated = bool(frontier)
+            truncated = any(other not in seen for other in frontier)
             break
     return sorted(found.values(), key=lambda e: e.event_id), truncated
+
+
+def _by_uuid(uuids: list[str], events: Iterable[ProvenanceEvent]) -> dict[str, list[ProvenanceEvent]]:
+    """Each uuid's events, newest first, as a search by that uuid alone returns them."""
+    out: dict[str, list[ProvenanceEvent]] = {uuid: [] for uuid in uuids}
+    unique = {event.event_id: event for event in events}
+    for event_id in sorted(unique, reverse=True):
+        event = unique[event_id]
+        for uuid in named_uuids(event):
+            if uuid in out:
+                out[uuid].append(event)
+    return out
 
 
 def build_lineage(flowfile_uuid: str, events: Iterable[ProvenanceEvent], truncated: bool = False) -> Lineage:
