@@ -117,3 +117,8 @@ class IdleWatch:
 def processor_totals(status: dict) -> dict[str, dict]:
     """The final status's processors by name (a convenience for summaries and tests)."""
     return {p["name"]: p for p in status["processors"]}
+
+
+def queue_totals(status: dict) -> dict[str, dict]:
+    """A status's queues (connections) by id, as ``processor_totals`` for processors."""
+    return {q["id"]: q for q in status["queues"]}

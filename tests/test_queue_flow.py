@@ -16,7 +16,7 @@ from flowactors import Flow, Processor, PropertyDescriptor, Relationship, valida
 from flowactors.cli import main as cli_main
 from flowactors.queue_admin import empty_queue, list_queue
 from flowactors.repository_lock import RepositoryInUseError
-from flowactors.runner import flow_settings, run_flow
+from flowactors.runner import flow_settings, queue_totals, run_flow
 from flowactors.runtime.controller import FlowController
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
@@ -86,10 +86,6 @@ def gated_flow(count: int, gate: Path, **connection) -> Flow:
                     yield_duration="50 ms")
     flow.connect(emit, held, name="waiting", **connection)
     return flow
-
-
-def queue_status(status: dict, queue_id: str) -> dict:
-    return next(q for q in status["queues"] if q["id"] == queue_id)
 
 
 def wait_for(predicate, timeout=60.0):
@@ -168,18 +164,18 @@ def test_list_and_empty_a_running_flows_queue_with_swapped_flowfiles(ray_session
 def test_offline_list_and_empty_with_the_cli_after_a_restart_with_swapped_flowfiles(ray_session, repository, tmp_path,
                                                                                     capsys):
     flow = gated_flow(300, tmp_path / "never")
-    final = run_flow(flow, repository, until=lambda s: (w := queue_status(s, "waiting"))["count"] == 300
+    final = run_flow(flow, repository, until=lambda s: (w := queue_totals(s)["waiting"])["count"] == 300
                      and w["swapped"] > 0, timeout=120)
-    assert not final.get("timed_out") and queue_status(final, "waiting")["count"] == 300
+    assert not final.get("timed_out") and queue_totals(final)["waiting"]["count"] == 300
     swap_files = sorted(p.name for p in swap_directory(repository).glob("*.swap"))
     assert swap_files  # the stop left FlowFiles swapped out: still in their files, registered
 
     again = run_flow(gated_flow(1, tmp_path / "never"), repository,
-                     until=lambda s: queue_status(s, "waiting")["count"] == 301, timeout=120)
+                     until=lambda s: queue_totals(s)["waiting"]["count"] == 301, timeout=120)
     assert not again.get("timed_out")
     recovery = again["recovery"]
     assert recovery["swap_files"] >= 1 and recovery["restored"] + recovery["swapped"] == 300
-    assert queue_status(again, "waiting")["count"] == 301
+    assert queue_totals(again)["waiting"]["count"] == 301
 
     assert cli_main(["queue", "list", "waiting", "--repository", str(repository), "--limit", "400", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

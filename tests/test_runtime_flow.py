@@ -11,7 +11,7 @@ import pytest
 import ray.cloudpickle
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.runner import processor_totals, run_flow
+from flowactors.runner import processor_totals, queue_totals, run_flow
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository
 
@@ -81,14 +81,6 @@ class Collect(Processor):
             session.remove(flowfile)
 
 
-def queue_status(status: dict, queue_id: str) -> dict:
-    return next(q for q in status["queues"] if q["id"] == queue_id)
-
-
-def queue_count(status: dict, queue_id: str) -> int:
-    return queue_status(status, queue_id)["count"]
-
-
 class HeldFor:
     """A run_flow ``until``: true once ``condition`` has held for ``seconds`` (without a break)."""
 
@@ -154,7 +146,7 @@ def test_stop_keeps_queued_flowfiles_for_the_next_run(ray_session, repository, t
     flow = three_step_flow(out, 600)
     flow.processors["upper"].run_schedule = "1000 sec"  # triggers once, then waits: the rest stays queued
     final = run_flow(flow, repository, timeout=120, until=lambda s: processor_totals(s)["upper"]["flowfiles_in"] == 200
-                     and queue_count(s, "emitted") == 400 and queue_count(s, "uppered") == 0)
+                     and queue_totals(s)["emitted"]["count"] == 400 and queue_totals(s)["uppered"]["count"] == 0)
     assert not final.get("timed_out")
     queued = {q["id"]: q["count"] for q in final["queues"]}
     assert queued["emitted"] == 600 - 200, (final["processors"], final["queues"])
@@ -173,9 +165,10 @@ def test_back_pressure_holds_the_producer(ray_session, repository, tmp_path):
     out = tmp_path / "out"
     flow = three_step_flow(out, 5000, back_pressure_object_threshold=300)
     flow.processors["upper"].run_schedule = "1000 sec"
-    final = run_flow(flow, repository, timeout=120, until=HeldFor(2.0, lambda s: queue_status(s, "emitted")["back_pressure"]))
+    held = HeldFor(2.0, lambda s: queue_totals(s)["emitted"]["back_pressure"])
+    final = run_flow(flow, repository, timeout=120, until=held)
     assert not final.get("timed_out")
-    emitted = queue_status(final, "emitted")
+    emitted = queue_totals(final)["emitted"]
     totals = processor_totals(final)
     assert emitted["back_pressure"]
     # the threshold is soft: the producer may overshoot it by one batch (250), no more
