@@ -39,4 +39,4 @@ bench-quick: $(STAMP)
 	$(PY) -m bench --quick --out $(BENCH_OUT)
 
 clean:
-	rm -rf $(VENV) repository out bench/work .pytest_cache
+	rm -rf $(VENV) repository out bench/scratch .pytest_cache

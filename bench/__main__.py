@@ -1,7 +1,7 @@
 """``python -m bench [--quick] [--only SCENARIO ...] [--out DIR]``: run the benchmarks, write the results.
 
 Each scenario runs in a fresh child process (its own Ray, its own memory, a crash stays its
-own), with its working files under bench/work/<scenario>/, deleted afterwards. A scenario whose
+own), with its working files under bench/scratch/<scenario>/, deleted afterwards. A scenario whose
 module is not there yet gets a 'not built' row; one that fails gets its error as a row, and the
 others still run. RESULTS.md and results.json are rewritten after every scenario, so an
 interrupted run still leaves what it measured. With ``--only``, the other scenarios of the
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
            "machine": machine(), "git": git_state(), "seconds": 0.0, "scenarios": []}
     kept = kept_scenarios(args.out, run, selected) if args.only else []
     done: list[dict] = []
-    work = HERE / "work"
+    work = HERE / "scratch"
     for scenario in selected:
         print(f"==> {scenario.number}. {scenario.title} ({mode})", file=sys.stderr, flush=True)
         started = time.monotonic()

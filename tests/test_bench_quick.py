@@ -74,7 +74,7 @@ def test_a_failing_scenario_is_a_failed_row_and_fails_the_command(tmp_path, monk
     assert scenario["rows"][0]["metric"] == "FAILED"
     assert "no_such_scenario_function" in scenario["rows"][0]["notes"]
     assert "FAILED" in (tmp_path / "RESULTS.md").read_text()
-    assert not (ROOT / "bench" / "work" / "broken").exists()
+    assert not (ROOT / "bench" / "scratch" / "broken").exists()
 
 
 def test_report_refuses_a_row_without_the_contract_keys(tmp_path):
@@ -97,4 +97,4 @@ def test_quick_harness_runs_a_scenario_and_writes_both_files(tmp_path):
     assert all(r["flowactors"] > 0 and r["baseline"] > 0 and r["ratio"] > 0 for r in recovery["rows"])
     assert "PROBLEM" not in json.dumps(recovery["rows"])
     assert "## 6. Recovery" in (tmp_path / "RESULTS.md").read_text()
-    assert not (ROOT / "bench" / "work" / "recovery").exists()
+    assert not (ROOT / "bench" / "scratch" / "recovery").exists()
