@@ -937,8 +937,6 @@ def _unlink(path: Path) -> None:
         pass
 
 
-
-
 def _write_atomically(path: Path, data: bytes, fsync: bool = True) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as out:
