@@ -55,6 +55,8 @@ SCENARIOS = (
     Scenario("recovery", 6, "Recovery", "bench.recovery"),
     Scenario("spark", 7, "Spark", "bench.spark"),
     Scenario("wal", 8, "FlowFile repository commits (issue 3)", "bench.wal_commit"),
+    Scenario("flow_size", 9, "Flow size: processes, memory and time against processors (issue 13)",
+             "bench.flow_size"),
 )
 
 

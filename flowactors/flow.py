@@ -45,8 +45,12 @@ class ProcessorNode:
     penalty_duration: str = "30 sec"
     yield_duration: str = "1 sec"
     auto_terminate: tuple[str, ...] = ()
-    #: Ray resources each task's actor asks for; I/O-bound processors need no whole CPU
+    #: Ray CPUs each task asks for; asking for any gives each task an actor of its own (tasks in a
+    #: shared executor are its threads and ask Ray for nothing)
     num_cpus: float = 0.0
+    #: run each task in an actor of its own instead of a shared executor (heavy native code, a
+    #: crash risk, a CPU request of its own); see ``flowactors.engine.placement``
+    isolated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,7 +58,7 @@ class ProcessorNode:
             "run_schedule": self.run_schedule, "concurrent_tasks": self.concurrent_tasks,
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
-            "num_cpus": self.num_cpus,
+            "num_cpus": self.num_cpus, "isolated": self.isolated,
         }
 
 
@@ -292,6 +296,8 @@ def _scheduling_problems(node: ProcessorNode) -> list[str]:
         problems.append(f"concurrent_tasks must be a whole number of at least 1, not {node.concurrent_tasks!r}")
     if node.batch_size is not None and (not isinstance(node.batch_size, int) or node.batch_size < 1):
         problems.append(f"batch_size must be a whole number of at least 1, not {node.batch_size!r}")
+    if not isinstance(node.isolated, bool):
+        problems.append(f"isolated must be true or false, not {node.isolated!r}")
     return problems
 
 

@@ -7,8 +7,9 @@ content flushed (and fsynced under ``always_sync``), then one write-ahead-log tr
 provenance events and the records offered to the downstream queues. ``rollback`` deletes the content
 the session wrote and returns the FlowFiles it took to their queues, unchanged.
 
-The session talks to the world through a ``SessionBackend`` (see ``flowactors.backend``), so the
-same processor code runs on Ray actors, in the stateless engine and in unit tests.
+The session talks to the world through a ``SessionBackend`` (the engines share one,
+``flowactors.engine.backend.EngineBackend``), so the same processor code runs on every engine and
+in unit tests.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ class FlowFileHandlingError(RuntimeError):
 
 class CommitError(RuntimeError):
     """The write-ahead log refused the commit; nothing of the session became visible."""
+
+
+class DeliveryError(RuntimeError):
+    """The write-ahead log accepted the commit, but handing it on (provenance, queues) failed.
+
+    The commit stands: nothing is rolled back, and the log restores the FlowFiles at the next start.
+    """
 
 
 @dataclass
@@ -70,7 +78,8 @@ class SessionBackend(Protocol):
         """The first of ``count`` fresh one-up FlowFile ids."""
 
     def commit(self, batch: CommitBatch) -> None:
-        """Make the batch durable, then deliver it. Raises CommitError when nothing was written."""
+        """Make the batch durable, then deliver it. Raises ``CommitError`` when nothing was written,
+        ``DeliveryError`` when the log has it but delivering failed (never anything else)."""
 
     def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
         """Give FlowFiles back to the queues they were taken from (rollback)."""
@@ -355,9 +364,15 @@ class ProcessSession:
             if writer is not None:
                 writer.flush(sync=self.backend.always_sync)
             self.backend.commit(batch)
-        except CommitError:
+        except DeliveryError:
+            self._committed(writer)  # the log has it: keep its claims, requeue nothing
+            raise
+        except BaseException:  # the flush or the log failed: nothing happened
             self.rollback()
             raise
+        self._committed(writer)
+
+    def _committed(self, writer) -> None:
         if writer is not None:
             writer.close()
         self._reset()

@@ -72,6 +72,13 @@ class Settings:
     #: seconds a processor sleeps after ``on_trigger`` raised (NiFi's administrative yield: 30 s).
     administrative_yield: float = 1.0
 
+    # --- placement (flowactors.engine.placement) ---
+    #: "shared": a few executor actors per node host many processor tasks and the queues beside
+    #: them; "isolated": an actor per processor task and per queue (the first version's mapping).
+    placement: str = "shared"
+    #: executor actors per node with the shared placement; 0: one per CPU Ray gives the node.
+    executors: int = 0
+
     # --- Spark (flowactors.spark; docs/spark.md lists the keys) ---
     #: the flow's Spark service: executors, executor_cores, executor_memory, start, configs, ...
     spark: dict[str, Any] = field(default_factory=dict)

@@ -1,17 +1,19 @@
 """Running processors without Ray: a local session backend and a NiFi-style ``ProcessorRunner``.
 
-``LocalBackend`` does in one process what the Ray runtime does across actors (same commit order:
-content, FlowFile repository, provenance, queues), over any repository implementations: the
-in-memory ones for fast unit tests, or the durable ones on a temporary directory.
+``LocalBackend`` is the engines' own ``EngineBackend`` (same commit order: content, FlowFile
+repository, then provenance and queues) with plain calls for transport, over any repository
+implementations: the in-memory ones for fast unit tests, or the durable ones on a temporary directory.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from flowactors.engine.backend import EngineBackend
+from flowactors.engine.transport import ObjectLink, QueueObjectLink
 from flowactors.processor import ProcessContext, Processor
 from flowactors.runtime.connection_queue import ConnectionQueue, QueueConfig
-from flowactors.session import CommitBatch, CommitError, ProcessSession, _Ids
+from flowactors.session import ProcessSession, _Ids
 from repositories.content import InMemoryContentRepository
 from repositories.flowfile import InMemoryFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
@@ -21,57 +23,19 @@ from repositories.provenance.event import ProvenanceEvent
 INPUT = "input"
 
 
-class LocalBackend:
-    """A session backend over repository objects and ``ConnectionQueue`` objects in this process."""
+class LocalBackend(EngineBackend):
+    """The engines' session backend over repository objects and ``ConnectionQueue`` objects in this
+    process: the same commit order as every engine, with plain calls for transport."""
 
     def __init__(self, *, content, flowfile_repository, provenance_repository,
                  queues: dict[str, ConnectionQueue], inputs: Sequence[str],
-                 destinations: Mapping[str, list[str]], always_sync: bool = False):
-        self.content = content
-        self.flowfile_repository = flowfile_repository
-        self.provenance_repository = provenance_repository
-        self.queues = queues
-        self.inputs = list(inputs)
-        self._destinations = dict(destinations)
-        self.always_sync = always_sync
-        self.commits = 0
-        self.expired: list[FlowFile] = []
-
-    def poll(self, max_count: int) -> list[tuple[str, FlowFile]]:
-        taken: list[tuple[str, FlowFile]] = []
-        for queue_id in self.inputs:
-            flowfiles, expired = self.queues[queue_id].poll(max_count - len(taken))
-            if expired:
-                self.flowfile_repository.commit([], [f.uuid for f in expired])
-                self.queues[queue_id].acknowledge(f.uuid for f in expired)
-                self.expired.extend(expired)
-            taken.extend((queue_id, f) for f in flowfiles)
-            if len(taken) >= max_count:
-                break
-        return taken
-
-    def destinations(self, relationship: str) -> list[str]:
-        return self._destinations.get(relationship, [])
-
-    def next_ids(self, count: int) -> int:
-        return self.flowfile_repository.reserve_ids(count)
-
-    def commit(self, batch: CommitBatch) -> None:
-        try:
-            self.flowfile_repository.commit(batch.updates, batch.removals, batch.new_claims)
-        except Exception as err:
-            raise CommitError(f"the FlowFile repository refused the commit: {err}") from err
-        if batch.events and self.provenance_repository is not None:
-            self.provenance_repository.register(batch.events)
-        for queue_id, flowfiles in batch.offers.items():
-            self.queues[queue_id].offer(flowfiles)
-        for queue_id, uuids in batch.acknowledgements.items():
-            self.queues[queue_id].acknowledge(uuids)
-        self.commits += 1
-
-    def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
-        for queue_id, flowfiles in returned.items():
-            self.queues[queue_id].requeue(flowfiles)
+                 destinations: Mapping[str, list[str]], always_sync: bool = False,
+                 component: tuple[str, str, str] = ("test", "test", "test")):
+        super().__init__(
+            content=content, queues={q: QueueObjectLink(queue) for q, queue in queues.items()},
+            flowfile_repository=ObjectLink(flowfile_repository),
+            provenance_repository=ObjectLink(provenance_repository) if provenance_repository is not None else None,
+            inputs=inputs, destinations=destinations, always_sync=always_sync, component=component)
 
 
 class ProcessorRunner:
@@ -108,7 +72,8 @@ class ProcessorRunner:
                 destinations[rel] = [rel]
         self.backend = LocalBackend(content=self.content, flowfile_repository=self.flowfile_repository,
                                     provenance_repository=self.provenance_repository, queues=self.queues,
-                                    inputs=[INPUT], destinations=destinations)
+                                    inputs=[INPUT], destinations=destinations,
+                                    component=(f"test/{self.name}", self.name, processor_type.__name__))
         self.context = ProcessContext(
             name=self.name, processor_type=processor_type.__name__, descriptors=processor_type.descriptor_map(),
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),

@@ -275,15 +275,21 @@ def test_submit_the_demo_follow_it_and_read_its_metrics(head, metrics_watch, tmp
             from ray.util.state import list_actors
             actors = list_actors(address={head.address!r}, filters=[("ray_namespace", "=", "flowactors-demo")],
                                  detail=True, limit=1000, raise_on_missing_output=False)
-            print(json.dumps([[a.name, a.class_name, a.required_resources] for a in actors]))
+            print(json.dumps([[a.name, a.class_name, a.required_resources, a.repr_name] for a in actors]))
         """)], env=head.env, capture_output=True, text=True, timeout=120)
     assert listing.returncode == 0, listing.stderr
-    actors = {name: (cls, resources) for name, cls, resources in json.loads(listing.stdout)}
+    actors = {name: (cls, resources, shown) for name, cls, resources, shown in json.loads(listing.stdout)}
     assert actors["demo.controller"][0] == "ClusterFlowController"
-    assert actors["demo.processor.split lines.0"][0] == "ProcessorActor"
-    assert actors["demo.queue.split lines:splits->route by level"][0] == "QueueActor"
+    # the shared placement: a few executors host every processor task and queue (none has an actor
+    # of its own), ask Ray for no CPU, and say in the dashboard what they host
+    executors = {name: a for name, a in actors.items() if ".executor." in name}
+    assert executors and {cls for cls, _, _ in executors.values()} == {"Executor"}
+    assert not any(".processor." in name or ".queue." in name for name in actors)
+    assert not any((resources or {}).get("CPU") for _, resources, _ in executors.values())
+    shown = " ".join(text for _, _, text in executors.values())
+    assert all(f"{p}," in shown or f"{p};" in shown for p in ("list logs", "fetch", "split lines", "route by level",
+                                                          "merge by severity", "gzip", "write"))
     assert {"demo.flowfile-repository", "demo.content-repository", "demo.provenance-repository"} <= set(actors)
-    assert not any((resources or {}).get("CPU") for name, (_, resources) in actors.items() if ".processor." in name)
 
     wanted = {
         ("ray_flowactors_processor_flowfiles_out_total", "split lines"),

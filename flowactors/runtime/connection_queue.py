@@ -28,7 +28,8 @@ Ordering guarantee, swapping included (NiFi only orders what is in memory, NIFI-
 
 The pure logic is ``QueuePartition`` (one node's share of a connection; a connection holds one
 local partition now, one per node once load balancing exists) and ``ConnectionQueue``; the I/O of
-swapping is ``Swapper``; ``QueueActor`` is the Ray actor.
+swapping is ``Swapper``; ``QueueHost`` is the queue as a process hosts it (an executor, or
+``QueueActor``, an actor of its own).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from repositories.flowfile.records import SWAP_QUEUE_PREFIX
 from repositories.model import FlowFile, now_millis
 
 __all__ = ["ActorSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueActor", "QueueConfig",
-           "QueuePartition", "QueueState", "SwapRegistry", "SwapRun", "Swapper", "fifo_key",
+           "QueueHost", "QueuePartition", "QueueState", "SwapRegistry", "SwapRun", "Swapper", "fifo_key",
            "prioritizer_key", "restore_queues", "unknown_queues"]
 
 
@@ -200,10 +201,10 @@ class ConnectionQueue:
 # ---------------------------------------------------------------------------------- the actor
 
 
-@ray.remote(num_cpus=0)
-class QueueActor:
-    """The Ray actor of one connection. Async, so a consumer can wait for data without spinning,
-    and so swap files are written and registered while producers and consumers carry on.
+class QueueHost:
+    """One connection's queue as a process hosts it: in an executor beside its consumer, or in an
+    actor of its own (``QueueActor``). Async, so a consumer can wait for data without spinning, and
+    so swap files are written and registered while producers and consumers carry on.
 
     Swapping is on when ``repository`` (the flow's repository folder; swap files go to
     ``<repository>/flowfile/swap``) and ``flowfile_repository`` (the ``FlowFileRepositoryActor``,
@@ -339,6 +340,11 @@ class QueueActor:
     async def pid(self) -> int:
         """The actor's process id (for memory measurements)."""
         return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class QueueActor(QueueHost):
+    """A connection's queue in an actor of its own (the isolated placement, tests, benchmarks)."""
 
 
 # ---------------------------------------------------------------------------------- start-up

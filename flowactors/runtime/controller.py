@@ -19,8 +19,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flowactors.flow import Flow
 from flowactors.repository_lock import RepositoryInUseError, RepositoryLock
+from flowactors.engine.executor import ExecutorActor, task_link
+from flowactors.engine.placement import plan
+from flowactors.engine.transport import HostedLink
 from flowactors.runtime.connection_queue import QueueActor, QueueConfig, restore_queues, unknown_queues
-from flowactors.runtime.processor_actor import ProcessorActor, Wiring
 from flowactors.runtime.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
                                                   ProvenanceRepositoryActor)
 from flowactors.settings import Settings
@@ -40,7 +42,8 @@ class FlowController:
         self.root = str(Path(repository).resolve())
         self.settings = settings
         self.queues: dict[str, Any] = {}
-        self.processors: dict[str, list[Any]] = {}
+        self.processors: dict[str, list[Any]] = {}  # name -> a link to each task (``task_link``)
+        self.executors: list[Any] = []
         self.flowfile_repository = None
         self.content_repository = None
         self.provenance_repository = None
@@ -89,38 +92,54 @@ class FlowController:
             self.provenance_repository = ProvenanceRepositoryActor.options(
                 name=self._name("provenance-repository"), **here).remote(self.root, s, flow=self.flow.name)
             ray.get(self.provenance_repository.open.remote())
-        for connection in self.flow.connections:
-            config = QueueConfig(
-                queue_id=connection.id,
-                back_pressure_objects=(connection.back_pressure_object_threshold
-                                       if connection.back_pressure_object_threshold is not None
-                                       else s.back_pressure_object_threshold),
-                back_pressure_bytes=(parse_data_size(connection.back_pressure_data_size_threshold)
-                                     if connection.back_pressure_data_size_threshold is not None
-                                     else s.back_pressure_data_size_threshold),
-                expiration_ms=int(parse_duration(connection.flowfile_expiration) * 1000),
-                prioritizers=connection.prioritizers, swap_threshold=s.swap_threshold,
-                swap_batch_size=s.swap_batch_size, sync_swap_files=s.always_sync, flow=self.flow.name)
-            self.queues[connection.id] = QueueActor.options(name=self._name(f"queue.{connection.id}"), **here).remote(
-                config, self.root, self.flowfile_repository)
+        configs = {c.id: self._queue_config(c) for c in self.flow.connections}
+        placement = plan(self.flow, s.placement, s.executors or self._node_cpus())
+        for queue_id in placement.queue_actors:
+            self.queues[queue_id] = QueueActor.options(name=self._name(f"queue.{queue_id}"), **here).remote(
+                configs[queue_id], self.root, self.flowfile_repository)
+        tasks: dict[str, dict[int, Any]] = {name: {} for name in self.flow.processors}
+        for executor_plan in placement.executors:
+            executor = ExecutorActor.options(
+                name=self._name(executor_plan.name), num_cpus=executor_plan.num_cpus, **here).remote(
+                self.flow, executor_plan, self.root, s, {q: configs[q] for q in executor_plan.queues},
+                self.flowfile_repository, self.provenance_repository)
+            self.executors.append(executor)
+            for queue_id in executor_plan.queues:
+                self.queues[queue_id] = HostedLink(executor, queue_id)
+            for name, instance in executor_plan.tasks:
+                tasks[name][instance] = task_link(executor, name, instance)
+        self.processors = {name: [links[i] for i in sorted(links)] for name, links in tasks.items()}
+        ray.get([e.wire.remote(self.queues) for e in self.executors])
         self._restore_queues()
         self._start_spark()
-        for node in self.flow.processors.values():
-            wiring = Wiring(
-                inputs=[c.id for c in self.flow.connections_to(node.name)],
-                destinations={rel: [c.id for c in self.flow.connections_from(node.name) if rel in c.relationships]
-                              for rel in node.type.relationship_names(node.properties)},
-                queues=self.queues, flowfile_repository=self.flowfile_repository,
-                provenance_repository=self.provenance_repository)
-            self.processors[node.name] = [
-                ProcessorActor.options(name=self._name(f"processor.{node.name}.{i}"), num_cpus=node.num_cpus, **here)
-                .remote(self.flow.name, node, i, wiring, self.root, s)
-                for i in range(node.concurrent_tasks)]
-        ray.get([a.start.remote() for actors in self.processors.values() for a in actors])
+        ray.get([e.start.remote() for e in self.executors])
         self._maintenance = threading.Thread(target=self._maintain, name="maintenance", daemon=True)
         self._maintenance.start()
         self.started = True
         return self.recovery
+
+    def _queue_config(self, connection) -> QueueConfig:
+        s = self.settings
+        return QueueConfig(
+            queue_id=connection.id,
+            back_pressure_objects=(connection.back_pressure_object_threshold
+                                   if connection.back_pressure_object_threshold is not None
+                                   else s.back_pressure_object_threshold),
+            back_pressure_bytes=(parse_data_size(connection.back_pressure_data_size_threshold)
+                                 if connection.back_pressure_data_size_threshold is not None
+                                 else s.back_pressure_data_size_threshold),
+            expiration_ms=int(parse_duration(connection.flowfile_expiration) * 1000),
+            prioritizers=connection.prioritizers, swap_threshold=s.swap_threshold,
+            swap_batch_size=s.swap_batch_size, sync_swap_files=s.always_sync, flow=self.flow.name)
+
+    @staticmethod
+    def _node_cpus() -> int:
+        """CPUs Ray gives this node: the default number of shared executors."""
+        node = ray.get_runtime_context().get_node_id()
+        for entry in ray.nodes():
+            if entry["NodeID"] == node:
+                return max(1, int(entry["Resources"].get("CPU", 1)))
+        return 1
 
     def _start_spark(self) -> None:
         """Create the flow's Spark service when a Spark processor uses it (docs/spark.md)."""
@@ -257,7 +276,7 @@ class FlowController:
         self._stop.set()
         if self._maintenance is not None:
             self._maintenance.join(30)
-        ray.get([a.stop.remote() for actors in self.processors.values() for a in actors])
+        ray.get([e.stop.remote() for e in self.executors])
         if self.spark_service is not None:  # after the processors: none of them is mid-job now
             from flowactors.spark.service import stop_service
 
@@ -269,11 +288,8 @@ class FlowController:
             ray.get(self.flowfile_repository.close.remote())
         if self.provenance_repository is not None:
             ray.get(self.provenance_repository.close.remote())
-        for actors in self.processors.values():
-            for actor in actors:
-                ray.kill(actor)
-        for actor in [*self.queues.values(), self.flowfile_repository, self.content_repository,
-                      self.provenance_repository]:
+        for actor in [*self.executors, *(q for q in self.queues.values() if not isinstance(q, HostedLink)),
+                      self.flowfile_repository, self.content_repository, self.provenance_repository]:
             if actor is not None:
                 ray.kill(actor)
         self._repository_lock.release()

@@ -1,0 +1,1 @@
+"""The engines: one core (backend, trigger loop, placement) and the transports that differ."""

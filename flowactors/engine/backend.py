@@ -1,0 +1,166 @@
+"""The session backend every engine shares: input buffer, the commit order, back pressure.
+
+This is the one place the commit order is written (DESIGN.md, "The data path"):
+
+1. the session has flushed its claim files (``ProcessSession.commit``);
+2. one write-ahead-log transaction through the FlowFile repository. A failure here raises
+   ``CommitError`` and the session rolls back: nothing happened;
+3. then provenance, offers downstream and acknowledgements upstream. **The commit was decided at
+   step 2**: a failure from here on raises ``DeliveryError``; the session does not roll back, no
+   claim is deleted and nothing is requeued, and the log is the truth at the next start.
+
+Engines differ only in the links they hand in (``flowactors.engine.transport``): a queue in the
+same executor is a local call, one elsewhere an actor call, one in a test runner a plain object.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from flowactors.engine.transport import Link, call_now, resolve
+from flowactors.session import CommitBatch, CommitError, DeliveryError
+from repositories.model import FlowFile, now_millis
+from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_event
+
+
+@dataclass
+class Counters:
+    """What one processor task did; the status and the metrics are read from here."""
+
+    tasks: int = 0
+    task_seconds: float = 0.0
+    flowfiles_in: int = 0
+    flowfiles_out: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    commits: int = 0
+    errors: int = 0
+    expired: int = 0
+
+
+class EngineBackend:
+    """A processor task's ``SessionBackend`` over links to its queues and the repositories."""
+
+    def __init__(self, *, content: Any, queues: Mapping[str, Link], flowfile_repository: Link,
+                 provenance_repository: Link | None, inputs: Sequence[str],
+                 destinations: Mapping[str, list[str]], always_sync: bool = False,
+                 component: tuple[str, str, str] = ("", "", ""), counters: Counters | None = None):
+        self.content = content
+        self.queues = dict(queues)
+        self.flowfile_repository = flowfile_repository
+        self.provenance_repository = provenance_repository
+        self.inputs = list(inputs)
+        self._destinations = dict(destinations)
+        self.always_sync = always_sync
+        self.component = component
+        self.counters = counters or Counters()
+        self._prefetched: deque[tuple[str, FlowFile]] = deque()
+        self._next_input = 0
+        self._full: dict[str, bool] = {}
+
+    @property
+    def commits(self) -> int:
+        return self.counters.commits
+
+    # ------------------------------------------------------------------ input
+    def prefetch(self, max_count: int, wait: float) -> bool:
+        """Fill the local buffer from the inputs (waiting up to ``wait`` on the last one looked
+        at; inputs are taken in turn); True if anything is there."""
+        if self._prefetched:
+            return True
+        inputs = self.inputs
+        for attempt in range(len(inputs)):
+            queue_id = inputs[(self._next_input + attempt) % len(inputs)]
+            last = attempt == len(inputs) - 1
+            taken, expired = call_now(self.queues[queue_id], "poll", max_count, wait if last else 0.0)
+            if expired:
+                self._expire(queue_id, expired)
+            if taken:
+                self._next_input = (self._next_input + attempt + 1) % len(inputs)
+                self._prefetched.extend((queue_id, f) for f in taken)
+                return True
+        return False
+
+    def poll(self, max_count: int) -> list[tuple[str, FlowFile]]:
+        if not self._prefetched and self.inputs:
+            self.prefetch(max_count, 0.0)
+        count = min(max_count, len(self._prefetched))
+        return [self._prefetched.popleft() for _ in range(count)]
+
+    def return_prefetched(self) -> None:
+        """Give back FlowFiles fetched but never handed to a session (on stop)."""
+        returned: dict[str, list[FlowFile]] = {}
+        while self._prefetched:
+            queue_id, flowfile = self._prefetched.popleft()
+            returned.setdefault(queue_id, []).append(flowfile)
+        if returned:
+            self.requeue(returned)
+
+    def _expire(self, queue_id: str, expired: list[FlowFile]) -> None:
+        component_id, name, type_name = self.component
+        events = [ProvenanceEvent(event_type=ProvenanceEventType.EXPIRE, timestamp=now_millis(),
+                                  flowfile_uuid=f.uuid, component_id=component_id, component_name=name,
+                                  component_type=type_name, lineage_start_date=f.lineage_start_date,
+                                  previous_attributes=dict(f.attributes), updated_attributes=dict(f.attributes),
+                                  previous_claim=f.claim, updated_claim=f.claim, previous_size=f.size,
+                                  updated_size=f.size, source_queue_id=queue_id,
+                                  details="Expiration threshold met")
+                  for f in expired]
+        self.commit(CommitBatch(removals=[f.uuid for f in expired], events=events,
+                                acknowledgements={queue_id: [f.uuid for f in expired]}))
+        self.counters.expired += len(expired)
+
+    # ------------------------------------------------------------------ output
+    def destinations(self, relationship: str) -> list[str]:
+        return self._destinations.get(relationship, [])
+
+    def next_ids(self, count: int) -> int:
+        return call_now(self.flowfile_repository, "reserve_ids", count)
+
+    def commit(self, batch: CommitBatch) -> None:
+        try:
+            call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims)
+        except Exception as err:
+            raise CommitError(f"the FlowFile repository refused the commit: {err}") from err
+        # decided: from here on nothing is rolled back (see the module's docstring)
+        try:
+            self._deliver(batch)
+        except Exception as err:
+            raise DeliveryError(
+                f"the commit is in the write-ahead log, but delivering it failed ({type(err).__name__}: "
+                f"{err}); nothing was rolled back, and the log restores it at the next start") from err
+        finally:
+            c = self.counters
+            c.commits += 1
+            c.flowfiles_in += sum(len(u) for u in batch.acknowledgements.values())
+            c.flowfiles_out += len(batch.updates)
+            c.bytes_read += batch.bytes_read
+            c.bytes_written += batch.bytes_written
+
+    def _deliver(self, batch: CommitBatch) -> None:
+        provenance = []
+        if batch.events and self.provenance_repository is not None:
+            # encoded here, once: shipping bytes is ~8x cheaper than pickling event objects
+            provenance = [self.provenance_repository.call(
+                "register_encoded", [encode_event(e) for e in batch.events], [e.timestamp for e in batch.events])]
+        offer_ids = list(batch.offers)
+        # offered downstream before acknowledged upstream: a FlowFile is always counted in some
+        # queue, so nobody can see the flow idle while records are between two queues
+        states = resolve([self.queues[q].call("offer", batch.offers[q]) for q in offer_ids])
+        self._full.update((q, state.full) for q, state in zip(offer_ids, states))
+        resolve([self.queues[q].call("acknowledge", u) for q, u in batch.acknowledgements.items()] + provenance)
+
+    def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
+        resolve([self.queues[q].call("requeue", f) for q, f in returned.items()])
+
+    # ------------------------------------------------------------------ back pressure
+    def full_destinations(self) -> list[str]:
+        return [q for q, full in self._full.items() if full]
+
+    def wait_for_space(self, wait: float) -> bool:
+        """Wait until no destination is full; True when there is room again."""
+        for queue_id in self.full_destinations():
+            self._full[queue_id] = call_now(self.queues[queue_id], "wait_not_full", wait).full
+        return not self.full_destinations()

@@ -1,0 +1,121 @@
+"""The executor: one process that hosts many processor tasks and the connection queues beside them.
+
+As NiFi's JVM runs hundreds of processors on a thread pool, an executor runs each hosted
+processor task's trigger loop on a thread of its own and keeps each hosted queue on its event
+loop. A task reaches a queue hosted here with a local call (``LoopLink``: no pickling, no actor
+call) and one hosted elsewhere with one batched actor call (``HostedLink`` to that executor's
+``call_hosted``). Which executor hosts what is ``flowactors.engine.placement``'s decision; the
+controller creates the executors, hands each its plan, then starts them.
+
+Guarantees are the tasks' and queues' own (``EngineBackend``, ``QueueHost``): hosting changes the
+transport, never the commit order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import ray
+
+from flowactors.engine.backend import EngineBackend
+from flowactors.engine.placement import ExecutorPlan
+from flowactors.engine.task import ProcessorTask, task_key
+from flowactors.engine.transport import ActorLink, HostedLink, Link, LoopLink
+from flowactors.flow import Flow
+from flowactors.runtime.connection_queue import QueueConfig, QueueHost
+from flowactors.settings import Settings
+from repositories.content import ContentRepository
+
+
+class Executor:
+    """Hosts the processor tasks and queues of one ``ExecutorPlan``; ``ExecutorActor`` is its actor."""
+
+    def __init__(self, flow: Flow, plan: ExecutorPlan, root: str, settings: Settings,
+                 queue_configs: dict[str, QueueConfig], flowfile_repository: Any, provenance_repository: Any):
+        self.flow = flow
+        self.plan = plan
+        self.root = root
+        self.settings = settings
+        self.flowfile_repository = flowfile_repository
+        self.provenance_repository = provenance_repository
+        self.queues: dict[str, QueueHost] = {
+            q: QueueHost(queue_configs[q], root, flowfile_repository) for q in plan.queues}
+        self.tasks: dict[str, ProcessorTask] = {}
+
+    def __repr__(self) -> str:
+        """What the Ray dashboard and log prefixes show for this actor: what it hosts."""
+        tasks = ", ".join(f"{name}#{i}" if self.flow.processors[name].concurrent_tasks > 1 else name
+                          for name, i in self.plan.tasks)
+        return f"{self.flow.name}.{self.plan.name}[{tasks}; queues: {', '.join(self.plan.queues) or '-'}]"
+
+    # ------------------------------------------------------------------ wiring and lifecycle
+    async def wire(self, queues: dict[str, Any]) -> None:
+        """Create the hosted processor tasks. ``queues``: every connection's handle as the
+        controller holds it (a ``HostedLink`` into some executor, or a queue actor's handle)."""
+        loop = asyncio.get_running_loop()
+        content = ContentRepository.from_settings(self.root, self.settings)
+        flowfiles = ActorLink(self.flowfile_repository)
+        provenance = ActorLink(self.provenance_repository) if self.provenance_repository is not None else None
+
+        def link(queue_id: str) -> Link:
+            if queue_id in self.queues:
+                return LoopLink(self.queues[queue_id], loop)
+            handle = queues[queue_id]
+            return handle if isinstance(handle, HostedLink) else ActorLink(handle)
+
+        for name, instance in self.plan.tasks:
+            node = self.flow.processors[name]
+            inputs = [c.id for c in self.flow.connections_to(name)]
+            destinations = {rel: [c.id for c in self.flow.connections_from(name) if rel in c.relationships]
+                            for rel in node.type.relationship_names(node.properties)}
+            used = set(inputs) | {q for ids in destinations.values() for q in ids}
+            backend = EngineBackend(
+                content=content, queues={q: link(q) for q in used}, flowfile_repository=flowfiles,
+                provenance_repository=provenance, inputs=inputs, destinations=destinations,
+                always_sync=self.settings.always_sync,
+                component=(f"{self.flow.name}/{name}", name, node.type.__name__))
+            task = ProcessorTask(self.flow.name, node, instance, backend, self.settings)
+            self.tasks[task.key] = task
+
+    async def start(self) -> None:
+        for task in self.tasks.values():
+            task.start()
+
+    async def stop(self, timeout: float = 30.0) -> list[dict]:
+        """Stop every hosted task (each finishes its session and gives back what it fetched)."""
+        loop = asyncio.get_running_loop()
+        for task in self.tasks.values():
+            task._stop.set()
+        # joined off the event loop: a stopping task may still need its local queues
+        return list(await asyncio.gather(*(loop.run_in_executor(None, task.stop, timeout)
+                                           for task in self.tasks.values())))
+
+    # ------------------------------------------------------------------ calls from elsewhere
+    async def call_hosted(self, key: str, method: str, *args: Any) -> Any:
+        """``method(*args)`` on a hosted queue (by connection id) or task (by ``task_key``)."""
+        queue = self.queues.get(key)
+        if queue is not None:
+            return await getattr(queue, method)(*args)
+        task = self.tasks.get(key)
+        if task is None:
+            raise KeyError(f"{self!r} hosts nothing named {key!r}")
+        if method not in ("status",):
+            raise AttributeError(f"a hosted processor task answers only status(), not {method}()")
+        return task.status()
+
+    async def statuses(self) -> list[dict]:
+        """Every hosted task's status."""
+        return [task.status() for task in self.tasks.values()]
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+
+ExecutorActor = ray.remote(num_cpus=0)(Executor)
+
+
+def task_link(executor: Any, processor: str, instance: int) -> HostedLink:
+    """A hosted task as the controller addresses it (``link.status.remote()``)."""
+    return HostedLink(executor, task_key(processor, instance))

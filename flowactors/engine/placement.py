@@ -1,0 +1,109 @@
+"""Placement: which executor hosts which processor task and which connection queue.
+
+A pure function of the flow and two settings, so it is tested without Ray and the controller only
+carries it out. The rules (docs/architecture.md, "Placement"):
+
+* ``placement="shared"`` (the default): ``executors`` executor actors per node, each running many
+  processor tasks on threads. Processors are taken in flow order (sources first, then each one
+  after the processors feeding it) and cut into contiguous runs, one run an executor, so most hops
+  of a pipeline stay inside one executor; instance *i* of a processor with several concurrent
+  tasks goes to the executor after its first one's, spreading the tasks across executors.
+* a processor with ``isolated=True`` or a ``num_cpus`` request gets an executor of its own per
+  task (its own process: heavy native code, a crash risk, a CPU reservation).
+* ``placement="isolated"``: every processor task in an executor of its own and every queue in an
+  actor of its own (the first version's mapping, for flows that want full isolation).
+* A connection's queue lives beside its consumer: in the executor of the consumer's first task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flowactors.flow import Flow
+
+PLACEMENTS = ("shared", "isolated")
+
+
+@dataclass
+class ExecutorPlan:
+    """What one executor actor hosts."""
+
+    index: int
+    name: str
+    tasks: list[tuple[str, int]] = field(default_factory=list)  # (processor, instance)
+    queues: list[str] = field(default_factory=list)
+    #: CPUs the actor asks Ray for (an isolated processor's ``num_cpus``; shared executors ask none)
+    num_cpus: float = 0.0
+
+
+@dataclass
+class Placement:
+    executors: list[ExecutorPlan]
+    #: queues in actors of their own (``placement="isolated"``)
+    queue_actors: list[str] = field(default_factory=list)
+
+    def queue_home(self) -> dict[str, int]:
+        """Queue id -> index of the executor hosting it (queues in actors of their own left out)."""
+        return {q: plan.index for plan in self.executors for q in plan.queues}
+
+    def task_home(self) -> dict[tuple[str, int], int]:
+        return {task: plan.index for plan in self.executors for task in plan.tasks}
+
+
+def flow_order(flow: Flow) -> list[str]:
+    """Processor names, each after every processor feeding it where the graph allows (cycles and
+    ties keep the order the flow added them in)."""
+    names = list(flow.processors)
+    feeding: dict[str, set[str]] = {n: set() for n in names}
+    for c in flow.connections:
+        if c.source != c.destination:
+            feeding[c.destination].add(c.source)
+    ordered: list[str] = []
+    placed: set[str] = set()
+    while len(ordered) < len(names):
+        ready = [n for n in names if n not in placed and feeding[n] <= placed]
+        if not ready:  # a cycle: take the earliest unplaced one and go on
+            ready = [next(n for n in names if n not in placed)]
+        for n in ready:
+            ordered.append(n)
+            placed.add(n)
+    return ordered
+
+
+def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement:
+    """Decide the executors for ``flow`` (see the module docstring)."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
+    order = flow_order(flow)
+    plans: list[ExecutorPlan] = []
+    home: dict[str, int] = {}
+
+    def own_executor(name: str, instance: int) -> ExecutorPlan:
+        node = flow.processors[name]
+        p = ExecutorPlan(len(plans), f"processor.{name}.{instance}", [(name, instance)], num_cpus=node.num_cpus)
+        plans.append(p)
+        return p
+
+    shared = [n for n in order if placement == "shared" and not flow.processors[n].isolated
+              and not flow.processors[n].num_cpus]
+    count = max(1, min(executors, len(shared)))
+    if shared:
+        plans.extend(ExecutorPlan(i, f"executor.{i}") for i in range(count))
+        for position, name in enumerate(shared):
+            first = position * count // len(shared)
+            home[name] = first
+            for instance in range(flow.processors[name].concurrent_tasks):
+                plans[(first + instance) % count].tasks.append((name, instance))
+    for name in order:
+        if name not in home:
+            for instance in range(flow.processors[name].concurrent_tasks):
+                executor = own_executor(name, instance)
+                if instance == 0:
+                    home[name] = executor.index
+    result = Placement(plans)
+    for c in flow.connections:
+        if placement == "isolated":
+            result.queue_actors.append(c.id)
+        else:
+            plans[home[c.destination]].queues.append(c.id)
+    return result

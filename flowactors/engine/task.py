@@ -1,0 +1,173 @@
+"""One concurrent task of a processor and its trigger loop, the same on every engine.
+
+The loop triggers only while no destination queue is under back pressure, waits on its input
+instead of spinning (sources and ``trigger_when_empty`` processors trigger anyway), honours the run
+schedule, ``context.yield_()`` and the administrative yield after an error, and keeps the last ten
+errors for the status. It runs on a thread of whatever hosts it (an executor actor, or the
+in-process engine); it reaches queues and repositories only through its ``EngineBackend``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import deque
+
+from flowactors.engine.backend import Counters, EngineBackend
+from flowactors.flow import ProcessorNode
+from flowactors.metrics import ProcessorMetrics
+from flowactors.processor import ProcessContext, Processor
+from flowactors.session import ProcessSession, _Ids
+from flowactors.settings import Settings
+from flowactors.units import parse_duration
+
+POLL_WAIT = 0.2
+
+
+def make_context(node: ProcessorNode, settings: Settings, instance: int = 0) -> ProcessContext:
+    """The ``ProcessContext`` a task of ``node`` triggers with."""
+    return ProcessContext(
+        name=node.name, processor_type=node.type.__name__, descriptors=node.type.descriptor_map(),
+        values=node.properties, relationships=list(node.type.relationships_for(node.properties)),
+        instance=instance, concurrent_tasks=node.concurrent_tasks,
+        batch_size=node.batch_size or settings.default_batch_size)
+
+
+class ProcessorTask:
+    """Runs one task of a processor until stopped; ``status`` may be called at any time."""
+
+    def __init__(self, flow_name: str, node: ProcessorNode, instance: int, backend: EngineBackend,
+                 settings: Settings):
+        self.node = node
+        self.instance = instance
+        self.settings = settings
+        self.processor: Processor = node.type()
+        self.component_id = f"{flow_name}/{node.name}"
+        self.context = make_context(node, settings, instance)
+        self.backend = backend
+        self.counters: Counters = backend.counters
+        self.metrics = ProcessorMetrics(flow_name, node.name)
+        self.ids = _Ids(backend)
+        self.run_schedule = parse_duration(node.run_schedule)
+        self.yield_duration = parse_duration(node.yield_duration)
+        self.penalty = parse_duration(node.penalty_duration)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.idle = False
+        self.busy = False
+        self.back_pressure = False
+        self.running = False
+        self.errors: deque[dict] = deque(maxlen=10)
+
+    @property
+    def key(self) -> str:
+        return task_key(self.node.name, self.instance)
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"trigger-{self.key}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> dict:
+        """Finish the running session, give back what was fetched, call ``on_stopped``."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.status()
+
+    def status(self) -> dict:
+        c = self.counters
+        return {
+            "name": self.node.name, "instance": self.instance, "running": self.running,
+            "idle": self.idle and not self.busy,
+            "back_pressure": self.back_pressure, "tasks": c.tasks, "task_seconds": round(c.task_seconds, 4),
+            "flowfiles_in": c.flowfiles_in, "flowfiles_out": c.flowfiles_out, "bytes_read": c.bytes_read,
+            "bytes_written": c.bytes_written, "commits": c.commits, "errors": c.errors, "expired": c.expired,
+            "recent_errors": list(self.errors),
+        }
+
+    # ------------------------------------------------------------------ the trigger loop
+    def _run(self) -> None:
+        self.running = True
+        try:
+            self.processor.on_scheduled(self.context)
+        except Exception as err:
+            self._record_error("on_scheduled", err)
+            self.running = False
+            return
+        try:
+            while not self._stop.is_set():
+                self.cycle()
+        finally:
+            try:
+                self.backend.return_prefetched()
+            except Exception as err:
+                self._record_error("stop", err)
+            try:
+                self.processor.on_stopped(self.context)
+            except Exception as err:
+                self._record_error("on_stopped", err)
+            self.metrics.publish(self.counters)
+            self.running = False
+
+    def cycle(self) -> None:
+        """One turn of the loop: wait for room and for input, trigger once, then pause as told."""
+        try:
+            if self.backend.full_destinations():
+                self.back_pressure = True
+                if not self.backend.wait_for_space(POLL_WAIT):
+                    return
+            self.back_pressure = False
+            node_type = self.node.type
+            if node_type.input_required and not self.backend.prefetch(self.context.batch_size, POLL_WAIT):
+                self.idle = True
+                if not node_type.trigger_when_empty:
+                    return
+        except Exception as err:  # a queue out of reach: said in the status, tried again later
+            self._record_error("poll", err)
+            self._stop.wait(self.settings.administrative_yield)
+            return
+        self.trigger()
+        if self.context._yield_requested:
+            self.context._yield_requested = False
+            self._stop.wait(self.yield_duration)
+        elif self.run_schedule > 0:
+            self._stop.wait(self.run_schedule)
+        elif self.idle and not self.node.type.input_required:
+            self._stop.wait(0.01)
+
+    def trigger(self) -> None:
+        """One ``on_trigger`` over a new session, then commit; an exception rolls it back (a commit
+        the log already accepted is never rolled back: ``ProcessSession.commit``)."""
+        commits_before = self.counters.commits
+        session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids,
+                                 penalty_duration=self.penalty)
+        started = time.monotonic()
+        self.busy = True
+        try:
+            self.processor.on_trigger(self.context, session)
+            session.commit()
+        except Exception as err:
+            self._record_error("on_trigger", err)
+            try:
+                session.rollback()
+            except Exception as rollback_error:
+                self._record_error("rollback", rollback_error)
+            self._stop.wait(self.settings.administrative_yield)
+        finally:
+            self.counters.tasks += 1
+            self.counters.task_seconds += time.monotonic() - started
+            self.idle = self.counters.commits == commits_before
+            self.busy = False
+            self.metrics.publish(self.counters)  # deltas since the last trigger: a few local calls
+
+    def _record_error(self, where: str, err: BaseException) -> None:
+        self.counters.errors += 1
+        self.errors.append({"at": time.time(), "where": where, "error": f"{type(err).__name__}: {err}",
+                            "traceback": traceback.format_exc(limit=5)})
+
+
+def task_key(processor: str, instance: int) -> str:
+    """How an executor names a hosted task (queues are named by their connection id)."""
+    return f"task:{processor}#{instance}"
