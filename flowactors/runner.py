@@ -55,7 +55,10 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     live = show_status and sys.stdout.isatty()
     final: dict = {}
     try:
-        final["recovery"] = ray.get(controller.start.remote())
+        starting = controller.start.remote()
+        if show_status:
+            show_start(flow.name, controller, starting)
+        final["recovery"] = ray.get(starting)
         if on_started is not None:
             on_started(controller)
         idle_watch = IdleWatch(controller)
@@ -86,6 +89,26 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     if show_status:
         print(render(final, final["seconds"]))
     return final
+
+
+def show_start(flow_name: str, controller, starting, interval: float = 0.2) -> None:
+    """Say what the controller is starting, how many of how many, until ``starting`` is done (on
+    stderr: in place on a terminal, a line a step otherwise)."""
+    tty = sys.stderr.isatty()
+    last = None
+    while True:
+        done, _ = ray.wait([starting], timeout=interval)
+        progress = ray.get(controller.starting.remote()) if not done else {"step": "started", "done": 0, "total": 0}
+        counts = f" {progress['done']:,}/{progress['total']:,}" if progress["total"] else ""
+        line = f"starting flow '{flow_name}': {progress['step']}{counts}"
+        if line != last:
+            sys.stderr.write(("\r\x1b[K" + line) if tty else line + "\n")
+            sys.stderr.flush()
+            last = line
+        if done:
+            if tty:
+                sys.stderr.write("\n")
+            return
 
 
 def work_done(status: dict) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from flowactors.engine.backend import EngineBackend
+from flowactors.engine.backend import DirectLog, EngineBackend
 from flowactors.engine.transport import ObjectLink, QueueObjectLink
 from flowactors.processor import ProcessContext, Processor
 from flowactors.runtime.connection_queue import ConnectionQueue, QueueConfig
@@ -33,8 +33,8 @@ class LocalBackend(EngineBackend):
                  component: tuple[str, str, str] = ("test", "test", "test")):
         super().__init__(
             content=content, queues={q: QueueObjectLink(queue) for q, queue in queues.items()},
-            flowfile_repository=ObjectLink(flowfile_repository),
-            provenance_repository=ObjectLink(provenance_repository) if provenance_repository is not None else None,
+            log=DirectLog(ObjectLink(flowfile_repository),
+                          ObjectLink(provenance_repository) if provenance_repository is not None else None),
             inputs=inputs, destinations=destinations, always_sync=always_sync, component=component)
 
 

@@ -17,12 +17,44 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, resolve
 from flowactors.session import CommitBatch, CommitError, DeliveryError
 from repositories.model import FlowFile, now_millis
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_event
+
+
+class Log(Protocol):
+    """Steps 2 and 3's provenance: where a session's commit becomes durable."""
+
+    flowfile_repository: Link
+
+    def record(self, batch: CommitBatch) -> list[Any]:
+        """Write the batch's FlowFile changes to the log (``CommitError`` if refused: nothing was
+        written) and start recording its provenance; returns the pending provenance calls."""
+
+
+def encoded_events(batch: CommitBatch) -> tuple[list[bytes], list[int]]:
+    """The batch's events encoded here, once: shipping bytes is ~8x cheaper than pickling events."""
+    return [encode_event(e) for e in batch.events], [e.timestamp for e in batch.events]
+
+
+class DirectLog:
+    """Each commit in a call of its own to the FlowFile repository, then one to provenance."""
+
+    def __init__(self, flowfile_repository: Link, provenance_repository: Link | None):
+        self.flowfile_repository = flowfile_repository
+        self.provenance_repository = provenance_repository
+
+    def record(self, batch: CommitBatch) -> list[Any]:
+        try:
+            call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims)
+        except Exception as err:
+            raise CommitError(f"the FlowFile repository refused the commit: {err}") from err
+        if not batch.events or self.provenance_repository is None:
+            return []
+        return [self.provenance_repository.call("register_encoded", *encoded_events(batch))]
 
 
 @dataclass
@@ -43,14 +75,12 @@ class Counters:
 class EngineBackend:
     """A processor task's ``SessionBackend`` over links to its queues and the repositories."""
 
-    def __init__(self, *, content: Any, queues: Mapping[str, Link], flowfile_repository: Link,
-                 provenance_repository: Link | None, inputs: Sequence[str],
+    def __init__(self, *, content: Any, queues: Mapping[str, Link], log: "Log", inputs: Sequence[str],
                  destinations: Mapping[str, list[str]], always_sync: bool = False,
                  component: tuple[str, str, str] = ("", "", ""), counters: Counters | None = None):
         self.content = content
         self.queues = dict(queues)
-        self.flowfile_repository = flowfile_repository
-        self.provenance_repository = provenance_repository
+        self.log = log
         self.inputs = list(inputs)
         self._destinations = dict(destinations)
         self.always_sync = always_sync
@@ -117,16 +147,13 @@ class EngineBackend:
         return self._destinations.get(relationship, [])
 
     def next_ids(self, count: int) -> int:
-        return call_now(self.flowfile_repository, "reserve_ids", count)
+        return call_now(self.log.flowfile_repository, "reserve_ids", count)
 
     def commit(self, batch: CommitBatch) -> None:
-        try:
-            call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims)
-        except Exception as err:
-            raise CommitError(f"the FlowFile repository refused the commit: {err}") from err
+        provenance = self.log.record(batch)  # CommitError: nothing happened
         # decided: from here on nothing is rolled back (see the module's docstring)
         try:
-            self._deliver(batch)
+            self._deliver(batch, provenance)
         except Exception as err:
             raise DeliveryError(
                 f"the commit is in the write-ahead log, but delivering it failed ({type(err).__name__}: "
@@ -139,12 +166,7 @@ class EngineBackend:
             c.bytes_read += batch.bytes_read
             c.bytes_written += batch.bytes_written
 
-    def _deliver(self, batch: CommitBatch) -> None:
-        provenance = []
-        if batch.events and self.provenance_repository is not None:
-            # encoded here, once: shipping bytes is ~8x cheaper than pickling event objects
-            provenance = [self.provenance_repository.call(
-                "register_encoded", [encode_event(e) for e in batch.events], [e.timestamp for e in batch.events])]
+    def _deliver(self, batch: CommitBatch, provenance: list[Any]) -> None:
         offer_ids = list(batch.offers)
         # offered downstream before acknowledged upstream: a FlowFile is always counted in some
         # queue, so nobody can see the flow idle while records are between two queues

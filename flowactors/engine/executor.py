@@ -4,7 +4,7 @@ As NiFi's JVM runs hundreds of processors on a thread pool, an executor runs eac
 processor task's trigger loop on a thread of its own and keeps each hosted queue on its event
 loop. A task reaches a queue hosted here with a local call (``LoopLink``: no pickling, no actor
 call) and one hosted elsewhere with one batched actor call (``HostedLink`` to that executor's
-``call_hosted``). Which executor hosts what is ``flowactors.engine.placement``'s decision; the
+``call_hosted``); the hosted tasks' commits reach the repositories together (``GroupLog``). Which executor hosts what is ``flowactors.engine.placement``'s decision; the
 controller creates the executors, hands each its plan, then starts them.
 
 Guarantees are the tasks' and queues' own (``EngineBackend``, ``QueueHost``): hosting changes the
@@ -20,8 +20,9 @@ from typing import Any
 import ray
 
 from flowactors.engine.backend import EngineBackend
+from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.placement import ExecutorPlan
-from flowactors.engine.task import ProcessorTask, task_key
+from flowactors.engine.task import ProcessorTask
 from flowactors.engine.transport import ActorLink, HostedLink, Link, LoopLink
 from flowactors.flow import Flow
 from flowactors.runtime.connection_queue import QueueConfig, QueueHost
@@ -34,6 +35,9 @@ class Executor:
 
     def __init__(self, flow: Flow, plan: ExecutorPlan, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Any, provenance_repository: Any):
+        # the hosted tasks wait on Ray from threads of their own, never on the event loop, which
+        # Ray's warning about blocking calls in an async actor cannot tell apart
+        os.environ["RAY_WARN_BLOCKING_GET_INSIDE_ASYNC"] = "0"
         self.flow = flow
         self.plan = plan
         self.root = root
@@ -43,6 +47,7 @@ class Executor:
         self.queues: dict[str, QueueHost] = {
             q: QueueHost(queue_configs[q], root, flowfile_repository) for q in plan.queues}
         self.tasks: dict[str, ProcessorTask] = {}
+        self.log: GroupLog | None = None  # the hosted tasks' group commit (``wire``)
 
     def __repr__(self) -> str:
         """What the Ray dashboard and log prefixes show for this actor: what it hosts."""
@@ -56,8 +61,8 @@ class Executor:
         controller holds it (a ``HostedLink`` into some executor, or a queue actor's handle)."""
         loop = asyncio.get_running_loop()
         content = ContentRepository.from_settings(self.root, self.settings)
-        flowfiles = ActorLink(self.flowfile_repository)
         provenance = ActorLink(self.provenance_repository) if self.provenance_repository is not None else None
+        self.log = GroupLog(ActorLink(self.flowfile_repository), provenance, name=f"group-commit-{self.plan.name}")
 
         def link(queue_id: str) -> Link:
             if queue_id in self.queues:
@@ -72,8 +77,8 @@ class Executor:
                             for rel in node.type.relationship_names(node.properties)}
             used = set(inputs) | {q for ids in destinations.values() for q in ids}
             backend = EngineBackend(
-                content=content, queues={q: link(q) for q in used}, flowfile_repository=flowfiles,
-                provenance_repository=provenance, inputs=inputs, destinations=destinations,
+                content=content, queues={q: link(q) for q in used}, log=self.log, inputs=inputs,
+                destinations=destinations,
                 always_sync=self.settings.always_sync,
                 component=(f"{self.flow.name}/{name}", name, node.type.__name__))
             task = ProcessorTask(self.flow.name, node, instance, backend, self.settings)
@@ -89,25 +94,24 @@ class Executor:
         for task in self.tasks.values():
             task._stop.set()
         # joined off the event loop: a stopping task may still need its local queues
-        return list(await asyncio.gather(*(loop.run_in_executor(None, task.stop, timeout)
-                                           for task in self.tasks.values())))
+        statuses = list(await asyncio.gather(*(loop.run_in_executor(None, task.stop, timeout)
+                                               for task in self.tasks.values())))
+        if self.log is not None:
+            await loop.run_in_executor(None, self.log.close)
+        return statuses
 
     # ------------------------------------------------------------------ calls from elsewhere
-    async def call_hosted(self, key: str, method: str, *args: Any) -> Any:
-        """``method(*args)`` on a hosted queue (by connection id) or task (by ``task_key``)."""
-        queue = self.queues.get(key)
-        if queue is not None:
-            return await getattr(queue, method)(*args)
-        task = self.tasks.get(key)
-        if task is None:
-            raise KeyError(f"{self!r} hosts nothing named {key!r}")
-        if method not in ("status",):
-            raise AttributeError(f"a hosted processor task answers only status(), not {method}()")
-        return task.status()
+    async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:
+        """``method(*args)`` on a hosted queue (``QueueHost``), for a task or tool elsewhere."""
+        queue = self.queues.get(queue_id)
+        if queue is None:
+            raise KeyError(f"{self!r} hosts no queue {queue_id!r}")
+        return await getattr(queue, method)(*args)
 
-    async def statuses(self) -> list[dict]:
-        """Every hosted task's status."""
-        return [task.status() for task in self.tasks.values()]
+    async def statuses(self) -> dict:
+        """Every hosted task's and queue's status in one call (the controller's status poll)."""
+        return {"tasks": [task.status() for task in self.tasks.values()],
+                "queues": {q: await queue.status() for q, queue in self.queues.items()}}
 
     async def pid(self) -> int:
         return os.getpid()
@@ -115,7 +119,3 @@ class Executor:
 
 ExecutorActor = ray.remote(num_cpus=0)(Executor)
 
-
-def task_link(executor: Any, processor: str, instance: int) -> HostedLink:
-    """A hosted task as the controller addresses it (``link.status.remote()``)."""
-    return HostedLink(executor, task_key(processor, instance))

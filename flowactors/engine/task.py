@@ -23,6 +23,9 @@ from flowactors.settings import Settings
 from flowactors.units import parse_duration
 
 POLL_WAIT = 0.2
+#: seconds between two metric updates of a task (a Ray metric update is not free with many tasks
+#: in one process; the last counts are always sent at stop)
+METRICS_INTERVAL = 0.5
 
 
 def make_context(node: ProcessorNode, settings: Settings, instance: int = 0) -> ProcessContext:
@@ -59,10 +62,12 @@ class ProcessorTask:
         self.back_pressure = False
         self.running = False
         self.errors: deque[dict] = deque(maxlen=10)
+        self._published = 0.0
 
     @property
     def key(self) -> str:
-        return task_key(self.node.name, self.instance)
+        """The task's name in its executor and its thread."""
+        return f"{self.node.name}#{self.instance}"
 
     def start(self) -> None:
         self._stop.clear()
@@ -160,14 +165,12 @@ class ProcessorTask:
             self.counters.task_seconds += time.monotonic() - started
             self.idle = self.counters.commits == commits_before
             self.busy = False
-            self.metrics.publish(self.counters)  # deltas since the last trigger: a few local calls
+            if started - self._published >= METRICS_INTERVAL:  # deltas since the last update
+                self._published = started
+                self.metrics.publish(self.counters)
 
     def _record_error(self, where: str, err: BaseException) -> None:
         self.counters.errors += 1
         self.errors.append({"at": time.time(), "where": where, "error": f"{type(err).__name__}: {err}",
                             "traceback": traceback.format_exc(limit=5)})
 
-
-def task_key(processor: str, instance: int) -> str:
-    """How an executor names a hosted task (queues are named by their connection id)."""
-    return f"task:{processor}#{instance}"

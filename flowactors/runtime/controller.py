@@ -19,7 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flowactors.flow import Flow
 from flowactors.repository_lock import RepositoryInUseError, RepositoryLock
-from flowactors.engine.executor import ExecutorActor, task_link
+from flowactors.engine.executor import ExecutorActor
 from flowactors.engine.placement import plan
 from flowactors.engine.transport import HostedLink
 from flowactors.runtime.connection_queue import QueueActor, QueueConfig, restore_queues, unknown_queues
@@ -42,8 +42,8 @@ class FlowController:
         self.root = str(Path(repository).resolve())
         self.settings = settings
         self.queues: dict[str, Any] = {}
-        self.processors: dict[str, list[Any]] = {}  # name -> a link to each task (``task_link``)
-        self.executors: list[Any] = []
+        self.executors: list[Any] = []  # the executor actors, which host every processor task
+        self.start_progress = {"step": "not started", "done": 0, "total": 0}
         self.flowfile_repository = None
         self.content_repository = None
         self.provenance_repository = None
@@ -76,28 +76,20 @@ class FlowController:
             raise FlowStartError(str(err)) from None
         s = self.settings
         here = self._here()
+        placement = plan(self.flow, s.placement, s.executors or self._node_cpus())
+        configs = {c.id: self._queue_config(c) for c in self.flow.connections}
+        self._starting("repositories", 0, 3)
         self.flowfile_repository = FlowFileRepositoryActor.options(
             name=self._name("flowfile-repository"), **here).remote(self.root, s, flow=self.flow.name)
-        self.recovery = ray.get(self.flowfile_repository.open.remote())
-        unknown = unknown_queues(self.recovery, {c.id for c in self.flow.connections})
-        if unknown:
-            listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
-            raise FlowStartError(
-                f"the repository {self.root} holds FlowFiles queued in connections that flow "
-                f"'{self.flow.name}' does not have: {listing}. Run the flow these FlowFiles belong to, "
-                f"or add connections with these names; nothing was dropped.")
         self.content_repository = ContentRepositoryActor.options(
             name=self._name("content-repository"), **here).remote(self.root, s, flow=self.flow.name)
         if s.provenance_enabled:
             self.provenance_repository = ProvenanceRepositoryActor.options(
                 name=self._name("provenance-repository"), **here).remote(self.root, s, flow=self.flow.name)
-            ray.get(self.provenance_repository.open.remote())
-        configs = {c.id: self._queue_config(c) for c in self.flow.connections}
-        placement = plan(self.flow, s.placement, s.executors or self._node_cpus())
+        # every process is asked for now, so that their start-up overlaps the log's recovery
         for queue_id in placement.queue_actors:
             self.queues[queue_id] = QueueActor.options(name=self._name(f"queue.{queue_id}"), **here).remote(
                 configs[queue_id], self.root, self.flowfile_repository)
-        tasks: dict[str, dict[int, Any]] = {name: {} for name in self.flow.processors}
         for executor_plan in placement.executors:
             executor = ExecutorActor.options(
                 name=self._name(executor_plan.name), num_cpus=executor_plan.num_cpus, **here).remote(
@@ -106,17 +98,42 @@ class FlowController:
             self.executors.append(executor)
             for queue_id in executor_plan.queues:
                 self.queues[queue_id] = HostedLink(executor, queue_id)
-            for name, instance in executor_plan.tasks:
-                tasks[name][instance] = task_link(executor, name, instance)
-        self.processors = {name: [links[i] for i in sorted(links)] for name, links in tasks.items()}
-        ray.get([e.wire.remote(self.queues) for e in self.executors])
+        self._starting("recovering the FlowFile repository", 1, 3)
+        self.recovery = ray.get(self.flowfile_repository.open.remote())
+        unknown = unknown_queues(self.recovery, {c.id for c in self.flow.connections})
+        if unknown:
+            listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
+            raise FlowStartError(
+                f"the repository {self.root} holds FlowFiles queued in connections that flow "
+                f"'{self.flow.name}' does not have: {listing}. Run the flow these FlowFiles belong to, "
+                f"or add connections with these names; nothing was dropped.")
+        if self.provenance_repository is not None:
+            self._starting("opening the provenance repository", 2, 3)
+            ray.get(self.provenance_repository.open.remote())
+        self._starting("executors", 0, len(self.executors))
+        wired = [e.wire.remote(self.queues) for e in self.executors]
+        for done in range(1, len(wired) + 1):
+            ray.wait(wired, num_returns=done)
+            self._starting("executors", done, len(self.executors))
+        ray.get(wired)
+        self._starting("restoring queued FlowFiles", 0, sum(self.recovery.get("queues", {}).values()))
         self._restore_queues()
         self._start_spark()
+        tasks = sum(len(p.tasks) for p in placement.executors)
+        self._starting("processor tasks", 0, tasks)
         ray.get([e.start.remote() for e in self.executors])
+        self._starting("running", tasks, tasks)
         self._maintenance = threading.Thread(target=self._maintain, name="maintenance", daemon=True)
         self._maintenance.start()
         self.started = True
         return self.recovery
+
+    def _starting(self, step: str, done: int, total: int) -> None:
+        self.start_progress = {"step": step, "done": done, "total": total}
+
+    def starting(self) -> dict:
+        """What ``start`` is doing now: ``{"step", "done", "total"}`` (answered while it runs)."""
+        return dict(self.start_progress)
 
     def _queue_config(self, connection) -> QueueConfig:
         s = self.settings
@@ -197,11 +214,16 @@ class FlowController:
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict:
-        proc_refs = {name: [a.status.remote() for a in actors] for name, actors in self.processors.items()}
-        queue_refs = {qid: q.status.remote() for qid, q in self.queues.items()}
+        hosted = ray.get([e.statuses.remote() for e in self.executors])  # one call an executor
+        own = {qid: q.status.remote() for qid, q in self.queues.items() if not isinstance(q, HostedLink)}
+        queue_status = dict(zip(own, ray.get(list(own.values()))))
+        by_name: dict[str, list[dict]] = {name: [] for name in self.flow.processors}
+        for statuses in hosted:
+            for task in statuses["tasks"]:
+                by_name[task["name"]].append(task)
+            queue_status.update(statuses["queues"])
         processors = []
-        for name, refs in proc_refs.items():
-            tasks = ray.get(refs)
+        for name, tasks in by_name.items():
             total = {k: sum(t[k] for t in tasks) for k in ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read",
                                                           "bytes_written", "commits", "errors", "expired")}
             total["task_seconds"] = round(sum(t["task_seconds"] for t in tasks), 3)
@@ -211,8 +233,8 @@ class FlowController:
                 "back_pressure": any(t["back_pressure"] for t in tasks),
                 "recent_errors": sorted((e for t in tasks for e in t["recent_errors"]), key=lambda e: e["at"])[-5:],
             })
-        queues = [dict(ray.get(ref), source=c.source, destination=c.destination)
-                  for c, ref in zip(self.flow.connections, queue_refs.values())]
+        queues = [dict(queue_status[c.id], source=c.source, destination=c.destination)
+                  for c in self.flow.connections]
         return {"flow": self.flow.name, "processors": processors, "queues": queues,
                 "maintenance_errors": list(self.maintenance_errors)}
 

@@ -61,6 +61,25 @@ class FlowFileRepositoryActor:
         self.commits += 1
         self.metrics.committed()
 
+    def commit_group(self, commits: Sequence[tuple[Sequence[QueuedFlowFile], Sequence[str], Sequence[ResourceClaim]]]
+                     ) -> list[str | None]:
+        """Several sessions' commits in one call (an executor's group commit), each its own
+        transaction as with ``commit``: one refused does not touch the others. Returns, per commit,
+        None when it is in the log or the reason it was refused."""
+        refused: list[str | None] = []
+        for updates, removals, new_claims in commits:
+            try:
+                self.repo.commit(updates, removals, new_claims)
+            except Exception as err:  # this session only; the caller rolls it back
+                refused.append(f"{type(err).__name__}: {err}")
+                continue
+            refused.append(None)
+            self.commits += 1
+        written = sum(r is None for r in refused)
+        if written:
+            self.metrics.committed(written)
+        return refused
+
     def checkpoint(self) -> list[ResourceClaim]:
         started = time.monotonic()
         released = self.repo.checkpoint()
