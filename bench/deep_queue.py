@@ -29,9 +29,9 @@ from pathlib import Path
 import psutil
 
 from bench import mib, ray_session, row
-from flowactors.runtime.connection_queue import QueueActor, QueueConfig
-from flowactors.runtime.repository_actors import FlowFileRepositoryActor
-from flowactors.settings import Settings
+from flowactors.engine.queues.connection import QueueActor, QueueConfig
+from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
+from flowactors.sdk.settings import Settings
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid, now_millis
 

@@ -2,7 +2,7 @@
 
 The flow: GenerateFlowFile (2,000 FlowFiles of 1 KiB, 100 a trigger) -> N-2 UpdateAttribute (one
 attribute each) -> RouteOnAttribute (auto-terminated), for N = 10, 60, 200, run to idle by
-``flowactors.runner.run_flow`` on a fresh repository, with the shared placement (a few executor
+``flowactors.engine.actors.runner.run_flow`` on a fresh repository, with the shared placement (a few executor
 actors, the default) and with the isolated one (an actor per processor task and per queue, the
 first version's mapping; not at 200, which it cannot start on this machine).
 
@@ -32,7 +32,7 @@ IDLE_SECONDS = 5.0
 
 def long_flow(processors: int, flowfiles: int = FLOWFILES, placement: str = "shared"):
     """GenerateFlowFile -> ``processors - 2`` UpdateAttribute -> RouteOnAttribute (auto-terminated)."""
-    from flowactors.flow import Flow
+    from flowactors.sdk.flow import Flow
     from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
 
     flow = Flow(f"size{processors}", settings={"placement": placement})
@@ -53,7 +53,7 @@ def child(processors: int, placement: str, root: str) -> dict:
     began = time.monotonic()
     import ray
 
-    from flowactors.runner import NAMESPACE, processor_totals, run_flow
+    from flowactors.engine.actors.runner import NAMESPACE, processor_totals, run_flow
 
     ray.init(address="local", num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
              configure_logging=False)

@@ -3,7 +3,7 @@
 The flow: GenerateFlowFile (1 KiB, the same content for every FlowFile) -> UpdateAttribute (one
 attribute from an expression) -> RouteOnAttribute (one route on it; matched and unmatched both
 auto-terminated), with the FlowFile WAL, the content repository and provenance on, run by
-``flowactors.runner.run_flow`` on a fresh repository.
+``flowactors.engine.actors.runner.run_flow`` on a fresh repository.
 
 What is timed: from the creation of the first FlowFile (the smallest ``lineage_start_date`` of
 the first events) to the newest provenance event (the last DROP), both read back from the
@@ -12,7 +12,7 @@ idle detection (three looks 0.25 s apart) and the stop. Provenance events/s is t
 events registered (max event id + 1) over the same time.
 
 Scenario 2 also profiles: cProfile cannot follow a FlowFile across Ray actors, so the same flow
-runs in one process over ``flowactors.testing.LocalBackend`` with the durable repositories (the
+runs in one process over ``flowactors.sdk.testing.LocalBackend`` with the durable repositories (the
 session, processors and repositories are the same code; only the actor calls are gone), next to
 the bare loop, and the hottest functions of each are listed.
 """
@@ -30,13 +30,13 @@ from pathlib import Path
 
 from bench import PeakRss, mib, ray_session, row
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
-from flowactors.flow import Flow
-from flowactors.processor import ProcessContext
+from flowactors.sdk.flow import Flow
+from flowactors.sdk.processor import ProcessContext
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
-from flowactors.runner import flow_settings, processor_totals, run_flow
-from flowactors.runtime.connection_queue import ConnectionQueue, QueueConfig
-from flowactors.session import ProcessSession, _Ids
-from flowactors.testing import LocalBackend
+from flowactors.engine.actors.runner import flow_settings, processor_totals, run_flow
+from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
+from flowactors.sdk.session import ProcessSession, _Ids
+from flowactors.sdk.testing import LocalBackend
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository

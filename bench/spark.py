@@ -27,9 +27,9 @@ from pathlib import Path
 import ray.cloudpickle
 
 from bench import ray_session, row
-from flowactors.flow import Flow
+from flowactors.sdk.flow import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile
-from flowactors.runner import run_flow
+from flowactors.engine.actors.runner import run_flow
 from flowactors.spark import ExecuteSparkSQL
 from flowactors.spark.service import start_service, stop_service
 from repositories.provenance import ProvenanceRepository

@@ -4,11 +4,11 @@ The public surface is what this module exports; everything else may change betwe
 Importing it does not start or import Ray: that happens when a flow runs.
 """
 
-from flowactors.flow import Connection, Flow, FlowValidationError, ProcessorNode
-from flowactors.processor import (ProcessContext, Processor, PropertyDescriptor, PropertyValue, Relationship,
+from flowactors.sdk.flow import Connection, Flow, FlowValidationError, ProcessorNode
+from flowactors.sdk.processor import (ProcessContext, Processor, PropertyDescriptor, PropertyValue, Relationship,
                                   validators)
-from flowactors.session import CommitError, FlowFileHandlingError, ProcessSession
-from flowactors.settings import Settings
+from flowactors.sdk.session import CommitError, FlowFileHandlingError, ProcessSession
+from flowactors.sdk.settings import Settings
 from repositories.model import ContentClaim, FlowFile, ResourceClaim
 
 __all__ = [

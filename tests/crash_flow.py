@@ -209,7 +209,7 @@ def main() -> None:
 
     import ray
 
-    from flowactors.runner import NAMESPACE, run_flow
+    from flowactors.engine.actors.runner import NAMESPACE, run_flow
 
     def emit(kind: str, payload) -> None:
         sys.stdout.write(f"{kind} {json.dumps(payload, default=str)}\n")

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from flowactors.cli import main
+from flowactors.cli.main import main
 
 FLOW_PY = textwrap.dedent('''
     from flowactors import Flow, Processor, Relationship
@@ -97,7 +97,7 @@ def test_run_python_flow_then_json_definition_then_status(tmp_path, capsys, ray_
     written = sorted(out.iterdir())
     assert len(written) == 20 and written[0].read_text().startswith("hello ")
 
-    from flowactors.cli import load_flow
+    from flowactors.cli.main import load_flow
     definition = tmp_path / "flow.json"
     flow = load_flow(path)
     flow.processors["stamp"].type = __import__("flowactors.processors", fromlist=["Funnel"]).Funnel

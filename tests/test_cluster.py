@@ -223,7 +223,7 @@ def test_submit_refuses_a_relative_repository_and_a_client_address(tmp_path):
 
 def test_queue_gauges_are_throttled_and_end_on_the_latest_state(monkeypatch):
     """A burst of changes sends a few updates, and the last one carries the final state."""
-    import flowactors.metrics as metrics_module
+    import flowactors.engine.metrics as metrics_module
 
     monkeypatch.setattr(metrics_module, "ENABLED", False)  # no Ray metric objects in this process
     sent = []

@@ -13,8 +13,8 @@ import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.processors import GenerateFlowFile, MergeContent, PutFile
-from flowactors.runner import processor_totals, run_flow
-from flowactors.testing import ProcessorRunner
+from flowactors.engine.actors.runner import processor_totals, run_flow
+from flowactors.sdk.testing import ProcessorRunner
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from tmpfs import mount_tmpfs, unmount
@@ -119,7 +119,7 @@ COPY_ON_WRITE_2GB = textwrap.dedent('''
     import resource, sys
     from pathlib import Path
     from flowactors import Processor, Relationship
-    from flowactors.testing import ProcessorRunner
+    from flowactors.sdk.testing import ProcessorRunner
     from repositories.content import ContentRepository
     from repositories.flowfile import WriteAheadFlowFileRepository
 

@@ -656,7 +656,7 @@ def test_iter_resource_claims_ignores_foreign_files(make_repo):
 
 
 def test_from_settings_uses_the_content_settings(tmp_path):
-    from flowactors.settings import Settings
+    from flowactors.sdk.settings import Settings
 
     settings = Settings(content_containers=("one", "two"), content_sections=8,
                         max_appendable_claim_size=123, max_flowfiles_per_claim=7, always_sync=True,

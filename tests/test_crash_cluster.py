@@ -41,7 +41,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flowactors.settings import Settings
+from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository

@@ -1,4 +1,4 @@
-"""The attribute expression language (flowactors/expression.py, docs/expression-language.md)."""
+"""The attribute expression language (flowactors/sdk/expression.py, docs/expression-language.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from flowactors.expression import CompiledValue, ExpressionError, compile_value
+from flowactors.sdk.expression import CompiledValue, ExpressionError, compile_value
 from repositories.model import ContentClaim, FlowFile, ResourceClaim
 
 ATTRS = {

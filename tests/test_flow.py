@@ -115,7 +115,7 @@ def test_bad_json_definitions_give_clear_errors():
         Flow.from_json('{"flowactors_flow": 99, "name": "x"}')
     data = valid_flow().to_dict()
     data["processors"][0]["type"] = "no.such.module.Proc"
-    data["processors"][1]["type"] = "flowactors.flow.Flow"
+    data["processors"][1]["type"] = "flowactors.sdk.flow.Flow"
     with pytest.raises(FlowValidationError) as caught:
         Flow.from_dict(data)
     assert len(caught.value.problems) == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from flowactors.settings import Settings
+from flowactors.sdk.settings import Settings
 from repositories.flowfile import (
     FlowFileRepositoryError,
     InMemoryFlowFileRepository,

@@ -8,7 +8,7 @@ from bench.flow_size import long_flow
 from flowactors import Flow
 from flowactors.engine.placement import flow_order, plan
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
-from flowactors.runner import processor_totals, queue_totals, run_flow
+from flowactors.engine.actors.runner import processor_totals, queue_totals, run_flow
 
 
 def branching_flow() -> Flow:

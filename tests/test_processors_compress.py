@@ -13,7 +13,7 @@ import zstandard
 
 from flowactors.processors import CompressContent
 from flowactors.processors.compress import FORMATS
-from flowactors.testing import ProcessorRunner
+from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 DATA = b"".join(b"line %d of some fairly repetitive text\n" % i for i in range(50_000))  # ~2 MB

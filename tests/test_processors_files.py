@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from flowactors.processors import FetchFile, GetFile, ListFile, PutFile
-from flowactors.session import CommitError
-from flowactors.testing import ProcessorRunner
+from flowactors.sdk.session import CommitError
+from flowactors.sdk.testing import ProcessorRunner
 from repositories.model import now_millis
 from repositories.provenance.event import ProvenanceEventType as T
 
@@ -142,7 +142,7 @@ def test_fetchfile_permission_error_while_reading(tmp_path, monkeypatch):
     tree(tmp_path, {"f": b"data"})
     runner = ProcessorRunner(FetchFile, {"File to Fetch": str(tmp_path / "f")}, penalty_duration=0)
     runner.enqueue(b"")
-    import flowactors.session as session_module
+    import flowactors.sdk.session as session_module
 
     def denied(self, path, flowfile):
         raise PermissionError(13, "Permission denied", str(path))

@@ -7,10 +7,10 @@ import string
 import pytest
 
 import flowactors.processors as processors
-from flowactors.flow import resolve_processor_type
-from flowactors.processor import Processor
+from flowactors.sdk.flow import resolve_processor_type
+from flowactors.sdk.processor import Processor
 from flowactors.processors import GenerateFlowFile
-from flowactors.testing import ProcessorRunner
+from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 ALNUM = set((string.ascii_letters + string.digits).encode())

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from flowactors.processors import HashContent
-from flowactors.testing import ProcessorRunner
+from flowactors.sdk.testing import ProcessorRunner
 from repositories.model import ContentClaim, ResourceClaim
 from repositories.provenance.event import ProvenanceEventType as T
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowactors.processors import Funnel, RouteOnAttribute, RouteOnContent
-from flowactors.testing import ProcessorRunner
+from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 

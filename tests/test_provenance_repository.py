@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flowactors.settings import Settings
+from flowactors.sdk.settings import Settings
 from repositories.model import ContentClaim, ResourceClaim
 from repositories.provenance import (
     InMemoryProvenanceRepository,

@@ -13,9 +13,9 @@ import pytest
 import ray
 from queue_helpers import expected_order, make
 
-from flowactors.runtime.connection_queue import QueueActor, QueueConfig, restore_queues
-from flowactors.runtime.repository_actors import FlowFileRepositoryActor
-from flowactors.settings import Settings
+from flowactors.engine.queues.connection import QueueActor, QueueConfig, restore_queues
+from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
+from flowactors.sdk.settings import Settings
 from repositories.flowfile.swapfile import swap_directory, write_swap_file
 from repositories.model import QueuedFlowFile, now_millis
 

@@ -13,11 +13,11 @@ import pytest
 import ray.cloudpickle
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.cli import main as cli_main
-from flowactors.queue_admin import empty_queue, list_queue
-from flowactors.repository_lock import RepositoryInUseError
-from flowactors.runner import flow_settings, queue_totals, run_flow
-from flowactors.runtime.controller import FlowController
+from flowactors.cli.main import main as cli_main
+from flowactors.ops.queue_admin import empty_queue, list_queue
+from repositories.lock import RepositoryInUseError
+from flowactors.engine.actors.runner import flow_settings, queue_totals, run_flow
+from flowactors.engine.actors.controller import FlowController
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.flowfile.swapfile import swap_directory

@@ -12,7 +12,7 @@ import pytest
 
 from queue_helpers import expected_order, make
 
-from flowactors.runtime.connection_queue import ConnectionQueue, LocalSwapRegistry, QueueConfig, Swapper, prioritizer_key
+from flowactors.engine.queues.connection import ConnectionQueue, LocalSwapRegistry, QueueConfig, Swapper, prioritizer_key
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.flowfile.swapfile import swap_directory
 from repositories.model import FlowFile, QueuedFlowFile, now_millis

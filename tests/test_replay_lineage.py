@@ -13,12 +13,12 @@ from collections import Counter
 import pytest
 import ray
 
-from flowactors.cli import main
-from flowactors.provenance_tools import claim_state
-from flowactors.repository_lock import RepositoryLock
-from flowactors.runner import run_flow
-from flowactors.runtime.controller import FlowStartError
-from flowactors.settings import Settings
+from flowactors.cli.main import main
+from flowactors.ops.provenance_tools import claim_state
+from repositories.lock import RepositoryLock
+from flowactors.engine.actors.runner import run_flow
+from flowactors.engine.actors.controller import FlowStartError
+from flowactors.sdk.settings import Settings
 from provenance_flows import PUT_QUEUE, all_events, only, send_flow, split_merge_clone_flow
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository

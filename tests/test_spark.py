@@ -20,13 +20,13 @@ import ray.cloudpickle
 
 from flowactors import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile
-from flowactors.runner import processor_totals, run_flow
+from flowactors.engine.actors.runner import processor_totals, run_flow
 from flowactors.spark import ExecuteSparkSQL, TransformWithSpark
 from flowactors.spark import records
 from flowactors.spark.records import CSV, JSON_LINES, PARQUET, ReadOptions, RecordCursor, parse_schema
 from flowactors.spark.service import (SparkServiceActor, SparkServiceError, SparkSettings, SparkSettingsError,
                                       SparkStartError, check_java, stop_service)
-from flowactors.testing import ProcessorRunner
+from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import ProvenanceEventType as T
 

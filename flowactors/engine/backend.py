@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, resolve
-from flowactors.session import CommitBatch, CommitError, DeliveryError
+from flowactors.sdk.session import CommitBatch, CommitError, DeliveryError
 from repositories.model import FlowFile, now_millis
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_event
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from flowactors.engine.backend import encoded_events
 from flowactors.engine.transport import Link, call_now
-from flowactors.session import CommitBatch, CommitError
+from flowactors.sdk.session import CommitBatch, CommitError
 
 #: at most this many sessions in one call (bounds the size of one actor call)
 MAX_GROUP = 64

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flowactors.flow import Flow
+from flowactors.sdk.flow import Flow
 
 PLACEMENTS = ("shared", "isolated")
 

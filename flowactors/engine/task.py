@@ -15,12 +15,12 @@ import traceback
 from collections import deque
 
 from flowactors.engine.backend import Counters, EngineBackend
-from flowactors.flow import ProcessorNode
-from flowactors.metrics import ProcessorMetrics
-from flowactors.processor import ProcessContext, Processor
-from flowactors.session import ProcessSession, _Ids
-from flowactors.settings import Settings
-from flowactors.units import parse_duration
+from flowactors.sdk.flow import ProcessorNode
+from flowactors.engine.metrics import ProcessorMetrics
+from flowactors.sdk.processor import ProcessContext, Processor
+from flowactors.sdk.session import ProcessSession, _Ids
+from flowactors.sdk.settings import Settings
+from flowactors.sdk.units import parse_duration
 
 POLL_WAIT = 0.2
 #: seconds between two metric updates of a task (a Ray metric update is not free with many tasks

@@ -6,7 +6,7 @@ import codecs
 import re
 from typing import BinaryIO, Iterator
 
-from flowactors.processor import PropertyDescriptor, Relationship, validators
+from flowactors.sdk.processor import PropertyDescriptor, Relationship, validators
 
 #: bytes read from a content stream at a time by the streaming processors.
 CHUNK = 1024 * 1024

@@ -6,8 +6,8 @@ import logging
 import re
 from typing import Mapping
 
-from flowactors.expression import compile_value
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.expression import compile_value
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import (
     REGEX_VALIDATOR, SUCCESS, boolean_property, charset_property, decode_prefix, dynamic_regexes, read_prefix,
 )

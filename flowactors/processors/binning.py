@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
-from flowactors.processor import ProcessContext
-from flowactors.units import parse_data_size
+from flowactors.sdk.processor import ProcessContext
+from flowactors.sdk.units import parse_data_size
 from repositories.model import FlowFile, now_millis
 
 

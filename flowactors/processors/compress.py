@@ -10,7 +10,7 @@ from typing import BinaryIO, Callable, Mapping, NamedTuple
 
 import zstandard
 
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.processors._common import CHUNK, FAILURE, SUCCESS, boolean_property, iter_chunks
 from repositories.content.errors import ContentRepositoryError
 

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import CHUNK, FAILURE, REGEX_VALIDATOR, SUCCESS, boolean_property
 from repositories.content.errors import ContentRepositoryError
 from repositories.model import FlowFile

@@ -6,8 +6,8 @@ import codecs
 import os
 from typing import Mapping
 
-from flowactors.expression import compile_value
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, validators
+from flowactors.sdk.expression import compile_value
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, validators
 from flowactors.processors._common import SUCCESS, boolean_property, charset_property
 
 _ALPHANUMERIC = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

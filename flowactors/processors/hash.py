@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, validators
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, validators
 from flowactors.processors._common import FAILURE, SUCCESS, boolean_property, iter_chunks
 from repositories.content.errors import ContentRepositoryError
 

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import CHUNK, FAILURE, charset_property
 from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
 from repositories.content.errors import ContentRepositoryError, ContentRepositoryFullError

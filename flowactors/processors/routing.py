@@ -7,8 +7,8 @@ import logging
 import re
 from typing import Mapping, Sequence
 
-from flowactors.expression import compile_value
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.expression import compile_value
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import SUCCESS, charset_property, decode_prefix, dynamic_regexes, read_prefix
 from repositories.model import FlowFile
 

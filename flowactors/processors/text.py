@@ -9,7 +9,7 @@ import shutil
 import uuid as uuid_module
 from typing import BinaryIO, Callable, NamedTuple
 
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import (
     CHUNK, FAILURE, SUCCESS, boolean_property, charset_property, iter_chunks, java_replacement, read_prefix,
 )

@@ -30,7 +30,7 @@ from typing import Callable, Mapping
 
 import ray
 
-from flowactors.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
 from flowactors.spark import records
 from flowactors.spark.records import ReadOptions, RecordCursor, RecordFormatError

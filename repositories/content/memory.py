@@ -20,7 +20,7 @@ from .repository import (ChunkedIteration, ContentRepositoryOptions, new_claim_i
 from .writer import BaseClaimWriter
 
 if TYPE_CHECKING:
-    from flowactors.settings import Settings
+    from flowactors.sdk.settings import Settings
 
 
 class MemoryContentStream(ChunkedIteration, io.BytesIO):

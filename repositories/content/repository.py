@@ -33,7 +33,7 @@ from .errors import FULL_ERRNOS, ContentNotFoundError, ContentRepositoryError
 from .writer import COPY_CHUNK, ClaimWriter
 
 if TYPE_CHECKING:
-    from flowactors.settings import Settings
+    from flowactors.sdk.settings import Settings
 
 #: name of the archive directory inside every section.
 ARCHIVE_DIR = "archive"

@@ -2,8 +2,8 @@
 
 A ``Flow`` is a graph of processors and connections. It validates as a whole (``validate`` raises one
 ``FlowValidationError`` listing every problem), round-trips to a JSON definition
-(docs/flow-definition.md), and runs on Ray with ``run`` (``flowactors.runner``). Nothing here touches
-Ray: the runtime is on the other side of ``flowactors.runner``.
+(docs/flow-definition.md), and runs on Ray with ``run`` (``flowactors.engine.actors.runner``). Nothing here touches
+Ray: the runtime is on the other side of ``flowactors.engine.actors.runner``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from flowactors.processor import Processor
-from flowactors.settings import Settings, SettingsError
-from flowactors.units import parse_data_size, parse_duration
+from flowactors.sdk.processor import Processor
+from flowactors.sdk.settings import Settings, SettingsError
+from flowactors.sdk.units import parse_data_size, parse_duration
 
 DEFINITION_VERSION = 1
 PRIORITIZERS = ("FIFO", "OldestFlowFileFirst", "NewestFlowFileFirst", "PriorityAttribute")
@@ -95,7 +95,7 @@ class Flow:
         self.name = name
         self.processors: dict[str, ProcessorNode] = {}
         self.connections: list[Connection] = []
-        #: overrides of ``flowactors.settings.Settings`` for this flow
+        #: overrides of ``flowactors.sdk.settings.Settings`` for this flow
         self.settings: dict[str, Any] = dict(settings or {})
         self._problems: list[str] = []
 
@@ -245,7 +245,7 @@ class Flow:
     def run(self, repository: str | Path = "repository", *, until_idle: bool = True,
             duration: float | None = None, show_status: bool = False, **options: Any):
         """Run on Ray (an embedded local Ray unless one is running) and return the final status."""
-        from flowactors.runner import run_flow
+        from flowactors.engine.actors.runner import run_flow
 
         return run_flow(self, repository, until_idle=until_idle, duration=duration,
                         show_status=show_status, **options)

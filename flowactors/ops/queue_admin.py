@@ -8,7 +8,7 @@ Two ways in, the same results:
   drop; the controller removes them from the write-ahead log and records a DROP event for each.
 * a stopped flow's repository folder: ``list_queue`` / ``empty_queue`` here (and ``flowactors
   queue list|empty``), which read and change the write-ahead log directly, under the repository
-  lock (``flowactors.repository_lock``), so they refuse while a flow runs on the folder. They list
+  lock (``repositories.lock``), so they refuse while a flow runs on the folder. They list
   in the log's order (when each FlowFile entered the queue), swapped FlowFiles after the others:
   a stopped flow's prioritizers are not known here.
 
@@ -25,8 +25,8 @@ import os
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from flowactors.repository_lock import RepositoryLock
-from flowactors.settings import Settings
+from repositories.lock import RepositoryLock
+from flowactors.sdk.settings import Settings
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.flowfile.swapfile import swap_directory
 from repositories.model import FlowFile, now_millis

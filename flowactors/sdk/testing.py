@@ -11,9 +11,9 @@ from typing import Any, Mapping, Sequence
 
 from flowactors.engine.backend import DirectLog, EngineBackend
 from flowactors.engine.transport import ObjectLink, QueueObjectLink
-from flowactors.processor import ProcessContext, Processor
-from flowactors.runtime.connection_queue import ConnectionQueue, QueueConfig
-from flowactors.session import ProcessSession, _Ids
+from flowactors.sdk.processor import ProcessContext, Processor
+from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
+from flowactors.sdk.session import ProcessSession, _Ids
 from repositories.content import InMemoryContentRepository
 from repositories.flowfile import InMemoryFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis

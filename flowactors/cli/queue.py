@@ -1,6 +1,6 @@
 """``flowactors queue list|empty``: what waits in a connection of a stopped flow, and dropping it.
 
-Works on the repository folder under the repository lock (``flowactors.queue_admin``); while a
+Works on the repository folder under the repository lock (``flowactors.ops.queue_admin``); while a
 flow runs there it refuses and names the flow (use ``FlowController.list_queue``/``empty_queue``).
 """
 
@@ -10,9 +10,9 @@ import argparse
 import json
 from typing import Any
 
-from flowactors.cli import CliError
-from flowactors.provenance_cli import _flow, _guarded, _repository_options, _resolve_settings
-from flowactors.queue_admin import DEFAULT_LIMIT, NoSuchQueueError, empty_queue, list_queue
+from flowactors.cli.main import CliError
+from flowactors.cli.provenance import _flow, _guarded, _repository_options, _resolve_settings
+from flowactors.ops.queue_admin import DEFAULT_LIMIT, NoSuchQueueError, empty_queue, list_queue
 
 
 def add_subcommands(sub: Any) -> None:

@@ -12,7 +12,7 @@ from repositories.model import FlowFile
 from repositories.provenance.event import ProvenanceEventType as T
 
 if TYPE_CHECKING:
-    from flowactors.session import ProcessSession
+    from flowactors.sdk.session import ProcessSession
 
 
 class ProvenanceReporter:

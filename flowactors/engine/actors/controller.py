@@ -17,16 +17,16 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from flowactors.flow import Flow
-from flowactors.repository_lock import RepositoryInUseError, RepositoryLock
-from flowactors.engine.executor import ExecutorActor
+from flowactors.sdk.flow import Flow
+from repositories.lock import RepositoryInUseError, RepositoryLock
+from flowactors.engine.actors.executor import ExecutorActor
 from flowactors.engine.placement import plan
 from flowactors.engine.transport import HostedLink
-from flowactors.runtime.connection_queue import QueueActor, QueueConfig, restore_queues, unknown_queues
-from flowactors.runtime.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
+from flowactors.engine.queues.connection import QueueActor, QueueConfig, restore_queues, unknown_queues
+from flowactors.engine.actors.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
                                                   ProvenanceRepositoryActor)
-from flowactors.settings import Settings
-from flowactors.units import parse_data_size, parse_duration
+from flowactors.sdk.settings import Settings
+from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import now_millis
 
 MAINTENANCE_TICK = 0.5
@@ -206,8 +206,8 @@ class FlowController:
         return len(released)
 
     def replay(self, event_id: int, requested_by: str | None = None):
-        """Queue a FlowFile again with a provenance event's input (see ``flowactors.replay``)."""
-        from flowactors.replay import replay_running
+        """Queue a FlowFile again with a provenance event's input (see ``flowactors.ops.replay``)."""
+        from flowactors.ops.replay import replay_running
 
         with self._claims_lock:
             return replay_running(self, event_id, requested_by)
@@ -248,7 +248,7 @@ class FlowController:
 
     # ------------------------------------------------------------------ queue operations
     def _queue_actor(self, queue_id: str):
-        from flowactors.queue_admin import NoSuchQueueError
+        from flowactors.ops.queue_admin import NoSuchQueueError
 
         if queue_id not in self.queues:
             raise NoSuchQueueError(f"flow '{self.flow.name}' has no connection '{queue_id}'; "
@@ -257,8 +257,8 @@ class FlowController:
 
     def list_queue(self, queue_id: str, limit: int = 100) -> list[dict]:
         """The first ``limit`` queued FlowFiles in the order they would be delivered (swapped ones
-        included): uuid, size, attributes, age, penalized (``flowactors.queue_admin.describe``)."""
-        from flowactors.queue_admin import describe
+        included): uuid, size, attributes, age, penalized (``flowactors.ops.queue_admin.describe``)."""
+        from flowactors.ops.queue_admin import describe
 
         entries = ray.get(self._queue_actor(queue_id).list_flowfiles.remote(limit))
         now = now_millis()
@@ -267,7 +267,7 @@ class FlowController:
     def empty_queue(self, queue_id: str, requested_by: str | None = None) -> dict:
         """Drop every queued FlowFile of a connection (not those being processed): removed from
         the write-ahead log and a DROP event each; their content goes at the next checkpoint."""
-        from flowactors.queue_admin import drop_events
+        from flowactors.ops.queue_admin import drop_events
 
         queue = self._queue_actor(queue_id)
         dropped = size = 0

@@ -1,7 +1,7 @@
 """Reading a stopped flow's repository: its provenance events, and the content of any past version.
 
 ``StoppedRepository`` opens the repositories of a folder no flow is running on (it holds the
-repository lock, so a flow cannot start meanwhile; see ``flowactors.repository_lock``). A past
+repository lock, so a flow cannot start meanwhile; see ``repositories.lock``). A past
 version's content is read through the event that recorded it: ``input`` is the content the
 component received (the event's previous claim), ``output`` what it left (the updated claim).
 The content repository keeps a claim while a FlowFile references it and then, archived, until
@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from flowactors.repository_lock import RepositoryInUseError, RepositoryLock
-from flowactors.settings import Settings
+from repositories.lock import RepositoryInUseError, RepositoryLock
+from flowactors.sdk.settings import Settings
 from repositories.content import ContentNotFoundError, ContentRepository
 from repositories.model import ContentClaim
 from repositories.provenance import ProvenanceEvent, ProvenanceRepository

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from flowactors.flow import Flow, FlowValidationError
-from flowactors.settings import SettingsError
+from flowactors.sdk.flow import Flow, FlowValidationError
+from flowactors.sdk.settings import SettingsError
 
 
 class CliError(Exception):
@@ -76,7 +76,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from flowactors.runner import run_flow
+    from flowactors.engine.actors.runner import run_flow
 
     flow = load_flow(args.flow)
     duration = args.duration
@@ -91,9 +91,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Queued FlowFiles per connection, read from a (stopped) flow's repository; or, given a flow's
-    name or ``--address``, the state of a flow on a Ray cluster (``flowactors.cluster_client``)."""
+    name or ``--address``, the state of a flow on a Ray cluster (``flowactors.ops.cluster_client``)."""
     if args.flow or args.address:
-        from flowactors.cluster_client import cmd_cluster_status
+        from flowactors.ops.cluster_client import cmd_cluster_status
 
         return cmd_cluster_status(args)
     from repositories.flowfile import WriteAheadFlowFileRepository
@@ -148,15 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=cmd_status)
 
-    from flowactors.provenance_cli import add_subcommands
+    from flowactors.cli.provenance import add_subcommands
 
     add_subcommands(sub)  # provenance search|show, lineage, replay
 
-    from flowactors.queue_cli import add_subcommands as add_queue_subcommands
+    from flowactors.cli.queue import add_subcommands as add_queue_subcommands
 
     add_queue_subcommands(sub)  # queue list|empty
 
-    from flowactors.cluster_client import add_subcommands as add_cluster_subcommands
+    from flowactors.ops.cluster_client import add_subcommands as add_cluster_subcommands
 
     add_cluster_subcommands(sub)  # submit, stop, logs (status FLOW --address is above)
     return parser
@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("flowactors: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # repository and start-up errors carry their own advice
-        from flowactors.runtime.controller import FlowStartError
+        from flowactors.engine.actors.controller import FlowStartError
 
         known = (FlowStartError, OSError)
         try:

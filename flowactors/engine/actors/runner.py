@@ -10,10 +10,10 @@ from typing import Any
 
 import ray
 
-from flowactors.flow import Flow
-from flowactors.runtime.controller import FlowControllerActor
-from flowactors.settings import Settings
-from flowactors.status_table import render
+from flowactors.sdk.flow import Flow
+from flowactors.engine.actors.controller import FlowControllerActor
+from flowactors.sdk.settings import Settings
+from flowactors.ops.status_table import render
 
 NAMESPACE = "flowactors"
 IDLE_CHECKS = 3

@@ -2,7 +2,7 @@
 
 A processor is a plain Python class. It declares its ``properties`` and ``relationships`` as class
 attributes and implements ``on_trigger(context, session)``; the runtime creates one instance per
-concurrent task inside a Ray actor. The session (``flowactors.session``) is its only door to data.
+concurrent task inside a Ray actor. The session (``flowactors.sdk.session``) is its only door to data.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from flowactors.expression import ExpressionError, compile_value
-from flowactors.units import parse_data_size, parse_duration
+from flowactors.sdk.expression import ExpressionError, compile_value
+from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import FlowFile
 
 #: A validator returns None when the value is fine, or a sentence saying what is wrong.

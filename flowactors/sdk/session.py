@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequence
 
-from flowactors.processor import ProcessContext, Relationship
-from flowactors.provenance_reporter import ProvenanceReporter
+from flowactors.sdk.processor import ProcessContext, Relationship
+from flowactors.sdk.provenance_reporter import ProvenanceReporter
 from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
                                now_millis)
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType

@@ -12,8 +12,8 @@ from typing import Iterator, Sequence
 
 import ray
 
-from flowactors.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
-from flowactors.settings import Settings
+from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
+from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim

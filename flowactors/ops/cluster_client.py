@@ -2,8 +2,8 @@
 
 Everything goes through the head's dashboard address (``--address http://HEAD:8265`` or
 ``RAY_API_SERVER_ADDRESS``), plain HTTP: the machine running the CLI needs no Ray driver connection,
-no client-server port and no route to the GCS. A flow runs as a Ray job (``flowactors.job run``);
-its live state comes from short control jobs (``flowactors.job status|stop``) that find the flow's
+no client-server port and no route to the GCS. A flow runs as a Ray job (``flowactors.engine.actors.job run``);
+its live state comes from short control jobs (``flowactors.engine.actors.job status|stop``) that find the flow's
 detached controller by name, print one result line and are deleted once read. A job is matched to
 its flow by its metadata (``flowactors_flow``), so the CLI finds a flow again by name alone.
 """
@@ -22,8 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from flowactors.cli import CliError, _settings, load_flow
-from flowactors.job import RESULT_PREFIX
+from flowactors.cli.main import CliError, _settings, load_flow
+from flowactors.engine.actors.job import RESULT_PREFIX
 
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"
 DEFAULT_REPOSITORY = "~/flowactors/repositories/{flow}"
@@ -99,14 +99,14 @@ def _status_name(status: Any) -> str:
 
 
 def _control(client, flow_job, command: str) -> dict:
-    """Run ``python -m flowactors.job COMMAND FLOW`` on the cluster and return its result."""
+    """Run ``python -m flowactors.engine.actors.job COMMAND FLOW`` on the cluster and return its result."""
     flow = flow_job.metadata["flowactors_flow"]
     runtime_env = {}
     if (flow_job.runtime_env or {}).get("py_modules"):  # flowactors was shipped with the flow: same code
         runtime_env["py_modules"] = flow_job.runtime_env["py_modules"]
     python = flow_job.metadata.get("flowactors_python", "python")
     submission_id = client.submit_job(
-        entrypoint=f"{python} -m flowactors.job {command} {shlex.quote(flow)}",
+        entrypoint=f"{python} -m flowactors.engine.actors.job {command} {shlex.quote(flow)}",
         submission_id=_submission_id(flow, command), runtime_env=runtime_env or None,
         metadata={"flowactors_flow": flow, "flowactors_role": "control"})
     deadline = time.monotonic() + CONTROL_TIMEOUT
@@ -135,7 +135,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     flow = load_flow(flow_path)  # the same checks as a local run, before anything is uploaded
     flow.validate()
     settings = _settings(args.setting)
-    from flowactors.runner import flow_settings
+    from flowactors.engine.actors.runner import flow_settings
 
     flow_settings(flow, settings)
     repository = args.repository or DEFAULT_REPOSITORY.format(flow=_slug(flow.name))
@@ -165,7 +165,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if running:
         raise CliError(f"flow '{flow.name}' is already running on this cluster as job {running[0].submission_id}; "
                        f"stop it first (flowactors stop {shlex.quote(flow.name)} --address {args.address})")
-    entry = [args.python, "-m", "flowactors.job", "run", relative.as_posix(), "--repository", repository,
+    entry = [args.python, "-m", "flowactors.engine.actors.job", "run", relative.as_posix(), "--repository", repository,
              "--settings-json", json.dumps(settings)]
     if args.duration is not None:
         entry += ["--duration", str(args.duration)]
@@ -219,7 +219,7 @@ def _describe(client, job) -> dict:
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
-    from flowactors.status_table import render
+    from flowactors.ops.status_table import render
 
     client = connect(args.address)
     if not args.flow:

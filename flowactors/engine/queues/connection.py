@@ -42,10 +42,10 @@ from typing import Any, Iterable, NamedTuple
 
 import ray
 
-from flowactors.metrics import QueueMetrics
-from flowactors.runtime.queue_partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
+from flowactors.engine.metrics import QueueMetrics
+from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
                                                 prioritizer_key)
-from flowactors.runtime.queue_swapping import ActorSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
+from flowactors.engine.queues.swapping import ActorSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
 from repositories.flowfile import swapfile
 from repositories.flowfile.records import SWAP_QUEUE_PREFIX
 from repositories.model import FlowFile, now_millis
@@ -78,7 +78,7 @@ class QueueConfig:
     sync_swap_files: bool = False
     #: name of the local partition (the node's share of the connection)
     partition: str = "local"
-    #: the flow's name, for the queue's metrics tags (``flowactors.metrics``)
+    #: the flow's name, for the queue's metrics tags (``flowactors.engine.metrics``)
     flow: str = ""
 
 

@@ -2,8 +2,8 @@
 
 ``QueuePartition`` is pure bookkeeping, without I/O or Ray, so every ordering rule can be tested
 directly: which FlowFiles leave next, which go to a swap file, which swap file must be read before
-the next FlowFile may leave. ``flowactors.runtime.queue_swapping.Swapper`` does the I/O it asks for.
-The ordering guarantee is described in ``flowactors.runtime.connection_queue``.
+the next FlowFile may leave. ``flowactors.engine.queues.swapping.Swapper`` does the I/O it asks for.
+The ordering guarantee is described in ``flowactors.engine.queues.connection``.
 """
 
 from __future__ import annotations

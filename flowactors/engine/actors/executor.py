@@ -24,9 +24,9 @@ from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.task import ProcessorTask
 from flowactors.engine.transport import ActorLink, HostedLink, Link, LoopLink
-from flowactors.flow import Flow
-from flowactors.runtime.connection_queue import QueueConfig, QueueHost
-from flowactors.settings import Settings
+from flowactors.sdk.flow import Flow
+from flowactors.engine.queues.connection import QueueConfig, QueueHost
+from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
 
 

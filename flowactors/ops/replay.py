@@ -30,9 +30,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from flowactors.provenance_tools import (StoppedRepository, claim_state, missing_event_message,
+from flowactors.ops.provenance_tools import (StoppedRepository, claim_state, missing_event_message,
                                          NoSuchEventError)
-from flowactors.settings import Settings
+from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
 from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis

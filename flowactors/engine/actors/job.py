@@ -1,10 +1,10 @@
-"""A flow as a Ray job: what runs on the cluster (``python -m flowactors.job run|status|stop``).
+"""A flow as a Ray job: what runs on the cluster (``python -m flowactors.engine.actors.job run|status|stop``).
 
-``flowactors submit`` (``flowactors.cluster_client``) submits ``python -m flowactors.job run FLOW``
+``flowactors submit`` (``flowactors.ops.cluster_client``) submits ``python -m flowactors.engine.actors.job run FLOW``
 through the Ray Jobs API. That driver starts the flow's controller as a *detached*, named actor
 (``<flow>.controller``) in a namespace of the flow's own (``flowactors-<flow>``), pinned to one node
 (the repository folder is that node's disk), so later commands find it by name: ``flowactors
-status`` and ``flowactors stop`` submit the short control jobs ``python -m flowactors.job status|stop
+status`` and ``flowactors stop`` submit the short control jobs ``python -m flowactors.engine.actors.job status|stop
 FLOW``. The driver watches the flow until it is idle, a duration has passed, or it is stopped, and
 then stops it gracefully: running sessions finish, queued FlowFiles stay in the write-ahead log.
 
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from flowactors.runtime.controller import FlowController, FlowStartError
+from flowactors.engine.actors.controller import FlowController, FlowStartError
 
 RESULT_PREFIX = "FLOWACTORS-RESULT "
 POLL_INTERVAL = 0.5
@@ -113,9 +113,9 @@ def _summary(status: dict) -> str:
 # ---------------------------------------------------------------------------------- run
 def run(flow_path: str, repository: str, *, duration: float | None = None, keep_running: bool = False,
         timeout: float | None = None, settings: dict | None = None, node: str | None = None) -> int:
-    from flowactors.cli import load_flow
-    from flowactors.runner import IdleWatch, flow_settings
-    from flowactors.status_table import render
+    from flowactors.cli.main import load_flow
+    from flowactors.engine.actors.runner import IdleWatch, flow_settings
+    from flowactors.ops.status_table import render
 
     flow = load_flow(flow_path)
     flow.validate()
@@ -245,7 +245,7 @@ def stop(flow_name: str, requested_by: str = "flowactors stop") -> int:
 
 # ---------------------------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m flowactors.job",
+    parser = argparse.ArgumentParser(prog="python -m flowactors.engine.actors.job",
                                      description="flowactors' Ray job entrypoints (submitted by the flowactors CLI)")
     sub = parser.add_subparsers(dest="command", required=True)
     run_ = sub.add_parser("run", help="run a flow in this job's driver")
@@ -265,9 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from flowactors.cli import CliError
-    from flowactors.flow import FlowValidationError
-    from flowactors.settings import SettingsError
+    from flowactors.cli.main import CliError
+    from flowactors.sdk.flow import FlowValidationError
+    from flowactors.sdk.settings import SettingsError
 
     try:
         if args.command == "run":

@@ -2,7 +2,7 @@
 
 "What happened to this file?" from the command line, on the repository folder of a stopped flow
 (docs/provenance.md walks through it). The repositories are opened under the repository lock
-(``flowactors.repository_lock``): while a flow runs on the folder these commands refuse, naming
+(``repositories.lock``): while a flow runs on the folder these commands refuse, naming
 the flow, because opening the provenance repository merges the journals the flow is writing.
 Times are shown in UTC; ``--since``/``--until`` take ISO 8601 (UTC unless it has an offset) or
 milliseconds since the epoch.
@@ -20,15 +20,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from flowactors.cli import CliError, _settings, load_flow
-from flowactors.flow import Flow
-from flowactors.lineage_render import FORMATS, RenderError, write_picture
-from flowactors.provenance_tools import (ContentGoneError, NoSuchEventError, StoppedRepository, claim_state,
+from flowactors.cli.main import CliError, _settings, load_flow
+from flowactors.sdk.flow import Flow
+from flowactors.ops.lineage_render import FORMATS, RenderError, write_picture
+from flowactors.ops.provenance_tools import (ContentGoneError, NoSuchEventError, StoppedRepository, claim_state,
                                          open_event_content)
-from flowactors.replay import ReplayError, replay_stopped
-from flowactors.repository_lock import RepositoryInUseError
-from flowactors.settings import Settings
-from flowactors.units import parse_data_size
+from flowactors.ops.replay import ReplayError, replay_stopped
+from repositories.lock import RepositoryInUseError
+from flowactors.sdk.settings import Settings
+from flowactors.sdk.units import parse_data_size
 from repositories.content import ContentRepositoryError
 from repositories.flowfile import FlowFileRepositoryError
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError
@@ -153,7 +153,7 @@ def _resolve_settings(args: argparse.Namespace, flow: Flow | None) -> Settings:
     """The settings the flow ran with: the flow's own, then ``--setting`` overrides."""
     overrides = _settings(args.setting)
     if flow is not None:
-        from flowactors.runner import flow_settings
+        from flowactors.engine.actors.runner import flow_settings
 
         return flow_settings(flow, overrides)
     return Settings.from_dict(overrides)

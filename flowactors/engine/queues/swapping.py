@@ -15,14 +15,14 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from flowactors.runtime.queue_partition import QueuePartition, SwapRun, fifo_key, order_tag
+from flowactors.engine.queues.partition import QueuePartition, SwapRun, fifo_key, order_tag
 from repositories.flowfile import swapfile
 from repositories.flowfile.records import SWAP_QUEUE_PREFIX
 from repositories.flowfile.swapfile import SwapFileError
 from repositories.model import FlowFile
 
 if TYPE_CHECKING:
-    from flowactors.runtime.connection_queue import ConnectionQueue
+    from flowactors.engine.queues.connection import ConnectionQueue
 
 
 # ---------------------------------------------------------------------------------- swapping I/O

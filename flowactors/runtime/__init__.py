@@ -1,1 +1,0 @@
-"""The runtime on Ray: queue, processor, repository and controller actors (one module each)."""
