@@ -51,6 +51,22 @@ def process_tree_rss(root: psutil.Process) -> int:
     return total
 
 
+def process_tree_pss(root: psutil.Process) -> int:
+    """Proportional set size of ``root`` and all its descendants: each shared page counted once in
+    all (split among the processes sharing it), so the sum is the memory they use together."""
+    total = 0
+    try:
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for process in processes:
+        try:
+            total += process.memory_full_info().pss
+        except psutil.Error:  # exited between listing and reading
+            pass
+    return total
+
+
 class PeakRss:
     """Samples the summed RSS of this process and its descendants every ``interval`` s in a thread.
 

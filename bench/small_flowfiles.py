@@ -31,7 +31,7 @@ from pathlib import Path
 from bench import PeakRss, mib, ray_session, row
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
-from flowactors.sdk.processor import ProcessContext
+from flowactors.engine.task import make_context
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
 from flowactors.engine.actors.runner import flow_settings, processor_totals, run_flow
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
@@ -190,10 +190,7 @@ def run_in_process(flow: Flow, root: Path) -> dict:
             destinations={rel: [c.id for c in flow.connections_from(node.name) if rel in c.relationships]
                           for rel in node.type.relationship_names(node.properties)},
             always_sync=settings.always_sync)
-        context = ProcessContext(
-            name=node.name, processor_type=node.type.__name__, descriptors=node.type.descriptor_map(),
-            values=node.properties, relationships=list(node.type.relationships_for(node.properties)),
-            batch_size=node.batch_size or settings.default_batch_size)
+        context = make_context(node, settings)
         processor = node.type()
         processor.on_scheduled(context)
         tasks.append((node, context, backend, processor, _Ids(backend)))

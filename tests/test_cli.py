@@ -107,3 +107,15 @@ def test_run_python_flow_then_json_definition_then_status(tmp_path, capsys, ray_
 
     assert main(["status", "--repository", str(repo)]) == 0
     assert f"repository {repo}: 0 FlowFiles queued" in capsys.readouterr().out
+
+
+def test_run_says_what_is_starting_before_the_flow_runs(tmp_path, capsys, ray_session):
+    path, _ = write_flow(tmp_path)
+    assert main(["run", str(path), "--repository", str(tmp_path / "repo")]) == 0
+    steps = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines()
+             if line.startswith("starting flow 'cli-test': ")]
+    # every step once, in order, counted where there is something to count (3 processors here,
+    # on 2 executors: the test session's Ray has 2 CPUs)
+    assert steps == ["repositories 0/3", "recovering the FlowFile repository 1/3",
+                     "opening the provenance repository 2/3", "executors 0/2", "executors 1/2", "executors 2/2",
+                     "restoring queued FlowFiles", "processor tasks 0/3", "running 3/3", "started"]

@@ -43,7 +43,7 @@ class FlowController:
         self.settings = settings
         self.queues: dict[str, Any] = {}
         self.executors: list[Any] = []  # the executor actors, which host every processor task
-        self.start_progress = {"step": "not started", "done": 0, "total": 0}
+        self.start_progress: list[dict] = []
         self.flowfile_repository = None
         self.content_repository = None
         self.provenance_repository = None
@@ -129,11 +129,12 @@ class FlowController:
         return self.recovery
 
     def _starting(self, step: str, done: int, total: int) -> None:
-        self.start_progress = {"step": step, "done": done, "total": total}
+        self.start_progress.append({"step": step, "done": done, "total": total})
 
-    def starting(self) -> dict:
-        """What ``start`` is doing now: ``{"step", "done", "total"}`` (answered while it runs)."""
-        return dict(self.start_progress)
+    def starting(self, since: int = 0) -> list[dict]:
+        """What ``start`` has done since its ``since``-th step: ``{"step", "done", "total"}`` each,
+        the last one what it is doing now (answered while it runs)."""
+        return self.start_progress[since:]
 
     def _queue_config(self, connection) -> QueueConfig:
         s = self.settings

@@ -92,19 +92,21 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
 
 
 def show_start(flow_name: str, controller, starting, interval: float = 0.2) -> None:
-    """Say what the controller is starting, how many of how many, until ``starting`` is done (on
-    stderr: in place on a terminal, a line a step otherwise)."""
+    """Say each step the controller takes to start the flow, how many of how many, until
+    ``starting`` is done (on stderr: in place on a terminal, a line a step otherwise)."""
     tty = sys.stderr.isatty()
-    last = None
+    shown = 0
     while True:
         done, _ = ray.wait([starting], timeout=interval)
-        progress = ray.get(controller.starting.remote()) if not done else {"step": "started", "done": 0, "total": 0}
-        counts = f" {progress['done']:,}/{progress['total']:,}" if progress["total"] else ""
-        line = f"starting flow '{flow_name}': {progress['step']}{counts}"
-        if line != last:
+        steps = ray.get(controller.starting.remote(shown))
+        if done:
+            steps.append({"step": "started", "done": 0, "total": 0})
+        for progress in steps:
+            counts = f" {progress['done']:,}/{progress['total']:,}" if progress["total"] else ""
+            line = f"starting flow '{flow_name}': {progress['step']}{counts}"
             sys.stderr.write(("\r\x1b[K" + line) if tty else line + "\n")
-            sys.stderr.flush()
-            last = line
+        shown += len(steps)
+        sys.stderr.flush()
         if done:
             if tty:
                 sys.stderr.write("\n")
