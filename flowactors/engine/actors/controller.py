@@ -235,7 +235,7 @@ class FlowController:
                 "recent_errors": sorted((e for t in tasks for e in t["recent_errors"]), key=lambda e: e["at"])[-5:],
             })
         queues = [dict(queue_status[c.id], source=c.source, destination=c.destination)
-                  for c in self.flow.connections]
+                  for c in self.flow.connections if c.id in queue_status]  # all, once started
         return {"flow": self.flow.name, "processors": processors, "queues": queues,
                 "maintenance_errors": list(self.maintenance_errors)}
 
