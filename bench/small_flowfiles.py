@@ -8,7 +8,7 @@ auto-terminated), with the FlowFile WAL, the content repository and provenance o
 What is timed: from the creation of the first FlowFile (the smallest ``lineage_start_date`` of
 the first events) to the newest provenance event (the last DROP), both read back from the
 provenance repository after the run. That leaves out Ray and actor start-up, the runner's
-idle detection (three looks 0.25 s apart) and the stop. Provenance events/s is the number of
+idle detection (three looks 0.1 s apart) and the stop. Provenance events/s is the number of
 events registered (max event id + 1) over the same time.
 
 Scenario 2 also profiles: cProfile cannot follow a FlowFile across Ray actors, so the same flow

@@ -17,7 +17,10 @@ from flowactors.ops.status_table import render
 
 NAMESPACE = "flowactors"
 IDLE_CHECKS = 3
-POLL_INTERVAL = 0.25
+#: seconds between two looks at the running flow's status (idle takes ``IDLE_CHECKS`` looks)
+POLL_INTERVAL = 0.1
+#: seconds between two redraws of the live status table
+REDRAW_INTERVAL = 0.5
 
 
 def ensure_ray(address: str | None = None, **init_options: Any) -> bool:
@@ -62,10 +65,12 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         if on_started is not None:
             on_started(controller)
         idle_watch = IdleWatch(controller)
+        drawn = 0.0
         while True:
             status = ray.get(controller.status.remote())
             elapsed = time.monotonic() - began
-            if live:
+            if live and elapsed - drawn >= REDRAW_INTERVAL:
+                drawn = elapsed
                 sys.stdout.write("\x1b[H\x1b[2J" + render(status, elapsed) + "\n")
                 sys.stdout.flush()
             if duration is not None and elapsed >= duration:
