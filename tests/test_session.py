@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flowactors import FlowFileHandlingError, Processor, Relationship
+from flowactors import CommitError, FlowFileHandlingError, Processor, Relationship
 from flowactors.sdk.testing import INPUT, ProcessorRunner
 from repositories.content import ContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
@@ -349,3 +349,53 @@ def test_ids_are_one_up_and_unique(runner):
     session = runner.new_session()
     ids = [session.create().id for _ in range(5)]
     assert ids == sorted(ids) and len(set(ids)) == 5
+
+
+def test_a_delivery_failure_after_the_log_accepted_rolls_nothing_back(tmp_path, monkeypatch):
+    """The commit is decided at the write-ahead log: a queue that fails afterwards must not make the
+    session delete the content the log references or return the input to its queue."""
+    from flowactors.sdk.session import DeliveryError
+
+    content = ContentRepository(tmp_path / "content")
+    runner = ProcessorRunner(TwoWay, content=content)
+    original = runner.enqueue(b"input")
+    session = runner.new_session()
+    flowfile = session.write_bytes(session.get(), b"new content")
+    session.transfer(flowfile, "success")
+
+    def dead_queue(flowfiles):
+        raise RuntimeError("the queue's actor died")
+
+    monkeypatch.setattr(runner.queues["success"], "offer", dead_queue)
+    with pytest.raises(DeliveryError, match="nothing was rolled back"):
+        session.commit()
+    stored = runner.flowfile_repository.get(flowfile.uuid)
+    assert stored is not None and stored.queue == "success"  # the log is the truth at the next start
+    assert content.read_bytes(stored.flowfile.claim) == b"new content"  # its claim was not discarded
+    assert original.uuid == flowfile.uuid  # the same FlowFile, moved to 'success' by the log ...
+    assert runner.queues[INPUT].queued == 0  # ... and not requeued to its input
+    session.rollback()  # what a task does after any error: nothing left to undo
+    assert content.read_bytes(stored.flowfile.claim) == b"new content" and runner.queues[INPUT].queued == 0
+
+
+def test_a_failure_before_the_log_rolls_everything_back(tmp_path, monkeypatch):
+    content = ContentRepository(tmp_path / "content")
+    runner = ProcessorRunner(TwoWay, content=content)
+    runner.enqueue(b"input")
+
+    def claim_files():
+        return {p for p in (tmp_path / "content").rglob("*") if p.is_file() and p.stat().st_size}
+
+    before = claim_files()
+    session = runner.new_session()
+    flowfile = session.write_bytes(session.get(), b"new content")
+    session.transfer(flowfile, "success")
+
+    def refuse(*args):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(runner.flowfile_repository, "commit", refuse)
+    with pytest.raises(CommitError, match="No space left on device"):
+        session.commit()
+    assert runner.queues[INPUT].queued == 1 and runner.queues["success"].count == 0
+    assert claim_files() == before  # the session's content was discarded
