@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
+import ray.cloudpickle
 
 from bench.flow_size import long_flow
-from flowactors import Flow
+from flowactors import Flow, Processor, Relationship
 from flowactors.engine.placement import flow_order, plan
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
 from flowactors.engine.actors.runner import processor_totals, queue_totals, run_flow
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def branching_flow() -> Flow:
@@ -63,6 +69,17 @@ def test_concurrent_tasks_spread_and_an_isolated_processor_gets_its_own_executor
     assert by_name["processor.heavy.0"].queues == ["big"]  # its input queue lives beside it
 
 
+def test_a_cpu_request_or_a_runtime_env_gives_a_processor_actors_of_its_own():
+    flow = long_flow(4)
+    flow.processors["update0"].num_cpus = 1
+    flow.processors["update1"].runtime_env = {"env_vars": {"A": "1"}}
+    flow.processors["update1"].concurrent_tasks = 2
+    own = {p.name: p for p in plan(flow, "shared", executors=1).executors if p.name.startswith("processor.")}
+    assert sorted(own) == ["processor.update0.0", "processor.update1.0", "processor.update1.1"]
+    assert own["processor.update0.0"].num_cpus == 1 and own["processor.update0.0"].runtime_env is None
+    assert own["processor.update1.1"].runtime_env == {"env_vars": {"A": "1"}}
+
+
 def test_isolated_placement_is_an_actor_per_task_and_per_queue():
     placement = plan(branching_flow(), "isolated", executors=2)
     assert sorted(p.name for p in placement.executors) == [
@@ -108,3 +125,36 @@ def test_both_placements_deliver_everything_with_the_actors_they_promise(ray_ses
     else:
         assert sum(".processor." in n for n in seen) == 12 and sum(".queue." in n for n in seen) == 11
         assert "executor" not in kinds
+
+
+class CheckEnvironment(Processor):
+    """Routes each FlowFile to 'own' when its task runs with FLOWACTORS_TEST_ENV set, else 'missing'."""
+
+    relationships = [Relationship("own"), Relationship("missing")]
+
+    def on_trigger(self, context, session):
+        where = "own" if os.environ.get("FLOWACTORS_TEST_ENV") == "own" else "missing"
+        for flowfile in session.get_batch():
+            session.transfer(flowfile, where)
+
+
+@pytest.mark.ray
+def test_a_processor_with_a_runtime_env_runs_in_an_actor_of_its_own_in_that_environment(ray_session, tmp_path):
+    import ray
+
+    flow = Flow("placement-env")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 10, "Batch Size": 10})
+    isolated = flow.add(CheckEnvironment, "check isolated",
+                        runtime_env={"env_vars": {"FLOWACTORS_TEST_ENV": "own"}}, auto_terminate=("missing",))
+    shared = flow.add(CheckEnvironment, "check shared", auto_terminate=("own",))
+    sink = flow.add(UpdateAttribute, "sink", properties={"seen": "yes"}, auto_terminate=("success",))
+    flow.connect(generate, isolated, name="generated")
+    flow.connect(isolated, shared, "own", name="isolated-own")
+    flow.connect(shared, sink, "missing", name="shared-missing")
+    names: list[str] = []
+    final = run_flow(flow, tmp_path / "repository", timeout=120,
+                     on_started=lambda controller: names.extend(ray.util.list_named_actors()))
+    queues = queue_totals(final)
+    assert queues["isolated-own"]["total_in"] == 10 and queues["shared-missing"]["total_in"] == 10
+    assert "placement-env.processor.check isolated.0" in names
+    assert not any(n.startswith("placement-env.processor.check shared") for n in names)

@@ -8,8 +8,9 @@ carries it out. The rules (docs/architecture.md, "Placement"):
   after the processors feeding it) and cut into contiguous runs, one run an executor, so most hops
   of a pipeline stay inside one executor; instance *i* of a processor with several concurrent
   tasks goes to the executor after its first one's, spreading the tasks across executors.
-* a processor with ``isolated=True`` or a ``num_cpus`` request gets an executor of its own per
-  task (its own process: heavy native code, a crash risk, a CPU reservation).
+* a processor with ``isolated=True``, a ``num_cpus`` request or a ``runtime_env`` gets an executor
+  of its own per task (its own process: heavy native code, a crash risk, a CPU reservation, its
+  own packages).
 * ``placement="isolated"``: every processor task in an executor of its own and every queue in an
   actor of its own (the first version's mapping, for flows that want full isolation).
 * A connection's queue lives beside its consumer: in the executor of the consumer's first task.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flowactors.sdk.flow import Flow
+from flowactors.sdk.flow import Flow, ProcessorNode
 
 PLACEMENTS = ("shared", "isolated")
 
@@ -34,6 +35,8 @@ class ExecutorPlan:
     queues: list[str] = field(default_factory=list)
     #: CPUs the actor asks Ray for (an isolated processor's ``num_cpus``; shared executors ask none)
     num_cpus: float = 0.0
+    #: the Ray ``runtime_env`` the actor starts in (an isolated processor's own), if any
+    runtime_env: dict | None = None
 
 
 @dataclass
@@ -70,6 +73,11 @@ def flow_order(flow: Flow) -> list[str]:
     return ordered
 
 
+def needs_own_actor(node: ProcessorNode) -> bool:
+    """Whether a processor's tasks get actors of their own whatever the placement."""
+    return bool(node.isolated or node.num_cpus or node.runtime_env)
+
+
 def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement:
     """Decide the executors for ``flow`` (see the module docstring)."""
     if placement not in PLACEMENTS:
@@ -80,12 +88,12 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
 
     def own_executor(name: str, instance: int) -> ExecutorPlan:
         node = flow.processors[name]
-        p = ExecutorPlan(len(plans), f"processor.{name}.{instance}", [(name, instance)], num_cpus=node.num_cpus)
+        p = ExecutorPlan(len(plans), f"processor.{name}.{instance}", [(name, instance)], num_cpus=node.num_cpus,
+                         runtime_env=node.runtime_env)
         plans.append(p)
         return p
 
-    shared = [n for n in order if placement == "shared" and not flow.processors[n].isolated
-              and not flow.processors[n].num_cpus]
+    shared = [n for n in order if placement == "shared" and not needs_own_actor(flow.processors[n])]
     count = max(1, min(executors, len(shared)))
     if shared:
         plans.extend(ExecutorPlan(i, f"executor.{i}") for i in range(count))

@@ -51,6 +51,9 @@ class ProcessorNode:
     #: run each task in an actor of its own instead of a shared executor (heavy native code, a
     #: crash risk, a CPU request of its own); see ``flowactors.engine.placement``
     isolated: bool = False
+    #: a Ray ``runtime_env`` of its own (pip packages, env_vars, working_dir, ...): gives each task
+    #: an actor of its own, started in that environment
+    runtime_env: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,7 +61,7 @@ class ProcessorNode:
             "run_schedule": self.run_schedule, "concurrent_tasks": self.concurrent_tasks,
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
-            "num_cpus": self.num_cpus, "isolated": self.isolated,
+            "num_cpus": self.num_cpus, "isolated": self.isolated, "runtime_env": self.runtime_env,
         }
 
 
@@ -298,6 +301,8 @@ def _scheduling_problems(node: ProcessorNode) -> list[str]:
         problems.append(f"batch_size must be a whole number of at least 1, not {node.batch_size!r}")
     if not isinstance(node.isolated, bool):
         problems.append(f"isolated must be true or false, not {node.isolated!r}")
+    if node.runtime_env is not None and not isinstance(node.runtime_env, dict):
+        problems.append(f"runtime_env must be a mapping (Ray's runtime_env), not {node.runtime_env!r}")
     return problems
 
 

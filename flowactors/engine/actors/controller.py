@@ -91,8 +91,9 @@ class FlowController:
             self.queues[queue_id] = QueueActor.options(name=self._name(f"queue.{queue_id}"), **here).remote(
                 configs[queue_id], self.root, self.flowfile_repository)
         for executor_plan in placement.executors:
+            own_env = {"runtime_env": executor_plan.runtime_env} if executor_plan.runtime_env else {}
             executor = ExecutorActor.options(
-                name=self._name(executor_plan.name), num_cpus=executor_plan.num_cpus, **here).remote(
+                name=self._name(executor_plan.name), num_cpus=executor_plan.num_cpus, **own_env, **here).remote(
                 self.flow, executor_plan, self.root, s, {q: configs[q] for q in executor_plan.queues},
                 self.flowfile_repository, self.provenance_repository)
             self.executors.append(executor)
