@@ -36,8 +36,9 @@ def not_built(scenario: str, notes: str = "") -> dict:
     return row(scenario, NOT_BUILT, NOT_BUILT, None, "", "", notes)
 
 
-def process_tree_rss(root: psutil.Process) -> int:
-    """Resident bytes of ``root`` and all its descendants (shared pages count once per process)."""
+def _tree_sum(root: psutil.Process, measure) -> int:
+    """``measure(process)`` summed over ``root`` and all its descendants (one that exits between
+    listing and reading counts 0)."""
     total = 0
     try:
         processes = [root, *root.children(recursive=True)]
@@ -45,26 +46,21 @@ def process_tree_rss(root: psutil.Process) -> int:
         return 0
     for process in processes:
         try:
-            total += process.memory_info().rss
-        except psutil.Error:  # exited between listing and reading
+            total += measure(process)
+        except psutil.Error:
             pass
     return total
+
+
+def process_tree_rss(root: psutil.Process) -> int:
+    """Resident bytes of ``root`` and all its descendants (shared pages count once per process)."""
+    return _tree_sum(root, lambda p: p.memory_info().rss)
 
 
 def process_tree_pss(root: psutil.Process) -> int:
     """Proportional set size of ``root`` and all its descendants: each shared page counted once in
     all (split among the processes sharing it), so the sum is the memory they use together."""
-    total = 0
-    try:
-        processes = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    for process in processes:
-        try:
-            total += process.memory_full_info().pss
-        except psutil.Error:  # exited between listing and reading
-            pass
-    return total
+    return _tree_sum(root, lambda p: p.memory_full_info().pss)
 
 
 class PeakRss:
