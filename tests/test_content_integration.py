@@ -12,7 +12,7 @@ import pytest
 import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
-from flowactors.processors import GenerateFlowFile, MergeContent, PutFile
+from flowactors.processors import GenerateFlowFile, PutFile
 from flowactors.engine.actors.runner import processor_totals, run_flow
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.content import ContentRepository

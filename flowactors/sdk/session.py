@@ -19,7 +19,6 @@ import os
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequence
 
 from flowactors.sdk.processor import ProcessContext, Relationship
