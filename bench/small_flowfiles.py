@@ -187,8 +187,7 @@ def run_in_process(flow: Flow, root: Path) -> dict:
         backend = LocalBackend(
             content=content, flowfile_repository=flowfile_repository, provenance_repository=provenance,
             queues=queues, inputs=[c.id for c in flow.connections_to(node.name)],
-            destinations={rel: [c.id for c in flow.connections_from(node.name) if rel in c.relationships]
-                          for rel in node.type.relationship_names(node.properties)},
+            destinations=flow.destinations(node.name),
             always_sync=settings.always_sync)
         context = make_context(node, settings)
         processor = node.type()

@@ -35,9 +35,14 @@ class Log(Protocol):
         written) and start recording its provenance; returns the pending provenance calls."""
 
 
-def encoded_events(batch: CommitBatch) -> tuple[list[bytes], list[int]]:
-    """The batch's events encoded here, once: shipping bytes is ~8x cheaper than pickling events."""
-    return [encode_event(e) for e in batch.events], [e.timestamp for e in batch.events]
+def refused(reason: object) -> CommitError:
+    """The error a session gets when the FlowFile repository did not take its commit."""
+    return CommitError(f"the FlowFile repository refused the commit: {reason}")
+
+
+def encoded_events(events: Sequence[ProvenanceEvent]) -> tuple[list[bytes], list[int]]:
+    """Events encoded here, once: shipping bytes is ~8x cheaper than pickling event objects."""
+    return [encode_event(e) for e in events], [e.timestamp for e in events]
 
 
 class DirectLog:
@@ -51,10 +56,10 @@ class DirectLog:
         try:
             call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims)
         except Exception as err:
-            raise CommitError(f"the FlowFile repository refused the commit: {err}") from err
+            raise refused(err) from err
         if not batch.events or self.provenance_repository is None:
             return []
-        return [self.provenance_repository.call("register_encoded", *encoded_events(batch))]
+        return [self.provenance_repository.call("register_encoded", *encoded_events(batch.events))]
 
 
 @dataclass
@@ -77,7 +82,7 @@ class EngineBackend:
 
     def __init__(self, *, content: Any, queues: Mapping[str, Link], log: "Log", inputs: Sequence[str],
                  destinations: Mapping[str, list[str]], always_sync: bool = False,
-                 component: tuple[str, str, str] = ("", "", ""), counters: Counters | None = None):
+                 component: tuple[str, str, str] = ("", "", "")):
         self.content = content
         self.queues = dict(queues)
         self.log = log
@@ -85,7 +90,7 @@ class EngineBackend:
         self._destinations = dict(destinations)
         self.always_sync = always_sync
         self.component = component
-        self.counters = counters or Counters()
+        self.counters = Counters()
         self._prefetched: deque[tuple[str, FlowFile]] = deque()
         self._next_input = 0
         self._full: dict[str, bool] = {}

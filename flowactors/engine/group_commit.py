@@ -20,7 +20,7 @@ import concurrent.futures
 import threading
 from typing import Any
 
-from flowactors.engine.backend import encoded_events
+from flowactors.engine.backend import encoded_events, refused
 from flowactors.engine.transport import Link, call_now
 from flowactors.sdk.session import CommitBatch, CommitError
 
@@ -68,24 +68,18 @@ class GroupLog:
 
     def _write(self, group: list[tuple[CommitBatch, concurrent.futures.Future]]) -> None:
         try:
-            refused = call_now(self.flowfile_repository, "commit_group",
+            reasons = call_now(self.flowfile_repository, "commit_group",
                                [(b.updates, b.removals, b.new_claims) for b, _ in group])
         except Exception as err:  # the call itself failed: no commit of the group is known written
             for _, done in group:
-                done.set_exception(CommitError(f"the FlowFile repository refused the commit: {err}"))
+                done.set_exception(refused(err))
             return
-        accepted = [b for (b, _), reason in zip(group, refused) if reason is None]
+        events = [e for (b, _), reason in zip(group, reasons) if reason is None for e in b.events]
         provenance: list[Any] = []
-        if self.provenance_repository is not None and any(b.events for b in accepted):
-            encoded: list[bytes] = []
-            timestamps: list[int] = []
-            for batch in accepted:
-                e, t = encoded_events(batch)
-                encoded += e
-                timestamps += t
-            provenance = [self.provenance_repository.call("register_encoded", encoded, timestamps)]
-        for (_, done), reason in zip(group, refused):
+        if self.provenance_repository is not None and events:
+            provenance = [self.provenance_repository.call("register_encoded", *encoded_events(events))]
+        for (_, done), reason in zip(group, reasons):
             if reason is None:
                 done.set_result(provenance)
             else:
-                done.set_exception(CommitError(f"the FlowFile repository refused the commit: {reason}"))
+                done.set_exception(refused(reason))

@@ -84,15 +84,7 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
         raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
     order = flow_order(flow)
     plans: list[ExecutorPlan] = []
-    home: dict[str, int] = {}
-
-    def own_executor(name: str, instance: int) -> ExecutorPlan:
-        node = flow.processors[name]
-        p = ExecutorPlan(len(plans), f"processor.{name}.{instance}", [(name, instance)], num_cpus=node.num_cpus,
-                         runtime_env=node.runtime_env)
-        plans.append(p)
-        return p
-
+    home: dict[str, int] = {}  # processor -> the executor of its first task (its queues go there)
     shared = [n for n in order if placement == "shared" and not needs_own_actor(flow.processors[n])]
     count = max(1, min(executors, len(shared)))
     if shared:
@@ -102,12 +94,11 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
             home[name] = first
             for instance in range(flow.processors[name].concurrent_tasks):
                 plans[(first + instance) % count].tasks.append((name, instance))
-    for name in order:
-        if name not in home:
-            for instance in range(flow.processors[name].concurrent_tasks):
-                executor = own_executor(name, instance)
-                if instance == 0:
-                    home[name] = executor.index
+    for name in (n for n in order if n not in home):  # actors of their own, one a task
+        node = flow.processors[name]
+        home[name] = len(plans)
+        plans.extend(ExecutorPlan(len(plans) + i, f"processor.{name}.{i}", [(name, i)], num_cpus=node.num_cpus,
+                                  runtime_env=node.runtime_env) for i in range(node.concurrent_tasks))
     result = Placement(plans)
     for c in flow.connections:
         if placement == "isolated":

@@ -74,9 +74,13 @@ class ProcessorTask:
         self._thread = threading.Thread(target=self._run, name=f"trigger-{self.key}", daemon=True)
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Ask the loop to end after its running session, without waiting (``stop`` waits)."""
+        self._stop.set()
+
     def stop(self, timeout: float = 30.0) -> dict:
         """Finish the running session, give back what was fetched, call ``on_stopped``."""
-        self._stop.set()
+        self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout)
         return self.status()

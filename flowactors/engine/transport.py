@@ -38,27 +38,11 @@ def completed(function: Callable[..., Any], *args: Any) -> concurrent.futures.Fu
 
 
 def resolve(pending: Sequence[Any]) -> list[Any]:
-    """The results of pending calls, in order; Ray's are fetched in one ``ray.get``. The first
-    failure is raised, after every call has finished (none is left running behind the caller)."""
-    results: list[Any] = [None] * len(pending)
-    refs = [(i, p) for i, p in enumerate(pending) if isinstance(p, ray.ObjectRef)]
-    first_error: BaseException | None = None
-    if refs:
-        try:
-            for (i, _), value in zip(refs, ray.get([p for _, p in refs])):
-                results[i] = value
-        except BaseException as err:
-            first_error = err
-            ray.wait([p for _, p in refs], num_returns=len(refs), timeout=30)
-    for i, p in enumerate(pending):
-        if not isinstance(p, ray.ObjectRef):
-            try:
-                results[i] = p.result()
-            except BaseException as err:
-                first_error = first_error or err
-    if first_error is not None:
-        raise first_error
-    return results
+    """The results of pending calls, in order; Ray's are fetched in one ``ray.get``. A failure is
+    raised as it comes (the callers decide what a failure means: before or after the log)."""
+    refs = [p for p in pending if isinstance(p, ray.ObjectRef)]
+    fetched = iter(ray.get(refs) if refs else ())
+    return [next(fetched) if isinstance(p, ray.ObjectRef) else p.result() for p in pending]
 
 
 def call_now(link: Link, method: str, *args: Any) -> Any:

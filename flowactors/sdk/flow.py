@@ -259,6 +259,13 @@ class Flow:
     def connections_to(self, processor: str) -> list[Connection]:
         return [c for c in self.connections if c.destination == processor]
 
+    def destinations(self, processor: str) -> dict[str, list[str]]:
+        """Each relationship of ``processor`` -> the ids of the connections it feeds (none when
+        auto-terminated)."""
+        node = self.processors[processor]
+        return {rel: [c.id for c in self.connections_from(processor) if rel in c.relationships]
+                for rel in node.type.relationship_names(node.properties)}
+
 
 def resolve_processor_type(type_name: Any) -> type[Processor]:
     """The Processor class named ``package.module.Class`` (standard processors may be named alone)."""

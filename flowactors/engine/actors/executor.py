@@ -73,8 +73,7 @@ class Executor:
         for name, instance in self.plan.tasks:
             node = self.flow.processors[name]
             inputs = [c.id for c in self.flow.connections_to(name)]
-            destinations = {rel: [c.id for c in self.flow.connections_from(name) if rel in c.relationships]
-                            for rel in node.type.relationship_names(node.properties)}
+            destinations = self.flow.destinations(name)
             used = set(inputs) | {q for ids in destinations.values() for q in ids}
             backend = EngineBackend(
                 content=content, queues={q: link(q) for q in used}, log=self.log, inputs=inputs,
@@ -92,7 +91,7 @@ class Executor:
         """Stop every hosted task (each finishes its session and gives back what it fetched)."""
         loop = asyncio.get_running_loop()
         for task in self.tasks.values():
-            task._stop.set()
+            task.request_stop()
         # joined off the event loop: a stopping task may still need its local queues
         statuses = list(await asyncio.gather(*(loop.run_in_executor(None, task.stop, timeout)
                                                for task in self.tasks.values())))
@@ -112,9 +111,6 @@ class Executor:
         """Every hosted task's and queue's status in one call (the controller's status poll)."""
         return {"tasks": [task.status() for task in self.tasks.values()],
                 "queues": {q: await queue.status() for q, queue in self.queues.items()}}
-
-    async def pid(self) -> int:
-        return os.getpid()
 
 
 ExecutorActor = ray.remote(num_cpus=0)(Executor)
