@@ -1,0 +1,69 @@
+"""Group commit (flowactors/engine/group_commit.py) against the real FlowFile repository actor:
+sessions sent together are still accepted or refused one by one, and a failed call refuses all."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+
+from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
+from flowactors.engine.group_commit import GroupLog
+from flowactors.engine.transport import ActorLink
+from flowactors.sdk.session import CommitBatch, CommitError
+from flowactors.sdk.settings import Settings
+from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
+
+pytestmark = pytest.mark.ray
+
+
+def flowfile(n: int, uuid: str | None = None) -> FlowFile:
+    now = now_millis()
+    return FlowFile(n, uuid or new_flowfile_uuid(), {"n": str(n)}, None, now, now, queue_date=now, queue_index=n)
+
+
+@pytest.fixture
+def wal(ray_session, tmp_path):
+    import ray
+
+    actor = FlowFileRepositoryActor.remote(str(tmp_path), Settings())
+    ray.get(actor.open.remote())
+    yield actor
+    ray.get(actor.close.remote())
+    ray.kill(actor)
+
+
+def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
+    import ray
+
+    twice = new_flowfile_uuid()
+    good = [CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]) for i in range(20)]
+    bad = CommitBatch(updates=[QueuedFlowFile(flowfile(100, twice), "q")], removals=[twice])
+    log = GroupLog(ActorLink(wal), None)
+    start = threading.Barrier(len(good) + 1)
+
+    def commit(batch):
+        start.wait()  # all at once, so that they share groups
+        return log.record(batch)
+
+    with concurrent.futures.ThreadPoolExecutor(len(good) + 1) as pool:
+        results = [pool.submit(commit, b) for b in [*good[:10], bad, *good[10:]]]
+    log.close()
+    outcomes = [r.exception() for r in results]
+    assert isinstance(outcomes[10], CommitError) and "more than once" in str(outcomes[10])
+    assert [o for i, o in enumerate(outcomes) if i != 10] == [None] * 20
+    assert ray.get(wal.queue_counts.remote()) == {"q": 20}  # the refused one wrote nothing
+    with pytest.raises(CommitError, match="stopping"):
+        log.record(good[0])  # a closed log takes nothing more
+
+
+def test_a_failed_call_refuses_every_session_of_the_group(ray_session, tmp_path):
+    import ray
+
+    dead = FlowFileRepositoryActor.remote(str(tmp_path), Settings())
+    ray.kill(dead)  # the call itself fails (an actor that died), not one commit in it
+    log = GroupLog(ActorLink(dead), None)
+    with pytest.raises(CommitError, match="the FlowFile repository refused the commit: The actor died"):
+        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
+    log.close()
