@@ -108,7 +108,7 @@ def ray_session(**options: Any) -> Iterator[Any]:
     """A new local Ray of this process's own (never someone else's cluster), shut down after."""
     import ray
 
-    from flowactors.engine.actors.runner import NAMESPACE
+    from flowactors.engine.runner import NAMESPACE
 
     ray.init(address="local", namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
              configure_logging=False, **options)

@@ -31,6 +31,7 @@ import psutil
 from bench import mib, ray_session, row
 from flowactors.engine.queues.connection import QueueActor, QueueConfig
 from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
+from flowactors.engine.transport import ActorLink
 from flowactors.sdk.settings import Settings
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid, now_millis
@@ -174,7 +175,7 @@ def _measure(ray, root: Path, settings: Settings, total: int, depths: list[int],
     ray.get(repository.open.remote())
     config = QueueConfig(QUEUE, back_pressure_objects=0, back_pressure_bytes=0,
                          swap_threshold=settings.swap_threshold, swap_batch_size=settings.swap_batch_size)
-    queue = QueueActor.remote(config, str(root), repository)
+    queue = QueueActor.remote(config, str(root), ActorLink(repository))
     log = WriteAheadFlowFileRepository.from_settings(root, settings)  # this process plays the producers
     enq = Windows(depths, window, ending=True)
     deq = Windows(depths, window, ending=False)

@@ -22,7 +22,7 @@ from pathlib import Path
 from bench import ray_session, row
 from bench.baselines import lmdb_scan
 from bench.small_flowfiles import small_flow
-from flowactors.engine.actors.runner import run_flow
+from flowactors.engine.runner import run_flow
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid, now_millis
 

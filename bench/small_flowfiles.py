@@ -3,7 +3,7 @@
 The flow: GenerateFlowFile (1 KiB, the same content for every FlowFile) -> UpdateAttribute (one
 attribute from an expression) -> RouteOnAttribute (one route on it; matched and unmatched both
 auto-terminated), with the FlowFile WAL, the content repository and provenance on, run by
-``flowactors.engine.actors.runner.run_flow`` on a fresh repository.
+``flowactors.engine.runner.run_flow`` on a fresh repository.
 
 What is timed: from the creation of the first FlowFile (the smallest ``lineage_start_date`` of
 the first events) to the newest provenance event (the last DROP), both read back from the
@@ -33,7 +33,7 @@ from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_trans
 from flowactors.sdk.flow import Flow
 from flowactors.engine.task import make_context
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
-from flowactors.engine.actors.runner import flow_settings, processor_totals, run_flow
+from flowactors.engine.runner import flow_settings, processor_totals, run_flow
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.sdk.session import ProcessSession, _Ids
 from flowactors.sdk.testing import LocalBackend

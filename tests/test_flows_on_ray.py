@@ -14,7 +14,7 @@ from flowactors import Flow
 from flowactors.processors import (CompressContent, ExtractText, Funnel, GetFile, HashContent, LogAttribute,
                                    PutFile, ReplaceText, RouteOnAttribute, RouteOnContent, SplitText,
                                    UpdateAttribute)
-from flowactors.engine.actors.runner import processor_totals, run_flow
+from flowactors.engine.runner import processor_totals, run_flow
 from repositories.provenance import ProvenanceRepository
 
 pytestmark = pytest.mark.ray

@@ -12,7 +12,7 @@ from bench.flow_size import long_flow
 from flowactors import Flow, Processor, Relationship
 from flowactors.engine.placement import flow_order, plan
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
-from flowactors.engine.actors.runner import processor_totals, queue_totals, run_flow
+from flowactors.engine.runner import processor_totals, queue_totals, run_flow
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

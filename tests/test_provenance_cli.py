@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 import pytest
 
 from flowactors.cli.main import main
-from flowactors.engine.actors.runner import run_flow
+from flowactors.engine.runner import run_flow
 from provenance_flows import LETTERS, all_events, only, split_merge_clone_flow
 from repositories.provenance import ProvenanceRepository
 

@@ -15,6 +15,7 @@ from queue_helpers import expected_order, make
 
 from flowactors.engine.queues.connection import QueueActor, QueueConfig, restore_queues
 from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
+from flowactors.engine.transport import ActorLink
 from flowactors.sdk.settings import Settings
 from repositories.flowfile.swapfile import swap_directory, write_swap_file
 from repositories.model import QueuedFlowFile, now_millis
@@ -31,7 +32,7 @@ class Actors:
                                   swap_threshold=threshold, swap_batch_size=batch)
         self.repo = FlowFileRepositoryActor.remote(self.root, Settings())
         self.open_report = ray.get(self.repo.open.remote())
-        self.queue = QueueActor.remote(self.config, self.root, self.repo)
+        self.queue = QueueActor.remote(self.config, self.root, ActorLink(self.repo))
 
     def commit(self, flowfiles):
         ray.get(self.repo.commit.remote([QueuedFlowFile(f, "q") for f in flowfiles], []))
@@ -160,7 +161,7 @@ def test_recovery_after_kill_9_with_flowfiles_in_memory_in_flight_and_swapped(ac
         ray.get(a.queue.status.remote(), timeout=30)
 
     b = actors(prioritizers)
-    report = restore_queues(b.repo, {"q": b.queue}, b.root)
+    report = restore_queues(ActorLink(b.repo), {"q": ActorLink(b.queue)}, b.root)
     assert report["swap_files"] == status["swap_files"] and report["swapped"] == status["swapped"]
     assert report["restored"] + report["swapped"] == 980 and report["orphan_swap_files_removed"] == []
     assert ray.get(b.queue.state.remote()).count == 980
@@ -184,6 +185,6 @@ def test_a_swap_file_whose_registration_never_committed_is_deleted_at_start(acto
     a.kill()
     orphan = write_swap_file(swap_directory(a.root), "q-orphan.local.1-1-1.swap", "q", flowfiles[60:110])
     b = actors()
-    report = restore_queues(b.repo, {"q": b.queue}, b.root)
+    report = restore_queues(ActorLink(b.repo), {"q": ActorLink(b.queue)}, b.root)
     assert report["orphan_swap_files_removed"] == [orphan.location] and not orphan.path.exists()
     assert [f.uuid for f in b.drain()] == [f.uuid for f in flowfiles]

@@ -10,14 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
+import ray
 import ray.cloudpickle
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.cli.main import main as cli_main
 from flowactors.ops.queue_admin import empty_queue, list_queue
 from repositories.lock import RepositoryInUseError
-from flowactors.engine.actors.runner import flow_settings, queue_totals, run_flow
-from flowactors.engine.actors.controller import FlowController
+from flowactors.engine.runner import flow_settings, queue_totals, run_flow
+from flowactors.engine.actors.ray_hosting import RayHosting
+from flowactors.engine.controller import FlowController
+from flowactors.engine.transport import call_now
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.flowfile.swapfile import swap_directory
@@ -127,11 +130,11 @@ def test_expired_flowfiles_get_expire_events_and_leave_the_log_and_content(ray_s
 
 def test_list_and_empty_a_running_flows_queue_with_swapped_flowfiles(ray_session, repository, tmp_path):
     flow = gated_flow(400, tmp_path / "never", prioritizers=("PriorityAttribute",))
-    controller = FlowController(flow, str(repository), flow_settings(flow))
+    controller = FlowController(flow, str(repository), flow_settings(flow), RayHosting())
     controller.start()
     try:
         status = wait_for(lambda: next((q for q in controller.status()["queues"] if q["count"] == 400), None))
-        wait_for(lambda: ray.get(controller.queue("waiting").settle.remote())["swapped"] > 0)
+        wait_for(lambda: call_now(controller.queue("waiting"), "settle")["swapped"] > 0)
         rows = controller.list_queue("waiting", 150)
         assert [r["position"] for r in rows] == list(range(1, 151))
         priorities = [int(r["attributes"]["priority"]) for r in rows]
@@ -142,14 +145,14 @@ def test_list_and_empty_a_running_flows_queue_with_swapped_flowfiles(ray_session
         with pytest.raises(RepositoryInUseError, match="queue-test"):  # offline tools refuse while it runs
             list_queue(repository, "waiting")
 
-        in_flight = ray.get(controller.queue("waiting").status.remote())["in_flight"]
+        in_flight = call_now(controller.queue("waiting"), "status")["in_flight"]
         result = controller.empty_queue("waiting", requested_by="tester")
         assert result["dropped"] == 400 - in_flight and in_flight <= 1
-        after = ray.get(controller.queue("waiting").status.remote())
+        after = call_now(controller.queue("waiting"), "status")
         assert after["queued"] == 0 and after["swapped"] == 0 and after["count"] == in_flight
-        assert ray.get(controller.flowfile_repository.queue_counts.remote()) == ({"waiting": in_flight} if in_flight else {})
-        assert ray.get(controller.flowfile_repository.swap_files.remote()) == []
-        drops = ray.get(controller.provenance_repository.search.remote(event_type="DROP", limit=1000))
+        assert call_now(controller.flowfile_repository, "queue_counts") == ({"waiting": in_flight} if in_flight else {})
+        assert call_now(controller.flowfile_repository, "swap_files") == []
+        drops = ray.get(controller.provenance_repository.handle.search.remote(event_type="DROP", limit=1000))
         assert len(drops) == result["dropped"] and all(d.details == "FlowFile Queue emptied by tester" for d in drops)
         assert {d.component_id for d in drops} == {"waiting"}
         assert controller.checkpoint() >= 1  # claims of dropped FlowFiles are released by the checkpoint

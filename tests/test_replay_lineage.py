@@ -16,8 +16,9 @@ import ray
 from flowactors.cli.main import main
 from flowactors.ops.provenance_tools import claim_state
 from repositories.lock import RepositoryLock
-from flowactors.engine.actors.runner import run_flow
-from flowactors.engine.actors.controller import FlowStartError
+from flowactors.engine.runner import run_flow
+from flowactors.engine.controller import FlowStartError
+from flowactors.engine.transport import call_now
 from flowactors.sdk.settings import Settings
 from provenance_flows import PUT_QUEUE, all_events, only, send_flow, split_merge_clone_flow
 from repositories.content import ContentRepository
@@ -158,13 +159,13 @@ def test_replay_while_the_flow_runs(ray_session, repository, tmp_path, capsys):
     seen = {}
 
     def during_run(controller):
-        provenance = ray.get(controller.repositories.remote())["provenance"]
-        sends = _wait_for(lambda: ray.get(provenance.search.remote(event_type="SEND")))
+        provenance = call_now(controller, "repositories")["provenance"]
+        sends = _wait_for(lambda: ray.get(provenance.handle.search.remote(event_type="SEND")))
         (out / "sent.txt").unlink()
         # the CLI must not open the repositories under a running flow
         assert main(["provenance", "search", "--repository", str(repository)]) == 1
         seen["cli"] = capsys.readouterr().err
-        seen["result"] = ray.get(controller.replay.remote(sends[0].event_id, "tester"))
+        seen["result"] = call_now(controller, "replay", sends[0].event_id, "tester")
         seen["send"] = sends[0]
         _wait_for(lambda: (out / "sent.txt").exists())
 

@@ -20,7 +20,7 @@ import ray.cloudpickle
 
 from flowactors import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile
-from flowactors.engine.actors.runner import processor_totals, run_flow
+from flowactors.engine.runner import processor_totals, run_flow
 from flowactors.spark import ExecuteSparkSQL, TransformWithSpark
 from flowactors.spark import records
 from flowactors.spark.records import CSV, JSON_LINES, PARQUET, ReadOptions, RecordCursor, parse_schema

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from flowactors.engine import ENGINES
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.settings import SettingsError
 
@@ -76,13 +77,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from flowactors.engine.actors.runner import run_flow
+    from flowactors.engine.runner import run_flow
 
     flow = load_flow(args.flow)
     duration = args.duration
     final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
                      show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
-                     timeout=args.timeout)
+                     timeout=args.timeout, engine=args.engine)
     if args.json:
         print(json.dumps(final, default=str, indent=2))
     errors = sum(p["errors"] for p in final.get("processors", []))
@@ -130,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--duration", type=float, help="run for this many seconds")
     run.add_argument("--timeout", type=float, help="give up an until-idle run after this many seconds")
     run.add_argument("--address", help="Ray address (default: an embedded local Ray)")
+    run.add_argument("--engine", choices=ENGINES, default="ray",
+                     help="ray (default): processors in Ray actors; in-process: this process, no Ray")
     run.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                      help="override a setting (docs/configuration.md), e.g. always_sync=true")
     run.add_argument("--quiet", action="store_true", help="no status table")
@@ -179,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("flowactors: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # repository and start-up errors carry their own advice
-        from flowactors.engine.actors.controller import FlowStartError
+        from flowactors.engine.controller import FlowStartError
 
         known = (FlowStartError, OSError)
         try:

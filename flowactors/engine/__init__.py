@@ -1,4 +1,12 @@
 """The engines behind one seam. The core every engine shares: the session backend and its commit
-order (``backend``), the trigger loop (``task``), transports (``transport``), placement
-(``placement``) and group commit (``group_commit``). The Ray engine is ``actors``; queues are
-``queues``; the in-process engine for tests is ``flowactors.sdk.testing``."""
+order (``backend``), the trigger loop (``task``), the executor that hosts tasks and queues
+(``executor``), the flow lifecycle (``controller``, driven by ``runner``), transports
+(``transport``), placement (``placement``), group commit (``group_commit``), the repository
+services (``repository_services``) and queues (``queues``). An engine only hosts components
+(``hosting``): the Ray engine in actors (``actors``), the in-process engine in this process
+(``in_process``). ``flowactors.sdk.testing`` runs one processor through the same backend."""
+
+#: the engines a flow runs on (``Flow.run(engine=...)``, ``flowactors run --engine``): "ray", an
+#: actor per executor and repository (``actors.ray_hosting``); "in-process", this process, no Ray
+#: (``in_process``)
+ENGINES = ("ray", "in-process")

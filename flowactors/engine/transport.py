@@ -7,10 +7,15 @@ in transport, which is what placement decides:
 
 * ``LoopLink``: an async component on this process's event loop (a queue hosted in the same
   executor as the processor): a local call, nothing pickled.
-* ``HostedLink``: a component hosted in another executor actor: one batched actor call.
-* ``ActorLink``: a component in an actor of its own (isolated placement, repository actors).
-* ``ObjectLink`` / ``QueueObjectLink``: a plain object in this process (the in-process engine and
-  the unit-test runner), called at once.
+* ``HostedLink``: a component hosted in another executor (on Ray, one batched actor call).
+* ``ActorLink``: a component in a Ray actor of its own (isolated placement, repository actors).
+* ``ThreadedLink``: a plain object in this process served by threads of its own, one call at a
+  time or a few, as an actor would be (the in-process engine's repositories and controller).
+* ``ObjectLink`` / ``QueueObjectLink``: a plain object in this process, called at once (the
+  unit-test runner).
+
+The lifecycle code (``flowactors.engine.controller``) reaches every component through links too,
+which is what lets one controller run a flow on Ray or in one process.
 """
 
 from __future__ import annotations
@@ -50,6 +55,22 @@ def call_now(link: Link, method: str, *args: Any) -> Any:
     return resolve([link.call(method, *args)])[0]
 
 
+def finished(pending: Any, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for one pending call; True once it is done."""
+    if isinstance(pending, ray.ObjectRef):
+        done, _ = ray.wait([pending], timeout=timeout)
+        return bool(done)
+    done, _ = concurrent.futures.wait([pending], timeout=timeout)
+    return bool(done)
+
+
+async def awaited(pending: Any) -> Any:
+    """A pending call's result, awaited on an event loop (a queue's swap registry)."""
+    if isinstance(pending, ray.ObjectRef):
+        return await pending
+    return await asyncio.wrap_future(pending)
+
+
 class ObjectLink:
     """A component that is a plain object in this process, called directly."""
 
@@ -70,6 +91,22 @@ class QueueObjectLink(ObjectLink):
         if method == "wait_not_full":
             return completed(self.target.state)
         return super().call(method, *args)
+
+
+class ThreadedLink:
+    """A plain object in this process served by ``workers`` threads of its own: calls run one at
+    a time in order with one worker, as on a Ray actor, and a caller never runs them itself."""
+
+    def __init__(self, target: Any, workers: int = 1, name: str = "component"):
+        self.target = target
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
+
+    def call(self, method: str, *args: Any) -> concurrent.futures.Future:
+        return self._pool.submit(getattr(self.target, method), *args)
+
+    def close(self) -> None:
+        """Finish the calls already started, take no more."""
+        self._pool.shutdown(wait=True)
 
 
 class ActorLink:
@@ -95,34 +132,12 @@ class LoopLink:
 
 
 class HostedLink:
-    """A component hosted in an executor actor, addressed by its key there.
+    """A component hosted in an executor, addressed by its key there: ``call`` goes through the
+    executor's ``call_hosted`` over the executor's own link (an actor on Ray, a loop in process)."""
 
-    It also answers ``link.method.remote(*args)`` as an actor handle would, so operations code
-    written for a queue actor (queue admin, replay, recovery) works on a hosted queue unchanged.
-    """
-
-    def __init__(self, executor: Any, key: str):
+    def __init__(self, executor: Link, key: str):
         self.executor = executor
         self.key = key
 
-    def call(self, method: str, *args: Any) -> ray.ObjectRef:
-        return self.executor.call_hosted.remote(self.key, method, *args)
-
-    def __getattr__(self, method: str) -> "_RemoteMethod":
-        if method.startswith("__"):
-            raise AttributeError(method)
-        return _RemoteMethod(self, method)
-
-    def __reduce__(self):
-        return HostedLink, (self.executor, self.key)
-
-
-class _RemoteMethod:
-    __slots__ = ("link", "method")
-
-    def __init__(self, link: HostedLink, method: str):
-        self.link = link
-        self.method = method
-
-    def remote(self, *args: Any) -> ray.ObjectRef:
-        return self.link.call(self.method, *args)
+    def call(self, method: str, *args: Any) -> Any:
+        return self.executor.call("call_hosted", self.key, method, *args)

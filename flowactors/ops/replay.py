@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 
 from flowactors.ops.provenance_tools import (StoppedRepository, claim_state, missing_event_message,
                                          NoSuchEventError)
+from flowactors.engine.transport import call_now
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
 from repositories.fsutil import fsync_dir
@@ -73,28 +74,26 @@ def replay_stopped(repository: str | os.PathLike, event_id: int, settings: Setti
 
 
 def replay_running(controller: Any, event_id: int, requested_by: str | None = None) -> ReplayResult:
-    """Replay through a running ``FlowController``'s actors (call it via ``FlowController.replay``)."""
-    import ray
-
+    """Replay through a running ``FlowController``'s components (call it via ``FlowController.replay``)."""
     if not controller.started:
         raise ReplayError(f"flow '{controller.flow.name}' is not running: replay into its stopped repository "
                           f"with flowactors replay (replay_stopped)")
     provenance = controller.provenance_repository
     if provenance is None:
         raise ReplayError("provenance is disabled for this flow (provenance_enabled): there is nothing to replay")
-    event = ray.get(provenance.get.remote(event_id))
+    event = call_now(provenance, "get", event_id)
     if event is None:
-        raise NoSuchEventError(missing_event_message(event_id, ray.get(provenance.stats.remote()),
+        raise NoSuchEventError(missing_event_message(event_id, call_now(provenance, "stats"),
                                                      f"flow '{controller.flow.name}'"))
     flowfiles = controller.flowfile_repository
     content = ContentRepository.from_settings(controller.root, controller.settings)
     return _replay(
         event, content, connections=controller.queues, requested_by=requested_by,
-        reserve_id=lambda: ray.get(flowfiles.reserve_ids.remote(1)),
-        commit=lambda flowfile, queue: ray.get(flowfiles.commit.remote([QueuedFlowFile(flowfile, queue)], [])),
-        remove=lambda uuid: ray.get(flowfiles.commit.remote([], [uuid])),
-        register=lambda events: ray.get(provenance.register.remote(events))[0],
-        offer=lambda queue, flowfile: ray.get(controller.queues[queue].offer.remote([flowfile])))
+        reserve_id=lambda: call_now(flowfiles, "reserve_ids", 1),
+        commit=lambda flowfile, queue: call_now(flowfiles, "commit", [QueuedFlowFile(flowfile, queue)], []),
+        remove=lambda uuid: call_now(flowfiles, "commit", [], [uuid]),
+        register=lambda events: call_now(provenance, "register", events)[0],
+        offer=lambda queue, flowfile: call_now(controller.queues[queue], "offer", [flowfile]))
 
 
 def _replay(event: ProvenanceEvent, content: ContentRepository, *, connections: Iterable[str] | None,

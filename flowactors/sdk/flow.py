@@ -2,8 +2,8 @@
 
 A ``Flow`` is a graph of processors and connections. It validates as a whole (``validate`` raises one
 ``FlowValidationError`` listing every problem), round-trips to a JSON definition
-(docs/flow-definition.md), and runs on Ray with ``run`` (``flowactors.engine.actors.runner``). Nothing here touches
-Ray: the runtime is on the other side of ``flowactors.engine.actors.runner``.
+(docs/flow-definition.md), and runs with ``run`` on an engine of ``flowactors.engine`` (Ray, or this
+process). Nothing here touches Ray: the engines are on the other side of ``flowactors.engine.runner``.
 """
 
 from __future__ import annotations
@@ -246,12 +246,14 @@ class Flow:
 
     # ------------------------------------------------------------------ running
     def run(self, repository: str | Path = "repository", *, until_idle: bool = True,
-            duration: float | None = None, show_status: bool = False, **options: Any):
-        """Run on Ray (an embedded local Ray unless one is running) and return the final status."""
-        from flowactors.engine.actors.runner import run_flow
+            duration: float | None = None, show_status: bool = False, engine: str = "ray", **options: Any):
+        """Run and return the final status. ``engine="ray"`` (default): on Ray, an embedded local Ray
+        unless one is running; ``engine="in-process"``: in this process, without Ray. Processors and
+        the repository on disk are the same on both (``flowactors.engine.runner.run_flow``)."""
+        from flowactors.engine.runner import run_flow
 
         return run_flow(self, repository, until_idle=until_idle, duration=duration,
-                        show_status=show_status, **options)
+                        show_status=show_status, engine=engine, **options)
 
     def connections_from(self, processor: str) -> list[Connection]:
         return [c for c in self.connections if c.source == processor]

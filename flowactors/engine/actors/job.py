@@ -26,7 +26,9 @@ from typing import Any, Sequence
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from flowactors.engine.actors.controller import FlowController, FlowStartError
+from flowactors.engine.actors.ray_hosting import RayHosting
+from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController, FlowStartError
+from flowactors.engine.transport import ActorLink
 
 RESULT_PREFIX = "FLOWACTORS-RESULT "
 POLL_INTERVAL = 0.5
@@ -69,7 +71,7 @@ class ClusterFlowController(FlowController):
                 "repository": self.root, "pid": os.getpid()}
 
 
-ClusterFlowControllerActor = ray.remote(num_cpus=0, max_concurrency=8)(ClusterFlowController)
+ClusterFlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY)(ClusterFlowController)
 
 
 class JobError(Exception):
@@ -114,7 +116,7 @@ def _summary(status: dict) -> str:
 def run(flow_path: str, repository: str, *, duration: float | None = None, keep_running: bool = False,
         timeout: float | None = None, settings: dict | None = None, node: str | None = None) -> int:
     from flowactors.cli.main import load_flow
-    from flowactors.engine.actors.runner import IdleWatch, flow_settings
+    from flowactors.engine.runner import IdleWatch, flow_settings
     from flowactors.ops.status_table import render
 
     flow = load_flow(flow_path)
@@ -132,7 +134,7 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
     controller = ClusterFlowControllerActor.options(
         name=controller_name(flow.name), lifetime="detached",
         scheduling_strategy=NodeAffinitySchedulingStrategy(target["NodeID"], soft=False),
-    ).remote(flow, repository, resolved)
+    ).remote(flow, repository, resolved, RayHosting())
 
     def on_signal(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the graceful stop finish
@@ -157,7 +159,7 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
         recovery = outcome["recovery"]
         print(f"flow '{flow.name}' started: {recovery.get('restored', 0)} FlowFiles restored from the "
               f"write-ahead log", flush=True)
-        idle_watch, last_progress = IdleWatch(controller), time.monotonic()
+        idle_watch, last_progress = IdleWatch(ActorLink(controller)), time.monotonic()
         while True:
             requested = ray.get(controller.stopping.remote())
             if requested:

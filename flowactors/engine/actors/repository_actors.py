@@ -1,215 +1,25 @@
-"""The Ray actors that own a node's repositories. Each wraps a plain library from ``repositories``.
+"""The repository services (``flowactors.engine.repository_services``) as Ray actors, one each.
 
-Opening happens in ``open()`` rather than the constructor so a corrupt or too-new repository comes
-back to the caller as the library's own exception (with the path and what to do), not as a dead actor.
+Subclasses rather than bare ``ray.remote(...)`` wrappers so the dashboard's Actors tab names them
+as what they are on Ray (``FlowFileRepositoryActor``, docs/cluster.md).
 """
-
-from __future__ import annotations
-
-import time
-from pathlib import Path
-from typing import Iterator, Sequence
 
 import ray
 
-from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
-from flowactors.sdk.settings import Settings
-from repositories.content import ContentRepository
-from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
-from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
-from repositories.provenance import ProvenanceRepository
-from repositories.provenance.event import ProvenanceEvent
+from flowactors.engine.repository_services import (PROVENANCE_CONCURRENCY, ContentRepositoryService,
+                                                   FlowFileRepositoryService, ProvenanceRepositoryService)
 
 
 @ray.remote(num_cpus=0)
-class FlowFileRepositoryActor:
-    """Owns ``<repository>/flowfile``: one LMDB transaction per session commit."""
-
-    def __init__(self, root: str, settings: Settings, flow: str = ""):
-        self.root = Path(root)
-        self.settings = settings
-        self.repo: WriteAheadFlowFileRepository | None = None
-        self._recovery: Iterator[tuple[str, list[FlowFile]]] | None = None
-        self.commits = 0
-        self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
-        self.metrics = FlowFileRepositoryMetrics(flow)
-
-    def open(self) -> dict:
-        """Open the log, rebuild claimant counts, and delete content that was never committed."""
-        self.repo = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
-        rebuilt = self.repo.rebuild_claimant_counts()
-        content = ContentRepository.from_settings(self.root, self.settings)
-        orphans = content.remove_orphans(self.repo.is_referenced)
-        return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
-                "swap_files": self.repo.swap_files()}
-
-    def next_recovery_batch(self, batch_size: int = 10_000) -> tuple[str, list[FlowFile]] | None:
-        """The next (queue id, FlowFiles) of the recovery stream, or None once it is done."""
-        if self._recovery is None:
-            self._recovery = self.repo.recover(batch_size)
-        batch = next(self._recovery, None)
-        if batch is None:
-            self._recovery = None
-        return batch
-
-    def reserve_ids(self, count: int) -> int:
-        return self.repo.reserve_ids(count)
-
-    def commit(self, updates: Sequence[QueuedFlowFile], removals: Sequence[str],
-               new_claims: Sequence[ResourceClaim] = ()) -> None:
-        self.repo.commit(updates, removals, new_claims)
-        self.commits += 1
-        self.metrics.committed()
-
-    def commit_group(self, commits: Sequence[tuple[Sequence[QueuedFlowFile], Sequence[str], Sequence[ResourceClaim]]]
-                     ) -> list[str | None]:
-        """Several sessions' commits in one call (an executor's group commit), each its own
-        transaction as with ``commit``: one refused does not touch the others. Returns, per commit,
-        None when it is in the log or the reason it was refused."""
-        refused: list[str | None] = []
-        for updates, removals, new_claims in commits:
-            try:
-                self.repo.commit(updates, removals, new_claims)
-            except Exception as err:  # this session only; the caller rolls it back
-                refused.append(f"{type(err).__name__}: {err}")
-                continue
-            refused.append(None)
-            self.commits += 1
-        written = sum(r is None for r in refused)
-        if written:
-            self.metrics.committed(written)
-        return refused
-
-    def checkpoint(self) -> list[ResourceClaim]:
-        started = time.monotonic()
-        released = self.repo.checkpoint()
-        self.last_checkpoint = {"at": time.time(), "seconds": time.monotonic() - started,
-                                "released": len(released)}
-        self.metrics.checkpointed(self.last_checkpoint["seconds"])
-        return released
-
-    def register_swap_file(self, queue: str, location: str, count: int, size: int,
-                           flowfiles: Sequence[FlowFile]) -> None:
-        """A queue wrote these FlowFiles to a swap file: their records move to it in one transaction."""
-        self.repo.register_swap_file(queue, location, count, size, flowfiles=flowfiles)
-
-    def unregister_swap_file(self, location: str) -> int:
-        return self.repo.unregister_swap_file(location)
-
-    def swap_files(self) -> list[dict]:
-        return self.repo.swap_files()
-
-    def swapped_flowfiles(self, location: str) -> list[FlowFile]:
-        """The records still under ``swap:<location>`` (a swap file that cannot be read)."""
-        return [f for batch in self.repo.iter_queue(SWAP_QUEUE_PREFIX + location) for f in batch]
-
-    def queue_sizes(self) -> dict[str, tuple[int, int]]:
-        return self.repo.queue_sizes()
-
-    def queue_counts(self) -> dict[str, int]:
-        return self.repo.queue_counts()
-
-    def claimant_count(self, resource: ResourceClaim) -> int:
-        return self.repo.claimant_count(resource)
-
-    def stats(self) -> dict:
-        return {**self.repo.stats(), "commits_via_actor": self.commits, "last_checkpoint": self.last_checkpoint}
-
-    def close(self) -> None:
-        if self.repo is not None:
-            self.repo.checkpoint()
-            self.repo.close()
-            self.repo = None
+class FlowFileRepositoryActor(FlowFileRepositoryService):
+    """The write-ahead log's service in an actor of its own."""
 
 
 @ray.remote(num_cpus=0)
-class ContentRepositoryActor:
-    """Releases claims after checkpoints, ages off the archive and reports usage.
-
-    Processors read and write claim files themselves; this actor only manages their lifecycle.
-    """
-
-    def __init__(self, root: str, settings: Settings, flow: str = ""):
-        self.repo = ContentRepository.from_settings(root, settings)
-        self.released = 0
-        self.last_age_off: dict = {}
-        self.metrics = ContentRepositoryMetrics(flow)
-        self.metrics.maybe_publish(self.repo.usage, force=True)
-
-    def release(self, resources: Sequence[ResourceClaim]) -> int:
-        count = self.repo.release(resources)
-        self.released += count
-        self.metrics.maybe_publish(self.repo.usage)
-        return count
-
-    def age_off_archive(self) -> dict:
-        self.last_age_off = self.repo.age_off_archive()
-        self.metrics.maybe_publish(self.repo.usage)
-        return self.last_age_off
-
-    def usage(self) -> dict:
-        return {"usage": self.repo.usage(), "released": self.released, "last_age_off": self.last_age_off}
+class ContentRepositoryActor(ContentRepositoryService):
+    """The content repository's lifecycle service in an actor of its own."""
 
 
-@ray.remote(num_cpus=0, max_concurrency=4)
-class ProvenanceRepositoryActor:
-    """Appends each commit's events to a journal; rollover, indexing and age-off run on timers.
-
-    Threaded: a rollover (merge, compress, index) runs while ``register`` keeps appending, so
-    provenance never stalls a commit (NiFi bug NIFI-7646); the library locks what must not overlap.
-    """
-
-    def __init__(self, root: str, settings: Settings, flow: str = ""):
-        self.root = root
-        self.settings = settings
-        self.repo: ProvenanceRepository | None = None
-        self.metrics = ProvenanceMetrics(flow)
-
-    def open(self) -> dict:
-        self.repo = ProvenanceRepository.from_settings(self.root, self.settings)
-        return self.repo.stats()
-
-    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
-        ids = self.repo.register(events)
-        self.metrics.registered(len(events))
-        return ids
-
-    def register_encoded(self, unregistered: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
-        """Events a processor encoded (id -1): the commit path's way in, no decoding here."""
-        ids = self.repo.register_encoded(unregistered, timestamps)
-        self.metrics.registered(len(unregistered))
-        return ids
-
-    def maybe_rollover(self) -> dict | None:
-        done = self.repo.maybe_rollover()
-        self.metrics.maybe_publish_lag(self.repo.stats, force=done is not None)
-        return done
-
-    def rollover(self) -> dict:
-        done = self.repo.rollover()
-        self.metrics.maybe_publish_lag(self.repo.stats, force=True)
-        return done
-
-    def age_off(self) -> dict:
-        return self.repo.age_off()
-
-    def get(self, event_id: int) -> ProvenanceEvent | None:
-        return self.repo.get(event_id)
-
-    def events(self, start_id: int, count: int) -> list[ProvenanceEvent]:
-        return self.repo.events(start_id, count)
-
-    def search(self, **filters) -> list[ProvenanceEvent]:
-        return self.repo.search(**filters)
-
-    def lineage(self, flowfile_uuid: str):
-        return self.repo.lineage(flowfile_uuid)
-
-    def stats(self) -> dict:
-        return self.repo.stats()
-
-    def close(self) -> None:
-        if self.repo is not None:
-            self.repo.rollover()
-            self.repo.close()
-            self.repo = None
+@ray.remote(num_cpus=0, max_concurrency=PROVENANCE_CONCURRENCY)
+class ProvenanceRepositoryActor(ProvenanceRepositoryService):
+    """The provenance repository's service in an actor of its own (threaded: see the service)."""

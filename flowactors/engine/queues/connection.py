@@ -43,14 +43,15 @@ from typing import Any, Iterable, NamedTuple
 import ray
 
 from flowactors.engine.metrics import QueueMetrics
+from flowactors.engine.transport import Link, call_now, resolve
 from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
                                                 prioritizer_key)
-from flowactors.engine.queues.swapping import ActorSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
+from flowactors.engine.queues.swapping import LinkedSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
 from repositories.flowfile import swapfile
 from repositories.flowfile.records import SWAP_QUEUE_PREFIX
 from repositories.model import FlowFile, now_millis
 
-__all__ = ["ActorSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueActor", "QueueConfig",
+__all__ = ["LinkedSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueActor", "QueueConfig",
            "QueueHost", "QueuePartition", "QueueState", "SwapRegistry", "SwapRun", "Swapper", "fifo_key",
            "prioritizer_key", "restore_queues", "unknown_queues"]
 
@@ -207,14 +208,14 @@ class QueueHost:
     so swap files are written and registered while producers and consumers carry on.
 
     Swapping is on when ``repository`` (the flow's repository folder; swap files go to
-    ``<repository>/flowfile/swap``) and ``flowfile_repository`` (the ``FlowFileRepositoryActor``,
-    which keeps the registry) are given."""
+    ``<repository>/flowfile/swap``) and ``flowfile_repository`` (a link to the flow's
+    ``FlowFileRepositoryService``, which keeps the registry) are given."""
 
     def __init__(self, config: QueueConfig, repository: str | None = None, flowfile_repository: Any = None):
         swapping = repository is not None and flowfile_repository is not None
         self.queue = ConnectionQueue(config, swapping=swapping)
         self.swapper = (Swapper(self.queue, swapfile.swap_directory(repository),
-                                ActorSwapRegistry(flowfile_repository)) if swapping else None)
+                                LinkedSwapRegistry(flowfile_repository)) if swapping else None)
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.metrics = QueueMetrics(config.flow, config.queue_id)
@@ -350,13 +351,13 @@ class QueueActor(QueueHost):
 # ---------------------------------------------------------------------------------- start-up
 
 
-def restore_queues(flowfile_repository: Any, queues: dict[str, Any], repository: str | Path,
+def restore_queues(flowfile_repository: Link, queues: dict[str, Link], repository: str | Path,
                    batch_size: int = 10_000) -> dict:
-    """Refill queue actors from the log at start-up, in this order: delete swap files the log does
+    """Refill the queues from the log at start-up, in this order: delete swap files the log does
     not list (NIFI-5997), hand each queue its registered swap files (kept on disk, counted), then
-    stream the FlowFiles that were in memory into their queues in log order."""
-    swap_files = ray.get(flowfile_repository.swap_files.remote())
-    sizes = ray.get(flowfile_repository.queue_sizes.remote())
+    stream the FlowFiles that were in memory into their queues in log order. ``flowfile_repository``
+    and ``queues`` are links (``flowactors.engine.transport``), wherever they were placed."""
+    swap_files, sizes = resolve([flowfile_repository.call("swap_files"), flowfile_repository.call("queue_sizes")])
     removed = swapfile.remove_orphans(swapfile.swap_directory(repository), {e["location"] for e in swap_files})
     by_queue: dict[str, list[dict]] = {}
     for entry in swap_files:
@@ -365,14 +366,14 @@ def restore_queues(flowfile_repository: Any, queues: dict[str, Any], repository:
     missing = sorted(set(by_queue) - set(queues))
     if missing:
         raise ValueError(f"the FlowFile repository lists swap files for queues this flow does not have: {missing}")
-    adopted = ray.get([queues[q].add_swap_files.remote(entries) for q, entries in by_queue.items()])
+    adopted = resolve([queues[q].call("add_swap_files", entries) for q, entries in by_queue.items()])
     restored = 0
     while True:
-        batch = ray.get(flowfile_repository.next_recovery_batch.remote(batch_size))
+        batch = call_now(flowfile_repository, "next_recovery_batch", batch_size)
         if batch is None:
             break
         queue_id, flowfiles = batch
-        ray.get(queues[queue_id].restore.remote(flowfiles))
+        call_now(queues[queue_id], "restore", flowfiles)
         restored += len(flowfiles)
     return {
         "restored": restored,
@@ -385,7 +386,7 @@ def restore_queues(flowfile_repository: Any, queues: dict[str, Any], repository:
 
 def unknown_queues(recovery: dict, connections: set[str]) -> dict[str, int]:
     """Queue ids the log holds FlowFiles for (swapped ones counted for the queue that swapped
-    them) that are not among ``connections``, with their counts; from ``FlowFileRepositoryActor.open``."""
+    them) that are not among ``connections``, with their counts; from ``FlowFileRepositoryService.open``."""
     unknown: dict[str, int] = {}
     for queue, count in recovery.get("queues", {}).items():
         if not queue.startswith(SWAP_QUEUE_PREFIX) and queue not in connections:

@@ -3,8 +3,9 @@
 ``Swapper`` carries out what ``QueuePartition`` decides (write the lowest-priority batch out, read a
 run back in, fall back to the log when a file is damaged) and drives it for the queue actor:
 ``poll`` swaps in where the order requires it, ``maintain`` swaps out and reads ahead in the
-background. ``SwapRegistry`` is the registry as the queue needs it, through the repository actor
-(``ActorSwapRegistry``) or a repository open in this process (``LocalSwapRegistry``).
+background. ``SwapRegistry`` is the registry as the queue needs it, through a link to the flow's
+FlowFile repository service (``LinkedSwapRegistry``: an actor on Ray, an object in process) or a
+repository library open in this process (``LocalSwapRegistry``, the unit tests).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
+
+from flowactors.engine.transport import Link, awaited
 
 from flowactors.engine.queues.partition import QueuePartition, SwapRun, fifo_key, order_tag
 from repositories.flowfile import swapfile
@@ -41,20 +44,20 @@ class SwapRegistry(Protocol):
         """The records still under ``swap:<location>``, in log order."""
 
 
-class ActorSwapRegistry:
-    """The registry through the ``FlowFileRepositoryActor``."""
+class LinkedSwapRegistry:
+    """The registry through a link to the ``FlowFileRepositoryService``."""
 
-    def __init__(self, actor: Any):
-        self.actor = actor
+    def __init__(self, link: Link):
+        self.link = link
 
     async def register(self, queue: str, location: str, flowfiles: list[FlowFile], size: int) -> None:
-        await self.actor.register_swap_file.remote(queue, location, len(flowfiles), size, flowfiles)
+        await awaited(self.link.call("register_swap_file", queue, location, len(flowfiles), size, flowfiles))
 
     async def unregister(self, location: str) -> int:
-        return await self.actor.unregister_swap_file.remote(location)
+        return await awaited(self.link.call("unregister_swap_file", location))
 
     async def swapped(self, location: str) -> list[FlowFile]:
-        return await self.actor.swapped_flowfiles.remote(location)
+        return await awaited(self.link.call("swapped_flowfiles", location))
 
 
 class LocalSwapRegistry:

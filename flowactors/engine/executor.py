@@ -1,11 +1,13 @@
-"""The executor: one process that hosts many processor tasks and the connection queues beside them.
+"""The executor: hosts many processor tasks and the connection queues beside them.
 
 As NiFi's JVM runs hundreds of processors on a thread pool, an executor runs each hosted
 processor task's trigger loop on a thread of its own and keeps each hosted queue on its event
 loop. A task reaches a queue hosted here with a local call (``LoopLink``: no pickling, no actor
-call) and one hosted elsewhere with one batched actor call (``HostedLink`` to that executor's
-``call_hosted``); the hosted tasks' commits reach the repositories together (``GroupLog``). Which executor hosts what is ``flowactors.engine.placement``'s decision; the
-controller creates the executors, hands each its plan, then starts them.
+call) and one hosted elsewhere through that executor's ``call_hosted`` (``HostedLink``: on Ray one
+batched actor call); the hosted tasks' commits reach the repositories together (``GroupLog``).
+Which executor hosts what is ``flowactors.engine.placement``'s decision; the controller creates
+the executors through its engine's hosting (an actor each on Ray, ``ExecutorActor``; objects on
+one event loop in process), hands each its plan, then starts them.
 
 Guarantees are the tasks' and queues' own (``EngineBackend``, ``QueueHost``): hosting changes the
 transport, never the commit order.
@@ -17,13 +19,11 @@ import asyncio
 import os
 from typing import Any
 
-import ray
-
 from flowactors.engine.backend import EngineBackend
 from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.task import ProcessorTask
-from flowactors.engine.transport import ActorLink, HostedLink, Link, LoopLink
+from flowactors.engine.transport import Link, LoopLink
 from flowactors.sdk.flow import Flow
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
 from flowactors.sdk.settings import Settings
@@ -34,7 +34,8 @@ class Executor:
     """Hosts the processor tasks and queues of one ``ExecutorPlan``; ``ExecutorActor`` is its actor."""
 
     def __init__(self, flow: Flow, plan: ExecutorPlan, root: str, settings: Settings,
-                 queue_configs: dict[str, QueueConfig], flowfile_repository: Any, provenance_repository: Any):
+                 queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
+                 provenance_repository: Link | None):
         # the hosted tasks wait on Ray from threads of their own, never on the event loop, which
         # Ray's warning about blocking calls in an async actor cannot tell apart
         os.environ["RAY_WARN_BLOCKING_GET_INSIDE_ASYNC"] = "0"
@@ -56,19 +57,16 @@ class Executor:
         return f"{self.flow.name}.{self.plan.name}[{tasks}; queues: {', '.join(self.plan.queues) or '-'}]"
 
     # ------------------------------------------------------------------ wiring and lifecycle
-    async def wire(self, queues: dict[str, Any]) -> None:
-        """Create the hosted processor tasks. ``queues``: every connection's handle as the
-        controller holds it (a ``HostedLink`` into some executor, or a queue actor's handle)."""
+    async def wire(self, queues: dict[str, Link]) -> None:
+        """Create the hosted processor tasks. ``queues``: every connection's link as the
+        controller holds it (a ``HostedLink`` into some executor, or a queue of its own)."""
         loop = asyncio.get_running_loop()
         content = ContentRepository.from_settings(self.root, self.settings)
-        provenance = ActorLink(self.provenance_repository) if self.provenance_repository is not None else None
-        self.log = GroupLog(ActorLink(self.flowfile_repository), provenance, name=f"group-commit-{self.plan.name}")
+        self.log = GroupLog(self.flowfile_repository, self.provenance_repository,
+                            name=f"group-commit-{self.plan.name}")
 
         def link(queue_id: str) -> Link:
-            if queue_id in self.queues:
-                return LoopLink(self.queues[queue_id], loop)
-            handle = queues[queue_id]
-            return handle if isinstance(handle, HostedLink) else ActorLink(handle)
+            return LoopLink(self.queues[queue_id], loop) if queue_id in self.queues else queues[queue_id]
 
         for name, instance in self.plan.tasks:
             node = self.flow.processors[name]
@@ -100,6 +98,14 @@ class Executor:
         return statuses
 
     # ------------------------------------------------------------------ calls from elsewhere
+    async def host_queues(self, configs: dict[str, QueueConfig]) -> None:
+        """Host these queues too, beside the planned ones (``ProcessorRunner`` on the Ray engine
+        hosts each test's queues in one executor this way)."""
+        for queue_id, config in configs.items():
+            if queue_id in self.queues:
+                raise ValueError(f"{self!r} already hosts a queue {queue_id!r}")
+            self.queues[queue_id] = QueueHost(config, self.root, self.flowfile_repository)
+
     async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:
         """``method(*args)`` on a hosted queue (``QueueHost``), for a task or tool elsewhere."""
         queue = self.queues.get(queue_id)
@@ -112,6 +118,4 @@ class Executor:
         return {"tasks": [task.status() for task in self.tasks.values()],
                 "queues": {q: await queue.status() for q, queue in self.queues.items()}}
 
-
-ExecutorActor = ray.remote(num_cpus=0)(Executor)
 

@@ -1,4 +1,8 @@
-"""The flow controller: builds a flow's actors, recovers its FlowFiles, runs background jobs, stops.
+"""The flow controller: builds a flow's components, recovers its FlowFiles, runs background jobs, stops.
+
+One lifecycle for every engine: where components run is its ``Hosting``'s business (Ray actors,
+``flowactors.engine.actors.ray_hosting``; or this process, ``flowactors.engine.in_process``), and
+the controller reaches each of them through a link (``flowactors.engine.transport``).
 
 Start-up order matters for durability: the FlowFile repository opens first (claimant counts
 rebuilt, never-committed content deleted), then every queue is refilled from the write-ahead log in
@@ -14,22 +18,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-from flowactors.sdk.flow import Flow
-from repositories.lock import RepositoryInUseError, RepositoryLock
-from flowactors.engine.actors.executor import ExecutorActor
+from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
-from flowactors.engine.transport import HostedLink
-from flowactors.engine.queues.connection import QueueActor, QueueConfig, restore_queues, unknown_queues
-from flowactors.engine.actors.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
-                                                  ProvenanceRepositoryActor)
+from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
+from flowactors.engine.transport import HostedLink, Link, call_now, resolve
+from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
+from repositories.lock import RepositoryInUseError, RepositoryLock
 from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import now_millis
 
 MAINTENANCE_TICK = 0.5
+#: calls a controller serves at once (status polls and queue operations while it starts or stops)
+CONTROLLER_CONCURRENCY = 8
 
 
 class FlowStartError(RuntimeError):
@@ -37,16 +38,17 @@ class FlowStartError(RuntimeError):
 
 
 class FlowController:
-    def __init__(self, flow: Flow, repository: str, settings: Settings):
+    def __init__(self, flow: Flow, repository: str, settings: Settings, hosting: Hosting):
         self.flow = flow
         self.root = str(Path(repository).resolve())
         self.settings = settings
-        self.queues: dict[str, Any] = {}
-        self.executors: list[Any] = []  # the executor actors, which host every processor task
+        self.hosting = hosting
+        self.queues: dict[str, Link] = {}
+        self.executors: list[Link] = []  # the executors, which host every processor task
         self.start_progress: list[dict] = []
-        self.flowfile_repository = None
-        self.content_repository = None
-        self.provenance_repository = None
+        self.flowfile_repository: Link | None = None
+        self.content_repository: Link | None = None
+        self.provenance_repository: Link | None = None
         self.recovery: dict = {}
         self._stop = threading.Event()
         self._maintenance: threading.Thread | None = None
@@ -60,13 +62,6 @@ class FlowController:
     def _name(self, component: str) -> str:
         return f"{self.flow.name}.{component}"
 
-    @staticmethod
-    def _here() -> dict[str, Any]:
-        """Actor options that keep a component on the controller's node: the repository folder, its
-        claim files and its lock are that node's (docs/cluster.md)."""
-        node = ray.get_runtime_context().get_node_id()
-        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
-
     # ------------------------------------------------------------------ start
     def start(self) -> dict:
         Path(self.root).mkdir(parents=True, exist_ok=True)
@@ -74,33 +69,29 @@ class FlowController:
             self._repository_lock.acquire()  # no second flow or offline tool on these repositories
         except RepositoryInUseError as err:
             raise FlowStartError(str(err)) from None
-        s = self.settings
-        here = self._here()
-        placement = plan(self.flow, s.placement, s.executors or self._node_cpus())
+        s, hosting, name = self.settings, self.hosting, self.flow.name
+        placement = plan(self.flow, s.placement, s.executors or hosting.cpus())
+        hosting.check(placement)
         configs = {c.id: self._queue_config(c) for c in self.flow.connections}
         self._starting("repositories", 0, 3)
-        self.flowfile_repository = FlowFileRepositoryActor.options(
-            name=self._name("flowfile-repository"), **here).remote(self.root, s, flow=self.flow.name)
-        self.content_repository = ContentRepositoryActor.options(
-            name=self._name("content-repository"), **here).remote(self.root, s, flow=self.flow.name)
+        self.flowfile_repository = hosting.repository("flowfile", self._name("flowfile-repository"), self.root, s, name)
+        self.content_repository = hosting.repository("content", self._name("content-repository"), self.root, s, name)
         if s.provenance_enabled:
-            self.provenance_repository = ProvenanceRepositoryActor.options(
-                name=self._name("provenance-repository"), **here).remote(self.root, s, flow=self.flow.name)
-        # every process is asked for now, so that their start-up overlaps the log's recovery
+            self.provenance_repository = hosting.repository("provenance", self._name("provenance-repository"),
+                                                            self.root, s, name)
+        # every component is asked for now, so that their start-up overlaps the log's recovery
         for queue_id in placement.queue_actors:
-            self.queues[queue_id] = QueueActor.options(name=self._name(f"queue.{queue_id}"), **here).remote(
-                configs[queue_id], self.root, self.flowfile_repository)
+            self.queues[queue_id] = hosting.queue(self._name(f"queue.{queue_id}"), configs[queue_id], self.root,
+                                                  self.flowfile_repository)
         for executor_plan in placement.executors:
-            own_env = {"runtime_env": executor_plan.runtime_env} if executor_plan.runtime_env else {}
-            executor = ExecutorActor.options(
-                name=self._name(executor_plan.name), num_cpus=executor_plan.num_cpus, **own_env, **here).remote(
-                self.flow, executor_plan, self.root, s, {q: configs[q] for q in executor_plan.queues},
-                self.flowfile_repository, self.provenance_repository)
+            executor = hosting.executor(
+                self._name(executor_plan.name), executor_plan, self.flow, self.root, s,
+                {q: configs[q] for q in executor_plan.queues}, self.flowfile_repository, self.provenance_repository)
             self.executors.append(executor)
             for queue_id in executor_plan.queues:
                 self.queues[queue_id] = HostedLink(executor, queue_id)
         self._starting("recovering the FlowFile repository", 1, 3)
-        self.recovery = ray.get(self.flowfile_repository.open.remote())
+        self.recovery = call_now(self.flowfile_repository, "open")
         unknown = unknown_queues(self.recovery, {c.id for c in self.flow.connections})
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
@@ -110,19 +101,18 @@ class FlowController:
                 f"or add connections with these names; nothing was dropped.")
         if self.provenance_repository is not None:
             self._starting("opening the provenance repository", 2, 3)
-            ray.get(self.provenance_repository.open.remote())
+            call_now(self.provenance_repository, "open")
         self._starting("executors", 0, len(self.executors))
-        wired = [e.wire.remote(self.queues) for e in self.executors]
-        for done in range(1, len(wired) + 1):
-            ray.wait(wired, num_returns=done)
+        wired = [e.call("wire", self.queues) for e in self.executors]
+        for done, pending in enumerate(wired, 1):
+            resolve([pending])
             self._starting("executors", done, len(self.executors))
-        ray.get(wired)
         self._starting("restoring queued FlowFiles", 0, sum(self.recovery.get("queues", {}).values()))
         self._restore_queues()
         self._start_spark()
         tasks = sum(len(p.tasks) for p in placement.executors)
         self._starting("processor tasks", 0, tasks)
-        ray.get([e.start.remote() for e in self.executors])
+        resolve([e.call("start") for e in self.executors])
         self._starting("running", tasks, tasks)
         self._maintenance = threading.Thread(target=self._maintain, name="maintenance", daemon=True)
         self._maintenance.start()
@@ -151,19 +141,14 @@ class FlowController:
             prioritizers=connection.prioritizers, swap_threshold=s.swap_threshold,
             swap_batch_size=s.swap_batch_size, sync_swap_files=s.always_sync, flow=self.flow.name)
 
-    @staticmethod
-    def _node_cpus() -> int:
-        """CPUs Ray gives this node: the default number of shared executors."""
-        node = ray.get_runtime_context().get_node_id()
-        for entry in ray.nodes():
-            if entry["NodeID"] == node:
-                return max(1, int(entry["Resources"].get("CPU", 1)))
-        return 1
-
     def _start_spark(self) -> None:
         """Create the flow's Spark service when a Spark processor uses it (docs/spark.md)."""
-        if not any(getattr(node.type, "uses_spark", False) for node in self.flow.processors.values()):
+        users = [name for name, node in self.flow.processors.items() if getattr(node.type, "uses_spark", False)]
+        if not users:
             return
+        if self.hosting.engine != "ray":
+            raise FlowStartError(f"{', '.join(users)} run(s) on Spark, which flowactors reaches through Ray "
+                                 f"(RayDP): run this flow with engine='ray' (the default)")
         from flowactors.spark.service import SparkSettingsError, SparkStartError, start_flow_service
 
         try:
@@ -190,21 +175,20 @@ class FlowController:
             done["released"] = self.checkpoint()
             self._last["checkpoint"] = now
         if self.provenance_repository is not None:
-            done["rollover"] = ray.get(self.provenance_repository.rollover.remote() if force
-                                       else self.provenance_repository.maybe_rollover.remote())
+            done["rollover"] = call_now(self.provenance_repository, "rollover" if force else "maybe_rollover")
         if force or now - self._last["archive"] >= self.settings.archive_check_interval:
-            done["archive"] = ray.get(self.content_repository.age_off_archive.remote())
+            done["archive"] = call_now(self.content_repository, "age_off_archive")
             if self.provenance_repository is not None:
-                done["provenance_age_off"] = ray.get(self.provenance_repository.age_off.remote())
+                done["provenance_age_off"] = call_now(self.provenance_repository, "age_off")
             self._last["archive"] = now
         return done
 
     def checkpoint(self) -> int:
         """Checkpoint the write-ahead log, then release the claims it says nobody references."""
         with self._claims_lock:
-            released = ray.get(self.flowfile_repository.checkpoint.remote())
+            released = call_now(self.flowfile_repository, "checkpoint")
             if released:
-                ray.get(self.content_repository.release.remote(released))
+                call_now(self.content_repository, "release", released)
         return len(released)
 
     def replay(self, event_id: int, requested_by: str | None = None):
@@ -216,9 +200,11 @@ class FlowController:
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict:
-        hosted = ray.get([e.statuses.remote() for e in self.executors])  # one call an executor
-        own = {qid: q.status.remote() for qid, q in self.queues.items() if not isinstance(q, HostedLink)}
-        queue_status = dict(zip(own, ray.get(list(own.values()))))
+        own = [qid for qid, q in self.queues.items() if not isinstance(q, HostedLink)]
+        answers = resolve([e.call("statuses") for e in self.executors]  # one call an executor
+                          + [self.queues[qid].call("status") for qid in own])
+        hosted = answers[:len(self.executors)]
+        queue_status = dict(zip(own, answers[len(self.executors):]))
         by_name: dict[str, list[dict]] = {name: [] for name in self.flow.processors}
         for statuses in hosted:
             for task in statuses["tasks"]:
@@ -245,11 +231,11 @@ class FlowController:
         return (all(p["idle"] or not p["running"] for p in status["processors"])
                 and all(q["count"] == 0 for q in status["queues"]))
 
-    def queue(self, queue_id: str):
+    def queue(self, queue_id: str) -> Link:
         return self.queues[queue_id]
 
     # ------------------------------------------------------------------ queue operations
-    def _queue_actor(self, queue_id: str):
+    def _queue_link(self, queue_id: str) -> Link:
         from flowactors.ops.queue_admin import NoSuchQueueError
 
         if queue_id not in self.queues:
@@ -262,7 +248,7 @@ class FlowController:
         included): uuid, size, attributes, age, penalized (``flowactors.ops.queue_admin.describe``)."""
         from flowactors.ops.queue_admin import describe
 
-        entries = ray.get(self._queue_actor(queue_id).list_flowfiles.remote(limit))
+        entries = call_now(self._queue_link(queue_id), "list_flowfiles", limit)
         now = now_millis()
         return [describe(f, position=i, swapped=swapped, now=now) for i, (f, swapped) in enumerate(entries, 1)]
 
@@ -271,26 +257,26 @@ class FlowController:
         the write-ahead log and a DROP event each; their content goes at the next checkpoint."""
         from flowactors.ops.queue_admin import drop_events
 
-        queue = self._queue_actor(queue_id)
+        queue = self._queue_link(queue_id)
         dropped = size = 0
         while True:
-            batch = ray.get(queue.take_for_drop.remote(self.settings.swap_batch_size))
+            batch = call_now(queue, "take_for_drop", self.settings.swap_batch_size)
             if not batch:
                 break
             uuids = [f.uuid for f in batch]
             try:
-                ray.get(self.flowfile_repository.commit.remote([], uuids))
+                call_now(self.flowfile_repository, "commit", [], uuids)
             except Exception:
-                ray.get(queue.requeue.remote(batch))
+                call_now(queue, "requeue", batch)
                 raise
             if self.provenance_repository is not None:
-                ray.get(self.provenance_repository.register.remote(drop_events(batch, queue_id, requested_by)))
-            ray.get(queue.acknowledge.remote(uuids))
+                call_now(self.provenance_repository, "register", drop_events(batch, queue_id, requested_by))
+            call_now(queue, "acknowledge", uuids)
             dropped += len(batch)
             size += sum(f.size for f in batch)
         return {"queue": queue_id, "dropped": dropped, "bytes": size}
 
-    def repositories(self) -> dict[str, Any]:
+    def repositories(self) -> dict[str, Link | None]:
         return {"flowfile": self.flowfile_repository, "content": self.content_repository,
                 "provenance": self.provenance_repository}
 
@@ -300,7 +286,7 @@ class FlowController:
         self._stop.set()
         if self._maintenance is not None:
             self._maintenance.join(30)
-        ray.get([e.stop.remote() for e in self.executors])
+        resolve([e.call("stop") for e in self.executors])
         if self.spark_service is not None:  # after the processors: none of them is mid-job now
             from flowactors.spark.service import stop_service
 
@@ -309,16 +295,11 @@ class FlowController:
         final = self.status()
         if self.flowfile_repository is not None:
             self.maintenance_once(force=True)
-            ray.get(self.flowfile_repository.close.remote())
+            call_now(self.flowfile_repository, "close")
         if self.provenance_repository is not None:
-            ray.get(self.provenance_repository.close.remote())
-        for actor in [*self.executors, *(q for q in self.queues.values() if not isinstance(q, HostedLink)),
-                      self.flowfile_repository, self.content_repository, self.provenance_repository]:
-            if actor is not None:
-                ray.kill(actor)
+            call_now(self.provenance_repository, "close")
+        self.hosting.close()
         self._repository_lock.release()
         self.started = False
         return final
 
-
-FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=8)(FlowController)

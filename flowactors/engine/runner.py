@@ -1,4 +1,9 @@
-"""Running a flow on Ray: start Ray if needed, start the controller actor, wait, stop cleanly."""
+"""Running a flow on an engine: start it (and Ray, if the engine needs it), wait, stop cleanly.
+
+The same controller runs the flow on every engine (``flowactors.engine.controller``); only where it
+lives differs: an actor on Ray, so that the flow outlives nothing but its driver; an object here for
+the in-process engine. The driver talks to it through a link either way.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,12 @@ from typing import Any
 
 import ray
 
-from flowactors.sdk.flow import Flow
-from flowactors.engine.actors.controller import FlowControllerActor
-from flowactors.sdk.settings import Settings
+from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
+from flowactors.engine import ENGINES
+from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, finished, resolve
 from flowactors.ops.status_table import render
+from flowactors.sdk.flow import Flow
+from flowactors.sdk.settings import Settings
 
 NAMESPACE = "flowactors"
 IDLE_CHECKS = 3
@@ -42,32 +49,47 @@ def flow_settings(flow: Flow, overrides: dict[str, Any] | None = None) -> Settin
 
 def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,
              show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
-             timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None) -> dict:
-    """Run ``flow`` until it is idle or ``duration`` seconds passed; return its final status.
+             timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
+             engine: str = "ray") -> dict:
+    """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
     ``IDLE_CHECKS`` consecutive looks. ``until(status)`` returning true also stops the run (a
     condition on the live status, e.g. a queue's count, rather than a guess at how long it takes).
-    ``timeout`` bounds a run that never gets there (``final["timed_out"]``).
+    ``timeout`` bounds a run that never gets there (``final["timed_out"]``). ``engine``: "ray" (an
+    actor per component or executor, on a running Ray or an embedded one) or "in-process" (this
+    process, no Ray); ``on_started`` gets the controller's link.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     flow.validate()
     resolved = flow_settings(flow, settings)
-    started_ray = ensure_ray(address)
-    controller = FlowControllerActor.options(name=f"{flow.name}.controller").remote(flow, str(repository), resolved)
+    started_ray = False
+    if engine == "ray":
+        from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
+
+        started_ray = ensure_ray(address)
+        controller: Link = ActorLink(FlowControllerActor.options(name=f"{flow.name}.controller").remote(
+            flow, str(repository), resolved, RayHosting()))
+    else:
+        from flowactors.engine.in_process import InProcessHosting
+
+        controller = ThreadedLink(FlowController(flow, str(repository), resolved, InProcessHosting()),
+                                  CONTROLLER_CONCURRENCY, name=f"{flow.name}.controller")
     began = time.monotonic()
     live = show_status and sys.stdout.isatty()
     final: dict = {}
     try:
-        starting = controller.start.remote()
+        starting = controller.call("start")
         if show_status:
             show_start(flow.name, controller, starting)
-        final["recovery"] = ray.get(starting)
+        final["recovery"] = resolve([starting])[0]
         if on_started is not None:
             on_started(controller)
         idle_watch = IdleWatch(controller)
         drawn = 0.0
         while True:
-            status = ray.get(controller.status.remote())
+            status = call_now(controller, "status")
             elapsed = time.monotonic() - began
             if live and elapsed - drawn >= REDRAW_INTERVAL:
                 drawn = elapsed
@@ -85,9 +107,12 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
             time.sleep(POLL_INTERVAL)
     finally:
         try:
-            final.update(ray.get(controller.stop.remote()))
+            final.update(call_now(controller, "stop"))
         finally:
-            ray.kill(controller)
+            if isinstance(controller, ActorLink):
+                ray.kill(controller.handle)
+            else:
+                controller.close()
             if started_ray:
                 ray.shutdown()
     final["seconds"] = time.monotonic() - began
@@ -96,14 +121,14 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     return final
 
 
-def show_start(flow_name: str, controller, starting, interval: float = 0.2) -> None:
+def show_start(flow_name: str, controller: Link, starting: Any, interval: float = 0.2) -> None:
     """Say each step the controller takes to start the flow, how many of how many, until
     ``starting`` is done (on stderr: in place on a terminal, a line a step otherwise)."""
     tty = sys.stderr.isatty()
     shown = 0
     while True:
-        done, _ = ray.wait([starting], timeout=interval)
-        steps = ray.get(controller.starting.remote(shown))
+        done = finished(starting, interval)
+        steps = call_now(controller, "starting", shown)
         if done:
             steps.append({"step": "started", "done": 0, "total": 0})
         for progress in steps:
@@ -131,7 +156,7 @@ class IdleWatch:
     ``IDLE_CHECKS`` consecutive looks.
     """
 
-    def __init__(self, controller) -> None:
+    def __init__(self, controller: Link) -> None:
         self._controller = controller
         self._streak = 0
         self._last_work: tuple[int, int] | None = None
@@ -139,7 +164,7 @@ class IdleWatch:
     def is_idle(self, status: dict) -> bool:
         """One more look, at the controller's latest ``status``: idle for ``IDLE_CHECKS`` looks now?"""
         work = work_done(status)
-        idle = ray.get(self._controller.is_idle.remote(status)) and work == self._last_work
+        idle = call_now(self._controller, "is_idle", status) and work == self._last_work
         self._streak, self._last_work = (self._streak + 1 if idle else 0), work
         return self._streak >= IDLE_CHECKS
 

@@ -1,0 +1,79 @@
+"""The Ray engine's hosting: each component an actor of its own on the controller's node.
+
+The repository folder, its claim files and its lock are one node's (docs/cluster.md), so every
+actor is pinned to the node the controller runs on. The controller itself is an actor too
+(``FlowControllerActor``), so that a flow outlives the driver that submitted it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from flowactors.engine.actors.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
+                                                        ProvenanceRepositoryActor)
+from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
+from flowactors.engine.executor import Executor
+from flowactors.engine.placement import ExecutorPlan, Placement
+from flowactors.engine.queues.connection import QueueActor, QueueConfig
+from flowactors.engine.transport import ActorLink, Link
+from flowactors.sdk.flow import Flow
+from flowactors.sdk.settings import Settings
+
+ExecutorActor = ray.remote(num_cpus=0)(Executor)
+FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY)(FlowController)
+ACTORS = {"flowfile": FlowFileRepositoryActor, "content": ContentRepositoryActor,
+          "provenance": ProvenanceRepositoryActor}
+
+
+class RayHosting:
+    """Components as Ray actors pinned to the node of the controller that uses this hosting."""
+
+    engine = "ray"
+
+    def __init__(self) -> None:
+        self._node: str | None = None  # the node of the process that first uses it: the controller's
+        self._actors: list[Any] = []
+
+    @property
+    def node(self) -> str:
+        if self._node is None:
+            self._node = ray.get_runtime_context().get_node_id()
+        return self._node
+
+    def _here(self, name: str, **options: Any) -> dict[str, Any]:
+        return {"name": name, "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node, soft=False),
+                **options}
+
+    def _started(self, handle: Any) -> ActorLink:
+        self._actors.append(handle)
+        return ActorLink(handle)
+
+    def cpus(self) -> int:
+        for entry in ray.nodes():
+            if entry["NodeID"] == self.node:
+                return max(1, int(entry["Resources"].get("CPU", 1)))
+        return 1
+
+    def check(self, placement: Placement) -> None:
+        """Ray honours every placement."""
+
+    def repository(self, kind: str, name: str, root: str, settings: Settings, flow: str) -> Link:
+        return self._started(ACTORS[kind].options(**self._here(name)).remote(root, settings, flow=flow))
+
+    def queue(self, name: str, config: QueueConfig, root: str, flowfile_repository: Link) -> Link:
+        return self._started(QueueActor.options(**self._here(name)).remote(config, root, flowfile_repository))
+
+    def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
+                 queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
+                 provenance_repository: Link | None) -> Link:
+        own_env = {"runtime_env": plan.runtime_env} if plan.runtime_env else {}
+        return self._started(ExecutorActor.options(**self._here(name, num_cpus=plan.num_cpus, **own_env)).remote(
+            flow, plan, root, settings, queue_configs, flowfile_repository, provenance_repository))
+
+    def close(self) -> None:
+        for handle in self._actors:
+            ray.kill(handle)
+        self._actors.clear()
