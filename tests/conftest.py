@@ -14,6 +14,9 @@ def ray_session():
         ray.init(num_cpus=2, namespace="flowactors-tests", include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
     yield ray
+    from flowactors.sdk.testing import ProcessorRunner
+
+    ProcessorRunner.close_ray()  # the actors processor tests on Ray shared
     ray.shutdown()
 
 
@@ -38,3 +41,15 @@ def repository(tmp_path):
     path = tmp_path / "repository"
     path.mkdir()
     return path
+
+
+@pytest.fixture(params=["in-process", "ray"])
+def processor_engine(request, monkeypatch):
+    """Runs a processor test once on each engine: every ``ProcessorRunner`` the test makes without
+    an engine of its own uses this one (the Ray engine's actors are shared by the session)."""
+    from flowactors.sdk.testing import ProcessorRunner
+
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
+    return request.param

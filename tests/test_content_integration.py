@@ -13,7 +13,8 @@ import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.processors import GenerateFlowFile, PutFile
-from flowactors.engine.actors.runner import processor_totals, run_flow
+from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.engine.transport import call_now
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
@@ -196,7 +197,7 @@ def test_full_disk_rolls_back_shows_in_status_and_resumes_when_space_returns(ray
             def free():
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
-                    status = ray.get(controller.status.remote())
+                    status = call_now(controller, "status")
                     errors = [e for p in status["processors"] for e in p["recent_errors"]]
                     if any("ContentRepositoryFullError" in e["error"] for e in errors):
                         seen.extend(errors)

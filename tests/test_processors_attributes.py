@@ -10,6 +10,8 @@ from flowactors.processors import ExtractText, LogAttribute, UpdateAttribute
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 
 # ---------------------------------------------------------------------------------- UpdateAttribute
 def test_update_attribute_sets_values_from_expressions_in_one_batch():

@@ -16,6 +16,8 @@ from flowactors.processors.compress import FORMATS
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 DATA = b"".join(b"line %d of some fairly repetitive text\n" % i for i in range(50_000))  # ~2 MB
 DECODERS = {
     "gzip": gzip.decompress, "deflate": zlib.decompress, "bzip2": bz2.decompress,

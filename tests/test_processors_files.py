@@ -15,6 +15,8 @@ from flowactors.sdk.testing import ProcessorRunner
 from repositories.model import now_millis
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 
 def tree(root: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():

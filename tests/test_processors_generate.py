@@ -13,6 +13,8 @@ from flowactors.processors import GenerateFlowFile
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 ALNUM = set((string.ascii_letters + string.digits).encode())
 
 

@@ -12,6 +12,8 @@ from flowactors.sdk.testing import ProcessorRunner
 from repositories.model import ContentClaim, ResourceClaim
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 DATA = os.urandom(3 * 1024 * 1024 + 5)  # several chunks
 
 

@@ -12,6 +12,8 @@ from flowactors.sdk.testing import ProcessorRunner
 from repositories.model import ContentClaim, ResourceClaim
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 
 def runner_with(properties, contents=(), attributes=None, **options) -> ProcessorRunner:
     runner = ProcessorRunner(MergeContent, properties, **options)

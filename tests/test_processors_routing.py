@@ -8,6 +8,8 @@ from flowactors.processors import Funnel, RouteOnAttribute, RouteOnContent
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 
 def routes(runner: ProcessorRunner) -> dict[str, list[str]]:
     return {e.flowfile_uuid: e.relationship for e in runner.events() if e.event_type == T.ROUTE}

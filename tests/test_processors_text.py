@@ -15,6 +15,8 @@ from flowactors.sdk.testing import ProcessorRunner
 from repositories.content import ContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
+pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
+
 
 def reference_splits(data: bytes, header: int, count: int, trim: bool) -> list[tuple[bytes, int]]:
     """What SplitText should produce: (content, line count) per split, computed the naive way."""

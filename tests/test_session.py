@@ -366,7 +366,7 @@ def test_a_delivery_failure_after_the_log_accepted_rolls_nothing_back(tmp_path, 
     def dead_queue(flowfiles):
         raise RuntimeError("the queue's actor died")
 
-    monkeypatch.setattr(runner.queues["success"], "offer", dead_queue)
+    monkeypatch.setattr(runner.queues["success"].link.target, "offer", dead_queue)  # the ConnectionQueue
     with pytest.raises(DeliveryError, match="nothing was rolled back"):
         session.commit()
     stored = runner.flowfile_repository.get(flowfile.uuid)

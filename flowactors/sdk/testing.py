@@ -1,16 +1,30 @@
-"""Running processors without Ray: a local session backend and a NiFi-style ``ProcessorRunner``.
+"""Running one processor as a test does: a NiFi-style ``ProcessorRunner``, on either engine.
 
-``LocalBackend`` is the engines' own ``EngineBackend`` (same commit order: content, FlowFile
-repository, then provenance and queues) with plain calls for transport, over any repository
-implementations: the in-memory ones for fast unit tests, or the durable ones on a temporary directory.
+The runner triggers the processor in this process through the engines' own session backend
+(``EngineBackend``: the same commit order everywhere); what differs is where its queues and
+repositories are, as between the engines:
+
+* ``engine="in-process"`` (the default): ``ConnectionQueue`` objects and repository objects in this
+  process: the in-memory ones for fast unit tests, or durable ones the test hands in;
+* ``engine="ray"``: the Ray engine's components: the queues hosted in an executor actor, reached
+  with ``HostedLink`` as a task in another executor reaches them, the FlowFile repository (LMDB)
+  and provenance in their actors, commits through a group commit, claim files on disk. Runners on
+  Ray share one set of these actors (``RayComponents``, each runner with queues of its own), so a
+  test pays no actor start-up; ``ProcessorRunner.close_ray`` ends them (``tests/conftest.py``).
+
+A test that asserts through the runner (``output``, ``queues``, ``events``, ``read``) runs
+unchanged on both; ``LocalBackend`` is the in-process backend.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import uuid
 from typing import Any, Mapping, Sequence
 
 from flowactors.engine.backend import DirectLog, EngineBackend
-from flowactors.engine.transport import ObjectLink, QueueObjectLink
+from flowactors.engine.transport import Link, ObjectLink, QueueObjectLink, call_now
 from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.sdk.session import ProcessSession, _Ids
@@ -38,6 +52,41 @@ class LocalBackend(EngineBackend):
             inputs=inputs, destinations=destinations, always_sync=always_sync, component=component)
 
 
+class QueueView:
+    """One of a runner's queues, the same on both engines (calls through its link)."""
+
+    def __init__(self, link: Link):
+        self.link = link
+
+    def listing(self, limit: int) -> list[FlowFile]:
+        return call_now(self.link, "listing", limit)
+
+    def poll(self, max_count: int) -> tuple[list[FlowFile], list[FlowFile]]:
+        """Take up to ``max_count`` (now in flight), and the expired ones: ``(taken, expired)``."""
+        return call_now(self.link, "poll", max_count, 0.0)
+
+    def offer(self, flowfiles: list[FlowFile]) -> Any:
+        return call_now(self.link, "offer", flowfiles)
+
+    def requeue(self, flowfiles: list[FlowFile]) -> Any:
+        return call_now(self.link, "requeue", flowfiles)
+
+    def status(self) -> dict:
+        return call_now(self.link, "status")
+
+    @property
+    def count(self) -> int:
+        return self.status()["count"]
+
+    @property
+    def queued(self) -> int:
+        return self.status()["queued"]
+
+    @property
+    def in_flight(self) -> int:
+        return self.status()["in_flight"]
+
+
 class ProcessorRunner:
     """Runs one processor against an input queue and one output queue per relationship.
 
@@ -46,12 +95,18 @@ class ProcessorRunner:
     >>> runner.run()
     >>> [f.attributes["color"] for f in runner.output("success")]
     ['blue']
+
+    ``engine``: see the module docstring; ``default_engine`` is what a runner made without one uses.
     """
+
+    default_engine = "in-process"
+    #: the Ray components every runner on Ray shares (started by the first one)
+    _ray: "RayComponents | None" = None
 
     def __init__(self, processor_type: type[Processor], properties: Mapping[str, Any] | None = None, *,
                  content=None, flowfile_repository=None, provenance_repository=None,
                  auto_terminate: Sequence[str] = (), batch_size: int = 1000, name: str | None = None,
-                 penalty_duration: float = 30.0, validate: bool = True):
+                 penalty_duration: float = 30.0, validate: bool = True, engine: str | None = None):
         self.processor_type = processor_type
         self.properties = {k: ("true" if v is True else "false" if v is False else str(v))
                            for k, v in (properties or {}).items()}
@@ -59,21 +114,40 @@ class ProcessorRunner:
             problems = processor_type.validate_properties(self.properties)
             if problems:
                 raise ValueError(f"{processor_type.__name__} is not valid: " + "; ".join(problems))
+        self.engine = engine or self.default_engine
         self.processor = processor_type()
         self.name = name or processor_type.__name__
-        self.content = content if content is not None else InMemoryContentRepository()
-        self.flowfile_repository = flowfile_repository or InMemoryFlowFileRepository()
-        self.provenance_repository = provenance_repository or InMemoryProvenanceRepository()
-        self.queues = {INPUT: ConnectionQueue(QueueConfig(INPUT, 0, 0))}
-        destinations: dict[str, list[str]] = {}
-        for rel in processor_type.relationship_names(self.properties):
-            if rel not in auto_terminate:
-                self.queues[rel] = ConnectionQueue(QueueConfig(rel, 0, 0))
-                destinations[rel] = [rel]
-        self.backend = LocalBackend(content=self.content, flowfile_repository=self.flowfile_repository,
-                                    provenance_repository=self.provenance_repository, queues=self.queues,
-                                    inputs=[INPUT], destinations=destinations,
-                                    component=(f"test/{self.name}", self.name, processor_type.__name__))
+        relationships = [r for r in processor_type.relationship_names(self.properties) if r not in auto_terminate]
+        if self.engine == "in-process":
+            self.content = content if content is not None else InMemoryContentRepository()
+            self.flowfile_repository = flowfile_repository or InMemoryFlowFileRepository()
+            self.provenance_repository = provenance_repository or InMemoryProvenanceRepository()
+            self.component_id = f"test/{self.name}"
+            self.queue_ids = {q: q for q in [INPUT, *relationships]}
+            queues = {q: ConnectionQueue(QueueConfig(q, 0, 0)) for q in self.queue_ids}
+            self._flowfiles: Link = ObjectLink(self.flowfile_repository)
+            self._provenance: Link = ObjectLink(self.provenance_repository)
+            links: dict[str, Link] = {q: QueueObjectLink(queue) for q, queue in queues.items()}
+            log: Any = DirectLog(self._flowfiles, self._provenance)
+        elif self.engine == "ray":
+            if flowfile_repository is not None or provenance_repository is not None:
+                raise ValueError("a runner on the Ray engine uses the engine's own FlowFile and provenance "
+                                 "repositories (actors); pass those only with engine='in-process'")
+            ray_components = ProcessorRunner._ray = ProcessorRunner._ray or RayComponents()
+            unique = f"{self.name}-{uuid.uuid4().hex[:8]}"
+            self.component_id = f"test/{unique}"
+            self.queue_ids = {q: f"{unique}.{q}" for q in [INPUT, *relationships]}
+            links = ray_components.host_queues(list(self.queue_ids.values()))
+            self.content = content if content is not None else ray_components.content  # claims: this process
+            self._flowfiles, self._provenance = ray_components.flowfiles, ray_components.provenance
+            log = ray_components.log
+        else:
+            raise ValueError(f"engine must be 'in-process' or 'ray', not {self.engine!r}")
+        self.backend = EngineBackend(
+            content=self.content, queues=links, log=log, inputs=[self.queue_ids[INPUT]],
+            destinations={r: [self.queue_ids[r]] for r in relationships},
+            component=(self.component_id, self.name, processor_type.__name__))
+        self.queues = {q: QueueView(links[real]) for q, real in self.queue_ids.items()}
         self.context = ProcessContext(
             name=self.name, processor_type=processor_type.__name__, descriptors=processor_type.descriptor_map(),
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),
@@ -82,6 +156,13 @@ class ProcessorRunner:
         self.penalty_duration = penalty_duration
         self.scheduled = False
         self.errors: list[BaseException] = []
+
+    @classmethod
+    def close_ray(cls) -> None:
+        """End the Ray components the runners on Ray shared, if any were started."""
+        if cls._ray is not None:
+            cls._ray.close()
+            cls._ray = None
 
     # ------------------------------------------------------------------ input
     def enqueue(self, content: bytes = b"", attributes: Mapping[str, str] | None = None) -> FlowFile:
@@ -93,14 +174,14 @@ class ProcessorRunner:
         now = now_millis()
         attrs = {"filename": new_uuid, "path": "./", **(attributes or {}), "uuid": new_uuid}
         flowfile = FlowFile(self.ids.take(), new_uuid, attrs, claim, now, now, queue_date=now)
-        self.flowfile_repository.commit([QueuedFlowFile(flowfile, INPUT)], [], writer.created())
+        call_now(self._flowfiles, "commit", [QueuedFlowFile(flowfile, self.queue_ids[INPUT])], [], writer.created())
         writer.close()
         self.queues[INPUT].offer([flowfile])
         return flowfile
 
     # ------------------------------------------------------------------ running
     def new_session(self) -> ProcessSession:
-        return ProcessSession(self.context, self.backend, component_id=f"test/{self.name}", ids=self.ids,
+        return ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids,
                               penalty_duration=self.penalty_duration)
 
     def run(self, iterations: int = 1, *, stop: bool = True, raise_errors: bool = True) -> None:
@@ -125,8 +206,7 @@ class ProcessorRunner:
     # ------------------------------------------------------------------ output
     def output(self, relationship: str) -> list[FlowFile]:
         """FlowFiles transferred to a relationship so far (penalized ones included), left queued."""
-        queue = self.queues[relationship]
-        return queue.listing(queue.count)
+        return self.queues[relationship].listing(1_000_000)
 
     def contents(self, relationship: str) -> list[bytes]:
         return [self.content.read_bytes(f.claim) for f in self.output(relationship)]
@@ -139,4 +219,49 @@ class ProcessorRunner:
         return self.queues[INPUT].count
 
     def events(self) -> list[ProvenanceEvent]:
-        return self.provenance_repository.events(0, 1_000_000)
+        """This runner's provenance events, oldest first."""
+        return [e for e in call_now(self._provenance, "events", 0, 1_000_000) if e.component_id == self.component_id]
+
+
+class RayComponents:
+    """The Ray engine's components that runners on Ray share: the FlowFile repository and
+    provenance actors over a temporary folder, one executor actor hosting every runner's queues,
+    and one group commit (as an executor's tasks share one)."""
+
+    def __init__(self) -> None:
+        from flowactors.engine.actors.ray_hosting import RayHosting
+        from flowactors.engine.group_commit import GroupLog
+        from flowactors.engine.placement import ExecutorPlan
+        from flowactors.engine.transport import resolve
+        from flowactors.sdk.flow import Flow
+        from flowactors.sdk.settings import Settings
+        from repositories.content import ContentRepository
+
+        settings = Settings()
+        self.flow = Flow(f"runners-{uuid.uuid4().hex[:8]}")
+        self.root = tempfile.mkdtemp(prefix="flowactors-runners-")
+        self.hosting = RayHosting()
+        name = self.flow.name
+        self.flowfiles = self.hosting.repository("flowfile", f"{name}.flowfile-repository", self.root, settings, name)
+        self.provenance = self.hosting.repository("provenance", f"{name}.provenance-repository", self.root,
+                                                  settings, name)
+        self.executor = self.hosting.executor(f"{name}.executor", ExecutorPlan(0, "executor"), self.flow, self.root,
+                                              settings, {}, self.flowfiles, self.provenance)
+        resolve([self.flowfiles.call("open"), self.provenance.call("open")])
+        self.content = ContentRepository.from_settings(self.root, settings)
+        self.log = GroupLog(self.flowfiles, self.provenance, name=f"group-commit-{name}")
+
+    def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
+        from flowactors.engine.transport import HostedLink
+
+        call_now(self.executor, "host_queues", {q: QueueConfig(q, 0, 0, flow=self.flow.name) for q in queue_ids})
+        return {q: HostedLink(self.executor, q) for q in queue_ids}
+
+    def close(self) -> None:
+        self.log.close()
+        try:
+            call_now(self.flowfiles, "close")
+            call_now(self.provenance, "close")
+        finally:
+            self.hosting.close()
+            shutil.rmtree(self.root, ignore_errors=True)
