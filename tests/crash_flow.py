@@ -1,7 +1,8 @@
 """The child process of tests/test_crash_cluster.py: one run of a file-moving flow on its own Ray.
 
 It starts a separate local Ray cluster (its own temp dir, so the parent can find and SIGKILL every
-process of it and nothing else), runs GetFile -> HashContent (sha256 attribute) -> PutFile on a
+process of it and nothing else), or with ``--engine in-process`` no Ray at all (the whole flow is
+this one process), runs GetFile -> HashContent (sha256 attribute) -> PutFile on a
 repository directory until the flow is idle, and prints one JSON line per event on stdout:
 ``ray`` (seconds ``ray.init`` took), ``started`` (seconds to a running flow, and the recovery
 report) and ``final`` (the final status).
@@ -15,7 +16,8 @@ Two append-only logs make the parent's checks possible after a SIGKILL (each lin
   be checked;
 * the checkpoint log (``--checkpoint-log``): stage lines from inside the FlowFile repository's
   checkpoint and the content repository's claim release, installed in the Ray workers by a
-  ``worker_process_setup_hook`` so production code stays untouched. When the parent creates the
+  ``worker_process_setup_hook`` (in this process on the in-process engine) so production code
+  stays untouched. When the parent creates the
   file ``<checkpoint-log>.hold-<stage>``, the next checkpoint stops at that stage and says
   ``held <stage>``, so the parent can kill the cluster exactly there.
 
@@ -204,12 +206,13 @@ def main() -> None:
     parser.add_argument("--get-batch", type=int, default=500)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--engine", choices=("ray", "in-process"), default="ray")
     args = parser.parse_args()
     CHECKPOINT_LOG = args.checkpoint_log
 
     import ray
 
-    from flowactors.engine.actors.runner import NAMESPACE, run_flow
+    from flowactors.engine.runner import NAMESPACE, run_flow
 
     def emit(kind: str, payload) -> None:
         sys.stdout.write(f"{kind} {json.dumps(payload, default=str)}\n")
@@ -217,16 +220,23 @@ def main() -> None:
 
     threading.Thread(target=die_with_parent, args=(os.getppid(),), daemon=True).start()
     began = time.monotonic()
-    runtime_env = {"worker_process_setup_hook": install_checkpoint_log} if CHECKPOINT_LOG else None
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=args.ray_temp, namespace=NAMESPACE,
-             log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
-    emit("ray", {"seconds": round(time.monotonic() - began, 3)})
+    if args.engine == "ray":
+        runtime_env = {"worker_process_setup_hook": install_checkpoint_log} if CHECKPOINT_LOG else None
+        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=args.ray_temp, namespace=NAMESPACE,
+                 log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
+        emit("ray", {"seconds": round(time.monotonic() - began, 3)})
+    else:
+        install_checkpoint_log()
 
     def started(controller) -> None:
-        recovery = ray.get(controller.__ray_call__.remote(lambda self: self.recovery))
+        if args.engine == "ray":
+            recovery = ray.get(controller.handle.__ray_call__.remote(lambda self: self.recovery))
+        else:
+            recovery = controller.target.recovery
         emit("started", {"seconds": round(time.monotonic() - began, 3), "recovery": recovery})
 
-    final = run_flow(build_flow(args), args.repository, timeout=args.timeout, on_started=started)
+    final = run_flow(build_flow(args), args.repository, timeout=args.timeout, on_started=started,
+                     engine=args.engine)
     emit("final", final)
 
 

@@ -202,8 +202,8 @@ class ChildCluster:
 
 
 # ----------------------------------------------------------------------------- what is where
-def expected_names() -> dict[str, int]:
-    return {"/".join(crash_flow.source_name(i)): i for i in range(FILES)}
+def expected_names(files: int = FILES) -> dict[str, int]:
+    return {"/".join(crash_flow.source_name(i)): i for i in range(files)}
 
 
 def source_names(source: Path) -> set[str]:
@@ -249,32 +249,33 @@ class Deliveries:
 
 
 # ----------------------------------------------------------------------------- the campaign
-def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval: float) -> dict:
+def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval: float, engine: str = "ray",
+                 files: int = FILES, kill_count: int = KILLS) -> dict:
     rng = random.Random(SEED + (1 if checkpoint_kills else 0))
     print(f"\nFLOWACTORS_CRASH_SEED={SEED}", flush=True)
     source, output, repository = tmp_path / "source", tmp_path / "output", tmp_path / "repository"
     deliveries_path, checkpoint_log = tmp_path / "deliveries.log", tmp_path / "checkpoints.log"
     began = time.monotonic()
-    crash_flow.write_sources(str(source), FILES)
+    crash_flow.write_sources(str(source), files)
     timings = {"write_sources": time.monotonic() - began}
-    names = expected_names()
+    names = expected_names(files)
     args = ["--repository", str(repository), "--source", str(source), "--output", str(output),
             "--deliveries", str(deliveries_path), "--checkpoint-log", str(checkpoint_log),
             "--checkpoint-interval", str(checkpoint_interval), "--get-batch", str(GET_BATCH),
-            "--batch", str(BATCH)]
+            "--batch", str(BATCH), "--engine", engine]
     deliveries = Deliveries(deliveries_path)
     kills: list[dict] = []
     recoveries: list[dict] = []
-    remaining, rate = FILES, 2000.0  # FlowFiles left; a first guess of FlowFiles delivered per second
+    remaining, rate = files, 2000.0  # FlowFiles left; a first guess of FlowFiles delivered per second
     cluster = None
     # a SIGTERM (e.g. an outer `timeout`) becomes an exception, so that `finally` kills the cluster
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        for run in range(KILLS):
+        for run in range(kill_count):
             cluster = ChildCluster(tmp_path, run, [*args, "--run", str(run)])
             started = cluster.wait_started()
             recoveries.append(started["recovery"])
-            delay = kill_delay(rng, remaining, rate, KILLS - run)
+            delay = kill_delay(rng, remaining, rate, kill_count - run)
             delivered_before = deliveries.lines
             time.sleep(delay)
             stage = held = None
@@ -304,7 +305,7 @@ def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval:
                   f"restored {started['recovery'].get('restored')}, "
                   f"orphans removed {started['recovery'].get('orphans_removed')}", flush=True)
         timings["kills"] = time.monotonic() - began - timings["write_sources"]
-        cluster = ChildCluster(tmp_path, KILLS, [*args, "--run", str(KILLS)])
+        cluster = ChildCluster(tmp_path, kill_count, [*args, "--run", str(kill_count)])
         recoveries.append(cluster.wait_started()["recovery"])
         final = cluster.finish(timeout=600)
     finally:
@@ -367,7 +368,6 @@ def check_outcome(result: dict) -> dict:
     names, deliveries, kills = result["names"], result["deliveries"], result["kills"]
     output, source, repository = result["output"], result["source"], result["repository"]
     final = result["final"]
-    assert len(kills) == KILLS
     assert all(k["remaining"] > 0 for k in kills), "a kill landed after the flow had finished"
 
     # every restart found the log consistent: no claimant count, queue size or index to fix
@@ -378,7 +378,7 @@ def check_outcome(result: dict) -> dict:
     assert all(p["errors"] == 0 for p in final["processors"]), final["processors"]
 
     # nothing left behind: sources all taken, the log empty, every claim released
-    assert source_names(result["source"]) == set()
+    assert source_names(source) == set()
     assert wal_names(repository) == collections.Counter()
     wal = WriteAheadFlowFileRepository(repository / "flowfile", create=False)
     try:
@@ -472,13 +472,28 @@ def _cleanup(tmp_path: Path) -> None:
 @pytest.mark.timeout(1800)
 def test_kill_whole_cluster_20_times_while_100k_files_move(tmp_path):
     result = run_campaign(tmp_path, checkpoint_kills=False, checkpoint_interval=1.0)
+    assert len(result["kills"]) == KILLS
     check_outcome(result)
+    _cleanup(tmp_path)
+
+
+@pytest.mark.timeout(900)
+def test_kill_the_in_process_engine_8_times_inside_checkpoints(tmp_path):
+    """The in-process engine runs the same controller, WAL and commit order in one process: the
+    same campaign, killing that process with SIGKILL, loses nothing either."""
+    result = run_campaign(tmp_path, checkpoint_kills=True, checkpoint_interval=0.5, engine="in-process",
+                          files=FILES, kill_count=8)
+    summary = check_outcome(result)
+    assert len(result["kills"]) == 8 and all(k["processes"] == 1 for k in result["kills"]), result["kills"]
+    assert all(k["held"] for k in result["kills"]), [k["stage"] for k in result["kills"] if not k["held"]]
+    assert summary["kills_inside_checkpoint"] == 8, result["kills"]
     _cleanup(tmp_path)
 
 
 @pytest.mark.timeout(1800)
 def test_kill_whole_cluster_inside_checkpoints(tmp_path):
     result = run_campaign(tmp_path, checkpoint_kills=True, checkpoint_interval=0.2)
+    assert len(result["kills"]) == KILLS
     summary = check_outcome(result)
     stages = collections.Counter(k["stage"] for k in result["kills"])
     assert all(k["held"] for k in result["kills"]), [k["stage"] for k in result["kills"] if not k["held"]]
