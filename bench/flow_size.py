@@ -2,10 +2,11 @@
 
 The flow: GenerateFlowFile (2,000 FlowFiles of 1 KiB, 100 a trigger) -> N-2 UpdateAttribute (one
 attribute each) -> RouteOnAttribute (auto-terminated), for N = 10, 60, 200, run to idle by
-``flowactors.engine.actors.runner.run_flow`` on a fresh repository, with the shared placement (a few executor
+``flowactors.engine.runner.run_flow`` on a fresh repository, with the shared placement (a few executor
 actors, the default) and with the isolated one (an actor per processor task and per queue, the
 first version's mapping; at 10 and 60 only: at 200 it would need about 400 processes; in quick
-mode at 10 only).
+mode at 10 only), and on the in-process engine (the same flow in one process, no Ray; at 60 only
+in quick mode).
 
 Each run is a child process of its own that starts its own local Ray (2 CPUs), so what is
 measured is everything a user waits for and pays: time from before ``ray.init`` to the end of
@@ -52,12 +53,17 @@ def long_flow(processors: int, flowfiles: int = FLOWFILES, placement: str = "sha
 
 
 def child(processors: int, placement: str, root: str) -> dict:
-    """In the child process: start Ray, run the flow (or idle, for 0 processors), report."""
+    """In the child process: start Ray, run the flow (or idle, for 0 processors), report.
+    ``placement`` "in-process" runs the flow on the in-process engine, with no Ray at all."""
     began = time.monotonic()
     import ray
 
-    from flowactors.engine.actors.runner import NAMESPACE, processor_totals, run_flow
+    from flowactors.engine.runner import NAMESPACE, processor_totals, run_flow
 
+    if placement == "in-process":
+        final = run_flow(long_flow(processors), root, timeout=600, engine="in-process")
+        return {"seconds": time.monotonic() - began, "run_seconds": final["seconds"],
+                "delivered": processor_totals(final)["last"]["flowfiles_in"], "timed_out": bool(final.get("timed_out"))}
     ray.init(address="local", num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     try:
@@ -102,7 +108,8 @@ def measure(processors: int, placement: str, workdir: Path) -> dict:
 def run(quick: bool, workdir: Path) -> list[dict]:
     sizes = {"shared": (10, 60) if quick else (10, 60, 200),
              # the isolated placement takes minutes and GBs at 60 (the point of this scenario)
-             "isolated": (10,) if quick else (10, 60)}
+             "isolated": (10,) if quick else (10, 60),
+             "in-process": (60,) if quick else (10, 60, 200)}
     floor = measure(0, "shared", workdir)
     rows = [row(S9, "Ray's floor: an idle ray.init (processes / peak PSS MiB / peak RSS MiB)",
                 f"{floor['processes']} / {mib(floor['peak_pss']):,.0f} / {mib(floor['peak_rss']):,.0f}",
@@ -114,9 +121,10 @@ def run(quick: bool, workdir: Path) -> list[dict]:
             m = measured[placement, n] = measure(n, placement, workdir)
             if m.get("timed_out") or m["delivered"] != FLOWFILES:
                 raise RuntimeError(f"{placement} flow of {n} processors delivered {m['delivered']} of {FLOWFILES}")
-            notes = (f"{FLOWFILES:,} FlowFiles of 1 KiB; start to stop, Ray start-up included; "
-                     f"run_flow itself {m['run_seconds']:.1f} s")
-            label = f"{n} processors, {placement} placement"
+            startup = "no Ray" if placement == "in-process" else "Ray start-up included"
+            notes = f"{FLOWFILES:,} FlowFiles of 1 KiB; start to stop, {startup}; run_flow itself {m['run_seconds']:.1f} s"
+            label = f"{n} processors, " + ("in-process engine (no Ray)" if placement == "in-process"
+                                           else f"{placement} placement")
             rows.append(row(S9, f"{label}: seconds end to end", round(m["seconds"], 2), None, "", "s", notes))
             rows.append(row(S9, f"{label}: processes (peak)", m["processes"], floor["processes"],
                             "idle ray.init", "processes", "the driver and every Ray process, most at once"))

@@ -64,9 +64,9 @@ def markdown(run: dict) -> str:
         f"- machine: {machine['cores']} cores (nproc), {machine['memory_gib']:.1f} GiB memory, {machine['cpu']}; "
         f"Python {machine['python']}, Ray {machine['ray']}",
         f"- commit of this invocation: `{git['commit']}` ({dirty})",
-        f"- ratio = flowactors / baseline, both measured in the same run on this machine. Absolute figures drift on "
-        f"shared machines; the ratios are what we track. For rates (/s) a higher ratio is better; for times "
-        f"(s, ms), memory and bytes a lower one is.",
+        "- ratio = flowactors / baseline, both measured in the same run on this machine. Absolute figures drift on "
+        "shared machines; the ratios are what we track. For rates (/s) a higher ratio is better; for times "
+        "(s, ms), memory and bytes a lower one is.",
         "",
     ]
     for scenario in run["scenarios"]:
