@@ -97,26 +97,54 @@ def cmd_status(args: argparse.Namespace) -> int:
         from flowactors.ops.cluster_client import cmd_cluster_status
 
         return cmd_cluster_status(args)
-    from repositories.flowfile import WriteAheadFlowFileRepository
+    from repositories.flowfile import FlowFileRepositoryError, WriteAheadFlowFileRepository
 
     path = Path(args.repository)
     if not (path / "flowfile").exists():
         raise CliError(f"no FlowFile repository in {path} (expected {path / 'flowfile'})", 2)
-    repo = WriteAheadFlowFileRepository(path / "flowfile", create=False)
     try:
-        counts = repo.queue_counts()
-        swapped = repo.swap_files()
-    finally:
-        repo.close()
+        repo = WriteAheadFlowFileRepository(path / "flowfile", create=False)
+        try:
+            counts = repo.queue_counts()
+            swapped = repo.swap_files()
+            problem = verify_records(repo, counts)
+        finally:
+            repo.close()
+    except FlowFileRepositoryError as err:
+        counts, swapped, problem = {}, [], str(err)
     if args.json:
-        print(json.dumps({"repository": str(path), "queued": counts, "swap_files": swapped}, default=str))
-        return 0
+        print(json.dumps({"repository": str(path), "queued": counts, "swap_files": swapped,
+                          "damaged": problem}, default=str))
+        return 1 if problem else 0
+    if problem:
+        print(f"repository {path} is DAMAGED: {problem}")
+        return 1
     print(f"repository {path}: {sum(counts.values())} FlowFiles queued")
     for queue, count in sorted(counts.items()):
         print(f"  {queue}: {count}")
     for entry in swapped:
         print(f"  swapped: {entry}")
     return 0
+
+
+def verify_records(repo, counts: dict[str, int]) -> str | None:
+    """Read every queued record, as the next start will: None if each decodes and every queue's
+    count matches its records, else what is wrong (the library's message names the file)."""
+    from repositories.flowfile import FlowFileRepositoryError
+
+    found: dict[str, int] = {}
+    try:
+        for queue, batch in repo.recover(include_swapped=True):
+            found[queue] = found.get(queue, 0) + len(batch)
+    except FlowFileRepositoryError as err:
+        return str(err)
+    wrong = {q: (counts.get(q, 0), n) for q, n in found.items() if counts.get(q, 0) != n}
+    wrong.update({q: (c, 0) for q, c in counts.items() if c and q not in found})
+    if wrong:
+        listing = ", ".join(f"'{q}' counts {c} but holds {n}" for q, (c, n) in sorted(wrong.items()))
+        return (f"queue counts do not match the records in {repo.path}: {listing}. Starting the flow "
+                f"rebuilds the counts from the records")
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,6 +37,20 @@ class FlowStartError(RuntimeError):
     """The flow could not start; the message says why and what to do. Nothing was changed on disk."""
 
 
+def cause_of(error: BaseException) -> str:
+    """What went wrong, in one line: the innermost error of a chain of remote calls (a Ray error
+    carries the remote one as ``cause``), by its own message when it is one of the repositories'
+    (they name the file and what to do), else with its type."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    from repositories.content.errors import ContentRepositoryError
+    from repositories.flowfile import FlowFileRepositoryError
+
+    if isinstance(error, (FlowFileRepositoryError, ContentRepositoryError, FlowStartError)):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
 class FlowController:
     def __init__(self, flow: Flow, repository: str, settings: Settings, hosting: Hosting):
         self.flow = flow
@@ -50,6 +64,7 @@ class FlowController:
         self.content_repository: Link | None = None
         self.provenance_repository: Link | None = None
         self.recovery: dict = {}
+        self._opened: list[Link] = []  # repository services opened so far (closed by stop)
         self._stop = threading.Event()
         self._maintenance: threading.Thread | None = None
         self._last = {"checkpoint": time.monotonic(), "archive": time.monotonic()}
@@ -64,6 +79,17 @@ class FlowController:
 
     # ------------------------------------------------------------------ start
     def start(self) -> dict:
+        """Start the flow (see the module docstring); returns the recovery report. Any failure is
+        one ``FlowStartError`` whose message is the cause's own (a damaged repository names its
+        file and what to do); ``stop`` then undoes what was started."""
+        try:
+            return self._start()
+        except FlowStartError:
+            raise
+        except Exception as err:
+            raise FlowStartError(f"flow '{self.flow.name}' could not start: {cause_of(err)}") from None
+
+    def _start(self) -> dict:
         Path(self.root).mkdir(parents=True, exist_ok=True)
         try:
             self._repository_lock.acquire()  # no second flow or offline tool on these repositories
@@ -92,6 +118,7 @@ class FlowController:
                 self.queues[queue_id] = HostedLink(executor, queue_id)
         self._starting("recovering the FlowFile repository", 1, 3)
         self.recovery = call_now(self.flowfile_repository, "open")
+        self._opened.append(self.flowfile_repository)
         unknown = unknown_queues(self.recovery, {c.id for c in self.flow.connections})
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
@@ -102,6 +129,7 @@ class FlowController:
         if self.provenance_repository is not None:
             self._starting("opening the provenance repository", 2, 3)
             call_now(self.provenance_repository, "open")
+            self._opened.append(self.provenance_repository)
         self._starting("executors", 0, len(self.executors))
         wired = [e.call("wire", self.queues) for e in self.executors]
         for done, pending in enumerate(wired, 1):
@@ -282,7 +310,10 @@ class FlowController:
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> dict:
-        """Stop processors gracefully; queued FlowFiles stay in the write-ahead log for the next run."""
+        """Stop processors gracefully; queued FlowFiles stay in the write-ahead log for the next run.
+        After a start that failed part-way, undo what it did instead (``_abandon_start``)."""
+        if not self.started:
+            return self._abandon_start()
         self._stop.set()
         if self._maintenance is not None:
             self._maintenance.join(30)
@@ -302,4 +333,24 @@ class FlowController:
         self._repository_lock.release()
         self.started = False
         return final
+
+    def _abandon_start(self) -> dict:
+        """Undo a start that failed part-way, so its own error is the one the user sees: stop the
+        executors created, close the repositories that opened (a log that did not open is left
+        as it is: never checkpointed), end the components, let go of the repository folder.
+        Nothing here may raise over that error; what fails is kept in ``maintenance_errors``."""
+        steps = [lambda: resolve([e.call("stop") for e in self.executors])]
+        if self.spark_service is not None:
+            from flowactors.spark.service import stop_service
+
+            steps.append(lambda: stop_service(self.spark_service))
+        steps += [lambda link=link: call_now(link, "close") for link in self._opened]
+        steps += [self.hosting.close, self._repository_lock.release]
+        for step in steps:
+            try:
+                step()
+            except Exception as err:  # the start's error is the one to report
+                self.maintenance_errors.append(f"while undoing the failed start: {type(err).__name__}: {err}")
+        self._opened.clear()
+        return {}
 

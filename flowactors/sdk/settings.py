@@ -15,6 +15,20 @@ class SettingsError(ValueError):
     """A setting that does not exist or has a value of the wrong kind."""
 
 
+#: the lowest value each numeric setting takes, and whether that value itself is allowed
+LIMITS: dict[str, tuple[float, bool]] = {
+    "checkpoint_interval": (0, False), "flowfile_map_size": (1024**2, True), "content_sections": (1, True),
+    "max_appendable_claim_size": (1, True), "max_flowfiles_per_claim": (0, True),
+    "archive_max_retention": (0, True), "archive_max_usage_percent": (0, True), "archive_check_interval": (0, False),
+    "swap_threshold": (1, True), "swap_batch_size": (1, True), "back_pressure_object_threshold": (0, True),
+    "back_pressure_data_size_threshold": (0, True), "provenance_rollover_interval": (0, False),
+    "provenance_rollover_bytes": (1, True), "provenance_journal_count": (1, True),
+    "provenance_block_size": (1, True), "provenance_index_shard_size": (1, True),
+    "provenance_max_storage_time": (0, False), "provenance_max_storage_size": (1, True),
+    "default_batch_size": (1, True), "administrative_yield": (0, True), "executors": (0, True),
+}
+
+
 @dataclass(frozen=True)
 class Settings:
     # --- FlowFile repository (write-ahead log) ---
@@ -84,6 +98,19 @@ class Settings:
     spark: dict[str, Any] = field(default_factory=dict)
 
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, (low, inclusive) in LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and (value < low or (value == low and not inclusive)):
+                bound = f"at least {low}" if inclusive else f"more than {low}"
+                raise SettingsError(f"setting '{name}' must be {bound}, not {value!r}")
+        if self.archive_max_usage_percent > 100:
+            raise SettingsError(f"setting 'archive_max_usage_percent' is a percentage (0-100), "
+                                f"not {self.archive_max_usage_percent!r}")
+        for name in ("content_containers", "provenance_containers"):
+            if not getattr(self, name):
+                raise SettingsError(f"setting '{name}' needs at least one container name")
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)

@@ -1,7 +1,9 @@
 """Errors of the FlowFile repository.
 
 Every message names the repository directory and says what an operator can do about it, because
-these errors surface at start-up, in a log, far from the code that raised them.
+these errors surface at start-up, in a log, far from the code that raised them. Every error
+pickles (it crosses a Ray call from the repository's actor): it is rebuilt from its message and
+attributes, not from its constructor's arguments.
 """
 
 from __future__ import annotations
@@ -23,6 +25,17 @@ class FlowFileRepositoryError(Exception):
     def __init__(self, message: str, path: str | Path | None = None) -> None:
         self.path = str(path) if path is not None else None
         super().__init__(message)
+
+    def __reduce__(self):
+        return _rebuild, (type(self), str(self), self.__dict__)
+
+
+def _rebuild(cls: type, message: str, attributes: dict) -> FlowFileRepositoryError:
+    """An unpickled error: its class, message and attributes, whatever its constructor takes."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(attributes)
+    return error
 
 
 class RepositoryCorruptError(FlowFileRepositoryError):
