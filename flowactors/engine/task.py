@@ -3,7 +3,14 @@
 The loop triggers only while no destination queue is under back pressure, waits on its input
 instead of spinning (sources and ``trigger_when_empty`` processors trigger anyway), honours the run
 schedule, ``context.yield_()`` and the administrative yield after an error, and keeps the last ten
-errors for the status. It runs on a thread of whatever hosts it (an executor actor, or the
+errors for the status.
+
+A poison FlowFile does not stop a queue. When ``on_trigger`` raises over a batch of several
+FlowFiles, the session rolls back unpenalized and the next triggers take half as many, then half
+again, so the good FlowFiles move on; once the failing batch is one FlowFile, that FlowFile goes to
+the processor's ``failure`` relationship with the reason in ``flowactors.failure.reason`` if the
+processor has one, or is penalized in its queue otherwise (NiFi's rollback with penalty), and
+the error names it. After each success the batch doubles back to the processor's size. It runs on a thread of whatever hosts it (an executor actor, or the
 in-process engine); it reaches queues and repositories only through its ``EngineBackend``.
 """
 
@@ -18,11 +25,14 @@ from flowactors.engine.backend import Counters, EngineBackend
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.sdk.processor import ProcessContext, Processor
-from flowactors.sdk.session import ProcessSession, _Ids
+from flowactors.sdk.session import DeliveryError, ProcessSession, _Ids
 from flowactors.sdk.settings import Settings
 from flowactors.sdk.units import parse_duration
 
 POLL_WAIT = 0.2
+FAILURE = "failure"
+#: characters of an error kept in a failed FlowFile's ``flowactors.failure.reason``
+MAX_REASON = 1000
 #: seconds between two metric updates of a task (a Ray metric update is not free with many tasks
 #: in one process; the last counts are always sent at stop)
 METRICS_INTERVAL = 0.5
@@ -63,6 +73,8 @@ class ProcessorTask:
         self.running = False
         self.errors: deque[dict] = deque(maxlen=10)
         self._published = 0.0
+        self._limit: int | None = None  # a smaller batch while a failing one is narrowed down
+        self.isolated = 0  # FlowFiles set aside as failing (routed to failure or penalized)
 
     @property
     def key(self) -> str:
@@ -154,17 +166,21 @@ class ProcessorTask:
                                  penalty_duration=self.penalty)
         started = time.monotonic()
         self.busy = True
+        batch_size = self.context.batch_size
+        if self._limit is not None:
+            self.context.batch_size = self._limit
         try:
             self.processor.on_trigger(self.context, session)
-            session.commit()
-        except Exception as err:
-            self._record_error("on_trigger", err)
-            try:
-                session.rollback()
-            except Exception as rollback_error:
-                self._record_error("rollback", rollback_error)
+            session.commit(keep_on_failure=True)
+            if self._limit is not None:  # it worked: back towards the processor's batch size
+                self._limit = None if self._limit * 2 >= batch_size else self._limit * 2
+        except DeliveryError as err:  # in the log already: nothing to roll back or narrow down
+            self._record_error("commit", err)
             self._stop.wait(self.settings.administrative_yield)
+        except Exception as err:
+            self._failed(session, err)
         finally:
+            self.context.batch_size = batch_size
             self.counters.tasks += 1
             self.counters.task_seconds += time.monotonic() - started
             self.idle = self.counters.commits == commits_before
@@ -173,8 +189,48 @@ class ProcessorTask:
                 self._published = started
                 self.metrics.publish(self.counters)
 
-    def _record_error(self, where: str, err: BaseException) -> None:
+    def _failed(self, session: ProcessSession, err: Exception) -> None:
+        """``on_trigger`` or the commit before the log raised: roll back, narrowing a failing batch
+        down to the FlowFile that fails (see the module docstring)."""
+        inputs = session.inputs
+        try:
+            if len(inputs) > 1:
+                self._limit = max(1, len(inputs) // 2)
+                self._record_error("on_trigger", err, f"; {len(inputs)} FlowFiles rolled back, retrying "
+                                                      f"{self._limit} at a time to find the one that fails")
+                session.rollback()
+                return
+            if len(inputs) == 1:
+                self._limit = 1
+                self._set_aside(session, inputs[0], err)
+                return  # the processor works on the others at once, as NiFi would after the penalty
+            else:
+                self._record_error("on_trigger", err)
+                session.rollback()
+        except Exception as rollback_error:
+            self._record_error("rollback", rollback_error)
+        self._stop.wait(self.settings.administrative_yield)
+
+    def _set_aside(self, session: ProcessSession, flowfile, err: Exception) -> None:
+        """The one FlowFile the processor fails on: to ``failure`` if it has one, else penalized."""
+        self.isolated += 1
+        if FAILURE in {r.name for r in self.context.relationships}:
+            reason = f"{type(err).__name__}: {err}"[:MAX_REASON]
+            try:
+                session.route_inputs(FAILURE, {"flowactors.failure.reason": reason,
+                                               "flowactors.failure.processor": self.node.name})
+            except Exception:  # cannot even route it: leave it penalized in its queue
+                session.rollback(penalize=True)
+                self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} penalized in its queue")
+                return
+            self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} routed to '{FAILURE}'")
+            return
+        session.rollback(penalize=True)
+        self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} penalized in its queue "
+                                              f"for {self.penalty:g} s")
+
+    def _record_error(self, where: str, err: BaseException, outcome: str = "") -> None:
         self.counters.errors += 1
-        self.errors.append({"at": time.time(), "where": where, "error": f"{type(err).__name__}: {err}",
+        self.errors.append({"at": time.time(), "where": where, "error": f"{type(err).__name__}: {err}{outcome}",
                             "traceback": traceback.format_exc(limit=5)})
 

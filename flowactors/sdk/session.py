@@ -353,7 +353,11 @@ class ProcessSession:
         return record.current
 
     # ------------------------------------------------------------------ commit / rollback
-    def commit(self) -> None:
+    def commit(self, *, keep_on_failure: bool = False) -> None:
+        """Make the session's work durable (content, then the log), then deliver it. A failure
+        before the log rolls the session back (``CommitError``), unless ``keep_on_failure``: then
+        the session stays as it was for the caller to roll back or route (the engine's trigger
+        loop, which narrows a failing batch down). A failure after the log is ``DeliveryError``."""
         batch = self._build_batch()
         if batch is None:
             self._reset()
@@ -367,7 +371,8 @@ class ProcessSession:
             self._committed(writer)  # the log has it: keep its claims, requeue nothing
             raise
         except BaseException:  # the flush or the log failed: nothing happened
-            self.rollback()
+            if not keep_on_failure:
+                self.rollback()
             raise
         self._committed(writer)
 
@@ -428,6 +433,25 @@ class ProcessSession:
     @property
     def has_work(self) -> bool:
         return bool(self._records)
+
+    @property
+    def inputs(self) -> list[FlowFile]:
+        """The FlowFiles this session took from its input queues, as they were taken."""
+        return [r.original for r in self._records.values() if r.original is not None and r.source_queue is not None]
+
+    def route_inputs(self, relationship: str, attributes: Mapping[str, str]) -> None:
+        """Undo everything but the taking, then send each input, unchanged but for ``attributes``,
+        to ``relationship`` and commit: how the engine moves a FlowFile its processor keeps
+        failing on to the processor's ``failure`` relationship (``flowactors.engine.task``)."""
+        taken = [(r.source_queue, r.original) for r in self._records.values()
+                 if r.original is not None and r.source_queue is not None]
+        if self._writer is not None:
+            self._writer.discard()
+        self._reset()
+        for queue_id, flowfile in taken:
+            self._records[flowfile.uuid] = _Record(flowfile, flowfile, queue_id)
+            self.transfer(self.put_all_attributes(flowfile, attributes), relationship)
+        self.commit()
 
     # ------------------------------------------------------------------ internals
     def _record(self, flowfile: FlowFile) -> _Record:
