@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from flowactors.engine import ENGINES
+from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.settings import SettingsError
 
@@ -77,17 +77,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from flowactors.engine.runner import run_flow
+    """Exit status: 0 done, 1 timed out, 3 a processor reported errors (``--fail-on-error``),
+    4 stalled (FlowFiles left that the processors keep failing on; they stay queued)."""
+    from flowactors.engine.runner import run_flow, stall_message
 
     flow = load_flow(args.flow)
     duration = args.duration
     final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
                      show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
-                     timeout=args.timeout, engine=args.engine)
+                     timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds)
     if args.json:
         print(json.dumps(final, default=str, indent=2))
     errors = sum(p["errors"] for p in final.get("processors", []))
-    return 1 if final.get("timed_out") else (3 if errors and args.fail_on_error else 0)
+    if final.get("timed_out"):
+        queued = sum(q["count"] for q in final.get("queues", []))
+        print(f"flowactors: flow '{flow.name}' timed out after {args.timeout:g} s before it was idle "
+              f"({queued} FlowFiles queued, {errors} processor errors); what is queued stays in the "
+              f"repository for the next run", file=sys.stderr)
+        return 1
+    if final.get("stalled"):
+        print(f"flowactors: {stall_message(flow.name, final['stalled'])}", file=sys.stderr)
+        return 4
+    return 3 if errors and args.fail_on_error else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -166,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no status table")
     run.add_argument("--json", action="store_true", help="print the final status as JSON")
     run.add_argument("--fail-on-error", action="store_true", help="exit 3 if any processor reported an error")
+    run.add_argument("--stall-seconds", type=float, default=STALL_SECONDS, metavar="S",
+                     help="end an until-idle run (exit 4) once nothing moved for S seconds while processors "
+                          f"kept failing (default {STALL_SECONDS:g})")
     run.set_defaults(handler=cmd_run)
 
     validate = sub.add_parser("validate", help="check a flow and list every problem")

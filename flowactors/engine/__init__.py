@@ -10,3 +10,6 @@ services (``repository_services``) and queues (``queues``). An engine only hosts
 #: actor per executor and repository (``actors.ray_hosting``); "in-process", this process, no Ray
 #: (``in_process``)
 ENGINES = ("ray", "in-process")
+#: seconds without progress, while processors fail, after which a run until idle ends as stalled
+#: (``runner.IdleWatch``; ``flowactors run --stall-seconds``)
+STALL_SECONDS = 10.0

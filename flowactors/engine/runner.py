@@ -16,7 +16,7 @@ from typing import Any
 import ray
 
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
-from flowactors.engine import ENGINES
+from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, finished, resolve
 from flowactors.ops.status_table import render
 from flowactors.sdk.flow import Flow
@@ -50,13 +50,14 @@ def flow_settings(flow: Flow, overrides: dict[str, Any] | None = None) -> Settin
 def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,
              show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
-             engine: str = "ray") -> dict:
+             engine: str = "ray", stall_seconds: float = STALL_SECONDS) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
     ``IDLE_CHECKS`` consecutive looks. ``until(status)`` returning true also stops the run (a
     condition on the live status, e.g. a queue's count, rather than a guess at how long it takes).
-    ``timeout`` bounds a run that never gets there (``final["timed_out"]``). ``engine``: "ray" (an
+    ``timeout`` bounds a run that never gets there (``final["timed_out"]``). A run until idle also
+    ends when the flow is stalled for ``stall_seconds`` (``final["stalled"]``: ``IdleWatch``). ``engine``: "ray" (an
     actor per component or executor, on a running Ray or an embedded one) or "in-process" (this
     process, no Ray); ``on_started`` gets the controller's link.
     """
@@ -86,7 +87,7 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         final["recovery"] = resolve([starting])[0]
         if on_started is not None:
             on_started(controller)
-        idle_watch = IdleWatch(controller)
+        idle_watch = IdleWatch(controller, stall_seconds)
         drawn = 0.0
         while True:
             status = call_now(controller, "status")
@@ -99,8 +100,13 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 break
             if until is not None and until(status):
                 break
-            if until_idle and duration is None and until is None and idle_watch.is_idle(status):
-                break
+            if until_idle and duration is None and until is None:
+                if idle_watch.is_idle(status):
+                    break
+                stalled = idle_watch.stalled(status)
+                if stalled:
+                    final["stalled"] = stalled
+                    break
             if timeout is not None and elapsed >= timeout:
                 final["timed_out"] = True
                 break
@@ -150,23 +156,57 @@ def work_done(status: dict) -> tuple[int, int]:
 
 
 class IdleWatch:
-    """Tells when a running flow is idle, the same way for ``run_flow`` and a cluster job's driver.
+    """Tells when a running flow is done, the same way for ``run_flow`` and a cluster job's driver.
 
-    Idle means the controller finds every queue empty and ``work_done`` stood still, in
-    ``IDLE_CHECKS`` consecutive looks.
+    *Idle*: the controller finds every queue empty and ``work_done`` stood still, in
+    ``IDLE_CHECKS`` consecutive looks. *Stalled*: FlowFiles are queued but no work was done for
+    ``stall_seconds`` while processors kept failing, or while everything queued is penalized (a
+    FlowFile set aside as failing comes back after its penalty and fails again: a run until idle
+    would never end). A stalled flow keeps its FlowFiles in the log for the next run.
     """
 
-    def __init__(self, controller: Link) -> None:
+    def __init__(self, controller: Link, stall_seconds: float = STALL_SECONDS) -> None:
         self._controller = controller
         self._streak = 0
         self._last_work: tuple[int, int] | None = None
+        self._stall_seconds = stall_seconds
+        self._since = time.monotonic()  # when work was last done
+        self._errors_then = 0
 
     def is_idle(self, status: dict) -> bool:
         """One more look, at the controller's latest ``status``: idle for ``IDLE_CHECKS`` looks now?"""
-        work = work_done(status)
+        work, errors = work_done(status), sum(p["errors"] for p in status["processors"])
+        if work != self._last_work:
+            self._since, self._errors_then = time.monotonic(), errors
         idle = call_now(self._controller, "is_idle", status) and work == self._last_work
         self._streak, self._last_work = (self._streak + 1 if idle else 0), work
+        self._errors_now = errors
         return self._streak >= IDLE_CHECKS
+
+    def stalled(self, status: dict) -> dict | None:
+        """After ``is_idle`` on the same status: what holds the flow up, if it is stalled."""
+        if time.monotonic() - self._since < self._stall_seconds:
+            return None
+        queued = {q["id"]: q for q in status["queues"] if q["count"]}
+        if not queued:
+            return None
+        failing = self._errors_now > self._errors_then
+        all_penalized = all(q["count"] == q.get("penalized", 0) for q in queued.values())
+        if not (failing or (all_penalized and self._errors_now)):
+            return None
+        return {"seconds": round(time.monotonic() - self._since, 1),
+                "queued": {q: s["count"] for q, s in queued.items()},
+                "penalized": sum(s.get("penalized", 0) for s in queued.values()),
+                "errors": [f"{p['name']}: {e['error']}" for p in status["processors"] for e in p["recent_errors"]][-5:]}
+
+
+def stall_message(flow_name: str, stalled: dict) -> str:
+    """What a user reads when a run ends stalled."""
+    queued = ", ".join(f"{count} in '{queue}'" for queue, count in stalled["queued"].items())
+    lines = [f"flow '{flow_name}' stopped making progress: nothing moved for {stalled['seconds']:g} s while "
+             f"processors kept failing. FlowFiles stay queued in the repository for the next run ({queued}; "
+             f"{stalled['penalized']} penalized). Last errors:"]
+    return "\n".join(lines + [f"  {e}" for e in stalled["errors"]])
 
 
 def processor_totals(status: dict) -> dict[str, dict]:

@@ -178,8 +178,14 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
             if duration is not None and elapsed >= duration:
                 stopper = f"the job (after {duration:g} s)"
                 break
-            if not keep_running and duration is None and idle_watch.is_idle(status):
-                break
+            if not keep_running and duration is None:
+                if idle_watch.is_idle(status):
+                    break
+                stalled = idle_watch.stalled(status)
+                if stalled:
+                    outcome["stalled"] = stalled
+                    stopper = f"the job (stalled: nothing moved for {stalled['seconds']:g} s while processors failed)"
+                    break
             if timeout is not None and elapsed >= timeout:
                 outcome["timed_out"] = True
                 stopper = f"the job (timed out after {timeout:g} s)"
@@ -203,8 +209,12 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
         print(render(final, outcome["seconds"]), flush=True)
         print(_summary(final), flush=True)
     print(f"flow '{flow.name}' stopped by {stopper} after {outcome['seconds']:.1f} s", flush=True)
+    if outcome.get("stalled"):
+        from flowactors.engine.runner import stall_message
+
+        print(stall_message(flow.name, outcome["stalled"]), flush=True)
     result(outcome)
-    return 1 if outcome.get("timed_out") else 0
+    return 1 if outcome.get("timed_out") else 4 if outcome.get("stalled") else 0
 
 
 # ---------------------------------------------------------------------------------- control jobs
