@@ -189,6 +189,19 @@ def test_getfile_takes_files_deletes_after_commit_and_emits_receive(tmp_path):
     assert not [e for e in runner.events() if e.event_type == T.CREATE]
 
 
+def test_getfile_leaves_a_file_whose_name_is_not_utf8_and_takes_the_others(tmp_path, caplog):
+    """Issue 14: one such name made every commit fail, so not one file of the batch was taken."""
+    tree(tmp_path, {f"good{i}.txt": b"g" for i in range(4)})
+    bad = os.path.join(os.fsencode(tmp_path), b"caf\xe9.txt")  # Latin-1, not UTF-8
+    with open(bad, "wb") as f:
+        f.write(b"latin")
+    runner = ProcessorRunner(GetFile, {"Input Directory": str(tmp_path), "Batch Size": 10})
+    runner.run()
+    assert sorted(f.attributes["filename"] for f in runner.output("success")) == [f"good{i}.txt" for i in range(4)]
+    assert os.listdir(os.fsencode(tmp_path)) == [b"caf\xe9.txt"]  # left where it was
+    assert any("is not valid UTF-8" in r.getMessage() and "caf\\xe9.txt" in r.getMessage() for r in caplog.records)
+
+
 def test_getfile_batch_size_and_keep_source(tmp_path):
     tree(tmp_path, {f"f{i}": b"%d" % i for i in range(5)})
     runner = ProcessorRunner(GetFile, {"Input Directory": str(tmp_path), "Batch Size": "2",

@@ -159,6 +159,10 @@ class _Lister:
                     st = child.stat()
                 except OSError:
                     continue  # gone meanwhile
+                if not _storable(child.path):
+                    log.warning("left %r where it is: its name is not valid UTF-8, which a FlowFile's "
+                                "attributes must be; rename the file to take it", os.fsencode(child.path))
+                    continue
                 if not self.file_filter.fullmatch(child.name):
                     continue
                 if self.path_filter is not None and relative and not self.path_filter.fullmatch(relative):
@@ -367,6 +371,15 @@ class GetFile(Processor):
 # ---------------------------------------------------------------------------------- PutFile
 class _Refused(Exception):
     """The FlowFile cannot be written where its filename says; the message is the reason."""
+
+
+def _storable(path: str) -> bool:
+    """Whether a path (as the OS gave it, undecodable bytes as surrogates) can be an attribute."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _inside(path: str, root: str) -> bool:
