@@ -7,14 +7,20 @@ real Ray; the commands then read its provenance, content and lineage after it st
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
+from flowactors import Flow
 from flowactors.cli.main import main
 from flowactors.engine.runner import run_flow
+from flowactors.processors import GetFile
+from flowactors.sdk.settings import Settings
 from provenance_flows import LETTERS, all_events, only, split_merge_clone_flow
 from repositories.provenance import ProvenanceRepository
 
@@ -182,3 +188,44 @@ def test_lineage_mistakes(ran, capsys, tmp_path):
                              "--output", str(tmp_path / "l.png"))
         assert status == 2 and "writing a .png picture needs Graphviz's 'dot' command" in err
         assert not (tmp_path / "l.png").exists()
+
+
+def _damaged_journals(root: Path) -> int:
+    """A provenance repository left with journals (as after a crash), one of them cut in half;
+    returns how many events were registered."""
+    from repositories.provenance import ProvenanceEvent, ProvenanceEventType
+    from repositories.provenance import ProvenanceRepository as Repository
+
+    repo = Repository.from_settings(root, Settings())
+    for start in range(0, 400, 10):
+        repo.register([ProvenanceEvent(event_type=ProvenanceEventType.CREATE, flowfile_uuid=f"ff-{i}",
+                                       timestamp=1_700_000_000_000 + i, component_id="c", component_name="P")
+                       for i in range(start, start + 10)])
+    repo.close()  # no rollover: the journals stay, as after kill -9
+    journal = sorted((root / "provenance" / "default" / "journals").iterdir())[0]
+    os.truncate(journal, journal.stat().st_size // 2)
+    return 400
+
+
+def test_repair_names_the_damaged_journal_and_counts_what_it_lost(tmp_path, capsys):
+    root = tmp_path / "repository"
+    _damaged_journals(root)
+    assert main(["provenance", "repair", "--repository", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert ".journal: " in out and "bytes cut at the end" in out
+    assert re.search(r"events read from journals and kept; \d+ could not be read", out)
+    assert main(["provenance", "repair", "--repository", str(root)]) == 0  # what was readable is kept
+    assert "intact" in capsys.readouterr().out
+
+
+def test_a_run_on_damaged_provenance_warns_on_stderr(tmp_path, capsys):
+    root = tmp_path / "repository"
+    _damaged_journals(root)
+    (tmp_path / "in").mkdir()
+    flow = Flow("warned")
+    flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")}, auto_terminate=["success"])
+    flow.save(tmp_path / "flow.json")
+    assert main(["run", str(tmp_path / "flow.json"), "--engine", "in-process", "--repository", str(root),
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "flowactors: warning: provenance recovery: " in err and "could not be read" in err

@@ -254,3 +254,59 @@ def test_sigkill_while_registering(tmp_path):
     assert count >= last + 1                     # every register that returned survived
     assert count % 10 == 0                       # and a commit's events come back all or nothing
     assert_complete(root, count).close()
+
+
+def _journal_records(path: Path):
+    from repositories.provenance.journal import scan_journal
+
+    return scan_journal(path).records
+
+
+def test_a_truncated_journal_is_named_and_the_events_it_lost_are_counted(tmp_path, caplog):
+    """Issue 14 point 5: 350 of 3,200 events went with no word. Now the journal is named in a
+    warning and the lost events are counted (ids missing between the readable records)."""
+    repo = open_repo(tmp_path / "p", journal_count=4)
+    for start in range(0, 3200, 10):
+        repo.register(make(10, start))
+    repo.close()
+    journals = tmp_path / "p" / "default" / "journals"
+    damaged = sorted(journals.iterdir())[1]
+    records = _journal_records(damaged)
+    cut = damaged.stat().st_size // 2
+    os.truncate(damaged, cut)
+    lost = [r for r in records if r.offset + FRAME_SIZE + r.length > cut]
+    readable_max = max(r.last_id for p in journals.iterdir() for r in _journal_records(p))
+    assert lost and all(r.last_id < readable_max for r in lost)  # so each lost id is a gap
+    expected = sum(r.count for r in lost)
+    with caplog.at_level("WARNING"):
+        repo = open_repo(tmp_path / "p")
+    try:
+        assert repo.recovery["events_lost"] == expected
+        assert len(repo.events(0, 4000)) == 3200 - expected
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert any(w.startswith(f"provenance: damaged journal: {damaged}: ") for w in warnings), warnings
+        assert any(f"{expected} provenance events" in w and "could not be read" in w for w in warnings), warnings
+    finally:
+        repo.close()
+
+
+def test_damage_inside_a_journal_costs_only_the_damaged_record(tmp_path, caplog):
+    repo = open_repo(tmp_path / "p", journal_count=1)
+    for start in range(0, 300, 10):
+        repo.register(make(10, start))
+    repo.close()
+    journal = tmp_path / "p" / "default" / "journals" / "0-0.journal"
+    records = _journal_records(journal)
+    victim = records[12]
+    with open(journal, "r+b") as f:  # garble the middle of one record's payload
+        f.seek(victim.offset + FRAME_SIZE + victim.length // 2)
+        f.write(b"\xff" * 16)
+    with caplog.at_level("WARNING"):
+        repo = open_repo(tmp_path / "p")
+    try:
+        ids = [e.event_id for e in repo.events(0, 400)]
+        assert ids == [i for i in range(300) if not victim.first_id <= i <= victim.last_id]
+        assert repo.recovery["events_lost"] == victim.count
+        assert any("fails its checksum" in p and "damaged bytes stepped over" in p for p in repo.recovery["problems"])
+    finally:
+        repo.close()

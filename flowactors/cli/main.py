@@ -88,6 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                      timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds)
     if args.json:
         print(json.dumps(final, default=str, indent=2))
+    for problem in final.get("recovery", {}).get("provenance_problems", []):
+        print(f"flowactors: warning: provenance recovery: {problem}", file=sys.stderr)
     errors = sum(p["errors"] for p in final.get("processors", []))
     if final.get("timed_out"):
         queued = sum(q["count"] for q in final.get("queues", []))

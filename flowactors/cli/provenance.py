@@ -73,6 +73,11 @@ def add_subcommands(sub: Any) -> None:
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=_guarded(cmd_show))
 
+    repair = commands.add_parser("repair", help="recover a stopped flow's provenance: read every journal, "
+                                                "keep what can be read, say what could not")
+    _repository_options(repair)
+    repair.set_defaults(handler=_guarded(cmd_repair))
+
     lineage = sub.add_parser("lineage", help="the lineage of a FlowFile: a text tree, and a picture")
     lineage.add_argument("uuid", metavar="UUID")
     _repository_options(lineage)
@@ -303,6 +308,24 @@ def attribute_changes(event: ProvenanceEvent) -> list[tuple[str, str, str | None
 
 
 # ---------------------------------------------------------------------- lineage and replay
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    """Open the provenance repository offline: recovery reads every journal, steps over damaged
+    records to the readable ones after them, merges what it read into an event file, and reports.
+    Exit 0 when nothing was lost, 1 when events could not be read (named and counted)."""
+    with _open(args, "flowactors provenance repair") as repo:
+        recovery = repo.provenance.recovery
+    lost, problems = recovery.get("events_lost", 0), recovery.get("problems", [])
+    for problem in problems:
+        print(f"  {problem}")
+    merged = recovery.get("events_recovered", 0)
+    if not problems:
+        print(f"provenance in {args.repository}: intact ({merged} events merged from journals)")
+        return 0
+    print(f"provenance in {args.repository}: {merged} events read from journals and kept; {lost} could not be "
+          f"read (counted where later events bound them)")
+    return 1
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:

@@ -128,8 +128,11 @@ class FlowController:
                 f"or add connections with these names; nothing was dropped.")
         if self.provenance_repository is not None:
             self._starting("opening the provenance repository", 2, 3)
-            call_now(self.provenance_repository, "open")
+            opened = call_now(self.provenance_repository, "open")
             self._opened.append(self.provenance_repository)
+            if opened["problems"]:  # damaged journals: said, never silent (issue 14)
+                self.recovery["provenance_problems"] = opened["problems"]
+                self.recovery["provenance_events_lost"] = opened["events_lost"]
         self._starting("executors", 0, len(self.executors))
         wired = [e.call("wire", self.queues) for e in self.executors]
         for done, pending in enumerate(wired, 1):

@@ -167,8 +167,11 @@ class ProvenanceRepositoryService:
         self.metrics = ProvenanceMetrics(flow)
 
     def open(self) -> dict:
+        """Open (recovering journals) and report: the stats, and what recovery could not read."""
         self.repo = ProvenanceRepository.from_settings(self.root, self.settings)
-        return self.repo.stats()
+        recovery = self.repo.recovery
+        return {**self.repo.stats(), "events_lost": recovery.get("events_lost", 0),
+                "problems": list(recovery.get("problems", []))}
 
     def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
         ids = self.repo.register(events)

@@ -15,7 +15,10 @@ page cache, which survives the death of the process but not a power loss (the sa
 NiFi's journals). A crash can leave a torn last record; :func:`scan_journal` finds where the
 valid records end (a short frame, an impossible length or a bad checksum) and
 :meth:`JournalFile.open_existing` cuts the file there. Because a record is a whole ``register``
-call, a commit's events are recovered all or nothing.
+call, a commit's events are recovered all or nothing. Damage in the middle of a journal (a bad
+disk block, a partial copy) does not cost the records after it: the scan steps over the damaged
+bytes to the next record whose frame and checksum are valid and reads on, and says what it
+skipped (``JournalScan.damaged``); the repository names the file and counts the events lost.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ class JournalScan:
     valid_end: int = 0
     file_size: int = 0
     problem: str | None = None
+    #: byte ranges ``(start, end)`` stepped over inside the journal: records that could not be read
+    damaged: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def torn_bytes(self) -> int:
@@ -145,28 +150,52 @@ def scan_journal(path: Path) -> JournalScan:
     end = len(data)
     view = memoryview(data)
     while pos < end:
-        if pos + FRAME_SIZE > end:
-            scan.problem = f"frame header torn at offset {pos}"
-            break
-        length, crc = _FRAME.unpack_from(data, pos)
-        body = pos + FRAME_SIZE
-        if length < COUNT_SIZE or length > MAX_RECORD_SIZE or body + length > end:
-            scan.problem = f"record at offset {pos} claims {length} bytes, {end - body} remain"
-            break
-        payload = view[body:body + length]
-        if zlib.crc32(payload) != crc:
-            scan.problem = f"record at offset {pos} fails its checksum"
-            break
-        try:
-            ids = entry_ids(payload, f"{path} record at offset {pos}")
-        except ProvenanceFormatError as err:
-            scan.problem = str(err)
-            break
-        if ids:
-            scan.records.append(JournalRecord(pos, length, ids[0], ids[-1], len(ids)))
-        pos = body + length
+        found = _read_record(data, view, pos, path)
+        if isinstance(found, str):  # damaged here: read on from the next valid record, if any
+            resume = _next_record(data, view, pos + 1, path)
+            if resume is None:
+                scan.problem = found if scan.problem is None else f"{scan.problem}; {found}"
+                break
+            scan.damaged.append((pos, resume))
+            scan.problem = (f"{found}; {resume - pos} damaged bytes stepped over" if scan.problem is None
+                            else f"{scan.problem}; {found}; {resume - pos} damaged bytes stepped over")
+            pos = resume
+            continue
+        if found is not None:
+            scan.records.append(found)
+        pos += FRAME_SIZE + _FRAME.unpack_from(data, pos)[0]
     scan.valid_end = pos
     return scan
+
+
+def _read_record(data: bytes, view: memoryview, pos: int, path: Path) -> "JournalRecord | str | None":
+    """The record framed at ``pos`` (None if it holds no event), or what is wrong with it."""
+    end = len(data)
+    if pos + FRAME_SIZE > end:
+        return f"frame header torn at offset {pos}"
+    length, crc = _FRAME.unpack_from(data, pos)
+    body = pos + FRAME_SIZE
+    if length < COUNT_SIZE or length > MAX_RECORD_SIZE or body + length > end:
+        return f"record at offset {pos} claims {length} bytes, {end - body} remain"
+    payload = view[body:body + length]
+    if zlib.crc32(payload) != crc:
+        return f"record at offset {pos} fails its checksum"
+    try:
+        ids = entry_ids(payload, f"{path} record at offset {pos}")
+    except ProvenanceFormatError as err:
+        return str(err)
+    return JournalRecord(pos, length, ids[0], ids[-1], len(ids)) if ids else None
+
+
+def _next_record(data: bytes, view: memoryview, start: int, path: Path) -> int | None:
+    """The offset of the first valid record at or after ``start`` (frame, checksum and entries
+    all consistent: a false match is a 1 in 2^32 checksum accident), or None."""
+    for pos in range(start, len(data) - FRAME_SIZE):
+        length = _FRAME.unpack_from(data, pos)[0]
+        if COUNT_SIZE <= length <= len(data) - pos - FRAME_SIZE and not isinstance(
+                _read_record(data, view, pos, path), str):
+            return pos
+    return None
 
 
 class JournalFile:

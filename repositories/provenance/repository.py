@@ -430,7 +430,7 @@ class ProvenanceRepository:
     def _recover(self) -> None:
         report = self.recovery
         report.update(journals_merged=0, events_recovered=0, journals_deleted=0, torn_bytes_cut=0,
-                      tocs_rebuilt=[], problems=[])
+                      tocs_rebuilt=[], problems=[], events_lost=0)
         partial_found = False
         # 1. committed event files (a .prov with its .toc); partial ones are noted
         for container in self.containers:
@@ -462,7 +462,9 @@ class ProvenanceRepository:
                 journal, scan = JournalFile.open_existing(path)
                 if scan.problem:
                     report["torn_bytes_cut"] += scan.torn_bytes
-                    report["problems"].append(f"{path}: {scan.problem}; {scan.torn_bytes} bytes cut")
+                    problem = f"{path}: {scan.problem}; {scan.torn_bytes} bytes cut at the end"
+                    report["problems"].append(problem)
+                    log.warning("provenance: damaged journal: %s", problem)
                 if journal is None:
                     _unlink(path)
                     report["journals_deleted"] += 1
@@ -491,6 +493,7 @@ class ProvenanceRepository:
                 for _, _, journal, record in records:
                     generation.add_record(journal, record)
                 generations.append(generation)
+                self._count_lost(generation, records, report)
             self._sealed = generations
             result = self._merge(generations, redo=True)
             report["journals_merged"] = sum(len(g.journals) for g in generations)
@@ -504,6 +507,24 @@ class ProvenanceRepository:
             report.setdefault("files_reindexed", []).append(file_id)
         self._index.drop_unreferenced(self._files)
         self._write_next_id(self._next_id)
+
+    def _count_lost(self, generation: _Generation, records: list, report: dict) -> None:
+        """Ids missing between the readable records of a generation's journals (every id from its
+        first to its last was registered): events a damaged journal lost. Warned, and counted in
+        ``recovery["events_lost"]``; the ids after the last readable record cannot be counted."""
+        expected, lost = generation.first_id, []
+        for first, _, _journal, record in records:
+            if first > expected:
+                lost.append((expected, first - 1))
+            expected = max(expected, record.last_id + 1)
+        count = sum(b - a + 1 for a, b in lost)
+        if count:
+            ranges = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in lost[:10])
+            message = (f"{count} provenance events of journals {generation.first_id}-* could not be read "
+                       f"(ids {ranges}{', ...' if len(lost) > 10 else ''}); the events after them were kept")
+            report["events_lost"] += count
+            report["problems"].append(message)
+            log.warning("provenance: %s", message)
 
     def _reindex(self, info: _EventFile) -> None:
         reader = self._reader(info)
