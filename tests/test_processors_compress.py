@@ -137,3 +137,15 @@ def test_validation():
     assert CompressContent.validate_properties({"Mode": "compress", "Compression Format": "rar"})
     assert CompressContent.validate_properties({"Compression Format": "gzip", "Compression Level": "10"})
     assert not CompressContent.validate_properties({"Mode": "decompress"})
+
+
+@pytest.mark.parametrize("mode", ["compress", "decompress"])
+def test_unreadable_content_goes_to_failure_and_the_others_go_on(mode):
+    runner = ProcessorRunner(CompressContent, {"Mode": mode, "Compression Format": "gzip"})
+    good = runner.enqueue(gzip.compress(b"hello") if mode == "decompress" else b"hello", {"filename": "good"})
+    bad = runner.lose_content(runner.enqueue(b"whatever", {"filename": "bad"}))
+    runner.run()
+    assert [f.uuid for f in runner.output("failure")] == [bad.uuid] and runner.input_count == 0
+    assert [f.uuid for f in runner.output("success")] == [good.uuid]
+    [out] = runner.contents("success")
+    assert (gzip.decompress(out) if mode == "compress" else out) == b"hello"

@@ -397,13 +397,20 @@ def test_putfile_failures_are_penalized(tmp_path):
 
 
 def test_putfile_unreadable_content_fails_and_leaves_no_file(tmp_path):
-    from repositories.model import ContentClaim, ResourceClaim
     runner = ProcessorRunner(PutFile, {"Directory": str(tmp_path)}, penalty_duration=0)
-    flowfile = runner.enqueue(b"abc", {"filename": "f"})
-    queue = runner.queues["input"]
-    queue.poll(1)
-    queue.requeue([flowfile._replace(claim=ContentClaim(ResourceClaim("default", "0", "gone"), 0, 3))])
+    runner.lose_content(runner.enqueue(b"abc", {"filename": "f"}))
     runner.run()
     [failed] = runner.output("failure")
     assert "gone" in failed.attributes[PutFile.REASON]
     assert os.listdir(tmp_path) == []  # the temporary file is removed too
+
+
+def test_fetchfile_an_io_error_while_reading_goes_to_failure_penalized():
+    """/proc/self/mem is a readable regular file whose read at offset 0 fails with EIO: a real I/O
+    error in the middle of the import, not one of the checks before it."""
+    runner = ProcessorRunner(FetchFile, {"File to Fetch": "${absolute.path}"})
+    flowfile = runner.enqueue(b"", {"absolute.path": "/proc/self/mem"})
+    runner.run()
+    [failed] = runner.output("failure")
+    assert failed.uuid == flowfile.uuid and failed.penalized_until > now_millis()
+    assert runner.output("success") == [] and failed.size == 0

@@ -9,7 +9,6 @@ import pytest
 
 from flowactors.processors import HashContent
 from flowactors.sdk.testing import ProcessorRunner
-from repositories.model import ContentClaim, ResourceClaim
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
@@ -53,10 +52,7 @@ def test_empty_content_can_be_a_failure():
 
 def test_unreadable_content_goes_to_failure():
     runner = ProcessorRunner(HashContent)
-    flowfile = runner.enqueue(b"abc")
-    queue = runner.queues["input"]
-    taken, _ = queue.poll(1)
-    queue.requeue([flowfile._replace(claim=ContentClaim(ResourceClaim("default", "0", "gone"), 0, 3))])
+    runner.lose_content(runner.enqueue(b"abc"))
     runner.run()
     [failed] = runner.output("failure")
     assert "hash.value" not in failed.attributes

@@ -9,7 +9,6 @@ import pytest
 
 from flowactors.processors import MergeContent
 from flowactors.sdk.testing import ProcessorRunner
-from repositories.model import ContentClaim, ResourceClaim
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
@@ -213,11 +212,7 @@ def test_a_failed_trigger_neither_loses_nor_duplicates(monkeypatch):
 
 def unreadable(runner: ProcessorRunner, content: bytes, attributes) -> None:
     """Enqueue a FlowFile whose content claim points at nothing."""
-    flowfile = runner.enqueue(content, attributes)
-    queue = runner.queues["input"]
-    taken, _ = queue.poll(queue.count)
-    bogus = ContentClaim(ResourceClaim("default", "0", "gone"), 0, len(content))
-    queue.requeue([f._replace(claim=bogus) if f.uuid == flowfile.uuid else f for f in taken])
+    runner.lose_content(runner.enqueue(content, attributes))
 
 
 def test_unreadable_content_sends_the_bin_to_failure():

@@ -262,3 +262,19 @@ def test_invalid_search_regex_from_an_expression_fails_the_flowfile():
     assert runner.contents("failure") == [b"abc"]
     assert ReplaceText.validate_properties({"Search Value": "(unclosed"})
     assert ReplaceText.validate_properties({"Evaluation Mode": "Whole"})
+
+
+@pytest.mark.parametrize("processor, properties, passed_on", [
+    (SplitText, {"Line Split Count": "1"}, "original"),
+    (ReplaceText, {"Search Value": "a", "Replacement Value": "b"}, "success"),
+    (ReplaceText, {"Replacement Strategy": "Prepend", "Replacement Value": ">"}, "success"),
+])
+def test_unreadable_content_goes_to_failure_and_the_others_go_on(processor, properties, passed_on):
+    runner = ProcessorRunner(processor, properties)
+    good = runner.enqueue(b"a\nb\n", {"filename": "good"})
+    bad = runner.lose_content(runner.enqueue(b"a\nb\n", {"filename": "bad"}))
+    runner.run()
+    assert [f.uuid for f in runner.output("failure")] == [bad.uuid] and runner.input_count == 0
+    assert [f.uuid for f in runner.output(passed_on)] == [good.uuid]
+    if processor is SplitText:
+        assert runner.contents("splits") == [b"a", b"b"]  # the good one's lines only

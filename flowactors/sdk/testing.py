@@ -30,7 +30,8 @@ from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.sdk.session import ProcessSession, _Ids
 from repositories.content import InMemoryContentRepository
 from repositories.flowfile import InMemoryFlowFileRepository
-from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
+from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
+                               now_millis)
 from repositories.provenance import InMemoryProvenanceRepository
 from repositories.provenance.event import ProvenanceEvent
 
@@ -178,6 +179,15 @@ class ProcessorRunner:
         writer.close()
         self.queues[INPUT].offer([flowfile])
         return flowfile
+
+    def lose_content(self, flowfile: FlowFile) -> FlowFile:
+        """Make a queued FlowFile's content unreadable (its claim now names a claim file that does
+        not exist), as a deleted or unreadable claim file would: for a processor's I/O error path."""
+        queue = self.queues[INPUT]
+        taken, _ = queue.poll(queue.count)
+        lost = flowfile._replace(claim=ContentClaim(ResourceClaim("default", "0", "gone"), 0, flowfile.size))
+        queue.requeue([lost if f.uuid == flowfile.uuid else f for f in taken])
+        return lost
 
     # ------------------------------------------------------------------ running
     def new_session(self) -> ProcessSession:
