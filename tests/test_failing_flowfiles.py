@@ -174,3 +174,31 @@ def test_a_commit_kept_on_failure_stays_for_the_caller_then_routes_its_inputs():
     [failed] = runner.output("failure")
     assert failed.uuid == flowfile.uuid and failed.attributes["flowactors.failure.reason"] == "because"
     assert "x" not in failed.attributes and runner.output("success") == []
+
+
+def test_sigterm_stops_a_run_as_gracefully_as_ctrl_c(tmp_path):
+    """The flow stops through the controller (tasks finish, final checkpoint, lock let go): the
+    FlowFiles it held stay in the log and the repository opens at once."""
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "in").mkdir()
+    flow = Flow("terminated")
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")})
+    flow.add(UpdateAttribute, "never", properties={"x": "${filename:gt(3)}"}, auto_terminate=["success"])
+    flow.connect(get, "never", name="q")
+    flow.save(tmp_path / "flow.json")
+    sources(tmp_path / "in", 5, [])
+    child = subprocess.Popen([sys.executable, "-m", "flowactors.cli.main", "run", str(tmp_path / "flow.json"), "--engine",
+                              "in-process", "--repository", str(tmp_path / "repository"), "--quiet",
+                              "--stall-seconds", "600"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while list((tmp_path / "in").iterdir()) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "flowactors: interrupted by SIGTERM"
+    with WriteAheadFlowFileRepository(tmp_path / "repository" / "flowfile", create=False) as wal:
+        assert wal.queue_counts() == {"q": 5}

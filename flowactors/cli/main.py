@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -83,9 +84,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     flow = load_flow(args.flow)
     duration = args.duration
-    final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
-                     show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
-                     timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
+    try:
+        final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
+                         show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
+                         timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(final, default=str, indent=2))
     for problem in final.get("recovery", {}).get("provenance_problems", []):
@@ -101,6 +106,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"flowactors: {stall_message(flow.name, final['stalled'])}", file=sys.stderr)
         return 4
     return 3 if errors and args.fail_on_error else 0
+
+
+def _interrupt(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the graceful stop finish
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -222,8 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as err:
         print(f"flowactors: {err}", file=sys.stderr)
         return err.status
-    except KeyboardInterrupt:
-        print("flowactors: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"flowactors: interrupted{f' by {err}' if str(err) else ''}", file=sys.stderr)
         return 130
     except Exception as err:  # repository and start-up errors carry their own advice
         from flowactors.engine.controller import FlowStartError
