@@ -13,6 +13,12 @@ delivered. Then a last run goes to completion and the parent checks every one of
 names: delivered, byte-identical, every delivery's ``sha256`` attribute equal to the hash of the
 bytes placed, nothing left in the source directory or the log, claimant counts never needing a
 fix at any restart, no claim file left behind, and duplicates only as many as sessions in flight.
+It also checks by uuid: every FlowFile found in the log after any kill was later delivered under
+that same uuid (a FlowFile dropped by recovery and taken again from its source file would pass
+every check by name).
+
+The third test runs the second's campaign on the in-process engine (the whole flow in the child
+process, no Ray), 8 kills.
 
 The second test aims every kill inside a checkpoint: the child logs checkpoint stages from
 inside its Ray workers and, when the parent arms a stage, holds the checkpoint there until the
@@ -213,16 +219,19 @@ def source_names(source: Path) -> set[str]:
     return names
 
 
-def wal_names(repository: Path) -> collections.Counter:
-    """(path + filename) of every FlowFile in the write-ahead log, by name."""
+def wal_contents(repository: Path) -> tuple[collections.Counter, set[str]]:
+    """(path + filename) of every FlowFile in the write-ahead log (swapped ones included), by
+    name, and their uuids."""
     found: collections.Counter = collections.Counter()
+    uuids: set[str] = set()
     wal = WriteAheadFlowFileRepository(repository / "flowfile", create=False)
     try:
-        for _queue, flowfiles in wal.recover():
+        for _queue, flowfiles in wal.recover(include_swapped=True):
             found.update(f"{f.attributes.get('path', '')}{f.attributes.get('filename')}" for f in flowfiles)
+            uuids.update(f.uuid for f in flowfiles)
     finally:
         wal.close()
-    return found
+    return found, uuids
 
 
 class Deliveries:
@@ -266,6 +275,7 @@ def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval:
     deliveries = Deliveries(deliveries_path)
     kills: list[dict] = []
     recoveries: list[dict] = []
+    committed: set[str] = set()  # the uuid of every FlowFile found in the log after some kill
     remaining, rate = files, 2000.0  # FlowFiles left; a first guess of FlowFiles delivered per second
     cluster = None
     # a SIGTERM (e.g. an outer `timeout`) becomes an exception, so that `finally` kills the cluster
@@ -287,7 +297,8 @@ def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval:
                 hold.unlink()
             deliveries.read()
             rate = max(rate * 0.5, (deliveries.lines - delivered_before) / delay)
-            in_source, in_wal = source_names(source), wal_names(repository)
+            in_source, (in_wal, uuids) = source_names(source), wal_contents(repository)
+            committed |= uuids
             remaining = len(in_source) + sum(in_wal.values())
             lost = set(names) - in_source - set(in_wal) - set(deliveries.by_name)
             assert not lost, (f"kill {run}: {len(lost)} FlowFiles are nowhere (not a source file, not in the "
@@ -316,7 +327,7 @@ def run_campaign(tmp_path: Path, *, checkpoint_kills: bool, checkpoint_interval:
     deliveries.read()
     return {"names": names, "source": source, "output": output, "repository": repository,
             "deliveries": deliveries, "kills": kills, "recoveries": recoveries, "final": final,
-            "timings": timings, "checkpoint_log": checkpoint_log}
+            "timings": timings, "checkpoint_log": checkpoint_log, "committed_uuids": committed}
 
 
 def _terminated(signum, frame):
@@ -379,7 +390,7 @@ def check_outcome(result: dict) -> dict:
 
     # nothing left behind: sources all taken, the log empty, every claim released
     assert source_names(source) == set()
-    assert wal_names(repository) == collections.Counter()
+    assert wal_contents(repository) == (collections.Counter(), set())
     wal = WriteAheadFlowFileRepository(repository / "flowfile", create=False)
     try:
         stats = wal.stats()
@@ -417,6 +428,14 @@ def check_outcome(result: dict) -> dict:
         other_uuid += len(uuids) - 1
     assert set(deliveries.by_name) <= set(names)
 
+    # by uuid, not only by name (a FlowFile dropped by recovery would be taken again from its source
+    # file under a new uuid, and every check by name would pass): every FlowFile the log held after
+    # a kill was delivered under that same uuid (the log is empty now, checked above)
+    delivered_uuids = {u for entries in deliveries.by_name.values() for u, _, _, _ in entries}
+    never = result["committed_uuids"] - delivered_uuids
+    assert result["committed_uuids"] and not never, (
+        f"{len(never)} FlowFiles committed to the log before a kill were never delivered, e.g. {sorted(never)[:5]}")
+
     # duplicates only from sessions in flight at a kill: per kill, at most one PutFile session
     # placed again (same FlowFile) and one GetFile session taken again (new FlowFile, same file)
     duplicates = deliveries.lines - len(names)
@@ -431,6 +450,7 @@ def check_outcome(result: dict) -> dict:
     assert len(no_receive) <= len(kills) * GET_BATCH, len(no_receive)
     assert len(no_send) <= len(kills) * BATCH, len(no_send)
     summary = {"duplicates": duplicates, "redelivered_same_flowfile": same_uuid,
+               "committed_uuids_checked": len(result["committed_uuids"]),
                "names_without_receive_event": len(no_receive), "names_without_send_event": len(no_send),
                "taken_again_from_source": other_uuid, "partial_files_left": partial,
                "kills_inside_checkpoint": sum(bool(k["inside_checkpoint"]) for k in kills),
