@@ -10,8 +10,10 @@ FlowFiles, the session rolls back unpenalized and the next triggers take half as
 again, so the good FlowFiles move on; once the failing batch is one FlowFile, that FlowFile goes to
 the processor's ``failure`` relationship with the reason in ``flowactors.failure.reason`` if the
 processor has one, or is penalized in its queue otherwise (NiFi's rollback with penalty), and
-the error names it. After each success the batch doubles back to the processor's size. It runs on a thread of whatever hosts it (an executor actor, or the
-in-process engine); it reaches queues and repositories only through its ``EngineBackend``.
+the error names it. After each success the batch doubles back to the processor's size.
+
+It runs on a thread of whatever hosts it (an executor actor, or the in-process engine); it
+reaches queues and repositories only through its ``EngineBackend``.
 """
 
 from __future__ import annotations
@@ -74,7 +76,6 @@ class ProcessorTask:
         self.errors: deque[dict] = deque(maxlen=10)
         self._published = 0.0
         self._limit: int | None = None  # a smaller batch while a failing one is narrowed down
-        self.isolated = 0  # FlowFiles set aside as failing (routed to failure or penalized)
 
     @property
     def key(self) -> str:
@@ -195,39 +196,39 @@ class ProcessorTask:
         inputs = session.inputs
         try:
             if len(inputs) > 1:
-                self._limit = max(1, len(inputs) // 2)
+                self._limit = len(inputs) // 2
                 self._record_error("on_trigger", err, f"; {len(inputs)} FlowFiles rolled back, retrying "
                                                       f"{self._limit} at a time to find the one that fails")
                 session.rollback()
-                return
-            if len(inputs) == 1:
+            elif inputs:  # the processor works on the others at once, as NiFi would after the penalty
                 self._limit = 1
                 self._set_aside(session, inputs[0], err)
-                return  # the processor works on the others at once, as NiFi would after the penalty
             else:
                 self._record_error("on_trigger", err)
                 session.rollback()
+                self._stop.wait(self.settings.administrative_yield)
         except Exception as rollback_error:
             self._record_error("rollback", rollback_error)
-        self._stop.wait(self.settings.administrative_yield)
+            self._stop.wait(self.settings.administrative_yield)
 
     def _set_aside(self, session: ProcessSession, flowfile, err: Exception) -> None:
-        """The one FlowFile the processor fails on: to ``failure`` if it has one, else penalized."""
-        self.isolated += 1
+        """The one FlowFile the processor fails on: to ``failure`` if it has one, else (or if even
+        that commit is refused) penalized in its queue."""
+        routed = False
         if FAILURE in {r.name for r in self.context.relationships}:
             reason = f"{type(err).__name__}: {err}"[:MAX_REASON]
             try:
                 session.route_inputs(FAILURE, {"flowactors.failure.reason": reason,
                                                "flowactors.failure.processor": self.node.name})
-            except Exception:  # cannot even route it: leave it penalized in its queue
-                session.rollback(penalize=True)
-                self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} penalized in its queue")
-                return
-            self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} routed to '{FAILURE}'")
-            return
-        session.rollback(penalize=True)
-        self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} penalized in its queue "
-                                              f"for {self.penalty:g} s")
+                routed = True
+            except DeliveryError:  # in the log: routed, delivered at the latest by the next start
+                routed = True
+            except Exception:  # the routing commit was refused: the session is as it was
+                pass
+        if not routed:
+            session.rollback(penalize=True)
+        outcome = f"routed to '{FAILURE}'" if routed else f"penalized in its queue for {self.penalty:g} s"
+        self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} {outcome}")
 
     def _record_error(self, where: str, err: BaseException, outcome: str = "") -> None:
         self.counters.errors += 1

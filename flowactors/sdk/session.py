@@ -400,10 +400,8 @@ class ProcessSession:
             self._writer.discard()
         returned: dict[str, list[FlowFile]] = {}
         until = now_millis() + int(self.penalty_duration * 1000) if penalize else 0
-        for record in self._records.values():
-            if record.original is not None and record.source_queue is not None:
-                original = record.original._replace(penalized_until=until) if penalize else record.original
-                returned.setdefault(record.source_queue, []).append(original)
+        for queue_id, original in self._taken():
+            returned.setdefault(queue_id, []).append(original._replace(penalized_until=until) if penalize else original)
         if returned:
             self.backend.requeue(returned)
         self._reset()
@@ -437,23 +435,28 @@ class ProcessSession:
     @property
     def inputs(self) -> list[FlowFile]:
         """The FlowFiles this session took from its input queues, as they were taken."""
-        return [r.original for r in self._records.values() if r.original is not None and r.source_queue is not None]
+        return [flowfile for _queue, flowfile in self._taken()]
 
     def route_inputs(self, relationship: str, attributes: Mapping[str, str]) -> None:
         """Undo everything but the taking, then send each input, unchanged but for ``attributes``,
         to ``relationship`` and commit: how the engine moves a FlowFile its processor keeps
-        failing on to the processor's ``failure`` relationship (``flowactors.engine.task``)."""
-        taken = [(r.source_queue, r.original) for r in self._records.values()
-                 if r.original is not None and r.source_queue is not None]
+        failing on to the processor's ``failure`` relationship (``flowactors.engine.task``). A
+        commit refused before the log leaves the session holding the inputs, for ``rollback``."""
+        taken = self._taken()
         if self._writer is not None:
             self._writer.discard()
         self._reset()
         for queue_id, flowfile in taken:
             self._records[flowfile.uuid] = _Record(flowfile, flowfile, queue_id)
             self.transfer(self.put_all_attributes(flowfile, attributes), relationship)
-        self.commit()
+        self.commit(keep_on_failure=True)
 
     # ------------------------------------------------------------------ internals
+    def _taken(self) -> list[tuple[str, FlowFile]]:
+        """(source queue, FlowFile as taken) of each FlowFile this session took from a queue."""
+        return [(r.source_queue, r.original) for r in self._records.values()
+                if r.original is not None and r.source_queue is not None]
+
     def _record(self, flowfile: FlowFile) -> _Record:
         record = self._records.get(flowfile.uuid)
         if record is None:
