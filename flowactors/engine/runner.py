@@ -155,6 +155,11 @@ def work_done(status: dict) -> tuple[int, int]:
             sum(q["total_in"] + q["total_out"] for q in status["queues"]))
 
 
+def errors_of(status: dict) -> int:
+    """Errors every processor recorded so far."""
+    return sum(p["errors"] for p in status["processors"])
+
+
 class IdleWatch:
     """Tells when a running flow is done, the same way for ``run_flow`` and a cluster job's driver.
 
@@ -175,12 +180,11 @@ class IdleWatch:
 
     def is_idle(self, status: dict) -> bool:
         """One more look, at the controller's latest ``status``: idle for ``IDLE_CHECKS`` looks now?"""
-        work, errors = work_done(status), sum(p["errors"] for p in status["processors"])
+        work = work_done(status)
         if work != self._last_work:
-            self._since, self._errors_then = time.monotonic(), errors
+            self._since, self._errors_then = time.monotonic(), errors_of(status)
         idle = call_now(self._controller, "is_idle", status) and work == self._last_work
         self._streak, self._last_work = (self._streak + 1 if idle else 0), work
-        self._errors_now = errors
         return self._streak >= IDLE_CHECKS
 
     def stalled(self, status: dict) -> dict | None:
@@ -190,9 +194,9 @@ class IdleWatch:
         queued = {q["id"]: q for q in status["queues"] if q["count"]}
         if not queued:
             return None
-        failing = self._errors_now > self._errors_then
+        errors = errors_of(status)
         all_penalized = all(q["count"] == q.get("penalized", 0) for q in queued.values())
-        if not (failing or (all_penalized and self._errors_now)):
+        if not (errors > self._errors_then or (all_penalized and errors)):
             return None
         return {"seconds": round(time.monotonic() - self._since, 1),
                 "queued": {q: s["count"] for q, s in queued.items()},
