@@ -13,7 +13,7 @@ repositories are, as between the engines:
   test pays no actor start-up; ``ProcessorRunner.close_ray`` ends them (``tests/conftest.py``).
 
 A test that asserts through the runner (``output``, ``queues``, ``events``, ``read``) runs
-unchanged on both; ``LocalBackend`` is the in-process backend.
+unchanged on both; ``LocalBackend`` is the in-process engine's backend.
 """
 
 from __future__ import annotations
@@ -125,11 +125,14 @@ class ProcessorRunner:
             self.provenance_repository = provenance_repository or InMemoryProvenanceRepository()
             self.component_id = f"test/{self.name}"
             self.queue_ids = {q: q for q in [INPUT, *relationships]}
-            queues = {q: ConnectionQueue(QueueConfig(q, 0, 0)) for q in self.queue_ids}
-            self._flowfiles: Link = ObjectLink(self.flowfile_repository)
-            self._provenance: Link = ObjectLink(self.provenance_repository)
-            links: dict[str, Link] = {q: QueueObjectLink(queue) for q, queue in queues.items()}
-            log: Any = DirectLog(self._flowfiles, self._provenance)
+            self.backend: EngineBackend = LocalBackend(
+                content=self.content, flowfile_repository=self.flowfile_repository,
+                provenance_repository=self.provenance_repository,
+                queues={q: ConnectionQueue(QueueConfig(q, 0, 0)) for q in self.queue_ids}, inputs=[INPUT],
+                destinations={r: [r] for r in relationships},
+                component=(self.component_id, self.name, processor_type.__name__))
+            self._flowfiles: Link = self.backend.log.flowfile_repository
+            self._provenance: Link = self.backend.log.provenance_repository
         elif self.engine == "ray":
             if flowfile_repository is not None or provenance_repository is not None:
                 raise ValueError("a runner on the Ray engine uses the engine's own FlowFile and provenance "
@@ -138,17 +141,16 @@ class ProcessorRunner:
             unique = f"{self.name}-{uuid.uuid4().hex[:8]}"
             self.component_id = f"test/{unique}"
             self.queue_ids = {q: f"{unique}.{q}" for q in [INPUT, *relationships]}
-            links = ray_components.host_queues(list(self.queue_ids.values()))
             self.content = content if content is not None else ray_components.content  # claims: this process
             self._flowfiles, self._provenance = ray_components.flowfiles, ray_components.provenance
-            log = ray_components.log
+            self.backend = EngineBackend(
+                content=self.content, queues=ray_components.host_queues(list(self.queue_ids.values())),
+                log=ray_components.log, inputs=[self.queue_ids[INPUT]],
+                destinations={r: [self.queue_ids[r]] for r in relationships},
+                component=(self.component_id, self.name, processor_type.__name__))
         else:
             raise ValueError(f"engine must be 'in-process' or 'ray', not {self.engine!r}")
-        self.backend = EngineBackend(
-            content=self.content, queues=links, log=log, inputs=[self.queue_ids[INPUT]],
-            destinations={r: [self.queue_ids[r]] for r in relationships},
-            component=(self.component_id, self.name, processor_type.__name__))
-        self.queues = {q: QueueView(links[real]) for q, real in self.queue_ids.items()}
+        self.queues = {q: QueueView(self.backend.queues[real]) for q, real in self.queue_ids.items()}
         self.context = ProcessContext(
             name=self.name, processor_type=processor_type.__name__, descriptors=processor_type.descriptor_map(),
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),
@@ -252,9 +254,8 @@ class RayComponents:
         self.root = tempfile.mkdtemp(prefix="flowactors-runners-")
         self.hosting = RayHosting()
         name = self.flow.name
-        self.flowfiles = self.hosting.repository("flowfile", f"{name}.flowfile-repository", self.root, settings, name)
-        self.provenance = self.hosting.repository("provenance", f"{name}.provenance-repository", self.root,
-                                                  settings, name)
+        self.flowfiles = self.hosting.repository("flowfile", self.root, settings, name)
+        self.provenance = self.hosting.repository("provenance", self.root, settings, name)
         self.executor = self.hosting.executor(f"{name}.executor", ExecutorPlan(0, "executor"), self.flow, self.root,
                                               settings, {}, self.flowfiles, self.provenance)
         resolve([self.flowfiles.call("open"), self.provenance.call("open")])
