@@ -100,11 +100,10 @@ class FlowController:
         hosting.check(placement)
         configs = {c.id: self._queue_config(c) for c in self.flow.connections}
         self._starting("repositories", 0, 3)
-        self.flowfile_repository = hosting.repository("flowfile", self._name("flowfile-repository"), self.root, s, name)
-        self.content_repository = hosting.repository("content", self._name("content-repository"), self.root, s, name)
+        self.flowfile_repository = hosting.repository("flowfile", self.root, s, name)
+        self.content_repository = hosting.repository("content", self.root, s, name)
         if s.provenance_enabled:
-            self.provenance_repository = hosting.repository("provenance", self._name("provenance-repository"),
-                                                            self.root, s, name)
+            self.provenance_repository = hosting.repository("provenance", self.root, s, name)
         # every component is asked for now, so that their start-up overlaps the log's recovery
         for queue_id in placement.queue_actors:
             self.queues[queue_id] = hosting.queue(self._name(f"queue.{queue_id}"), configs[queue_id], self.root,

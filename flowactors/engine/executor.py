@@ -45,8 +45,8 @@ class Executor:
         self.settings = settings
         self.flowfile_repository = flowfile_repository
         self.provenance_repository = provenance_repository
-        self.queues: dict[str, QueueHost] = {
-            q: QueueHost(queue_configs[q], root, flowfile_repository) for q in plan.queues}
+        self.queues: dict[str, QueueHost] = {}
+        self._host({q: queue_configs[q] for q in plan.queues})
         self.tasks: dict[str, ProcessorTask] = {}
         self.log: GroupLog | None = None  # the hosted tasks' group commit (``wire``)
 
@@ -101,9 +101,12 @@ class Executor:
     async def host_queues(self, configs: dict[str, QueueConfig]) -> None:
         """Host these queues too, beside the planned ones (``ProcessorRunner`` on the Ray engine
         hosts each test's queues in one executor this way)."""
+        self._host(configs)
+
+    def _host(self, configs: dict[str, QueueConfig]) -> None:
         for queue_id, config in configs.items():
             if queue_id in self.queues:
-                raise ValueError(f"{self!r} already hosts a queue {queue_id!r}")
+                raise ValueError(f"{self.flow.name}.{self.plan.name} already hosts a queue {queue_id!r}")
             self.queues[queue_id] = QueueHost(config, self.root, self.flowfile_repository)
 
     async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:

@@ -18,6 +18,11 @@ from flowactors.engine.transport import Link
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 
+def repository_name(flow: str, kind: str) -> str:
+    """The name of a flow's repository service (its Ray actor's name, its threads' prefix)."""
+    return f"{flow}.{kind}-repository"
+
+
 class Hosting(Protocol):
     engine: str  # one of flowactors.engine.ENGINES
 
@@ -27,9 +32,9 @@ class Hosting(Protocol):
     def check(self, placement: Placement) -> None:
         """Refuse (``FlowStartError``) a placement this engine cannot honour, before anything starts."""
 
-    def repository(self, kind: str, name: str, root: str, settings: Settings, flow: str) -> Link:
+    def repository(self, kind: str, root: str, settings: Settings, flow: str) -> Link:
         """The ``kind`` ("flowfile", "content" or "provenance") repository service of flow ``flow``
-        over ``root`` (``flowactors.engine.repository_services``)."""
+        over ``root`` (``flowactors.engine.repository_services``), named ``repository_name``."""
 
     def queue(self, name: str, config: QueueConfig, root: str, flowfile_repository: Link) -> Link:
         """A connection's queue in a component of its own (the isolated placement)."""

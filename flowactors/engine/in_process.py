@@ -5,8 +5,8 @@ behind ``ThreadedLink`` (served one call at a time, as an actor serves them), th
 any queue of its own on one event loop thread, the processor tasks on threads of their own. The
 commit order, the trigger loop, recovery and the repositories on disk are the same code as on Ray,
 so a flow and its repository move between the engines freely; what this engine gives up is
-isolation (one process) and ``runtime_env``. It needs no Ray at all: for tests, notebooks and
-small flows that start in well under a second.
+isolation (one process) and ``runtime_env``. It needs no Ray at all (nothing to start): for
+tests, notebooks and small flows.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 
 from flowactors.engine.controller import FlowStartError
 from flowactors.engine.executor import Executor
+from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
 from flowactors.engine.repository_services import (PROVENANCE_CONCURRENCY, ContentRepositoryService,
@@ -49,9 +50,9 @@ class InProcessHosting:
             raise FlowStartError(f"{', '.join(sorted(set(own_env)))} ask(s) for a runtime_env of their own, which "
                                  f"only the Ray engine can give: run with engine='ray', or drop runtime_env")
 
-    def repository(self, kind: str, name: str, root: str, settings: Settings, flow: str) -> Link:
+    def repository(self, kind: str, root: str, settings: Settings, flow: str) -> Link:
         service, workers = SERVICES[kind]
-        link = ThreadedLink(service(root, settings, flow=flow), workers, name=name)
+        link = ThreadedLink(service(root, settings, flow=flow), workers, name=repository_name(flow, kind))
         self._services.append(link)
         return link
 

@@ -16,6 +16,7 @@ from flowactors.engine.actors.repository_actors import (ContentRepositoryActor, 
                                                         ProvenanceRepositoryActor)
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine.executor import Executor
+from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement
 from flowactors.engine.queues.connection import QueueActor, QueueConfig
 from flowactors.engine.transport import ActorLink, Link
@@ -60,8 +61,9 @@ class RayHosting:
     def check(self, placement: Placement) -> None:
         """Ray honours every placement."""
 
-    def repository(self, kind: str, name: str, root: str, settings: Settings, flow: str) -> Link:
-        return self._started(ACTORS[kind].options(**self._here(name)).remote(root, settings, flow=flow))
+    def repository(self, kind: str, root: str, settings: Settings, flow: str) -> Link:
+        return self._started(ACTORS[kind].options(**self._here(repository_name(flow, kind))).remote(
+            root, settings, flow=flow))
 
     def queue(self, name: str, config: QueueConfig, root: str, flowfile_repository: Link) -> Link:
         return self._started(QueueActor.options(**self._here(name)).remote(config, root, flowfile_repository))
