@@ -311,3 +311,36 @@ def test_a_run_damaged_after_its_first_read_comes_back_at_the_next_start(tmp_pat
     assert restarted.queue.count == lost
     back = asyncio.run(restarted.drain())
     assert {f.uuid for f in back} | {f.uuid for f in out} == {f.uuid for f in flowfiles}
+
+
+def test_a_fifo_queue_takes_over_its_log_and_pages_it_in_within_bounded_memory(tmp_path):
+    """A restart with 3,000 FlowFiles in the log and no swap file: the queue reads none of them at
+    once, counts them all, then hands them out in the log's order a batch at a time; arrivals after
+    the restart come behind them, and one whose clock stepped back (its FIFO position falls inside
+    the log's range) comes out once, not twice."""
+    rng = random.Random(21)
+    first = Harness(tmp_path, threshold=100, batch=50)
+    flowfiles = make(3000, rng)
+    first.commit(flowfiles)
+    h = Harness(tmp_path, threshold=100, batch=50, wal=first.wal)
+    count, size = h.wal.queue_sizes()["q"]
+    arrivals = make(20, rng, start=3001)
+    early = make(1, rng, start=5000)[0]._replace(queue_date=flowfiles[0].queue_date - 10**7)
+
+    async def scenario():
+        assert await h.swapper.adopt_log(h.part, count, size)
+        assert (h.queue.count, h.queue.size, h.part.memory) == (3000, sum(f.size for f in flowfiles), 0)
+        h.commit(arrivals + [early])
+        await h.offer(arrivals + [early])
+        out, peak = [], 0
+        while h.queue.count:
+            taken, _expired = await h.take(37)
+            assert taken, "the queue holds FlowFiles but gave none"
+            out += taken
+            peak = max(peak, h.part.memory)
+        return out, peak
+
+    out, peak = asyncio.run(scenario())
+    assert [f.uuid for f in out] == [f.uuid for f in flowfiles + arrivals + [early]]
+    assert peak <= 100 + 2 * 50
+    assert h.part.fence is None and h.part.early == set()  # the log runs are done

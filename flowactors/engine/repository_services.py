@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
 from flowactors.sdk.settings import Settings
@@ -29,7 +29,6 @@ class FlowFileRepositoryService:
         self.root = Path(root)
         self.settings = settings
         self.repo: WriteAheadFlowFileRepository | None = None
-        self._recovery: Iterator[tuple[str, list[FlowFile]]] | None = None
         self.commits = 0
         self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
         self.metrics = FlowFileRepositoryMetrics(flow)
@@ -43,14 +42,13 @@ class FlowFileRepositoryService:
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files()}
 
-    def next_recovery_batch(self, batch_size: int = 10_000) -> tuple[str, list[FlowFile]] | None:
-        """The next (queue id, FlowFiles) of the recovery stream, or None once it is done."""
-        if self._recovery is None:
-            self._recovery = self.repo.recover(batch_size)
-        batch = next(self._recovery, None)
-        if batch is None:
-            self._recovery = None
-        return batch
+    def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
+             ) -> tuple[list[FlowFile], bytes | None]:
+        """A page of a queue's records in FIFO order (a queue paging its FlowFiles in, a restore)."""
+        return self.repo.page(queue, start, stop, count)
+
+    def last_key(self, queue: str) -> bytes | None:
+        return self.repo.last_key(queue)
 
     def reserve_ids(self, count: int) -> int:
         return self.repo.reserve_ids(count)

@@ -288,6 +288,18 @@ class InMemoryFlowFileRepository:
         for _q, batch in self._batches(self._ordered(True, queue), batch_size):
             yield batch
 
+    def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int) -> tuple[list[FlowFile], bytes | None]:
+        """As ``WriteAheadFlowFileRepository.page``."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        items = [(k, ff) for k, ff, _q in self._ordered(True, queue)
+                 if (start is None or k >= start) and (stop is None or k < stop)]
+        return [ff for _k, ff in items[:count]], (items[count][0] if len(items) > count else None)
+
+    def last_key(self, queue: str) -> bytes | None:
+        items = self._ordered(True, queue)
+        return items[-1][0] if items else None
+
     # --- queries ------------------------------------------------------------------------------
 
     def queue_counts(self) -> dict[str, int]:

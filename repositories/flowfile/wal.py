@@ -786,6 +786,46 @@ class WriteAheadFlowFileRepository:
             if batch:
                 yield queue, batch
 
+    def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int) -> tuple[list[FlowFile], bytes | None]:
+        """Up to ``count`` FlowFiles of ``queue`` in FIFO order whose order-index keys lie in
+        ``[start, stop)`` (``None``: from the queue's first, to its last), and the key to start
+        the next page at (``None``: the range is done). One short read transaction: a queue pages
+        its FlowFiles in from here instead of holding them all (``order_key`` makes the bounds)."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        prefix = self._prefix(queue)
+        stop = rec.prefix_successor(prefix) if stop is None else stop
+        out: list[FlowFile] = []
+        claims: dict = {}
+        with self._read() as txn:
+            cur = txn.cursor(db=self._order)
+            ok = cur.set_range(prefix if start is None else start)
+            while ok:
+                okey = cur.key()
+                if okey >= stop:
+                    return out, None
+                if len(out) >= count:
+                    return out, bytes(okey)
+                value = txn.get(okey[-16:], db=self._ff)
+                if value is None:
+                    raise RepositoryCorruptError(
+                        self.path, f"the order index names FlowFile {rec.key_uuid(okey[-16:])}, which has no record")
+                try:
+                    out.append(rec.decode_record(okey[-16:], value, claims)[1])
+                except rec.RecordError as e:
+                    raise self._record_error(e, f"record of FlowFile {rec.key_uuid(okey[-16:])}") from None
+                ok = cur.next()
+        return out, None
+
+    def last_key(self, queue: str) -> bytes | None:
+        """The order-index key of ``queue``'s last FlowFile in FIFO order (None: it is empty)."""
+        prefix = self._prefix(queue)
+        with self._read() as txn:
+            cur = txn.cursor(db=self._order)
+            found = cur.prev() if cur.set_range(rec.prefix_successor(prefix)) else cur.last()
+            key = bytes(cur.key()) if found else b""
+            return key if key.startswith(prefix) else None
+
     # --- queries ------------------------------------------------------------------------------
 
     def queue_counts(self) -> dict[str, int]:

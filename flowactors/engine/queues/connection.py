@@ -255,6 +255,19 @@ class QueueHost:
         self._kick()
         return self.queue.state()
 
+    async def restore_from_log(self, count: int, size: int) -> bool:
+        """Recovery without reading the log through (``Swapper.adopt_log``): this queue's ``count``
+        FlowFiles in the log stay there and are paged in when their turn comes. False when they
+        must be streamed in instead (``restore``): a queue with prioritizers (the log's order is
+        not its order), without swapping, or with swap files."""
+        if self.swapper is None or self.queue.local.key is not None or self.queue.local.threshold is None:
+            return False
+        if not await self.swapper.adopt_log(self.queue.local, count, size):
+            return False
+        self._notify()
+        self._kick()  # reads the first batch ahead, in the background
+        return True
+
     async def add_swap_files(self, entries: list[dict]) -> dict:
         """Recovery: this queue's registered swap files (see ``Swapper.adopt``), before ``restore``."""
         if self.swapper is None:
@@ -353,10 +366,13 @@ class QueueActor(QueueHost):
 
 def restore_queues(flowfile_repository: Link, queues: dict[str, Link], repository: str | Path,
                    batch_size: int = 10_000) -> dict:
-    """Refill the queues from the log at start-up, in this order: delete swap files the log does
-    not list (NIFI-5997), hand each queue its registered swap files (kept on disk, counted), then
-    stream the FlowFiles that were in memory into their queues in log order. ``flowfile_repository``
-    and ``queues`` are links (``flowactors.engine.transport``), wherever they were placed."""
+    """Refill the queues from the log at start-up (or after a restart), in this order: delete swap
+    files the log does not list (NIFI-5997), hand each queue its registered swap files (kept on
+    disk, counted), then give each queue the FlowFiles the log holds for it: a FIFO queue takes
+    them over where they are, paging them in when their turn comes (``QueueHost.restore_from_log``:
+    a queue of a million is back in service without reading a million records); a prioritized
+    one is streamed its records in log order. ``flowfile_repository`` and ``queues`` are links
+    (``flowactors.engine.transport``), wherever they were placed."""
     swap_files, sizes = resolve([flowfile_repository.call("swap_files"), flowfile_repository.call("queue_sizes")])
     removed = swapfile.remove_orphans(swapfile.swap_directory(repository), {e["location"] for e in swap_files})
     by_queue: dict[str, list[dict]] = {}
@@ -367,16 +383,25 @@ def restore_queues(flowfile_repository: Link, queues: dict[str, Link], repositor
     if missing:
         raise ValueError(f"the FlowFile repository lists swap files for queues this flow does not have: {missing}")
     adopted = resolve([queues[q].call("add_swap_files", entries) for q, entries in by_queue.items()])
-    restored = 0
-    while True:
-        batch = call_now(flowfile_repository, "next_recovery_batch", batch_size)
-        if batch is None:
-            break
-        queue_id, flowfiles = batch
-        call_now(queues[queue_id], "restore", flowfiles)
-        restored += len(flowfiles)
+    restored = paged = 0
+    for queue_id, link in queues.items():
+        count, size = sizes.get(queue_id, (0, 0))
+        if count == 0:
+            continue
+        if call_now(link, "restore_from_log", count, size):
+            restored += count
+            paged += count
+            continue
+        cursor = None
+        while True:
+            flowfiles, cursor = call_now(flowfile_repository, "page", queue_id, cursor, None, batch_size)
+            call_now(link, "restore", flowfiles)
+            restored += len(flowfiles)
+            if cursor is None:
+                break
     return {
         "restored": restored,
+        "paged": paged,
         "swap_files": sum(a["swap_files"] for a in adopted),
         "swapped": sum(e["remaining"] for entries in by_queue.values() for e in entries),
         "swap_files_from_log": sum(a["from_log"] for a in adopted),

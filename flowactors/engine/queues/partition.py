@@ -81,10 +81,11 @@ class SwapRun:
     is left, and the key of its next FlowFile (what the merge with memory needs)."""
 
     __slots__ = ("location", "remaining", "size", "offset", "index", "key", "registered",
-                 "from_log", "ordered")
+                 "from_log", "ordered", "in_log", "start", "stop")
 
     def __init__(self, location: str, count: int, size: int, *, key: tuple = (),
-                 registered: bool = True, from_log: bool = False, ordered: bool = True):
+                 registered: bool = True, from_log: bool = False, ordered: bool = True,
+                 log_range: tuple[bytes | None, bytes] | None = None):
         self.location = location
         self.remaining = count
         self.size = size
@@ -94,6 +95,10 @@ class SwapRun:
         self.registered = registered    # still in the FlowFile repository's swap registry
         self.from_log = from_log        # file unusable: read the records from the log instead
         self.ordered = ordered          # entries sorted by this queue's current order
+        # a *log run*: no file; the FlowFiles are still the queue's own in the log, between these
+        # order-index keys, paged in a batch at a time (restored at start-up or after a restart)
+        self.in_log = log_range is not None
+        self.start, self.stop = log_range or (None, b"")
 
     def __repr__(self) -> str:
         return f"SwapRun({self.location}, remaining={self.remaining})"
@@ -125,6 +130,10 @@ class QueuePartition:
         self.memory_bytes = 0
         self.swapped = 0
         self.swapped_bytes = 0
+        # while log runs are paged in: the FIFO position of the last FlowFile they hold, and the
+        # arrivals at or before it (only a wall clock stepped back makes any), which a page skips
+        self.fence: tuple | None = None
+        self.early: set[str] = set()
 
     # ------------------------------------------------------------------ counts
     @property
@@ -158,6 +167,10 @@ class QueuePartition:
     # ------------------------------------------------------------------ adding
     def add_all(self, flowfiles: Iterable[FlowFile]) -> int:
         """New arrivals; returns how many."""
+        if self.fence is not None:
+            flowfiles = list(flowfiles)
+            fence = self.fence
+            self.early.update(f.uuid for f in flowfiles if (f.queue_date, f.queue_index, f.id) <= fence)
         n = size = 0
         if self.key is None:
             active, tail, limit = self._active, self._tail, self.threshold
@@ -184,8 +197,7 @@ class QueuePartition:
         before them, the rest behind them."""
         if self.key is not None or not self._fifo_runs:
             return self.add_all(flowfiles)
-        bounds = [r.key for r in self._fifo_runs if r.key]
-        bound = min(bounds) if bounds else None
+        bound = self.first_run_position()
         n = size = 0
         for ff in flowfiles:
             if bound is not None and fifo_key(ff) < bound:
@@ -209,7 +221,8 @@ class QueuePartition:
         self.memory_bytes += sum(f.size for f in flowfiles)
 
     def add_run(self, run: SwapRun) -> None:
-        """A swap file found at start-up (registered in the log), kept on disk until its turn."""
+        """A swap file found at start-up (registered in the log), kept on disk until its turn, or
+        a log run (FIFO only: it comes after the swap files, being newer)."""
         if self.key is None:
             self._fifo_runs.append(run)
         else:
@@ -401,9 +414,17 @@ class QueuePartition:
             return self._fifo_runs[0]
         return self._run_heap[0][2] if self._run_heap else None
 
+    def first_run_position(self) -> tuple | None:
+        """FIFO: the position of the oldest swapped FlowFile (None: nothing swapped)."""
+        keys = [r.key for r in self._fifo_runs if r.key]
+        return min(keys) if keys else None
+
     def load_size(self, run: SwapRun, whole: bool = False) -> int:
-        """How many entries of ``run`` to read now: FIFO runs whole; a prioritized run whole when
-        memory has room, else a chunk small enough that every overlapping run can have one."""
+        """How many entries of ``run`` to read now: a log run a batch at a time; other FIFO runs
+        whole; a prioritized run whole when memory has room, else a chunk small enough that every
+        overlapping run can have one."""
+        if run.in_log:
+            return min(run.remaining, self.batch)
         if whole or self.key is None or run.from_log or not run.ordered or self.threshold is None:
             return run.remaining
         room = self.threshold + self.batch - self.memory
@@ -435,6 +456,8 @@ class QueuePartition:
             self._active.extend(flowfiles)
             if next_key is None:
                 self._fifo_runs.remove(run)
+                if not any(r.in_log for r in self._fifo_runs):
+                    self.fence, self.early = None, set()
             else:
                 run.key = next_key
         else:

@@ -20,7 +20,7 @@ from flowactors.engine.transport import Link, awaited
 
 from flowactors.engine.queues.partition import QueuePartition, SwapRun, fifo_key, order_tag
 from repositories.flowfile import swapfile
-from repositories.flowfile.records import SWAP_QUEUE_PREFIX
+from repositories.flowfile.records import SWAP_QUEUE_PREFIX, key_position
 from repositories.flowfile.swapfile import SwapFileError
 from repositories.model import FlowFile
 
@@ -43,6 +43,13 @@ class SwapRegistry(Protocol):
     async def swapped(self, location: str) -> list[FlowFile]:
         """The records still under ``swap:<location>``, in log order."""
 
+    async def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
+                   ) -> tuple[list[FlowFile], bytes | None]:
+        """A page of the queue's own records in the log (``WriteAheadFlowFileRepository.page``)."""
+
+    async def last_key(self, queue: str) -> bytes | None:
+        """The order-index key of the queue's last record in the log."""
+
 
 class LinkedSwapRegistry:
     """The registry through a link to the ``FlowFileRepositoryService``."""
@@ -58,6 +65,13 @@ class LinkedSwapRegistry:
 
     async def swapped(self, location: str) -> list[FlowFile]:
         return await awaited(self.link.call("swapped_flowfiles", location))
+
+    async def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
+                   ) -> tuple[list[FlowFile], bytes | None]:
+        return await awaited(self.link.call("page", queue, start, stop, count))
+
+    async def last_key(self, queue: str) -> bytes | None:
+        return await awaited(self.link.call("last_key", queue))
 
 
 class LocalSwapRegistry:
@@ -77,6 +91,13 @@ class LocalSwapRegistry:
         for batch in self.repository.iter_queue(SWAP_QUEUE_PREFIX + location):
             out.extend(batch)
         return out
+
+    async def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
+                   ) -> tuple[list[FlowFile], bytes | None]:
+        return self.repository.page(queue, start, stop, count)
+
+    async def last_key(self, queue: str) -> bytes | None:
+        return self.repository.last_key(queue)
 
 
 class Swapper:
@@ -175,6 +196,8 @@ class Swapper:
         A registered file is verified entry by entry first (a damaged one is read from the log
         instead), then unregistered while its entries are decoded."""
         path = self.directory / run.location
+        if run.in_log:
+            return await self._page_in(part, run)
         if run.from_log:
             return await self._load_from_log(part, run, None)
         n = part.load_size(run, whole)
@@ -230,6 +253,21 @@ class Swapper:
         run.ordered = False
         part.loaded(run, flowfiles, None, None, 0)
         self.files_in += 1
+        self.flowfiles_in += len(flowfiles)
+        return True
+
+    async def _page_in(self, part: QueuePartition, run: SwapRun) -> bool:
+        """The next batch of a log run, read from the log (where the records stay: they are
+        this queue's own; nothing is written)."""
+        try:
+            flowfiles, run.start = await self.registry.page(self.queue_id, run.start, run.stop,
+                                                            part.load_size(run))
+        except Exception as err:
+            self._error(f"paging queued FlowFiles in from the FlowFile repository failed: {err}")
+            return False
+        if part.early:
+            flowfiles = [f for f in flowfiles if f.uuid not in part.early]
+        part.loaded(run, flowfiles, None if run.start is None else (), None, 0)
         self.flowfiles_in += len(flowfiles)
         return True
 
@@ -339,6 +377,22 @@ class Swapper:
                 report["from_log"] += from_log
         return report
 
+    async def adopt_log(self, part: QueuePartition, count: int, size: int) -> bool:
+        """Start-up or restart of a FIFO queue with no swap files: take over its ``count``
+        FlowFiles (``size`` bytes) in the log as one log run, paged in a batch at a time, without
+        reading them through. False when the queue has swap files: then the log holds only what
+        it had in memory (a bounded number, to be streamed), and a swap file read back would move
+        its records into the run's range."""
+        async with self.lock:
+            if part.run_count:
+                return False
+            last = await self.registry.last_key(self.queue_id)
+            if last is not None and count > 0:
+                # up to just past the last one: arrivals from now on are not in the run
+                part.add_run(SwapRun(f"log:{self.queue_id}", count, size, log_range=(None, last + b"\x00")))
+                part.fence = key_position(last)
+            return True
+
     # ------------------------------------------------------------------ looking
     async def listing(self, part: QueuePartition, limit: int) -> list[tuple[FlowFile, bool]]:
         """The first ``limit`` queued FlowFiles in the order they would be taken, swapped ones
@@ -367,6 +421,9 @@ class Swapper:
             return out[:limit]
 
     async def _peek(self, run: SwapRun, n: int) -> list[FlowFile]:
+        if run.in_log:
+            flowfiles, _more = await self.registry.page(self.queue_id, run.start, run.stop, max(1, n))
+            return [f for f in flowfiles if f.uuid not in self.queue.local.early]
         if not run.from_log:
             try:
                 def read() -> list[FlowFile]:
