@@ -186,33 +186,32 @@ class WriteAheadFlowFileRepository:
             end = (env.info()["last_pgno"] + 1) * psize
         except lmdb.Error as e:
             raise self._wrap(e, "opening") from e
-        # A file shorter than its last page would SIGBUS on the first read of the map: check first.
-        if file_size < end:
+        # A file shorter than its last page would SIGBUS on the first read of the map. A file can
+        # look so without damage: LMDB may leave pages freed at the end of the file unwritten, and
+        # the size read before the open misses a commit another process made meanwhile (a tool).
+        # So the file is extended with zero pages, every page in use is read (``_walk``), and only
+        # if one of them was missing is the file called truncated (given back its size: it is left
+        # as it was found).
+        short = file_size < end
+        if short:  # zeros past the end only: never shrinks the file or touches a byte in it
+            fd = os.open(data, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.posix_fallocate(fd, 0, end)
+            finally:
+                os.close(fd)
+        try:
+            dbs = self._open_dbs(env, p)
+            if short:
+                self._walk(env, [self._meta, *dbs.values()])
+        except (lmdb.Error, FlowFileRepositoryError):
+            if not short:
+                raise
+            env.close()
+            self._env = None
+            os.truncate(data, file_size)  # as it was found
             raise RepositoryCorruptError(
                 p, f"{data} has {file_size} bytes but its last page ends at byte {end}; it was truncated"
-            )
-        try:
-            self._meta = env.open_db(_META, create=False)
-        except lmdb.NotFoundError:
-            raise RepositoryCorruptError(
-                p, "it is an LMDB environment without the 'meta' sub-database, not a FlowFile repository"
             ) from None
-        except lmdb.Error as e:
-            raise self._wrap(e, "opening") from e
-        with self._read() as txn:
-            raw = txn.get(_K_FORMAT, db=self._meta)
-        if raw is None or len(raw) != 1:
-            raise RepositoryCorruptError(p, "the meta sub-database has no format version")
-        if raw[0] != self.FORMAT_VERSION:
-            raise UnsupportedFormatVersionError(p, raw[0], self.FORMAT_VERSION)
-        dbs = {}
-        for name in _DB_NAMES:
-            try:
-                dbs[name] = env.open_db(name, create=False)
-            except lmdb.NotFoundError:
-                raise RepositoryCorruptError(p, f"the sub-database {name.decode()!r} is missing") from None
-            except lmdb.Error as e:
-                raise self._wrap(e, "opening") from e
         self._ff = dbs[_FLOWFILES]
         self._order = dbs[_ORDER]
         self._queues = dbs[_QUEUES]
@@ -275,6 +274,41 @@ class WriteAheadFlowFileRepository:
             raise RepositoryCorruptError(self.path, f"meta key {key.decode()!r}: {e}") from None
 
     # --- transactions and errors --------------------------------------------------------------
+
+    def _open_dbs(self, env: lmdb.Environment, p: Path) -> dict:
+        """Open the meta sub-database (checking the format version) and the others, by name."""
+        try:
+            self._meta = env.open_db(_META, create=False)
+        except lmdb.NotFoundError:
+            raise RepositoryCorruptError(
+                p, "it is an LMDB environment without the 'meta' sub-database, not a FlowFile repository"
+            ) from None
+        except lmdb.Error as e:
+            raise self._wrap(e, "opening") from e
+        with self._read() as txn:
+            raw = txn.get(_K_FORMAT, db=self._meta)
+        if raw is None or len(raw) != 1:
+            raise RepositoryCorruptError(p, "the meta sub-database has no format version")
+        if raw[0] != self.FORMAT_VERSION:
+            raise UnsupportedFormatVersionError(p, raw[0], self.FORMAT_VERSION)
+        dbs = {}
+        for name in _DB_NAMES:
+            try:
+                dbs[name] = env.open_db(name, create=False)
+            except lmdb.NotFoundError:
+                raise RepositoryCorruptError(p, f"the sub-database {name.decode()!r} is missing") from None
+            except lmdb.Error as e:
+                raise self._wrap(e, "opening") from e
+        return dbs
+
+    @staticmethod
+    def _walk(env: lmdb.Environment, dbs: list) -> None:
+        """Read every key and value of these sub-databases (and so every page they use): raises
+        ``lmdb.Error`` if one is not a valid page."""
+        with env.begin(write=False) as txn:
+            for db in [None, *dbs]:
+                for key, value in txn.cursor(db=db):
+                    len(key) + len(value)
 
     def _check_open(self) -> lmdb.Environment:
         if self._closed or self._env is None:
