@@ -11,7 +11,7 @@ import pytest
 from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
 from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.transport import ActorLink
-from flowactors.sdk.session import CommitBatch, CommitError
+from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt
 from flowactors.sdk.settings import Settings
 from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
 
@@ -58,12 +58,27 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
         log.record(good[0])  # a closed log takes nothing more
 
 
-def test_a_failed_call_refuses_every_session_of_the_group(ray_session, tmp_path):
+def test_a_call_cut_by_the_logs_death_leaves_every_session_of_the_group_in_doubt(ray_session, tmp_path):
+    """The log's process died during the call: whether the commits landed is unknown, so none of
+    the sessions may roll back (``CommitInDoubt``, a ``DeliveryError``); the flow is repaired from
+    the log instead."""
     import ray
 
     dead = FlowFileRepositoryActor.remote(str(tmp_path), Settings())
     ray.kill(dead)  # the call itself fails (an actor that died), not one commit in it
     log = GroupLog(ActorLink(dead), None)
-    with pytest.raises(CommitError, match="the FlowFile repository refused the commit: The actor died"):
+    with pytest.raises(CommitInDoubt, match="may or may not be in the log"):
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     log.close()
+
+
+def test_a_failed_call_the_log_answered_refuses_every_session_of_the_group(ray_session, tmp_path):
+    import ray
+
+    unopened = FlowFileRepositoryActor.remote(str(tmp_path), Settings())  # answers, but cannot commit
+    log = GroupLog(ActorLink(unopened), None)
+    with pytest.raises(CommitError, match="the FlowFile repository refused the commit") as refused:
+        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
+    assert not isinstance(refused.value, CommitInDoubt)
+    log.close()
+    ray.kill(unopened)

@@ -399,3 +399,54 @@ def test_a_failure_before_the_log_rolls_everything_back(tmp_path, monkeypatch):
         session.commit()
     assert runner.queues[INPUT].queued == 1 and runner.queues["success"].count == 0
     assert claim_files() == before  # the session's content was discarded
+
+
+def test_a_commit_in_doubt_rolls_nothing_back_and_runs_no_success_callback(tmp_path, monkeypatch):
+    """The log's process died during the commit call (a Ray actor error): the commit may be in the
+    log, so its content must stay and its input must not be requeued (the flow is repaired from the
+    log); a source's ``on_success`` (delete what was taken) must not run, so at worst the data is
+    taken twice, never lost. The backend says a repair is due."""
+    import ray
+
+    from flowactors.sdk.session import CommitInDoubt
+
+    content = ContentRepository(tmp_path / "content")
+    runner = ProcessorRunner(TwoWay, content=content)
+    runner.enqueue(b"input")
+    session = runner.new_session()
+    flowfile = session.write_bytes(session.get(), b"new content")
+    session.transfer(flowfile, "success")
+
+    def died(*args):
+        raise ray.exceptions.ActorDiedError()
+
+    monkeypatch.setattr(runner.flowfile_repository, "commit", died)
+    succeeded = []
+    with pytest.raises(CommitInDoubt, match="may or may not be in the log"):
+        session.commit_async(on_success=lambda: succeeded.append(True), on_failure=lambda err: None)
+    assert succeeded == []
+    assert content.read_bytes(flowfile.claim) == b"new content"  # not discarded: the log may hold it
+    assert runner.queues[INPUT].queued == 0  # not requeued: the log may have moved it
+    assert "may or may not be in the log" in session.backend.lost
+    session.rollback()  # what a task does after any error: nothing left to undo
+    assert content.read_bytes(flowfile.claim) == b"new content" and runner.queues[INPUT].queued == 0
+
+
+def test_a_delivery_failure_still_runs_the_success_callback(tmp_path, monkeypatch):
+    """A commit the log accepted is durable even when handing it on fails: a source's ``on_success``
+    runs (it deletes what the log now holds), then the error is raised."""
+    from flowactors.sdk.session import DeliveryError
+
+    runner = ProcessorRunner(TwoWay, content=ContentRepository(tmp_path / "content"))
+    runner.enqueue(b"input")
+    session = runner.new_session()
+    session.transfer(session.get(), "success")
+
+    def dead_queue(flowfiles):
+        raise RuntimeError("the queue's actor died")
+
+    monkeypatch.setattr(runner.queues["success"].link.target, "offer", dead_queue)  # the ConnectionQueue
+    succeeded = []
+    with pytest.raises(DeliveryError):
+        session.commit_async(on_success=lambda: succeeded.append(True))
+    assert succeeded == [True]

@@ -3,11 +3,14 @@
 This is the one place the commit order is written (DESIGN.md, "The data path"):
 
 1. the session has flushed its claim files (``ProcessSession.commit``);
-2. one write-ahead-log transaction through the FlowFile repository. A failure here raises
-   ``CommitError`` and the session rolls back: nothing happened;
+2. one write-ahead-log transaction through the FlowFile repository. A refusal here raises
+   ``CommitError`` and the session rolls back: nothing happened. If the log's process died
+   during the call, the outcome is unknown: ``CommitInDoubt`` (a ``DeliveryError``), handled
+   as decided;
 3. then provenance, offers downstream and acknowledgements upstream. **The commit was decided at
    step 2**: a failure from here on raises ``DeliveryError``; the session does not roll back, no
-   claim is deleted and nothing is requeued, and the log is the truth at the next start.
+   claim is deleted and nothing is requeued. The task's backend says it needs a repair
+   (``lost``), and the controller repairs the flow from the log, which is the truth.
 
 Engines differ only in the links they hand in (``flowactors.engine.transport``): a queue in the
 same executor is a local call, one elsewhere an actor call, one in a test runner a plain object.
@@ -19,8 +22,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
-from flowactors.engine.transport import Link, call_now, resolve
-from flowactors.sdk.session import CommitBatch, CommitError, DeliveryError
+from flowactors.engine.transport import Link, call_now, component_lost, resolve
+from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError
 from repositories.model import FlowFile, now_millis
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_event
 
@@ -40,6 +43,16 @@ def refused(reason: object) -> CommitError:
     return CommitError(f"the FlowFile repository refused the commit: {reason}")
 
 
+def not_written(err: BaseException) -> CommitError:
+    """The error for a commit call that failed: in doubt if the log's process died during it
+    (``component_lost``), else refused."""
+    if component_lost(err):
+        return CommitInDoubt(f"the FlowFile repository's process died during the commit, which may or may "
+                             f"not be in the log ({type(err).__name__}); nothing was rolled back, and "
+                             f"the flow is repaired from the log")
+    return refused(err)
+
+
 def encoded_events(events: Sequence[ProvenanceEvent]) -> tuple[list[bytes], list[int]]:
     """Events encoded here, once: shipping bytes is ~8x cheaper than pickling event objects."""
     return [encode_event(e) for e in events], [e.timestamp for e in events]
@@ -56,7 +69,7 @@ class DirectLog:
         try:
             call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims)
         except Exception as err:
-            raise refused(err) from err
+            raise not_written(err) from err
         if not batch.events or self.provenance_repository is None:
             return []
         return [self.provenance_repository.call("register_encoded", *encoded_events(batch.events))]
@@ -94,6 +107,9 @@ class EngineBackend:
         self._prefetched: deque[tuple[str, FlowFile]] = deque()
         self._next_input = 0
         self._full: dict[str, bool] = {}
+        #: why the flow needs a repair from the log, once something this task did was decided
+        #: but not carried out (a delivery that failed, a commit in doubt, a requeue lost)
+        self.lost: str | None = None
 
     @property
     def commits(self) -> int:
@@ -155,14 +171,19 @@ class EngineBackend:
         return call_now(self.log.flowfile_repository, "reserve_ids", count)
 
     def commit(self, batch: CommitBatch) -> None:
-        provenance = self.log.record(batch)  # CommitError: nothing happened
+        try:
+            provenance = self.log.record(batch)  # CommitError: nothing happened
+        except CommitInDoubt as err:
+            self.lost = str(err)
+            raise
         # decided: from here on nothing is rolled back (see the module's docstring)
         try:
             self._deliver(batch, provenance)
         except Exception as err:
+            self.lost = f"delivering a commit failed: {type(err).__name__}: {err}"
             raise DeliveryError(
                 f"the commit is in the write-ahead log, but delivering it failed ({type(err).__name__}: "
-                f"{err}); nothing was rolled back, and the log restores it at the next start") from err
+                f"{err}); nothing was rolled back, and the flow is repaired from the log") from err
         finally:
             c = self.counters
             c.commits += 1
@@ -180,7 +201,12 @@ class EngineBackend:
         resolve([self.queues[q].call("acknowledge", u) for q, u in batch.acknowledgements.items()] + provenance)
 
     def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
-        resolve([self.queues[q].call("requeue", f) for q, f in returned.items()])
+        try:
+            resolve([self.queues[q].call("requeue", f) for q, f in returned.items()])
+        except Exception as err:
+            if component_lost(err):  # the queue is gone; the log still has them where they were
+                self.lost = f"giving FlowFiles back to their queue failed: {type(err).__name__}: {err}"
+            raise
 
     # ------------------------------------------------------------------ back pressure
     def full_destinations(self) -> list[str]:

@@ -9,10 +9,21 @@ rebuilt, never-committed content deleted), then every queue is refilled from the
 its order, and only then do processors start. Background jobs (checkpoint and the claim release
 that must follow it, provenance rollover and age-off, archive age-off) run on one maintenance
 thread here, off every processor's commit path.
+
+A flow heals (``watch``, ``repair``). On Ray every component's actor restarts when its process
+dies (``max_restarts``); the same thread looks at every component each tick, and when one was
+restarted or is gone, or a task could not carry out a commit the log had decided, it repairs
+the flow from the log: every task stops (its session ends: committed, rolled back, or in doubt),
+the FlowFile repository reopens (what a commit in doubt wrote is deleted unless the log has it),
+every queue starts afresh and is refilled from the log, the tasks start again. Nothing is read
+from a queue's memory, so nothing a dead process held is lost, and nothing a living task held is
+duplicated (it stopped first). Restarts are counted per kind of component, in the status and as
+a metric.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from pathlib import Path
@@ -21,7 +32,8 @@ from typing import Any
 from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
-from flowactors.engine.transport import HostedLink, Link, call_now, resolve
+from flowactors.engine.metrics import RestartMetrics
+from flowactors.engine.transport import HostedLink, Link, call_now, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 from repositories.lock import RepositoryInUseError, RepositoryLock
@@ -31,6 +43,14 @@ from repositories.model import now_millis
 MAINTENANCE_TICK = 0.5
 #: calls a controller serves at once (status polls and queue operations while it starts or stops)
 CONTROLLER_CONCURRENCY = 8
+#: seconds a repair waits for every component to answer again (Ray restarting the dead ones)
+REPAIR_WAIT = 120.0
+#: seconds a component may take to answer the watch before it is looked at again next tick
+HEALTH_WAIT = 30.0
+
+
+class RestartedComponent(RuntimeError):
+    """A component answered as a new build (Ray restarted it) before the flow was repaired."""
 
 
 class FlowStartError(RuntimeError):
@@ -73,6 +93,15 @@ class FlowController:
         self.spark_service = None  # the flow's Spark service actor (flowactors.spark), if it uses one
         self._claims_lock = threading.Lock()  # a replay's new claimant vs. checkpoint + release
         self._repository_lock = RepositoryLock(self.root, f"flow '{flow.name}'")
+        self.placement = None
+        self.restarts: collections.Counter = collections.Counter()  # kind of component -> restarts
+        self.repairs: list[dict] = []  # the last repairs: when, why, how long
+        self.repairing: str | None = None  # why, while a repair runs
+        self._repair_due: list[str] = []  # reasons of a repair that has not succeeded yet
+        self._repair_generation = 0  # moves at each repair's start and end (``status``)
+        self._incarnations: dict[str, str] = {}  # component -> the build of it last seen
+        self._last_status: dict | None = None
+        self._restart_metrics = RestartMetrics(flow.name)
 
     def _name(self, component: str) -> str:
         return f"{self.flow.name}.{component}"
@@ -96,7 +125,7 @@ class FlowController:
         except RepositoryInUseError as err:
             raise FlowStartError(str(err)) from None
         s, hosting, name = self.settings, self.hosting, self.flow.name
-        placement = plan(self.flow, s.placement, s.executors or hosting.cpus())
+        placement = self.placement = plan(self.flow, s.placement, s.executors or hosting.cpus())
         hosting.check(placement)
         configs = {c.id: self._queue_config(c) for c in self.flow.connections}
         self._starting("repositories", 0, 3)
@@ -143,6 +172,7 @@ class FlowController:
         tasks = sum(len(p.tasks) for p in placement.executors)
         self._starting("processor tasks", 0, tasks)
         resolve([e.call("start") for e in self.executors])
+        self._incarnations = {name: health["incarnation"] for name, health in self._health().items()}
         self._starting("running", tasks, tasks)
         self._maintenance = threading.Thread(target=self._maintain, name="maintenance", daemon=True)
         self._maintenance.start()
@@ -194,9 +224,123 @@ class FlowController:
     def _maintain(self) -> None:
         while not self._stop.wait(MAINTENANCE_TICK):
             try:
+                self._repair_due = self._repair_due or self.watch()
+                if self._repair_due:
+                    self.repair(self._repair_due)
+                    self._repair_due = []
                 self.maintenance_once()
             except Exception as err:  # a failed job is retried next tick (NiFi bug NIFI-4322)
                 self.maintenance_errors = (self.maintenance_errors + [f"{type(err).__name__}: {err}"])[-10:]
+
+    # ------------------------------------------------------------------ healing
+    def _components(self) -> dict[str, tuple[str, Link]]:
+        """Every component the watch looks after: name -> (kind, link)."""
+        out: dict[str, tuple[str, Link]] = {}
+        for kind, link in (("flowfile-repository", self.flowfile_repository),
+                           ("content-repository", self.content_repository),
+                           ("provenance-repository", self.provenance_repository)):
+            if link is not None:
+                out[kind] = (kind, link)
+        for executor_plan, link in zip(self.placement.executors, self.executors):
+            out[executor_plan.name] = ("executor", link)
+        for queue_id, link in self.queues.items():
+            if not isinstance(link, HostedLink):
+                out[f"queue.{queue_id}"] = ("queue", link)
+        return out
+
+    def _health(self, names: list[str] | None = None, wait: float = HEALTH_WAIT) -> dict[str, dict]:
+        """The components' ``health`` answers (of ``names``, default all) within ``wait`` seconds;
+        one that died (or is restarting) or did not answer in time is missing."""
+        components = self._components()
+        pending = {name: components[name][1].call("health") for name in (names or components)}
+        deadline = time.monotonic() + wait
+        answers: dict[str, dict] = {}
+        for name, call in pending.items():
+            if not finished(call, max(0.0, deadline - time.monotonic())):
+                continue
+            try:
+                answers[name] = resolve([call])[0]
+            except Exception as err:
+                if not component_lost(err):
+                    raise
+        return answers
+
+    def watch(self) -> list[str]:
+        """Look at every component once: the reasons to repair the flow (a component that died or
+        was restarted, a task that could not carry out a decided commit); none when all is well."""
+        answers = self._health()
+        reasons = [f"{name} died" for name in self._components() if name not in answers]
+        for name, health in answers.items():
+            if health["incarnation"] != self._incarnations.get(name):
+                reasons.append(f"{name} was restarted")
+            reasons += [f"{name}: {lost}" for lost in health["lost"]]
+        return reasons
+
+    def repair(self, reasons: list[str]) -> dict:
+        """Repair the flow from the log (see the module docstring); returns what was done."""
+        began = time.monotonic()
+        self._repair_generation += 1
+        self.repairing = "; ".join(reasons)[:1000]
+        try:
+            with self._claims_lock:  # no replay adds a claimant meanwhile
+                all_stopped = self._stop_tasks()
+                restarted = self._wait_for_components()
+                reopened = call_now(self.flowfile_repository, "open", all_stopped)
+                if "provenance-repository" in restarted:
+                    call_now(self.provenance_repository, "open")
+                own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
+                resolve([link.call("reset") for link in self.executors + own])
+                resolve([e.call("wire", self.queues) for e in self.executors])
+                restored = restore_queues(self.flowfile_repository, self.queues, self.root)
+                resolve([e.call("start") for e in self.executors])
+        finally:
+            self.repairing = None
+            self._repair_generation += 1
+        done = {"at": time.time(), "reasons": reasons, "restarted": restarted, "seconds": time.monotonic() - began,
+                "restored": restored["restored"], "orphans_removed": reopened["orphans_removed"]}
+        self.repairs = (self.repairs + [done])[-20:]
+        return done
+
+    def _stop_tasks(self) -> bool:
+        """Stop every task where it runs (a dead executor runs none); True once all have stopped."""
+        for _ in range(10):
+            running = 0
+            for executor in self.executors:
+                try:
+                    running += sum(t["running"] for t in call_now(executor, "stop"))
+                except Exception as err:
+                    if not component_lost(err):
+                        raise
+            if not running:
+                return True
+        self.maintenance_errors.append(f"{running} task(s) did not stop for a repair; content they "
+                                       f"wrote is kept until the next start")
+        return False
+
+    def _wait_for_components(self) -> list[str]:
+        """Wait until every component answers again; count and return those that were restarted."""
+        components = self._components()
+        waiting = set(components)
+        restarted = []
+        deadline = time.monotonic() + REPAIR_WAIT
+        while waiting:
+            for name, health in self._health(sorted(waiting), wait=5.0).items():
+                waiting.discard(name)
+                if health["incarnation"] != self._incarnations.get(name):
+                    self._incarnations[name] = health["incarnation"]
+                    restarted.append(name)
+                    self.note_restart(components[name][0])
+            if waiting and time.monotonic() > deadline:
+                raise RuntimeError(f"{', '.join(sorted(waiting))} did not come back within {REPAIR_WAIT:g} s; "
+                                   f"the repair is tried again")
+            if waiting:
+                time.sleep(0.2)
+        return restarted
+
+    def note_restart(self, kind: str, count: int = 1) -> None:
+        """Count a component's restart (the driver counts the controller's own)."""
+        self.restarts[kind] += count
+        self._restart_metrics.restarted(kind, count)
 
     def maintenance_once(self, force: bool = False) -> dict:
         now = time.monotonic()
@@ -230,11 +374,37 @@ class FlowController:
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict:
+        """The flow's status; while a repair runs (or a component is gone), the last one seen with
+        ``repairing`` saying why (a flow being repaired is never idle)."""
+        generation = self._repair_generation
+        status = None
+        if self.repairing is None:
+            try:
+                status = self._status()
+            except RestartedComponent:
+                pass
+            except Exception as err:
+                if not component_lost(err):
+                    raise
+        if status is None or self.repairing is not None or generation != self._repair_generation:
+            last = self._last_status or {"flow": self.flow.name, "processors": [], "queues": []}
+            status = {**last, "repairing": self.repairing or "a component is gone; a repair is due"}
+        else:
+            self._last_status = status
+        return {**status, "restarts": dict(self.restarts), "repairs": self.repairs[-5:],
+                "maintenance_errors": list(self.maintenance_errors)}
+
+    def _status(self) -> dict:
         own = [qid for qid, q in self.queues.items() if not isinstance(q, HostedLink)]
         answers = resolve([e.call("statuses") for e in self.executors]  # one call an executor
                           + [self.queues[qid].call("status") for qid in own])
         hosted = answers[:len(self.executors)]
         queue_status = dict(zip(own, answers[len(self.executors):]))
+        builds = {**{p.name: s["incarnation"] for p, s in zip(self.placement.executors, hosted)},
+                  **{f"queue.{q}": s["incarnation"] for q, s in queue_status.items()}}
+        if any(build != self._incarnations.get(name) for name, build in builds.items()):
+            # restarted by Ray and not yet repaired: empty, which must not read as an idle flow
+            raise RestartedComponent("a component was restarted; a repair is due")
         by_name: dict[str, list[dict]] = {name: [] for name in self.flow.processors}
         for statuses in hosted:
             for task in statuses["tasks"]:
@@ -253,12 +423,11 @@ class FlowController:
             })
         queues = [dict(queue_status[c.id], source=c.source, destination=c.destination)
                   for c in self.flow.connections if c.id in queue_status]  # all, once started
-        return {"flow": self.flow.name, "processors": processors, "queues": queues,
-                "maintenance_errors": list(self.maintenance_errors)}
+        return {"flow": self.flow.name, "processors": processors, "queues": queues}
 
     def is_idle(self, status: dict | None = None) -> bool:
         status = status or self.status()
-        return (all(p["idle"] or not p["running"] for p in status["processors"])
+        return (not status.get("repairing") and all(p["idle"] or not p["running"] for p in status["processors"])
                 and all(q["count"] == 0 for q in status["queues"]))
 
     def queue(self, queue_id: str) -> Link:
@@ -317,8 +486,8 @@ class FlowController:
         if not self.started:
             return self._abandon_start()
         self._stop.set()
-        if self._maintenance is not None:
-            self._maintenance.join(30)
+        if self._maintenance is not None:  # a repair under way finishes first
+            self._maintenance.join(REPAIR_WAIT + 60)
         resolve([e.call("stop") for e in self.executors])
         if self.spark_service is not None:  # after the processors: none of them is mid-job now
             from flowactors.spark.service import stop_service

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from typing import Any
 
 from flowactors.engine.backend import EngineBackend
@@ -45,10 +46,16 @@ class Executor:
         self.settings = settings
         self.flowfile_repository = flowfile_repository
         self.provenance_repository = provenance_repository
+        #: a new value each time this executor is built: Ray rebuilds a killed actor with the same
+        #: arguments, and the controller tells a restart from a survivor by it (``health``)
+        self.incarnation = uuid.uuid4().hex
+        self.queue_configs: dict[str, QueueConfig] = {}
         self.queues: dict[str, QueueHost] = {}
         self._host({q: queue_configs[q] for q in plan.queues})
         self.tasks: dict[str, ProcessorTask] = {}
         self.log: GroupLog | None = None  # the hosted tasks' group commit (``wire``)
+        self._unrecorded: list = []  # provenance a replaced group log could not send (``reset``)
+        self._counters: dict = {}  # the tasks' counters and metrics, kept across a repair (``reset``)
 
     def __repr__(self) -> str:
         """What the Ray dashboard and log prefixes show for this actor: what it hosts."""
@@ -64,6 +71,12 @@ class Executor:
         content = ContentRepository.from_settings(self.root, self.settings)
         self.log = GroupLog(self.flowfile_repository, self.provenance_repository,
                             name=f"group-commit-{self.plan.name}")
+        unrecorded, self._unrecorded = self._unrecorded, []
+        counted, self._counters = self._counters, {}
+        try:
+            await loop.run_in_executor(None, self.log.resend, unrecorded)
+        except Exception:  # provenance is not back yet: kept for the next repair, which is due
+            self.log.unrecorded += unrecorded
 
         def link(queue_id: str) -> Link:
             return LoopLink(self.queues[queue_id], loop) if queue_id in self.queues else queues[queue_id]
@@ -79,6 +92,9 @@ class Executor:
                 always_sync=self.settings.always_sync,
                 component=(f"{self.flow.name}/{name}", name, node.type.__name__))
             task = ProcessorTask(self.flow.name, node, instance, backend, self.settings)
+            if task.key in counted:  # a repair: the counts (and their metrics) go on
+                backend.counters = task.counters = counted[task.key][0]
+                task.metrics = counted[task.key][1]
             self.tasks[task.key] = task
 
     async def start(self) -> None:
@@ -97,6 +113,30 @@ class Executor:
             await loop.run_in_executor(None, self.log.close)
         return statuses
 
+    async def health(self) -> dict:
+        """What the controller's watch asks (``FlowController.watch``): which build of this
+        executor answers, and what its tasks could not carry out (a repair is due)."""
+        lost = [f"{key}: {task.backend.lost}" for key, task in self.tasks.items() if task.backend.lost]
+        return {"incarnation": self.incarnation, "lost": lost}
+
+    async def reset(self) -> None:
+        """After ``stop``, before a repair's ``wire``: forget the tasks and start every hosted queue
+        afresh (empty), to be refilled from the log. Swapping in flight finishes first (a swap
+        file registered later would be one nobody adopted); provenance the old group log could
+        not send is kept for the next one."""
+        for queue in self.queues.values():
+            try:
+                await asyncio.wait_for(queue.settle(), 30)
+            except Exception:  # the log is out of reach: its records stay where they were
+                pass
+        if self.log is not None:
+            self._unrecorded += self.log.unrecorded
+            self.log = None
+        self._counters = {key: (task.counters, task.metrics) for key, task in self.tasks.items()}
+        self.tasks = {}
+        configs, self.queue_configs, self.queues = self.queue_configs, {}, {}
+        self._host(configs)
+
     # ------------------------------------------------------------------ calls from elsewhere
     async def host_queues(self, configs: dict[str, QueueConfig]) -> None:
         """Host these queues too, beside the planned ones (``ProcessorRunner`` on the Ray engine
@@ -108,6 +148,7 @@ class Executor:
             if queue_id in self.queues:
                 raise ValueError(f"{self.flow.name}.{self.plan.name} already hosts a queue {queue_id!r}")
             self.queues[queue_id] = QueueHost(config, self.root, self.flowfile_repository)
+            self.queue_configs[queue_id] = config
 
     async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:
         """``method(*args)`` on a hosted queue (``QueueHost``), for a task or tool elsewhere."""
@@ -118,7 +159,7 @@ class Executor:
 
     async def statuses(self) -> dict:
         """Every hosted task's and queue's status in one call (the controller's status poll)."""
-        return {"tasks": [task.status() for task in self.tasks.values()],
+        return {"incarnation": self.incarnation, "tasks": [task.status() for task in self.tasks.values()],
                 "queues": {q: await queue.status() for q, queue in self.queues.items()}}
 
 

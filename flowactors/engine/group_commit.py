@@ -20,7 +20,9 @@ import concurrent.futures
 import threading
 from typing import Any
 
-from flowactors.engine.backend import encoded_events, refused
+import ray
+
+from flowactors.engine.backend import encoded_events, not_written, refused
 from flowactors.engine.transport import Link, call_now
 from flowactors.sdk.session import CommitBatch, CommitError
 
@@ -37,6 +39,7 @@ class GroupLog:
         self._waiting: list[tuple[CommitBatch, concurrent.futures.Future]] = []
         self._ready = threading.Condition()
         self._closed = False
+        self.unrecorded: list[tuple[list[bytes], list[int]]] = []  # events provenance did not take
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -48,6 +51,21 @@ class GroupLog:
             self._waiting.append((batch, done))
             self._ready.notify()
         return done.result()  # CommitError, or the pending provenance call
+
+    def _record_events(self, encoded: tuple[list[bytes], list[int]]) -> Any:
+        """Send events to provenance; if that call fails, keep them in ``unrecorded`` to send
+        again once provenance is back (``resend``): a lost provenance process costs no event
+        of a commit the log accepted (at worst one recorded twice, if it died after writing)."""
+        pending = self.provenance_repository.call("register_encoded", *encoded)
+        future = pending.future() if isinstance(pending, ray.ObjectRef) else pending
+        future.add_done_callback(lambda f: f.exception() is not None and self.unrecorded.append(encoded))
+        return pending
+
+    def resend(self, unrecorded: list[tuple[list[bytes], list[int]]]) -> None:
+        """Send events another log could not (``unrecorded`` of the log this one replaces)."""
+        if unrecorded and self.provenance_repository is not None:
+            call_now(self.provenance_repository, "register_encoded",
+                     [e for encoded, _ in unrecorded for e in encoded], [t for _, ts in unrecorded for t in ts])
 
     def close(self) -> None:
         """Write what is waiting, then stop the thread (later commits are refused)."""
@@ -70,14 +88,14 @@ class GroupLog:
         try:
             reasons = call_now(self.flowfile_repository, "commit_group",
                                [(b.updates, b.removals, b.new_claims) for b, _ in group])
-        except Exception as err:  # the call itself failed: no commit of the group is known written
+        except Exception as err:  # the call itself failed: refused, or in doubt if the log died
             for _, done in group:
-                done.set_exception(refused(err))
+                done.set_exception(not_written(err))
             return
         events = [e for (b, _), reason in zip(group, reasons) if reason is None for e in b.events]
         provenance: list[Any] = []
         if self.provenance_repository is not None and events:
-            provenance = [self.provenance_repository.call("register_encoded", *encoded_events(events))]
+            provenance = [self._record_events(encoded_events(events))]
         for (_, done), reason in zip(group, reasons):
             if reason is None:
                 done.set_result(provenance)

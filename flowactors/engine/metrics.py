@@ -106,6 +106,22 @@ class QueueMetrics:
         self.publish(self._status())
 
 
+class RestartMetrics:
+    """Restarts of a flow's components (a counter tagged by kind: executor, queue, each
+    repository, controller): a rising rate means actors die in a loop (docs/architecture.md)."""
+
+    def __init__(self, flow: str):
+        self.flow = flow
+        self._restarts = None
+        if ENABLED:
+            self._restarts = _get("Counter", "flowactors_component_restarts",
+                                  "restarts of a flow's components after their process died")
+
+    def restarted(self, kind: str, count: int = 1) -> None:
+        if self._restarts is not None:
+            self._restarts.inc(count, tags(self.flow, kind))
+
+
 class FlowFileRepositoryMetrics:
     """Write-ahead log commits (a counter: its rate is commits/s) and checkpoint durations."""
 

@@ -10,6 +10,7 @@ back to the caller as the library's own exception (with the path and what to do)
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Sequence
 
@@ -22,10 +23,23 @@ from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import ProvenanceEvent
 
 
-class FlowFileRepositoryService:
+class Service:
+    """What every repository service answers the controller's watch (``FlowController.watch``)."""
+
+    def __init__(self) -> None:
+        #: a new value each time the service is built: Ray rebuilds a killed actor with the same
+        #: arguments, and the controller tells a restart from a survivor by it
+        self.incarnation = uuid.uuid4().hex
+
+    def health(self) -> dict:
+        return {"incarnation": self.incarnation, "lost": []}
+
+
+class FlowFileRepositoryService(Service):
     """Owns ``<repository>/flowfile``: one LMDB transaction per session commit."""
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
+        super().__init__()
         self.root = Path(root)
         self.settings = settings
         self.repo: WriteAheadFlowFileRepository | None = None
@@ -33,12 +47,16 @@ class FlowFileRepositoryService:
         self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
         self.metrics = FlowFileRepositoryMetrics(flow)
 
-    def open(self) -> dict:
-        """Open the log, rebuild claimant counts, and delete content that was never committed."""
+    def open(self, remove_orphans: bool = True) -> dict:
+        """Open the log, rebuild claimant counts, and delete content that was never committed
+        (unless ``remove_orphans`` is False: a session may still be writing). Reopens when open
+        already (a repair: what a commit in doubt wrote is deleted unless it is in the log)."""
+        if self.repo is not None:
+            self.repo.close()
         self.repo = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
         rebuilt = self.repo.rebuild_claimant_counts()
         content = ContentRepository.from_settings(self.root, self.settings)
-        orphans = content.remove_orphans(self.repo.is_referenced)
+        orphans = content.remove_orphans(self.repo.is_referenced) if remove_orphans else 0
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files()}
 
@@ -120,13 +138,14 @@ class FlowFileRepositoryService:
             self.repo = None
 
 
-class ContentRepositoryService:
+class ContentRepositoryService(Service):
     """Releases claims after checkpoints, ages off the archive and reports usage.
 
     Processors read and write claim files themselves; this service only manages their lifecycle.
     """
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
+        super().__init__()
         self.repo = ContentRepository.from_settings(root, settings)
         self.released = 0
         self.last_age_off: dict = {}
@@ -151,7 +170,7 @@ class ContentRepositoryService:
 PROVENANCE_CONCURRENCY = 4
 
 
-class ProvenanceRepositoryService:
+class ProvenanceRepositoryService(Service):
     """Appends each commit's events to a journal; rollover, indexing and age-off run on timers.
 
     Threaded (``PROVENANCE_CONCURRENCY`` calls at once): a rollover (merge, compress, index) runs while ``register`` keeps appending, so
@@ -159,6 +178,7 @@ class ProvenanceRepositoryService:
     """
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
+        super().__init__()
         self.root = root
         self.settings = settings
         self.repo: ProvenanceRepository | None = None

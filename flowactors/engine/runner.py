@@ -17,7 +17,7 @@ import ray
 
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine import ENGINES, STALL_SECONDS
-from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, finished, resolve
+from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.status_table import render
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
@@ -28,6 +28,8 @@ IDLE_CHECKS = 3
 POLL_INTERVAL = 0.1
 #: seconds between two redraws of the live status table
 REDRAW_INTERVAL = 0.5
+#: seconds to wait for a controller that died to be back (Ray restarts its actor)
+CONTROLLER_WAIT = 120.0
 
 
 def ensure_ray(address: str | None = None, **init_options: Any) -> bool:
@@ -50,7 +52,8 @@ def flow_settings(flow: Flow, overrides: dict[str, Any] | None = None) -> Settin
 def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,
              show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
-             engine: str = "ray", stall_seconds: float = STALL_SECONDS) -> dict:
+             engine: str = "ray", stall_seconds: float = STALL_SECONDS,
+             on_status: Callable[[dict], None] | None = None) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
@@ -59,7 +62,7 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     ``timeout`` bounds a run that never gets there (``final["timed_out"]``). A run until idle also
     ends when the flow is stalled for ``stall_seconds`` (``final["stalled"]``: ``IdleWatch``). ``engine``: "ray" (an
     actor per component or executor, on a running Ray or an embedded one) or "in-process" (this
-    process, no Ray); ``on_started`` gets the controller's link.
+    process, no Ray); ``on_started`` gets the controller's link; ``on_status`` every status looked at.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
@@ -89,8 +92,18 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
             on_started(controller)
         idle_watch = IdleWatch(controller, stall_seconds)
         drawn = 0.0
+        restarts: dict = {}  # the components' restarts so far (a restarted controller starts at 0)
         while True:
-            status = call_now(controller, "status")
+            try:
+                status = call_now(controller, "status")
+            except Exception as err:
+                if not (isinstance(controller, ActorLink) and component_lost(err)):
+                    raise
+                final["recovery"] = restart_controller(controller, restarts)
+                continue
+            restarts = status.get("restarts", {})
+            if on_status is not None:
+                on_status(status)
             elapsed = time.monotonic() - began
             if live and elapsed - drawn >= REDRAW_INTERVAL:
                 drawn = elapsed
@@ -125,6 +138,26 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     if show_status:
         print(render(final, final["seconds"]))
     return final
+
+
+def restart_controller(controller: ActorLink, restarts: dict) -> dict:
+    """The controller's process died; Ray restarted its actor (``max_restarts``), which took the
+    flow's components with it (they are its children). Start the flow again: the same recovery
+    as any start, from the log; the new controller goes on counting ``restarts`` (the last
+    status's). Returns the recovery report."""
+    deadline = time.monotonic() + CONTROLLER_WAIT
+    while True:
+        try:
+            call_now(controller, "starting", 0)
+            break
+        except Exception as err:
+            if not component_lost(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    recovery = call_now(controller, "start")
+    for kind, count in {**restarts, "controller": restarts.get("controller", 0) + 1}.items():
+        call_now(controller, "note_restart", kind, count)
+    return recovery
 
 
 def show_start(flow_name: str, controller: Link, starting: Any, interval: float = 0.2) -> None:
@@ -181,7 +214,7 @@ class IdleWatch:
     def is_idle(self, status: dict) -> bool:
         """One more look, at the controller's latest ``status``: idle for ``IDLE_CHECKS`` looks now?"""
         work = work_done(status)
-        if work != self._last_work:
+        if work != self._last_work or status.get("repairing"):  # a repair is progress
             self._since, self._errors_then = time.monotonic(), errors_of(status)
         idle = call_now(self._controller, "is_idle", status) and work == self._last_work
         self._streak, self._last_work = (self._streak + 1 if idle else 0), work

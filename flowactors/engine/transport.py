@@ -50,6 +50,17 @@ def resolve(pending: Sequence[Any]) -> list[Any]:
     return [next(fetched) if isinstance(p, ray.ObjectRef) else p.result() for p in pending]
 
 
+def component_lost(error: BaseException) -> bool:
+    """Whether a call failed because the component's process died (or is restarting), rather
+    than with an error of its own: then the call's outcome is unknown. Ray wraps a remote error
+    in the chain of calls that passed it on (``cause``)."""
+    while error is not None:
+        if isinstance(error, ray.exceptions.RayActorError):
+            return True
+        error = getattr(error, "cause", None)
+    return False
+
+
 def call_now(link: Link, method: str, *args: Any) -> Any:
     """One call, waited for."""
     return resolve([link.call(method, *args)])[0]

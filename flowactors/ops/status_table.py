@@ -32,6 +32,10 @@ def render(status: dict, elapsed: float | None = None) -> str:
          for q in status["queues"]])
     errors = [f"  {p['name']}: {e['where']}: {e['error']}" for p in status["processors"] for e in p["recent_errors"]]
     parts = [head, processors, "", queues]
+    if status.get("repairing"):
+        parts += ["", f"repairing from the write-ahead log: {status['repairing']}"]
+    if status.get("restarts"):
+        parts += ["", "restarts: " + ", ".join(f"{kind} {n}" for kind, n in sorted(status["restarts"].items()))]
     if errors:
         parts += ["", "recent errors:", *errors[-8:]]
     return "\n".join(parts)

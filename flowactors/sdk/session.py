@@ -45,6 +45,13 @@ class DeliveryError(RuntimeError):
     """
 
 
+class CommitInDoubt(DeliveryError):
+    """The write-ahead log's process died during the commit call: the commit may or may not be
+    in the log. Handled as accepted (nothing rolled back, no claim deleted, nothing requeued);
+    the engine then repairs the flow from the log, which holds the truth. Content of a commit
+    that did not land is deleted when the log is reopened."""
+
+
 @dataclass
 class CommitBatch:
     """Everything one session commit changes, handed to the backend in one call."""
@@ -383,9 +390,18 @@ class ProcessSession:
 
     def commit_async(self, on_success: Callable[[], None] | None = None,
                      on_failure: Callable[[BaseException], None] | None = None) -> None:
-        """Commit; ``on_success`` runs only once the commit is durable, ``on_failure`` if it failed."""
+        """Commit; ``on_success`` runs only once the commit is durable, ``on_failure`` if it failed.
+
+        A commit the log accepted but could not deliver (``DeliveryError``) is durable: ``on_success``
+        runs (a source deletes what it took, which the log now holds), then the error is raised.
+        A commit in doubt (``CommitInDoubt``) runs neither: the source keeps its data, so the worst
+        case is the same data taken twice, never lost."""
         try:
             self.commit()
+        except DeliveryError as err:
+            if on_success is not None and not isinstance(err, CommitInDoubt):
+                on_success()
+            raise
         except BaseException as err:
             if on_failure is None:
                 raise

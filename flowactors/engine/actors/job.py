@@ -109,7 +109,8 @@ def _summary(status: dict) -> str:
     processors, queues = status.get("processors", []), status.get("queues", [])
     return (f"flow {status.get('flow')}: {sum(p['flowfiles_in'] for p in processors)} FlowFiles in, "
             f"{sum(p['flowfiles_out'] for p in processors)} out, {sum(q['count'] for q in queues)} queued, "
-            f"{sum(p['errors'] for p in processors)} errors")
+            f"{sum(p['errors'] for p in processors)} errors"
+            + "".join(f", {n} {kind} restart(s)" for kind, n in sorted(status.get("restarts", {}).items())))
 
 
 # ---------------------------------------------------------------------------------- run

@@ -3,11 +3,17 @@
 The repository folder, its claim files and its lock are one node's (docs/cluster.md), so every
 actor is pinned to the node the controller runs on. The controller itself is an actor too
 (``FlowControllerActor``), so that a flow outlives the driver that submitted it.
+
+Every actor restarts when its process dies (``max_restarts=-1``: Ray rebuilds it with the same
+arguments, on the same node); the controller then repairs the flow from the log
+(``FlowController.repair``). Calls are not retried by Ray (``max_task_retries=0``): a commit is
+not idempotent, and a call cut short is reported to its caller, who knows what it means.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -23,8 +29,14 @@ from flowactors.engine.transport import ActorLink, Link
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 
-ExecutorActor = ray.remote(num_cpus=0)(Executor)
-FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY)(FlowController)
+#: a killed component's actor comes back (``FlowController.repair`` then makes it whole)
+RESTART = {"max_restarts": -1}
+#: seconds to wait for the name of a dead actor to become free (a controller restarted by Ray
+#: starts its components again while Ray is still ending the ones of its previous process)
+NAME_WAIT = 60.0
+
+ExecutorActor = ray.remote(num_cpus=0, **RESTART)(Executor)
+FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY, **RESTART)(FlowController)
 ACTORS = {"flowfile": FlowFileRepositoryActor, "content": ContentRepositoryActor,
           "provenance": ProvenanceRepositoryActor}
 
@@ -48,7 +60,16 @@ class RayHosting:
         return {"name": name, "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node, soft=False),
                 **options}
 
-    def _started(self, handle: Any) -> ActorLink:
+    def _started(self, create: Callable[[], Any]) -> ActorLink:
+        deadline = time.monotonic() + NAME_WAIT
+        while True:
+            try:
+                handle = create()
+                break
+            except ValueError as err:  # the name is still held by an actor Ray is ending
+                if "already taken" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         self._actors.append(handle)
         return ActorLink(handle)
 
@@ -62,17 +83,18 @@ class RayHosting:
         """Ray honours every placement."""
 
     def repository(self, kind: str, root: str, settings: Settings, flow: str) -> Link:
-        return self._started(ACTORS[kind].options(**self._here(repository_name(flow, kind))).remote(
+        return self._started(lambda: ACTORS[kind].options(**self._here(repository_name(flow, kind))).remote(
             root, settings, flow=flow))
 
     def queue(self, name: str, config: QueueConfig, root: str, flowfile_repository: Link) -> Link:
-        return self._started(QueueActor.options(**self._here(name)).remote(config, root, flowfile_repository))
+        return self._started(lambda: QueueActor.options(**self._here(name)).remote(config, root, flowfile_repository))
 
     def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
                  provenance_repository: Link | None) -> Link:
         own_env = {"runtime_env": plan.runtime_env} if plan.runtime_env else {}
-        return self._started(ExecutorActor.options(**self._here(name, num_cpus=plan.num_cpus, **own_env)).remote(
+        return self._started(lambda: ExecutorActor.options(
+            **self._here(name, num_cpus=plan.num_cpus, **own_env)).remote(
             flow, plan, root, settings, queue_configs, flowfile_repository, provenance_repository))
 
     def close(self) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from uuid import uuid4
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
@@ -212,6 +213,8 @@ class QueueHost:
     ``FlowFileRepositoryService``, which keeps the registry) are given."""
 
     def __init__(self, config: QueueConfig, repository: str | None = None, flowfile_repository: Any = None):
+        self._built_with = (config, repository, flowfile_repository)
+        self.incarnation = uuid4().hex  # a new one each build (``Executor.health``)
         swapping = repository is not None and flowfile_repository is not None
         self.queue = ConnectionQueue(config, swapping=swapping)
         self.swapper = (Swapper(self.queue, swapfile.swap_directory(repository),
@@ -346,7 +349,7 @@ class QueueHost:
         return self.queue.state()
 
     async def status(self) -> dict:
-        status = self.queue.status()
+        status = {**self.queue.status(), "incarnation": self.incarnation}
         if self.swapper is not None:
             status.update(self.swapper.status())
         return status
@@ -355,8 +358,23 @@ class QueueHost:
         """The actor's process id (for memory measurements)."""
         return os.getpid()
 
+    async def health(self) -> dict:
+        """As ``Executor.health``, for a queue in an actor of its own."""
+        return {"incarnation": self.incarnation, "lost": []}
 
-@ray.remote(num_cpus=0)
+    async def reset(self) -> None:
+        """A repair: swapping in flight finishes, then the queue starts afresh, empty, to be
+        refilled from the log (``Executor.reset``)."""
+        try:
+            await asyncio.wait_for(self.settle(), 30)
+        except Exception:  # the log is out of reach: its records stay where they were
+            pass
+        incarnation = self.incarnation
+        self.__init__(*self._built_with)
+        self.incarnation = incarnation
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
 class QueueActor(QueueHost):
     """A connection's queue in an actor of its own (the isolated placement, tests, benchmarks)."""
 

@@ -1,0 +1,102 @@
+"""A flow repairs itself from the write-ahead log, without a restart (issue 14).
+
+What the log decided but did not reach a queue (a delivery that failed after the commit) comes
+back from the log while the flow runs, exactly once; on Ray, an executor killed with SIGKILL comes
+back (Ray restarts its actor) and the flow goes on, counting the restart in its status. The
+campaign of 30 kills over every kind of component is tests/test_crash_actors.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from flowactors import Flow
+from flowactors.engine.queues.connection import QueueHost
+from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.engine.transport import call_now
+from flowactors.processors import GetFile, PutFile, UpdateAttribute
+from repositories.flowfile import WriteAheadFlowFileRepository
+
+
+def write_sources(directory: Path, count: int) -> dict[str, bytes]:
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {f"f{i:04d}.txt": f"record {i}\n".encode() * (1 + i % 5) for i in range(count)}
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    return files
+
+
+def moving_flow(source: Path, out: Path, name: str) -> Flow:
+    flow = Flow(name, settings={"checkpoint_interval": 1.0})
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(source), "Batch Size": 20},
+                   run_schedule="0.05 sec")
+    tag = flow.add(UpdateAttribute, "tag", properties={"tagged": "yes"}, batch_size=20)
+    put = flow.add(PutFile, "put", properties={"Directory": str(out)}, auto_terminate=["success", "failure"],
+                   batch_size=20)
+    flow.connect(get, tag, name="got")
+    flow.connect(tag, put, name="tagged")
+    return flow
+
+
+def assert_all_delivered_once(files: dict[str, bytes], out: Path, repository: Path, final: dict) -> None:
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files
+    assert processor_totals(final)["put"]["flowfiles_in"] == len(files)  # each FlowFile placed once
+    wal = WriteAheadFlowFileRepository(repository / "flowfile", create=False)
+    try:
+        assert wal.queue_counts() == {}
+    finally:
+        wal.close()
+
+
+def test_a_delivery_that_failed_after_the_log_is_repaired_from_the_log_while_the_flow_runs(tmp_path, monkeypatch):
+    """A queue refuses one offer after the log accepted the commit: the session rolls nothing back
+    (the FlowFiles are in the log, in that queue), the task says a repair is due, and the controller
+    gives the queue its FlowFiles from the log; every file arrives exactly once, no restart."""
+    files = write_sources(tmp_path / "source", 200)
+    out, repository = tmp_path / "out", tmp_path / "repository"
+    failed = threading.Event()
+    offer = QueueHost.offer
+
+    async def offer_failing_once(self, flowfiles):
+        if self.queue.config.queue_id == "tagged" and not failed.is_set():
+            failed.set()
+            raise RuntimeError("the queue refused this offer")
+        return await offer(self, flowfiles)
+
+    monkeypatch.setattr(QueueHost, "offer", offer_failing_once)
+    final = run_flow(moving_flow(tmp_path / "source", out, "repaired"), repository, engine="in-process",
+                     timeout=120)
+    assert failed.is_set() and not final.get("timed_out")
+    assert final["repairs"] and any("delivering a commit failed" in r for r in final["repairs"][0]["reasons"])
+    assert final["restarts"] == {}  # nothing died: repaired without a restart
+    assert_all_delivered_once(files, out, repository, final)
+
+
+@pytest.mark.timeout(300)
+def test_an_executor_killed_with_sigkill_comes_back_and_the_flow_finishes(ray_session, tmp_path):
+    files = write_sources(tmp_path / "source", 2000)
+    out, repository = tmp_path / "out", tmp_path / "repository"
+    killed: list[int] = []
+
+    def kill_the_queue_host(controller) -> None:
+        handle = ray.get_actor("healing.executor.1")
+        pid, hosted = ray.get(handle.__ray_call__.remote(lambda self: (os.getpid(), repr(self))))
+        assert "queues: got" in hosted, hosted
+        while call_now(controller, "status")["queues"][0]["total_in"] < 100:  # files are moving
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    flow = moving_flow(tmp_path / "source", out, "healing")
+    final = run_flow(flow, repository, settings={"executors": 3}, timeout=240, on_started=kill_the_queue_host)
+    assert killed and not final.get("timed_out") and not final.get("stalled")
+    assert final["restarts"] == {"executor": 1}
+    assert final["repairs"] and final["repairs"][0]["restarted"] == ["executor.1"]
+    assert_all_delivered_once(files, out, repository, final)
