@@ -7,7 +7,6 @@ crash tests are in test_flowfile_crash.py; byte layouts in test_flowfile_records
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
