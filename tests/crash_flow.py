@@ -5,7 +5,10 @@ process of it and nothing else), or with ``--engine in-process`` no Ray at all (
 this one process), runs GetFile -> HashContent (sha256 attribute) -> PutFile on a
 repository directory until the flow is idle, and prints one JSON line per event on stdout:
 ``ray`` (seconds ``ray.init`` took), ``started`` (seconds to a running flow, and the recovery
-report) and ``final`` (the final status).
+report) and ``final`` (the final status). With ``--report`` (tests/test_crash_actors.py, which
+kills one actor at a time) it also prints, at most every ``REPORT_INTERVAL`` seconds, ``status``
+(restarts, repairs, whether a repair runs, what is left) and, when they change, ``components``:
+the pid and description of every named actor of the flow, so the parent knows whom to kill.
 
 Two append-only logs make the parent's checks possible after a SIGKILL (each line is one
 ``os.write`` on an ``O_APPEND`` descriptor: it is in the page cache once the call returns):
@@ -175,12 +178,49 @@ def die_with_parent(parent: int) -> None:
     os._exit(3)
 
 
+REPORT_INTERVAL = 0.25
+
+
+def reporter(emit):
+    """A ``run_flow(on_status=...)`` hook: says how the flow is doing."""
+    import ray
+
+    last = {"at": 0.0, "components": None}
+
+    def components() -> dict:
+        found = {}
+        for name in ray.util.list_named_actors():
+            try:
+                handle = ray.get_actor(name)
+                found[name] = ray.get(handle.__ray_call__.remote(lambda self: (os.getpid(), repr(self))), timeout=2)
+            except Exception:  # dead or restarting: it shows up again when it is back
+                continue
+        return found
+
+    def report(status: dict) -> None:
+        now = time.monotonic()
+        if now - last["at"] < REPORT_INTERVAL:
+            return
+        last["at"] = now
+        seen = components()
+        if seen != last["components"]:
+            last["components"] = seen
+            emit("components", seen)
+        emit("status", {"at": time.time(), "restarts": status.get("restarts", {}),
+                        "repairs": status.get("repairs", []), "repairing": status.get("repairing"),
+                        "queued": sum(q["count"] for q in status["queues"])})
+
+    return report
+
+
 def build_flow(args):
     settings = {"checkpoint_interval": args.checkpoint_interval, "administrative_yield": 0.5}
+    if args.executors:
+        settings["executors"] = args.executors
     flow = Flow("crash", settings=settings)
     get = flow.add(GetFile, "get", properties={"Input Directory": args.source, "Batch Size": args.get_batch,
                                                 "Recurse Subdirectories": "true"},
-                   yield_duration="0.1 sec")
+                   yield_duration="0.1 sec", run_schedule=args.get_schedule)
     hashed = flow.add(HashContent, "hash", properties={"Hash Attribute Name": "sha256"},
                       batch_size=args.batch, auto_terminate=["failure"])
     put = flow.add(LoggedPutFile, "put", properties={"Directory": os.path.join(args.output, "${path}"),
@@ -207,6 +247,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--engine", choices=("ray", "in-process"), default="ray")
+    parser.add_argument("--executors", type=int, default=0, help="executors of the shared placement (0: one a CPU)")
+    parser.add_argument("--report", action="store_true", help="print status and components lines")
+    parser.add_argument("--get-schedule", default="0 sec", help="GetFile's run schedule (paces the flow)")
     args = parser.parse_args()
     CHECKPOINT_LOG = args.checkpoint_log
 
@@ -236,7 +279,7 @@ def main() -> None:
         emit("started", {"seconds": round(time.monotonic() - began, 3), "recovery": recovery})
 
     final = run_flow(build_flow(args), args.repository, timeout=args.timeout, on_started=started,
-                     engine=args.engine)
+                     engine=args.engine, on_status=reporter(emit) if args.report else None)
     emit("final", final)
 
 

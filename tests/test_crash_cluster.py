@@ -52,7 +52,7 @@ from repositories.content import ContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository
 
-# part of `make test` (and so CI); `make test-crash` runs only these two
+# part of `make test` (and so CI); `make test-crash` runs only the crash campaigns (these, and tests/test_crash_actors.py)
 pytestmark = [pytest.mark.crash, pytest.mark.cluster_crash]
 
 HERE = Path(__file__).resolve().parent
