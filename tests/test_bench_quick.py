@@ -93,7 +93,8 @@ def test_quick_harness_runs_a_scenario_and_writes_both_files(tmp_path):
     recovery = next(s for s in saved["scenarios"] if s["key"] == "recovery")
     assert recovery["status"] == "ok"
     assert {r["metric"] for r in recovery["rows"]} == {"library recovery of 500 FlowFiles",
-                                                       "controller start with 500 FlowFiles"}
+                                                       "controller start with 500 FlowFiles",
+                                                       "queue of 500 FlowFiles back after its executor's SIGKILL"}
     assert all(r["flowactors"] > 0 and r["baseline"] > 0 and r["ratio"] > 0 for r in recovery["rows"])
     assert "PROBLEM" not in json.dumps(recovery["rows"])
     assert "## 6. Recovery" in (tmp_path / "RESULTS.md").read_text()
