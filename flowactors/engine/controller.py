@@ -283,9 +283,9 @@ class FlowController:
         self.repairing = "; ".join(reasons)[:1000]
         try:
             with self._claims_lock:  # no replay adds a claimant meanwhile
-                all_stopped = self._stop_tasks()
+                self._stop_tasks()
                 restarted = self._wait_for_components()
-                reopened = call_now(self.flowfile_repository, "open", all_stopped)
+                reopened = call_now(self.flowfile_repository, "open")
                 if "provenance-repository" in restarted:
                     call_now(self.provenance_repository, "open")
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
@@ -301,21 +301,19 @@ class FlowController:
         self.repairs = (self.repairs + [done])[-20:]
         return done
 
-    def _stop_tasks(self) -> bool:
-        """Stop every task where it runs (a dead executor runs none); True once all have stopped."""
-        for _ in range(10):
-            running = 0
-            for executor in self.executors:
-                try:
-                    running += sum(t["running"] for t in call_now(executor, "stop"))
-                except Exception as err:
-                    if not component_lost(err):
-                        raise
-            if not running:
-                return True
-        self.maintenance_errors.append(f"{running} task(s) did not stop for a repair; content they "
-                                       f"wrote is kept until the next start")
-        return False
+    def _stop_tasks(self) -> None:
+        """Stop every task where it runs (a dead executor runs none). A task that does not stop
+        (in 30 s) could still commit or give FlowFiles back: the repair waits for it, tried again
+        at the next tick."""
+        running = 0
+        for executor in self.executors:
+            try:
+                running += sum(t["running"] for t in call_now(executor, "stop"))
+            except Exception as err:
+                if not component_lost(err):
+                    raise
+        if running:
+            raise RuntimeError(f"{running} task(s) did not stop within 30 s; the repair waits for them")
 
     def _wait_for_components(self) -> list[str]:
         """Wait until every component answers again; count and return those that were restarted."""

@@ -49,7 +49,6 @@ class Executor:
         #: a new value each time this executor is built: Ray rebuilds a killed actor with the same
         #: arguments, and the controller tells a restart from a survivor by it (``health``)
         self.incarnation = uuid.uuid4().hex
-        self.queue_configs: dict[str, QueueConfig] = {}
         self.queues: dict[str, QueueHost] = {}
         self._host({q: queue_configs[q] for q in plan.queues})
         self.tasks: dict[str, ProcessorTask] = {}
@@ -120,22 +119,16 @@ class Executor:
         return {"incarnation": self.incarnation, "lost": lost}
 
     async def reset(self) -> None:
-        """After ``stop``, before a repair's ``wire``: forget the tasks and start every hosted queue
-        afresh (empty), to be refilled from the log. Swapping in flight finishes first (a swap
-        file registered later would be one nobody adopted); provenance the old group log could
-        not send is kept for the next one."""
+        """After ``stop``, before a repair's ``wire``: forget the tasks and empty every hosted queue
+        (``QueueHost.reset``), to be refilled from the log; provenance the old group log could not
+        send is kept for the next one."""
         for queue in self.queues.values():
-            try:
-                await asyncio.wait_for(queue.settle(), 30)
-            except Exception:  # the log is out of reach: its records stay where they were
-                pass
+            await queue.reset()
         if self.log is not None:
             self._unrecorded += self.log.unrecorded
             self.log = None
         self._counters = {key: (task.counters, task.metrics) for key, task in self.tasks.items()}
         self.tasks = {}
-        configs, self.queue_configs, self.queues = self.queue_configs, {}, {}
-        self._host(configs)
 
     # ------------------------------------------------------------------ calls from elsewhere
     async def host_queues(self, configs: dict[str, QueueConfig]) -> None:
@@ -148,7 +141,6 @@ class Executor:
             if queue_id in self.queues:
                 raise ValueError(f"{self.flow.name}.{self.plan.name} already hosts a queue {queue_id!r}")
             self.queues[queue_id] = QueueHost(config, self.root, self.flowfile_repository)
-            self.queue_configs[queue_id] = config
 
     async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:
         """``method(*args)`` on a hosted queue (``QueueHost``), for a task or tool elsewhere."""

@@ -47,16 +47,16 @@ class FlowFileRepositoryService(Service):
         self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
         self.metrics = FlowFileRepositoryMetrics(flow)
 
-    def open(self, remove_orphans: bool = True) -> dict:
-        """Open the log, rebuild claimant counts, and delete content that was never committed
-        (unless ``remove_orphans`` is False: a session may still be writing). Reopens when open
-        already (a repair: what a commit in doubt wrote is deleted unless it is in the log)."""
+    def open(self) -> dict:
+        """Open the log, rebuild claimant counts, and delete content that was never committed.
+        Reopens when open already (a repair, every task stopped: what a commit in doubt wrote is
+        deleted unless it is in the log)."""
         if self.repo is not None:
             self.repo.close()
         self.repo = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
         rebuilt = self.repo.rebuild_claimant_counts()
         content = ContentRepository.from_settings(self.root, self.settings)
-        orphans = content.remove_orphans(self.repo.is_referenced) if remove_orphans else 0
+        orphans = content.remove_orphans(self.repo.is_referenced)
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files()}
 

@@ -213,15 +213,21 @@ class QueueHost:
     ``FlowFileRepositoryService``, which keeps the registry) are given."""
 
     def __init__(self, config: QueueConfig, repository: str | None = None, flowfile_repository: Any = None):
-        self._built_with = (config, repository, flowfile_repository)
-        self.incarnation = uuid4().hex  # a new one each build (``Executor.health``)
-        swapping = repository is not None and flowfile_repository is not None
-        self.queue = ConnectionQueue(config, swapping=swapping)
-        self.swapper = (Swapper(self.queue, swapfile.swap_directory(repository),
-                                LinkedSwapRegistry(flowfile_repository)) if swapping else None)
+        self.config = config
+        self.repository = repository
+        self.flowfile_repository = flowfile_repository
+        self.incarnation = uuid4().hex  # a new one each time the process builds it (``health``)
+        self._empty()
+
+    def _empty(self) -> None:
+        """The queue with nothing in it (at construction, and again at a repair's ``reset``)."""
+        swapping = self.repository is not None and self.flowfile_repository is not None
+        self.queue = ConnectionQueue(self.config, swapping=swapping)
+        self.swapper = (Swapper(self.queue, swapfile.swap_directory(self.repository),
+                                LinkedSwapRegistry(self.flowfile_repository)) if swapping else None)
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.metrics = QueueMetrics(config.flow, config.queue_id)
+        self.metrics = QueueMetrics(self.config.flow, self.config.queue_id)
         self.metrics.publish(self.queue.status())
 
     def _notify(self) -> None:
@@ -363,15 +369,13 @@ class QueueHost:
         return {"incarnation": self.incarnation, "lost": []}
 
     async def reset(self) -> None:
-        """A repair: swapping in flight finishes, then the queue starts afresh, empty, to be
-        refilled from the log (``Executor.reset``)."""
+        """A repair: swapping in flight finishes (a swap file registered later would be one nobody
+        adopts), then the queue is emptied, to be refilled from the log (``FlowController.repair``)."""
         try:
             await asyncio.wait_for(self.settle(), 30)
         except Exception:  # the log is out of reach: its records stay where they were
             pass
-        incarnation = self.incarnation
-        self.__init__(*self._built_with)
-        self.incarnation = incarnation
+        self._empty()
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
