@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -164,8 +165,9 @@ def test_kill_one_actor_at_a_time_30_times_while_50k_files_move(tmp_path):
         final = cluster.finish(timeout=600)
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if cluster.proc.returncode is None:
-            cluster.kill()
+        if cluster.proc.returncode is None or cluster.members():
+            cluster.kill()  # never leave a cluster behind, whatever failed
+        shutil.rmtree(cluster.marker, ignore_errors=True)  # nor its temp dir (a run that ended early)
     deliveries.read()
 
     # the flow finished on its own, counting every restart
