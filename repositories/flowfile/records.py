@@ -310,13 +310,6 @@ def peek(value: bytes) -> tuple[bytes, bytes, bytes, int]:
     return value[1 : end + _ORDER_LEN], value[3:end], value[cstart : cstart + lk], length
 
 
-def order_key(queue: str, position: tuple[int, int, int]) -> bytes:
-    """The first order-index key of ``queue`` at FIFO position ``(queue_date, queue_index, id)``
-    (any uuid): a bound for ``page``."""
-    qdate, qindex, id_ = position
-    return queue_prefix(queue) + struct.pack(">QQQ", qdate + _SIGN, qindex + _SIGN, id_ + _SIGN)
-
-
 def key_position(key: bytes) -> tuple[int, int, int]:
     """``(queue_date, queue_index, id)`` of an order-index key: its FIFO position."""
     qdate, qindex, id_ = struct.unpack_from(">QQQ", key, len(key) - INDEX_TAIL)

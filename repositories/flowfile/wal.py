@@ -786,8 +786,6 @@ class WriteAheadFlowFileRepository:
                 ok = cur.set_range(resume)
                 resume = None
                 prefix = b""
-                ff_db = self._ff
-                get = txn.get
                 while ok:
                     okey = cur.key()
                     if stop is not None and okey >= stop:
@@ -804,27 +802,30 @@ class WriteAheadFlowFileRepository:
                     if len(batch) >= batch_size:
                         resume = okey
                         break
-                    ukey = okey[-16:]
-                    value = get(ukey, db=ff_db)
-                    if value is None:
-                        raise RepositoryCorruptError(
-                            self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record"
-                        )
-                    try:
-                        queue, ff = rec.decode_record(ukey, value, claims)
-                    except rec.RecordError as e:
-                        raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+                    queue, ff = self._indexed(txn, okey, claims)
                     batch.append(ff)
                     ok = cur.next()
                 cur.close()
             if batch:
                 yield queue, batch
 
+    def _indexed(self, txn: lmdb.Transaction, okey: bytes, claims: dict) -> tuple[str, FlowFile]:
+        """``(queue, FlowFile)`` of the record an order-index key names, checked."""
+        ukey = okey[-16:]
+        value = txn.get(ukey, db=self._ff)
+        if value is None:
+            raise RepositoryCorruptError(
+                self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record")
+        try:
+            return rec.decode_record(ukey, value, claims)
+        except rec.RecordError as e:
+            raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+
     def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int) -> tuple[list[FlowFile], bytes | None]:
         """Up to ``count`` FlowFiles of ``queue`` in FIFO order whose order-index keys lie in
         ``[start, stop)`` (``None``: from the queue's first, to its last), and the key to start
         the next page at (``None``: the range is done). One short read transaction: a queue pages
-        its FlowFiles in from here instead of holding them all (``order_key`` makes the bounds)."""
+        its FlowFiles in from here instead of holding them all."""
         if count < 1:
             raise ValueError("count must be at least 1")
         prefix = self._prefix(queue)
@@ -840,14 +841,7 @@ class WriteAheadFlowFileRepository:
                     return out, None
                 if len(out) >= count:
                     return out, bytes(okey)
-                value = txn.get(okey[-16:], db=self._ff)
-                if value is None:
-                    raise RepositoryCorruptError(
-                        self.path, f"the order index names FlowFile {rec.key_uuid(okey[-16:])}, which has no record")
-                try:
-                    out.append(rec.decode_record(okey[-16:], value, claims)[1])
-                except rec.RecordError as e:
-                    raise self._record_error(e, f"record of FlowFile {rec.key_uuid(okey[-16:])}") from None
+                out.append(self._indexed(txn, okey, claims)[1])
                 ok = cur.next()
         return out, None
 

@@ -197,7 +197,8 @@ class QueuePartition:
         before them, the rest behind them."""
         if self.key is not None or not self._fifo_runs:
             return self.add_all(flowfiles)
-        bound = self.first_run_position()
+        bounds = [r.key for r in self._fifo_runs if r.key]
+        bound = min(bounds) if bounds else None
         n = size = 0
         for ff in flowfiles:
             if bound is not None and fifo_key(ff) < bound:
@@ -413,11 +414,6 @@ class QueuePartition:
         if self._fifo_runs:
             return self._fifo_runs[0]
         return self._run_heap[0][2] if self._run_heap else None
-
-    def first_run_position(self) -> tuple | None:
-        """FIFO: the position of the oldest swapped FlowFile (None: nothing swapped)."""
-        keys = [r.key for r in self._fifo_runs if r.key]
-        return min(keys) if keys else None
 
     def load_size(self, run: SwapRun, whole: bool = False) -> int:
         """How many entries of ``run`` to read now: a log run a batch at a time; other FIFO runs
