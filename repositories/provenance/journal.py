@@ -106,6 +106,10 @@ class JournalScan:
     #: byte ranges ``(start, end)`` stepped over inside the journal: records that could not be read
     damaged: list[tuple[int, int]] = field(default_factory=list)
 
+    def note(self, problem: str) -> None:
+        """Add a problem to what the scan says (``problem``: each, ``; ``-separated)."""
+        self.problem = problem if self.problem is None else f"{self.problem}; {problem}"
+
     @property
     def torn_bytes(self) -> int:
         return self.file_size - self.valid_end
@@ -154,11 +158,10 @@ def scan_journal(path: Path) -> JournalScan:
         if isinstance(found, str):  # damaged here: read on from the next valid record, if any
             resume = _next_record(data, view, pos + 1, path)
             if resume is None:
-                scan.problem = found if scan.problem is None else f"{scan.problem}; {found}"
+                scan.note(found)
                 break
             scan.damaged.append((pos, resume))
-            scan.problem = (f"{found}; {resume - pos} damaged bytes stepped over" if scan.problem is None
-                            else f"{scan.problem}; {found}; {resume - pos} damaged bytes stepped over")
+            scan.note(f"{found}; {resume - pos} damaged bytes stepped over")
             pos = resume
             continue
         if found is not None:
