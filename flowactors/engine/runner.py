@@ -114,11 +114,10 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
             if until is not None and until(status):
                 break
             if until_idle and duration is None and until is None:
-                if idle_watch.is_idle(status):
-                    break
-                stalled = idle_watch.stalled(status)
+                done, stalled = idle_watch.done(status)
                 if stalled:
                     final["stalled"] = stalled
+                if done:
                     break
             if timeout is not None and elapsed >= timeout:
                 final["timed_out"] = True
@@ -211,8 +210,16 @@ class IdleWatch:
         self._since = time.monotonic()  # when work was last done
         self._errors_then = 0
 
+    def done(self, status: dict) -> tuple[bool, dict | None]:
+        """One more look, at the controller's latest ``status``: whether a run until idle is over,
+        and what holds the flow up if it ended stalled."""
+        if self.is_idle(status):
+            return True, None
+        stalled = self.stalled(status)
+        return stalled is not None, stalled
+
     def is_idle(self, status: dict) -> bool:
-        """One more look, at the controller's latest ``status``: idle for ``IDLE_CHECKS`` looks now?"""
+        """Idle for ``IDLE_CHECKS`` looks now, counting this one?"""
         work = work_done(status)
         if work != self._last_work or status.get("repairing"):  # a repair is progress
             self._since, self._errors_then = time.monotonic(), errors_of(status)

@@ -180,12 +180,11 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
                 stopper = f"the job (after {duration:g} s)"
                 break
             if not keep_running and duration is None:
-                if idle_watch.is_idle(status):
-                    break
-                stalled = idle_watch.stalled(status)
+                done, stalled = idle_watch.done(status)
                 if stalled:
                     outcome["stalled"] = stalled
                     stopper = f"the job (stalled: nothing moved for {stalled['seconds']:g} s while processors failed)"
+                if done:
                     break
             if timeout is not None and elapsed >= timeout:
                 outcome["timed_out"] = True
