@@ -13,7 +13,7 @@ FlowFiles a commit, 100 FlowFiles a resource claim as the content repository pac
 
 * queue restart: with the flow running and its queue holding the million, SIGKILL the executor
   that hosts the queue; timed from the kill until the flow is repaired (Ray restarted the actor,
-  the controller reopened the log and gave the queue its FlowFiles again) and the queue counts
+  the controller stopped every task and gave the queue its FlowFiles again) and the queue counts
   them all again;
 
 all against a raw LMDB cursor scan over the same records (median of 3), the floor of reading
@@ -158,7 +158,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
         row(S6, f"queue of {flowfiles:,} FlowFiles back after its executor's SIGKILL", restart["seconds"],
             scan, "raw LMDB cursor scan of the same records", "s",
             f"from the kill until the flow is repaired and the queue counts them all: Ray restarts the actor, "
-            f"the controller notices (it looks every 0.5 s), stops every task, reopens the log (claimant "
-            f"counts rebuilt over every record) and gives the queue its FlowFiles again; the repair itself "
-            f"took {restart['repair']:.2f} s"),
+            f"the controller notices (it looks every 0.5 s), stops every task, deletes orphan claim files and "
+            f"gives the queue its FlowFiles again (from the log, paged); the repair itself took "
+            f"{restart['repair']:.2f} s"),
     ]

@@ -13,3 +13,8 @@ ENGINES = ("ray", "in-process")
 #: seconds without progress, while processors fail, after which a run until idle ends as stalled
 #: (``runner.IdleWatch``; ``flowactors run --stall-seconds``)
 STALL_SECONDS = 10.0
+#: ``max_restarts`` of every component's Ray actor: always restarted when its process dies, and
+#: the controller repairs the flow from the log (``controller.FlowController.repair``)
+ACTOR_RESTARTS = -1
+#: seconds a stopping task may take to finish its session (``task.ProcessorTask.stop``)
+STOP_TIMEOUT = 30.0

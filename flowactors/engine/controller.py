@@ -14,7 +14,8 @@ A flow heals (``watch``, ``repair``). On Ray every component's actor restarts wh
 dies (``max_restarts``); the same thread looks at every component each tick, and when one was
 restarted or is gone, or a task could not carry out a commit the log had decided, it repairs
 the flow from the log: every task stops (its session ends: committed, rolled back, or in doubt),
-the FlowFile repository reopens (what a commit in doubt wrote is deleted unless the log has it),
+claim files no FlowFile in the log references are deleted (what a session cut short or a commit
+in doubt that did not land wrote; a restarted FlowFile repository reopens, as at start),
 every queue starts afresh and is refilled from the log, the tasks start again. Nothing is read
 from a queue's memory, so nothing a dead process held is lost, and nothing a living task held is
 duplicated (it stopped first). Restarts are counted per kind of component, in the status and as
@@ -33,7 +34,8 @@ from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
 from flowactors.engine.metrics import RestartMetrics
-from flowactors.engine.transport import HostedLink, Link, call_now, component_lost, finished, resolve
+from flowactors.engine import STOP_TIMEOUT
+from flowactors.engine.transport import HostedLink, Link, call_now, causes, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 from repositories.lock import RepositoryInUseError, RepositoryLock
@@ -49,10 +51,6 @@ REPAIR_WAIT = 120.0
 HEALTH_WAIT = 30.0
 
 
-class RestartedComponent(RuntimeError):
-    """A component answered as a new build (Ray restarted it) before the flow was repaired."""
-
-
 class FlowStartError(RuntimeError):
     """The flow could not start; the message says why and what to do. Nothing was changed on disk."""
 
@@ -61,8 +59,7 @@ def cause_of(error: BaseException) -> str:
     """What went wrong, in one line: the innermost error of a chain of remote calls (a Ray error
     carries the remote one as ``cause``), by its own message when it is one of the repositories'
     (they name the file and what to do), else with its type."""
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
+    error = causes(error)[-1]
     from repositories.content.errors import ContentRepositoryError
     from repositories.flowfile import FlowFileRepositoryError
 
@@ -172,7 +169,8 @@ class FlowController:
         tasks = sum(len(p.tasks) for p in placement.executors)
         self._starting("processor tasks", 0, tasks)
         resolve([e.call("start") for e in self.executors])
-        self._incarnations = {name: health["incarnation"] for name, health in self._health().items()}
+        self._incarnations = {name: health["incarnation"]
+                              for name, health in self._health(self._components()).items()}
         self._starting("running", tasks, tasks)
         self._maintenance = threading.Thread(target=self._maintain, name="maintenance", daemon=True)
         self._maintenance.start()
@@ -248,11 +246,10 @@ class FlowController:
                 out[f"queue.{queue_id}"] = ("queue", link)
         return out
 
-    def _health(self, names: list[str] | None = None, wait: float = HEALTH_WAIT) -> dict[str, dict]:
-        """The components' ``health`` answers (of ``names``, default all) within ``wait`` seconds;
-        one that died (or is restarting) or did not answer in time is missing."""
-        components = self._components()
-        pending = {name: components[name][1].call("health") for name in (names or components)}
+    def _health(self, components: dict[str, tuple[str, Link]], wait: float = HEALTH_WAIT) -> dict[str, dict]:
+        """The ``health`` answers of these components within ``wait`` seconds; one that died (or
+        is restarting) or did not answer in time is missing."""
+        pending = {name: link.call("health") for name, (_kind, link) in components.items()}
         deadline = time.monotonic() + wait
         answers: dict[str, dict] = {}
         for name, call in pending.items():
@@ -268,8 +265,9 @@ class FlowController:
     def watch(self) -> list[str]:
         """Look at every component once: the reasons to repair the flow (a component that died or
         was restarted, a task that could not carry out a decided commit); none when all is well."""
-        answers = self._health()
-        reasons = [f"{name} died" for name in self._components() if name not in answers]
+        components = self._components()
+        answers = self._health(components)
+        reasons = [f"{name} died" for name in components if name not in answers]
         for name, health in answers.items():
             if health["incarnation"] != self._incarnations.get(name):
                 reasons.append(f"{name} was restarted")
@@ -285,7 +283,10 @@ class FlowController:
             with self._claims_lock:  # no replay adds a claimant meanwhile
                 self._stop_tasks()
                 restarted = self._wait_for_components()
-                reopened = call_now(self.flowfile_repository, "open")
+                if "flowfile-repository" in restarted:  # its open also deletes orphan content
+                    orphans = call_now(self.flowfile_repository, "open")["orphans_removed"]
+                else:  # what a session cut short (or a commit in doubt that did not land) wrote
+                    orphans = call_now(self.flowfile_repository, "remove_orphans")
                 if "provenance-repository" in restarted:
                     call_now(self.provenance_repository, "open")
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
@@ -297,14 +298,14 @@ class FlowController:
             self.repairing = None
             self._repair_generation += 1
         done = {"at": time.time(), "reasons": reasons, "restarted": restarted, "seconds": time.monotonic() - began,
-                "restored": restored["restored"], "orphans_removed": reopened["orphans_removed"]}
+                "restored": restored["restored"], "orphans_removed": orphans}
         self.repairs = (self.repairs + [done])[-20:]
         return done
 
     def _stop_tasks(self) -> None:
         """Stop every task where it runs (a dead executor runs none). A task that does not stop
-        (in 30 s) could still commit or give FlowFiles back: the repair waits for it, tried again
-        at the next tick."""
+        (in ``STOP_TIMEOUT``) could still commit or give FlowFiles back: the repair waits for it,
+        tried again at the next tick."""
         running = 0
         for executor in self.executors:
             try:
@@ -313,7 +314,7 @@ class FlowController:
                 if not component_lost(err):
                     raise
         if running:
-            raise RuntimeError(f"{running} task(s) did not stop within 30 s; the repair waits for them")
+            raise RuntimeError(f"{running} task(s) did not stop within {STOP_TIMEOUT:g} s; the repair waits for them")
 
     def _wait_for_components(self) -> list[str]:
         """Wait until every component answers again; count and return those that were restarted."""
@@ -322,7 +323,7 @@ class FlowController:
         restarted = []
         deadline = time.monotonic() + REPAIR_WAIT
         while waiting:
-            for name, health in self._health(sorted(waiting), wait=5.0).items():
+            for name, health in self._health({n: components[n] for n in waiting}, wait=5.0).items():
                 waiting.discard(name)
                 if health["incarnation"] != self._incarnations.get(name):
                     self._incarnations[name] = health["incarnation"]
@@ -379,8 +380,6 @@ class FlowController:
         if self.repairing is None:
             try:
                 status = self._status()
-            except RestartedComponent:
-                pass
             except Exception as err:
                 if not component_lost(err):
                     raise
@@ -392,7 +391,9 @@ class FlowController:
         return {**status, "restarts": dict(self.restarts), "repairs": self.repairs[-5:],
                 "maintenance_errors": list(self.maintenance_errors)}
 
-    def _status(self) -> dict:
+    def _status(self) -> dict | None:
+        """The status the executors and queues give, or None if one of them answered as a new
+        build (Ray restarted it, not yet repaired): empty, it must not read as an idle flow."""
         own = [qid for qid, q in self.queues.items() if not isinstance(q, HostedLink)]
         answers = resolve([e.call("statuses") for e in self.executors]  # one call an executor
                           + [self.queues[qid].call("status") for qid in own])
@@ -401,8 +402,7 @@ class FlowController:
         builds = {**{p.name: s["incarnation"] for p, s in zip(self.placement.executors, hosted)},
                   **{f"queue.{q}": s["incarnation"] for q, s in queue_status.items()}}
         if any(build != self._incarnations.get(name) for name, build in builds.items()):
-            # restarted by Ray and not yet repaired: empty, which must not read as an idle flow
-            raise RestartedComponent("a component was restarted; a repair is due")
+            return None
         by_name: dict[str, list[dict]] = {name: [] for name in self.flow.processors}
         for statuses in hosted:
             for task in statuses["tasks"]:

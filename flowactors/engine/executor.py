@@ -20,6 +20,7 @@ import os
 import uuid
 from typing import Any
 
+from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.backend import EngineBackend
 from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.placement import ExecutorPlan
@@ -100,7 +101,7 @@ class Executor:
         for task in self.tasks.values():
             task.start()
 
-    async def stop(self, timeout: float = 30.0) -> list[dict]:
+    async def stop(self, timeout: float = STOP_TIMEOUT) -> list[dict]:
         """Stop every hosted task (each finishes its session and gives back what it fetched)."""
         loop = asyncio.get_running_loop()
         for task in self.tasks.values():

@@ -48,17 +48,17 @@ class FlowFileRepositoryService(Service):
         self.metrics = FlowFileRepositoryMetrics(flow)
 
     def open(self) -> dict:
-        """Open the log, rebuild claimant counts, and delete content that was never committed.
-        Reopens when open already (a repair, every task stopped: what a commit in doubt wrote is
-        deleted unless it is in the log)."""
-        if self.repo is not None:
-            self.repo.close()
+        """Open the log, rebuild claimant counts, and delete content that was never committed."""
         self.repo = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
         rebuilt = self.repo.rebuild_claimant_counts()
-        content = ContentRepository.from_settings(self.root, self.settings)
-        orphans = content.remove_orphans(self.repo.is_referenced)
+        orphans = self.remove_orphans()
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files()}
+
+    def remove_orphans(self) -> int:
+        """Delete claim files no FlowFile in the log references (content written by sessions that
+        never committed); only while no session runs (start-up, a repair)."""
+        return ContentRepository.from_settings(self.root, self.settings).remove_orphans(self.repo.is_referenced)
 
     def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
              ) -> tuple[list[FlowFile], bytes | None]:

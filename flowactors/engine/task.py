@@ -23,6 +23,7 @@ import time
 import traceback
 from collections import deque
 
+from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.backend import Counters, EngineBackend
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.metrics import ProcessorMetrics
@@ -91,7 +92,7 @@ class ProcessorTask:
         """Ask the loop to end after its running session, without waiting (``stop`` waits)."""
         self._stop.set()
 
-    def stop(self, timeout: float = 30.0) -> dict:
+    def stop(self, timeout: float = STOP_TIMEOUT) -> dict:
         """Finish the running session, give back what was fetched, call ``on_stopped``."""
         self.request_stop()
         if self._thread is not None:
@@ -221,7 +222,7 @@ class ProcessorTask:
                 session.route_inputs(FAILURE, {"flowactors.failure.reason": reason,
                                                "flowactors.failure.processor": self.node.name})
                 routed = True
-            except DeliveryError:  # in the log: routed, delivered at the latest by the next start
+            except DeliveryError:  # in the log: routed; the flow is repaired from the log
                 routed = True
             except Exception:  # the routing commit was refused: the session is as it was
                 pass

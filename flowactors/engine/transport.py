@@ -50,15 +50,19 @@ def resolve(pending: Sequence[Any]) -> list[Any]:
     return [next(fetched) if isinstance(p, ray.ObjectRef) else p.result() for p in pending]
 
 
+def causes(error: BaseException) -> list[BaseException]:
+    """An error and the ones inside it, outermost first: Ray wraps a remote error in each call
+    that passed it on (``cause``)."""
+    chain = [error]
+    while getattr(chain[-1], "cause", None) is not None:
+        chain.append(chain[-1].cause)
+    return chain
+
+
 def component_lost(error: BaseException) -> bool:
     """Whether a call failed because the component's process died (or is restarting), rather
-    than with an error of its own: then the call's outcome is unknown. Ray wraps a remote error
-    in the chain of calls that passed it on (``cause``)."""
-    while error is not None:
-        if isinstance(error, ray.exceptions.RayActorError):
-            return True
-        error = getattr(error, "cause", None)
-    return False
+    than with an error of its own: then the call's outcome is unknown."""
+    return any(isinstance(e, ray.exceptions.RayActorError) for e in causes(error))
 
 
 def call_now(link: Link, method: str, *args: Any) -> Any:

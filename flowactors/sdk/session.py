@@ -49,7 +49,7 @@ class CommitInDoubt(DeliveryError):
     """The write-ahead log's process died during the commit call: the commit may or may not be
     in the log. Handled as accepted (nothing rolled back, no claim deleted, nothing requeued);
     the engine then repairs the flow from the log, which holds the truth. Content of a commit
-    that did not land is deleted when the log is reopened."""
+    that did not land is deleted by the repair (no FlowFile in the log references it)."""
 
 
 @dataclass

@@ -4,8 +4,8 @@ The repository folder, its claim files and its lock are one node's (docs/cluster
 actor is pinned to the node the controller runs on. The controller itself is an actor too
 (``FlowControllerActor``), so that a flow outlives the driver that submitted it.
 
-Every actor restarts when its process dies (``max_restarts=-1``: Ray rebuilds it with the same
-arguments, on the same node); the controller then repairs the flow from the log
+Every actor restarts when its process dies (``max_restarts=ACTOR_RESTARTS``: Ray rebuilds it with
+the same arguments, on the same node); the controller then repairs the flow from the log
 (``FlowController.repair``). Calls are not retried by Ray (``max_task_retries=0``): a commit is
 not idempotent, and a call cut short is reported to its caller, who knows what it means.
 """
@@ -18,6 +18,7 @@ from typing import Any, Callable
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from flowactors.engine import ACTOR_RESTARTS
 from flowactors.engine.actors.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
                                                         ProvenanceRepositoryActor)
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
@@ -29,14 +30,13 @@ from flowactors.engine.transport import ActorLink, Link
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 
-#: a killed component's actor comes back (``FlowController.repair`` then makes it whole)
-RESTART = {"max_restarts": -1}
 #: seconds to wait for the name of a dead actor to become free (a controller restarted by Ray
 #: starts its components again while Ray is still ending the ones of its previous process)
 NAME_WAIT = 60.0
 
-ExecutorActor = ray.remote(num_cpus=0, **RESTART)(Executor)
-FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY, **RESTART)(FlowController)
+ExecutorActor = ray.remote(num_cpus=0, max_restarts=ACTOR_RESTARTS)(Executor)
+FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY,
+                                 max_restarts=ACTOR_RESTARTS)(FlowController)
 ACTORS = {"flowfile": FlowFileRepositoryActor, "content": ContentRepositoryActor,
           "provenance": ProvenanceRepositoryActor}
 

@@ -43,6 +43,7 @@ from typing import Any, Iterable, NamedTuple
 
 import ray
 
+from flowactors.engine import ACTOR_RESTARTS
 from flowactors.engine.metrics import QueueMetrics
 from flowactors.engine.transport import Link, call_now, resolve
 from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
@@ -378,7 +379,7 @@ class QueueHost:
         self._empty()
 
 
-@ray.remote(num_cpus=0, max_restarts=-1)
+@ray.remote(num_cpus=0, max_restarts=ACTOR_RESTARTS)
 class QueueActor(QueueHost):
     """A connection's queue in an actor of its own (the isolated placement, tests, benchmarks)."""
 
