@@ -183,6 +183,10 @@ def test_kill_one_actor_at_a_time_30_times_while_50k_files_move(tmp_path):
     placed = {f"{sub.name}/{e.name}": e.path for sub in os.scandir(output) for e in os.scandir(sub.path)
               if not e.name.endswith(".partial")}
     assert set(placed) == set(names), (len(set(names) - set(placed)), len(set(placed) - set(names)))
+    # content a killed session wrote, or a commit in doubt that did not land, was deleted by the
+    # repairs: no claim file outlives the FlowFiles
+    live_claims = list(ContentRepository.from_settings(repository, Settings()).iter_resource_claims())
+    assert live_claims == [], f"{len(live_claims)} claim files outlived every FlowFile"
     first_delivery: dict[tuple[str, str], int] = {}
     placed_again: list[int] = []  # delivery-log line of every FlowFile placed a second time
     taken_again: list[int] = []  # first line of every file taken again under a new uuid

@@ -82,3 +82,37 @@ def test_a_failed_call_the_log_answered_refuses_every_session_of_the_group(ray_s
     assert not isinstance(refused.value, CommitInDoubt)
     log.close()
     ray.kill(unopened)
+
+
+def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
+    """The provenance call of a group fails (its process died): the commits stand, and their events
+    wait in ``unrecorded`` until the next log (after the repair) sends them again."""
+    from flowactors.engine.repository_services import ProvenanceRepositoryService
+    from flowactors.engine.transport import ObjectLink, resolve
+    from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType
+
+    class DiesOnce(ProvenanceRepositoryService):
+        died = False
+
+        def register_encoded(self, unregistered, timestamps):
+            if not self.died:
+                self.died = True
+                raise RuntimeError("the provenance repository's process died")
+            return super().register_encoded(unregistered, timestamps)
+
+    provenance = DiesOnce(str(tmp_path / "prov"), Settings())
+    provenance.open()
+    ff = flowfile(1)
+    event = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(), flowfile_uuid=ff.uuid,
+                            component_id="t/p", component_name="p", component_type="T")
+    log = GroupLog(ActorLink(wal), ObjectLink(provenance))
+    pending = log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event]))
+    with pytest.raises(RuntimeError, match="died"):
+        resolve(pending)
+    log.close()
+    assert len(log.unrecorded) == 1 and provenance.stats()["max_event_id"] == -1  # kept, not recorded
+    again = GroupLog(ActorLink(wal), ObjectLink(provenance))
+    again.resend(log.unrecorded)
+    again.close()
+    assert [e.flowfile_uuid for e in provenance.events(0, 10)] == [ff.uuid]
+    provenance.close()
