@@ -100,3 +100,31 @@ def test_an_executor_killed_with_sigkill_comes_back_and_the_flow_finishes(ray_se
     assert final["restarts"] == {"executor": 1}
     assert final["repairs"] and final["repairs"][0]["restarted"] == ["executor.1"]
     assert_all_delivered_once(files, out, repository, final)
+
+
+@pytest.mark.timeout(300)
+def test_a_controller_killed_with_sigkill_is_started_again_by_the_run(ray_session, tmp_path):
+    """The controller's death takes its components with it; Ray restarts its actor, new and not
+    started, and ``run_flow`` starts the flow on it again (whether its next status call fails or
+    already reaches the new one): every file arrives, the log ends empty."""
+    files = write_sources(tmp_path / "source", 2000)
+    out, repository = tmp_path / "out", tmp_path / "repository"
+    killed: list[int] = []
+
+    def kill_the_controller(controller) -> None:
+        pid = ray.get(controller.handle.__ray_call__.remote(lambda self: os.getpid()))
+        while call_now(controller, "status")["queues"][0]["total_in"] < 100:  # files are moving
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    final = run_flow(moving_flow(tmp_path / "source", out, "headless"), repository, timeout=240,
+                     on_started=kill_the_controller)
+    assert killed and not final.get("timed_out") and final["started"]
+    assert final["restarts"].get("controller") == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files  # a file placed twice is refused, once
+    wal = WriteAheadFlowFileRepository(repository / "flowfile", create=False)
+    try:
+        assert wal.queue_counts() == {}
+    finally:
+        wal.close()

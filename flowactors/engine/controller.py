@@ -374,21 +374,25 @@ class FlowController:
     # ------------------------------------------------------------------ status
     def status(self) -> dict:
         """The flow's status; while a repair runs (or a component is gone), the last one seen with
-        ``repairing`` saying why (a flow being repaired is never idle)."""
+        ``repairing`` saying why (a flow being repaired is never idle). ``started`` is False before
+        ``start`` (and in a controller Ray restarted, which must be started again)."""
         generation = self._repair_generation
         status = None
-        if self.repairing is None:
+        if not self.started:
+            status = {"flow": self.flow.name, "processors": [], "queues": []}
+        elif self.repairing is None:
             try:
                 status = self._status()
             except Exception as err:
                 if not component_lost(err):
                     raise
-        if status is None or self.repairing is not None or generation != self._repair_generation:
+        if status is None or (self.started and (self.repairing is not None
+                                                or generation != self._repair_generation)):
             last = self._last_status or {"flow": self.flow.name, "processors": [], "queues": []}
             status = {**last, "repairing": self.repairing or "a component is gone; a repair is due"}
-        else:
+        elif self.started:
             self._last_status = status
-        return {**status, "restarts": dict(self.restarts), "repairs": self.repairs[-5:],
+        return {**status, "started": self.started, "restarts": dict(self.restarts), "repairs": self.repairs[-5:],
                 "maintenance_errors": list(self.maintenance_errors)}
 
     def _status(self) -> dict | None:
@@ -425,7 +429,7 @@ class FlowController:
 
     def is_idle(self, status: dict | None = None) -> bool:
         status = status or self.status()
-        return (not status.get("repairing") and all(p["idle"] or not p["running"] for p in status["processors"])
+        return (status["started"] and not status.get("repairing") and all(p["idle"] or not p["running"] for p in status["processors"])
                 and all(q["count"] == 0 for q in status["queues"]))
 
     def queue(self, queue_id: str) -> Link:

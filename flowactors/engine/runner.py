@@ -99,6 +99,8 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
             except Exception as err:
                 if not (isinstance(controller, ActorLink) and component_lost(err)):
                     raise
+                status = None  # the controller died: Ray restarts it
+            if status is None or not status["started"]:  # a restarted controller is a new one
                 final["recovery"] = restart_controller(controller, restarts)
                 continue
             restarts = status.get("restarts", {})
