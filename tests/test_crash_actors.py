@@ -81,7 +81,12 @@ def wait_healed(cluster: ChildCluster, name: str, restarts_key: str, pid: int, b
             if (data["restarts"].get(restarts_key, 0) > before and not data["repairing"]
                     and back is not None and back[0] != pid and data["at"] > killed_at):
                 return data["at"] - killed_at
-        assert cluster.proc.poll() is None, f"the flow ended while healing:\n{cluster.stderr_tail()}"
+        if cluster.proc.poll() is not None:
+            time.sleep(0.5)  # the reader thread takes in the last lines
+            final = latest(cluster, "final")
+            ending = {k: final[1].get(k) for k in ("stalled", "timed_out", "repairs", "restarts")} if final else None
+            raise AssertionError(f"the flow ended while healing (exit {cluster.proc.returncode}); its final "
+                                 f"status: {ending}\n{cluster.stderr_tail()}")
         time.sleep(0.05)
     raise AssertionError(f"the flow did not heal within {HEAL_TIMEOUT:g} s after {name} was killed:\n"
                          f"{cluster.stderr_tail()}")

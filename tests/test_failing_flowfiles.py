@@ -154,6 +154,63 @@ def test_the_cli_says_stalled_timed_out_and_fail_on_error(tmp_path, capsys):
     assert not list((tmp_path / "in2").iterdir())  # all taken: the bad one went to failure
 
 
+class BrokenSource(Processor):
+    """A source whose every trigger raises: it never finds out whether there is work."""
+
+    relationships = [Relationship("success")]
+    input_required = False
+
+    def on_trigger(self, context, session):
+        raise OSError("the source system is down")
+
+
+def test_a_log_that_refuses_commits_for_a_moment_is_not_an_idle_flow(tmp_path, monkeypatch):
+    """While every commit fails (the log down for 3 s: a repository actor restarting), nothing is
+    queued and no work is done, and the paced source waits a second between triggers, but no
+    processor found "no work": the run goes on and delivers every file, rather than ending idle
+    with files left at the source (the one-actor crash campaign met this)."""
+    import time
+
+    sources(tmp_path / "in", 60, [])
+    refused = {"until": None, "count": 0}
+    commit = WriteAheadFlowFileRepository.commit
+
+    def refusing(self, *args, **kwargs):
+        if refused["until"] is None and commit_calls["n"] == 4:  # get, put, get, put: then the log goes down
+            refused["until"] = time.monotonic() + 3.0
+        commit_calls["n"] += 1
+        print("commit", round(time.monotonic(), 2), refused, flush=True)
+        if refused["until"] is not None and time.monotonic() < refused["until"]:
+            refused["count"] += 1
+            raise OSError("the log is down for the test")
+        return commit(self, *args, **kwargs)
+
+    commit_calls = {"n": 0}
+    monkeypatch.setattr(WriteAheadFlowFileRepository, "commit", refusing)
+    flow = Flow("log-down")
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in"), "Batch Size": 10},
+                   run_schedule="1 sec")
+    flow.add(PutFile, "put", properties={"Directory": str(tmp_path / "out")}, auto_terminate=["success", "failure"])
+    flow.connect(get, "put")
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=120, stall_seconds=30)
+    assert refused["count"] > 0 and not final.get("timed_out") and "stalled" not in final
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"ok-{i:03d}.txt" for i in range(60)]
+    assert processor_totals(final)["get"]["errors"] > 0
+
+
+def test_a_source_failing_on_every_trigger_ends_stalled_with_nothing_queued(tmp_path, capsys):
+    flow = Flow("cli-source-down")
+    flow.add(BrokenSource, "source")
+    flow.add(Hold, "sink", auto_terminate=["success"])
+    flow.connect("source", "sink", name="q")
+    flow.save(tmp_path / "down.json")  # names test_failing_flowfiles.BrokenSource: tests/ is on sys.path
+    assert main(["run", str(tmp_path / "down.json"), "--engine", "in-process", "--quiet", "--repository",
+                 str(tmp_path / "r"), "--stall-seconds", "1", "--timeout", "60"]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("flowactors: flow 'cli-source-down' stopped making progress: nothing moved for ")
+    assert "Nothing is queued. Last errors:" in err and "source: OSError: the source system is down" in err
+
+
 def test_a_commit_kept_on_failure_stays_for_the_caller_then_routes_its_inputs():
     runner = ProcessorRunner(Fussy)
     runner.enqueue(b"bad", {"filename": "b.txt"})

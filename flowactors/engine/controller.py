@@ -428,9 +428,11 @@ class FlowController:
         return {"flow": self.flow.name, "processors": processors, "queues": queues}
 
     def is_idle(self, status: dict | None = None) -> bool:
+        """Nothing queued, no processor found work, and every component is the one the flow was
+        wired with (a repository that died a moment ago is not an idle flow: ``watch``)."""
         status = status or self.status()
         return (status["started"] and not status.get("repairing") and all(p["idle"] or not p["running"] for p in status["processors"])
-                and all(q["count"] == 0 for q in status["queues"]))
+                and all(q["count"] == 0 for q in status["queues"]) and not self.watch())
 
     def queue(self, queue_id: str) -> Link:
         return self.queues[queue_id]

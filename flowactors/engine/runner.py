@@ -198,10 +198,12 @@ class IdleWatch:
     """Tells when a running flow is done, the same way for ``run_flow`` and a cluster job's driver.
 
     *Idle*: the controller finds every queue empty and ``work_done`` stood still, in
-    ``IDLE_CHECKS`` consecutive looks. *Stalled*: FlowFiles are queued but no work was done for
-    ``stall_seconds`` while processors kept failing, or while everything queued is penalized (a
-    FlowFile set aside as failing comes back after its penalty and fails again: a run until idle
-    would never end). A stalled flow keeps its FlowFiles in the log for the next run.
+    ``IDLE_CHECKS`` consecutive looks; a processor whose last trigger failed did not find "no work",
+    so a failing flow is never idle. *Stalled*: no work was done for ``stall_seconds`` while
+    processors kept failing (a source failing on every trigger, nothing queued, is stalled too), or
+    FlowFiles are queued and every one is penalized (a FlowFile set aside as failing comes back
+    after its penalty and fails again: a run until idle would never end). A stalled flow keeps
+    its FlowFiles in the log for the next run.
     """
 
     def __init__(self, controller: Link, stall_seconds: float = STALL_SECONDS) -> None:
@@ -234,10 +236,8 @@ class IdleWatch:
         if time.monotonic() - self._since < self._stall_seconds:
             return None
         queued = {q["id"]: q for q in status["queues"] if q["count"]}
-        if not queued:
-            return None
         errors = errors_of(status)
-        all_penalized = all(q["count"] == q.get("penalized", 0) for q in queued.values())
+        all_penalized = queued and all(q["count"] == q.get("penalized", 0) for q in queued.values())
         if not (errors > self._errors_then or (all_penalized and errors)):
             return None
         return {"seconds": round(time.monotonic() - self._since, 1),
@@ -249,9 +249,10 @@ class IdleWatch:
 def stall_message(flow_name: str, stalled: dict) -> str:
     """What a user reads when a run ends stalled."""
     queued = ", ".join(f"{count} in '{queue}'" for queue, count in stalled["queued"].items())
+    kept = (f"FlowFiles stay queued in the repository for the next run ({queued}; {stalled['penalized']} penalized)"
+            if queued else "Nothing is queued")
     lines = [f"flow '{flow_name}' stopped making progress: nothing moved for {stalled['seconds']:g} s while "
-             f"processors kept failing. FlowFiles stay queued in the repository for the next run ({queued}; "
-             f"{stalled['penalized']} penalized). Last errors:"]
+             f"processors kept failing. {kept}. Last errors:"]
     return "\n".join(lines + [f"  {e}" for e in stalled["errors"]])
 
 

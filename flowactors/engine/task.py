@@ -148,6 +148,7 @@ class ProcessorTask:
                 if not node_type.trigger_when_empty:
                     return
         except Exception as err:  # a queue out of reach: said in the status, tried again later
+            self.idle = False  # not "no work": the work could not be looked at
             self._record_error("poll", err)
             self._stop.wait(self.settings.administrative_yield)
             return
@@ -164,6 +165,7 @@ class ProcessorTask:
         """One ``on_trigger`` over a new session, then commit; an exception rolls it back (a commit
         the log already accepted is never rolled back: ``ProcessSession.commit``)."""
         commits_before = self.counters.commits
+        failed = True
         session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids,
                                  penalty_duration=self.penalty)
         started = time.monotonic()
@@ -174,6 +176,7 @@ class ProcessorTask:
         try:
             self.processor.on_trigger(self.context, session)
             session.commit(keep_on_failure=True)
+            failed = False
             if self._limit is not None:  # it worked: back towards the processor's batch size
                 self._limit = None if self._limit * 2 >= batch_size else self._limit * 2
         except DeliveryError as err:  # in the log already: nothing to roll back or narrow down
@@ -185,7 +188,9 @@ class ProcessorTask:
             self.context.batch_size = batch_size
             self.counters.tasks += 1
             self.counters.task_seconds += time.monotonic() - started
-            self.idle = self.counters.commits == commits_before
+            # idle: the processor found no work. A trigger that failed did not look (a repository
+            # may be down for a moment): a flow is never called done on the strength of a failure
+            self.idle = not failed and self.counters.commits == commits_before
             self.busy = False
             if started - self._published >= METRICS_INTERVAL:  # deltas since the last update
                 self._published = started
