@@ -58,6 +58,24 @@ def file_bytes(repo: ContentRepository, resource: ResourceClaim) -> bytes:
 
 # --- appending and rolling over ----------------------------------------------------------
 
+def test_sections_are_made_once_so_no_claim_waits_on_a_directory_syscall(make_repo, monkeypatch):
+    repo = make_repo(sections=64, max_flowfiles_per_claim=1)
+    made: list[str] = []
+    mkdir = os.mkdir
+    monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: (made.append(str(path)), mkdir(path, *a, **k))[1])
+    writer = repo.writer()
+    first = writer.write_bytes(b"one")
+    assert sorted(Path(p).name for p in made) == sorted(str(i) for i in range(64))
+    claims = [writer.write_bytes(b"x") for _ in range(200)]  # a claim each, over every section
+    writer.flush(sync=True)
+    assert len(made) == 64 and len({c.resource.section for c in claims}) > 32
+    assert repo.read_bytes(first) == b"one" and all(repo.read_bytes(c) == b"x" for c in claims)
+    again = make_repo(sections=64)  # another process's instance: the sections are all there
+    made.clear()
+    assert again.writer().write_bytes(b"again").length == 5 and made == []
+
+
+
 
 def test_small_contents_share_a_claim_until_the_size_limit(any_repo):
     repo = any_repo(max_appendable_size=1000, max_flowfiles_per_claim=0)
