@@ -1,21 +1,24 @@
-"""Group commit (flowactors/engine/group_commit.py) against the real FlowFile repository actor:
-sessions sent together are still accepted or refused one by one, and a failed call refuses all."""
+"""Group commit (flowactors/engine/group_commit.py) over the real LMDB log, written from the
+executor's process: sessions sent together are still accepted or refused one by one; a log that
+cannot write refuses them. The test runner's ``DirectLog`` reaches the log in another process: a
+call cut by that process's death leaves the commit in doubt, one the log answered is refused."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 
 import pytest
 
 from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
+from flowactors.engine.backend import DirectLog
 from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.transport import ActorLink
 from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt
 from flowactors.sdk.settings import Settings
+from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
-
-pytestmark = pytest.mark.ray
 
 
 def flowfile(n: int, uuid: str | None = None) -> FlowFile:
@@ -24,23 +27,17 @@ def flowfile(n: int, uuid: str | None = None) -> FlowFile:
 
 
 @pytest.fixture
-def wal(ray_session, tmp_path):
-    import ray
-
-    actor = FlowFileRepositoryActor.remote(str(tmp_path), Settings())
-    ray.get(actor.open.remote())
-    yield actor
-    ray.get(actor.close.remote())
-    ray.kill(actor)
+def wal(tmp_path):
+    repository = WriteAheadFlowFileRepository(tmp_path / "flowfile")
+    yield repository
+    repository.close()
 
 
 def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
-    import ray
-
     twice = new_flowfile_uuid()
     good = [CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]) for i in range(20)]
     bad = CommitBatch(updates=[QueuedFlowFile(flowfile(100, twice), "q")], removals=[twice])
-    log = GroupLog(ActorLink(wal), None)
+    log = GroupLog(wal, None)
     start = threading.Barrier(len(good) + 1)
 
     def commit(batch):
@@ -53,34 +50,76 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
     outcomes = [r.exception() for r in results]
     assert isinstance(outcomes[10], CommitError) and "more than once" in str(outcomes[10])
     assert [o for i, o in enumerate(outcomes) if i != 10] == [None] * 20
-    assert ray.get(wal.queue_counts.remote()) == {"q": 20}  # the refused one wrote nothing
+    assert wal.queue_counts() == {"q": 20}  # the refused one wrote nothing
     with pytest.raises(CommitError, match="stopping"):
         log.record(good[0])  # a closed log takes nothing more
 
 
-def test_a_call_cut_by_the_logs_death_leaves_every_session_of_the_group_in_doubt(ray_session, tmp_path):
-    """The log's process died during the call: whether the commits landed is unknown, so none of
-    the sessions may roll back (``CommitInDoubt``, a ``DeliveryError``); the flow is repaired from
+def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
+    closed = WriteAheadFlowFileRepository(tmp_path / "flowfile")
+    closed.close()
+    log = GroupLog(closed, None)
+    with pytest.raises(CommitError, match="the FlowFile repository refused the commit: .*is closed") as refused:
+        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
+    assert not isinstance(refused.value, CommitInDoubt)
+    log.close()
+
+
+def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_nobody(wal, tmp_path):
+    """What the executors rely on: another process commits to the same log, and one SIGKILLed
+    while it holds LMDB's write lock leaves nothing of its transaction and no lock behind."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path[:0] = {sys.path!r}
+        from repositories.flowfile import WriteAheadFlowFileRepository
+        from repositories.model import FlowFile, QueuedFlowFile
+        wal = WriteAheadFlowFileRepository({str(tmp_path / "flowfile")!r}, create=False)
+        wal.commit([QueuedFlowFile(FlowFile(1, {new_flowfile_uuid()!r}, {{}}, None, 1, 1, queue_date=1, queue_index=1), "q")], [])
+        with wal._write("holding the lock") as txn:
+            txn.put(b"x", b"y", db=wal._meta)
+            print("holding", flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "holding"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    finally:
+        child.kill()
+    log = GroupLog(wal, None)
+    log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(2), "q")]))
+    log.close()
+    assert wal.queue_counts() == {"q": 2}
+    with wal._read() as txn:
+        assert txn.get(b"x", db=wal._meta) is None  # the killed transaction left nothing
+
+
+@pytest.mark.ray
+def test_a_call_cut_by_the_logs_death_leaves_the_session_in_doubt(ray_session, tmp_path):
+    """The log's process died during the call: whether the commit landed is unknown, so the
+    session may not roll back (``CommitInDoubt``, a ``DeliveryError``); the flow is repaired from
     the log instead."""
     import ray
 
     dead = FlowFileRepositoryActor.remote(str(tmp_path), Settings())
-    ray.kill(dead)  # the call itself fails (an actor that died), not one commit in it
-    log = GroupLog(ActorLink(dead), None)
+    ray.kill(dead)  # the call itself fails (an actor that died), not the commit in it
     with pytest.raises(CommitInDoubt, match="may or may not be in the log"):
-        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
-    log.close()
+        DirectLog(ActorLink(dead), None).record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
 
 
-def test_a_failed_call_the_log_answered_refuses_every_session_of_the_group(ray_session, tmp_path):
+@pytest.mark.ray
+def test_a_failed_call_the_log_answered_refuses_the_session(ray_session, tmp_path):
     import ray
 
     unopened = FlowFileRepositoryActor.remote(str(tmp_path), Settings())  # answers, but cannot commit
-    log = GroupLog(ActorLink(unopened), None)
     with pytest.raises(CommitError, match="the FlowFile repository refused the commit") as refused:
-        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
+        DirectLog(ActorLink(unopened), None).record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     assert not isinstance(refused.value, CommitInDoubt)
-    log.close()
     ray.kill(unopened)
 
 
@@ -105,13 +144,13 @@ def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
     ff = flowfile(1)
     event = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(), flowfile_uuid=ff.uuid,
                             component_id="t/p", component_name="p", component_type="T")
-    log = GroupLog(ActorLink(wal), ObjectLink(provenance))
+    log = GroupLog(wal, ObjectLink(provenance))
     pending = log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event]))
     with pytest.raises(RuntimeError, match="died"):
         resolve(pending)
     log.close()
     assert len(log.unrecorded) == 1 and provenance.stats()["max_event_id"] == -1  # kept, not recorded
-    again = GroupLog(ActorLink(wal), ObjectLink(provenance))
+    again = GroupLog(wal, ObjectLink(provenance))
     again.resend(log.unrecorded)
     again.close()
     assert [e.flowfile_uuid for e in provenance.events(0, 10)] == [ff.uuid]

@@ -31,7 +31,8 @@ from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, 
 class Log(Protocol):
     """Steps 2 and 3's provenance: where a session's commit becomes durable."""
 
-    flowfile_repository: Link
+    def reserve_ids(self, count: int) -> int:
+        """The first of ``count`` fresh FlowFile ids, reserved durably in the log."""
 
     def record(self, batch: CommitBatch) -> list[Any]:
         """Write the batch's FlowFile changes to the log (``CommitError`` if refused: nothing was
@@ -59,11 +60,17 @@ def encoded_events(events: Sequence[ProvenanceEvent]) -> tuple[list[bytes], list
 
 
 class DirectLog:
-    """Each commit in a call of its own to the FlowFile repository, then one to provenance."""
+    """Each commit in a call of its own to the FlowFile repository, then one to provenance: the
+    test runner's log. Over a link to another process, a call cut by that process's death leaves
+    the commit in doubt (``not_written``); the engine's executors write the log themselves
+    (``GroupLog``)."""
 
     def __init__(self, flowfile_repository: Link, provenance_repository: Link | None):
         self.flowfile_repository = flowfile_repository
         self.provenance_repository = provenance_repository
+
+    def reserve_ids(self, count: int) -> int:
+        return call_now(self.flowfile_repository, "reserve_ids", count)
 
     def record(self, batch: CommitBatch) -> list[Any]:
         try:
@@ -168,7 +175,7 @@ class EngineBackend:
         return self._destinations.get(relationship, [])
 
     def next_ids(self, count: int) -> int:
-        return call_now(self.log.flowfile_repository, "reserve_ids", count)
+        return self.log.reserve_ids(count)
 
     def commit(self, batch: CommitBatch) -> None:
         try:

@@ -30,6 +30,7 @@ from flowactors.sdk.flow import Flow
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
+from repositories.flowfile import WriteAheadFlowFileRepository
 
 
 class Executor:
@@ -54,6 +55,7 @@ class Executor:
         self._host({q: queue_configs[q] for q in plan.queues})
         self.tasks: dict[str, ProcessorTask] = {}
         self.log: GroupLog | None = None  # the hosted tasks' group commit (``wire``)
+        self._wal: WriteAheadFlowFileRepository | None = None  # the log, written from this process
         self._unrecorded: list = []  # provenance a replaced group log could not send (``reset``)
         self._counters: dict = {}  # the tasks' counters and metrics, kept across a repair (``reset``)
 
@@ -69,8 +71,11 @@ class Executor:
         controller holds it (a ``HostedLink`` into some executor, or a queue of its own)."""
         loop = asyncio.get_running_loop()
         content = ContentRepository.from_settings(self.root, self.settings)
-        self.log = GroupLog(self.flowfile_repository, self.provenance_repository,
-                            name=f"group-commit-{self.plan.name}")
+        if self._wal is None:  # kept across repairs: the log's file outlives its actor
+            self._wal = await loop.run_in_executor(
+                None, lambda: WriteAheadFlowFileRepository.from_settings(self.root, self.settings, shared=True))
+        self.log = GroupLog(self._wal, self.provenance_repository, name=f"group-commit-{self.plan.name}",
+                            flow=self.flow.name)
         unrecorded, self._unrecorded = self._unrecorded, []
         counted, self._counters = self._counters, {}
         try:

@@ -1,17 +1,20 @@
 """Group commit: the sessions of every task in one executor reach the repositories together.
 
-Profiling a 60-processor flow on two executors showed a third of the busiest executor's time in
-submitting actor calls: two per session commit (the write-ahead log, then provenance), from 30
-threads at once. ``GroupLog`` gathers the commits that arrive while the previous group is being
-written and sends them in one ``commit_group`` call, then their provenance in one
-``register_encoded`` call, as databases do with group commit.
+The write-ahead log is written in the executor's own process: LMDB serializes write transactions
+across processes (and frees the lock of a writer that died), so each session's transaction runs
+here, without an actor call or pickling its records (bench scenario 1 measured a third of the
+executor's time in that call and its pickling; docs/architecture.md, "The data path"). The
+repository actor keeps what needs one owner: opening and recovery, checkpoints, the swap
+registry, paging queues in.
 
-What stays exactly as with one call per session (``DirectLog``): each session is its own LMDB
-transaction, refused or accepted alone (a refused one raises ``CommitError`` in its own task, which
-rolls back only that session); a session's task waits until its commit is in the log before it
-delivers anything; provenance is recorded after the log accepted, never before. A group never
-waits for more commits to arrive: the first commit goes out at once, and later ones ride along
-with whatever queued up behind it, so a lone task sees no extra latency.
+Provenance goes to its actor, grouped: ``GroupLog`` gathers the commits that arrive while the
+previous group is being written and sends their events in one ``register_encoded`` call, as
+databases do with group commit. What stays exactly as with one call per session (``DirectLog``):
+each session is its own LMDB transaction, refused or accepted alone (a refused one raises
+``CommitError`` in its own task, which rolls back only that session); a session's task waits until
+its commit is in the log before it delivers anything; provenance is recorded after the log
+accepted, never before. A group never waits for more commits to arrive: the first commit goes out
+at once, and later ones ride along with whatever queued up behind it.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from typing import Any
 
 import ray
 
-from flowactors.engine.backend import encoded_events, not_written, refused
+from flowactors.engine.backend import encoded_events, refused
+from flowactors.engine.metrics import FlowFileRepositoryMetrics
 from flowactors.engine.transport import Link, call_now
 from flowactors.sdk.session import CommitBatch, CommitError
+from repositories.flowfile import WriteAheadFlowFileRepository
 
 #: at most this many sessions in one call (bounds the size of one actor call)
 MAX_GROUP = 64
@@ -33,9 +38,11 @@ MAX_GROUP = 64
 class GroupLog:
     """The ``Log`` that every task of one executor shares (see the module docstring)."""
 
-    def __init__(self, flowfile_repository: Link, provenance_repository: Link | None, name: str = "group-commit"):
-        self.flowfile_repository = flowfile_repository
+    def __init__(self, wal: WriteAheadFlowFileRepository, provenance_repository: Link | None,
+                 name: str = "group-commit", flow: str = ""):
+        self.wal = wal  # open in this process (``WriteAheadFlowFileRepository.open_shared``)
         self.provenance_repository = provenance_repository
+        self.metrics = FlowFileRepositoryMetrics(flow)
         self._waiting: list[tuple[CommitBatch, concurrent.futures.Future]] = []
         self._ready = threading.Condition()
         self._closed = False
@@ -51,6 +58,9 @@ class GroupLog:
             self._waiting.append((batch, done))
             self._ready.notify()
         return done.result()  # CommitError, or the pending provenance call
+
+    def reserve_ids(self, count: int) -> int:
+        return self.wal.reserve_ids(count)
 
     def _record_events(self, encoded: tuple[list[bytes], list[int]]) -> Any:
         """Send events to provenance; if that call fails, keep them in ``unrecorded`` to send
@@ -85,13 +95,17 @@ class GroupLog:
             self._write(group)
 
     def _write(self, group: list[tuple[CommitBatch, concurrent.futures.Future]]) -> None:
-        try:
-            reasons = call_now(self.flowfile_repository, "commit_group",
-                               [(b.updates, b.removals, b.new_claims) for b, _ in group])
-        except Exception as err:  # the call itself failed: refused, or in doubt if the log died
-            for _, done in group:
-                done.set_exception(not_written(err))
-            return
+        reasons: list[str | None] = []
+        for batch, _ in group:  # each its own transaction: one refused does not touch the others
+            try:
+                self.wal.commit(batch.updates, batch.removals, batch.new_claims)
+            except Exception as err:  # nothing written: this session rolls back
+                reasons.append(f"{type(err).__name__}: {err}")
+                continue
+            reasons.append(None)
+        written = reasons.count(None)
+        if written:
+            self.metrics.committed(written)
         events = [e for (b, _), reason in zip(group, reasons) if reason is None for e in b.events]
         provenance: list[Any] = []
         if self.provenance_repository is not None and events:

@@ -36,7 +36,9 @@ class Service:
 
 
 class FlowFileRepositoryService(Service):
-    """Owns ``<repository>/flowfile``: one LMDB transaction per session commit."""
+    """Owns ``<repository>/flowfile``: opening and recovery, checkpoints, the swap registry, paging.
+    The executors commit sessions themselves, in their own processes (``GroupLog``); ``commit``
+    here serves the controller (emptying a queue) and the test runner."""
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
         super().__init__()
@@ -76,25 +78,6 @@ class FlowFileRepositoryService(Service):
         self.repo.commit(updates, removals, new_claims)
         self.commits += 1
         self.metrics.committed()
-
-    def commit_group(self, commits: Sequence[tuple[Sequence[QueuedFlowFile], Sequence[str], Sequence[ResourceClaim]]]
-                     ) -> list[str | None]:
-        """Several sessions' commits in one call (an executor's group commit), each its own
-        transaction as with ``commit``: one refused does not touch the others. Returns, per commit,
-        None when it is in the log or the reason it was refused."""
-        refused: list[str | None] = []
-        for updates, removals, new_claims in commits:
-            try:
-                self.repo.commit(updates, removals, new_claims)
-            except Exception as err:  # this session only; the caller rolls it back
-                refused.append(f"{type(err).__name__}: {err}")
-                continue
-            refused.append(None)
-            self.commits += 1
-        written = sum(r is None for r in refused)
-        if written:
-            self.metrics.committed(written)
-        return refused
 
     def checkpoint(self) -> list[ResourceClaim]:
         started = time.monotonic()

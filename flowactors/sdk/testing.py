@@ -248,6 +248,7 @@ class RayComponents:
         from flowactors.sdk.flow import Flow
         from flowactors.sdk.settings import Settings
         from repositories.content import ContentRepository
+        from repositories.flowfile import WriteAheadFlowFileRepository
 
         settings = Settings()
         self.flow = Flow(f"runners-{uuid.uuid4().hex[:8]}")
@@ -260,7 +261,8 @@ class RayComponents:
                                               settings, {}, self.flowfiles, self.provenance)
         resolve([self.flowfiles.call("open"), self.provenance.call("open")])
         self.content = ContentRepository.from_settings(self.root, settings)
-        self.log = GroupLog(self.flowfiles, self.provenance, name=f"group-commit-{name}")
+        self.wal = WriteAheadFlowFileRepository.from_settings(self.root, settings, shared=True)
+        self.log = GroupLog(self.wal, self.provenance, name=f"group-commit-{name}", flow=name)
 
     def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
         from flowactors.engine.transport import HostedLink
@@ -270,6 +272,7 @@ class RayComponents:
 
     def close(self) -> None:
         self.log.close()
+        self.wal.close()
         try:
             call_now(self.flowfiles, "close")
             call_now(self.provenance, "close")

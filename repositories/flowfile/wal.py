@@ -14,8 +14,9 @@ Durability (verified in tests/test_flowfile_crash.py, documented in the format d
 * ``always_sync=True``: LMDB ``sync=True, metasync=True``. ``fdatasync`` of the data pages and an
   ``O_DSYNC`` write of the meta page before ``commit()`` returns: survives power loss.
 
-One instance per repository directory per process (LMDB must not be opened twice in one process);
-several processes may open the same directory. Methods are safe to call from several threads.
+One instance per repository directory per process (LMDB must not be opened twice in one process:
+``open_shared``); several processes may open and write the same directory (the engine's executors
+commit in their own processes). Methods are safe to call from several threads.
 """
 
 from __future__ import annotations
@@ -129,13 +130,26 @@ class WriteAheadFlowFileRepository:
             raise
 
     @classmethod
-    def from_settings(cls, root_dir: str | Path, settings: Any) -> "WriteAheadFlowFileRepository":
-        """The repository at ``<root_dir>/flowfile`` configured from a ``Settings``."""
-        return cls(
-            Path(root_dir) / "flowfile",
-            always_sync=settings.always_sync,
-            map_size=settings.flowfile_map_size,
-        )
+    def open_shared(cls, path: str | Path, **options: Any) -> "WriteAheadFlowFileRepository":
+        """The instance open on ``path`` in this process, else a new one (``options`` as for the
+        constructor). Several processes write one log (LMDB serializes their write transactions
+        and frees the lock of a writer that died), but one process must share a single instance."""
+        with _open_lock:
+            other = _open_paths.get(os.path.realpath(path))
+            shared = other() if other is not None else None
+            if shared is not None and not shared._closed:
+                return shared
+        return cls(path, **options)
+
+    @classmethod
+    def from_settings(cls, root_dir: str | Path, settings: Any, *, shared: bool = False) -> "WriteAheadFlowFileRepository":
+        """The repository at ``<root_dir>/flowfile`` configured from a ``Settings``; ``shared``:
+        an existing one only (``create=False``), the instance this process has open if any
+        (``open_shared``)."""
+        options = {"always_sync": settings.always_sync, "map_size": settings.flowfile_map_size}
+        if shared:
+            return cls.open_shared(Path(root_dir) / "flowfile", create=False, **options)
+        return cls(Path(root_dir) / "flowfile", **options)
 
     # --- opening ------------------------------------------------------------------------------
 
