@@ -510,7 +510,7 @@ class ProcessSession:
             **fields,
         )
         if event_type == ProvenanceEventType.SEND:
-            event.updated_attributes = dict(flowfile.attributes)
+            event.updated_attributes = flowfile.attributes  # never changed in place: see _complete_event
             event.updated_claim = flowfile.claim
             event.updated_size = flowfile.size
         self._events.append(event)
@@ -603,17 +603,19 @@ class ProcessSession:
                 self._emit(ProvenanceEventType.FORK, parent.current, child_uuids=children)
 
     def _complete_event(self, event: ProvenanceEvent, record: _Record | None) -> None:
-        """Fill in attributes and content as committed (SEND keeps what it had when emitted)."""
+        """Fill in attributes and content as committed (SEND keeps what it had when emitted). The
+        attribute maps are the FlowFiles' own, not copies: a FlowFile's attributes are never
+        changed in place (every change makes a new map, ``_update``), so an event can share them."""
         if record is None:
             return
         original = record.original
         if original is not None:
-            event.previous_attributes = dict(original.attributes)
+            event.previous_attributes = original.attributes
             event.previous_claim = original.claim
             event.previous_size = original.size
             event.source_queue_id = record.source_queue
         if event.event_type != ProvenanceEventType.SEND:
-            event.updated_attributes = dict(record.current.attributes)
+            event.updated_attributes = record.current.attributes
             event.updated_claim = record.current.claim
             event.updated_size = record.current.size
 

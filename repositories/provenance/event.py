@@ -162,6 +162,13 @@ def _claim_in(value: Any) -> ContentClaim | None:
     return ContentClaim(ResourceClaim(container, section, resource_id), offset, length)
 
 
+def _as_dict(value: Any) -> dict:
+    """orjson's fallback: attribute maps that are not dicts (a read-only view) go as dicts."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot store a {type(value).__name__} in a provenance event")
+
+
 def encode_event(e: ProvenanceEvent) -> bytes:
     """The event as bytes: version byte + orjson array (see the module docstring)."""
     return _VERSION_PREFIX + _dumps(
@@ -172,7 +179,8 @@ def encode_event(e: ProvenanceEvent) -> bytes:
             _claim_out(e.previous_claim), _claim_out(e.updated_claim), e.previous_size,
             e.updated_size, e.details, e.transit_uri, e.source_system_flowfile_id,
             e.alternate_identifier, e.lineage_start_date, e.source_queue_id,
-        ]
+        ],
+        default=_as_dict,
     )
 
 
