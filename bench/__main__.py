@@ -57,6 +57,7 @@ SCENARIOS = (
     Scenario("wal", 8, "FlowFile repository commits (issue 3)", "bench.wal_commit"),
     Scenario("flow_size", 9, "Flow size: processes, memory and time against processors (issue 13)",
              "bench.flow_size"),
+    Scenario("profile", 10, "Where a FlowFile's time goes on Ray, layer by layer (issue 15)", "bench.hop_profile"),
 )
 
 
