@@ -128,7 +128,7 @@ def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
     wait in ``unrecorded`` until the next log (after the repair) sends them again."""
     from flowactors.engine.repository_services import ProvenanceRepositoryService
     from flowactors.engine.transport import ObjectLink, resolve
-    from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType
+    from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
 
     class DiesOnce(ProvenanceRepositoryService):
         died = False
@@ -145,7 +145,7 @@ def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
     event = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(), flowfile_uuid=ff.uuid,
                             component_id="t/p", component_name="p", component_type="T")
     log = GroupLog(wal, ObjectLink(provenance))
-    pending = log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event]))
+    pending = log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event_fields(event)]))
     with pytest.raises(RuntimeError, match="died"):
         resolve(pending)
     log.close()

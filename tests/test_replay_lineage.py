@@ -201,3 +201,35 @@ def _wait_for(probe, timeout: float = 30.0):
             return value
         time.sleep(0.1)
     raise AssertionError("timed out waiting")
+
+
+def test_a_flowfiles_events_get_ids_in_the_order_they_happened_however_slow_provenance_is(tmp_path, monkeypatch):
+    """The first provenance call of the run is held for a second; the next processor's session,
+    which could already run, must not register its events first: provenance is registered before
+    the FlowFiles are offered downstream (in process, where provenance takes calls concurrently)."""
+    import threading
+
+    from flowactors import Flow
+    from flowactors.engine.repository_services import ProvenanceRepositoryService
+    from flowactors.processors import GenerateFlowFile, UpdateAttribute
+
+    held = threading.Event()
+    register = ProvenanceRepositoryService.register_encoded
+
+    def slow_first(self, unregistered, timestamps):
+        if not held.is_set():
+            held.set()
+            time.sleep(1.0)
+        return register(self, unregistered, timestamps)
+
+    monkeypatch.setattr(ProvenanceRepositoryService, "register_encoded", slow_first)
+    flow = Flow("ordered-events")
+    flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 3, "Batch Size": 3})
+    flow.add(UpdateAttribute, "tag", properties={"tagged": "yes"}, auto_terminate=["success"])
+    flow.connect("generate", "tag")
+    run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60)
+    events = all_events(tmp_path / "repository")
+    assert held.is_set() and len({e.flowfile_uuid for e in events}) == 3
+    for uuid in {e.flowfile_uuid for e in events}:
+        kinds = [e.event_type.value for e in sorted(events, key=lambda e: e.event_id) if e.flowfile_uuid == uuid]
+        assert kinds == ["CREATE", "DROP"], kinds  # DROP: auto-terminated by the next processor

@@ -25,9 +25,15 @@ from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
 from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
                                now_millis)
-from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType
+from repositories.provenance.event import FIELD_INDEX, ProvenanceEventType, claim_field, new_event_fields
 
 CHUNK = 1024 * 1024
+#: positions in an event's field array (``CommitBatch.events``)
+_TYPE, _UUID, _CHILDREN = FIELD_INDEX["event_type"], FIELD_INDEX["flowfile_uuid"], FIELD_INDEX["child_uuids"]
+_PREVIOUS_ATTRIBUTES, _PREVIOUS_CLAIM = FIELD_INDEX["previous_attributes"], FIELD_INDEX["previous_claim"]
+_PREVIOUS_SIZE, _SOURCE_QUEUE = FIELD_INDEX["previous_size"], FIELD_INDEX["source_queue_id"]
+_UPDATED_ATTRIBUTES, _UPDATED_CLAIM = FIELD_INDEX["updated_attributes"], FIELD_INDEX["updated_claim"]
+_UPDATED_SIZE = FIELD_INDEX["updated_size"]
 
 
 class FlowFileHandlingError(RuntimeError):
@@ -59,7 +65,9 @@ class CommitBatch:
     updates: list[QueuedFlowFile] = field(default_factory=list)
     removals: list[str] = field(default_factory=list)
     new_claims: list[ResourceClaim] = field(default_factory=list)
-    events: list[ProvenanceEvent] = field(default_factory=list)
+    #: provenance events as field arrays (``repositories.provenance.event.new_event_fields``):
+    #: many a commit, so no object each; encoded once, by the log (``backend.encoded_events``)
+    events: list[list] = field(default_factory=list)
     #: queue id -> FlowFiles to offer there (after the WAL transaction)
     offers: dict[str, list[FlowFile]] = field(default_factory=dict)
     #: queue id -> uuids taken from it that are now done with
@@ -151,7 +159,7 @@ class ProcessSession:
         self._ids = ids or _Ids(backend)
         self._records: dict[str, _Record] = {}
         self._writer = None
-        self._events: list[ProvenanceEvent] = []
+        self._events: list[list] = []  # field arrays (``CommitBatch.events``)
         self._bytes_read = 0
         self.provenance = ProvenanceReporter(self)
 
@@ -441,8 +449,8 @@ class ProcessSession:
         for uuid in moving:
             other._records[uuid] = self._records.pop(uuid)
         moved = set(moving)
-        other._events.extend(e for e in self._events if e.flowfile_uuid in moved)
-        self._events = [e for e in self._events if e.flowfile_uuid not in moved]
+        other._events.extend(e for e in self._events if e[_UUID] in moved)
+        self._events = [e for e in self._events if e[_UUID] not in moved]
 
     @property
     def has_work(self) -> bool:
@@ -498,21 +506,17 @@ class ProcessSession:
         record.current = record.current._replace(**changes)
         return record.current
 
-    def _emit(self, event_type: ProvenanceEventType, flowfile: FlowFile, **fields: Any) -> ProvenanceEvent:
-        event = ProvenanceEvent(
-            event_type=event_type,
-            timestamp=now_millis(),
-            flowfile_uuid=flowfile.uuid,
-            component_id=self.component_id,
-            component_name=self.context.name,
-            component_type=self.context.processor_type,
-            lineage_start_date=flowfile.lineage_start_date,
-            **fields,
-        )
-        if event_type == ProvenanceEventType.SEND:
-            event.updated_attributes = flowfile.attributes  # never changed in place: see _complete_event
-            event.updated_claim = flowfile.claim
-            event.updated_size = flowfile.size
+    def _emit(self, event_type: ProvenanceEventType, flowfile: FlowFile, **fields: Any) -> list:
+        """Record an event (a field array, see ``CommitBatch.events``); ``fields`` by name."""
+        context = self.context
+        event = new_event_fields(event_type, now_millis(), flowfile.uuid, self.component_id, context.name,
+                                 context.processor_type, flowfile.lineage_start_date)
+        for name, value in fields.items():
+            event[FIELD_INDEX[name]] = value
+        if event_type == ProvenanceEventType.SEND:  # what was sent, not what the FlowFile became
+            event[_UPDATED_ATTRIBUTES] = flowfile.attributes  # never changed in place: _complete_event
+            event[_UPDATED_CLAIM] = claim_field(flowfile.claim)
+            event[_UPDATED_SIZE] = flowfile.size
         self._events.append(event)
         return event
 
@@ -529,7 +533,7 @@ class ProcessSession:
         self._add_implicit_events()
         batch = CommitBatch()
         now = now_millis()
-        dropped = {e.flowfile_uuid for e in self._events if e.event_type == ProvenanceEventType.DROP}
+        dropped = {e[_UUID] for e in self._events if e[_TYPE] == ProvenanceEventType.DROP}
         for record in self._records.values():
             if record.original is not None and record.source_queue is not None:
                 batch.acknowledgements.setdefault(record.source_queue, []).append(record.original.uuid)
@@ -547,7 +551,7 @@ class ProcessSession:
             batch.offers.setdefault(record.queue, []).append(record.current)
         finals = {r.current.uuid: r for r in self._records.values()}
         for event in self._events:
-            self._complete_event(event, finals.get(event.flowfile_uuid))
+            self._complete_event(event, finals.get(event[_UUID]))
         batch.events = self._events
         if self._writer is not None:
             batch.new_claims = list(self._writer.created())
@@ -573,8 +577,8 @@ class ProcessSession:
         """CREATE / FORK / JOIN / CONTENT_MODIFIED / ATTRIBUTES_MODIFIED events nobody reported."""
         reported: dict[str, set[str]] = {}
         for event in self._events:
-            reported.setdefault(event.flowfile_uuid, set()).add(event.event_type)
-            for child in event.child_uuids:
+            reported.setdefault(event[_UUID], set()).add(event[_TYPE])
+            for child in event[_CHILDREN]:
                 reported.setdefault(child, set()).add("CHILD")
         by_parent: dict[str, list[str]] = {}
         for record in self._records.values():
@@ -602,7 +606,7 @@ class ProcessSession:
             if parent is not None:
                 self._emit(ProvenanceEventType.FORK, parent.current, child_uuids=children)
 
-    def _complete_event(self, event: ProvenanceEvent, record: _Record | None) -> None:
+    def _complete_event(self, event: list, record: _Record | None) -> None:
         """Fill in attributes and content as committed (SEND keeps what it had when emitted). The
         attribute maps are the FlowFiles' own, not copies: a FlowFile's attributes are never
         changed in place (every change makes a new map, ``_update``), so an event can share them."""
@@ -610,14 +614,15 @@ class ProcessSession:
             return
         original = record.original
         if original is not None:
-            event.previous_attributes = original.attributes
-            event.previous_claim = original.claim
-            event.previous_size = original.size
-            event.source_queue_id = record.source_queue
-        if event.event_type != ProvenanceEventType.SEND:
-            event.updated_attributes = record.current.attributes
-            event.updated_claim = record.current.claim
-            event.updated_size = record.current.size
+            event[_PREVIOUS_ATTRIBUTES] = original.attributes
+            event[_PREVIOUS_CLAIM] = claim_field(original.claim)
+            event[_PREVIOUS_SIZE] = original.size
+            event[_SOURCE_QUEUE] = record.source_queue
+        if event[_TYPE] != ProvenanceEventType.SEND:
+            current = record.current
+            event[_UPDATED_ATTRIBUTES] = current.attributes
+            event[_UPDATED_CLAIM] = claim_field(current.claim)
+            event[_UPDATED_SIZE] = current.size
 
     def _reset(self) -> None:
         self._records.clear()

@@ -169,19 +169,38 @@ def _as_dict(value: Any) -> dict:
     raise TypeError(f"cannot store a {type(value).__name__} in a provenance event")
 
 
+def event_fields(e: ProvenanceEvent) -> list:
+    """The event as its field array (``FIELD_INDEX`` gives positions), as it is encoded."""
+    return [
+        e.event_id, e.event_type, e.timestamp, e.duration, e.flowfile_uuid,
+        e.parent_uuids, e.child_uuids, e.component_id, e.component_name, e.component_type,
+        e.relationship, e.previous_attributes, e.updated_attributes,
+        _claim_out(e.previous_claim), _claim_out(e.updated_claim), e.previous_size,
+        e.updated_size, e.details, e.transit_uri, e.source_system_flowfile_id,
+        e.alternate_identifier, e.lineage_start_date, e.source_queue_id,
+    ]
+
+
+def new_event_fields(event_type: ProvenanceEventType, timestamp: int, flowfile_uuid: str, component_id: str,
+                     component_name: str, component_type: str, lineage_start_date: int) -> list:
+    """A new unregistered event as a field array, every other field at its default: how code
+    that makes many events (the session) builds them, with no event object each. Set fields by
+    ``FIELD_INDEX``; a claim goes in as ``claim_field(claim)``."""
+    return [-1, event_type, timestamp, 0, flowfile_uuid, [], [], component_id, component_name, component_type,
+            None, {}, {}, None, None, 0, 0, None, None, None, None, lineage_start_date, None]
+
+
+claim_field = _claim_out
+
+
+def encode_fields(fields: list) -> bytes:
+    """An event's field array as bytes: version byte + orjson array (see the module docstring)."""
+    return _VERSION_PREFIX + _dumps(fields, default=_as_dict)
+
+
 def encode_event(e: ProvenanceEvent) -> bytes:
     """The event as bytes: version byte + orjson array (see the module docstring)."""
-    return _VERSION_PREFIX + _dumps(
-        [
-            e.event_id, e.event_type.value, e.timestamp, e.duration, e.flowfile_uuid,
-            e.parent_uuids, e.child_uuids, e.component_id, e.component_name, e.component_type,
-            e.relationship, e.previous_attributes, e.updated_attributes,
-            _claim_out(e.previous_claim), _claim_out(e.updated_claim), e.previous_size,
-            e.updated_size, e.details, e.transit_uri, e.source_system_flowfile_id,
-            e.alternate_identifier, e.lineage_start_date, e.source_queue_id,
-        ],
-        default=_as_dict,
-    )
+    return encode_fields(event_fields(e))
 
 
 _UNREGISTERED_PREFIX = _VERSION_PREFIX + b"[-1,"
