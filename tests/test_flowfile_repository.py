@@ -19,6 +19,7 @@ from repositories.flowfile import (
     InMemoryFlowFileRepository,
     NegativeCountError,
     RepositoryCorruptError,
+    RunReplacedError,
     UnsupportedFormatVersionError,
     WriteAheadFlowFileRepository,
 )
@@ -700,3 +701,25 @@ def test_commits_from_several_threads_while_checkpointing(h):
     assert set(released) == {ResourceClaim("t", str(n), f"claim-{i}") for n in range(3) for i in range(20)}
     assert h.repo.stats()["flowfiles"] == 0 and h.repo.pending_release() == []
     assert h.repo.rebuild_claimant_counts()["fixed"] == 0
+
+
+def test_a_commit_of_a_replaced_run_is_refused_and_writes_nothing(tmp_path):
+    """What fences the executors of a controller that died: once a new start begins its run, a
+    commit still made for the old one (by a process Ray has not killed yet) changes nothing."""
+    w = WriteAheadFlowFileRepository(tmp_path / "flowfile")
+    first = w.begin_run()
+    kept = make_ff(None)
+    w.commit([q(kept)], [], run=first)
+    second = w.begin_run()
+    assert second == first + 1
+    with pytest.raises(RunReplacedError, match=f"run {first} of the flow, but run {second} has started"):
+        w.commit([q(make_ff(None))], [kept.uuid], run=first)
+    assert list(everything(w)) == [kept.uuid]  # neither the new FlowFile nor the removal
+    w.commit([], [kept.uuid], run=second)
+    assert everything(w) == {}
+    w.close()
+    again = WriteAheadFlowFileRepository(tmp_path / "flowfile", create=False)
+    try:
+        assert again.begin_run() == second + 1  # the run is in the file: it survives a restart
+    finally:
+        again.close()

@@ -65,6 +65,20 @@ def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
     log.close()
 
 
+def test_a_group_log_of_a_replaced_run_refuses_its_sessions(wal):
+    """An executor that outlives its controller (Ray has not killed it yet) commits under the
+    run it was wired with; once the new controller began its run, those sessions are refused and
+    roll back, so the log the new run recovered from stays as it read it."""
+    old = wal.begin_run()
+    log = GroupLog(wal, None, run=old)
+    log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
+    wal.begin_run()  # the new controller's start
+    with pytest.raises(CommitError, match="has started since"):
+        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(2), "q")]))
+    log.close()
+    assert wal.queue_counts() == {"q": 1}
+
+
 def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_nobody(wal, tmp_path):
     """What the executors rely on: another process commits to the same log, and one SIGKILLed
     while it holds LMDB's write lock leaves nothing of its transaction and no lock behind."""

@@ -66,16 +66,17 @@ class Executor:
         return f"{self.flow.name}.{self.plan.name}[{tasks}; queues: {', '.join(self.plan.queues) or '-'}]"
 
     # ------------------------------------------------------------------ wiring and lifecycle
-    async def wire(self, queues: dict[str, Link]) -> None:
+    async def wire(self, queues: dict[str, Link], run: int | None = None) -> None:
         """Create the hosted processor tasks. ``queues``: every connection's link as the
-        controller holds it (a ``HostedLink`` into some executor, or a queue of its own)."""
+        controller holds it (a ``HostedLink`` into some executor, or a queue of its own); ``run``:
+        the log's run the tasks commit under (``WriteAheadFlowFileRepository.begin_run``)."""
         loop = asyncio.get_running_loop()
         content = ContentRepository.from_settings(self.root, self.settings)
         if self._wal is None:  # kept across repairs: the log's file outlives its actor
             self._wal = await loop.run_in_executor(
                 None, lambda: WriteAheadFlowFileRepository.from_settings(self.root, self.settings, shared=True))
         self.log = GroupLog(self._wal, self.provenance_repository, name=f"group-commit-{self.plan.name}",
-                            flow=self.flow.name)
+                            flow=self.flow.name, run=run)
         unrecorded, self._unrecorded = self._unrecorded, []
         counted, self._counters = self._counters, {}
         try:

@@ -39,8 +39,11 @@ class GroupLog:
     """The ``Log`` that every task of one executor shares (see the module docstring)."""
 
     def __init__(self, wal: WriteAheadFlowFileRepository, provenance_repository: Link | None,
-                 name: str = "group-commit", flow: str = ""):
+                 name: str = "group-commit", flow: str = "", run: int | None = None):
         self.wal = wal  # open in this process (``WriteAheadFlowFileRepository.open_shared``)
+        #: the log's run these commits belong to: once a newer start began another (a controller
+        #: that died and came back while this process lives on), they are refused
+        self.run = run
         self.provenance_repository = provenance_repository
         self.metrics = FlowFileRepositoryMetrics(flow)
         self._waiting: list[tuple[CommitBatch, concurrent.futures.Future]] = []
@@ -98,7 +101,7 @@ class GroupLog:
         reasons: list[str | None] = []
         for batch, _ in group:  # each its own transaction: one refused does not touch the others
             try:
-                self.wal.commit(batch.updates, batch.removals, batch.new_claims)
+                self.wal.commit(batch.updates, batch.removals, batch.new_claims, run=self.run)
             except Exception as err:  # nothing written: this session rolls back
                 reasons.append(f"{type(err).__name__}: {err}")
                 continue

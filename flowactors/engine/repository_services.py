@@ -50,12 +50,15 @@ class FlowFileRepositoryService(Service):
         self.metrics = FlowFileRepositoryMetrics(flow)
 
     def open(self) -> dict:
-        """Open the log, rebuild claimant counts, and delete content that was never committed."""
+        """Open the log and begin a new run of the flow over it (commits of an older run are
+        refused from now on: ``begin_run``), rebuild claimant counts, and delete content that was
+        never committed. ``run`` in the answer is what the executors commit under."""
         self.repo = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
-        rebuilt = self.repo.rebuild_claimant_counts()
+        rebuilt = self.repo.rebuild_claimant_counts()  # reads every record: a damaged file says so here
+        run = self.repo.begin_run()  # before the orphan cleanup: no older run commits what it deletes
         orphans = self.remove_orphans()
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
-                "swap_files": self.repo.swap_files()}
+                "swap_files": self.repo.swap_files(), "run": run}
 
     def remove_orphans(self) -> int:
         """Delete claim files no FlowFile in the log references (content written by sessions that

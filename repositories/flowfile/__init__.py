@@ -9,6 +9,7 @@ from repositories.flowfile.errors import (
     FlowFileRepositoryError,
     NegativeCountError,
     RepositoryCorruptError,
+    RunReplacedError,
     UnsupportedFormatVersionError,
 )
 from repositories.flowfile.memory import InMemoryFlowFileRepository
@@ -19,6 +20,7 @@ __all__ = [
     "InMemoryFlowFileRepository",
     "NegativeCountError",
     "RepositoryCorruptError",
+    "RunReplacedError",
     "SWAP_QUEUE_PREFIX",
     "UnsupportedFormatVersionError",
     "WriteAheadFlowFileRepository",

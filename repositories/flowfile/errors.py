@@ -84,3 +84,14 @@ class UnsupportedFormatVersionError(FlowFileRepositoryError):
             f"reads version {supported}. {advice}",
             path,
         )
+
+
+class RunReplacedError(FlowFileRepositoryError):
+    """A commit made for a run of the flow that a newer start replaced (``begin_run``): refused,
+    nothing written. Raised in a process the flow no longer owns (an executor of a controller
+    that died, not yet killed), so that it cannot change the log the new run recovered from."""
+
+    def __init__(self, path, run: int, current: int):
+        super().__init__(f"FlowFile repository at {path}: this commit belongs to run {run} of the flow, "
+                         f"but run {current} has started since; refused (nothing written)", path)
+        self.run, self.current = run, current

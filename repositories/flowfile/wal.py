@@ -39,6 +39,7 @@ from repositories.flowfile.errors import (
     FlowFileRepositoryError,
     NegativeCountError,
     RepositoryCorruptError,
+    RunReplacedError,
     UnsupportedFormatVersionError,
 )
 from repositories.fsutil import fsync_dir
@@ -60,6 +61,7 @@ _K_NEXT_ID = b"next_id"
 _K_SEQ = b"commit_seq"
 _K_CREATED = b"created"
 _K_CHECKPOINT = b"last_checkpoint"
+_K_RUN = b"run"
 
 _CORRUPTION_ERRORS = (
     lmdb.CorruptedError,
@@ -68,6 +70,10 @@ _CORRUPTION_ERRORS = (
     lmdb.PanicError,
     lmdb.BadValsizeError,
 )
+#: what a read-only transaction is doing when an LMDB error there can only mean a damaged file: a
+#: read transaction of ours is never misused, so MDB_BAD_TXN in it is LMDB refusing a bad page (a
+#: garbled page of the meta sub-database gives that, not MDB_CORRUPTED)
+_READING = ("opening", "reading")
 
 # LMDB forbids opening one environment twice in one process (closing either breaks the other's
 # POSIX locks), so instances register their directory here.
@@ -331,7 +337,7 @@ class WriteAheadFlowFileRepository:
 
     def _wrap(self, e: lmdb.Error, doing: str) -> FlowFileRepositoryError:
         p = self.path
-        if isinstance(e, _CORRUPTION_ERRORS):
+        if isinstance(e, _CORRUPTION_ERRORS) or (isinstance(e, lmdb.BadTxnError) and doing in _READING):
             return RepositoryCorruptError(p, f"LMDB reports {type(e).__name__} while {doing}: {e}")
         if isinstance(e, lmdb.MapFullError):
             return FlowFileRepositoryError(
@@ -427,11 +433,27 @@ class WriteAheadFlowFileRepository:
 
     # --- commit -------------------------------------------------------------------------------
 
+    def begin_run(self) -> int:
+        """Number a new run of the flow over this log (``meta`` key ``run``) and return it. A
+        commit made for an older run is refused from then on (``commit(run=...)``): processes of
+        a run that was replaced (a controller that died, whose executors Ray has not killed yet)
+        can no longer write the log a new run recovered from."""
+        with self._write("beginning a run") as txn:
+            run = self._run_of(txn) + 1
+            txn.put(_K_RUN, rec.pack_u64(run), db=self._meta)
+        return run
+
+    def _run_of(self, txn: lmdb.Transaction) -> int:
+        """The log's run (0 before the first ``begin_run``, as in a repository of an older release)."""
+        raw = txn.get(_K_RUN, db=self._meta)
+        return 0 if raw is None else self._load_counter(txn, _K_RUN)
+
     def commit(
         self,
         updates: Sequence[QueuedFlowFile],
         removals: Sequence[str],
         new_claims: Sequence[ResourceClaim] = (),
+        run: int | None = None,
     ) -> None:
         """Record one session's changes in one LMDB write transaction (all or nothing).
 
@@ -440,7 +462,8 @@ class WriteAheadFlowFileRepository:
         decrement twice); ``new_claims`` are resource claims the session wrote, registered with a
         count of 0 (and so released after the next checkpoint) when nothing references them.
         Claimant counts change by comparing each FlowFile's stored record with the new one.
-        Raises ``ValueError`` (nothing written) when a uuid appears twice.
+        Raises ``ValueError`` (nothing written) when a uuid appears twice, ``RunReplacedError``
+        (nothing written) when ``run`` is given and is no longer the log's run (``begin_run``).
         """
         prepared, rkeys = rec.encode_commit(updates, removals, self._prefix)  # errors before writing
         new_ckeys = [rec.claim_key(r) for r in new_claims]
@@ -448,6 +471,8 @@ class WriteAheadFlowFileRepository:
             self._check_open()
             return
         with self._write("committing") as txn:
+            if run is not None and run != (current := self._run_of(txn)):
+                raise RunReplacedError(self.path, run, current)
             self._apply(txn, prepared, rkeys, new_ckeys)
         self._commits += 1
 
