@@ -58,21 +58,25 @@ def file_bytes(repo: ContentRepository, resource: ResourceClaim) -> bytes:
 
 # --- appending and rolling over ----------------------------------------------------------
 
-def test_sections_are_made_once_so_no_claim_waits_on_a_directory_syscall(make_repo, monkeypatch):
+def test_a_section_directory_is_made_once_a_process_not_once_a_claim(make_repo, monkeypatch):
+    """Claim files do not wait on a directory syscall each: a section is made the first time this
+    instance writes there, then remembered."""
     repo = make_repo(sections=64, max_flowfiles_per_claim=1)
     made: list[str] = []
     mkdir = os.mkdir
     monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: (made.append(str(path)), mkdir(path, *a, **k))[1])
     writer = repo.writer()
-    first = writer.write_bytes(b"one")
-    assert sorted(Path(p).name for p in made) == sorted(str(i) for i in range(64))
-    claims = [writer.write_bytes(b"x") for _ in range(200)]  # a claim each, over every section
+    claims = [writer.write_bytes(b"x") for _ in range(200)]  # a claim file each, over the sections
     writer.flush(sync=True)
-    assert len(made) == 64 and len({c.resource.section for c in claims}) > 32
-    assert repo.read_bytes(first) == b"one" and all(repo.read_bytes(c) == b"x" for c in claims)
-    again = make_repo(sections=64)  # another process's instance: the sections are all there
+    sections = {c.resource.section for c in claims}
+    assert len(sections) > 32 and len(made) == len(set(made)) == len(sections)  # once a section
+    assert sorted(Path(p).name for p in made) == sorted(sections)
+    assert all(repo.read_bytes(c) == b"x" for c in claims)
     made.clear()
-    assert again.writer().write_bytes(b"again").length == 5 and made == []
+    more = [writer.write_bytes(b"y") for _ in range(50)]
+    writer.flush(sync=False)
+    assert len(more) == 50 and len(made) == len(set(made))
+    assert not {Path(p).name for p in made} & sections  # a section already made is never made again
 
 
 

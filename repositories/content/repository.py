@@ -325,29 +325,21 @@ class ContentRepository(ContentRepositoryOptions):
         return ResourceClaim(name, section_of(claim_id, self.sections), claim_id), self._containers[name]
 
     def _ensure_section_dir(self, container: str, section: str) -> list[str]:
-        """Make ``<container>/<section>`` exist; returns the directories created. The first call
-        for a container creates all its sections at once (one listing, then a ``mkdir`` for each
-        missing one): a claim file never waits on a directory syscall after that."""
+        """Make ``<container>/<section>`` exist; returns the directories created."""
         path = os.path.join(self._containers[container], section)
         if path in self._known_dirs:
             return []
-        root = self._containers[container]
-        try:
-            existing = set(os.listdir(root))
-        except FileNotFoundError:  # the container directory was removed under us
-            os.makedirs(root, exist_ok=True)
-            existing = set()
         created = []
-        for name in {str(i) for i in range(self.sections)} | {section}:
-            if name in existing:
-                continue
-            try:
-                os.mkdir(os.path.join(root, name))
-                created.append(os.path.join(root, name))
-            except FileExistsError:
-                pass
+        try:
+            os.mkdir(path)
+            created.append(path)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:  # the container directory was removed under us
+            os.makedirs(self._containers[container], exist_ok=True)
+            os.mkdir(path)
+            created.append(path)
         with self._dirs_lock:
-            self._known_dirs.update(os.path.join(root, str(i)) for i in range(self.sections))
             self._known_dirs.add(path)
         return created
 
