@@ -284,9 +284,12 @@ class WriteAheadFlowFileRepository:
             except (ValueError, IndexError, PermissionError):
                 pass
 
-    def _load_counter(self, txn: lmdb.Transaction, key: bytes) -> int:
+    def _load_counter(self, txn: lmdb.Transaction, key: bytes, missing: int | None = None) -> int:
+        """A u64 meta value; ``missing`` if the key is absent and that is allowed, else corrupt."""
         raw = txn.get(key, db=self._meta)
         if raw is None:
+            if missing is not None:
+                return missing
             raise RepositoryCorruptError(self.path, f"the meta key {key.decode()!r} is missing")
         try:
             return rec.unpack_u64(raw)
@@ -439,14 +442,10 @@ class WriteAheadFlowFileRepository:
         a run that was replaced (a controller that died, whose executors Ray has not killed yet)
         can no longer write the log a new run recovered from."""
         with self._write("beginning a run") as txn:
-            run = self._run_of(txn) + 1
+            run = self._load_counter(txn, _K_RUN, missing=0) + 1  # absent: no run yet (older release)
             txn.put(_K_RUN, rec.pack_u64(run), db=self._meta)
         return run
 
-    def _run_of(self, txn: lmdb.Transaction) -> int:
-        """The log's run (0 before the first ``begin_run``, as in a repository of an older release)."""
-        raw = txn.get(_K_RUN, db=self._meta)
-        return 0 if raw is None else self._load_counter(txn, _K_RUN)
 
     def commit(
         self,
@@ -471,7 +470,7 @@ class WriteAheadFlowFileRepository:
             self._check_open()
             return
         with self._write("committing") as txn:
-            if run is not None and run != (current := self._run_of(txn)):
+            if run is not None and run != (current := self._load_counter(txn, _K_RUN, missing=0)):
                 raise RunReplacedError(self.path, run, current)
             self._apply(txn, prepared, rkeys, new_ckeys)
         self._commits += 1
