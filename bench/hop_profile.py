@@ -61,8 +61,6 @@ def read_samples(path: Path) -> tuple[collections.Counter, collections.Counter]:
     """Samples per layer and per leaf function of one ``py-spy record --format raw`` file."""
     layers: collections.Counter = collections.Counter()
     leaves: collections.Counter = collections.Counter()
-    if not path.exists():
-        return layers, leaves
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = stack.split(";")
@@ -84,7 +82,7 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
     spies: list[subprocess.Popen] = []
     failures: list[str] = []
 
-    def attach(_controller) -> None:
+    def attach() -> None:
         for name in ray.util.list_named_actors():
             pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: os.getpid()))
             spies.append(subprocess.Popen(
@@ -92,18 +90,14 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
                  "--rate", str(RATE), "--format", "raw", "--nonblocking", "--gil", "--output", str(spy_dir / f"{name}.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
 
-    attaching: list[threading.Thread] = []
-
-    def started(controller) -> None:  # attach off the driver's loop: the flow runs meanwhile
-        attaching.append(threading.Thread(target=attach, args=(controller,), daemon=True))
-        attaching[0].start()
+    attaching = threading.Thread(target=attach, daemon=True)  # the flow runs meanwhile
 
     root = workdir / "repository"
     shutil.rmtree(root, ignore_errors=True)
     with ray_session():
-        final = run_flow(small_flow(flowfiles, 1000, name="bench-profile"), root, timeout=900, on_started=started)
-        for thread in attaching:
-            thread.join()
+        final = run_flow(small_flow(flowfiles, 1000, name="bench-profile"), root, timeout=900,
+                         on_started=lambda _controller: attaching.start())
+        attaching.join()
     for spy in spies:  # the actors are gone: py-spy writes its file and exits
         try:
             _, err = spy.communicate(timeout=60)

@@ -97,6 +97,9 @@ class FlowController:
         self._repair_due: list[str] = []  # reasons of a repair that has not succeeded yet
         self._repair_generation = 0  # moves at each repair's start and end (``status``)
         self._incarnations: dict[str, str] = {}  # component -> the build of it last seen
+        #: the log's run the executors commit under; a new one each time the log is opened
+        #: (``WriteAheadFlowFileRepository.begin_run``)
+        self.run: int | None = None
         self._last_status: dict | None = None
         self._restart_metrics = RestartMetrics(flow.name)
 
@@ -159,7 +162,8 @@ class FlowController:
                 self.recovery["provenance_problems"] = opened["problems"]
                 self.recovery["provenance_events_lost"] = opened["events_lost"]
         self._starting("executors", 0, len(self.executors))
-        wired = [e.call("wire", self.queues, self.recovery["run"]) for e in self.executors]
+        self.run = self.recovery["run"]
+        wired = [e.call("wire", self.queues, self.run) for e in self.executors]
         for done, pending in enumerate(wired, 1):
             resolve([pending])
             self._starting("executors", done, len(self.executors))
@@ -285,14 +289,14 @@ class FlowController:
                 restarted = self._wait_for_components()
                 if "flowfile-repository" in restarted:  # its open also deletes orphan content
                     reopened = call_now(self.flowfile_repository, "open")
-                    orphans, self.recovery["run"] = reopened["orphans_removed"], reopened["run"]
+                    orphans, self.run = reopened["orphans_removed"], reopened["run"]
                 else:  # what a session cut short (or a commit in doubt that did not land) wrote
                     orphans = call_now(self.flowfile_repository, "remove_orphans")
                 if "provenance-repository" in restarted:
                     call_now(self.provenance_repository, "open")
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
                 resolve([link.call("reset") for link in self.executors + own])
-                resolve([e.call("wire", self.queues, self.recovery["run"]) for e in self.executors])
+                resolve([e.call("wire", self.queues, self.run) for e in self.executors])
                 restored = restore_queues(self.flowfile_repository, self.queues, self.root)
                 resolve([e.call("start") for e in self.executors])
         finally:

@@ -148,7 +148,7 @@ _dumps = orjson.dumps
 _loads = orjson.loads
 
 
-def _claim_out(claim: ContentClaim | None) -> list | None:
+def claim_field(claim: ContentClaim | None) -> list | None:
     if claim is None:
         return None
     resource = claim.resource
@@ -175,7 +175,7 @@ def event_fields(e: ProvenanceEvent) -> list:
         e.event_id, e.event_type, e.timestamp, e.duration, e.flowfile_uuid,
         e.parent_uuids, e.child_uuids, e.component_id, e.component_name, e.component_type,
         e.relationship, e.previous_attributes, e.updated_attributes,
-        _claim_out(e.previous_claim), _claim_out(e.updated_claim), e.previous_size,
+        claim_field(e.previous_claim), claim_field(e.updated_claim), e.previous_size,
         e.updated_size, e.details, e.transit_uri, e.source_system_flowfile_id,
         e.alternate_identifier, e.lineage_start_date, e.source_queue_id,
     ]
@@ -188,9 +188,6 @@ def new_event_fields(event_type: ProvenanceEventType, timestamp: int, flowfile_u
     ``FIELD_INDEX``; a claim goes in as ``claim_field(claim)``."""
     return [-1, event_type, timestamp, 0, flowfile_uuid, [], [], component_id, component_name, component_type,
             None, {}, {}, None, None, 0, 0, None, None, None, None, lineage_start_date, None]
-
-
-claim_field = _claim_out
 
 
 def encode_fields(fields: list) -> bytes:
@@ -268,8 +265,8 @@ def event_to_dict(e: ProvenanceEvent) -> dict[str, Any]:
     """A JSON-friendly dict of the event (for export and reporting; not the storage format)."""
     out = {name: getattr(e, name) for name in _FIELDS}
     out["event_type"] = e.event_type.value
-    out["previous_claim"] = _claim_out(e.previous_claim)
-    out["updated_claim"] = _claim_out(e.updated_claim)
+    out["previous_claim"] = claim_field(e.previous_claim)
+    out["updated_claim"] = claim_field(e.updated_claim)
     return out
 
 
