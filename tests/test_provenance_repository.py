@@ -735,3 +735,28 @@ def test_register_encoded_splices_ids_into_events_encoded_by_processors(tmp_path
         with pytest.raises(ProvenanceFormatError, match="event_id -1"):
             with_event_id(encode_event(repo.get(2)), 7)
         repo.close()
+
+
+def test_an_event_built_as_a_field_array_encodes_to_the_same_bytes_as_the_event_object():
+    """The session builds events as field arrays (no object each); they must be the very records
+    an event object encodes to, claims and shared attribute maps included."""
+    from repositories.model import ContentClaim, ResourceClaim
+    from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceEventType, claim_field,
+                                               encode_event, encode_fields, new_event_fields)
+
+    claim = ContentClaim(ResourceClaim("default", "17", "1795501056342245650-14797-8fd77d98-201"), 1024, 10)
+    attributes = {"uuid": "u-1", "filename": "a.txt"}
+    event = ProvenanceEvent(event_type=ProvenanceEventType.ATTRIBUTES_MODIFIED, timestamp=5, flowfile_uuid="u-1",
+                            component_id="f/p", component_name="p", component_type="T", lineage_start_date=3,
+                            previous_attributes=attributes, updated_attributes={**attributes, "x": "1"},
+                            previous_claim=claim, updated_claim=claim, previous_size=10, updated_size=10,
+                            source_queue_id="q")
+    fields = new_event_fields(ProvenanceEventType.ATTRIBUTES_MODIFIED, 5, "u-1", "f/p", "p", "T", 3)
+    for name, value in (("previous_attributes", attributes), ("updated_attributes", {**attributes, "x": "1"}),
+                        ("previous_claim", claim_field(claim)), ("updated_claim", claim_field(claim)),
+                        ("previous_size", 10), ("updated_size", 10), ("source_queue_id", "q")):
+        fields[FIELD_INDEX[name]] = value
+    assert encode_fields(fields) == encode_event(event)
+    bare = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=1, flowfile_uuid="u-2", component_id="f/p",
+                           component_name="p", component_type="T", lineage_start_date=1)
+    assert encode_fields(new_event_fields(ProvenanceEventType.CREATE, 1, "u-2", "f/p", "p", "T", 1)) == encode_event(bare)
