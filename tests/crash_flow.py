@@ -226,7 +226,7 @@ def build_flow(args):
     put = flow.add(LoggedPutFile, "put", properties={"Directory": os.path.join(args.output, "${path}"),
                                                      "Conflict Resolution Strategy": "replace",
                                                      "Delivery Log": args.deliveries, "Run": args.run},
-                   batch_size=args.batch, auto_terminate=["success", "failure"])
+                   batch_size=args.batch, auto_terminate=["success", "failure"], run_schedule=args.put_schedule)
     flow.connect(get, hashed, name="got")
     flow.connect(hashed, put, name="hashed")
     return flow
@@ -250,6 +250,8 @@ def main() -> None:
     parser.add_argument("--executors", type=int, default=0, help="executors of the shared placement (0: one a CPU)")
     parser.add_argument("--report", action="store_true", help="print status and components lines")
     parser.add_argument("--get-schedule", default="0 sec", help="GetFile's run schedule (paces the flow)")
+    parser.add_argument("--put-schedule", default="0 sec",
+                        help="PutFile's run schedule (slower than GetFile: FlowFiles wait in the log)")
     args = parser.parse_args()
     CHECKPOINT_LOG = args.checkpoint_log
 
