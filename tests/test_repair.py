@@ -128,3 +128,26 @@ def test_a_controller_killed_with_sigkill_is_started_again_by_the_run(ray_sessio
         assert wal.queue_counts() == {}
     finally:
         wal.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_controller_killed_between_its_status_and_the_idle_check_is_started_again(ray_session, tmp_path):
+    """A run looks at the controller twice a poll (its status, then whether it is idle); the kill
+    lands right after a status, so the idle check is the call that meets the dead controller (a
+    CI run once ended there with ActorUnavailableError). The run starts the flow again all the same."""
+    files = write_sources(tmp_path / "source", 2000)
+    out, repository = tmp_path / "out", tmp_path / "repository"
+    link: list = []
+    killed: list[int] = []
+
+    def kill_after_a_status(status: dict) -> None:
+        if not killed and status["queues"][0]["total_in"] >= 100:   # files are moving
+            pid = ray.get(link[0].handle.__ray_call__.remote(lambda self: os.getpid()))
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    final = run_flow(moving_flow(tmp_path / "source", out, "headless"), repository, timeout=240,
+                     on_started=link.append, on_status=kill_after_a_status)
+    assert killed and not final.get("timed_out") and final["started"]
+    assert final["restarts"].get("controller") == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files

@@ -93,16 +93,10 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         idle_watch = IdleWatch(controller, stall_seconds)
         drawn = 0.0
         restarts: dict = {}  # the components' restarts so far (a restarted controller starts at 0)
-        while True:
-            try:
-                status = call_now(controller, "status")
-            except Exception as err:
-                if not (isinstance(controller, ActorLink) and component_lost(err)):
-                    raise
-                status = None  # the controller died: Ray restarts it
-            if status is None or not status["started"]:  # a restarted controller is a new one
-                final["recovery"] = restart_controller(controller, restarts)
-                continue
+
+        def over(status: dict) -> bool:
+            """One look at a started controller's status: whether the run is over."""
+            nonlocal drawn, restarts
             restarts = status.get("restarts", {})
             if on_status is not None:
                 on_status(status)
@@ -112,17 +106,33 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 sys.stdout.write("\x1b[H\x1b[2J" + render(status, elapsed) + "\n")
                 sys.stdout.flush()
             if duration is not None and elapsed >= duration:
-                break
+                return True
             if until is not None and until(status):
-                break
+                return True
             if until_idle and duration is None and until is None:
-                done, stalled = idle_watch.done(status)
+                done, stalled = idle_watch.done(status)   # asks the controller too
                 if stalled:
                     final["stalled"] = stalled
                 if done:
-                    break
+                    return True
             if timeout is not None and elapsed >= timeout:
                 final["timed_out"] = True
+                return True
+            return False
+
+        while True:
+            # every call to the controller in one look: its process can die at any of them
+            try:
+                status = call_now(controller, "status")
+                ended = status["started"] and over(status)
+            except Exception as err:
+                if not (isinstance(controller, ActorLink) and component_lost(err)):
+                    raise
+                status, ended = None, False  # the controller died: Ray restarts it
+            if status is None or not status["started"]:  # a restarted controller is a new one
+                final["recovery"] = restart_controller(controller, restarts)
+                continue
+            if ended:
                 break
             time.sleep(POLL_INTERVAL)
     finally:
