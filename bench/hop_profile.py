@@ -35,7 +35,7 @@ RATE = 100  # samples a second per thread
 #: with a frame matching, frames looked at from the leaf up
 LAYERS = (
     ("provenance", ("repositories/provenance/", "provenance_reporter", "_emit (", "_complete_event (",
-                    "_add_implicit_events (", "encoded_events (")),
+                    "_add_implicit_events (")),
     ("write-ahead log", ("repositories/flowfile/",)),
     ("content", ("repositories/content/",)),
     ("queues", ("engine/queues/",)),

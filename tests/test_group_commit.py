@@ -147,11 +147,11 @@ def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
     class DiesOnce(ProvenanceRepositoryService):
         died = False
 
-        def register_encoded(self, unregistered, timestamps):
+        def register_batches(self, batches):
             if not self.died:
                 self.died = True
                 raise RuntimeError("the provenance repository's process died")
-            return super().register_encoded(unregistered, timestamps)
+            return super().register_batches(batches)
 
     provenance = DiesOnce(str(tmp_path / "prov"), Settings())
     provenance.open()

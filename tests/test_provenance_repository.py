@@ -5,6 +5,7 @@ Real files in tmp_path, real LMDB; no Ray. Crash recovery is in test_provenance_
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import threading
@@ -612,7 +613,9 @@ def test_in_memory_age_off():
 
 def test_corrupt_block_names_the_file(tmp_path):
     repo = open_repo(tmp_path / "p", block_size=256)
-    repo.register(dataset(30))
+    events = dataset(30)
+    for start in range(0, 30, 3):        # a batch never spans two blocks: ten batches, several blocks
+        repo.register(events[start:start + 3])
     repo.rollover()
     prov = tmp_path / "p" / "default" / "0.prov"
     toc = TableOfContents.read(tmp_path / "p" / "default" / "0.toc")
@@ -656,17 +659,18 @@ def test_bad_event_version_in_journal_names_the_journal(tmp_path):
     open_repo(root).close()
     path = root / "default" / "journals" / "0-0.journal"
     journal = JournalFile.create(path, 0)
-    bad = bytes([2]) + encode_event(ev(T.CREATE, "a"))[1:]
-    journal.append(pack_count(1) + pack_entry_header(0, len(bad)) + bad, 0, 0, 1)
+    bad = bytes([3]) + encode_event(ev(T.CREATE, "a"))[1:]
+    journal.append(pack_count(1) + pack_entry_header(0, 1, len(bad)) + bad, 0, 0, 1)
     journal.close()
-    with pytest.raises(ProvenanceFormatError, match=r"0-0.journal.*version 2"):
+    with pytest.raises(ProvenanceFormatError, match=r"0-0.journal.*encoding version 3"):
         open_repo(root)
 
 
 def test_lost_or_corrupt_toc_is_rebuilt(tmp_path):
     repo = open_repo(tmp_path / "p", block_size=300)
     events = dataset(40)
-    repo.register(events)
+    for start in range(0, 40, 4):
+        repo.register(events[start:start + 4])
     repo.rollover()
     repo.close()
     (tmp_path / "p" / "default" / "0.toc").write_bytes(b"garbage")
@@ -721,20 +725,150 @@ def test_register_and_search_while_a_rollover_runs(tmp_path):
     repo.close()
 
 
-def test_register_encoded_splices_ids_into_events_encoded_by_processors(tmp_path):
-    from repositories.provenance.event import ProvenanceFormatError, encode_event, with_event_id
+def test_register_batches_gives_each_batch_the_ids_that_follow(tmp_path):
+    """Batches encoded by the executors carry no ids: each takes the next ones, in call order."""
+    from repositories.provenance.event import encode_batch, event_fields
 
-    for repo in (ProvenanceRepository(tmp_path / "durable"), InMemoryProvenanceRepository()):
-        first_batch = [ProvenanceEvent(event_type=ProvenanceEventType.CREATE, flowfile_uuid=f"u{i}",
-                                       timestamp=1000 + i) for i in range(3)]
-        repo.register(first_batch[:1])
-        first, last = repo.register_encoded([encode_event(e) for e in first_batch[1:]], [1001, 1002])
-        assert (first, last) == (1, 2)
-        assert [repo.get(i).flowfile_uuid for i in (0, 1, 2)] == ["u0", "u1", "u2"]
-        assert repo.get(2).event_id == 2
-        with pytest.raises(ProvenanceFormatError, match="event_id -1"):
-            with_event_id(encode_event(repo.get(2)), 7)
+    for repo in (open_repo(tmp_path / "durable"), InMemoryProvenanceRepository()):
+        events = [ev(T.CREATE, f"u{i}", ts=i) for i in range(6)]
+        repo.register(events[:1])
+        batches = [encode_batch([event_fields(e) for e in events[1:4]]),
+                   encode_batch([event_fields(e) for e in events[4:]])]
+        assert repo.register_batches(batches) == (1, 5)
+        assert [(e.event_id, e.flowfile_uuid) for e in repo.events(0, 10)] == [(i, f"u{i}") for i in range(6)]
+        assert repo.register_batches([]) == (6, 5)
+        with pytest.raises(ProvenanceFormatError, match="must be encoded by encode_batch"):
+            repo.register_batches([batches[0]._replace(data=encode_event(events[0]))])
+        repo.rollover()
+        assert [e.flowfile_uuid for e in repo.search(limit=None)] == [f"u{i}" for i in range(5, -1, -1)]
         repo.close()
+
+
+def test_a_batch_decodes_to_the_events_encoded_one_by_one():
+    """Shared columns, per-event columns and attribute maps shared by identity all come back as
+    the very fields each event encodes to alone; a map shared by events is stored once."""
+    from repositories.provenance.event import (FIELD_INDEX, decode_entry, encode_batch, encode_fields,
+                                               event_fields, event_from_fields)
+
+    shared = {"filename": "a.txt", "path": "/in"}
+    events = [ev(T.ATTRIBUTES_MODIFIED if i % 2 else T.ROUTE, f"u{i}", ts=i % 3, previous_attributes=shared,
+                 updated_attributes={**shared, "n": str(i)}, relationship="matched" if i % 2 == 0 else None,
+                 updated_claim=CLAIM, updated_size=i, parent_uuids=[f"p{i}"] if i == 4 else [])
+              for i in range(8)]
+    fields = [event_fields(e) for e in events]
+    for f in fields:
+        f[FIELD_INDEX["previous_attributes"]] = shared        # what the session does: one map, shared
+    batch = encode_batch(fields)
+    assert (batch.count, batch.min_timestamp, batch.max_timestamp) == (8, BASE_MS, BASE_MS + 2)
+    count, columns, maps = orjson.loads(batch.data[1:])
+    assert batch.data[0] == 2 and count == 8
+    assert columns[FIELD_INDEX["component_id"]] == [0, "c-gen"]              # shared: stored once
+    assert columns[FIELD_INDEX["updated_size"]] == [1, list(range(8))]       # one value an event
+    assert columns[FIELD_INDEX["previous_attributes"]] == [0, shared]        # the same map for all
+    assert columns[FIELD_INDEX["updated_attributes"]][0] == 2 and len(maps) == 8
+    decoded = decode_entry(batch.data, 40, 8)
+    for i, (event, got) in enumerate(zip(events, decoded)):
+        assert got[0] == 40 + i
+        alone = event_fields(event)
+        alone[0] = 40 + i
+        assert encode_fields(got) == encode_fields(alone)
+        assert event_to_dict(event_from_fields(got)) == event_to_dict(event) | {"event_id": 40 + i}
+    fields[1][FIELD_INDEX["updated_attributes"]] = fields[0][FIELD_INDEX["updated_attributes"]]
+    _, columns, maps = orjson.loads(encode_batch(fields).data[1:])
+    assert columns[FIELD_INDEX["updated_attributes"]][1][:2] == [0, 0] and len(maps) == 7
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: d[:-3], "not valid JSON"),
+    (lambda d: b"\x02" + orjson.dumps([5, [None], []]), "not a valid version-2 event batch"),
+    (lambda d: b"\x02" + orjson.dumps([orjson.loads(d[1:])[0], orjson.loads(d[1:])[1], []]),
+     "not a valid version-2 event batch"),
+    (lambda d: b"\x07" + d[1:], "unsupported event encoding version 7"),
+])
+def test_a_damaged_batch_is_a_clear_error(damage, message):
+    from repositories.provenance.event import decode_entry, encode_batch, event_fields
+
+    events = [ev(T.CREATE, f"u{i}", updated_attributes={"i": str(i)}) for i in range(3)]
+    data = damage(encode_batch([event_fields(e) for e in events]).data)
+    with pytest.raises(ProvenanceFormatError, match=f"f.prov: .*{re.escape(message)}"):
+        decode_entry(data, 0, 3, "f.prov")
+    with pytest.raises(ProvenanceFormatError, match="a version-1 event with id -1 given as 2 events from id 0"):
+        decode_entry(encode_event(events[0]), 0, 2)
+
+
+def _version_1_journal(path: Path, events: list[ProvenanceEvent], first_id: int) -> None:
+    """A journal as release 1 wrote it, built by hand from the documented layout: one event an entry."""
+    import struct
+    import zlib
+    entries = [struct.pack("<I", len(events))]
+    for offset, event in enumerate(events):
+        data = encode_event(dataclasses.replace(event, event_id=first_id + offset))
+        entries.append(struct.pack("<QI", first_id + offset, len(data)) + data)
+    payload = b"".join(entries)
+    path.write_bytes(struct.pack("<4sB3xQ", b"FAPJ", 1, first_id)
+                     + struct.pack("<II", len(payload), zlib.crc32(payload)) + payload)
+
+
+def _version_1_event_file(directory: Path, events: list[ProvenanceEvent], first_id: int) -> None:
+    """An event file and its table of contents as release 1 wrote them, by hand: two blocks of
+    one-event entries."""
+    import struct
+    import zlib
+
+    import zstandard
+    prov = bytearray(struct.pack("<4sBB2xQ", b"FAPE", 1, 1, first_id))
+    firsts, offsets = [], []
+    half = len(events) // 2
+    for block_start, block in ((0, events[:half]), (half, events[half:])):
+        ids_ = range(first_id + block_start, first_id + block_start + len(block))
+        entries = struct.pack("<I", len(block)) + b"".join(
+            struct.pack("<QI", i, len(d)) + d for i, d in
+            ((i, encode_event(dataclasses.replace(e, event_id=i))) for i, e in zip(ids_, block)))
+        packed = zstandard.ZstdCompressor().compress(entries)
+        firsts.append(ids_[0])
+        offsets.append(len(prov))
+        prov += struct.pack("<IIIIQQ", len(packed), zlib.crc32(packed), len(entries), len(block), ids_[0], ids_[-1])
+        prov += packed
+    (directory / f"{first_id}.prov").write_bytes(bytes(prov))
+    last = first_id + len(events) - 1
+    times = [e.timestamp for e in events]
+    toc = TableOfContents(first_id, last, len(events), min(times), max(times), tuple(firsts), tuple(offsets))
+    (directory / f"{first_id}.toc").write_bytes(toc.encode())
+
+
+def test_version_1_journals_and_event_files_are_still_read_merged_and_searched(tmp_path):
+    """A repository written by release 1 (one event an entry) opens under this release: its event
+    file is read and indexed, its journal merged into a version-2 file, and new events follow."""
+    root = tmp_path / "p"
+    open_repo(root, indexed_attributes=("color",)).close()
+    events = [dataclasses.replace(e, event_id=i) for i, e in enumerate(dataset(40))]
+    _version_1_event_file(root / "default", events[:24], 0)
+    _version_1_journal(root / "default" / "journals" / "24-0.journal", events[24:], 24)
+    repo = open_repo(root, indexed_attributes=("color",))
+    assert repo.recovery["files_reindexed"] == [0]
+    assert all(same(a, b) for a, b in zip(repo.events(0, 100), events)) and len(repo.events(0, 100)) == 40
+    for query in QUERIES:
+        assert ids(repo.search(**query)) == expected(events, query), query
+    more = dataset(44)[40:]
+    assert repo.register(more) == (40, 43)
+    repo.rollover()
+    assert ids(repo.search(limit=None)) == list(range(43, -1, -1))
+    assert [e.flowfile_uuid for e in repo.events(38, 10)] == [e.flowfile_uuid for e in (events + more)[38:]]
+    repo.close()
+    merged = sorted(p.name for p in (root / "default").glob("*.prov"))
+    assert merged[0] == "0.prov" and open(root / "default" / merged[1], "rb").read(5)[4] == 2
+
+
+def test_a_journal_or_event_file_of_an_unknown_version_is_refused_by_name(tmp_path):
+    root = tmp_path / "p"
+    open_repo(root).close()
+    journal = root / "default" / "journals" / "0-0.journal"
+    _version_1_journal(journal, dataset(3), 0)
+    data = bytearray(journal.read_bytes())
+    data[4] = 3
+    journal.write_bytes(bytes(data))
+    with pytest.raises(ProvenanceFormatError, match=re.escape(f"{journal}: unsupported journal version 3")):
+        open_repo(root)
 
 
 def test_an_event_built_as_a_field_array_encodes_to_the_same_bytes_as_the_event_object():

@@ -214,15 +214,15 @@ def test_a_flowfiles_events_get_ids_in_the_order_they_happened_however_slow_prov
     from flowactors.processors import GenerateFlowFile, UpdateAttribute
 
     held = threading.Event()
-    register = ProvenanceRepositoryService.register_encoded
+    register = ProvenanceRepositoryService.register_batches
 
-    def slow_first(self, unregistered, timestamps):
+    def slow_first(self, batches):
         if not held.is_set():
             held.set()
             time.sleep(1.0)
-        return register(self, unregistered, timestamps)
+        return register(self, batches)
 
-    monkeypatch.setattr(ProvenanceRepositoryService, "register_encoded", slow_first)
+    monkeypatch.setattr(ProvenanceRepositoryService, "register_batches", slow_first)
     flow = Flow("ordered-events")
     flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 3, "Batch Size": 3})
     flow.add(UpdateAttribute, "tag", properties={"tagged": "yes"}, auto_terminate=["success"])

@@ -8,13 +8,13 @@ repository actor keeps what needs one owner: opening and recovery, checkpoints, 
 registry, paging queues in.
 
 Provenance goes to its actor, grouped: ``GroupLog`` gathers the commits that arrive while the
-previous group is being written and sends their events in one ``register_encoded`` call, as
-databases do with group commit. What stays exactly as with one call per session (``DirectLog``):
-each session is its own LMDB transaction, refused or accepted alone (a refused one raises
-``CommitError`` in its own task, which rolls back only that session); a session's task waits until
-its commit is in the log before it delivers anything; provenance is recorded after the log
-accepted, never before. A group never waits for more commits to arrive: the first commit goes out
-at once, and later ones ride along with whatever queued up behind it.
+previous group is being written and sends their events in one ``register_batches`` call (one encoded
+batch a commit), as databases do with group commit. What stays exactly as with one call per session
+(``DirectLog``): each session is its own LMDB transaction, refused or accepted alone (a refused one
+raises ``CommitError`` in its own task, which rolls back only that session); a session's task waits
+until its commit is in the log before it delivers anything; provenance is recorded after the log
+accepted, never before. A group never waits for more commits to arrive: the first commit goes out at
+once, and later ones ride along with whatever queued up behind it.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from typing import Any
 
 import ray
 
-from flowactors.engine.backend import encoded_events, refused
+from flowactors.engine.backend import refused
 from flowactors.engine.metrics import FlowFileRepositoryMetrics
 from flowactors.engine.transport import Link, call_now
 from flowactors.sdk.session import CommitBatch, CommitError
 from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.provenance.event import EncodedBatch, encode_batch
 
 #: at most this many sessions in one group (bounds the size of one provenance call)
 MAX_GROUP = 64
@@ -49,7 +50,7 @@ class GroupLog:
         self._waiting: list[tuple[CommitBatch, concurrent.futures.Future]] = []
         self._ready = threading.Condition()
         self._closed = False
-        self.unrecorded: list[tuple[list[bytes], list[int]]] = []  # events provenance did not take
+        self.unrecorded: list[EncodedBatch] = []  # events provenance did not take
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -65,20 +66,19 @@ class GroupLog:
     def reserve_ids(self, count: int) -> int:
         return self.wal.reserve_ids(count)
 
-    def _record_events(self, encoded: tuple[list[bytes], list[int]]) -> Any:
+    def _record_events(self, encoded: EncodedBatch) -> Any:
         """Send events to provenance; if that call fails, keep them in ``unrecorded`` to send
         again once provenance is back (``resend``): a lost provenance process costs no event
         of a commit the log accepted (at worst one recorded twice, if it died after writing)."""
-        pending = self.provenance_repository.call("register_encoded", *encoded)
+        pending = self.provenance_repository.call("register_batches", [encoded])
         future = pending.future() if isinstance(pending, ray.ObjectRef) else pending
         future.add_done_callback(lambda f: f.exception() is not None and self.unrecorded.append(encoded))
         return pending
 
-    def resend(self, unrecorded: list[tuple[list[bytes], list[int]]]) -> None:
+    def resend(self, unrecorded: list[EncodedBatch]) -> None:
         """Send events another log could not (``unrecorded`` of the log this one replaces)."""
         if unrecorded and self.provenance_repository is not None:
-            call_now(self.provenance_repository, "register_encoded",
-                     [e for encoded, _ in unrecorded for e in encoded], [t for _, ts in unrecorded for t in ts])
+            call_now(self.provenance_repository, "register_batches", unrecorded)
 
     def close(self) -> None:
         """Write what is waiting, then stop the thread (later commits are refused)."""
@@ -112,7 +112,7 @@ class GroupLog:
         events = [e for (b, _), reason in zip(group, reasons) if reason is None for e in b.events]
         provenance: list[Any] = []
         if self.provenance_repository is not None and events:
-            provenance = [self._record_events(encoded_events(events))]
+            provenance = [self._record_events(encode_batch(events))]
         for (_, done), reason in zip(group, reasons):
             if reason is None:
                 done.set_result(provenance)

@@ -20,7 +20,7 @@ from repositories.content import ContentRepository
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
 from repositories.provenance import ProvenanceRepository
-from repositories.provenance.event import ProvenanceEvent
+from repositories.provenance.event import EncodedBatch, ProvenanceEvent
 
 
 class Service:
@@ -182,10 +182,10 @@ class ProvenanceRepositoryService(Service):
         self.metrics.registered(len(events))
         return ids
 
-    def register_encoded(self, unregistered: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
-        """Events a processor encoded (id -1): the commit path's way in, no decoding here."""
-        ids = self.repo.register_encoded(unregistered, timestamps)
-        self.metrics.registered(len(unregistered))
+    def register_batches(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
+        """Events the executors encoded as batches: the commit path's way in, no decoding here."""
+        ids = self.repo.register_batches(batches)
+        self.metrics.registered(sum(batch.count for batch in batches))
         return ids
 
     def maybe_rollover(self) -> dict | None:

@@ -5,24 +5,32 @@ after, its content claim before and after, and where it came from and went (pare
 relationship, queue). Events are immutable once registered; the repository gives each a one-up
 ``event_id`` at registration.
 
-Encoding (docs/formats/provenance-repository.md, "Event encoding"): one version byte (``0x01``)
-followed by an orjson array of the fields in ``_FIELDS`` order, claims flattened to
-``[container, section, id, offset, length]``. Nothing is pickled: decoding a hostile or corrupt
-record raises :class:`ProvenanceFormatError`, never runs code.
+Two encodings (docs/formats/provenance-repository.md, "Event encoding"), both a version byte then
+orjson, claims flattened to ``[container, section, id, offset, length]``:
+
+- version 1, one event: an array of the fields in ``_FIELDS`` order (``encode_fields``);
+- version 2, a batch of events, as the commit path writes them (``encode_batch``): one column a
+  field, a value the whole batch shares stored once, attribute maps stored once however many
+  events share them. A batch carries no ids: its entry in a journal or block gives the first.
+
+Nothing is pickled: decoding a hostile or corrupt record raises :class:`ProvenanceFormatError`,
+never runs code.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import orjson
 
 from repositories.model import ContentClaim, FlowFile, ResourceClaim, now_millis
 
-#: The version byte that starts every encoded event this release writes.
+#: The version byte of one encoded event.
 EVENT_ENCODING_VERSION = 1
+#: The version byte of an encoded batch of events (what the commit path writes).
+BATCH_ENCODING_VERSION = 2
 
 
 class ProvenanceFormatError(ValueError):
@@ -200,31 +208,120 @@ def encode_event(e: ProvenanceEvent) -> bytes:
     return encode_fields(event_fields(e))
 
 
-_UNREGISTERED_PREFIX = _VERSION_PREFIX + b"[-1,"
+_F_PREVIOUS_ATTRIBUTES, _F_UPDATED_ATTRIBUTES = FIELD_INDEX["previous_attributes"], FIELD_INDEX["updated_attributes"]
+_F_TIMESTAMP = FIELD_INDEX["timestamp"]
+_BATCH_PREFIX = bytes([BATCH_ENCODING_VERSION])
+#: column kinds of an encoded batch
+_SHARED, _EACH, _MAPS = 0, 1, 2
 
 
-def with_event_id(unregistered: bytes, event_id: int) -> bytes:
-    """An event encoded before it had an id (``event_id`` -1), with its id put in.
+class EncodedBatch(NamedTuple):
+    """A batch of unregistered events, encoded (``encode_batch``), with what the repository needs
+    to register it without decoding it: how many events, and their time span."""
 
-    The id is the first element of the encoded array, so this is a splice of the prefix: the
-    repository assigns ids to events that processors encoded themselves without decoding them.
+    data: bytes
+    count: int
+    min_timestamp: int
+    max_timestamp: int
+
+
+def encode_batch(events: Sequence[list]) -> EncodedBatch:
+    """Unregistered events (field arrays, ``new_event_fields``) as one version-2 batch.
+
+    A column whose value every event shares is stored once; the attribute-map columns store each
+    distinct map once (by identity: the session shares a FlowFile's map among its events) and an
+    index an event. Event ids are not stored: the batch's entry gives the first, the rest follow.
     """
-    if not unregistered.startswith(_UNREGISTERED_PREFIX):
-        raise ProvenanceFormatError("an unregistered event must be encoded with event_id -1")
-    return b"%s[%d,%s" % (_VERSION_PREFIX, event_id, unregistered[len(_UNREGISTERED_PREFIX):])
+    count = len(events)
+    if not count:
+        raise ValueError("an event batch needs at least one event")
+    columns: list = [None]   # the ids: not stored
+    maps: list = []
+    seen: dict[int, int] = {}
+    for position, column in enumerate(zip(*events)):
+        if position == 0:
+            continue
+        first = column[0]
+        if column.count(first) == count:
+            columns.append([_SHARED, first])
+        elif position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES:
+            indexes = []
+            for attributes in column:
+                index = seen.get(id(attributes))
+                if index is None:
+                    index = seen[id(attributes)] = len(maps)
+                    maps.append(attributes)
+                indexes.append(index)
+            columns.append([_MAPS, indexes])
+        else:
+            columns.append([_EACH, column])
+    times = columns[_F_TIMESTAMP]
+    low, high = (times[1], times[1]) if times[0] == _SHARED else (min(times[1]), max(times[1]))
+    return EncodedBatch(_BATCH_PREFIX + _dumps([count, columns, maps], default=_as_dict), count, low, high)
+
+
+def check_batches(batches: Sequence[EncodedBatch]) -> None:
+    """Refuse anything but ``encode_batch``'s output before it is registered unread."""
+    for batch in batches:
+        if not batch.data.startswith(_BATCH_PREFIX) or batch.count < 1:
+            raise ProvenanceFormatError("an event batch to register must be encoded by encode_batch")
+
+
+def decode_columns(data: bytes | memoryview, first_id: int, count: int,
+                   where: str = "provenance record") -> list[list]:
+    """The fields of the ``count`` events encoded in ``data`` (a version-2 batch, or one version-1
+    event), as columns: ``FIELD_INDEX`` gives a column's position, each holds a value an event, in
+    id order from ``first_id``. Events share the values their batch stored once (do not change them)."""
+    if len(data) < 2:
+        raise ProvenanceFormatError(f"{where}: event record of {len(data)} bytes is too short")
+    version = data[0]
+    if version == EVENT_ENCODING_VERSION:
+        fields = decode_fields(data, where)
+        if count != 1 or fields[0] != first_id:
+            raise ProvenanceFormatError(f"{where}: a version-1 event with id {fields[0]} given as "
+                                        f"{count} events from id {first_id}")
+        return [[value] for value in fields]
+    if version != BATCH_ENCODING_VERSION:
+        raise ProvenanceFormatError(
+            f"{where}: unsupported event encoding version {version} "
+            f"(this release reads versions {EVENT_ENCODING_VERSION} and {BATCH_ENCODING_VERSION})")
+    try:
+        decoded = _loads(data[1:])
+    except orjson.JSONDecodeError as err:
+        raise ProvenanceFormatError(f"{where}: event batch is not valid JSON ({err})") from err
+    try:
+        stored, columns, maps = decoded
+        if stored != count or type(columns) is not list or len(columns) != len(_FIELDS):
+            raise ValueError(f"{stored} events in {len(columns)} columns, the entry says {count} events")
+        out: list[list] = [list(range(first_id, first_id + count))]
+        for kind, values in columns[1:]:
+            if kind == _SHARED:
+                out.append([values] * count)
+            elif kind == _EACH and type(values) is list and len(values) == count:
+                out.append(values)
+            elif kind == _MAPS and type(values) is list and len(values) == count:
+                out.append([maps[i] for i in values])
+            else:
+                raise ValueError(f"a column of kind {kind!r} does not hold {count} values")
+    except (ValueError, TypeError, IndexError) as err:
+        raise ProvenanceFormatError(f"{where}: not a valid version-2 event batch ({err})") from err
+    return out
+
+
+def decode_entry(data: bytes | memoryview, first_id: int, count: int,
+                 where: str = "provenance record") -> list[list]:
+    """The field arrays of the events of one entry (``decode_columns``), in id order."""
+    return list(map(list, zip(*decode_columns(data, first_id, count, where))))
 
 
 def decode_fields(data: bytes | memoryview, where: str = "provenance record") -> list:
-    """The decoded field array of an encoded event (``FIELD_INDEX`` gives positions), unconverted.
-
-    Cheaper than :func:`decode_event` when only a few fields are needed (indexing).
-    """
+    """The decoded field array of one version-1 event (``FIELD_INDEX`` gives positions), unconverted."""
     if len(data) < 2:
         raise ProvenanceFormatError(f"{where}: event record of {len(data)} bytes is too short")
     version = data[0]
     if version != EVENT_ENCODING_VERSION:
         raise ProvenanceFormatError(
-            f"{where}: unsupported event encoding version {version} "
+            f"{where}: unsupported event encoding version {version} for one event "
             f"(this release reads version {EVENT_ENCODING_VERSION})"
         )
     try:
@@ -237,8 +334,12 @@ def decode_fields(data: bytes | memoryview, where: str = "provenance record") ->
 
 
 def decode_event(data: bytes | memoryview, where: str = "provenance record") -> ProvenanceEvent:
-    """The event encoded in ``data``; ``where`` names the file/offset in error messages."""
-    v = decode_fields(data, where)
+    """The event encoded in ``data`` (version 1); ``where`` names the file/offset in error messages."""
+    return event_from_fields(decode_fields(data, where), where)
+
+
+def event_from_fields(v: list, where: str = "provenance record") -> ProvenanceEvent:
+    """The event whose decoded field array is ``v`` (``decode_fields``, ``decode_entry``)."""
     try:
         (event_id, event_type, timestamp, duration, flowfile_uuid, parent_uuids, child_uuids,
          component_id, component_name, component_type, relationship, previous_attributes,
@@ -247,10 +348,10 @@ def decode_event(data: bytes | memoryview, where: str = "provenance record") -> 
          source_queue_id) = v
         return ProvenanceEvent(
             event_id=event_id, event_type=_TYPES[event_type], timestamp=timestamp,
-            duration=duration, flowfile_uuid=flowfile_uuid, parent_uuids=parent_uuids,
-            child_uuids=child_uuids, component_id=component_id, component_name=component_name,
+            duration=duration, flowfile_uuid=flowfile_uuid, parent_uuids=list(parent_uuids),
+            child_uuids=list(child_uuids), component_id=component_id, component_name=component_name,
             component_type=component_type, relationship=relationship,
-            previous_attributes=previous_attributes, updated_attributes=updated_attributes,
+            previous_attributes=dict(previous_attributes), updated_attributes=dict(updated_attributes),
             previous_claim=_claim_in(previous_claim), updated_claim=_claim_in(updated_claim),
             previous_size=previous_size, updated_size=updated_size, details=details,
             transit_uri=transit_uri, source_system_flowfile_id=source_system_flowfile_id,
@@ -258,7 +359,7 @@ def decode_event(data: bytes | memoryview, where: str = "provenance record") -> 
             source_queue_id=source_queue_id,
         )
     except (KeyError, ValueError, TypeError) as err:
-        raise ProvenanceFormatError(f"{where}: event record is not a valid version-1 event ({err})") from err
+        raise ProvenanceFormatError(f"{where}: event record is not a valid event ({err})") from err
 
 
 def event_to_dict(e: ProvenanceEvent) -> dict[str, Any]:

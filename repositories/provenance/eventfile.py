@@ -7,12 +7,15 @@ event id and byte offset of every block, so the block of an event is a binary se
 
 Layout (little-endian; docs/formats/provenance-repository.md has it byte by byte)::
 
-    .prov  header  magic b"FAPE" | u8 version (1) | u8 codec (1 = zstd) | 2 zero bytes | u64 first id
+    .prov  header  magic b"FAPE" | u8 version (2) | u8 codec (1 = zstd) | 2 zero bytes | u64 first id
            block   u32 compressed length | u32 CRC-32 of the compressed bytes | u32 uncompressed
                    length | u32 event count | u64 first id | u64 last id | compressed entry list
     .toc   magic b"FAPT" | u8 version (1) | 3 zero bytes | u64 first id | u64 last id | u64 event
            count | i64 min timestamp | i64 max timestamp | u32 block count |
            block count x (u64 first id of block | u64 offset of block) | u32 CRC-32 of all before
+
+A block's entry list is a journal's (journal.py): in version 2 an entry is a batch of events,
+which never spans two blocks; version 1 files (one event an entry) are still read.
 
 While a merge runs the files are named ``.prov.part`` and ``.toc.part``; the rename of the
 ``.prov.part`` is the merge's commit point (see repository.py).
@@ -32,12 +35,15 @@ from typing import Iterator
 
 import zstandard
 
-from repositories.provenance.event import ProvenanceEvent, ProvenanceFormatError, decode_event
-from repositories.provenance.journal import iter_entries, pack_count, pack_entry_header
+from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceFormatError, decode_columns,
+                                           decode_entry, event_from_fields)
+from repositories.provenance.journal import ENTRY_HEADER_SIZE, iter_entries, pack_count, pack_entry_header
 
 EVENT_FILE_MAGIC = b"FAPE"
 TOC_MAGIC = b"FAPT"
-EVENT_FILE_VERSION = 1
+#: the version this release writes; it reads ``READ_VERSIONS`` (version 1: one event an entry)
+EVENT_FILE_VERSION = 2
+READ_VERSIONS = (1, 2)
 TOC_VERSION = 1
 CODEC_ZSTD = 1
 EVENT_SUFFIX = ".prov"
@@ -134,7 +140,8 @@ class EventFileWriter:
         self._offset = FILE_HEADER_SIZE
         self._parts: list[bytes | memoryview] = []
         self._pending = 0
-        self._block_count = 0
+        self._block_count = 0      # events in the block being filled
+        self._block_entries = 0    # entries in it
         self._block_first = -1
         self._block_last = -1
         self._block_firsts: list[int] = []
@@ -149,24 +156,25 @@ class EventFileWriter:
         """The offset the block now being filled will have (what the index records)."""
         return self._offset
 
-    def add(self, event_id: int, encoded: bytes | memoryview, timestamp: int) -> int:
-        """Append one encoded event; returns the offset of the block that holds it."""
-        if event_id <= self._last_id:
-            raise ValueError(f"event {event_id} after {self._last_id}: ids must increase")
+    def add(self, first_id: int, count: int, encoded: bytes | memoryview, min_ts: int, max_ts: int) -> int:
+        """Append one entry (``count`` encoded events from ``first_id``, their time span);
+        returns the offset of the block that holds it."""
+        if first_id <= self._last_id:
+            raise ValueError(f"event {first_id} after {self._last_id}: ids must increase")
         if self._block_count == 0:
-            self._block_first = event_id
+            self._block_first = first_id
         offset = self._offset
-        self._parts.append(pack_entry_header(event_id, len(encoded)))
+        self._parts.append(pack_entry_header(first_id, count, len(encoded)))
         self._parts.append(encoded)
-        self._pending += 12 + len(encoded)
-        self._block_count += 1
-        self._block_last = event_id
-        self._last_id = event_id
-        self._count += 1
-        if self._min_ts is None or timestamp < self._min_ts:
-            self._min_ts = timestamp
-        if self._max_ts is None or timestamp > self._max_ts:
-            self._max_ts = timestamp
+        self._pending += ENTRY_HEADER_SIZE + len(encoded)
+        self._block_entries += 1
+        self._block_count += count
+        self._last_id = self._block_last = first_id + count - 1
+        self._count += count
+        if self._min_ts is None or min_ts < self._min_ts:
+            self._min_ts = min_ts
+        if self._max_ts is None or max_ts > self._max_ts:
+            self._max_ts = max_ts
         if self._pending >= self.block_size:
             self._flush_block()
         return offset
@@ -174,7 +182,7 @@ class EventFileWriter:
     def _flush_block(self) -> None:
         if not self._block_count:
             return
-        raw = pack_count(self._block_count) + b"".join(self._parts)
+        raw = pack_count(self._block_entries) + b"".join(self._parts)
         compressed = self._compressor.compress(raw)
         self._file.write(
             _BLOCK_HEADER.pack(len(compressed), zlib.crc32(compressed), len(raw), self._block_count,
@@ -187,6 +195,7 @@ class EventFileWriter:
         self._parts = []
         self._pending = 0
         self._block_count = 0
+        self._block_entries = 0
 
     @property
     def event_count(self) -> int:
@@ -235,44 +244,47 @@ def read_block(fd: int, offset: int, where: str, decompressor: zstandard.ZstdDec
     return raw
 
 
-def check_header(fd: int, path: Path) -> int:
-    """Verify an event file's header; returns its first event id."""
+def check_header(fd: int, path: Path) -> tuple[int, int]:
+    """Verify an event file's header; returns its first event id and its version."""
     data = os.pread(fd, FILE_HEADER_SIZE, 0)
     if len(data) != FILE_HEADER_SIZE:
         raise ProvenanceFormatError(f"{path}: event file header is cut short")
     magic, version, codec, first = _FILE_HEADER.unpack(data)
     if magic != EVENT_FILE_MAGIC:
         raise ProvenanceFormatError(f"{path}: not a provenance event file (magic {magic!r})")
-    if version != EVENT_FILE_VERSION:
+    if version not in READ_VERSIONS:
         raise ProvenanceFormatError(
-            f"{path}: unsupported event file version {version} (this release reads {EVENT_FILE_VERSION})"
+            f"{path}: unsupported event file version {version} (this release reads versions "
+            f"{', '.join(map(str, READ_VERSIONS))})"
         )
     if codec != CODEC_ZSTD:
         raise ProvenanceFormatError(f"{path}: unknown block codec {codec}")
-    return first
+    return first, version
 
 
 def rebuild_toc(path: Path) -> TableOfContents:
     """Rebuild a lost table of contents by walking an event file's blocks (recovery only)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        first_id = check_header(fd, path)
+        first_id, version = check_header(fd, path)
         size = os.fstat(fd).st_size
         decompressor = zstandard.ZstdDecompressor()
         offset = FILE_HEADER_SIZE
         firsts, offsets = [], []
         count, last, min_ts, max_ts = 0, -1, None, None
+        for_ts = FIELD_INDEX["timestamp"]
         while offset < size:
             raw = read_block(fd, offset, str(path), decompressor)
             header = _BLOCK_HEADER.unpack(os.pread(fd, BLOCK_HEADER_SIZE, offset))
             firsts.append(header[4])
             offsets.append(offset)
-            for event_id, data in iter_entries(raw, f"{path} block at offset {offset}"):
-                event = decode_event(data, f"{path} event {event_id}")
-                count += 1
-                last = event_id
-                min_ts = event.timestamp if min_ts is None else min(min_ts, event.timestamp)
-                max_ts = event.timestamp if max_ts is None else max(max_ts, event.timestamp)
+            where = f"{path} block at offset {offset}"
+            for first, events, data in iter_entries(raw, where, version):
+                times = decode_columns(data, first, events, f"{where} entry {first}")[for_ts]
+                count += events
+                last = first + events - 1
+                min_ts = min(times) if min_ts is None else min(min_ts, *times)
+                max_ts = max(times) if max_ts is None else max(max_ts, *times)
             offset += BLOCK_HEADER_SIZE + header[0]
         if not count:
             raise ProvenanceFormatError(f"{path}: event file holds no events")
@@ -320,7 +332,7 @@ class EventFileReader:
         self._decompressor = zstandard.ZstdDecompressor()
         self._lock = threading.Lock()
         try:
-            first = check_header(self._fd, self.path)
+            first, self.version = check_header(self._fd, self.path)
         except BaseException:
             self.close()
             raise
@@ -340,30 +352,33 @@ class EventFileReader:
             self._cache.put(key, raw)
         return raw
 
-    def _entries(self, offset: int) -> Iterator[tuple[int, memoryview]]:
-        return iter_entries(self.block(offset), f"{self.path} block at offset {offset}")
+    def _entries(self, offset: int) -> Iterator[tuple[int, int, memoryview]]:
+        return iter_entries(self.block(offset), f"{self.path} block at offset {offset}", self.version)
+
+    def _decode(self, first: int, count: int, data: memoryview) -> list[list]:
+        return decode_entry(data, first, count, f"{self.path} entry {first}")
 
     def get(self, event_id: int, block_offset: int | None = None) -> ProvenanceEvent | None:
         offset = self.toc.block_for(event_id) if block_offset is None else block_offset
         if offset is None:
             return None
-        for entry_id, data in self._entries(offset):
-            if entry_id == event_id:
-                return decode_event(data, f"{self.path} event {event_id}")
-            if entry_id > event_id:
-                break
-        return None
+        found = self.get_many({offset: [event_id]})
+        return found.get(event_id)
 
     def get_many(self, wanted: dict[int, list[int]]) -> dict[int, ProvenanceEvent]:
-        """Events by id, given ``{block offset: [event ids]}``; one decompression per block."""
+        """Events by id, given ``{block offset: [event ids]}``; one decompression per block, and
+        one decoding per entry holding any of them."""
         found: dict[int, ProvenanceEvent] = {}
         for offset, ids in wanted.items():
-            targets = set(ids)
-            top = max(targets)
-            for entry_id, data in self._entries(offset):
-                if entry_id in targets:
-                    found[entry_id] = decode_event(data, f"{self.path} event {entry_id}")
-                if entry_id >= top:
+            targets = sorted(set(ids))
+            top = targets[-1]
+            for first, count, data in self._entries(offset):
+                start = bisect.bisect_left(targets, first)
+                if start < len(targets) and targets[start] < first + count:
+                    events = self._decode(first, count, data)
+                    for event_id in targets[start:bisect.bisect_left(targets, first + count)]:
+                        found[event_id] = event_from_fields(events[event_id - first], f"{self.path} event {event_id}")
+                if first + count > top:
                     break
         return found
 
@@ -373,15 +388,17 @@ class EventFileReader:
             return
         index = max(bisect.bisect_right(self.toc.block_first_ids, start_id) - 1, 0)
         for offset in self.toc.block_offsets[index:]:
-            for entry_id, data in self._entries(offset):
-                if entry_id >= start_id:
-                    yield decode_event(data, f"{self.path} event {entry_id}")
+            for first, count, data in self._entries(offset):
+                if first + count > start_id:
+                    for fields in self._decode(first, count, data)[max(start_id - first, 0):]:
+                        yield event_from_fields(fields, f"{self.path} event {fields[0]}")
 
-    def iter_entries_all(self) -> Iterator[tuple[int, int, memoryview]]:
-        """``(block offset, event id, encoded event)`` for every event (rebuilding an index)."""
+    def iter_entries_all(self) -> Iterator[tuple[int, int, int, memoryview]]:
+        """``(block offset, first event id, event count, encoded events)`` for every entry
+        (rebuilding an index)."""
         for offset in self.toc.block_offsets:
-            for entry_id, data in self._entries(offset):
-                yield offset, entry_id, data
+            for first, count, data in self._entries(offset):
+                yield offset, first, count, data
 
     def close(self) -> None:
         if self._fd >= 0:

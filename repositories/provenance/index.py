@@ -30,11 +30,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import lmdb
 
-from repositories.provenance.event import FIELD_INDEX, ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError
+from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError,
+                                           event_fields)
 
 INDEX_FORMAT_VERSION = 1
 
@@ -77,8 +78,9 @@ _TYPE_KEYS = {t.value: t.value.encode() for t in ProvenanceEventType}
 class IndexBatch:
     """The entries of a run of events of one event file, gathered for one LMDB transaction.
 
-    Built straight from decoded field arrays (no event objects) because this loop is the cost of
-    a rollover; also used to remove the same entries again when a merge is redone.
+    Built straight from decoded columns (no event objects), an entry (a batch of events) at a
+    time, because this loop is the cost of a rollover; also used to remove the same entries again
+    when a merge is redone.
     """
 
     __slots__ = ("file_id", "attributes", "primary", "uuid", "type", "component_id",
@@ -126,51 +128,65 @@ class IndexBatch:
                 b"component_name": self.component_name, b"relationship": self.relationship,
                 b"attribute": self.attribute}
 
-    def add_fields(self, fields: list, block_offset: int) -> None:
-        """Add an event given its decoded field array (event.decode_fields)."""
-        self._add(fields[_F_ID], block_offset, fields[_F_TS], fields[_F_SIZE], fields[_F_UUID],
-                  fields[_F_PARENTS], fields[_F_CHILDREN], fields[_F_TYPE], fields[_F_CID],
-                  fields[_F_CNAME], fields[_F_REL], fields[_F_PREV], fields[_F_UPD])
-
     def add_event(self, event: ProvenanceEvent, block_offset: int) -> None:
-        self._add(event.event_id, block_offset, event.timestamp, event.updated_size,
-                  event.flowfile_uuid, event.parent_uuids, event.child_uuids, event.event_type.value,
-                  event.component_id, event.component_name, event.relationship,
-                  event.previous_attributes, event.updated_attributes)
+        self.add_columns([[value] for value in event_fields(event)], block_offset)
 
-    def _add(self, event_id: int, block_offset: int, ts: int, size: int, uuid: str, parents: list,
-             children: list, event_type: str, component_id: str, component_name: str,
-             relationship: str | None, previous: dict, updated: dict) -> None:
-        packed = _pack_id(event_id)
-        if type(ts) is not int or type(size) is not int:   # tolerate floats from a caller
-            ts, size = int(ts), int(size)
-        self.primary.append((packed, _pack_ptr(self.file_id, block_offset, ts, size)))
-        self.uuid.append((term_key(uuid), packed))
-        if parents or children:
-            seen = {uuid}
-            for other in (*parents, *children):
-                if other not in seen:
-                    seen.add(other)
-                    self.uuid.append((term_key(other), packed))
-        self.type.append((_TYPE_KEYS[event_type], packed))
-        if component_id:
-            self.component_id.append((term_key(component_id), packed))
-        if component_name:
-            self.component_name.append((term_key(component_name), packed))
-        if relationship is not None:
-            self.relationship.append((term_key(relationship), packed))
-        for name in self.attributes:
-            value = updated.get(name)
-            if value is None:
-                value = previous.get(name)
-            if value is not None:
-                self.attribute.append((attribute_key(name, str(value)), packed))
-        self.timestamps.append(ts)
-        self.sizes.append(size)
-        if ts < self.min_ts:
-            self.min_ts = ts
-        if ts > self.max_ts:
-            self.max_ts = ts
+    def add_columns(self, columns: list[list], block_offset: int) -> None:
+        """Add the events of one entry given as columns (``event.decode_columns``): a term that
+        every event of the entry shares (its type, component) is made into a key once."""
+        packed = list(map(_pack_id, columns[_F_ID]))
+        if not packed:
+            return
+        file_id = self.file_id
+        timestamps = [int(t) for t in columns[_F_TS]]   # tolerate floats from a caller
+        sizes = [int(z) for z in columns[_F_SIZE]]
+        self.primary.extend([(p, _pack_ptr(file_id, block_offset, t, z))
+                             for p, t, z in zip(packed, timestamps, sizes)])
+        uuids = columns[_F_UUID]
+        self.uuid.extend(zip(map(term_key, uuids), packed))
+        parents, children = columns[_F_PARENTS], columns[_F_CHILDREN]
+        if any(parents) or any(children):
+            for uuid, others, p in zip(uuids, map(list.__add__, parents, children), packed):
+                for other in dict.fromkeys(others):
+                    if other != uuid:
+                        self.uuid.append((term_key(other), p))
+        _add_terms(self.type, columns[_F_TYPE], packed, _type_key)
+        _add_terms(self.component_id, columns[_F_CID], packed, term_key)
+        _add_terms(self.component_name, columns[_F_CNAME], packed, term_key)
+        _add_terms(self.relationship, columns[_F_REL], packed, term_key)
+        if self.attributes:
+            for updated, previous, p in zip(columns[_F_UPD], columns[_F_PREV], packed):
+                for name in self.attributes:
+                    value = updated.get(name)
+                    if value is None:
+                        value = previous.get(name)
+                    if value is not None:
+                        self.attribute.append((attribute_key(name, str(value)), p))
+        self.timestamps.extend(timestamps)
+        self.sizes.extend(sizes)
+        self.min_ts = min(self.min_ts, min(timestamps))
+        self.max_ts = max(self.max_ts, max(timestamps))
+
+
+def _type_key(event_type: str) -> bytes:
+    return _TYPE_KEYS[event_type]
+
+
+def _add_terms(table: list, values: list, packed: list[bytes], key: Callable[[str], bytes]) -> None:
+    """Entries of one term table for a run of events; None and "" are not indexed."""
+    first = values[0]
+    if values.count(first) == len(values):   # the usual case: one term for the whole entry
+        if first is not None and first != "":
+            term = key(first)
+            table.extend([(term, p) for p in packed])
+        return
+    terms: dict[str, bytes] = {}
+    for value, p in zip(values, packed):
+        if value is not None and value != "":
+            term = terms.get(value)
+            if term is None:
+                term = terms[value] = key(value)
+            table.append((term, p))
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,15 @@
 
 A journal is a 16-byte header followed by framed records, one record per ``register`` call::
 
-    header  magic b"FAPJ" | u8 version (1) | 3 zero bytes | u64 generation (first event id)
+    header  magic b"FAPJ" | u8 version (2) | 3 zero bytes | u64 generation (first event id)
     record  u32 payload length | u32 CRC-32 of the payload | payload
-    payload u32 event count | count x (u64 event id | u32 length | encoded event)
+    payload u32 entry count | count x (u64 first event id | u32 event count | u32 length | events)
 
-(all integers little-endian; docs/formats/provenance-repository.md has the full layout). The
-"entry list" that makes up a payload is also the uncompressed content of an event-file block, so
-both are read by :func:`iter_entries`.
+(all integers little-endian; docs/formats/provenance-repository.md has the full layout). An entry
+holds an encoded batch of events (usually one commit group's), whose ids follow from its first
+id. Version 1 journals (entries of one event each: u64 event id | u32 length | event) are still
+read. The "entry list" that makes up a payload is also the uncompressed content of an event-file
+block, so both are read by :func:`iter_entries`.
 
 A record is written with one ``write`` system call and is not fsynced: on return it is in the OS
 page cache, which survives the death of the process but not a power loss (the same guarantee as
@@ -33,13 +35,17 @@ from typing import Iterator
 from repositories.provenance.event import ProvenanceFormatError
 
 JOURNAL_MAGIC = b"FAPJ"
-JOURNAL_VERSION = 1
+#: the version this release writes; it reads ``READ_VERSIONS``
+JOURNAL_VERSION = 2
+#: entry lists of version 1 hold one event an entry, with no event count
+READ_VERSIONS = (1, 2)
 JOURNAL_SUFFIX = ".journal"
 
 _HEADER = struct.Struct("<4sB3xQ")      # magic, version, generation
 _FRAME = struct.Struct("<II")           # payload length, crc32(payload)
 _COUNT = struct.Struct("<I")
-_ENTRY = struct.Struct("<QI")           # event id, encoded length
+_ENTRY = struct.Struct("<QII")          # first event id, event count, encoded length
+_ENTRY_V1 = struct.Struct("<QI")        # event id, encoded length (one event an entry)
 HEADER_SIZE = _HEADER.size
 FRAME_SIZE = _FRAME.size
 COUNT_SIZE = _COUNT.size
@@ -50,33 +56,53 @@ MAX_RECORD_SIZE = 1 << 31
 
 pack_count = _COUNT.pack
 pack_entry_header = _ENTRY.pack
-_unpack_entry = _ENTRY.unpack_from
 _unpack_count = _COUNT.unpack_from
 
 
-def iter_entries(buf: bytes | memoryview, where: str) -> Iterator[tuple[int, memoryview]]:
-    """``(event id, encoded event)`` for each entry of an entry list (a record payload or block)."""
+def iter_entries(buf: bytes | memoryview, where: str, version: int = JOURNAL_VERSION
+                 ) -> Iterator[tuple[int, int, memoryview]]:
+    """``(first event id, event count, encoded events)`` for each entry of an entry list (a record
+    payload or a block) written in ``version``'s layout. Ids strictly increase across entries."""
     view = memoryview(buf)
     if len(view) < COUNT_SIZE:
         raise ProvenanceFormatError(f"{where}: entry list of {len(view)} bytes has no count")
-    (count,) = _unpack_count(view, 0)
+    (entries,) = _unpack_count(view, 0)
+    one_each = version == 1
+    header = _ENTRY_V1 if one_each else _ENTRY
+    unpack, size = header.unpack_from, header.size
     pos = COUNT_SIZE
     end = len(view)
-    for _ in range(count):
-        if pos + ENTRY_HEADER_SIZE > end:
+    next_id = -1
+    for _ in range(entries):
+        if pos + size > end:
             raise ProvenanceFormatError(f"{where}: entry list ends inside an entry header")
-        event_id, length = _unpack_entry(view, pos)
-        pos += ENTRY_HEADER_SIZE
+        if one_each:
+            first_id, length = unpack(view, pos)
+            count = 1
+        else:
+            first_id, count, length = unpack(view, pos)
+        pos += size
         if pos + length > end:
-            raise ProvenanceFormatError(f"{where}: entry for event {event_id} runs past the end")
-        yield event_id, view[pos:pos + length]
+            raise ProvenanceFormatError(f"{where}: entry for event {first_id} runs past the end")
+        if count < 1 or first_id < next_id:
+            raise ProvenanceFormatError(f"{where}: entry of {count} events from id {first_id} after id {next_id - 1}")
+        next_id = first_id + count
+        yield first_id, count, view[pos:pos + length]
         pos += length
     if pos != end:
-        raise ProvenanceFormatError(f"{where}: {end - pos} bytes after the last of {count} entries")
+        raise ProvenanceFormatError(f"{where}: {end - pos} bytes after the last of {entries} entries")
 
 
-def entry_ids(buf: bytes | memoryview, where: str) -> list[int]:
-    return [event_id for event_id, _ in iter_entries(buf, where)]
+def entry_span(buf: bytes | memoryview, where: str, version: int = JOURNAL_VERSION) -> tuple[int, int, int] | None:
+    """``(first id, last id, event count)`` of an entry list's events, None if it holds none."""
+    first = last = -1
+    total = 0
+    for first_id, count, _ in iter_entries(buf, where, version):
+        if total == 0:
+            first = first_id
+        last = first_id + count - 1
+        total += count
+    return (first, last, total) if total else None
 
 
 @dataclass(slots=True)
@@ -105,6 +131,8 @@ class JournalScan:
     problem: str | None = None
     #: byte ranges ``(start, end)`` stepped over inside the journal: records that could not be read
     damaged: list[tuple[int, int]] = field(default_factory=list)
+    #: the journal's format version (from its header)
+    version: int = JOURNAL_VERSION
 
     def note(self, problem: str) -> None:
         """Add a problem to what the scan says (``problem``: each, ``; ``-separated)."""
@@ -145,18 +173,20 @@ def scan_journal(path: Path) -> JournalScan:
     magic, version, generation = _HEADER.unpack_from(data, 0)
     if magic != JOURNAL_MAGIC:
         raise ProvenanceFormatError(f"{path}: not a provenance journal (magic {magic!r})")
-    if version != JOURNAL_VERSION:
+    if version not in READ_VERSIONS:
         raise ProvenanceFormatError(
-            f"{path}: unsupported journal version {version} (this release reads {JOURNAL_VERSION})"
+            f"{path}: unsupported journal version {version} (this release reads versions "
+            f"{', '.join(map(str, READ_VERSIONS))})"
         )
     scan.generation = generation
+    scan.version = version
     pos = HEADER_SIZE
     end = len(data)
     view = memoryview(data)
     while pos < end:
-        found = _read_record(data, view, pos, path)
+        found = _read_record(data, view, pos, path, version)
         if isinstance(found, str):  # damaged here: read on from the next valid record, if any
-            resume = _next_record(data, view, pos + 1, path)
+            resume = _next_record(data, view, pos + 1, path, version)
             if resume is None:
                 scan.note(found)
                 break
@@ -171,7 +201,7 @@ def scan_journal(path: Path) -> JournalScan:
     return scan
 
 
-def _read_record(data: bytes, view: memoryview, pos: int, path: Path) -> "JournalRecord | str | None":
+def _read_record(data: bytes, view: memoryview, pos: int, path: Path, version: int) -> "JournalRecord | str | None":
     """The record framed at ``pos`` (None if it holds no event), or what is wrong with it."""
     end = len(data)
     if pos + FRAME_SIZE > end:
@@ -184,19 +214,19 @@ def _read_record(data: bytes, view: memoryview, pos: int, path: Path) -> "Journa
     if zlib.crc32(payload) != crc:
         return f"record at offset {pos} fails its checksum"
     try:
-        ids = entry_ids(payload, f"{path} record at offset {pos}")
+        span = entry_span(payload, f"{path} record at offset {pos}", version)
     except ProvenanceFormatError as err:
         return str(err)
-    return JournalRecord(pos, length, ids[0], ids[-1], len(ids)) if ids else None
+    return JournalRecord(pos, length, *span) if span else None
 
 
-def _next_record(data: bytes, view: memoryview, start: int, path: Path) -> int | None:
+def _next_record(data: bytes, view: memoryview, start: int, path: Path, version: int) -> int | None:
     """The offset of the first valid record at or after ``start`` (frame, checksum and entries
     all consistent: a false match is a 1 in 2^32 checksum accident), or None."""
     for pos in range(start, len(data) - FRAME_SIZE):
         length = _FRAME.unpack_from(data, pos)[0]
         if COUNT_SIZE <= length <= len(data) - pos - FRAME_SIZE and not isinstance(
-                _read_record(data, view, pos, path), str):
+                _read_record(data, view, pos, path, version), str):
             return pos
     return None
 
@@ -204,18 +234,21 @@ def _next_record(data: bytes, view: memoryview, start: int, path: Path) -> int |
 class JournalFile:
     """One journal file: appended by ``register``, read back by ``get``/``search`` and the merge.
 
+    A journal of an older version (left by an older release) is only read: recovery merges it
+    before anything is registered, and new records go to new journals.
     Not thread-safe by itself: the repository serialises appends under its lock.
     """
 
-    __slots__ = ("path", "generation", "fd", "size", "records")
+    __slots__ = ("path", "generation", "fd", "size", "records", "version")
 
     def __init__(self, path: Path, generation: int, fd: int, size: int,
-                 records: list[JournalRecord] | None = None):
+                 records: list[JournalRecord] | None = None, version: int = JOURNAL_VERSION):
         self.path = path
         self.generation = generation
         self.fd = fd
         self.size = size
         self.records: list[JournalRecord] = records if records is not None else []
+        self.version = version
 
     @classmethod
     def create(cls, path: Path, generation: int) -> "JournalFile":
@@ -238,11 +271,13 @@ class JournalFile:
         fd = os.open(path, os.O_RDWR)
         os.lseek(fd, scan.valid_end, os.SEEK_SET)
         assert scan.generation is not None
-        return cls(path, scan.generation, fd, scan.valid_end, scan.records), scan
+        return cls(path, scan.generation, fd, scan.valid_end, scan.records, scan.version), scan
 
     def append(self, payload: bytes, first_id: int, last_id: int, count: int,
                min_ts: int = -(1 << 63), max_ts: int = (1 << 63) - 1) -> None:
         """Write one framed record with a single system call (no fsync: see the module docstring)."""
+        if self.version != JOURNAL_VERSION:
+            raise ProvenanceFormatError(f"{self.path}: a version-{self.version} journal is only read")
         frame = _FRAME.pack(len(payload), zlib.crc32(payload))
         offset = self.size
         total = FRAME_SIZE + len(payload)
@@ -267,10 +302,14 @@ class JournalFile:
             raise ProvenanceFormatError(f"{self.path}: record at offset {record.offset} is cut short")
         return data
 
-    def iter_entries(self) -> Iterator[tuple[int, memoryview]]:
+    def record_entries(self, record: JournalRecord) -> Iterator[tuple[int, int, memoryview]]:
+        """``(first event id, event count, encoded events)`` of each entry of one record."""
+        return iter_entries(self.read_payload(record), f"{self.path} record at offset {record.offset}", self.version)
+
+    def iter_entries(self) -> Iterator[tuple[int, int, memoryview]]:
         """Every entry of the journal in file order (which is id order within one journal)."""
         for record in self.records:
-            yield from iter_entries(self.read_payload(record), f"{self.path} record at offset {record.offset}")
+            yield from self.record_entries(record)
 
     def fsync(self) -> None:
         os.fsync(self.fd)

@@ -1,12 +1,13 @@
 """The provenance repository: journals on the commit path, merged event files and an index behind.
 
-``register`` (once per session commit) gives the events one-up ids and appends them, as one framed
-record, to one journal (round-robin over ``journal_count`` journals per container). Nothing is
-compressed or indexed there. ``rollover`` (from a timer: ``maybe_rollover``) seals the current
-journals, then, while ``register`` carries on into new ones, merges them in id order into one event
-file of compressed blocks with a table of contents, indexes it, commits the file by renaming it, and
-deletes the journals. ``get``, ``events`` and ``search`` read the event files and index and *also*
-the journals not yet merged, so every registered event is visible at once.
+``register_batches`` (once per group of session commits) gives the events one-up ids and appends
+them, encoded as batches (event.py), as one framed record to one journal (round-robin over
+``journal_count`` journals per container). Nothing is compressed or indexed there. ``rollover``
+(from a timer: ``maybe_rollover``) seals the current journals, then, while ``register`` carries on
+into new ones, merges them in id order into one event file of compressed blocks with a table of
+contents, indexes it, commits the file by renaming it, and deletes the journals. ``get``, ``events``
+and ``search`` read the event files and index and *also* the journals not yet merged, so every
+registered event is visible at once.
 
 On-disk layout under ``root`` (``<repository>/provenance``)::
 
@@ -46,13 +47,18 @@ import orjson
 from repositories.fsutil import fsync_dir
 from repositories.provenance.event import (
     FIELD_INDEX,
-    with_event_id,
+    EncodedBatch,
     ProvenanceEvent,
     ProvenanceEventType,
     ProvenanceFormatError,
+    check_batches,
+    decode_columns,
+    decode_entry,
     decode_event,
-    decode_fields,
-    encode_event,
+    encode_batch,
+    encode_fields,
+    event_fields,
+    event_from_fields,
     matches,
 )
 from repositories.provenance.eventfile import (
@@ -79,7 +85,6 @@ from repositories.provenance.index import (
 from repositories.provenance.journal import (
     JournalFile,
     JournalRecord,
-    iter_entries,
     journal_name,
     pack_count,
     pack_entry_header,
@@ -90,6 +95,7 @@ from repositories.provenance.lineage import Lineage, build_lineage, collect_fami
 log = logging.getLogger(__name__)
 
 NEXT_ID_FILE = "next-event-id"
+_TIMESTAMP = FIELD_INDEX["timestamp"]
 
 #: Steps of a merge at which a fault hook is called (tests stop there to simulate a crash).
 MERGE_STEPS = (
@@ -243,41 +249,38 @@ class ProvenanceRepository:
         Returns ``(first_id, last_id)`` (``(n, n - 1)`` for no events). On return the events are in
         the OS page cache (flushed, not fsynced) and visible to ``get``/``events``/``search``.
         """
+        if not events:
+            return self.register_batches(())
+        batch = encode_batch([event_fields(event) for event in events])
         with self._lock:
-            first = self._next_id
-            try:
-                for offset, event in enumerate(events):
-                    event.event_id = first + offset
-                encoded = [encode_event(event) for event in events]
-                return self._append_locked(encoded, [event.timestamp for event in events])
-            except BaseException:
-                for event in events:
-                    event.event_id = -1
-                raise
+            first, last = self._append_locked((batch,))
+        for offset, event in enumerate(events):
+            event.event_id = first + offset
+        return first, last
 
-    def register_encoded(self, unregistered: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
-        """``register`` for events the caller already encoded with ``event_id`` -1 (see
-        ``with_event_id``): the processors encode once, and this only splices the ids in."""
+    def register_batches(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
+        """``register`` for events the caller encoded (``encode_batch``), the commit path's way
+        in: the batches go to the journal as they are, in one record, their ids following one
+        another; nothing is decoded here. Returns ``(first_id, last_id)``."""
+        check_batches(batches)
         with self._lock:
-            first = self._next_id
-            encoded = [with_event_id(data, first + offset) for offset, data in enumerate(unregistered)]
-            return self._append_locked(encoded, timestamps)
+            return self._append_locked(batches)
 
-    def _append_locked(self, encoded: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
-        """Append events already encoded with their ids (the next ones) to one journal."""
+    def _append_locked(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
+        """Append encoded batches, their ids the next ones, to one journal in one record."""
         if self._closed:
             raise RuntimeError("the provenance repository is closed")
         first = next_id = self._next_id
-        if not encoded:
+        if not batches:
             return first, first - 1
-        parts: list[bytes] = []
-        append = parts.append
-        for data in encoded:
-            append(pack_entry_header(next_id, len(data)))
-            append(data)
-            next_id += 1
-        min_ts, max_ts = min(timestamps), max(timestamps)
-        payload = pack_count(len(encoded)) + b"".join(parts)
+        parts: list[bytes] = [pack_count(len(batches))]
+        for batch in batches:
+            parts.append(pack_entry_header(next_id, batch.count, len(batch.data)))
+            parts.append(batch.data)
+            next_id += batch.count
+        min_ts = min(b.min_timestamp for b in batches)
+        max_ts = max(b.max_timestamp for b in batches)
+        payload = b"".join(parts)
         generation = self._active
         turn = self._journal_turn
         self._journal_turn = (turn + 1) % (self.journal_count * len(self.containers))
@@ -286,7 +289,7 @@ class ProvenanceRepository:
             container = self.containers[turn % len(self.containers)]
             path = container / "journals" / journal_name(generation.first_id, turn)
             journal = generation.journals[turn] = JournalFile.create(path, generation.first_id)
-        journal.append(payload, first, next_id - 1, len(encoded), min_ts, max_ts)
+        journal.append(payload, first, next_id - 1, next_id - first, min_ts, max_ts)
         generation.add_record(journal, journal.records[-1])
         generation.bytes += len(payload) + 8
         self._next_id = next_id
@@ -340,16 +343,17 @@ class ProvenanceRepository:
             self._hook("merge-started")
             batch = self._index.batch(first_id)
             last = -1
-            ts_at = FIELD_INDEX["timestamp"]
             chunk = self.index_chunk
             merged = heapq.merge(*(_tagged(j) for j in journals), key=itemgetter(0))
-            for event_id, data, journal in merged:
-                if event_id <= last:
-                    log.warning("provenance merge: event %d seen twice in the journals; kept once", event_id)
+            for entry_id, count, data, journal in merged:
+                if entry_id <= last:
+                    log.warning("provenance merge: events %d-%d seen twice in the journals; kept once",
+                                entry_id, entry_id + count - 1)
                     continue
-                last = event_id
-                fields = decode_fields(data, f"{journal.path} event {event_id}")
-                batch.add_fields(fields, writer.add(event_id, data, fields[ts_at]))
+                last = entry_id + count - 1
+                columns = decode_columns(data, entry_id, count, f"{journal.path} entry {entry_id}")
+                times = columns[_TIMESTAMP]
+                batch.add_columns(columns, writer.add(entry_id, count, data, min(times), max(times)))
                 if len(batch) >= chunk:
                     self._index.add(batch)
                     batch = self._index.batch(first_id)
@@ -416,8 +420,8 @@ class ProvenanceRepository:
         else:
             journals = []   # nothing of theirs reached the index: no need to read them twice
         for journal in journals:
-            for event_id, data in journal.iter_entries():
-                batch.add_fields(decode_fields(data, f"{journal.path} event {event_id}"), 0)
+            for entry_id, count, data in journal.iter_entries():
+                batch.add_columns(decode_columns(data, entry_id, count, f"{journal.path} entry {entry_id}"), 0)
                 if len(batch) >= self.index_chunk:
                     removed += self._index.remove(batch, ())
                     batch = self._index.batch(first_id)
@@ -529,8 +533,8 @@ class ProvenanceRepository:
     def _reindex(self, info: _EventFile) -> None:
         reader = self._reader(info)
         batch = self._index.batch(info.file_id)
-        for offset, event_id, data in reader.iter_entries_all():
-            batch.add_fields(decode_fields(data, f"{info.path} event {event_id}"), offset)
+        for offset, entry_id, count, data in reader.iter_entries_all():
+            batch.add_columns(decode_columns(data, entry_id, count, f"{info.path} entry {entry_id}"), offset)
             if len(batch) >= self.index_chunk:
                 self._index.add(batch)
                 batch = self._index.batch(info.file_id)
@@ -595,10 +599,10 @@ class ProvenanceRepository:
                     if found is None:
                         return None
                     journal, record = found
-                    where = f"{journal.path} record at offset {record.offset}"
-                    for entry_id, data in iter_entries(journal.read_payload(record), where):
-                        if entry_id == event_id:
-                            return decode_event(data, f"{journal.path} event {event_id}")
+                    for entry_id, count, data in journal.record_entries(record):
+                        if entry_id <= event_id < entry_id + count:
+                            fields = decode_entry(data, entry_id, count, f"{journal.path} entry {entry_id}")
+                            return event_from_fields(fields[event_id - entry_id], f"{journal.path} event {event_id}")
                     return None
             info = self._file_holding(event_id)
         if info is None:
@@ -639,10 +643,12 @@ class ProvenanceRepository:
             for journal, record in generation.records[start:]:
                 if record.last_id < position:
                     continue
-                where = f"{journal.path} record at offset {record.offset}"
-                for entry_id, data in iter_entries(journal.read_payload(record), where):
-                    if entry_id >= position:
-                        out.append(decode_event(data, f"{journal.path} event {entry_id}"))
+                for entry_id, events, data in journal.record_entries(record):
+                    if entry_id + events <= position:
+                        continue
+                    fields = decode_entry(data, entry_id, events, f"{journal.path} entry {entry_id}")
+                    for one in fields[max(position - entry_id, 0):]:
+                        out.append(event_from_fields(one, f"{journal.path} event {one[0]}"))
                         if len(out) >= count:
                             return out
         return out
@@ -705,7 +711,8 @@ class ProvenanceRepository:
         """Events of the unmerged journals, newest first (iterate with the lock held), from the
         records whose time span meets ``[start, end]``, and only those whose encoding passes
         ``test``: a prefilter on bytes (a value searched for must be in them), tried on a whole
-        record payload first, then on each entry; only the entries passing it are decoded."""
+        record payload first, then on each entry (a batch of events); only the entries passing it
+        are decoded."""
         for generation in reversed(self._unmerged()):
             for journal, record in reversed(generation.records):
                 if (start is not None and record.max_ts < start) or (end is not None and record.min_ts > end):
@@ -713,12 +720,11 @@ class ProvenanceRepository:
                 payload = journal.read_payload(record)
                 if test is not None and not test(payload):
                     continue   # a value searched for is not in the record: nothing to decode
-                where = f"{journal.path} record at offset {record.offset}"
-                entries = list(iter_entries(payload, where))
-                for entry_id, data in reversed(entries):
+                for entry_id, count, data in reversed(list(journal.record_entries(record))):
                     if test is not None and not test(bytes(data)):
                         continue
-                    yield decode_event(data, f"{journal.path} event {entry_id}")
+                    for one in reversed(decode_entry(data, entry_id, count, f"{journal.path} entry {entry_id}")):
+                        yield event_from_fields(one, f"{journal.path} event {one[0]}")
 
     def _find_many(self, uuids: Collection[str]) -> list[ProvenanceEvent]:
         """Every event naming any of these uuids (as ``search(flowfile_uuid=...)`` finds them),
@@ -946,9 +952,9 @@ def _index_query(filters: dict) -> IndexQuery:
                       filters["min_size"], filters["max_size"])
 
 
-def _tagged(journal: JournalFile) -> Iterator[tuple[int, memoryview, JournalFile]]:
-    for event_id, data in journal.iter_entries():
-        yield event_id, data, journal
+def _tagged(journal: JournalFile) -> Iterator[tuple[int, int, memoryview, JournalFile]]:
+    for entry_id, count, data in journal.iter_entries():
+        yield entry_id, count, data, journal
 
 
 def _unlink(path: Path) -> None:
@@ -1000,12 +1006,17 @@ class InMemoryProvenanceRepository:
             first = self._next_id
             for offset, event in enumerate(events):
                 event.event_id = first + offset
-            return self._store_locked([encode_event(event) for event in events])
+            return self._store_locked([encode_fields(event_fields(event)) for event in events])
 
-    def register_encoded(self, unregistered: Sequence[bytes], timestamps: Sequence[int]) -> tuple[int, int]:
+    def register_batches(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
+        check_batches(batches)
         with self._lock:
-            first = self._next_id
-            return self._store_locked([with_event_id(d, first + i) for i, d in enumerate(unregistered)])
+            first = next_id = self._next_id
+            encoded = []
+            for batch in batches:
+                encoded.extend(map(encode_fields, decode_entry(batch.data, next_id, batch.count)))
+                next_id += batch.count
+            return self._store_locked(encoded) if encoded else (first, first - 1)
 
     def _store_locked(self, encoded: list[bytes]) -> tuple[int, int]:
         first = self._next_id
