@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from typing import Mapping, NamedTuple
+
+_new_tuple = tuple.__new__
 
 
 class ResourceClaim(NamedTuple):
@@ -60,6 +61,18 @@ class FlowFile(NamedTuple):
     def size(self) -> int:
         return self.claim.length if self.claim is not None else 0
 
+    # New versions, built straight from the fields: ``_replace`` costs about three times as much,
+    # and the session makes a version a FlowFile at every change (issue 15's profile).
+    def with_attributes(self, attributes: Mapping[str, str]) -> "FlowFile":
+        return _new_tuple(FlowFile, (self[0], self[1], attributes, *self[3:]))
+
+    def with_claim(self, claim: ContentClaim | None) -> "FlowFile":
+        return _new_tuple(FlowFile, (self[0], self[1], self[2], claim, *self[4:]))
+
+    def queued(self, queue_date: int, queue_index: int) -> "FlowFile":
+        """This version as it enters a queue (the FIFO order recovery restores)."""
+        return _new_tuple(FlowFile, (*self[:7], queue_date, queue_index))
+
     def is_penalized(self, now_ms: int | None = None) -> bool:
         return self.penalized_until > (now_ms if now_ms is not None else now_millis())
 
@@ -85,7 +98,18 @@ def new_flowfile_uuid() -> str:
     of rewriting a random page per FlowFile: with 200,000 FlowFiles queued and always_sync on, a
     1,000-FlowFile commit measured 26 ms with uuid4 and 4.6 ms with these.
     """
-    value = bytearray(now_millis().to_bytes(6, "big") + os.urandom(10))
-    value[6] = 0x70 | (value[6] & 0x0F)
-    value[8] = 0x80 | (value[8] & 0x3F)
-    return str(uuid.UUID(bytes=bytes(value)))
+    return new_flowfile_uuids(1)[0]
+
+
+_VARIANT = "89ab89ab89ab89ab"   # a hex digit's two low bits -> the digit with the RFC variant bits 10
+
+
+def new_flowfile_uuids(count: int) -> list[str]:
+    """``count`` uuids as ``new_flowfile_uuid`` describes, all of this millisecond, 74 random bits
+    each, formatted from one read of the random source (0.6 µs a uuid in a batch; building each
+    through ``uuid.UUID`` took 3.5)."""
+    stamp = now_millis().to_bytes(6, "big").hex()
+    prefix = f"{stamp[:8]}-{stamp[8:]}-7"
+    random = os.urandom(10 * count).hex()
+    return [f"{prefix}{r[1:4]}-{_VARIANT[int(r[4], 16)]}{r[5:8]}-{r[8:20]}"
+            for r in (random[i:i + 20] for i in range(0, 20 * count, 20))]

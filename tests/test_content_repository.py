@@ -113,6 +113,31 @@ def test_contents_roll_over_at_the_flowfile_count_limit(any_repo):
     assert len(writer.created()) == 3
 
 
+def test_write_many_lays_contents_out_as_write_bytes_does_and_hands_them_over_at_once(any_repo, monkeypatch):
+    """The same claims as ``write_bytes`` one by one (rolled over at the size and count limits, a
+    large content in a claim of its own) and the same bytes, readable as soon as it returns; on
+    disk one ``pwrite`` a claim file, not one a content."""
+    contents = [bytes([i]) * (100 if i != 7 else 5000) for i in range(25)] + [b""]
+    repo = any_repo(max_appendable_size=1000, max_flowfiles_per_claim=6)
+    one_by_one = repo.writer()
+    layout = [one_by_one.write_bytes(data) for data in contents]
+    one_by_one.close()
+    writes: list[int] = []
+    pwrite = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: (writes.append(len(data)), pwrite(fd, data, offset))[1])
+    writer = repo.writer()
+    claims = writer.write_many(contents)
+    assert [(c.offset, c.length) for c in claims] == [(c.offset, c.length) for c in layout]
+    same_claim = [[a.resource == b.resource for b in claims] for a in claims]
+    assert same_claim == [[a.resource == b.resource for b in layout] for a in layout]
+    assert len({c.resource for c in claims}) == 6      # 0-5 | 6 | 7 alone | 8-13 | 14-19 | 20-24 and b""
+    assert all(repo.read_bytes(c) == data for c, data in zip(claims, contents))   # before any flush
+    if isinstance(repo, ContentRepository):
+        assert len(writes) == 6 and sum(writes) == sum(map(len, contents))
+    assert writer.bytes_written == sum(map(len, contents))
+    writer.close()
+
+
 def test_claim_file_is_the_raw_concatenation_of_its_contents(make_repo):
     repo = make_repo(max_appendable_size=10_000, max_flowfiles_per_claim=100)
     writer = repo.writer()

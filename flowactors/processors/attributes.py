@@ -38,12 +38,21 @@ class UpdateAttribute(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         delete = context.property("Delete Attributes Expression")
         updates = self._updates
+        if not delete.is_set:   # the batch path: each value evaluated once per distinct input
+            flowfiles = session.get_batch()
+            if updates and flowfiles:
+                columns = {name: value.evaluate_each(flowfiles) for name, value in updates.items()}
+                if all(column.count(column[0]) == len(column) for column in columns.values()):
+                    values: dict | list = {name: column[0] for name, column in columns.items()}   # one for all
+                else:
+                    values = [dict(zip(columns, row)) for row in zip(*columns.values())]
+                flowfiles = session.put_attributes_batch(flowfiles, values)
+            session.transfer_batch(flowfiles, SUCCESS)
+            return
         for flowfile in session.get_batch():
             attributes = flowfile.attributes
-            doomed: list[str] = []
-            if delete.is_set:
-                pattern = re.compile(delete.evaluate(flowfile))
-                doomed = [k for k in attributes if k != "uuid" and pattern.fullmatch(k)]
+            pattern = re.compile(delete.evaluate(flowfile))
+            doomed = [k for k in attributes if k != "uuid" and pattern.fullmatch(k)]
             if updates:
                 values = {name: value.evaluate(attributes, flowfile=flowfile) for name, value in updates.items()}
                 flowfile = session.put_all_attributes(flowfile, values)

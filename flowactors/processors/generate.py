@@ -89,14 +89,33 @@ class GenerateFlowFile(Processor):
             if count <= 0:
                 context.yield_()
                 return
+        if self._custom is None:
+            self._generate_batch(session, count)
+        else:
+            self._generate_custom(session, count)
+        session.commit_async(on_success=lambda: self._count_generated(count))
+
+    def _generate_batch(self, session, count: int) -> None:
+        """Random or repeated content: the whole batch through the session's batch calls."""
+        flowfiles = session.create_batch(count)
+        if self._unique and self._size:
+            flowfiles = session.write_bytes_batch(flowfiles, [random_data(self._size, self._text)
+                                                              for _ in range(count)])
+        elif not self._unique and self._data:
+            flowfiles = session.write_bytes_batch(flowfiles, self._data)
+        if self._attributes or self._mime:
+            columns = {name: value.evaluate_each(flowfiles) for name, value in self._attributes.items()}
+            values = [dict(zip(columns, row)) for row in zip(*columns.values())] if columns else [{}] * count
+            if self._mime:
+                values = [{**v, "mime.type": self._mime} for v in values]
+            flowfiles = session.put_attributes_batch(flowfiles, values)
+        session.transfer_batch(flowfiles, SUCCESS)
+
+    def _generate_custom(self, session, count: int) -> None:
+        """Custom Text, its expressions evaluated for each new FlowFile."""
         for _ in range(count):
             flowfile = session.create()
-            if self._custom is not None:
-                data = (self._custom.evaluate(flowfile) or "").encode(self._charset)
-            elif self._unique:
-                data = random_data(self._size, self._text)
-            else:
-                data = self._data  # type: ignore[assignment]
+            data = (self._custom.evaluate(flowfile) or "").encode(self._charset)
             if data:
                 flowfile = session.write_bytes(flowfile, data)
             extra = {name: value.evaluate(flowfile.attributes, flowfile=flowfile)
@@ -106,7 +125,6 @@ class GenerateFlowFile(Processor):
             if extra:
                 flowfile = session.put_all_attributes(flowfile, extra)
             session.transfer(flowfile, SUCCESS)
-        session.commit_async(on_success=lambda: self._count_generated(count))
 
     def _count_generated(self, count: int) -> None:
         """Counted only once the commit is durable: a failed commit makes them again."""

@@ -83,17 +83,31 @@ class RouteOnAttribute(Processor):
         self._conditions = {name: compile_value(value) for name, value in context.dynamic_properties.items()}
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        for flowfile in session.get_batch():
-            attributes = flowfile.attributes
-            matched = [name for name, condition in self._conditions.items()
-                       if condition.evaluate(attributes, flowfile=flowfile).strip().lower() == "true"]
+        flowfiles = session.get_batch()
+        if not flowfiles:
+            return
+        # each condition over the batch, evaluated once per distinct input
+        results = [[result.strip().lower() == "true" for result in condition.evaluate_each(flowfiles)]
+                   for condition in self._conditions.values()]
+        names = list(self._conditions)
+        routes = []
+        for row in zip(*results):
+            matched = [name for name, true in zip(names, row) if true]
             if self._strategy == self.PROPERTY_NAME:
-                targets = matched or [UNMATCHED.name]
+                routes.append(matched or [UNMATCHED.name])
             elif self._strategy == self.ALL_MATCH:
-                targets = [MATCHED.name if len(matched) == len(self._conditions) else UNMATCHED.name]
+                routes.append([MATCHED.name if len(matched) == len(names) else UNMATCHED.name])
             else:
-                targets = [MATCHED.name if matched else UNMATCHED.name]
-            _route_all(session, flowfile, targets, self.ROUTE_ATTRIBUTE)
+                routes.append([MATCHED.name if matched else UNMATCHED.name])
+        if any(len(targets) > 1 for targets in routes):   # clones: one FlowFile at a time
+            for flowfile, targets in zip(flowfiles, routes):
+                _route_all(session, flowfile, targets, self.ROUTE_ATTRIBUTE)
+            return
+        relationships = [targets[0] for targets in routes]
+        marks = {r: {self.ROUTE_ATTRIBUTE: r} for r in set(relationships)}
+        flowfiles = session.put_attributes_batch(flowfiles, [marks[r] for r in relationships])
+        session.provenance.route_batch(flowfiles, relationships)
+        session.transfer_batch(flowfiles, relationships)
 
 
 class RouteOnContent(Processor):

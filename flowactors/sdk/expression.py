@@ -1038,13 +1038,35 @@ class CompiledValue:
     constant every time (``text`` with each ``$${`` unescaped), so callers may evaluate it once.
     """
 
-    __slots__ = ("text", "is_literal", "_root", "_constant")
+    __slots__ = ("text", "is_literal", "_root", "_constant", "_inputs")
 
     def __init__(self, text: str, root: _Node) -> None:
         self.text = text
         self._root = root
         self.is_literal = isinstance(root, _Const)
         self._constant = _render(root.value) if isinstance(root, _Const) else None
+        self._inputs = _inputs(root)
+
+    def evaluate_each(self, flowfiles: Sequence[FlowFile]) -> list[str]:
+        """``evaluate(flowfile=f)`` for each FlowFile, evaluated once per distinct input: a value
+        that reads only attributes (and the FlowFile fields standing in for them) gives the same
+        result for FlowFiles that agree on those; one that reads the clock or draws a ``UUID()``
+        is evaluated for every FlowFile."""
+        if self._constant is not None:
+            return [self._constant] * len(flowfiles)
+        inputs = self._inputs
+        if inputs is None:
+            return [self.evaluate(flowfile=f) for f in flowfiles]
+        results: dict[tuple, str] = {}
+        out = []
+        for flowfile in flowfiles:
+            attributes = flowfile.attributes
+            key = tuple([_input(attributes, name, fallback, flowfile) for name, fallback in inputs])
+            result = results.get(key)
+            if result is None:
+                result = results[key] = self.evaluate(attributes, flowfile=flowfile)
+            out.append(result)
+        return out
 
     def evaluate(self, attributes: Mapping[str, str] | None = None, *, flowfile: FlowFile | None = None) -> str:
         """The value with every expression replaced by its result.
@@ -1063,6 +1085,38 @@ class CompiledValue:
 
     def __repr__(self) -> str:
         return f"compile_value({self.text!r})"
+
+
+#: functions whose result is not decided by their arguments and the attributes
+_VOLATILE_FUNCTIONS = frozenset({"now", "UUID"})
+
+
+def _inputs(root: _Node) -> tuple[tuple[str, Callable | None], ...] | None:
+    """What an evaluation of ``root`` reads: each attribute name (with the FlowFile field that
+    stands in for it), or None when it reads something else (the clock, a random uuid)."""
+    names: dict[str, Callable | None] = {}
+    pending: list[Any] = [root]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, _Attr):
+            names[node.name] = node.fallback
+        elif isinstance(node, _Concat):
+            pending.extend(p for p in node.parts if isinstance(p, _Node))
+        elif isinstance(node, _Call):
+            if node.function.name in _VOLATILE_FUNCTIONS:
+                return None
+            if node.subject is not None:
+                pending.append(node.subject)
+            pending.extend(node.args)
+    return tuple(names.items())
+
+
+def _input(attributes: Mapping[str, str], name: str, fallback: Callable | None, flowfile: FlowFile) -> Any:
+    """One input of an evaluation, as ``_Attr.eval`` reads it (a field value marked as such)."""
+    value = attributes.get(name)
+    if value is None and fallback is not None:
+        return (fallback(flowfile),)
+    return value
 
 
 @functools.lru_cache(maxsize=4096)

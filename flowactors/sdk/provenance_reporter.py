@@ -40,6 +40,15 @@ class ProvenanceReporter:
     def route(self, flowfile: FlowFile, relationship: str, details: str | None = None) -> None:
         self._emit(T.ROUTE, flowfile, relationship=relationship, details=details)
 
+    def route_batch(self, flowfiles: Sequence[FlowFile], relationships: str | Sequence[str],
+                    details: str | None = None) -> None:
+        """``route`` each FlowFile: to one relationship, or the i-th to ``relationships[i]``."""
+        names = [relationships] * len(flowfiles) if isinstance(relationships, str) else relationships
+        if len(names) != len(flowfiles):
+            raise ValueError(f"{len(names)} relationships for {len(flowfiles)} FlowFiles")
+        for flowfile, name in zip(flowfiles, names):
+            self._emit(T.ROUTE, flowfile, relationship=name, details=details)
+
     def modify_content(self, flowfile: FlowFile, details: str | None = None, duration: int = 0) -> None:
         self._emit(T.CONTENT_MODIFIED, flowfile, details=details, duration=duration)
 

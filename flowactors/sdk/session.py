@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequenc
 from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
 from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
-                               now_millis)
+                               new_flowfile_uuids, now_millis)
 from repositories.provenance.event import FIELD_INDEX, ProvenanceEventType, claim_field, new_event_fields
 
 CHUNK = 1024 * 1024
@@ -66,7 +66,8 @@ class CommitBatch:
     removals: list[str] = field(default_factory=list)
     new_claims: list[ResourceClaim] = field(default_factory=list)
     #: provenance events as field arrays (``repositories.provenance.event.new_event_fields``):
-    #: many a commit, so no object each; encoded once, by the log (``backend.encoded_events``)
+    #: many a commit, so no object each; encoded once, as one batch, by the log (``encode_batch``:
+    #: shipping bytes is ~8x cheaper than pickling event objects)
     events: list[list] = field(default_factory=list)
     #: queue id -> FlowFiles to offer there (after the WAL transaction)
     offers: dict[str, list[FlowFile]] = field(default_factory=dict)
@@ -348,13 +349,8 @@ class ProcessSession:
 
     # ------------------------------------------------------------------ routing
     def transfer(self, flowfile: FlowFile, relationship: Relationship | str) -> None:
-        name = relationship.name if isinstance(relationship, Relationship) else relationship
-        known = {r.name for r in self.context.relationships}
-        if known and name not in known:
-            raise FlowFileHandlingError(
-                f"{self.context.name} has no relationship '{name}' (it has: {', '.join(sorted(known))})")
-        record = self._record(flowfile)
-        record.relationship = name
+        name = self._relationship_name(relationship)
+        self._record(flowfile).relationship = name
 
     def remove(self, flowfile: FlowFile) -> None:
         record = self._record(flowfile)
@@ -366,6 +362,87 @@ class ProcessSession:
         until = now_millis() + int(self.penalty_duration * 1000)
         record.current = record.current._replace(penalized_until=until)
         return record.current
+
+    # ------------------------------------------------------------------ batches
+    # One call for a batch of FlowFiles, with the effect of the per-FlowFile call on each (the same
+    # FlowFile versions, records, events and errors: tests/test_session_batch.py holds them side by
+    # side). What the FlowFiles share is done once a call: the relationship checked, the values
+    # converted, the uuids drawn, the clock read. A failure part-way leaves the FlowFiles before it
+    # changed, as the per-FlowFile loop would; the session rolls back as a whole anyway.
+
+    def create_batch(self, count: int) -> list[FlowFile]:
+        """``count`` new FlowFiles with no content and no parents (``create()``, ``count`` times)."""
+        now = now_millis()
+        records = self._records
+        take = self._ids.take
+        created = []
+        for new_uuid in new_flowfile_uuids(count):
+            flowfile = FlowFile(take(), new_uuid, {"uuid": new_uuid, "filename": new_uuid, "path": "./"},
+                                None, now, now)
+            records[new_uuid] = _Record(None, flowfile, None)
+            created.append(flowfile)
+        return created
+
+    def write_bytes_batch(self, flowfiles: Sequence[FlowFile], data: bytes | Sequence[bytes]) -> list[FlowFile]:
+        """Each FlowFile's content replaced by ``data`` (bytes: the same for every one; a sequence:
+        the i-th for the i-th), each a content of its own, copy-on-write as ``write_bytes``."""
+        same = isinstance(data, (bytes, bytearray, memoryview))
+        if not same and len(data) != len(flowfiles):
+            raise ValueError(f"{len(data)} contents for {len(flowfiles)} FlowFiles")
+        records = [self._record(f) for f in flowfiles]
+        claims = self._content_writer().write_many([data] * len(records) if same else data)
+        update = self._update
+        return [update(record, claim=claim, content=True) for record, claim in zip(records, claims)]
+
+    def put_attributes_batch(self, flowfiles: Sequence[FlowFile],
+                             values: Mapping[str, str] | Sequence[Mapping[str, str]]) -> list[FlowFile]:
+        """``put_all_attributes`` on each FlowFile: ``values`` a mapping (the same for every one)
+        or one mapping a FlowFile. A FlowFile that already has every value is left as it is."""
+        if isinstance(values, Mapping):
+            shared = {k: str(v) for k, v in values.items() if k != "uuid"}
+            each = None
+        else:
+            if len(values) != len(flowfiles):
+                raise ValueError(f"{len(values)} attribute maps for {len(flowfiles)} FlowFiles")
+            each = values
+        records = [self._record(f) for f in flowfiles]
+        update = self._update
+        converted: dict[int, dict[str, str]] = {}   # a mapping given for many FlowFiles is converted once
+        out = []
+        for i, record in enumerate(records):
+            if each is None:
+                wanted = shared
+            else:
+                wanted = converted.get(id(each[i]))
+                if wanted is None:
+                    wanted = converted[id(each[i])] = {k: str(v) for k, v in each[i].items() if k != "uuid"}
+            attributes = record.current.attributes
+            if all(attributes.get(k) == v for k, v in wanted.items()):
+                out.append(record.current)
+            else:
+                out.append(update(record, attributes={**attributes, **wanted}))
+        return out
+
+    def transfer_batch(self, flowfiles: Sequence[FlowFile],
+                       relationship: Relationship | str | Sequence[Relationship | str]) -> None:
+        """``transfer`` each FlowFile: to one relationship, or the i-th to ``relationship[i]``
+        (routing a batch with a relationship a FlowFile)."""
+        if isinstance(relationship, (str, Relationship)):
+            names = [self._relationship_name(relationship)] * len(flowfiles)
+        else:
+            if len(relationship) != len(flowfiles):
+                raise ValueError(f"{len(relationship)} relationships for {len(flowfiles)} FlowFiles")
+            names = [r.name if isinstance(r, Relationship) else r for r in relationship]
+            for name in set(names):
+                self._relationship_name(name)
+        for record, name in zip([self._record(f) for f in flowfiles], names):
+            record.relationship = name
+
+    def remove_batch(self, flowfiles: Sequence[FlowFile]) -> None:
+        """``remove`` each FlowFile."""
+        for record in [self._record(f) for f in flowfiles]:
+            record.removed = True
+            record.relationship = None
 
     # ------------------------------------------------------------------ commit / rollback
     def commit(self, *, keep_on_failure: bool = False) -> None:
@@ -489,22 +566,32 @@ class ProcessSession:
             raise FlowFileHandlingError(f"FlowFile {flowfile.uuid} was already removed in this session")
         return record
 
+    def _relationship_name(self, relationship: Relationship | str) -> str:
+        """The relationship's name, if the processor has it (any name when it declares none)."""
+        name = relationship.name if isinstance(relationship, Relationship) else relationship
+        known = {r.name for r in self.context.relationships}
+        if known and name not in known:
+            raise FlowFileHandlingError(
+                f"{self.context.name} has no relationship '{name}' (it has: {', '.join(sorted(known))})")
+        return name
+
     def _content_writer(self):
         if self._writer is None:
             self._writer = self.backend.content.writer()
         return self._writer
 
-    def _update(self, record: _Record, *, attributes: Mapping[str, str] | None = None,
+    @staticmethod
+    def _update(record: _Record, *, attributes: Mapping[str, str] | None = None,
                 claim: ContentClaim | None = None, content: bool = False) -> FlowFile:
-        changes: dict[str, Any] = {}
+        current = record.current
         if attributes is not None:
-            changes["attributes"] = attributes
+            current = current.with_attributes(attributes)
             record.attributes_modified = True
         if content:
-            changes["claim"] = claim
+            current = current.with_claim(claim)
             record.content_modified = True
-        record.current = record.current._replace(**changes)
-        return record.current
+        record.current = current
+        return current
 
     def _emit(self, event_type: ProvenanceEventType, flowfile: FlowFile, **fields: Any) -> list:
         """Record an event (a field array, see ``CommitBatch.events``); ``fields`` by name."""
@@ -546,7 +633,7 @@ class ProcessSession:
                 elif record.original is not None and record.current.uuid not in dropped:
                     self._emit(ProvenanceEventType.DROP, record.current)
                 continue
-            record.current = record.current._replace(queue_date=now, queue_index=_QueueIndex.take())
+            record.current = record.current.queued(now, _QueueIndex.take())
             batch.updates.append(QueuedFlowFile(record.current, record.queue))
             batch.offers.setdefault(record.queue, []).append(record.current)
         finals = {r.current.uuid: r for r in self._records.values()}

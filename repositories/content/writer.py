@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import io
 import os
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Sequence
 
 from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, ResourceClaim
@@ -148,6 +148,16 @@ class BaseClaimWriter:
     # --- public interface ---------------------------------------------------------------
     def write_bytes(self, data: Any) -> ContentClaim:
         """Append one content held in memory; returns its claim."""
+        return self._write_content(data, done=True)
+
+    def write_many(self, contents: Sequence[Any]) -> list[ContentClaim]:
+        """``write_bytes`` for each content, in order, handed to the kernel together once all are
+        appended: one write a claim file instead of one a content. Returns their claims."""
+        claims = [self._write_content(data, done=False) for data in contents]
+        self._storage_content_done()
+        return claims
+
+    def _write_content(self, data: Any, *, done: bool) -> ContentClaim:
         view = _as_bytes_view(data)
         start = self._begin(len(view))
         try:
@@ -157,7 +167,7 @@ class BaseClaimWriter:
         except BaseException:
             self._abort_content(start)
             raise
-        return self._end(start)
+        return self._end(start, done=done)
 
     def open_stream(self, size_hint: int | None = None) -> ContentOutputStream:
         """A stream for one content (a context manager); ``.claim`` is set when it closes.
@@ -278,9 +288,12 @@ class BaseClaimWriter:
             self._count = 0
         return self._size
 
-    def _end(self, start: int) -> ContentClaim:
+    def _end(self, start: int, *, done: bool = True) -> ContentClaim:
+        """Finish the content begun at ``start``; ``done``: hand it to the kernel now (else the
+        caller does, or the claim's retirement)."""
         assert self._resource is not None
-        self._storage_content_done()
+        if done:
+            self._storage_content_done()
         claim = ContentClaim(self._resource, start, self._size - start)
         self._count += 1
         self._bytes_written += claim.length

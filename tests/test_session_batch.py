@@ -1,0 +1,163 @@
+"""The session's batch calls against the per-FlowFile calls they stand for.
+
+Each test makes the same changes twice, once a FlowFile at a time and once a batch at a time, on
+two runners fed the same input, and asserts that what comes out is the same: the FlowFiles on each
+relationship (attributes, content, order), the provenance events, and the errors.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from flowactors import FlowFileHandlingError, Processor, Relationship
+from flowactors.sdk.expression import compile_value
+from flowactors.sdk.testing import ProcessorRunner
+from repositories.model import new_flowfile_uuid, new_flowfile_uuids
+
+RELATIONSHIPS = ("success", "other")
+UUID_7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+class TwoWay(Processor):
+    relationships = [Relationship(name) for name in RELATIONSHIPS]
+
+    def on_trigger(self, context, session):
+        raise AssertionError("tests drive the session directly")
+
+
+def fed(count: int) -> ProcessorRunner:
+    runner = ProcessorRunner(TwoWay)
+    for i in range(count):
+        runner.enqueue(f"content {i}".encode(), {"n": str(i), "parity": ("even", "odd")[i % 2]})
+    return runner
+
+
+def anonymous(attributes) -> dict:
+    """Attributes without those a new FlowFile draws at random (its uuid, and filename from it)."""
+    return {k: v for k, v in attributes.items() if k not in ("uuid", "filename")}
+
+
+def outcome(runner: ProcessorRunner) -> dict:
+    """What a runner's session left: the FlowFiles on each relationship, the events, the queue."""
+    flows = {r: [(anonymous(f.attributes), runner.read(f)) for f in runner.output(r)] for r in RELATIONSHIPS}
+    events = [(e.event_type, e.relationship, e.details, anonymous(e.previous_attributes),
+               anonymous(e.updated_attributes), e.previous_size, e.updated_size) for e in runner.events()]
+    return {"flows": flows, "events": events, "left": runner.input_count}
+
+
+def test_new_flowfiles_made_as_a_batch_are_the_ones_made_one_at_a_time():
+    one, batch = fed(0), fed(0)
+    session = one.new_session()
+    for i in range(5):
+        flowfile = session.create()
+        flowfile = session.write_bytes(flowfile, b"same" if i < 3 else f"own {i}".encode())
+        flowfile = session.put_all_attributes(flowfile, {"k": "v", "i": i})
+        session.transfer(flowfile, "success" if i % 2 else "other")
+    session.commit()
+
+    session = batch.new_session()
+    made = session.create_batch(5)
+    assert all(UUID_7.match(f.uuid) and f.attributes["uuid"] == f.uuid == f.attributes["filename"] for f in made)
+    assert len({f.uuid for f in made}) == 5 and len({f.id for f in made}) == 5
+    made = session.write_bytes_batch(made[:3], b"same") + session.write_bytes_batch(made[3:], [b"own 3", b"own 4"])
+    made = session.put_attributes_batch(made, [{"k": "v", "i": i} for i in range(5)])
+    session.transfer_batch(made, ["success" if i % 2 else "other" for i in range(5)])
+    session.commit()
+    assert outcome(batch) == outcome(one)
+    assert [e.event_type.value for e in batch.events()] == ["CREATE"] * 5
+
+
+def test_taken_flowfiles_changed_as_a_batch_match_the_same_changes_one_at_a_time():
+    """Shared values (one already set on some FlowFiles: no change, no event for those), values
+    a FlowFile, a relationship a FlowFile, removals, and ROUTE events reported for a batch."""
+    one, batch = fed(8), fed(8)
+    session = one.new_session()
+    taken = session.get_batch(8)
+    for i, flowfile in enumerate(taken):
+        if i == 7:
+            session.remove(flowfile)
+            continue
+        if i < 6:
+            flowfile = session.put_all_attributes(flowfile, {"parity": "even", "tag": 1} if i < 4 else {"parity": "even"})
+        flowfile = session.put_all_attributes(flowfile, {"seen": f"#{i}", "uuid": "ignored"})
+        if i == 6:
+            session.provenance.route(flowfile, "other", details="sixth")
+        session.transfer(flowfile, "other" if i in (2, 6) else "success")
+    session.commit()
+
+    session = batch.new_session()
+    taken = session.get_batch(8)
+    kept, doomed = taken[:7], taken[7:]
+    changed = session.put_attributes_batch(kept[:4], {"parity": "even", "tag": 1})
+    changed += session.put_attributes_batch(kept[4:6], {"parity": "even"})
+    assert changed[4] is kept[4] and changed[5] is not kept[5]   # 4 is even already: the same version
+    changed = session.put_attributes_batch(changed + kept[6:], [{"seen": f"#{i}", "uuid": "ignored"} for i in range(7)])
+    session.provenance.route_batch(changed[6:], "other", details="sixth")
+    session.transfer_batch(changed, [Relationship("other") if i in (2, 6) else "success" for i in range(7)])
+    session.remove_batch(doomed)
+    session.commit()
+    assert outcome(batch) == outcome(one)
+    kinds = [e.event_type.value for e in batch.events()]
+    assert kinds.count("ATTRIBUTES_MODIFIED") == 6 and kinds.count("ROUTE") == 1 and kinds.count("DROP") == 1
+
+
+def test_batch_calls_refuse_what_the_per_flowfile_calls_refuse():
+    runner = fed(3)
+    session = runner.new_session()
+    taken = session.get_batch(3)
+    with pytest.raises(FlowFileHandlingError, match="has no relationship 'nowhere'") as per_flowfile:
+        session.transfer(taken[0], "nowhere")
+    with pytest.raises(FlowFileHandlingError) as batched:
+        session.transfer_batch(taken, ["success", "nowhere", "success"])
+    assert str(batched.value) == str(per_flowfile.value)
+    assert [session._records[f.uuid].relationship for f in taken] == [None, None, None]   # none was routed
+    with pytest.raises(ValueError, match="2 relationships for 3 FlowFiles"):
+        session.transfer_batch(taken, ["success", "other"])
+    with pytest.raises(ValueError, match="1 attribute maps for 3 FlowFiles"):
+        session.put_attributes_batch(taken, [{"a": "1"}])
+    with pytest.raises(ValueError, match="2 contents for 3 FlowFiles"):
+        session.write_bytes_batch(taken, [b"a", b"b"])
+    with pytest.raises(ValueError, match="1 relationships for 3 FlowFiles"):
+        session.provenance.route_batch(taken, ["success"])
+    stranger = fed(1).new_session().get()
+    with pytest.raises(FlowFileHandlingError, match=f"FlowFile {stranger.uuid} does not belong to this session"):
+        session.put_attributes_batch([taken[0], stranger], {"a": "1"})
+    assert taken[0].attributes.get("a") is None and session._records[taken[0].uuid].current is taken[0]
+    session.remove_batch(taken[:1])
+    with pytest.raises(FlowFileHandlingError, match="was already removed"):
+        session.transfer_batch(taken, "success")
+    session.rollback()
+    assert runner.input_count == 3
+
+
+def test_flowfile_uuids_made_in_a_batch_are_version_7_unique_and_time_ordered():
+    first = new_flowfile_uuids(2000)
+    assert all(UUID_7.match(u) for u in first) and len(set(first)) == 2000
+    later = new_flowfile_uuid()
+    assert UUID_7.match(later) and later[:13] >= first[0][:13]   # the millisecond prefix never goes back
+
+
+@pytest.mark.parametrize("text, volatile", [
+    ("${fileSize:ge(8):ifElse('large','small')}", False),
+    ("${parity:append('-'):append(${missing:isNull()})}", False),
+    ("n=${n:toNumber():plus(1)} of ${filename:substringBefore('.')}", False),
+    ("${now():format('yyyy')}-${parity}", True),
+    ("${UUID()}", True),
+])
+def test_a_value_evaluated_over_a_batch_is_each_flowfiles_own_value(text, volatile):
+    runner = fed(0)
+    session = runner.new_session()
+    flowfiles = session.create_batch(6)
+    flowfiles = session.write_bytes_batch(flowfiles, [b"x" * (4 * i) for i in range(6)])
+    flowfiles = session.put_attributes_batch(flowfiles, [{"n": str(i), "parity": ("even", "odd")[i % 2]}
+                                                         for i in range(6)])
+    value = compile_value(text)
+    results = value.evaluate_each(flowfiles)
+    if text == "${UUID()}":
+        assert len(set(results)) == 6   # drawn for every FlowFile, never shared
+    else:
+        assert results == [value.evaluate(flowfile=f) for f in flowfiles]
+    assert (value._inputs is None) == volatile
+    session.rollback()
