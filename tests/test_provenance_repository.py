@@ -894,3 +894,88 @@ def test_an_event_built_as_a_field_array_encodes_to_the_same_bytes_as_the_event_
     bare = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=1, flowfile_uuid="u-2", component_id="f/p",
                            component_name="p", component_type="T", lineage_start_date=1)
     assert encode_fields(new_event_fields(ProvenanceEventType.CREATE, 1, "u-2", "f/p", "p", "T", 1)) == encode_event(bare)
+
+
+def _as_index_format_1(shard: Path) -> None:
+    """Rewrite an index shard as release 1 wrote it: one u64 BE event id an entry in the type,
+    component and relationship tables too (not ranges), and ``format`` ``1``."""
+    import lmdb
+
+    from repositories.provenance.index import RANGE_TABLES, TERM_TABLES
+
+    env = lmdb.open(str(shard), max_dbs=len(TERM_TABLES) + 4, subdir=True)
+    try:
+        meta = env.open_db(b"meta")
+        with env.begin(write=True) as txn:
+            for table in RANGE_TABLES:
+                db = env.open_db(table, txn=txn, dupsort=True, dupfixed=True)
+                entries = list(txn.cursor(db).iternext())
+                assert all(len(value) == 16 for _, value in entries)   # ranges: (last, first)
+                txn.drop(db, delete=False)
+                for term, value in entries:
+                    last, first = int.from_bytes(value[:8], "big"), int.from_bytes(value[8:], "big")
+                    for event_id in range(first, last + 1):
+                        txn.put(term, event_id.to_bytes(8, "big"), db=db, dupdata=True)
+            txn.put(b"format", b"1", db=meta)
+    finally:
+        env.close()
+
+
+def test_an_index_shard_of_format_1_is_searched_and_aged_off_and_new_events_go_to_a_new_one(tmp_path):
+    """Release 1's shards hold an id an event in every term table; this release writes ranges
+    there (format 2) and still reads format 1: the same answers, and its shard is never written."""
+    root = tmp_path / "p"
+    repo = open_repo(root, indexed_attributes=("color",))
+    old = dataset(120)
+    run = [ev(T.CREATE, f"run-{i}", ts=5_000 + i, component_id="c-3", component_name="Proc3") for i in range(30)]
+    repo.register(old[:60])
+    repo.register(run)                    # one entry of 30 events sharing type and component: ranges
+    repo.register(old[60:])
+    repo.rollover()
+    events = repo.events(0, 1000)
+    repo.close()
+    (shard,) = (root / "index").iterdir()
+    _as_index_format_1(shard)
+
+    repo = open_repo(root, indexed_attributes=("color",))
+    for query in QUERIES + [dict(component_id="c-3", event_type=T.CREATE), dict(component_name="Proc3", limit=40)]:
+        assert ids(repo.search(**query)) == expected(events, query), query
+    more = [ev(T.DROP, f"run-{i}", ts=9_000 + i, component_id="c-3") for i in range(10)]
+    assert repo.register(more) == (150, 159)
+    repo.rollover()
+    assert repo.stats()["index_shards"] == 2   # the format-1 shard is full: never written again
+    events = repo.events(0, 1000)
+    for query in (dict(component_id="c-3"), dict(flowfile_uuid="run-4"), dict(event_type=T.DROP, limit=12)):
+        assert ids(repo.search(**query)) == expected(events, query), query
+    result = repo.age_off(now=BASE_MS / 1000 + 10**9)   # everything expired: both shards go
+    assert len(result["dropped_shards"]) == 2 and repo.search() == []
+    repo.close()
+
+
+def test_a_merge_redone_over_a_format_1_shard_removes_its_entries_an_id_at_a_time(tmp_path):
+    """A rollover of release 1 cut short leaves its entries in a format-1 shard; this release
+    redoes the merge and first removes them (``IndexShard.remove``), ids one by one there."""
+    from repositories.provenance.index import IndexShard
+
+    root = tmp_path / "p"
+    repo = open_repo(root)
+    repo.register([ev(T.CREATE, f"run-{i}", ts=i, component_id="c-run") for i in range(20)])
+    repo.rollover()
+    events = repo.events(0, 100)
+    repo.close()
+    (shard_dir,) = (root / "index").iterdir()
+    _as_index_format_1(shard_dir)
+    shard = IndexShard(shard_dir, map_size=1 << 24, sync=False)
+    try:
+        assert shard.legacy
+        undone = repo._index.batch(0)   # what the redone merge would write for events 0-9
+        for event in events[:10]:
+            undone.add_event(event, 0)
+        assert shard.remove(undone, []) == 10
+        with shard.env.begin() as txn:
+            left = sorted(int.from_bytes(value, "big") for key, value in txn.cursor(shard.terms[b"component_id"])
+                          .iternext() if key == b"c-run")
+            types = sorted(int.from_bytes(value, "big") for _, value in txn.cursor(shard.terms[b"type"]).iternext())
+        assert left == types == list(range(10, 20))
+    finally:
+        shard.env.close()

@@ -205,8 +205,7 @@ class _SqliteIndex:
         unpack_id = struct.Struct(">Q").unpack
         unpack_ptr = struct.Struct("<QQqq").unpack
         events = [(unpack_id(k)[0], *unpack_ptr(v)) for k, v in batch.primary]
-        terms = [(codes[table], key, unpack_id(packed)[0])
-                 for table, items in batch.tables().items() for key, packed in items]
+        terms = [(codes[table], key, event_id) for table, key, event_id in batch.postings()]
         start = time.perf_counter()
         with self.db:
             self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?)", events)

@@ -5,9 +5,12 @@ the entries of a contiguous range of event ids; a new shard starts when the curr
 passes ``shard_size`` bytes. Tables (docs/formats/provenance-repository.md, "Index"):
 
 * ``events``    u64 BE event id -> (u64 event file id, u64 block offset, i64 timestamp, i64 size)
-* ``uuid``, ``type``, ``component_id``, ``component_name``, ``relationship``, ``attribute``:
-  dupsort/dupfixed, term -> u64 BE event id (so the ids of one term are sorted, and walking them
-  backwards yields newest first)
+* ``uuid``, ``attribute``: dupsort/dupfixed, term -> u64 BE event id (a value rarely shared by
+  consecutive events), so the ids of one term are sorted and walking them backwards yields newest first
+* ``type``, ``component_id``, ``component_name``, ``relationship``: dupsort/dupfixed, term -> a
+  range of consecutive event ids holding it, (u64 BE last id, u64 BE first id), sorted by last id:
+  one entry stands for a commit's run of events of one type or component. Format 1 stored one id
+  an event here too; its shards are still read (never written to).
 * ``zones``     u64 BE first id of a run of 1024 events -> (last id, min/max timestamp, min/max size)
 * ``meta``      format version, creation time, time bounds, and ``file:<u64 BE id>`` for every
   event file the shard points at.
@@ -29,6 +32,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -37,20 +41,35 @@ import lmdb
 from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError,
                                            event_fields)
 
-INDEX_FORMAT_VERSION = 1
+INDEX_FORMAT_VERSION = 2
+#: shards of this format (a term entry an event) are read, never written to
+LEGACY_INDEX_FORMAT = 1
 
 _ID = struct.Struct(">Q")
 _PTR = struct.Struct("<QQqq")        # file id, block offset, timestamp, size
 _I64 = struct.Struct("<q")
 _ZONE = struct.Struct("<Qqqqq")      # last event id, min/max timestamp, min/max size
+_RANGE = struct.Struct(">QQ")        # a term's run of event ids: last, first (sorted by last)
 #: Events per ``zones`` entry: a range search skips a zone whose time or size span misses.
 ZONE_EVENTS = 1024
 _pack_id = _ID.pack
 _unpack_id = _ID.unpack
 _unpack_ptr = _PTR.unpack
 _pack_ptr = _PTR.pack
+_pack_range = _RANGE.pack
+
+
+def _unpack_range(value: bytes) -> tuple[int, int]:
+    """``(first, last)`` of a term table's value: a range (format 2) or one id (format 1)."""
+    if len(value) == 8:
+        event_id = _unpack_id(value)[0]
+        return event_id, event_id
+    last, first = _RANGE.unpack(value)
+    return first, last
 
 TERM_TABLES = (b"uuid", b"type", b"component_id", b"component_name", b"relationship", b"attribute")
+#: term tables whose values are ranges of ids (format 2); the others hold one id an event
+RANGE_TABLES = (b"type", b"component_id", b"component_name", b"relationship")
 _MAX_TERM = 400        # LMDB keys are at most 511 bytes
 _TERM_PREFIX = 360
 _MAX_U63 = (1 << 63) - 1
@@ -75,27 +94,66 @@ _F_REL, _F_PREV, _F_UPD, _F_SIZE = _F["relationship"], _F["previous_attributes"]
 _TYPE_KEYS = {t.value: t.value.encode() for t in ProvenanceEventType}
 
 
+class _TermRanges:
+    """One term table's entries of a batch: ``[term, first id, last id]`` runs, a run extended
+    while the next event with that term follows the last one (ids come in increasing order)."""
+
+    __slots__ = ("runs", "_last")
+
+    def __init__(self) -> None:
+        self.runs: list[list] = []
+        self._last: dict[bytes, list] = {}
+
+    def add(self, term: bytes, first: int, last: int) -> None:
+        run = self._last.get(term)
+        if run is not None and run[2] == first - 1:
+            run[2] = last
+        else:
+            run = [term, first, last]
+            self.runs.append(run)
+            self._last[term] = run
+
+    def add_column(self, values: list, ids: list[int], key: Callable[[str], bytes]) -> None:
+        """The runs of equal values of one entry's column; None and "" are not indexed."""
+        first = values[0]
+        if values.count(first) == len(values):   # the usual case: one term for the whole entry
+            if first is not None and first != "":
+                self.add(key(first), ids[0], ids[-1])
+            return
+        terms: dict[str, bytes] = {}
+        position = 0
+        for value, group in groupby(values):
+            length = len(list(group))
+            if value is not None and value != "":
+                term = terms.get(value)
+                if term is None:
+                    term = terms[value] = key(value)
+                self.add(term, ids[position], ids[position + length - 1])
+            position += length
+
+    def packed(self) -> list[tuple[bytes, bytes]]:
+        return [(term, _pack_range(last, first)) for term, first, last in self.runs]
+
+
 class IndexBatch:
     """The entries of a run of events of one event file, gathered for one LMDB transaction.
 
     Built straight from decoded columns (no event objects), an entry (a batch of events) at a
     time, because this loop is the cost of a rollover; also used to remove the same entries again
-    when a merge is redone.
+    when a merge is redone. A term shared by consecutive events (a commit's component, type,
+    relationship) is one range entry, not an entry an event.
     """
 
-    __slots__ = ("file_id", "attributes", "primary", "uuid", "type", "component_id",
-                 "component_name", "relationship", "attribute", "timestamps", "sizes", "min_ts", "max_ts")
+    __slots__ = ("file_id", "attributes", "primary", "uuid", "attribute", "ranges", "timestamps", "sizes",
+                 "min_ts", "max_ts")
 
     def __init__(self, file_id: int, attributes: Sequence[str]):
         self.file_id = file_id
         self.attributes = tuple(attributes)
         self.primary: list[tuple[bytes, bytes]] = []
-        self.uuid: list[tuple[bytes, bytes]] = []
-        self.type: list[tuple[bytes, bytes]] = []
-        self.component_id: list[tuple[bytes, bytes]] = []
-        self.component_name: list[tuple[bytes, bytes]] = []
-        self.relationship: list[tuple[bytes, bytes]] = []
+        self.uuid: list[tuple[bytes, bytes]] = []        # (term, u64 BE event id)
         self.attribute: list[tuple[bytes, bytes]] = []
+        self.ranges = {table: _TermRanges() for table in RANGE_TABLES}
         self.timestamps: list[int] = []
         self.sizes: list[int] = []
         self.min_ts = _MAX_U63
@@ -124,20 +182,35 @@ class IndexBatch:
         return out
 
     def tables(self) -> dict[bytes, list[tuple[bytes, bytes]]]:
-        return {b"uuid": self.uuid, b"type": self.type, b"component_id": self.component_id,
-                b"component_name": self.component_name, b"relationship": self.relationship,
-                b"attribute": self.attribute}
+        """Each term table's entries as LMDB writes them (format 2 values)."""
+        out = {table: ranges.packed() for table, ranges in self.ranges.items()}
+        out[b"uuid"], out[b"attribute"] = self.uuid, self.attribute
+        return out
+
+    def postings(self) -> Iterator[tuple[bytes, bytes, int]]:
+        """Every ``(table, term, event id)`` the batch indexes, ranges expanded: what an index
+        with an entry an event would hold (the SQLite comparison in ``provenance.bench``)."""
+        for table, items in ((b"uuid", self.uuid), (b"attribute", self.attribute)):
+            for term, packed in items:
+                yield table, term, _unpack_id(packed)[0]
+        for table, ranges in self.ranges.items():
+            for term, first, last in ranges.runs:
+                for event_id in range(first, last + 1):
+                    yield table, term, event_id
 
     def add_event(self, event: ProvenanceEvent, block_offset: int) -> None:
         self.add_columns([[value] for value in event_fields(event)], block_offset)
 
     def add_columns(self, columns: list[list], block_offset: int) -> None:
-        """Add the events of one entry given as columns (``event.decode_columns``): a term that
-        every event of the entry shares (its type, component) is made into a key once."""
-        packed = list(map(_pack_id, columns[_F_ID]))
-        if not packed:
+        """Add the events of one entry given as columns (``event.decode_columns``); an entry's
+        ids are consecutive (the journal's layout), so a run of equal values is a range of ids."""
+        ids = columns[_F_ID]
+        if not ids:
             return
+        if ids[-1] - ids[0] != len(ids) - 1:
+            raise ValueError(f"an entry's event ids must be consecutive, got {ids[0]}..{ids[-1]} for {len(ids)}")
         file_id = self.file_id
+        packed = list(map(_pack_id, ids))
         timestamps = [int(t) for t in columns[_F_TS]]   # tolerate floats from a caller
         sizes = [int(z) for z in columns[_F_SIZE]]
         self.primary.extend([(p, _pack_ptr(file_id, block_offset, t, z))
@@ -150,10 +223,11 @@ class IndexBatch:
                 for other in dict.fromkeys(others):
                     if other != uuid:
                         self.uuid.append((term_key(other), p))
-        _add_terms(self.type, columns[_F_TYPE], packed, _type_key)
-        _add_terms(self.component_id, columns[_F_CID], packed, term_key)
-        _add_terms(self.component_name, columns[_F_CNAME], packed, term_key)
-        _add_terms(self.relationship, columns[_F_REL], packed, term_key)
+        ranges = self.ranges
+        ranges[b"type"].add_column(columns[_F_TYPE], ids, _type_key)
+        ranges[b"component_id"].add_column(columns[_F_CID], ids, term_key)
+        ranges[b"component_name"].add_column(columns[_F_CNAME], ids, term_key)
+        ranges[b"relationship"].add_column(columns[_F_REL], ids, term_key)
         if self.attributes:
             for updated, previous, p in zip(columns[_F_UPD], columns[_F_PREV], packed):
                 for name in self.attributes:
@@ -170,23 +244,6 @@ class IndexBatch:
 
 def _type_key(event_type: str) -> bytes:
     return _TYPE_KEYS[event_type]
-
-
-def _add_terms(table: list, values: list, packed: list[bytes], key: Callable[[str], bytes]) -> None:
-    """Entries of one term table for a run of events; None and "" are not indexed."""
-    first = values[0]
-    if values.count(first) == len(values):   # the usual case: one term for the whole entry
-        if first is not None and first != "":
-            term = key(first)
-            table.extend([(term, p) for p in packed])
-        return
-    terms: dict[str, bytes] = {}
-    for value, p in zip(values, packed):
-        if value is not None and value != "":
-            term = terms.get(value)
-            if term is None:
-                term = terms[value] = key(value)
-            table.append((term, p))
 
 
 @dataclass(frozen=True)
@@ -252,43 +309,51 @@ class LiveFiles:
 
 
 class _Posting:
-    """A cursor over one term's event ids, able to seek to the largest id <= a target."""
+    """A cursor over one term's event ids (stored as ranges, or one id a value in format 1), able
+    to seek to the largest id <= a target. After a seek the cursor sits on the range holding it."""
 
-    __slots__ = ("cursor", "key", "count")
+    __slots__ = ("cursor", "key", "count", "width")
 
     def __init__(self, txn: lmdb.Transaction, db, key: bytes):
         self.cursor = txn.cursor(db)
         self.key = key
-        self.count = self.cursor.count() if self.cursor.set_key(key) else 0
+        found = self.cursor.set_key(key)
+        self.count = self.cursor.count() if found else 0   # entries, not ids: a join's order hint
+        self.width = len(self.cursor.value()) if found else _RANGE.size
 
     def seek_le(self, target: int) -> int | None:
         c = self.cursor
-        packed = _pack_id(target)
-        if c.set_range_dup(self.key, packed):
-            value = c.value()
-            if value == packed:
+        probe = _pack_id(target) if self.width == 8 else _pack_range(target, 0)
+        if c.set_range_dup(self.key, probe):   # the first range whose last id >= target
+            first, _ = _unpack_range(c.value())
+            if first <= target:
                 return target
-            return _unpack_id(c.value())[0] if c.prev_dup() else None
+            return _unpack_range(c.value())[1] if c.prev_dup() else None
         if c.set_key(self.key):
             c.last_dup()
-            return _unpack_id(c.value())[0]
+            return _unpack_range(c.value())[1]
         return None
+
+    def range(self) -> tuple[int, int]:
+        """``(first, last)`` of the range the cursor sits on."""
+        return _unpack_range(self.cursor.value())
 
 
 def _leapfrog(postings: list[_Posting], upper: int, lower: int) -> Iterator[int]:
     """Ids present in every posting, from ``upper`` down to ``lower``."""
     if len(postings) == 1:
         p = postings[0]
-        first = p.seek_le(upper)
-        if first is None or first < lower:
+        high = p.seek_le(upper)
+        if high is None or high < lower:
             return
-        yield first
-        while p.cursor.prev_dup():  # the cursor sits on ``first``; walk its term backwards
-            event_id = _unpack_id(p.cursor.value())[0]
-            if event_id < lower:
+        first, _ = p.range()
+        while True:   # walk the term's ranges backwards, each from its top
+            yield from range(high, max(first, lower) - 1, -1)
+            if first <= lower or not p.cursor.prev_dup():
                 return
-            yield event_id
-        return
+            first, high = p.range()
+            if high < lower:
+                return
     count = len(postings)
     candidate = upper
     agreed = 0
@@ -327,15 +392,19 @@ class IndexShard:
         self.min_ts = _MAX_U63
         self.max_ts = -_MAX_U63
         self.full = False
+        self.legacy = False
         with self.env.begin(write=True) as txn:
             version = txn.get(b"format", db=self.meta)
             if version is None:
                 txn.put(b"format", str(INDEX_FORMAT_VERSION).encode(), db=self.meta)
                 txn.put(b"created", _I64.pack(int(time.time() * 1000)), db=self.meta)
+            elif version == str(LEGACY_INDEX_FORMAT).encode():
+                self.legacy = self.full = True   # searched and aged off as before; new batches go to a new shard
             elif version != str(INDEX_FORMAT_VERSION).encode():
                 raise ProvenanceFormatError(
-                    f"{self.path}: unsupported index format {version!r} (this release reads {INDEX_FORMAT_VERSION})"
-                )
+                    f"{self.path}: unsupported index format {version!r} (this release reads formats "
+                    f"{LEGACY_INDEX_FORMAT} and {INDEX_FORMAT_VERSION}); delete the index directory and "
+                    f"restart to rebuild it from the event files")
             cursor = txn.cursor(self.meta)
             if cursor.set_range(b"file:"):
                 for key in cursor.iternext(keys=True, values=False):
@@ -393,11 +462,13 @@ class IndexShard:
                         present.add(packed)
                 removed = len(present)
                 if present:
-                    for table, items in batch.tables().items():
+                    for table in (b"uuid", b"attribute"):
                         db = self.terms[table]
-                        for key, packed in items:
+                        for key, packed in getattr(batch, table.decode()):
                             if packed in present:
                                 txn.delete(key, packed, db=db)
+                    for table, ranges in batch.ranges.items():
+                        self._remove_runs(txn, self.terms[table], ranges.runs, present)
                     cursor = txn.cursor(self.zones)
                     low, high = batch.primary[0][0], batch.primary[-1][0]
                     if cursor.set_range(low):
@@ -409,6 +480,32 @@ class IndexShard:
                 self.files.discard(file_id)
         self._refresh_id_bounds()
         return removed
+
+    def _remove_runs(self, txn, db, runs: list[list], present: set[bytes]) -> None:
+        """Delete a term table's entries for the events in ``present`` (removed from ``events``).
+        A stored range was written by one transaction, so its ids are all present or none: its
+        first id decides, whatever runs the caller's batch cut (chunks may differ from the merge's)."""
+        if self.legacy:
+            for term, first, last in runs:
+                for event_id in range(first, last + 1):
+                    packed = _pack_id(event_id)
+                    if packed in present:
+                        txn.delete(term, packed, db=db)
+            return
+        cursor = txn.cursor(db)
+        for term, first, last in runs:
+            stale = []
+            found = cursor.set_range_dup(term, _pack_range(first, 0))
+            while found:
+                value = cursor.value()
+                stored_first, _ = _unpack_range(value)
+                if stored_first > last:
+                    break
+                if _pack_id(stored_first) in present:
+                    stale.append(value)
+                found = cursor.next_dup()
+            for value in stale:
+                txn.delete(term, value, db=db)
 
     def holds_event(self, event_id: int) -> bool:
         with self.env.begin() as txn:
