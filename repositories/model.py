@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from itertools import repeat
 from typing import Mapping, NamedTuple
 
 _new_tuple = tuple.__new__
@@ -75,6 +76,42 @@ class FlowFile(NamedTuple):
 
     def is_penalized(self, now_ms: int | None = None) -> bool:
         return self.penalized_until > (now_ms if now_ms is not None else now_millis())
+
+
+class FlowFileBatch(list):
+    """A list of FlowFile versions that crosses a process boundary as columns.
+
+    In a process it is a plain list (nothing is converted for a local call). Pickled (an actor
+    call to a queue in another executor, the answer of a poll) it travels as one tuple a field
+    (ids, uuids, attribute maps, dates) and its claims as a table of distinct resource claims
+    plus an index, offset and length each: only builtin values, which the pickler writes without
+    calling back into Python. A list of ``FlowFile`` named tuples costs Python-level reductions
+    a FlowFile instead (the FlowFile, its content claim): 1,000 FlowFiles with Ray's pickler, in
+    one process, took 6.2 µs a FlowFile to pickle and 2.3 to load, against 0.58 and 1.6 this way.
+    It is rebuilt as a ``FlowFileBatch`` on the other side, equal to the list that was sent.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple:
+        if not self:
+            return (FlowFileBatch, ())
+        ids, uuids, attributes, claims, entry, lineage, penalized, queue_dates, queue_indexes = zip(*self)
+        resources: dict[ResourceClaim, int] = {}
+        refs = [-1 if c is None else resources.setdefault(c[0], len(resources)) for c in claims]
+        offsets = [0 if c is None else c[1] for c in claims]
+        lengths = [0 if c is None else c[2] for c in claims]
+        table = [tuple(r) for r in resources]
+        return (_unpack_batch, (ids, uuids, attributes, table, refs, offsets, lengths, entry, lineage, penalized,
+                                queue_dates, queue_indexes))
+
+
+def _unpack_batch(ids, uuids, attributes, table, refs, offsets, lengths, entry, lineage, penalized, queue_dates,
+                  queue_indexes) -> FlowFileBatch:
+    resources = [_new_tuple(ResourceClaim, r) for r in table]
+    claims = [None if r < 0 else _new_tuple(ContentClaim, (resources[r], o, n)) for r, o, n in zip(refs, offsets, lengths)]
+    return FlowFileBatch(map(_new_tuple, repeat(FlowFile), zip(   # no Python frame a FlowFile
+        ids, uuids, attributes, claims, entry, lineage, penalized, queue_dates, queue_indexes)))
 
 
 class QueuedFlowFile(NamedTuple):

@@ -41,10 +41,18 @@ def anonymous(attributes) -> dict:
 
 def outcome(runner: ProcessorRunner) -> dict:
     """What a runner's session left: the FlowFiles on each relationship, the events, the queue."""
-    flows = {r: [(anonymous(f.attributes), runner.read(f)) for f in runner.output(r)] for r in RELATIONSHIPS}
+    flows = {r: [(anonymous(f.attributes), runner.read(f)) for f in runner.output(r)]
+             for r in RELATIONSHIPS if r in runner.queues}   # an auto-terminated one has no queue
     events = [(e.event_type, e.relationship, e.details, anonymous(e.previous_attributes),
                anonymous(e.updated_attributes), e.previous_size, e.updated_size) for e in runner.events()]
     return {"flows": flows, "events": events, "left": runner.input_count}
+
+
+def relationships(session, flowfiles) -> list:
+    """The relationship each FlowFile has in the session, read from its per-FlowFile records
+    (a batch held as a run is turned into records first, as a per-FlowFile call would)."""
+    session._explode()
+    return [session._records[f.uuid].relationship for f in flowfiles]
 
 
 def test_new_flowfiles_made_as_a_batch_are_the_ones_made_one_at_a_time():
@@ -112,7 +120,7 @@ def test_batch_calls_refuse_what_the_per_flowfile_calls_refuse():
     with pytest.raises(FlowFileHandlingError) as batched:
         session.transfer_batch(taken, ["success", "nowhere", "success"])
     assert str(batched.value) == str(per_flowfile.value)
-    assert [session._records[f.uuid].relationship for f in taken] == [None, None, None]   # none was routed
+    assert relationships(session, taken) == [None, None, None]   # none was routed
     with pytest.raises(ValueError, match="2 relationships for 3 FlowFiles"):
         session.transfer_batch(taken, ["success", "other"])
     with pytest.raises(ValueError, match="1 attribute maps for 3 FlowFiles"):
@@ -161,3 +169,141 @@ def test_a_value_evaluated_over_a_batch_is_each_flowfiles_own_value(text, volati
         assert results == [value.evaluate(flowfile=f) for f in flowfiles]
     assert (value._inputs is None) == volatile
     session.rollback()
+
+
+# ------------------------------------------------------------------ whole batches held as runs
+# A batch call given the whole batch a session handed out (``get_batch``, ``create_batch`` and the
+# calls after them) works on the session's columns (``_Run``); these tests hold that path against
+# the per-FlowFile calls, and check that it was the path taken.
+
+def fed_to(count: int, auto_terminate=()) -> ProcessorRunner:
+    runner = ProcessorRunner(TwoWay, auto_terminate=auto_terminate)
+    for i in range(count):
+        runner.enqueue(f"content {i}".encode(), {"n": str(i), "parity": ("even", "odd")[i % 2]})
+    return runner
+
+
+def held_as_runs(session) -> bool:
+    return bool(session._runs) and not session._records
+
+
+@pytest.mark.parametrize("auto_terminate", [(), ("other",)])
+def test_a_whole_taken_batch_changed_routed_and_reported_as_a_run_matches_one_at_a_time(auto_terminate):
+    one, batch = fed_to(6, auto_terminate), fed_to(6, auto_terminate)
+    routes = ["other" if i % 3 == 0 else "success" for i in range(6)]
+    session = one.new_session()
+    for flowfile, route in zip(session.get_batch(6), routes):
+        flowfile = session.put_all_attributes(flowfile, {"k": "v", "parity": "none"})
+        session.provenance.route(flowfile, route, details="routed")
+        session.transfer(flowfile, route)
+    session.commit()
+
+    session = batch.new_session()
+    taken = session.get_batch(6)
+    changed = session.put_attributes_batch(taken, {"k": "v", "parity": "none"})
+    session.provenance.route_batch(changed, routes, details="routed")
+    session.transfer_batch(changed, routes)
+    assert held_as_runs(session)
+    session.commit()
+    assert outcome(batch) == outcome(one)
+    kinds = [e.event_type.value for e in batch.events()]
+    assert kinds == ["ROUTE"] * 6 + (["DROP"] * 2 if auto_terminate else [])
+    assert batch.input_count == 0 and len(batch.output("success")) == 4
+
+
+def test_new_flowfiles_made_as_a_run_match_the_ones_made_one_at_a_time():
+    one, batch = fed_to(0, ("other",)), fed_to(0, ("other",))
+    session = one.new_session()
+    for i in range(5):
+        flowfile = session.write_bytes(session.create(), b"same")
+        flowfile = session.put_all_attributes(flowfile, {"i": i})
+        session.transfer(flowfile, "other" if i == 4 else "success")
+    session.commit()
+
+    session = batch.new_session()
+    made = session.create_batch(5)
+    made = session.write_bytes_batch(made, b"same")
+    made = session.put_attributes_batch(made, [{"i": i} for i in range(5)])
+    session.transfer_batch(made, ["other" if i == 4 else "success" for i in range(5)])
+    assert held_as_runs(session)
+    session.commit()
+    assert outcome(batch) == outcome(one)
+    assert [e.event_type.value for e in batch.events()] == ["CREATE"] * 5 + ["DROP"]
+    assert [e.details for e in batch.events()][-1] == "Auto-Terminated by other Relationship"
+
+
+def test_a_per_flowfile_call_turns_the_runs_into_records_keeping_what_was_done():
+    """The batch calls' changes and the events reported for the batch survive the switch."""
+    one, batch = fed_to(4), fed_to(4)
+    session = one.new_session()
+    for i, flowfile in enumerate(session.get_batch(4)):
+        flowfile = session.put_all_attributes(flowfile, {"k": "v"})
+        session.provenance.route(flowfile, "success")
+        if i == 0:
+            flowfile = session.put_attribute(flowfile, "first", "yes")
+        session.transfer(flowfile, "success")
+    session.commit()
+
+    session = batch.new_session()
+    changed = session.put_attributes_batch(session.get_batch(4), {"k": "v"})
+    session.provenance.route_batch(changed, "success")
+    assert held_as_runs(session)
+    changed[0] = session.put_attribute(changed[0], "first", "yes")
+    assert not session._runs
+    session.transfer_batch(changed, "success")
+    session.commit()
+    assert outcome(batch) == outcome(one)
+
+
+def test_a_list_the_processor_reordered_is_handled_one_flowfile_at_a_time():
+    one, batch = fed_to(3), fed_to(3)
+    session = one.new_session()
+    taken = session.get_batch(3)
+    for flowfile, route in zip(reversed(taken), ["other", "success", "success"]):
+        session.transfer(flowfile, route)
+    session.commit()
+
+    session = batch.new_session()
+    taken = session.get_batch(3)
+    taken.reverse()   # the session's own list is a copy: its records stay in queue order
+    session.transfer_batch(taken, ["other", "success", "success"])
+    session.commit()
+    assert outcome(batch) == outcome(one)
+    assert [f.attributes["n"] for f in batch.output("other")] == ["2"]
+
+
+def test_a_run_that_is_not_routed_refuses_to_commit_as_records_do():
+    errors = []
+    for as_batch in (False, True):
+        runner = fed_to(3)
+        session = runner.new_session()
+        taken = session.get_batch(3)
+        if as_batch:
+            session.put_attributes_batch(taken, {"k": "v"})
+            assert held_as_runs(session)
+        with pytest.raises(FlowFileHandlingError) as failed:
+            session.commit()
+        errors.append(str(failed.value).split(", e.g.")[0])
+        session.rollback()
+        assert [f.attributes.get("k") for f in runner.new_session().get_batch(3)] == [None] * 3
+    assert errors[0] == errors[1] == "TwoWay: 3 FlowFile(s) were neither transferred nor removed"
+
+
+def test_a_removed_run_drops_what_was_taken_and_rollback_returns_it():
+    one, batch = fed_to(3), fed_to(3)
+    session = one.new_session()
+    for flowfile in session.get_batch(3):
+        session.remove(flowfile)
+    session.commit()
+    session = batch.new_session()
+    session.remove_batch(session.get_batch(3))
+    assert held_as_runs(session)
+    session.commit()
+    assert outcome(batch) == outcome(one)
+    assert [e.event_type.value for e in batch.events()] == ["DROP"] * 3
+
+    again = fed_to(2)
+    session = again.new_session()
+    session.remove_batch(session.put_attributes_batch(session.get_batch(2), {"k": "v"}))
+    session.rollback()
+    assert [f.attributes.get("k") for f in again.queues["input"].listing(10)] == [None, None]

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
 from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError
-from repositories.model import FlowFile, now_millis
+from repositories.model import FlowFile, FlowFileBatch, now_millis
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_batch, event_fields
 
 
@@ -147,7 +147,7 @@ class EngineBackend:
         returned: dict[str, list[FlowFile]] = {}
         while self._prefetched:
             queue_id, flowfile = self._prefetched.popleft()
-            returned.setdefault(queue_id, []).append(flowfile)
+            returned.setdefault(queue_id, FlowFileBatch()).append(flowfile)
         if returned:
             self.requeue(returned)
 

@@ -86,19 +86,21 @@ class RouteOnAttribute(Processor):
         flowfiles = session.get_batch()
         if not flowfiles:
             return
-        # each condition over the batch, evaluated once per distinct input
-        results = [[result.strip().lower() == "true" for result in condition.evaluate_each(flowfiles)]
-                   for condition in self._conditions.values()]
+        # each condition over the batch, evaluated once per distinct input; a route decided once
+        # per distinct row of verdicts
+        results = []
+        for condition in self._conditions.values():
+            column = condition.evaluate_each(flowfiles)
+            verdict = {value: value.strip().lower() == "true" for value in set(column)}
+            results.append(list(map(verdict.__getitem__, column)))
         names = list(self._conditions)
+        decided: dict[tuple, list[str]] = {}
         routes = []
         for row in zip(*results):
-            matched = [name for name, true in zip(names, row) if true]
-            if self._strategy == self.PROPERTY_NAME:
-                routes.append(matched or [UNMATCHED.name])
-            elif self._strategy == self.ALL_MATCH:
-                routes.append([MATCHED.name if len(matched) == len(names) else UNMATCHED.name])
-            else:
-                routes.append([MATCHED.name if matched else UNMATCHED.name])
+            targets = decided.get(row)
+            if targets is None:
+                targets = decided[row] = self._targets(names, row)
+            routes.append(targets)
         if any(len(targets) > 1 for targets in routes):   # clones: one FlowFile at a time
             for flowfile, targets in zip(flowfiles, routes):
                 _route_all(session, flowfile, targets, self.ROUTE_ATTRIBUTE)
@@ -108,6 +110,15 @@ class RouteOnAttribute(Processor):
         flowfiles = session.put_attributes_batch(flowfiles, [marks[r] for r in relationships])
         session.provenance.route_batch(flowfiles, relationships)
         session.transfer_batch(flowfiles, relationships)
+
+    def _targets(self, names: list[str], verdicts: tuple[bool, ...]) -> list[str]:
+        """The relationships a FlowFile goes to, given each condition's verdict."""
+        matched = [name for name, true in zip(names, verdicts) if true]
+        if self._strategy == self.PROPERTY_NAME:
+            return matched or [UNMATCHED.name]
+        if self._strategy == self.ALL_MATCH:
+            return [MATCHED.name if len(matched) == len(names) else UNMATCHED.name]
+        return [MATCHED.name if matched else UNMATCHED.name]
 
 
 class RouteOnContent(Processor):

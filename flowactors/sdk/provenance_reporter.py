@@ -43,9 +43,19 @@ class ProvenanceReporter:
     def route_batch(self, flowfiles: Sequence[FlowFile], relationships: str | Sequence[str],
                     details: str | None = None) -> None:
         """``route`` each FlowFile: to one relationship, or the i-th to ``relationships[i]``."""
+        if not isinstance(relationships, str):
+            if len(relationships) != len(flowfiles):
+                raise ValueError(f"{len(relationships)} relationships for {len(flowfiles)} FlowFiles")
+            if relationships and relationships.count(relationships[0]) == len(relationships):
+                relationships = relationships[0]   # one for all
+        run = self._session._run_of(flowfiles)
+        if run is not None:   # the whole batch the session holds as one run: one event run
+            if isinstance(relationships, str):
+                self._session._emit_run(T.ROUTE, run, {"details": details, "relationship": relationships}, {})
+            else:
+                self._session._emit_run(T.ROUTE, run, {"details": details}, {"relationship": list(relationships)})
+            return
         names = [relationships] * len(flowfiles) if isinstance(relationships, str) else relationships
-        if len(names) != len(flowfiles):
-            raise ValueError(f"{len(names)} relationships for {len(flowfiles)} FlowFiles")
         for flowfile, name in zip(flowfiles, names):
             self._emit(T.ROUTE, flowfile, relationship=name, details=details)
 

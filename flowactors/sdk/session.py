@@ -23,9 +23,9 @@ from typing import Any, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequenc
 
 from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
-from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
-                               new_flowfile_uuids, now_millis)
-from repositories.provenance.event import FIELD_INDEX, ProvenanceEventType, claim_field, new_event_fields
+from repositories.model import (ContentClaim, FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim,
+                               new_flowfile_uuid, new_flowfile_uuids, now_millis)
+from repositories.provenance.event import FIELD_INDEX, EventRun, ProvenanceEventType, claim_field, new_event_fields
 
 CHUNK = 1024 * 1024
 #: positions in an event's field array (``CommitBatch.events``)
@@ -34,6 +34,9 @@ _PREVIOUS_ATTRIBUTES, _PREVIOUS_CLAIM = FIELD_INDEX["previous_attributes"], FIEL
 _PREVIOUS_SIZE, _SOURCE_QUEUE = FIELD_INDEX["previous_size"], FIELD_INDEX["source_queue_id"]
 _UPDATED_ATTRIBUTES, _UPDATED_CLAIM = FIELD_INDEX["updated_attributes"], FIELD_INDEX["updated_claim"]
 _UPDATED_SIZE = FIELD_INDEX["updated_size"]
+_LINEAGE_START, _DETAILS = FIELD_INDEX["lineage_start_date"], FIELD_INDEX["details"]
+_T = ProvenanceEventType
+_new_tuple = tuple.__new__
 
 
 class FlowFileHandlingError(RuntimeError):
@@ -65,12 +68,14 @@ class CommitBatch:
     updates: list[QueuedFlowFile] = field(default_factory=list)
     removals: list[str] = field(default_factory=list)
     new_claims: list[ResourceClaim] = field(default_factory=list)
-    #: provenance events as field arrays (``repositories.provenance.event.new_event_fields``):
-    #: many a commit, so no object each; encoded once, as one batch, by the log (``encode_batch``:
-    #: shipping bytes is ~8x cheaper than pickling event objects)
-    events: list[list] = field(default_factory=list)
-    #: queue id -> FlowFiles to offer there (after the WAL transaction)
-    offers: dict[str, list[FlowFile]] = field(default_factory=dict)
+    #: provenance events as field arrays (``repositories.provenance.event.new_event_fields``) or
+    #: runs of them (``EventRun``, a batch call's events as columns): many a commit, so no object
+    #: each; encoded once, as one batch, by the log (``encode_batch``: shipping bytes is ~8x
+    #: cheaper than pickling event objects)
+    events: list[list | EventRun] = field(default_factory=list)
+    #: queue id -> FlowFiles to offer there (after the WAL transaction); a ``FlowFileBatch``
+    #: each, so that an offer to a queue in another process pickles as columns
+    offers: dict[str, FlowFileBatch] = field(default_factory=dict)
     #: queue id -> uuids taken from it that are now done with
     acknowledgements: dict[str, list[str]] = field(default_factory=dict)
     bytes_read: int = 0
@@ -120,6 +125,44 @@ class _Record:
         self.parents: list[str] = []
 
 
+class _Run:
+    """FlowFiles a processor handles as one batch: taken by one ``get_batch`` or made by one
+    ``create_batch``, and since then changed only by batch calls given the whole batch, in order.
+    The session keeps their records as columns, one list a field, with no record a FlowFile; the
+    first per-FlowFile call turns every run into per-FlowFile records (``ProcessSession._explode``),
+    so a processor may mix both kinds of call and see the same effects.
+
+    ``current`` is never changed in place (a batch call puts a new list there), and the session
+    hands processors copies of it: a processor that reorders or trims its list cannot change the
+    session's records."""
+
+    __slots__ = ("current", "originals", "sources", "relationship", "removed", "attributes_modified",
+                 "content_modified", "reported")
+
+    def __init__(self, current: list[FlowFile], originals: list[FlowFile] | None, sources: list[str] | None):
+        self.current = current
+        self.originals = originals   # None: made in this session
+        self.sources = sources       # the queue each was taken from
+        self.relationship: str | list[str] | None = None   # one for all, or one a FlowFile
+        self.removed = False
+        self.attributes_modified = False
+        self.content_modified = False
+        self.reported: set[str] = set()   # event types the processor reported for the whole run
+
+
+class _RunEvent:
+    """An event a processor reported for a whole run (``ProvenanceReporter.route_batch``),
+    completed from the run's columns at commit."""
+
+    __slots__ = ("event_type", "run", "shared", "each")
+
+    def __init__(self, event_type: ProvenanceEventType, run: _Run, shared: dict, each: dict):
+        self.event_type = event_type
+        self.run = run
+        self.shared = {"timestamp": now_millis(), **shared}   # field name -> the value of every event
+        self.each = each                                      # field name -> one value a FlowFile
+
+
 class _Ids:
     """Hands out FlowFile ids from blocks reserved through the backend (one call per block)."""
 
@@ -130,13 +173,27 @@ class _Ids:
         self._next = 0
         self._end = 0
 
+    def _reserve(self) -> None:
+        self._next = self._backend.next_ids(self.BLOCK)
+        self._end = self._next + self.BLOCK
+
     def take(self) -> int:
         if self._next >= self._end:
-            self._next = self._backend.next_ids(self.BLOCK)
-            self._end = self._next + self.BLOCK
+            self._reserve()
         value = self._next
         self._next += 1
         return value
+
+    def take_many(self, count: int) -> list[int]:
+        """``count`` ids, as ``take`` would hand them out one after the other."""
+        out: list[int] = []
+        while len(out) < count:
+            if self._next >= self._end:
+                self._reserve()
+            step = min(count - len(out), self._end - self._next)
+            out.extend(range(self._next, self._next + step))
+            self._next += step
+        return out
 
 
 class _QueueIndex:
@@ -149,6 +206,13 @@ class _QueueIndex:
         cls.value += 1
         return cls.value
 
+    @classmethod
+    def take_many(cls, count: int) -> range:
+        """``count`` values, as ``take`` would give them one after the other."""
+        first = cls.value + 1
+        cls.value += count
+        return range(first, first + count)
+
 
 class ProcessSession:
     def __init__(self, context: ProcessContext, backend: SessionBackend, *, component_id: str,
@@ -159,26 +223,41 @@ class ProcessSession:
         self.penalty_duration = penalty_duration
         self._ids = ids or _Ids(backend)
         self._records: dict[str, _Record] = {}
+        self._runs: list[_Run] = []   # only while ``_records`` is empty (see ``_Run``)
         self._writer = None
-        self._events: list[list] = []  # field arrays (``CommitBatch.events``)
+        self._events: list[list | _RunEvent] = []  # field arrays (``CommitBatch.events``), run events
         self._bytes_read = 0
         self.provenance = ProvenanceReporter(self)
 
     # ------------------------------------------------------------------ taking FlowFiles
     def get(self) -> FlowFile | None:
-        batch = self.get_batch(1)
+        batch = self._take(1, as_run=False)
         return batch[0] if batch else None
 
     def get_batch(self, max_count: int | None = None) -> list[FlowFile]:
         """Up to ``max_count`` FlowFiles (default: the processor's batch size) from its input queues."""
-        taken = self.backend.poll(max_count or self.context.batch_size)
-        for queue_id, flowfile in taken:
-            self._records[flowfile.uuid] = _Record(flowfile, flowfile, queue_id)
-        return [flowfile for _, flowfile in taken]
+        return self._take(max_count or self.context.batch_size, as_run=True)
+
+    def _take(self, max_count: int, as_run: bool) -> list[FlowFile]:
+        """Take FlowFiles from the input queues: as a run while the session has no per-FlowFile
+        records and ``as_run``, else as records."""
+        if not as_run:
+            self._explode()
+        taken = self.backend.poll(max_count)
+        if not taken:
+            return []
+        if self._records or not as_run:
+            for queue_id, flowfile in taken:
+                self._records[flowfile.uuid] = _Record(flowfile, flowfile, queue_id)
+            return [flowfile for _, flowfile in taken]
+        flowfiles = [flowfile for _, flowfile in taken]
+        self._runs.append(_Run(flowfiles, flowfiles, [queue_id for queue_id, _ in taken]))
+        return list(flowfiles)
 
     # ------------------------------------------------------------------ making FlowFiles
     def create(self, parent: FlowFile | None = None, parents: Sequence[FlowFile] | None = None) -> FlowFile:
         """A new FlowFile with no content; with parents it inherits their common attributes."""
+        self._explode()
         parents = list(parents or ([parent] if parent is not None else []))
         now = now_millis()
         new_uuid = new_flowfile_uuid()
@@ -264,7 +343,7 @@ class ProcessSession:
 
     def put_all_attributes(self, flowfile: FlowFile, values: Mapping[str, str]) -> FlowFile:
         record = self._record(flowfile)
-        values = {k: str(v) for k, v in values.items() if k != "uuid"}
+        values = _attribute_values(values)
         if all(record.current.attributes.get(k) == v for k, v in values.items()):
             return record.current
         return self._update(record, attributes={**record.current.attributes, **values})
@@ -372,16 +451,20 @@ class ProcessSession:
 
     def create_batch(self, count: int) -> list[FlowFile]:
         """``count`` new FlowFiles with no content and no parents (``create()``, ``count`` times)."""
+        if count <= 0:
+            return []
         now = now_millis()
-        records = self._records
-        take = self._ids.take
-        created = []
-        for new_uuid in new_flowfile_uuids(count):
-            flowfile = FlowFile(take(), new_uuid, {"uuid": new_uuid, "filename": new_uuid, "path": "./"},
-                                None, now, now)
-            records[new_uuid] = _Record(None, flowfile, None)
-            created.append(flowfile)
-        return created
+        uuids = new_flowfile_uuids(count)
+        created = [_new_tuple(FlowFile, (id_, new_uuid, {"uuid": new_uuid, "filename": new_uuid, "path": "./"},
+                                         None, now, now, 0, 0, 0))
+                   for id_, new_uuid in zip(self._ids.take_many(count), uuids)]
+        if self._records:
+            records = self._records
+            for flowfile in created:
+                records[flowfile.uuid] = _Record(None, flowfile, None)
+        else:
+            self._runs.append(_Run(created, None, None))
+        return list(created)
 
     def write_bytes_batch(self, flowfiles: Sequence[FlowFile], data: bytes | Sequence[bytes]) -> list[FlowFile]:
         """Each FlowFile's content replaced by ``data`` (bytes: the same for every one; a sequence:
@@ -389,6 +472,13 @@ class ProcessSession:
         same = isinstance(data, (bytes, bytearray, memoryview))
         if not same and len(data) != len(flowfiles):
             raise ValueError(f"{len(data)} contents for {len(flowfiles)} FlowFiles")
+        run = self._run_of(flowfiles)
+        if run is not None:
+            claims = self._content_writer().write_many([data] * len(flowfiles) if same else data)
+            run.current = [_new_tuple(FlowFile, (f[0], f[1], f[2], c, f[4], f[5], f[6], f[7], f[8]))
+                           for f, c in zip(run.current, claims)]
+            run.content_modified = True
+            return list(run.current)
         records = [self._record(f) for f in flowfiles]
         claims = self._content_writer().write_many([data] * len(records) if same else data)
         update = self._update
@@ -399,23 +489,21 @@ class ProcessSession:
         """``put_all_attributes`` on each FlowFile: ``values`` a mapping (the same for every one)
         or one mapping a FlowFile. A FlowFile that already has every value is left as it is."""
         if isinstance(values, Mapping):
-            shared = {k: str(v) for k, v in values.items() if k != "uuid"}
+            shared: dict[str, str] | None = _attribute_values(values)
             each = None
         else:
             if len(values) != len(flowfiles):
                 raise ValueError(f"{len(values)} attribute maps for {len(flowfiles)} FlowFiles")
-            each = values
+            each = _attribute_values_each(values)
+            shared = each[0] if each and each.count(each[0]) == len(each) else None   # one for all
+        run = self._run_of(flowfiles)
+        if run is not None and self._put_attributes_run(run, shared, each):
+            return list(run.current)
         records = [self._record(f) for f in flowfiles]
         update = self._update
-        converted: dict[int, dict[str, str]] = {}   # a mapping given for many FlowFiles is converted once
         out = []
         for i, record in enumerate(records):
-            if each is None:
-                wanted = shared
-            else:
-                wanted = converted.get(id(each[i]))
-                if wanted is None:
-                    wanted = converted[id(each[i])] = {k: str(v) for k, v in each[i].items() if k != "uuid"}
+            wanted = shared if shared is not None else each[i]
             attributes = record.current.attributes
             if all(attributes.get(k) == v for k, v in wanted.items()):
                 out.append(record.current)
@@ -428,18 +516,32 @@ class ProcessSession:
         """``transfer`` each FlowFile: to one relationship, or the i-th to ``relationship[i]``
         (routing a batch with a relationship a FlowFile)."""
         if isinstance(relationship, (str, Relationship)):
-            names = [self._relationship_name(relationship)] * len(flowfiles)
+            name = self._relationship_name(relationship)
+            run = self._run_of(flowfiles)
+            if run is not None:
+                run.relationship = name
+                return
+            names = [name] * len(flowfiles)
         else:
             if len(relationship) != len(flowfiles):
                 raise ValueError(f"{len(relationship)} relationships for {len(flowfiles)} FlowFiles")
             names = [r.name if isinstance(r, Relationship) else r for r in relationship]
             for name in set(names):
                 self._relationship_name(name)
+        run = self._run_of(flowfiles)
+        if run is not None:
+            run.relationship = names[0] if len(set(names)) == 1 else names
+            return
         for record, name in zip([self._record(f) for f in flowfiles], names):
             record.relationship = name
 
     def remove_batch(self, flowfiles: Sequence[FlowFile]) -> None:
         """``remove`` each FlowFile."""
+        run = self._run_of(flowfiles)
+        if run is not None:
+            run.removed = True
+            run.relationship = None
+            return
         for record in [self._record(f) for f in flowfiles]:
             record.removed = True
             record.relationship = None
@@ -502,7 +604,7 @@ class ProcessSession:
         returned: dict[str, list[FlowFile]] = {}
         until = now_millis() + int(self.penalty_duration * 1000) if penalize else 0
         for queue_id, original in self._taken():
-            returned.setdefault(queue_id, []).append(original._replace(penalized_until=until) if penalize else original)
+            returned.setdefault(queue_id, FlowFileBatch()).append(original._replace(penalized_until=until) if penalize else original)
         if returned:
             self.backend.requeue(returned)
         self._reset()
@@ -518,6 +620,8 @@ class ProcessSession:
         Only FlowFiles whose content this session has not written can move: the content belongs to
         this session's claims, which are sealed when it commits.
         """
+        self._explode()
+        other._explode()
         moving = list(dict.fromkeys(self._record(f).current.uuid for f in flowfiles))  # keeps queue order
         for uuid in moving:
             if self._records[uuid].content_modified:
@@ -531,7 +635,7 @@ class ProcessSession:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._records)
+        return bool(self._records or self._runs)
 
     @property
     def inputs(self) -> list[FlowFile]:
@@ -555,10 +659,16 @@ class ProcessSession:
     # ------------------------------------------------------------------ internals
     def _taken(self) -> list[tuple[str, FlowFile]]:
         """(source queue, FlowFile as taken) of each FlowFile this session took from a queue."""
-        return [(r.source_queue, r.original) for r in self._records.values()
-                if r.original is not None and r.source_queue is not None]
+        taken = [(r.source_queue, r.original) for r in self._records.values()
+                 if r.original is not None and r.source_queue is not None]
+        for run in self._runs:
+            if run.originals is not None:
+                taken.extend(zip(run.sources, run.originals))
+        return taken
 
     def _record(self, flowfile: FlowFile) -> _Record:
+        if self._runs:
+            self._explode()
         record = self._records.get(flowfile.uuid)
         if record is None:
             raise FlowFileHandlingError(f"FlowFile {flowfile.uuid} does not belong to this session")
@@ -574,6 +684,70 @@ class ProcessSession:
             raise FlowFileHandlingError(
                 f"{self.context.name} has no relationship '{name}' (it has: {', '.join(sorted(known))})")
         return name
+
+    # ------------------------------------------------------------------ runs (see ``_Run``)
+    def _run_of(self, flowfiles: Sequence[FlowFile]) -> _Run | None:
+        """The run whose FlowFiles ``flowfiles`` are, all of them and in order, if there is one
+        (a batch call's columnar path); None sends the call down the per-FlowFile path."""
+        if not flowfiles or type(flowfiles) is not list:
+            return None
+        for run in self._runs:
+            if not run.removed and run.current == flowfiles:   # lengths first, then identity, in C
+                return run
+        return None
+
+    def _put_attributes_run(self, run: _Run, shared: dict[str, str] | None, each: list[dict[str, str]] | None) -> bool:
+        """``put_attributes_batch`` on a whole run, values converted (``shared`` for all when
+        given, else ``each``); False (nothing done) when some FlowFile already has every value,
+        which the per-FlowFile path handles (no new version, no event for it)."""
+        current = run.current
+        if shared is not None:
+            # a value no FlowFile has yet rules out a FlowFile that has them all (the usual case)
+            if not any([f[2].get(k) for f in current].count(v) == 0 for k, v in shared.items()):
+                if any(all(f[2].get(k) == v for k, v in shared.items()) for f in current):
+                    return False
+            run.current = [_new_tuple(FlowFile, (f[0], f[1], {**f[2], **shared}, f[3], f[4], f[5], f[6], f[7], f[8]))
+                           for f in current]
+        else:
+            if any(all(f[2].get(k) == v for k, v in w.items()) for f, w in zip(current, each)):
+                return False
+            run.current = [f.with_attributes({**f[2], **w}) for f, w in zip(current, each)]
+        run.attributes_modified = True
+        return True
+
+    def _emit_run(self, event_type: ProvenanceEventType, run: _Run, shared: dict, each: dict) -> None:
+        """Record an event for every FlowFile of ``run``: ``shared`` and ``each`` by field name
+        (a value for all, a list of one a FlowFile)."""
+        self._events.append(_RunEvent(event_type, run, shared, each))
+        run.reported.add(event_type.value)
+
+    def _explode(self) -> None:
+        """Turn every run into per-FlowFile records, and the events reported for runs into an
+        event a FlowFile, in order: what the per-FlowFile calls work on."""
+        if not self._runs:
+            return
+        runs, self._runs = self._runs, []
+        records = self._records
+        for run in runs:
+            relationship = run.relationship
+            for i, flowfile in enumerate(run.current):
+                if run.originals is None:
+                    record = _Record(None, flowfile, None)
+                else:
+                    record = _Record(run.originals[i], flowfile, run.sources[i])
+                record.relationship = relationship if type(relationship) is not list else relationship[i]
+                record.removed = run.removed
+                record.attributes_modified = run.attributes_modified
+                record.content_modified = run.content_modified
+                records[flowfile.uuid] = record
+        reported, self._events = self._events, []
+        for event in reported:   # in order; ``_emit`` appends to ``_events``
+            if type(event) is not _RunEvent:
+                self._events.append(event)
+                continue
+            for i, flowfile in enumerate(event.run.current):
+                self._emit(event.event_type, flowfile, **event.shared,
+                           **{name: values[i] for name, values in event.each.items()})
 
     def _content_writer(self):
         if self._writer is None:
@@ -608,6 +782,11 @@ class ProcessSession:
         return event
 
     def _build_batch(self) -> CommitBatch | None:
+        if self._runs:
+            if self._needs_clones():
+                self._explode()   # a relationship connected more than once: clones, one FlowFile at a time
+            else:
+                return self._build_run_batch()
         if not self._records and not self._events:
             return None
         unhandled = [r.current.uuid for r in self._records.values()
@@ -635,7 +814,7 @@ class ProcessSession:
                 continue
             record.current = record.current.queued(now, _QueueIndex.take())
             batch.updates.append(QueuedFlowFile(record.current, record.queue))
-            batch.offers.setdefault(record.queue, []).append(record.current)
+            batch.offers.setdefault(record.queue, FlowFileBatch()).append(record.current)
         finals = {r.current.uuid: r for r in self._records.values()}
         for event in self._events:
             self._complete_event(event, finals.get(event[_UUID]))
@@ -645,6 +824,139 @@ class ProcessSession:
             batch.bytes_written = self._writer.bytes_written
         batch.bytes_read = self._bytes_read
         return batch
+
+    def _needs_clones(self) -> bool:
+        for run in self._runs:
+            relationship = run.relationship
+            names = () if relationship is None else [relationship] if type(relationship) is str else set(relationship)
+            if any(len(self.backend.destinations(name)) > 1 for name in names):
+                return True
+        return False
+
+    def _build_run_batch(self) -> CommitBatch:
+        """``_build_batch`` for a session whose FlowFiles are all in runs: the same batch (records,
+        offers, acknowledgements, events in the same order) built from the runs' columns."""
+        unhandled = [f.uuid for run in self._runs if not run.removed and run.relationship is None
+                     for f in run.current]
+        if unhandled:
+            raise FlowFileHandlingError(
+                f"{self.context.name}: {len(unhandled)} FlowFile(s) were neither transferred nor "
+                f"removed, e.g. {unhandled[0]}")
+        batch = CommitBatch()
+        now = now_millis()
+        implicit: list[EventRun] = []
+        drops: list[EventRun] = []
+        columns: dict[int, dict[int, list]] = {}
+        updates, offers, acknowledgements = batch.updates, batch.offers, batch.acknowledgements
+        for run in self._runs:
+            current, taken = run.current, run.originals is not None
+            count = len(current)
+            if taken:
+                _extend_by_queue(acknowledgements, run.sources, [f[1] for f in run.originals], list)
+            # where each FlowFile goes: a queue, or None when removed or auto-terminated
+            relationship = run.relationship
+            if run.removed:
+                queues: list | None = None
+                dropped = range(count)
+            elif type(relationship) is str:
+                destinations = self.backend.destinations(relationship)
+                queues = [destinations[0]] * count if destinations else None
+                dropped = range(count) if not destinations else ()
+            else:
+                first = {name: (self.backend.destinations(name) or [None])[0] for name in set(relationship)}
+                queues = [first[name] for name in relationship]
+                dropped = [i for i, queue in enumerate(queues) if queue is None]
+            if not dropped:
+                kept: Sequence[int] = range(count)
+            else:
+                gone = set(dropped)
+                kept = [i for i in range(count) if i not in gone]
+            # events nobody reported (as _add_implicit_events), then the drops (as _build_batch)
+            reported = run.reported
+            if not taken:
+                if not run.removed and not reported & {"RECEIVE", "FETCH", "CREATE", "JOIN", "CLONE"}:
+                    implicit.append(self._event_run(_T.CREATE, run, range(count), now, columns))
+            elif kept:
+                if run.content_modified and not reported & {"CONTENT_MODIFIED", "FETCH", "RECEIVE"}:
+                    implicit.append(self._event_run(_T.CONTENT_MODIFIED, run, kept, now, columns))
+                elif run.attributes_modified and not reported:
+                    implicit.append(self._event_run(_T.ATTRIBUTES_MODIFIED, run, kept, now, columns))
+            if dropped:
+                if taken:
+                    batch.removals.extend(current[i][1] for i in dropped)
+                if not run.removed:
+                    drop = self._event_run(_T.DROP, run, dropped, now, columns)
+                    names = relationship if type(relationship) is list else None
+                    if names is None:
+                        drop.shared[_DETAILS] = f"Auto-Terminated by {relationship} Relationship"
+                    else:
+                        drop.each[_DETAILS] = [f"Auto-Terminated by {names[i]} Relationship" for i in dropped]
+                    drops.append(drop)
+                elif taken and "DROP" not in reported:
+                    drops.append(self._event_run(_T.DROP, run, dropped, now, columns))
+            if kept:
+                kept_queues = queues if len(kept) == count else [queues[i] for i in kept]
+                moving = current if len(kept) == count else [current[i] for i in kept]
+                queued = [_new_tuple(FlowFile, (f[0], f[1], f[2], f[3], f[4], f[5], f[6], now, index))
+                          for f, index in zip(moving, _QueueIndex.take_many(len(moving)))]
+                updates.extend([_new_tuple(QueuedFlowFile, pair) for pair in zip(queued, kept_queues)])
+                _extend_by_queue(offers, kept_queues, queued, FlowFileBatch)
+        reported_events = [self._complete_run_event(e, columns) for e in self._events]
+        batch.events = reported_events + implicit + drops
+        if self._writer is not None:
+            batch.new_claims = list(self._writer.created())
+            batch.bytes_written = self._writer.bytes_written
+        batch.bytes_read = self._bytes_read
+        return batch
+
+    def _run_columns(self, run: _Run, cache: dict[int, dict[int, list]]) -> dict[int, list]:
+        """The event fields a run's FlowFiles give every event about them, as columns (made once a
+        commit, shared by all the run's events)."""
+        made = cache.get(id(run))
+        if made is None:
+            current = run.current
+            claims = [f[3] for f in current]
+            made = {_UUID: [f[1] for f in current], _LINEAGE_START: [f[5] for f in current],
+                    _UPDATED_ATTRIBUTES: [f[2] for f in current], _UPDATED_CLAIM: list(map(claim_field, claims)),
+                    _UPDATED_SIZE: [0 if c is None else c[2] for c in claims]}
+            if run.originals is not None:
+                if run.originals is current:
+                    made[_PREVIOUS_ATTRIBUTES], made[_PREVIOUS_CLAIM], made[_PREVIOUS_SIZE] = (
+                        made[_UPDATED_ATTRIBUTES], made[_UPDATED_CLAIM], made[_UPDATED_SIZE])
+                else:
+                    old = [f[3] for f in run.originals]
+                    made[_PREVIOUS_ATTRIBUTES] = [f[2] for f in run.originals]
+                    if old == claims:   # content unchanged (compared by identity first): the same fields
+                        made[_PREVIOUS_CLAIM], made[_PREVIOUS_SIZE] = made[_UPDATED_CLAIM], made[_UPDATED_SIZE]
+                    else:
+                        made[_PREVIOUS_CLAIM] = list(map(claim_field, old))
+                        made[_PREVIOUS_SIZE] = [0 if c is None else c[2] for c in old]
+                made[_SOURCE_QUEUE] = run.sources
+            cache[id(run)] = made
+        return made
+
+    def _event_run(self, event_type: ProvenanceEventType, run: _Run, positions: Sequence[int], timestamp: int,
+                   cache: dict[int, dict[int, list]]) -> EventRun:
+        """Events of ``event_type`` for the FlowFiles of ``run`` at ``positions``, completed as
+        ``_complete_event`` completes one."""
+        context = self.context
+        shared = new_event_fields(event_type, timestamp, None, self.component_id, context.name,
+                                  context.processor_type, None)
+        made = self._run_columns(run, cache)
+        if len(positions) == len(run.current):
+            each = dict(made)
+        else:
+            each = {position: [column[i] for i in positions] for position, column in made.items()}
+        return EventRun(len(positions), shared, each)
+
+    def _complete_run_event(self, event: _RunEvent, cache: dict[int, dict[int, list]]) -> EventRun:
+        completed = self._event_run(event.event_type, event.run, range(len(event.run.current)),
+                                    event.shared["timestamp"], cache)
+        for name, value in event.shared.items():
+            completed.shared[FIELD_INDEX[name]] = value
+        for name, values in event.each.items():
+            completed.each[FIELD_INDEX[name]] = values
+        return completed
 
     def _resolve_destinations(self) -> None:
         """Pick each FlowFile's queue; auto-terminated ones are dropped, extra connections get clones."""
@@ -713,9 +1025,40 @@ class ProcessSession:
 
     def _reset(self) -> None:
         self._records.clear()
+        self._runs = []
         self._events = []
         self._writer = None
         self._bytes_read = 0
+
+
+def _attribute_values(values: Mapping[str, Any]) -> dict[str, str]:
+    """Attribute values as the session stores them: strings, and never ``uuid`` (a FlowFile's
+    identity is not an attribute a processor sets)."""
+    return {k: str(v) for k, v in values.items() if k != "uuid"}
+
+
+def _attribute_values_each(maps: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """``_attribute_values`` of each mapping; one given for many FlowFiles is converted once."""
+    converted: dict[int, dict[str, str]] = {}
+    out = []
+    for values in maps:
+        mine = converted.get(id(values))
+        if mine is None:
+            mine = converted[id(values)] = _attribute_values(values)
+        out.append(mine)
+    return out
+
+
+def _extend_by_queue(by_queue: dict[str, list], queues: Sequence[str], values: Sequence[Any],
+                     new: Callable[[], list]) -> None:
+    """Append ``values[i]`` to ``by_queue[queues[i]]`` (in one step when all go to one queue);
+    ``new`` makes a queue's list."""
+    first = queues[0]
+    if queues.count(first) == len(queues):
+        by_queue.setdefault(first, new()).extend(values)
+        return
+    for queue, value in zip(queues, values):
+        by_queue.setdefault(queue, new()).append(value)
 
 
 def _common_attributes(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:

@@ -225,39 +225,76 @@ class EncodedBatch(NamedTuple):
     max_timestamp: int
 
 
-def encode_batch(events: Sequence[list]) -> EncodedBatch:
-    """Unregistered events (field arrays, ``new_event_fields``) as one version-2 batch.
+class EventRun(NamedTuple):
+    """Events of one kind about many FlowFiles, as columns: how a session records what a batch
+    call did to a whole batch, with no field array an event. ``shared`` is a field array
+    (``new_event_fields``) holding the values every event of the run has; ``each`` maps a field's
+    position (``FIELD_INDEX``) to a list of ``count`` values, one an event, in event order."""
+
+    count: int
+    shared: list
+    each: dict
+
+
+_ABSENT = object()
+
+
+def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
+    """Unregistered events, field arrays (``new_event_fields``) or runs of them (``EventRun``),
+    as one version-2 batch, in the order given.
 
     A column whose value every event shares is stored once; the attribute-map columns store each
     distinct map once (by identity: the session shares a FlowFile's map among its events) and an
     index an event. Event ids are not stored: the batch's entry gives the first, the rest follow.
     """
-    count = len(events)
+    count = sum(e.count if type(e) is EventRun else 1 for e in events)
     if not count:
         raise ValueError("an event batch needs at least one event")
     columns: list = [None]   # the ids: not stored
     maps: list = []
     seen: dict[int, int] = {}
-    for position, column in enumerate(zip(*events)):
-        if position == 0:
+    for position in range(1, len(_FIELDS)):
+        value = _shared_value(events, position)
+        if value is not _ABSENT:
+            columns.append([_SHARED, value])
             continue
+        column: list = []
+        for e in events:
+            if type(e) is EventRun:
+                values = e.each.get(position)
+                column.extend([e.shared[position]] * e.count if values is None else values)
+            else:
+                column.append(e[position])
         first = column[0]
         if column.count(first) == count:
             columns.append([_SHARED, first])
         elif position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES:
-            indexes = []
-            for attributes in column:
-                index = seen.get(id(attributes))
-                if index is None:
-                    index = seen[id(attributes)] = len(maps)
+            keys = list(map(id, column))
+            for key, attributes in dict(zip(keys, column)).items():
+                if key not in seen:
+                    seen[key] = len(maps)
                     maps.append(attributes)
-                indexes.append(index)
-            columns.append([_MAPS, indexes])
+            columns.append([_MAPS, list(map(seen.__getitem__, keys))])
         else:
             columns.append([_EACH, column])
     times = columns[_F_TIMESTAMP]
     low, high = (times[1], times[1]) if times[0] == _SHARED else (min(times[1]), max(times[1]))
     return EncodedBatch(_BATCH_PREFIX + _dumps([count, columns, maps], default=_as_dict), count, low, high)
+
+
+def _shared_value(events: Sequence[list | EventRun], position: int) -> Any:
+    """The value every event has at ``position`` when all are runs that share one there (no
+    column to build), else ``_ABSENT``."""
+    value = _ABSENT
+    for e in events:
+        if type(e) is not EventRun or position in e.each:
+            return _ABSENT
+        mine = e.shared[position]
+        if value is _ABSENT:
+            value = mine
+        elif mine is not value and mine != value:
+            return _ABSENT
+    return value
 
 
 def check_batches(batches: Sequence[EncodedBatch]) -> None:
