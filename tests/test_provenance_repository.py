@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import struct
 import threading
 from collections import deque
 from pathlib import Path
@@ -659,10 +660,10 @@ def test_bad_event_version_in_journal_names_the_journal(tmp_path):
     open_repo(root).close()
     path = root / "default" / "journals" / "0-0.journal"
     journal = JournalFile.create(path, 0)
-    bad = bytes([3]) + encode_event(ev(T.CREATE, "a"))[1:]
+    bad = bytes([9]) + encode_event(ev(T.CREATE, "a"))[1:]
     journal.append(pack_count(1) + pack_entry_header(0, 1, len(bad)) + bad, 0, 0, 1)
     journal.close()
-    with pytest.raises(ProvenanceFormatError, match=r"0-0.journal.*encoding version 3"):
+    with pytest.raises(ProvenanceFormatError, match=r"0-0.journal.*encoding version 9"):
         open_repo(root)
 
 
@@ -760,29 +761,124 @@ def test_a_batch_decodes_to_the_events_encoded_one_by_one():
         f[FIELD_INDEX["previous_attributes"]] = shared        # what the session does: one map, shared
     batch = encode_batch(fields)
     assert (batch.count, batch.min_timestamp, batch.max_timestamp) == (8, BASE_MS, BASE_MS + 2)
-    count, columns, maps = orjson.loads(batch.data[1:])
-    assert batch.data[0] == 2 and count == 8
+    count, columns, maps, filenames = _batch_parts(batch.data)
+    assert batch.data[0] == 3 and count == 8
     assert columns[FIELD_INDEX["component_id"]] == [0, "c-gen"]              # shared: stored once
     assert columns[FIELD_INDEX["updated_size"]] == [1, list(range(8))]       # one value an event
     assert columns[FIELD_INDEX["previous_attributes"]] == [0, shared]        # the same map for all
     assert columns[FIELD_INDEX["updated_attributes"]][0] == 2 and len(maps) == 8
-    decoded = decode_entry(batch.data, 40, 8)
-    for i, (event, got) in enumerate(zip(events, decoded)):
-        assert got[0] == 40 + i
-        alone = event_fields(event)
-        alone[0] = 40 + i
-        assert encode_fields(got) == encode_fields(alone)
-        assert event_to_dict(event_from_fields(got)) == event_to_dict(event) | {"event_id": 40 + i}
+    assert filenames == [0, "a.txt"]                                          # in the index part
+    version_2 = _as_version_2(batch.data)
+    for data in (batch.data, version_2):   # release 2's batches still read, to the same values
+        decoded = decode_entry(data, 40, 8)
+        for i, (event, got) in enumerate(zip(events, decoded)):
+            assert got[0] == 40 + i
+            alone = event_fields(event)
+            alone[0] = 40 + i
+            assert encode_fields(got) == encode_fields(alone)
+            assert event_to_dict(event_from_fields(got)) == event_to_dict(event) | {"event_id": 40 + i}
     fields[1][FIELD_INDEX["updated_attributes"]] = fields[0][FIELD_INDEX["updated_attributes"]]
-    _, columns, maps = orjson.loads(encode_batch(fields).data[1:])
+    _, columns, maps, _ = _batch_parts(encode_batch(fields).data)
     assert columns[FIELD_INDEX["updated_attributes"]][1][:2] == [0, 0] and len(maps) == 7
+
+
+def _batch_parts(data: bytes) -> tuple[int, list, list, list]:
+    """A version-3 batch read by hand from the documented layout: count, the 23 columns (index
+    part's put back in place), the maps and the filename column."""
+    from repositories.provenance.event import FIELD_INDEX, INDEX_FIELDS
+
+    assert data[0] == 3
+    (length,) = struct.unpack_from("<I", data, 1)
+    count, index_columns, filenames = orjson.loads(data[5:5 + length])
+    columns, maps = orjson.loads(data[5 + length:])
+    for name, column in zip(INDEX_FIELDS, index_columns, strict=True):
+        assert columns[FIELD_INDEX[name]] is None
+        columns[FIELD_INDEX[name]] = column
+    return count, columns, maps, filenames
+
+
+def _as_version_2(data: bytes) -> bytes:
+    """The same batch as release 2 wrote it (docs/formats/provenance-repository.md, version 2)."""
+    count, columns, maps, _ = _batch_parts(data)
+    return b"\x02" + orjson.dumps([count, columns, maps])
+
+
+def test_a_journal_of_release_2_batches_is_merged_and_searched_as_the_same_events_written_now(tmp_path):
+    """Release 2 wrote batches without the index part (version 2): a journal of them is merged at
+    open and indexed through the whole batch (filenames from the maps), and answers every search
+    as the same events registered by this release do."""
+    from repositories.provenance.event import encode_batch, event_fields
+    from repositories.provenance.journal import JournalFile, pack_count, pack_entry_header
+
+    events = [dataclasses.replace(e, event_id=i) for i, e in enumerate(dataset(40))]
+    batches = [encode_batch([event_fields(e) for e in events[i:i + 10]]) for i in range(0, 40, 10)]
+    old, new = tmp_path / "old", tmp_path / "new"
+    open_repo(old).close()
+    journal = JournalFile.create(old / "default" / "journals" / "0-0.journal", 0)
+    for i, batch in enumerate(batches):
+        data = _as_version_2(batch.data)
+        journal.append(pack_count(1) + pack_entry_header(i * 10, 10, len(data)) + data, i * 10, i * 10 + 9, 10)
+    journal.close()
+    released, current = open_repo(old), open_repo(new)
+    assert current.register_batches(batches) == (0, 39)
+    current.rollover()
+    assert all(same(a, b) for a, b in zip(released.events(0, 100), events)) and len(released.events(0, 100)) == 40
+    for query in QUERIES:
+        if "attributes" in query:   # "color" is not indexed here
+            continue
+        assert ids(released.search(**query)) == ids(current.search(**query)) == expected(events, query), query
+    released.close()
+    current.close()
+
+
+def test_the_index_reads_a_batch_s_index_part_alone_and_indexes_it_as_the_whole_batch():
+    """An index built from a version-3 batch's index part (the filenames given with it) holds the
+    very entries one built from the whole batch, or from the same batch as version 2, holds."""
+    from repositories.provenance.event import FIELD_INDEX, decode_columns, decode_index_columns, encode_batch, \
+        event_fields
+    from repositories.provenance.index import IndexBatch
+
+    events = [ev(T.ROUTE if i < 4 else T.DROP, f"u{i}", ts=i, relationship="large" if i < 4 else None,
+                 previous_attributes={"filename": f"f{i}.txt"},
+                 updated_attributes={"filename": f"g{i}.txt"} if i % 3 else {"n": str(i)},
+                 parent_uuids=[f"p{i}"] if i == 2 else [], updated_size=i * 10)
+              for i in range(7)]
+    data = encode_batch([event_fields(e) for e in events]).data
+    columns, filenames = decode_index_columns(data, 100, 7)
+    assert filenames == ["f0.txt", "g1.txt", "g2.txt", "f3.txt", "g4.txt", "g5.txt", "f6.txt"]
+    assert columns[FIELD_INDEX["updated_attributes"]] is None    # the maps were not parsed
+    whole = decode_columns(data, 100, 7)
+    for name in ("event_type", "timestamp", "flowfile_uuid", "parent_uuids", "relationship", "updated_size"):
+        assert columns[FIELD_INDEX[name]] == whole[FIELD_INDEX[name]]
+    assert decode_index_columns(_as_version_2(data), 100, 7) == (whole, None)
+
+    def index_of(encoded: bytes | None) -> tuple:
+        """The entries of an index batch fed ``encoded`` through ``decode`` (None: the whole
+        batch's columns, maps and all, with no filename column)."""
+        batch = IndexBatch(5, ("filename",))
+        if encoded is None:
+            batch.add_columns(whole, 0)
+        else:
+            batch.add_columns(*batch.decode(encoded, 100, 7, "x")[:1], 0, batch.decode(encoded, 100, 7, "x")[1])
+        return batch.primary, batch.uuid, batch.attribute, batch.tables(), batch.zones()
+
+    from_part = index_of(data)
+    assert from_part == index_of(None) == index_of(_as_version_2(data))
+    assert len(from_part[2]) == 7      # a filename entry an event
+    extra = IndexBatch(5, ("filename", "n"))     # another attribute indexed: the maps are read
+    columns, filenames = extra.decode(data, 100, 7, "x")
+    assert filenames is None and columns[FIELD_INDEX["updated_attributes"]] == whole[FIELD_INDEX["updated_attributes"]]
 
 
 @pytest.mark.parametrize("damage, message", [
     (lambda d: d[:-3], "not valid JSON"),
     (lambda d: b"\x02" + orjson.dumps([5, [None], []]), "not a valid version-2 event batch"),
-    (lambda d: b"\x02" + orjson.dumps([orjson.loads(d[1:])[0], orjson.loads(d[1:])[1], []]),
+    (lambda d: b"\x02" + orjson.dumps([_batch_parts(d)[0], _batch_parts(d)[1], []]),
      "not a valid version-2 event batch"),
+    (lambda d: d[:1] + struct.pack("<I", len(d)) + d[5:], "not a valid version-3 event batch"),
+    (lambda d: d[:3], "not a valid version-3 event batch"),
+    (lambda d: _as_version_3(4, *_batch_parts(d)[1:]), "not a valid version-3 event batch"),
+    (lambda d: _as_version_3(3, _batch_parts(d)[1][:9], *_batch_parts(d)[2:]), "not a valid version-3 event batch"),
     (lambda d: b"\x07" + d[1:], "unsupported event encoding version 7"),
 ])
 def test_a_damaged_batch_is_a_clear_error(damage, message):
@@ -794,6 +890,19 @@ def test_a_damaged_batch_is_a_clear_error(damage, message):
         decode_entry(data, 0, 3, "f.prov")
     with pytest.raises(ProvenanceFormatError, match="a version-1 event with id -1 given as 2 events from id 0"):
         decode_entry(encode_event(events[0]), 0, 2)
+
+
+def _as_version_3(count: int, columns: list, maps: list, filenames: list) -> bytes:
+    """A version-3 batch built by hand (docs/formats/provenance-repository.md), for damaging."""
+    from repositories.provenance.event import FIELD_INDEX, INDEX_FIELDS
+
+    columns = list(columns)
+    index = [columns[FIELD_INDEX[name]] for name in INDEX_FIELDS if FIELD_INDEX[name] < len(columns)]
+    for name in INDEX_FIELDS:
+        if FIELD_INDEX[name] < len(columns):
+            columns[FIELD_INDEX[name]] = None
+    part = orjson.dumps([count, index, filenames])
+    return b"\x03" + struct.pack("<I", len(part)) + part + orjson.dumps([columns, maps])
 
 
 def _version_1_journal(path: Path, events: list[ProvenanceEvent], first_id: int) -> None:

@@ -5,13 +5,16 @@ after, its content claim before and after, and where it came from and went (pare
 relationship, queue). Events are immutable once registered; the repository gives each a one-up
 ``event_id`` at registration.
 
-Two encodings (docs/formats/provenance-repository.md, "Event encoding"), both a version byte then
+Three encodings (docs/formats/provenance-repository.md, "Event encoding"), each a version byte then
 orjson, claims flattened to ``[container, section, id, offset, length]``:
 
 - version 1, one event: an array of the fields in ``_FIELDS`` order (``encode_fields``);
-- version 2, a batch of events, as the commit path writes them (``encode_batch``): one column a
+- version 3, a batch of events, as the commit path writes them (``encode_batch``): one column a
   field, a value the whole batch shares stored once, attribute maps stored once however many
   events share them. A batch carries no ids: its entry in a journal or block gives the first.
+  The columns the index reads (and each event's ``filename``) come first, in a part of their
+  own, so indexing parses only them (``decode_index_columns``), not the attribute maps and
+  claims that make up most of a batch. Version 2 (the same without the split) is still read.
 
 Nothing is pickled: decoding a hostile or corrupt record raises :class:`ProvenanceFormatError`,
 never runs code.
@@ -20,6 +23,7 @@ never runs code.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -30,7 +34,9 @@ from repositories.model import ContentClaim, FlowFile, ResourceClaim, now_millis
 #: The version byte of one encoded event.
 EVENT_ENCODING_VERSION = 1
 #: The version byte of an encoded batch of events (what the commit path writes).
-BATCH_ENCODING_VERSION = 2
+BATCH_ENCODING_VERSION = 3
+#: A batch of events without the index part (release 2): read, never written.
+LEGACY_BATCH_ENCODING_VERSION = 2
 
 
 class ProvenanceFormatError(ValueError):
@@ -213,6 +219,11 @@ _F_TIMESTAMP = FIELD_INDEX["timestamp"]
 _BATCH_PREFIX = bytes([BATCH_ENCODING_VERSION])
 #: column kinds of an encoded batch
 _SHARED, _EACH, _MAPS = 0, 1, 2
+#: the fields a batch's index part holds (version 3), in this order: what the index reads
+INDEX_FIELDS = ("event_type", "timestamp", "flowfile_uuid", "parent_uuids", "child_uuids", "component_id",
+                "component_name", "relationship", "updated_size")
+_INDEX_POSITIONS = tuple(FIELD_INDEX[name] for name in INDEX_FIELDS)
+_U32 = struct.Struct("<I")
 
 
 class EncodedBatch(NamedTuple):
@@ -241,11 +252,12 @@ _ABSENT = object()
 
 def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     """Unregistered events, field arrays (``new_event_fields``) or runs of them (``EventRun``),
-    as one version-2 batch, in the order given.
+    as one version-3 batch, in the order given.
 
     A column whose value every event shares is stored once; the attribute-map columns store each
     distinct map once (by identity: the session shares a FlowFile's map among its events) and an
     index an event. Event ids are not stored: the batch's entry gives the first, the rest follow.
+    The ``INDEX_FIELDS`` columns and each event's filename go in the index part, the rest after it.
     """
     count = sum(e.count if type(e) is EventRun else 1 for e in events)
     if not count:
@@ -253,6 +265,7 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     columns: list = [None]   # the ids: not stored
     maps: list = []
     seen: dict[int, int] = {}
+    attribute_columns: dict[int, list] = {}   # the attribute maps an event, where not shared
     for position in range(1, len(_FIELDS)):
         value = _shared_value(events, position)
         if value is not _ABSENT:
@@ -266,6 +279,8 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
             else:
                 column.append(e[position])
         first = column[0]
+        if position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES:
+            attribute_columns[position] = column
         if column.count(first) == count:
             columns.append([_SHARED, first])
         elif position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES:
@@ -279,7 +294,23 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
             columns.append([_EACH, column])
     times = columns[_F_TIMESTAMP]
     low, high = (times[1], times[1]) if times[0] == _SHARED else (min(times[1]), max(times[1]))
-    return EncodedBatch(_BATCH_PREFIX + _dumps([count, columns, maps], default=_as_dict), count, low, high)
+    filenames = _filenames(count, *(attribute_columns.get(p) or [columns[p][1]] * count
+                                    for p in (_F_UPDATED_ATTRIBUTES, _F_PREVIOUS_ATTRIBUTES)))
+    index = _dumps([count, [columns[p] for p in _INDEX_POSITIONS], filenames], default=_as_dict)
+    for position in _INDEX_POSITIONS:
+        columns[position] = None
+    rest = _dumps([columns, maps], default=_as_dict)
+    return EncodedBatch(b"".join((_BATCH_PREFIX, _U32.pack(len(index)), index, rest)), count, low, high)
+
+
+def _filenames(count: int, updated: list, previous: list) -> list:
+    """The filename column of the index part: each event's ``filename`` after it (before it when
+    the event's updated attributes lack one; null when neither has it), as ``[kind, values]``."""
+    names = [attributes.get("filename") for attributes in updated]
+    if None in names:
+        names = [name if name is not None else before.get("filename") for name, before in zip(names, previous)]
+    first = names[0]
+    return [_SHARED, first] if names.count(first) == count else [_EACH, names]
 
 
 def _shared_value(events: Sequence[list | EventRun], position: int) -> Any:
@@ -306,43 +337,96 @@ def check_batches(batches: Sequence[EncodedBatch]) -> None:
 
 def decode_columns(data: bytes | memoryview, first_id: int, count: int,
                    where: str = "provenance record") -> list[list]:
-    """The fields of the ``count`` events encoded in ``data`` (a version-2 batch, or one version-1
-    event), as columns: ``FIELD_INDEX`` gives a column's position, each holds a value an event, in
-    id order from ``first_id``. Events share the values their batch stored once (do not change them)."""
-    if len(data) < 2:
-        raise ProvenanceFormatError(f"{where}: event record of {len(data)} bytes is too short")
-    version = data[0]
+    """The fields of the ``count`` events encoded in ``data`` (a version-3 or version-2 batch, or
+    one version-1 event), as columns: ``FIELD_INDEX`` gives a column's position, each holds a value
+    an event, in id order from ``first_id``. Events share the values their batch stored once (do
+    not change them)."""
+    version = _version(data, where)
     if version == EVENT_ENCODING_VERSION:
         fields = decode_fields(data, where)
         if count != 1 or fields[0] != first_id:
             raise ProvenanceFormatError(f"{where}: a version-1 event with id {fields[0]} given as "
                                         f"{count} events from id {first_id}")
         return [[value] for value in fields]
-    if version != BATCH_ENCODING_VERSION:
-        raise ProvenanceFormatError(
-            f"{where}: unsupported event encoding version {version} "
-            f"(this release reads versions {EVENT_ENCODING_VERSION} and {BATCH_ENCODING_VERSION})")
     try:
-        decoded = _loads(data[1:])
-    except orjson.JSONDecodeError as err:
-        raise ProvenanceFormatError(f"{where}: event batch is not valid JSON ({err})") from err
-    try:
-        stored, columns, maps = decoded
+        if version == LEGACY_BATCH_ENCODING_VERSION:
+            stored, columns, maps = _parse(data[1:], where)
+        else:
+            index, rest = _split(data)
+            stored, index_columns, _ = _parse(index, where)
+            columns, maps = _parse(rest, where)
+            if type(columns) is not list or len(columns) != len(_FIELDS) or len(index_columns) != len(_INDEX_POSITIONS):
+                raise ValueError(f"{len(columns)} columns and {len(index_columns)} index columns")
+            for position, column in zip(_INDEX_POSITIONS, index_columns):
+                columns[position] = column
         if stored != count or type(columns) is not list or len(columns) != len(_FIELDS):
             raise ValueError(f"{stored} events in {len(columns)} columns, the entry says {count} events")
-        out: list[list] = [list(range(first_id, first_id + count))]
-        for kind, values in columns[1:]:
-            if kind == _SHARED:
-                out.append([values] * count)
-            elif kind == _EACH and type(values) is list and len(values) == count:
-                out.append(values)
-            elif kind == _MAPS and type(values) is list and len(values) == count:
-                out.append([maps[i] for i in values])
-            else:
-                raise ValueError(f"a column of kind {kind!r} does not hold {count} values")
+        return [list(range(first_id, first_id + count)), *(_expand(c, count, maps) for c in columns[1:])]
     except (ValueError, TypeError, IndexError) as err:
-        raise ProvenanceFormatError(f"{where}: not a valid version-2 event batch ({err})") from err
-    return out
+        raise ProvenanceFormatError(f"{where}: not a valid version-{version} event batch ({err})") from err
+
+
+def decode_index_columns(data: bytes | memoryview, first_id: int, count: int,
+                         where: str = "provenance record") -> tuple[list, list | None]:
+    """What an index reads of an entry: its columns (as ``decode_columns``) with only the ids and
+    the ``INDEX_FIELDS`` filled in (the others None), and each event's filename (the value after
+    the event, else before it). For a version-3 batch only its index part is parsed; anything
+    older is decoded whole and the filenames are None (the index reads the attribute maps)."""
+    if _version(data, where) != BATCH_ENCODING_VERSION:
+        return decode_columns(data, first_id, count, where), None
+    try:
+        index, _ = _split(data)
+        stored, index_columns, filenames = _parse(index, where)
+        if stored != count or type(index_columns) is not list or len(index_columns) != len(_INDEX_POSITIONS):
+            raise ValueError(f"{stored} events in {len(index_columns)} index columns, the entry says {count} events")
+        out: list = [None] * len(_FIELDS)
+        out[0] = list(range(first_id, first_id + count))
+        for position, column in zip(_INDEX_POSITIONS, index_columns):
+            out[position] = _expand(column, count, None)
+        return out, _expand(filenames, count, None)
+    except (ValueError, TypeError, IndexError) as err:
+        raise ProvenanceFormatError(f"{where}: not a valid version-3 event batch ({err})") from err
+
+
+def _version(data: bytes | memoryview, where: str) -> int:
+    if len(data) < 2:
+        raise ProvenanceFormatError(f"{where}: event record of {len(data)} bytes is too short")
+    version = data[0]
+    if version not in (EVENT_ENCODING_VERSION, LEGACY_BATCH_ENCODING_VERSION, BATCH_ENCODING_VERSION):
+        raise ProvenanceFormatError(
+            f"{where}: unsupported event encoding version {version} (this release reads versions "
+            f"{EVENT_ENCODING_VERSION}, {LEGACY_BATCH_ENCODING_VERSION} and {BATCH_ENCODING_VERSION})")
+    return version
+
+
+def _split(data: bytes | memoryview) -> tuple[memoryview, memoryview]:
+    """A version-3 batch's index part and the rest (``ValueError`` if the length does not fit)."""
+    view = memoryview(data)
+    if len(view) < 5:
+        raise ValueError(f"{len(view)} bytes hold no index part length")
+    (length,) = _U32.unpack_from(view, 1)
+    if 5 + length > len(view):
+        raise ValueError(f"an index part of {length} bytes in a batch of {len(view)}")
+    return view[5:5 + length], view[5 + length:]
+
+
+def _parse(part: bytes | memoryview, where: str) -> Any:
+    try:
+        return _loads(part)
+    except orjson.JSONDecodeError as err:
+        raise ProvenanceFormatError(f"{where}: event batch is not valid JSON ({err})") from err
+
+
+def _expand(column: Any, count: int, maps: list | None) -> list:
+    """A stored ``[kind, values]`` column as one value an event."""
+    kind, values = column
+    if kind == _SHARED:
+        return [values] * count
+    if kind == _EACH and type(values) is list and len(values) == count:
+        return values
+    if kind == _MAPS and maps is not None and type(values) is list and len(values) == count:
+        return [maps[i] for i in values]
+    raise ValueError(f"a column of kind {kind!r} does not hold {count} values")
 
 
 def decode_entry(data: bytes | memoryview, first_id: int, count: int,

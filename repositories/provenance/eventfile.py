@@ -35,7 +35,7 @@ from typing import Iterator
 
 import zstandard
 
-from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceFormatError, decode_columns,
+from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceFormatError, decode_index_columns,
                                            decode_entry, event_from_fields)
 from repositories.provenance.journal import ENTRY_HEADER_SIZE, iter_entries, pack_count, pack_entry_header
 
@@ -280,7 +280,7 @@ def rebuild_toc(path: Path) -> TableOfContents:
             offsets.append(offset)
             where = f"{path} block at offset {offset}"
             for first, events, data in iter_entries(raw, where, version):
-                times = decode_columns(data, first, events, f"{where} entry {first}")[for_ts]
+                times = decode_index_columns(data, first, events, f"{where} entry {first}")[0][for_ts]
                 count += events
                 last = first + events - 1
                 min_ts = min(times) if min_ts is None else min(min_ts, *times)

@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import lmdb
 
 from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError,
-                                           event_fields)
+                                           decode_columns, decode_index_columns, event_fields)
 
 INDEX_FORMAT_VERSION = 2
 #: shards of this format (a term entry an event) are read, never written to
@@ -201,9 +201,17 @@ class IndexBatch:
     def add_event(self, event: ProvenanceEvent, block_offset: int) -> None:
         self.add_columns([[value] for value in event_fields(event)], block_offset)
 
-    def add_columns(self, columns: list[list], block_offset: int) -> None:
-        """Add the events of one entry given as columns (``event.decode_columns``); an entry's
-        ids are consecutive (the journal's layout), so a run of equal values is a range of ids."""
+    def decode(self, data: bytes | memoryview, first_id: int, count: int, where: str) -> tuple[list, list | None]:
+        """An encoded entry's columns and filenames as ``add_columns`` takes them, parsing only a
+        batch's index part when the filename is the only attribute indexed (the default)."""
+        if self.attributes == ("filename",):
+            return decode_index_columns(data, first_id, count, where)
+        return decode_columns(data, first_id, count, where), None
+
+    def add_columns(self, columns: list[list], block_offset: int, filenames: list | None = None) -> None:
+        """Add the events of one entry given as columns (``event.decode_columns``, or ``decode``
+        with each event's ``filenames``); an entry's ids are consecutive (the journal's layout),
+        so a run of equal values is a range of ids."""
         ids = columns[_F_ID]
         if not ids:
             return
@@ -228,7 +236,10 @@ class IndexBatch:
         ranges[b"component_id"].add_column(columns[_F_CID], ids, term_key)
         ranges[b"component_name"].add_column(columns[_F_CNAME], ids, term_key)
         ranges[b"relationship"].add_column(columns[_F_REL], ids, term_key)
-        if self.attributes:
+        if filenames is not None and self.attributes == ("filename",):
+            self.attribute.extend((attribute_key("filename", str(name)), p)
+                                  for name, p in zip(filenames, packed) if name is not None)
+        elif self.attributes:
             for updated, previous, p in zip(columns[_F_UPD], columns[_F_PREV], packed):
                 for name in self.attributes:
                     value = updated.get(name)

@@ -52,7 +52,6 @@ from repositories.provenance.event import (
     ProvenanceEventType,
     ProvenanceFormatError,
     check_batches,
-    decode_columns,
     decode_entry,
     decode_event,
     encode_batch,
@@ -351,9 +350,9 @@ class ProvenanceRepository:
                                 entry_id, entry_id + count - 1)
                     continue
                 last = entry_id + count - 1
-                columns = decode_columns(data, entry_id, count, f"{journal.path} entry {entry_id}")
+                columns, filenames = batch.decode(data, entry_id, count, f"{journal.path} entry {entry_id}")
                 times = columns[_TIMESTAMP]
-                batch.add_columns(columns, writer.add(entry_id, count, data, min(times), max(times)))
+                batch.add_columns(columns, writer.add(entry_id, count, data, min(times), max(times)), filenames)
                 if len(batch) >= chunk:
                     self._index.add(batch)
                     batch = self._index.batch(first_id)
@@ -421,7 +420,8 @@ class ProvenanceRepository:
             journals = []   # nothing of theirs reached the index: no need to read them twice
         for journal in journals:
             for entry_id, count, data in journal.iter_entries():
-                batch.add_columns(decode_columns(data, entry_id, count, f"{journal.path} entry {entry_id}"), 0)
+                columns, filenames = batch.decode(data, entry_id, count, f"{journal.path} entry {entry_id}")
+                batch.add_columns(columns, 0, filenames)
                 if len(batch) >= self.index_chunk:
                     removed += self._index.remove(batch, ())
                     batch = self._index.batch(first_id)
@@ -534,7 +534,8 @@ class ProvenanceRepository:
         reader = self._reader(info)
         batch = self._index.batch(info.file_id)
         for offset, entry_id, count, data in reader.iter_entries_all():
-            batch.add_columns(decode_columns(data, entry_id, count, f"{info.path} entry {entry_id}"), offset)
+            columns, filenames = batch.decode(data, entry_id, count, f"{info.path} entry {entry_id}")
+            batch.add_columns(columns, offset, filenames)
             if len(batch) >= self.index_chunk:
                 self._index.add(batch)
                 batch = self._index.batch(info.file_id)
