@@ -51,7 +51,7 @@ from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_p
 from flowactors.engine.queues.swapping import LinkedSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
 from repositories.flowfile import swapfile
 from repositories.flowfile.records import SWAP_QUEUE_PREFIX
-from repositories.model import FlowFile, FlowFileBatch, now_millis
+from repositories.model import FlowFile, now_millis
 
 __all__ = ["LinkedSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueActor", "QueueConfig",
            "QueueHost", "QueuePartition", "QueueState", "SwapRegistry", "SwapRun", "Swapper", "fifo_key",
@@ -301,7 +301,7 @@ class QueueHost:
                 pass
             taken, expired = await self._take(max_count)
         self._kick()
-        return FlowFileBatch(taken), FlowFileBatch(expired)   # columns when the caller is elsewhere
+        return taken, expired   # FlowFileBatches (``QueuePartition.take``): columns when the caller is elsewhere
 
     async def acknowledge(self, uuids: list[str]) -> QueueState:
         state = self.queue.acknowledge(uuids)

@@ -14,7 +14,7 @@ import math
 from collections import deque
 from typing import Callable, Iterable, Sequence
 
-from repositories.model import FlowFile
+from repositories.model import FlowFile, FlowFileBatch
 
 
 # ---------------------------------------------------------------------------------- prioritizers
@@ -263,10 +263,11 @@ class QueuePartition:
     def take(self, max_count: int, now: int, expiry_ms: int) -> tuple[list[FlowFile], list[FlowFile]]:
         """Up to ``max_count`` FlowFiles from memory in order, split into (ready, expired).
 
-        Stops early where a swap-in must come first (see ``blocked``)."""
+        Stops early where a swap-in must come first (see ``blocked``). Both are ``FlowFileBatch``es:
+        a poll's answer pickles as columns when the caller is in another process."""
         self._release_penalties(now)
-        taken: list[FlowFile] = []
-        expired: list[FlowFile] = []
+        taken: list[FlowFile] = FlowFileBatch()
+        expired: list[FlowFile] = FlowFileBatch()
         if self.key is None:
             self._refill()
             active = self._active
