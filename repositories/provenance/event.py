@@ -279,11 +279,12 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
             else:
                 column.append(e[position])
         first = column[0]
-        if position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES:
+        is_map = position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES
+        if is_map:
             attribute_columns[position] = column
         if column.count(first) == count:
             columns.append([_SHARED, first])
-        elif position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES:
+        elif is_map:
             keys = list(map(id, column))
             for key, attributes in dict(zip(keys, column)).items():
                 if key not in seen:
@@ -351,16 +352,15 @@ def decode_columns(data: bytes | memoryview, first_id: int, count: int,
     try:
         if version == LEGACY_BATCH_ENCODING_VERSION:
             stored, columns, maps = _parse(data[1:], where)
+            if stored != count:
+                raise ValueError(f"{stored} events, the entry says {count}")
         else:
-            index, rest = _split(data)
-            stored, index_columns, _ = _parse(index, where)
+            index_columns, _, rest = _index_part(data, count, where)
             columns, maps = _parse(rest, where)
-            if type(columns) is not list or len(columns) != len(_FIELDS) or len(index_columns) != len(_INDEX_POSITIONS):
-                raise ValueError(f"{len(columns)} columns and {len(index_columns)} index columns")
             for position, column in zip(_INDEX_POSITIONS, index_columns):
                 columns[position] = column
-        if stored != count or type(columns) is not list or len(columns) != len(_FIELDS):
-            raise ValueError(f"{stored} events in {len(columns)} columns, the entry says {count} events")
+        if type(columns) is not list or len(columns) != len(_FIELDS):
+            raise ValueError(f"{len(columns)} columns, not {len(_FIELDS)}")
         return [list(range(first_id, first_id + count)), *(_expand(c, count, maps) for c in columns[1:])]
     except (ValueError, TypeError, IndexError) as err:
         raise ProvenanceFormatError(f"{where}: not a valid version-{version} event batch ({err})") from err
@@ -375,10 +375,7 @@ def decode_index_columns(data: bytes | memoryview, first_id: int, count: int,
     if _version(data, where) != BATCH_ENCODING_VERSION:
         return decode_columns(data, first_id, count, where), None
     try:
-        index, _ = _split(data)
-        stored, index_columns, filenames = _parse(index, where)
-        if stored != count or type(index_columns) is not list or len(index_columns) != len(_INDEX_POSITIONS):
-            raise ValueError(f"{stored} events in {len(index_columns)} index columns, the entry says {count} events")
+        index_columns, filenames, _ = _index_part(data, count, where)
         out: list = [None] * len(_FIELDS)
         out[0] = list(range(first_id, first_id + count))
         for position, column in zip(_INDEX_POSITIONS, index_columns):
@@ -399,15 +396,19 @@ def _version(data: bytes | memoryview, where: str) -> int:
     return version
 
 
-def _split(data: bytes | memoryview) -> tuple[memoryview, memoryview]:
-    """A version-3 batch's index part and the rest (``ValueError`` if the length does not fit)."""
+def _index_part(data: bytes | memoryview, count: int, where: str) -> tuple[list, Any, memoryview]:
+    """A version-3 batch's index columns and filename column, parsed, and the rest unparsed
+    (``ValueError`` if the part does not fit the batch or does not hold ``count`` events)."""
     view = memoryview(data)
     if len(view) < 5:
         raise ValueError(f"{len(view)} bytes hold no index part length")
     (length,) = _U32.unpack_from(view, 1)
     if 5 + length > len(view):
         raise ValueError(f"an index part of {length} bytes in a batch of {len(view)}")
-    return view[5:5 + length], view[5 + length:]
+    stored, index_columns, filenames = _parse(view[5:5 + length], where)
+    if stored != count or type(index_columns) is not list or len(index_columns) != len(_INDEX_POSITIONS):
+        raise ValueError(f"{stored} events in {len(index_columns)} index columns, the entry says {count} events")
+    return index_columns, filenames, view[5 + length:]
 
 
 def _parse(part: bytes | memoryview, where: str) -> Any:

@@ -473,9 +473,9 @@ class IndexShard:
                         present.add(packed)
                 removed = len(present)
                 if present:
-                    for table in (b"uuid", b"attribute"):
+                    for table, items in ((b"uuid", batch.uuid), (b"attribute", batch.attribute)):
                         db = self.terms[table]
-                        for key, packed in getattr(batch, table.decode()):
+                        for key, packed in items:
                             if packed in present:
                                 txn.delete(key, packed, db=db)
                     for table, ranges in batch.ranges.items():
