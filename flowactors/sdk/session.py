@@ -516,23 +516,21 @@ class ProcessSession:
         """``transfer`` each FlowFile: to one relationship, or the i-th to ``relationship[i]``
         (routing a batch with a relationship a FlowFile)."""
         if isinstance(relationship, (str, Relationship)):
-            name = self._relationship_name(relationship)
-            run = self._run_of(flowfiles)
-            if run is not None:
-                run.relationship = name
-                return
-            names = [name] * len(flowfiles)
+            one: str | None = self._relationship_name(relationship)
+            names = None
         else:
             if len(relationship) != len(flowfiles):
                 raise ValueError(f"{len(relationship)} relationships for {len(flowfiles)} FlowFiles")
             names = [r.name if isinstance(r, Relationship) else r for r in relationship]
-            for name in set(names):
+            distinct = set(names)
+            for name in distinct:
                 self._relationship_name(name)
+            one = names[0] if len(distinct) == 1 else None
         run = self._run_of(flowfiles)
         if run is not None:
-            run.relationship = names[0] if len(set(names)) == 1 else names
+            run.relationship = one if one is not None else names
             return
-        for record, name in zip([self._record(f) for f in flowfiles], names):
+        for record, name in zip([self._record(f) for f in flowfiles], names or [one] * len(flowfiles)):
             record.relationship = name
 
     def remove_batch(self, flowfiles: Sequence[FlowFile]) -> None:
