@@ -108,10 +108,10 @@ def ray_session(**options: Any) -> Iterator[Any]:
     """A new local Ray of this process's own (never someone else's cluster), shut down after."""
     import ray
 
-    from flowactors.engine.runner import NAMESPACE
+    from flowactors.engine.runner import NAMESPACE, RAY_SYSTEM_CONFIG
 
     ray.init(address="local", namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, **options)
+             configure_logging=False, **{"_system_config": RAY_SYSTEM_CONFIG, **options})
     try:
         yield ray
     finally:

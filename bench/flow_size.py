@@ -58,14 +58,14 @@ def child(processors: int, placement: str, root: str) -> dict:
     began = time.monotonic()
     import ray
 
-    from flowactors.engine.runner import NAMESPACE, processor_totals, run_flow
+    from flowactors.engine.runner import NAMESPACE, RAY_SYSTEM_CONFIG, processor_totals, run_flow
 
     if placement == "in-process":
         final = run_flow(long_flow(processors), root, timeout=600, engine="in-process")
         return {"seconds": time.monotonic() - began, "run_seconds": final["seconds"],
                 "delivered": processor_totals(final)["last"]["flowfiles_in"], "timed_out": bool(final.get("timed_out"))}
     ray.init(address="local", num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+             configure_logging=False, _system_config=RAY_SYSTEM_CONFIG)
     try:
         if processors == 0:
             time.sleep(IDLE_SECONDS)

@@ -10,9 +10,11 @@ def ray_session():
     """A real local Ray, started once for the whole test session and shut down at its end."""
     import ray
 
+    from flowactors.engine.runner import RAY_SYSTEM_CONFIG
+
     if not ray.is_initialized():
         ray.init(num_cpus=2, namespace="flowactors-tests", include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+                 log_to_driver=False, configure_logging=False, _system_config=RAY_SYSTEM_CONFIG)
     yield ray
     from flowactors.sdk.testing import ProcessorRunner
 

@@ -27,6 +27,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from flowactors.engine.runner import RAY_SYSTEM_CONFIG
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 FLOWACTORS = str(BIN / "flowactors")
@@ -120,7 +122,8 @@ def head():
                f"--metrics-export-port={metrics}", f"--ray-client-server-port={client}",
                f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
                f"--runtime-env-agent-port={runtime_env}", f"--node-manager-port={node_manager}",
-               f"--temp-dir={temp_dir}", "--num-cpus=2", "--disable-usage-stats"]
+               f"--temp-dir={temp_dir}", "--num-cpus=2", "--disable-usage-stats",
+               f"--system-config={json.dumps(RAY_SYSTEM_CONFIG)}"]  # as docs/cluster.md says
     try:
         started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
         assert started.returncode == 0, started.stdout + started.stderr

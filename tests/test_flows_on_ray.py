@@ -127,3 +127,26 @@ def test_splitting_100_mb_into_lines_and_routing_copies_no_content(ray_session, 
     assert totals["get"]["bytes_written"] == size  # the one copy: into the content repository
     assert totals["split"]["bytes_written"] == 0 and totals["route"]["bytes_written"] == 0
     assert totals["route"]["bytes_read"] >= size * 0.99  # it did read every line
+
+
+def test_a_ray_flowactors_starts_passes_a_commits_batches_inline(tmp_path):
+    """A commit's offer and provenance batch (up to ~1 MB) are over Ray's default inline limit
+    (100 KiB); the Ray flowactors starts raises it, so they skip the object store and the raylet."""
+    import json
+    import os
+    import subprocess
+
+    from flowactors.engine.runner import RAY_SYSTEM_CONFIG
+
+    script = ("import json, ray\n"
+              "from flowactors.engine.runner import ensure_ray\n"
+              "assert ensure_ray(num_cpus=1, configure_logging=False, log_to_driver=False)\n"
+              "from ray._private.state import state\n"
+              "print(json.dumps(state.get_system_config()))\n"
+              "ray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    answer = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
+                            env=env, cwd=tmp_path)
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    config = json.loads(answer.stdout.strip().splitlines()[-1])
+    assert config["max_direct_call_object_size"] == RAY_SYSTEM_CONFIG["max_direct_call_object_size"] > 1024**2

@@ -30,10 +30,19 @@ POLL_INTERVAL = 0.1
 REDRAW_INTERVAL = 0.5
 #: seconds to wait for a controller that died to be back (Ray restarts its actor)
 CONTROLLER_WAIT = 120.0
+#: what a Ray that flowactors starts is started with. A call argument over Ray's inline limit
+#: (100 KiB by default) goes through the object store, i.e. the raylet; a commit's offer of 1,000
+#: FlowFiles and its provenance batch are over it, and that detour cost 6 µs of CPU a FlowFile
+#: (docs/performance.md). A cluster's head takes the same with ``ray start --system-config``.
+RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 * 1024 * 1024}
 
 
 def ensure_ray(address: str | None = None, **init_options: Any) -> bool:
-    """Connect to Ray (an embedded local one unless ``address``); True if this call started it."""
+    """Connect to Ray (an embedded local one unless ``address``); True if this call started it.
+
+    A Ray started here gets ``RAY_SYSTEM_CONFIG``; a running one (``address``, ``RAY_ADDRESS`` or
+    the cluster ``ray start`` left on this machine) keeps the configuration it was started with.
+    """
     if ray.is_initialized():
         return False
     options: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": True,
@@ -41,8 +50,17 @@ def ensure_ray(address: str | None = None, **init_options: Any) -> bool:
     if address:
         options["address"] = address
         options.pop("include_dashboard", None)
+    elif not _running_ray_address():
+        options.setdefault("_system_config", RAY_SYSTEM_CONFIG)
     ray.init(**options)
     return True
+
+
+def _running_ray_address() -> str | None:
+    """The Ray ``ray.init()`` would connect to rather than start, as Ray itself finds it."""
+    from ray._private.services import canonicalize_bootstrap_address
+
+    return canonicalize_bootstrap_address(None)
 
 
 def flow_settings(flow: Flow, overrides: dict[str, Any] | None = None) -> Settings:
