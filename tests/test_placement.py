@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -10,6 +11,7 @@ import ray.cloudpickle
 
 from bench.flow_size import long_flow
 from flowactors import Flow, Processor, Relationship
+from flowactors.engine import gc_policy
 from flowactors.engine.placement import flow_order, plan
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
 from flowactors.engine.runner import processor_totals, queue_totals, run_flow
@@ -108,13 +110,22 @@ def test_both_placements_deliver_everything_with_the_actors_they_promise(ray_ses
     flow.name = f"placement-{placement}"
     seen: dict[str, str] = {}
 
+    thresholds: dict[str, tuple] = {}
+
     def look(controller):
         for name in ray.util.list_named_actors():
             if name.startswith(flow.name + "."):
-                seen[name] = ray.get_actor(name)._ray_actor_creation_function_descriptor.class_name
+                actor = ray.get_actor(name)
+                seen[name] = actor._ray_actor_creation_function_descriptor.class_name
+                thresholds[name] = ray.get(actor.__ray_call__.remote(lambda _self: gc.get_threshold()))
 
+    driver_thresholds = gc.get_threshold()
     final = run_flow(flow, tmp_path / "repository", timeout=120, on_started=look)
     assert not final.get("timed_out")
+    # every actor moving FlowFiles collects garbage less often (gc_policy); the driver is left alone
+    movers = {n: t for n, t in thresholds.items() if not n.endswith(".controller")}
+    assert movers and set(movers.values()) == {gc_policy.THRESHOLDS}, thresholds
+    assert gc.get_threshold() == driver_thresholds
     assert processor_totals(final)["last"]["flowfiles_in"] == 500
     assert all(q["count"] == 0 and q["total_in"] == 500 for q in queue_totals(final).values())
     kinds = {name.split(".")[1] for name in seen}

@@ -20,7 +20,7 @@ import os
 import uuid
 from typing import Any
 
-from flowactors.engine import STOP_TIMEOUT
+from flowactors.engine import STOP_TIMEOUT, gc_policy
 from flowactors.engine.backend import EngineBackend
 from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.placement import ExecutorPlan
@@ -42,6 +42,7 @@ class Executor:
         # the hosted tasks wait on Ray from threads of their own, never on the event loop, which
         # Ray's warning about blocking calls in an async actor cannot tell apart
         os.environ["RAY_WARN_BLOCKING_GET_INSIDE_ASYNC"] = "0"
+        gc_policy.tune_own_process()
         self.flow = flow
         self.plan = plan
         self.root = root

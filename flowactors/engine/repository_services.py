@@ -17,6 +17,7 @@ from typing import Sequence
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
+from flowactors.engine import gc_policy
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
 from repositories.provenance import ProvenanceRepository
@@ -27,6 +28,7 @@ class Service:
     """What every repository service answers the controller's watch (``FlowController.watch``)."""
 
     def __init__(self) -> None:
+        gc_policy.tune_own_process()
         #: a new value each time the service is built: Ray rebuilds a killed actor with the same
         #: arguments, and the controller tells a restart from a survivor by it
         self.incarnation = uuid.uuid4().hex

@@ -43,7 +43,7 @@ from typing import Any, Iterable, NamedTuple
 
 import ray
 
-from flowactors.engine import ACTOR_RESTARTS
+from flowactors.engine import ACTOR_RESTARTS, gc_policy
 from flowactors.engine.metrics import QueueMetrics
 from flowactors.engine.transport import Link, call_now, resolve
 from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
@@ -214,6 +214,7 @@ class QueueHost:
     ``FlowFileRepositoryService``, which keeps the registry) are given."""
 
     def __init__(self, config: QueueConfig, repository: str | None = None, flowfile_repository: Any = None):
+        gc_policy.tune_own_process()
         self.config = config
         self.repository = repository
         self.flowfile_repository = flowfile_repository

@@ -1,0 +1,57 @@
+"""The garbage collector's thresholds in the processes that move FlowFiles.
+
+A batch of 1,000 FlowFiles makes and drops tens of thousands of tuples, lists and dicts at every
+hop. CPython's default thresholds (a young collection every 700 new container objects, an older
+one every 10 of those, a full one every 10 older ones) then collect so often that the collector
+took 9 % of scenario 1's CPU on Ray (``perf``, docs/performance.md), most of it full collections
+walking every live object of Ray and of the flow. FlowFiles, records and batches form no cycles,
+so those collections found nothing to free. ``THRESHOLDS`` makes collections 14 times rarer: a
+cycle is still collected, only later.
+
+Guarantees: the collector stays enabled; a process flowactors owns (a Ray actor of a flow) keeps
+the thresholds for its life (``tune_own_process``); a process flowactors only runs in (a driver,
+a notebook running an in-process flow) gets them while a flow runs and its own back after the last
+one ends (``hold`` / ``release``).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+#: (young, older, full): a young collection every 10,000 new container objects
+THRESHOLDS = (10_000, 10, 10)
+
+_lock = threading.Lock()
+_holders = 0
+_saved: tuple[int, int, int] | None = None
+
+
+def tune_own_process() -> None:
+    """Apply ``THRESHOLDS`` for good when this process is a Ray actor's own; else do nothing."""
+    import ray
+
+    if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+        gc.set_threshold(*THRESHOLDS)
+
+
+def hold() -> None:
+    """Apply ``THRESHOLDS`` until the matching ``release`` (nested and concurrent holds counted)."""
+    global _holders, _saved
+    with _lock:
+        if _holders == 0:
+            _saved = gc.get_threshold()
+            gc.set_threshold(*THRESHOLDS)
+        _holders += 1
+
+
+def release() -> None:
+    """End one ``hold``; the last one puts back the thresholds the process had before the first."""
+    global _holders, _saved
+    with _lock:
+        if _holders == 0:
+            return
+        _holders -= 1
+        if _holders == 0 and _saved is not None:
+            gc.set_threshold(*_saved)
+            _saved = None
