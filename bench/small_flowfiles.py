@@ -31,6 +31,7 @@ from pathlib import Path
 from bench import PeakRss, mib, ray_session, row
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
+from flowactors.engine import gc_policy
 from flowactors.engine.task import make_context
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
 from flowactors.engine.runner import flow_settings, processor_totals, run_flow
@@ -176,7 +177,16 @@ def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dic
 
 def run_in_process(flow: Flow, root: Path) -> dict:
     """Run ``flow`` to completion in this process: each processor triggered in turn over a
-    ``LocalBackend`` with the durable repositories at ``root`` (no Ray, one task each)."""
+    ``LocalBackend`` with the durable repositories at ``root`` (no Ray, one task each), with the
+    garbage collector's thresholds the in-process engine runs a flow with (``gc_policy``)."""
+    gc_policy.hold()
+    try:
+        return _run_in_process(flow, root)
+    finally:
+        gc_policy.release()
+
+
+def _run_in_process(flow: Flow, root: Path) -> dict:
     settings = flow_settings(flow)
     flowfile_repository = WriteAheadFlowFileRepository.from_settings(root, settings)
     content = ContentRepository.from_settings(root, settings)
