@@ -61,12 +61,15 @@ def test_shared_placement_cuts_the_pipeline_into_contiguous_runs():
     assert placement.queue_actors == []
 
 
-def test_concurrent_tasks_spread_and_an_isolated_processor_gets_its_own_executor():
+def test_concurrent_tasks_share_their_executor_and_an_isolated_processor_gets_its_own():
     placement = plan(branching_flow(), "shared", executors=2)
     by_name = {p.name: p for p in placement.executors}
     assert set(by_name) == {"executor.0", "executor.1", "processor.heavy.0"}
-    tag_homes = sorted(i for i, p in enumerate(placement.executors) for name, _ in p.tasks if name == "tag")
-    assert tag_homes == [0, 0, 1] or tag_homes == [0, 1, 1]  # three tasks over both executors
+    tag_homes = [(i, instance) for i, p in enumerate(placement.executors) for name, instance in p.tasks
+                 if name == "tag"]
+    home = placement.task_home()[("tag", 0)]
+    assert tag_homes == [(home, 0), (home, 1), (home, 2)]  # three threads of one executor
+    assert "generated" in placement.executors[home].queues  # its input queue beside all three
     assert by_name["processor.heavy.0"].tasks == [("heavy", 0)]
     assert by_name["processor.heavy.0"].queues == ["big"]  # its input queue lives beside it
 

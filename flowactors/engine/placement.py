@@ -6,8 +6,10 @@ carries it out. The rules (docs/architecture.md, "Placement"):
 * ``placement="shared"`` (the default): ``executors`` executor actors per node, each running many
   processor tasks on threads. Processors are taken in flow order (sources first, then each one
   after the processors feeding it) and cut into contiguous runs, one run an executor, so most hops
-  of a pipeline stay inside one executor; instance *i* of a processor with several concurrent
-  tasks goes to the executor after its first one's, spreading the tasks across executors.
+  of a pipeline stay inside one executor. A processor's concurrent tasks are threads of the same
+  executor, as NiFi's are threads of one JVM: their hops stay local calls. Spread over executors,
+  every extra task made hops between processes, and two tasks a processor ran slower than one
+  (docs/performance.md); a processor whose Python work needs cores of its own says ``isolated``.
 * a processor with ``isolated=True``, a ``num_cpus`` request or a ``runtime_env`` gets an executor
   of its own per task (its own process: heavy native code, a crash risk, a CPU reservation, its
   own packages).
@@ -92,8 +94,7 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
         for position, name in enumerate(shared):
             first = position * count // len(shared)
             home[name] = first
-            for instance in range(flow.processors[name].concurrent_tasks):
-                plans[(first + instance) % count].tasks.append((name, instance))
+            plans[first].tasks.extend((name, instance) for instance in range(flow.processors[name].concurrent_tasks))
     for name in (n for n in order if n not in home):  # actors of their own, one a task
         node = flow.processors[name]
         home[name] = len(plans)
