@@ -9,7 +9,6 @@ import multiprocessing
 import os
 import pickle
 import time
-import zlib
 from collections import namedtuple
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from repositories.content import (
     ContentRepositoryError,
     ContentRepositoryFullError,
     InMemoryContentRepository,
-    section_of,
 )
 from repositories.content import repository as repository_module
 from repositories.model import ContentClaim, ResourceClaim
@@ -59,23 +57,24 @@ def file_bytes(repo: ContentRepository, resource: ResourceClaim) -> bytes:
 # --- appending and rolling over ----------------------------------------------------------
 
 def test_a_section_directory_is_made_once_a_process_not_once_a_claim(make_repo, monkeypatch):
-    """Claim files do not wait on a directory syscall each: a section is made the first time this
-    instance writes there, then remembered."""
+    """Claim files do not wait on a directory syscall each: a process puts runs of claims in one
+    section, which it makes the first time it writes there and then remembers."""
     repo = make_repo(sections=64, max_flowfiles_per_claim=1)
     made: list[str] = []
     mkdir = os.mkdir
     monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: (made.append(str(path)), mkdir(path, *a, **k))[1])
     writer = repo.writer()
-    claims = [writer.write_bytes(b"x") for _ in range(200)]  # a claim file each, over the sections
+    run = repository_module.CLAIMS_PER_SECTION
+    claims = [writer.write_bytes(b"x") for _ in range(3 * run + 8)]  # a claim file each: four runs
     writer.flush(sync=True)
     sections = {c.resource.section for c in claims}
-    assert len(sections) > 32 and len(made) == len(set(made)) == len(sections)  # once a section
+    assert len(sections) == 4 and len(made) == len(set(made)) == len(sections)  # once a section
     assert sorted(Path(p).name for p in made) == sorted(sections)
     assert all(repo.read_bytes(c) == b"x" for c in claims)
     made.clear()
-    more = [writer.write_bytes(b"y") for _ in range(50)]
+    more = [writer.write_bytes(b"y") for _ in range(run)]  # the rest of the fourth run, then a fifth
     writer.flush(sync=False)
-    assert len(more) == 50 and len(made) == len(set(made))
+    assert len(more) == run and len(made) == 1
     assert not {Path(p).name for p in made} & sections  # a section already made is never made again
 
 
@@ -190,7 +189,6 @@ def test_claim_ids_sections_and_paths(make_repo):
     writer = repo.writer()
     claim = writer.write_bytes(b"data")
     resource = claim.resource
-    assert resource.section == str(zlib.crc32(resource.id.encode()) % 16) == section_of(resource.id, 16)
     assert repo.path_of(resource) == repo.root / "default" / resource.section / resource.id
     assert repo.path_of(resource).is_file()
     many = make_repo(sections=16, max_flowfiles_per_claim=1).writer()
@@ -198,6 +196,13 @@ def test_claim_ids_sections_and_paths(make_repo):
         many.write_bytes(b"y")  # one claim each
     all_ids = [r.id for r in many.created()] + [resource.id]
     assert len(set(all_ids)) == len(all_ids) == 301
+    # runs of repository_module.CLAIMS_PER_SECTION claims in one section, the sections in turn (wrapping at 16)
+    sections = [int(r.section) for r in many.created()]
+    assert all(0 <= s < 16 for s in sections)
+    runs = [sections[i:i + repository_module.CLAIMS_PER_SECTION] for i in range(0, 300, repository_module.CLAIMS_PER_SECTION)]
+    assert all(len(set(run)) == 1 for run in runs)
+    assert [run[0] for run in runs] == [(sections[0] + i) % 16 for i in range(len(runs))]
+    assert len(set(sections)) == len(runs)
 
 
 # --- reading -----------------------------------------------------------------------------

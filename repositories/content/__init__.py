@@ -8,7 +8,7 @@ layout is described in ``docs/formats/content-repository.md``.
 
 from .errors import ContentNotFoundError, ContentRepositoryError, ContentRepositoryFullError
 from .memory import InMemoryClaimWriter, InMemoryContentRepository, MemoryContentStream
-from .repository import ARCHIVE_DIR, ContentInputStream, ContentRepository, section_of
+from .repository import ARCHIVE_DIR, ContentInputStream, ContentRepository
 from .writer import ClaimWriter, ContentOutputStream
 
 __all__ = [
@@ -23,5 +23,4 @@ __all__ = [
     "InMemoryClaimWriter",
     "InMemoryContentRepository",
     "MemoryContentStream",
-    "section_of",
 ]

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from repositories.model import ContentClaim, ResourceClaim
 
 from .errors import ContentNotFoundError, ContentRepositoryError
-from .repository import (ChunkedIteration, ContentRepositoryOptions, new_claim_id, options_from_settings,
-                         section_of)
+from .repository import ChunkedIteration, ContentRepositoryOptions, new_claim_id, options_from_settings
 from .writer import BaseClaimWriter
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ class InMemoryContentRepository(ContentRepositoryOptions):
         with self._lock:
             name = self._names[self._next % len(self._names)]
             self._next += 1
-            resource = ResourceClaim(name, section_of(claim_id, self.sections), claim_id)
+            resource = ResourceClaim(name, self.next_section(), claim_id)
             data = self._live[resource] = bytearray()
         return resource, data
 

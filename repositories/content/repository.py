@@ -17,12 +17,12 @@ import heapq
 import io
 import itertools
 import os
+import random
 import re
 import secrets
 import shutil
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -41,6 +41,9 @@ ARCHIVE_DIR = "archive"
 ARCHIVE_CANDIDATES_PER_PASS = 10_000
 #: read buffer of a content stream (smaller for smaller contents).
 READ_BUFFER = 256 * 1024
+#: new claims a repository object (a process) puts in one section before it moves on to the next
+#: (``ContentRepositoryOptions.next_section``)
+CLAIMS_PER_SECTION = 64
 
 _SECTION_NAME = re.compile(r"[0-9]{1,9}\Z")
 _CLAIM_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,199}\Z")
@@ -50,11 +53,6 @@ def disk_usage(path: str | os.PathLike[str]) -> Any:
     """The file system's ``(total, used, free)`` in bytes; age-off and ``usage()`` call this
     (tests replace it)."""
     return shutil.disk_usage(path)
-
-
-def section_of(claim_id: str, sections: int) -> str:
-    """The section of a claim id: CRC-32 of its UTF-8 bytes modulo ``sections``, in decimal."""
-    return str(zlib.crc32(claim_id.encode()) % sections)
 
 
 def options_from_settings(settings: "Settings") -> dict[str, Any]:
@@ -242,6 +240,16 @@ class ContentRepositoryOptions:
         self.archive_enabled = archive_enabled
         self.archive_max_retention = archive_max_retention
         self.archive_max_usage_percent = archive_max_usage_percent
+        self._first_section = random.randrange(sections)
+        self._section_turns = itertools.count()
+
+    def next_section(self) -> str:
+        """The section of the next new claim: runs of ``CLAIMS_PER_SECTION`` claims in one section,
+        the sections in turn from a random one. Consecutive claim files share a directory, so a
+        process makes one section directory a run instead of nearly one a claim, and a new file
+        lands where the file system's metadata was just used (docs/performance.md); over time every
+        section gets its share. Readers never compute a section: it is part of the claim."""
+        return str((self._first_section + next(self._section_turns) // CLAIMS_PER_SECTION) % self.sections)
 
 
 class ContentRepository(ContentRepositoryOptions):
@@ -322,7 +330,7 @@ class ContentRepository(ContentRepositoryOptions):
     def _new_resource_claim(self) -> tuple[ResourceClaim, str]:
         claim_id = _claim_ids.next()
         name = self._names[next(self._round_robin) % len(self._names)]
-        return ResourceClaim(name, section_of(claim_id, self.sections), claim_id), self._containers[name]
+        return ResourceClaim(name, self.next_section(), claim_id), self._containers[name]
 
     def _ensure_section_dir(self, container: str, section: str) -> list[str]:
         """Make ``<container>/<section>`` exist; returns the directories created."""
