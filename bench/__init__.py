@@ -108,10 +108,9 @@ def ray_session(**options: Any) -> Iterator[Any]:
     """A new local Ray of this process's own (never someone else's cluster), shut down after."""
     import ray
 
-    from flowactors.engine.runner import NAMESPACE, RAY_SYSTEM_CONFIG
+    from flowactors.engine.runner import start_local_ray
 
-    ray.init(address="local", namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, **{"_system_config": RAY_SYSTEM_CONFIG, **options})
+    start_local_ray(**{"log_to_driver": False, "configure_logging": False, **options})
     try:
         yield ray
     finally:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import mib, process_tree_pss, process_tree_rss, row
+from bench import mib, process_tree_pss, process_tree_rss, ray_session, row
 
 S9 = "9 flow size"
 FLOWFILES = 2_000
@@ -56,17 +56,13 @@ def child(processors: int, placement: str, root: str) -> dict:
     """In the child process: start Ray, run the flow (or idle, for 0 processors), report.
     ``placement`` "in-process" runs the flow on the in-process engine, with no Ray at all."""
     began = time.monotonic()
-    import ray
-
-    from flowactors.engine.runner import NAMESPACE, RAY_SYSTEM_CONFIG, processor_totals, run_flow
+    from flowactors.engine.runner import processor_totals, run_flow
 
     if placement == "in-process":
         final = run_flow(long_flow(processors), root, timeout=600, engine="in-process")
         return {"seconds": time.monotonic() - began, "run_seconds": final["seconds"],
                 "delivered": processor_totals(final)["last"]["flowfiles_in"], "timed_out": bool(final.get("timed_out"))}
-    ray.init(address="local", num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, _system_config=RAY_SYSTEM_CONFIG)
-    try:
+    with ray_session(num_cpus=2):
         if processors == 0:
             time.sleep(IDLE_SECONDS)
             return {"seconds": time.monotonic() - began}
@@ -74,8 +70,6 @@ def child(processors: int, placement: str, root: str) -> dict:
         delivered = processor_totals(final)["last"]["flowfiles_in"]
         return {"seconds": time.monotonic() - began, "run_seconds": final["seconds"], "delivered": delivered,
                 "timed_out": bool(final.get("timed_out"))}
-    finally:
-        ray.shutdown()
 
 
 def measure(processors: int, placement: str, workdir: Path) -> dict:

@@ -10,11 +10,10 @@ def ray_session():
     """A real local Ray, started once for the whole test session and shut down at its end."""
     import ray
 
-    from flowactors.engine.runner import RAY_SYSTEM_CONFIG
+    from flowactors.engine.runner import start_local_ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, namespace="flowactors-tests", include_dashboard=False,
-                 log_to_driver=False, configure_logging=False, _system_config=RAY_SYSTEM_CONFIG)
+        start_local_ray(num_cpus=2, namespace="flowactors-tests", log_to_driver=False, configure_logging=False)
     yield ray
     from flowactors.sdk.testing import ProcessorRunner
 

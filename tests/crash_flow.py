@@ -257,7 +257,7 @@ def main() -> None:
 
     import ray
 
-    from flowactors.engine.runner import NAMESPACE, RAY_SYSTEM_CONFIG, run_flow
+    from flowactors.engine.runner import run_flow, start_local_ray
 
     def emit(kind: str, payload) -> None:
         sys.stdout.write(f"{kind} {json.dumps(payload, default=str)}\n")
@@ -267,9 +267,8 @@ def main() -> None:
     began = time.monotonic()
     if args.engine == "ray":
         runtime_env = {"worker_process_setup_hook": install_checkpoint_log} if CHECKPOINT_LOG else None
-        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=args.ray_temp, namespace=NAMESPACE,
-                 log_to_driver=False, configure_logging=False, runtime_env=runtime_env,
-                 _system_config=RAY_SYSTEM_CONFIG)
+        start_local_ray(num_cpus=2, _temp_dir=args.ray_temp, log_to_driver=False, configure_logging=False,
+                        runtime_env=runtime_env)
         emit("ray", {"seconds": round(time.monotonic() - began, 3)})
     else:
         install_checkpoint_log()

@@ -37,22 +37,26 @@ CONTROLLER_WAIT = 120.0
 RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 * 1024 * 1024}
 
 
+def start_local_ray(**options: Any) -> None:
+    """Start a new Ray of this process's own, never connecting to another one, as flowactors
+    starts one everywhere (runs, tests, the bench): ``RAY_SYSTEM_CONFIG``, flowactors' namespace,
+    no dashboard; ``options`` are ``ray.init``'s and win over those."""
+    ray.init(**{"address": "local", "namespace": NAMESPACE, "include_dashboard": False,
+                "_system_config": RAY_SYSTEM_CONFIG, **options})
+
+
 def ensure_ray(address: str | None = None, **init_options: Any) -> bool:
     """Connect to Ray (an embedded local one unless ``address``); True if this call started it.
 
-    A Ray started here gets ``RAY_SYSTEM_CONFIG``; a running one (``address``, ``RAY_ADDRESS`` or
-    the cluster ``ray start`` left on this machine) keeps the configuration it was started with.
+    A running Ray (``address``, ``RAY_ADDRESS`` or the cluster ``ray start`` left on this machine)
+    keeps the configuration it was started with; otherwise one is started (``start_local_ray``).
     """
     if ray.is_initialized():
         return False
-    options: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": True,
-                               "include_dashboard": False, **init_options}
-    if address:
-        options["address"] = address
-        options.pop("include_dashboard", None)
-    elif not _running_ray_address():
-        options.setdefault("_system_config", RAY_SYSTEM_CONFIG)
-    ray.init(**options)
+    if address or _running_ray_address():
+        ray.init(address=address, **{"namespace": NAMESPACE, "log_to_driver": True, **init_options})
+    else:
+        start_local_ray(**{"log_to_driver": True, **init_options})
     return True
 
 
