@@ -24,7 +24,7 @@ THRESHOLDS = (10_000, 10, 10)
 
 _lock = threading.Lock()
 _holders = 0
-_saved: tuple[int, int, int] | None = None
+_saved = gc.get_threshold()  # the process's own thresholds, taken at the first hold
 
 
 def tune_own_process() -> None:
@@ -47,11 +47,10 @@ def hold() -> None:
 
 def release() -> None:
     """End one ``hold``; the last one puts back the thresholds the process had before the first."""
-    global _holders, _saved
+    global _holders
     with _lock:
         if _holders == 0:
             return
         _holders -= 1
-        if _holders == 0 and _saved is not None:
+        if _holders == 0:
             gc.set_threshold(*_saved)
-            _saved = None

@@ -38,7 +38,6 @@ class InProcessHosting:
 
     def __init__(self) -> None:
         gc_policy.hold()  # the collector's thresholds for FlowFile batches while the flow runs here
-        self._holding_gc = True
         self.loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="flow-event-loop", daemon=True)
         self._loop_thread.start()
@@ -80,6 +79,4 @@ class InProcessHosting:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(30)
         self.loop.close()
-        if self._holding_gc:
-            self._holding_gc = False
-            gc_policy.release()
+        gc_policy.release()

@@ -14,10 +14,10 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
+from flowactors.engine import gc_policy
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
-from flowactors.engine import gc_policy
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
 from repositories.provenance import ProvenanceRepository
