@@ -515,9 +515,9 @@ class ProcessSession:
                        relationship: Relationship | str | Sequence[Relationship | str]) -> None:
         """``transfer`` each FlowFile: to one relationship, or the i-th to ``relationship[i]``
         (routing a batch with a relationship a FlowFile)."""
+        names: str | list[str]   # one for all, or one a FlowFile
         if isinstance(relationship, (str, Relationship)):
-            one: str | None = self._relationship_name(relationship)
-            names = None
+            names = self._relationship_name(relationship)
         else:
             if len(relationship) != len(flowfiles):
                 raise ValueError(f"{len(relationship)} relationships for {len(flowfiles)} FlowFiles")
@@ -525,12 +525,14 @@ class ProcessSession:
             distinct = set(names)
             for name in distinct:
                 self._relationship_name(name)
-            one = names[0] if len(distinct) == 1 else None
+            if len(distinct) == 1:
+                names = names[0]
         run = self._run_of(flowfiles)
         if run is not None:
-            run.relationship = one if one is not None else names
+            run.relationship = names
             return
-        for record, name in zip([self._record(f) for f in flowfiles], names or [one] * len(flowfiles)):
+        each = [names] * len(flowfiles) if isinstance(names, str) else names
+        for record, name in zip([self._record(f) for f in flowfiles], each):
             record.relationship = name
 
     def remove_batch(self, flowfiles: Sequence[FlowFile]) -> None:
