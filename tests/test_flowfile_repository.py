@@ -377,6 +377,23 @@ def test_ids_are_one_up_and_never_reused(h):
     assert h.repo.reserve_ids(1) == first + 15
 
 
+def test_a_commit_reserves_its_events_ids_in_its_own_transaction(h):
+    """Provenance event ids come from the log, in the order commits are made; a refused commit
+    reserves none; they survive a reopen and can be raised past what provenance holds."""
+    a, b = h.ff(R1), h.ff(R1)
+    assert h.repo.commit([q(a)], [], (), 3) == 0
+    assert h.repo.commit([q(b)], [], ()) is None  # no events, no ids
+    assert h.repo.reserve_event_ids(2) == 3
+    with pytest.raises(ValueError):
+        h.repo.commit([q(a), q(a)], [], (), 5)
+    assert h.repo.commit([], [a.uuid], (), 1) == 5
+    assert h.repo.commit([], [], (), 1) == 6  # events alone (a queue emptied of nothing)
+    h.reopen()
+    assert h.repo.stats()["next_event_id"] == 7
+    assert h.repo.raise_event_ids(4) == 7 and h.repo.raise_event_ids(40) == 40
+    assert h.repo.commit([], [b.uuid], (), 2) == 40
+
+
 # --- swap files --------------------------------------------------------------------------------
 
 

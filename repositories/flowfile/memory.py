@@ -32,6 +32,7 @@ class InMemoryFlowFileRepository:
         self._lock = threading.RLock()
         self._closed = False
         self._next_id = 1
+        self._next_event_id = 0
         self._seq = 0
         self._commits = 0
         self._checkpoints = 0
@@ -57,13 +58,24 @@ class InMemoryFlowFileRepository:
     # --- ids ----------------------------------------------------------------------------------
 
     def reserve_ids(self, count: int) -> int:
+        return self._reserve("_next_id", count)
+
+    def reserve_event_ids(self, count: int) -> int:
+        return self._reserve("_next_event_id", count)
+
+    def _reserve(self, counter: str, count: int) -> int:
         if type(count) is not int or count < 0:
             raise ValueError(f"count must be a non-negative int, not {count!r}")
         with self._lock:
             self._check_open()
-            first = self._next_id
-            self._next_id += count
+            first = getattr(self, counter)
+            setattr(self, counter, first + count)
             return first
+
+    def raise_event_ids(self, at_least: int) -> int:
+        with self._lock:
+            self._next_event_id = max(self._next_event_id, at_least)
+            return self._next_event_id
 
     # --- commit -------------------------------------------------------------------------------
 
@@ -72,12 +84,14 @@ class InMemoryFlowFileRepository:
         updates: Sequence[QueuedFlowFile],
         removals: Sequence[str],
         new_claims: Sequence[ResourceClaim] = (),
-    ) -> None:
+        events: int = 0,
+    ) -> int | None:
         prepared, rkeys = rec.encode_commit(updates, removals)
         with self._lock:
             self._check_open()
             self._apply(prepared, rkeys, new_claims)
             self._commits += 1
+            return self._reserve("_next_event_id", events) if events else None
 
     def _apply(self, prepared: list, rkeys: list, new_claims: Iterable = (), expect_queue: str | None = None) -> int:
         """Compute every change first, then apply them all (so an error changes nothing)."""
@@ -421,6 +435,7 @@ class InMemoryFlowFileRepository:
                 "checkpoints": self._checkpoints,
                 "unknown_removals": self._unknown_removals,
                 "next_id": self._next_id,
+                "next_event_id": self._next_event_id,
                 "last_checkpoint_time": last["time"] if last else None,
                 "last_checkpoint_duration": last["duration"] if last else None,
                 "last_checkpoint_released": last["released"] if last else None,

@@ -62,6 +62,7 @@ _K_SEQ = b"commit_seq"
 _K_CREATED = b"created"
 _K_CHECKPOINT = b"last_checkpoint"
 _K_RUN = b"run"
+_K_NEXT_EVENT = b"next_event_id"
 
 _CORRUPTION_ERRORS = (
     lmdb.CorruptedError,
@@ -434,6 +435,29 @@ class WriteAheadFlowFileRepository:
                 txn.put(_K_NEXT_ID, rec.pack_u64(first + count), db=self._meta)
         return first
 
+    def reserve_event_ids(self, count: int) -> int:
+        """Reserve ``count`` provenance event ids and return the first: events registered outside
+        a session commit (a queue emptied, a replay) take their ids here, as a commit's do."""
+        if type(count) is not int or count < 0:
+            raise ValueError(f"count must be a non-negative int, not {count!r}")
+        with self._write("reserving event ids") as txn:
+            return self._take_event_ids(txn, count)
+
+    def raise_event_ids(self, at_least: int) -> int:
+        """Make the next event id at least ``at_least`` (a flow's start: past every id the
+        provenance repository holds) and return it."""
+        with self._write("raising event ids") as txn:
+            first = self._load_counter(txn, _K_NEXT_EVENT, missing=0)
+            if at_least > first:
+                txn.put(_K_NEXT_EVENT, rec.pack_u64(at_least), db=self._meta)
+            return max(first, at_least)
+
+    def _take_event_ids(self, txn: lmdb.Transaction, count: int) -> int:
+        first = self._load_counter(txn, _K_NEXT_EVENT, missing=0)  # absent: no event yet
+        if count:
+            txn.put(_K_NEXT_EVENT, rec.pack_u64(first + count), db=self._meta)
+        return first
+
     # --- commit -------------------------------------------------------------------------------
 
     def begin_run(self) -> int:
@@ -452,8 +476,9 @@ class WriteAheadFlowFileRepository:
         updates: Sequence[QueuedFlowFile],
         removals: Sequence[str],
         new_claims: Sequence[ResourceClaim] = (),
+        events: int = 0,
         run: int | None = None,
-    ) -> None:
+    ) -> int | None:
         """Record one session's changes in one LMDB write transaction (all or nothing).
 
         ``updates`` are created or changed FlowFiles with their queue; ``removals`` are uuids of
@@ -463,17 +488,27 @@ class WriteAheadFlowFileRepository:
         Claimant counts change by comparing each FlowFile's stored record with the new one.
         Raises ``ValueError`` (nothing written) when a uuid appears twice, ``RunReplacedError``
         (nothing written) when ``run`` is given and is no longer the log's run (``begin_run``).
+
+        ``events``: how many provenance events the session made. Their ids are reserved in the
+        same transaction and the first is returned (None without events), so event ids follow
+        the order the log puts commits in: a FlowFile's events are numbered in the order they
+        happened, whichever processes made them.
         """
         prepared, rkeys = rec.encode_commit(updates, removals, self._prefix)  # errors before writing
         new_ckeys = [rec.claim_key(r) for r in new_claims]
-        if not (prepared or rkeys or new_ckeys):
+        if not (prepared or rkeys or new_ckeys or events):
             self._check_open()
-            return
+            return None
+        first_event = None
         with self._write("committing") as txn:
             if run is not None and run != (current := self._load_counter(txn, _K_RUN, missing=0)):
                 raise RunReplacedError(self.path, run, current)
-            self._apply(txn, prepared, rkeys, new_ckeys)
+            if prepared or rkeys or new_ckeys:
+                self._apply(txn, prepared, rkeys, new_ckeys)
+            if events:
+                first_event = self._take_event_ids(txn, events)
         self._commits += 1
+        return first_event
 
     def _apply(
         self,
@@ -1072,6 +1107,7 @@ class WriteAheadFlowFileRepository:
             queues = txn.stat(self._queues)["entries"]
             seq = self._load_counter(txn, _K_SEQ)
             next_id = self._load_counter(txn, _K_NEXT_ID)
+            next_event_id = self._load_counter(txn, _K_NEXT_EVENT, missing=0)
             cp = txn.get(_K_CHECKPOINT, db=self._meta)
         info = env.info()
         psize = env.stat()["psize"]
@@ -1095,6 +1131,7 @@ class WriteAheadFlowFileRepository:
             "checkpoints": self._checkpoints,
             "unknown_removals": self._unknown_removals,
             "next_id": next_id,
+            "next_event_id": next_event_id,
             "last_checkpoint_time": last["time"] if last else None,
             "last_checkpoint_duration": last["duration"] if last else None,
             "last_checkpoint_released": last["released"] if last else None,
