@@ -745,6 +745,100 @@ def test_register_batches_gives_each_batch_the_ids_that_follow(tmp_path):
         repo.close()
 
 
+def _numbered(first: int, count: int, prefix: str = "u"):
+    from repositories.provenance.event import encode_batch, event_fields
+
+    return first, encode_batch([event_fields(ev(T.CREATE, f"{prefix}{i}", ts=i)) for i in range(first, first + count)])
+
+
+def test_numbered_batches_become_visible_in_id_order_whatever_order_they_arrive_in(tmp_path):
+    """Ids reserved by the log arrive out of order from several executors: a batch whose lower
+    ids are on their way is written but not shown, so a reader walking ids never sees an id
+    appear behind one it read; a batch sent again is dropped."""
+    repo = open_repo(tmp_path)
+    assert repo.register_numbered([_numbered(3, 2), _numbered(7, 1)]) == []
+    assert repo.events(0, 10) == [] and repo.search(limit=None) == [] and repo.get(3) is None
+    assert repo.stats()["waiting_batches"] == 2 and repo.stats()["journal_bytes"] > 0  # written
+    assert repo.register_numbered([_numbered(0, 3)]) == []      # 0-4 now, 7 still waits for 5-6
+    assert ids(repo.events(0, 10)) == [0, 1, 2, 3, 4]
+    assert repo.register_numbered([_numbered(5, 2), _numbered(3, 2)]) == []   # 3-4 again: dropped
+    assert ids(repo.events(0, 10)) == list(range(8)) and repo.stats()["waiting_batches"] == 0
+    assert repo.wait_visible(7, 0.0)
+    repo.rollover()
+    assert [e.flowfile_uuid for e in repo.events(0, 10)] == [f"u{i}" for i in range(8)]
+    assert ids(repo.search(limit=None)) == list(range(7, -1, -1))
+    repo.close()
+
+
+def test_ids_that_arrive_after_a_rollover_sealed_their_generation_go_to_its_event_file(tmp_path):
+    """Rollover seals the journals at the highest id written; the ids below it that were still
+    on their way go to the sealed journals when they come, which are merged once complete: event
+    files never overlap, whatever the timing."""
+    repo = open_repo(tmp_path)
+    repo.register_numbered([_numbered(0, 2), _numbered(4, 2)])
+    assert repo.rollover()["events"] == 0   # sealed at 6, 2-3 missing
+    repo.register_numbered([_numbered(6, 2)])   # the next generation's first
+    assert ids(repo.events(0, 10)) == [0, 1]
+    repo.register_numbered([_numbered(2, 2)])
+    assert ids(repo.events(0, 10)) == list(range(8))
+    merged = repo.maybe_rollover()            # due: a sealed generation became complete
+    assert (merged["first_id"], merged["last_id"], merged["events"]) == (0, 7, 8)
+    assert repo.stats()["journal_files"] == 0
+    assert ids(repo.search(limit=None)) == list(range(7, -1, -1))
+    assert [repo.get(i).flowfile_uuid for i in range(8)] == [f"u{i}" for i in range(8)]
+    repo.close()
+
+
+def test_ids_that_never_arrive_are_given_up_and_late_batches_are_sent_back(tmp_path, caplog):
+    """A commit's process died between the log and provenance: the batches after its ids wait
+    ``gap_timeout`` seconds, then its ids are given up (said in the log); its events, if they
+    come after all, are refused as late (the caller reserves new ids)."""
+    repo = open_repo(tmp_path, gap_timeout=0.2)
+    repo.register_numbered([_numbered(0, 2), _numbered(5, 2)])
+    assert ids(repo.events(0, 10)) == [0, 1]
+    assert repo.rollover()["events"] == 0   # sealed at 7, merged once 2-4 came or were given up
+    assert repo.stats()["waiting_batches"] == 1 and repo.stats()["event_files"] == 0
+    assert not repo.wait_visible(5, 0.05)
+    repo.maybe_rollover(now=float("-inf"))  # a timer tick before the timeout: still waiting
+    assert ids(repo.events(0, 10)) == [0, 1]
+    threading.Event().wait(0.25)
+    repo.maybe_rollover()
+    assert ids(repo.events(0, 10)) == [0, 1, 5, 6] and repo.stats()["ids_given_up"] == 3
+    assert repo.stats()["event_files"] == 1 and ids(repo.search(limit=None)) == [6, 5, 1, 0]  # merged
+    assert "event ids 2-4 never arrived" in caplog.text
+    assert repo.register_numbered([_numbered(9, 1), _numbered(2, 3), _numbered(0, 1)]) == [1]  # late; 0: again
+    assert repo.stats()["waiting_batches"] == 1 and ids(repo.events(0, 10)) == [0, 1, 5, 6]
+    repo.close()
+
+
+def test_numbered_batches_waiting_at_a_crash_are_recovered(tmp_path):
+    """Batches written while lower ids were on their way are in the journals: a crash (no
+    close) loses none of them; the ids that never came are counted apart from damage."""
+    repo = open_repo(tmp_path)
+    repo.register_numbered([_numbered(0, 2), _numbered(4, 3)])
+    repo.rollover()
+    repo.register_numbered([_numbered(8, 1), _numbered(2, 1)])   # 0-2 shown; 4-6 and 8 wait
+    reopened = open_repo(tmp_path)  # the first one was never closed: as after a kill -9
+    assert ids(reopened.events(0, 20)) == [0, 1, 2, 4, 5, 6, 8]
+    assert reopened.recovery["events_lost"] == 0 and reopened.recovery["ids_without_events"] == 2
+    assert reopened.stats()["next_event_id"] == 9
+    assert reopened.register_numbered([_numbered(3, 1)]) == [0]  # its ids are in the past now
+    reopened.continue_from(20)
+    reopened.register_numbered([_numbered(20, 1)])
+    assert ids(reopened.events(0, 30))[-1] == 20
+    reopened.close()
+    repo.close()
+
+
+def test_register_with_ids_from_the_log_in_memory_too():
+    repo = InMemoryProvenanceRepository()
+    assert repo.register_numbered([_numbered(3, 2), _numbered(0, 3), _numbered(0, 3)]) == []
+    assert [e.flowfile_uuid for e in repo.events(0, 10)] == [f"u{i}" for i in range(5)]
+    events = [ev(T.DROP, "x")]
+    assert repo.register(events, first_id=9) == (9, 9) and events[0].event_id == 9
+    assert ids(repo.search(limit=None)) == [9, 4, 3, 2, 1, 0]
+
+
 def test_a_batch_decodes_to_the_events_encoded_one_by_one():
     """Shared columns, per-event columns and attribute maps shared by identity all come back as
     the very fields each event encodes to alone; a map shared by events is stored once."""

@@ -307,8 +307,9 @@ class JournalFile:
         return iter_entries(self.read_payload(record), f"{self.path} record at offset {record.offset}", self.version)
 
     def iter_entries(self) -> Iterator[tuple[int, int, memoryview]]:
-        """Every entry of the journal in file order (which is id order within one journal)."""
-        for record in self.records:
+        """Every entry of the journal in id order (a record whose ids came early, registered
+        while the ids below it were on their way, sits in the file after later ones)."""
+        for record in sorted(self.records, key=_first_id):
             yield from self.record_entries(record)
 
     def fsync(self) -> None:
@@ -318,6 +319,10 @@ class JournalFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def _first_id(record: JournalRecord) -> int:
+    return record.first_id
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -93,6 +93,10 @@ from repositories.provenance.lineage import Lineage, build_lineage, collect_fami
 
 log = logging.getLogger(__name__)
 
+
+class LateEventsError(ValueError):
+    """Numbered events came after their ids were given up (``register_numbered``)."""
+
 NEXT_ID_FILE = "next-event-id"
 _TIMESTAMP = FIELD_INDEX["timestamp"]
 
@@ -112,6 +116,9 @@ class _Generation:
     """The journals written between two rollovers; ids in it start at ``first_id``."""
 
     first_id: int
+    #: one past the last id it takes, set when rollover seals it (ids below that may still come:
+    #: it is merged once every id below ``end_id`` is visible or given up)
+    end_id: int | None = None
     journals: dict[int, JournalFile] = field(default_factory=dict)
     record_first_ids: list[int] = field(default_factory=list)
     records: list[tuple[JournalFile, JournalRecord]] = field(default_factory=list)
@@ -178,6 +185,7 @@ class ProvenanceRepository:
         index_chunk: int = 20_000,
         compression_level: int = 3,
         fault_hook: Callable[[str], None] | None = None,
+        gap_timeout: float = 10.0,
     ):
         if journal_count < 1:
             raise ValueError("journal_count must be at least 1")
@@ -198,8 +206,10 @@ class ProvenanceRepository:
         self.fsync_rollover = fsync_rollover
         self.index_chunk = index_chunk
         self.compression_level = compression_level
+        self.gap_timeout = gap_timeout
         self._hook = fault_hook or (lambda step: None)
         self._lock = threading.RLock()          # state; held briefly by register and readers
+        self._visible = threading.Condition(self._lock)   # notified as ids become visible
         self._merge_lock = threading.Lock()      # one rollover / age-off at a time
         self._cache = BlockCache(32)
         self._readers: dict[int, EventFileReader] = {}
@@ -213,7 +223,10 @@ class ProvenanceRepository:
                                       indexed_attributes=self.indexed_attributes, sync=fsync_rollover)
         self._searchable = set(self._index.attributes)
         self.recovery: dict[str, Any] = {}
-        self._next_id = 0
+        self._next_id = 0   # every id below is visible, or was given up
+        #: numbered records written whose lower ids have not arrived: first id -> (journal, record, since)
+        self._held: dict[int, tuple[_Generation, JournalFile, JournalRecord, float]] = {}
+        self.ids_given_up = 0
         self._active = _Generation(0)
         try:
             self._recover()
@@ -242,45 +255,101 @@ class ProvenanceRepository:
 
     # ------------------------------------------------------------------ commit path
 
-    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
+    def register(self, events: Sequence[ProvenanceEvent], first_id: int | None = None) -> tuple[int, int]:
         """Give the events one-up ids (set on them) and append them to one journal.
 
         Returns ``(first_id, last_id)`` (``(n, n - 1)`` for no events). On return the events are in
         the OS page cache (flushed, not fsynced) and visible to ``get``/``events``/``search``.
+        With ``first_id`` the ids are the caller's, reserved in the FlowFile repository
+        (``register_numbered``; ``LateEventsError`` if they came too late to be used).
         """
         if not events:
             return self.register_batches(())
         batch = encode_batch([event_fields(event) for event in events])
-        with self._lock:
-            first, last = self._append_locked((batch,))
+        if first_id is None:
+            with self._lock:
+                first, last = self._append_locked((batch,))
+        elif self.register_numbered([(first_id, batch)]):
+            raise LateEventsError(f"events {first_id}-{first_id + len(events) - 1} came after their ids were "
+                                  f"given up ({self.gap_timeout:g} s); reserve new ids and register them again")
+        else:
+            first, last = first_id, first_id + len(events) - 1
         for offset, event in enumerate(events):
             event.event_id = first + offset
         return first, last
 
     def register_batches(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
-        """``register`` for events the caller encoded (``encode_batch``), the commit path's way
-        in: the batches go to the journal as they are, in one record, their ids following one
-        another; nothing is decoded here. Returns ``(first_id, last_id)``."""
+        """``register`` for events the caller encoded (``encode_batch``): the batches go to the
+        journal as they are, in one record, their ids following one another; nothing is decoded
+        here. Returns ``(first_id, last_id)``. A running flow registers ``register_numbered``."""
         check_batches(batches)
         with self._lock:
             return self._append_locked(batches)
 
+    def register_numbered(self, numbered: Sequence[tuple[int, EncodedBatch]]) -> list[int]:
+        """Append batches whose ids the FlowFile repository reserved in their commit's transaction
+        (``commit(events=...)``), so ids follow the order commits were made in across every
+        process; a flow's commit path does not wait for this call.
+
+        Each batch is in the journal (page cache) on return. It becomes visible, and ``events``
+        moves past it, once every id below it is visible too: a batch whose lower ids are still
+        on their way from another process waits for them, so a reader walking ids never sees an
+        id appear behind one it has read. Ids that do not arrive within ``gap_timeout`` seconds
+        (their commit's process died between the log and this call) are given up. A batch
+        sent again (its first id already here) is dropped. Returns the positions of batches
+        that came after their ids were given up: the caller reserves new ids and sends them
+        again (they are not written)."""
+        check_batches([batch for _, batch in numbered])
+        late: list[int] = []
+        with self._lock:
+            self._check_open()
+            now = time.monotonic()
+            for position, (first, batch) in enumerate(numbered):
+                if batch.count == 0:
+                    continue
+                if first in self._held or first < self._next_id:
+                    if first not in self._held and self.get(first) is None:
+                        late.append(position)
+                    continue    # else: sent again after a lost answer, written already
+                generation, journal, record = self._write_locked([(first, batch)])
+                if first == self._next_id:
+                    self._sequence(generation, journal, record)
+                else:
+                    self._held[first] = (generation, journal, record, now)
+            self._skip_gaps(now)
+        return late
+
     def _append_locked(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
         """Append encoded batches, their ids the next ones, to one journal in one record."""
-        if self._closed:
-            raise RuntimeError("the provenance repository is closed")
+        self._check_open()
+        self._skip_gaps(time.monotonic(), force=True)  # not mixed with a flow's numbered ids
         first = next_id = self._next_id
         if not batches:
             return first, first - 1
-        parts: list[bytes] = [pack_count(len(batches))]
+        numbered = []
         for batch in batches:
-            parts.append(pack_entry_header(next_id, batch.count, len(batch.data)))
-            parts.append(batch.data)
+            numbered.append((next_id, batch))
             next_id += batch.count
-        min_ts = min(b.min_timestamp for b in batches)
-        max_ts = max(b.max_timestamp for b in batches)
+        self._sequence(*self._write_locked(numbered))
+        return first, next_id - 1
+
+    def _write_locked(self, numbered: Sequence[tuple[int, EncodedBatch]]
+                      ) -> tuple[_Generation, JournalFile, JournalRecord]:
+        """Write batches with consecutive ids as one record of the next journal in turn, in the
+        generation their ids belong to (a sealed one still waiting for them, or the active one)."""
+        parts: list[bytes] = [pack_count(len(numbered))]
+        count = 0
+        for first, batch in numbered:
+            parts.append(pack_entry_header(first, batch.count, len(batch.data)))
+            parts.append(batch.data)
+            count += batch.count
+        min_ts = min(b.min_timestamp for _, b in numbered)
+        max_ts = max(b.max_timestamp for _, b in numbered)
         payload = b"".join(parts)
+        first = numbered[0][0]
         generation = self._active
+        if first < generation.first_id:
+            generation = next(g for g in reversed(self._sealed) if g.first_id <= first)
         turn = self._journal_turn
         self._journal_turn = (turn + 1) % (self.journal_count * len(self.containers))
         journal = generation.journals.get(turn)
@@ -288,11 +357,41 @@ class ProvenanceRepository:
             container = self.containers[turn % len(self.containers)]
             path = container / "journals" / journal_name(generation.first_id, turn)
             journal = generation.journals[turn] = JournalFile.create(path, generation.first_id)
-        journal.append(payload, first, next_id - 1, next_id - first, min_ts, max_ts)
-        generation.add_record(journal, journal.records[-1])
+        journal.append(payload, first, first + count - 1, count, min_ts, max_ts)
         generation.bytes += len(payload) + 8
-        self._next_id = next_id
-        return first, next_id - 1
+        return generation, journal, journal.records[-1]
+
+    def _sequence(self, generation: _Generation, journal: JournalFile, record: JournalRecord) -> None:
+        """Make a written record visible (its ids are next), then any held ones that follow it."""
+        while True:
+            generation.add_record(journal, record)
+            self._next_id = record.last_id + 1
+            held = self._held.pop(self._next_id, None)
+            if held is None:
+                self._visible.notify_all()
+                return
+            generation, journal, record, _ = held
+
+    def wait_visible(self, event_id: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until ``event_id`` is visible (or was given up)."""
+        with self._visible:
+            return self._visible.wait_for(lambda: self._next_id > event_id, timeout)
+
+    def _skip_gaps(self, now: float, force: bool = False) -> None:
+        """Give up ids that a held batch has waited ``gap_timeout`` seconds for (all, with
+        ``force``), oldest first, so the batches after them become visible."""
+        while self._held:
+            lowest = min(self._held)
+            generation, journal, record, since = self._held[lowest]
+            if not force and now - since < self.gap_timeout:
+                return
+            gap = lowest - self._next_id
+            self.ids_given_up += gap
+            log.warning("provenance: event ids %d-%d never arrived within %g s (their commit's process "
+                        "died between the write-ahead log and provenance); %d event ids given up",
+                        self._next_id, lowest - 1, self.gap_timeout, gap)
+            del self._held[lowest]
+            self._sequence(generation, journal, record)
 
     # ------------------------------------------------------------------ rollover
 
@@ -301,24 +400,35 @@ class ProvenanceRepository:
         ``rollover_bytes``; returns what ``rollover`` returned, or None."""
         now = time.monotonic() if now is None else now
         due = now - self._last_rollover >= self.rollover_interval
-        if not due and self.rollover_bytes is not None:
-            with self._lock:
+        with self._lock:
+            self._skip_gaps(now)
+            if not due and self.rollover_bytes is not None:
                 due = self._active.bytes >= self.rollover_bytes
+            # a sealed generation whose last ids came since: merged now, not at the next rollover
+            due = due or any(not g.attempted for g in self._complete())
         return self.rollover() if due else None
+
+    def _complete(self) -> list[_Generation]:
+        """The sealed generations every id of which is visible or given up, oldest first."""
+        return [g for g in self._sealed if g.end_id is None or g.end_id <= self._next_id]
 
     def rollover(self) -> dict:
         """Merge the journals written so far into one event file, index it, delete the journals.
 
         Returns ``{"events", "file", "blocks", "bytes", "seconds"}``; with no events it does nothing
-        and writes no file (``file`` is None).
+        and writes no file (``file`` is None). A generation whose numbered ids have not all
+        arrived is sealed at the highest id written so far and merged by a later rollover, once
+        the ids below that are visible or given up: no event file's ids overlap another's.
         """
         with self._merge_lock:
             with self._lock:
                 self._check_open()
-                if self._active.count:
+                if self._active.count or self._held:
+                    end = max([self._next_id, *(r.last_id + 1 for _, _, r, _ in self._held.values())])
+                    self._active.end_id = end
                     self._sealed.append(self._active)
-                    self._active = _Generation(self._next_id)
-                todo = list(self._sealed)
+                    self._active = _Generation(end)
+                todo = self._complete()
             self._last_rollover = time.monotonic()
             if not todo:
                 return {"events": 0, "file": None, "blocks": 0, "bytes": 0, "seconds": 0.0}
@@ -330,9 +440,8 @@ class ProvenanceRepository:
         redo = any(g.attempted for g in generations) if redo is None else redo
         for generation in generations:
             generation.attempted = True
-        journals = sorted((j for g in generations for j in g.journals.values() if j.records),
-                          key=lambda j: j.records[0].first_id)
-        first_id = min(j.records[0].first_id for j in journals)
+        journals = [j for g in generations for j in g.journals.values() if j.records]
+        first_id = min(r.first_id for j in journals for r in j.records)
         if redo:
             self._discard_partial_merge(journals, first_id)
         container = self.containers[self._container_turn % len(self.containers)]
@@ -457,6 +566,7 @@ class ProvenanceRepository:
                 self._add_file(_EventFile(file_id, path, toc_path, toc))
         # 2. journals: cut torn tails; delete the empty and the already merged
         leftovers: dict[int, _Generation] = {}
+        damaged: set[int] = set()   # generations with a journal that lost records
         max_id = -1
         for container in self.containers:
             for path in sorted((container / "journals").iterdir()):
@@ -473,7 +583,7 @@ class ProvenanceRepository:
                     _unlink(path)
                     report["journals_deleted"] += 1
                     continue
-                first = journal.records[0].first_id
+                first = min(r.first_id for r in journal.records)
                 holder = self._file_holding(first)
                 if holder is not None:       # merged and committed before the crash
                     journal.close()
@@ -482,7 +592,9 @@ class ProvenanceRepository:
                     continue
                 generation = leftovers.setdefault(journal.generation, _Generation(journal.generation))
                 generation.journals[parsed[1]] = journal
-                max_id = max(max_id, journal.records[-1].last_id)
+                max_id = max(max_id, *(r.last_id for r in journal.records))
+                if scan.problem:
+                    damaged.add(journal.generation)
         # 3. the id generator: one past the largest id anywhere
         max_id = max([max_id, self._index.max_indexed_id()]
                      + [f.toc.last_id for f in self._files.values()])
@@ -497,7 +609,7 @@ class ProvenanceRepository:
                 for _, _, journal, record in records:
                     generation.add_record(journal, record)
                 generations.append(generation)
-                self._count_lost(generation, records, report)
+                self._count_lost(generation, records, report, first in damaged)
             self._sealed = generations
             result = self._merge(generations, redo=True)
             report["journals_merged"] = sum(len(g.journals) for g in generations)
@@ -512,17 +624,21 @@ class ProvenanceRepository:
         self._index.drop_unreferenced(self._files)
         self._write_next_id(self._next_id)
 
-    def _count_lost(self, generation: _Generation, records: list, report: dict) -> None:
-        """Ids missing between the readable records of a generation's journals (every id from its
-        first to its last was registered): events a damaged journal lost. Warned, and counted in
-        ``recovery["events_lost"]``; the ids after the last readable record cannot be counted."""
+    def _count_lost(self, generation: _Generation, records: list, report: dict, damaged: bool) -> None:
+        """Ids missing between the readable records of a generation's journals. With a damaged
+        journal among them they are events it lost: warned, and counted in
+        ``recovery["events_lost"]`` (the ids after the last readable record cannot be counted).
+        Otherwise they are ids a flow reserved whose events never arrived (a process died between
+        the write-ahead log and provenance, or the ids were given up): ``ids_without_events``."""
         expected, lost = generation.first_id, []
         for first, _, _journal, record in records:
             if first > expected:
                 lost.append((expected, first - 1))
             expected = max(expected, record.last_id + 1)
         count = sum(b - a + 1 for a, b in lost)
-        if count:
+        if count and not damaged:
+            report["ids_without_events"] = report.get("ids_without_events", 0) + count
+        elif count:
             ranges = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in lost[:10])
             message = (f"{count} provenance events of journals {generation.first_id}-* could not be read "
                        f"(ids {ranges}{', ...' if len(lost) > 10 else ''}); the events after them were kept")
@@ -824,6 +940,7 @@ class ProvenanceRepository:
             journals = [j for g in self._unmerged() for j in g.journals.values()]
             unmerged = sum(g.count for g in self._unmerged())
             next_id = self._next_id
+            waiting = len(self._held)
         index = self._index.stats()
         file_bytes = sum(f.size() for f in files)
         journal_bytes = sum(j.size for j in journals)
@@ -841,7 +958,24 @@ class ProvenanceRepository:
             "max_indexed_id": index.max_indexed_id,
             "bytes_on_disk": file_bytes + journal_bytes + index.bytes,
             "index_lag": unmerged,
+            "waiting_batches": waiting,
+            "ids_given_up": self.ids_given_up,
         }
+
+    def continue_from(self, next_id: int) -> None:
+        """Ids below ``next_id`` will never be registered here (a flow starts numbering at the
+        FlowFile repository's next event id, which may be past this repository's)."""
+        with self._lock:
+            self._check_open()
+            if next_id > self._next_id and not self._held:
+                self._next_id = next_id
+                if not self._active.count:
+                    self._active = _Generation(next_id)
+
+    def settle(self) -> None:
+        """Give up every id still awaited: nothing more is on its way (the flow stopped)."""
+        with self._lock:
+            self._skip_gaps(time.monotonic(), force=True)
 
     def close(self) -> None:
         """Close every file (no rollover: the next open merges what the journals hold)."""
@@ -1002,12 +1136,14 @@ class InMemoryProvenanceRepository:
                    max_storage_size=settings.provenance_max_storage_size,
                    indexed_attributes=settings.provenance_indexed_attributes, **overrides)
 
-    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
+    def register(self, events: Sequence[ProvenanceEvent], first_id: int | None = None) -> tuple[int, int]:
         with self._lock:
-            first = self._next_id
+            first = self._next_id if first_id is None else first_id
             for offset, event in enumerate(events):
                 event.event_id = first + offset
-            return self._store_locked([encode_fields(event_fields(event)) for event in events])
+            if first_id is not None and first_id in self._events:   # sent again
+                return first, first + len(events) - 1
+            return self._store_locked(first, [encode_fields(event_fields(event)) for event in events])
 
     def register_batches(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
         check_batches(batches)
@@ -1017,15 +1153,36 @@ class InMemoryProvenanceRepository:
             for batch in batches:
                 encoded.extend(map(encode_fields, decode_entry(batch.data, next_id, batch.count)))
                 next_id += batch.count
-            return self._store_locked(encoded) if encoded else (first, first - 1)
+            return self._store_locked(first, encoded) if encoded else (first, first - 1)
 
-    def _store_locked(self, encoded: list[bytes]) -> tuple[int, int]:
-        first = self._next_id
+    def register_numbered(self, numbered: Sequence[tuple[int, EncodedBatch]]) -> list[int]:
+        """Batches with ids reserved by the caller, kept at those ids (nothing here is late)."""
+        check_batches([batch for _, batch in numbered])
+        with self._lock:
+            for first, batch in numbered:
+                if batch.count and first not in self._events:
+                    self._store_locked(first, list(map(encode_fields, decode_entry(batch.data, first, batch.count))))
+        return []
+
+    def continue_from(self, next_id: int) -> None:
+        with self._lock:
+            self._next_id = max(self._next_id, next_id)
+
+    def settle(self) -> None:
+        pass
+
+    def wait_visible(self, event_id: int, timeout: float) -> bool:
+        return True
+
+    def _store_locked(self, first: int, encoded: list[bytes]) -> tuple[int, int]:
+        in_order = first >= self._next_id
         for offset, data in enumerate(encoded):
             self._events[first + offset] = data
             self._bytes += len(data)
-        self._next_id = first + len(encoded)
-        return first, self._next_id - 1
+        if not in_order:   # ids come in order of arrival otherwise; readers walk them in id order
+            self._events = dict(sorted(self._events.items()))
+        self._next_id = max(self._next_id, first + len(encoded))
+        return first, first + len(encoded) - 1
 
     def rollover(self) -> dict:
         return {"events": 0, "file": None, "blocks": 0, "bytes": 0, "seconds": 0.0}
