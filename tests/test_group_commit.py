@@ -138,20 +138,21 @@ def test_a_failed_call_the_log_answered_refuses_the_session(ray_session, tmp_pat
 
 
 def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
-    """The provenance call of a group fails (its process died): the commits stand, and their events
-    wait in ``unrecorded`` until the next log (after the repair) sends them again."""
+    """The provenance call of a group fails (its process died): the commit stands (its task did
+    not wait for provenance), and its events wait in ``unrecorded`` until the next log (after the
+    repair) sends them again, under the ids the log reserved for them."""
     from flowactors.engine.repository_services import ProvenanceRepositoryService
-    from flowactors.engine.transport import ObjectLink, resolve
+    from flowactors.engine.transport import ObjectLink
     from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
 
     class DiesOnce(ProvenanceRepositoryService):
         died = False
 
-        def register_batches(self, batches):
+        def register_numbered(self, numbered):
             if not self.died:
                 self.died = True
                 raise RuntimeError("the provenance repository's process died")
-            return super().register_batches(batches)
+            return super().register_numbered(numbered)
 
     provenance = DiesOnce(str(tmp_path / "prov"), Settings())
     provenance.open()
@@ -159,13 +160,51 @@ def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
     event = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(), flowfile_uuid=ff.uuid,
                             component_id="t/p", component_name="p", component_type="T")
     log = GroupLog(wal, ObjectLink(provenance))
-    pending = log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event_fields(event)]))
-    with pytest.raises(RuntimeError, match="died"):
-        resolve(pending)
+    log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event_fields(event)]))
     log.close()
-    assert len(log.unrecorded) == 1 and provenance.stats()["max_event_id"] == -1  # kept, not recorded
+    assert wal.get(ff.uuid) is not None  # the commit stands
+    assert [first for first, _ in log.unrecorded] == [0] and provenance.stats()["max_event_id"] == -1
     again = GroupLog(wal, ObjectLink(provenance))
     again.resend(log.unrecorded)
     again.close()
-    assert [e.flowfile_uuid for e in provenance.events(0, 10)] == [ff.uuid]
+    assert [(e.event_id, e.flowfile_uuid) for e in provenance.events(0, 10)] == [(0, ff.uuid)]
+    provenance.close()
+
+
+def test_a_task_does_not_wait_for_provenance_and_close_does(wal, tmp_path):
+    """``record`` returns once the log has the commit, while its events are still on their way to
+    provenance; ``close`` waits for them, so a stopped flow's events are all searchable."""
+    import threading
+
+    from flowactors.engine.repository_services import ProvenanceRepositoryService
+    from flowactors.engine.transport import ThreadedLink
+    from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
+
+    release = threading.Event()
+
+    class Slow(ProvenanceRepositoryService):
+        def register_numbered(self, numbered):
+            release.wait(10)
+            return super().register_numbered(numbered)
+
+    provenance = Slow(str(tmp_path / "prov"), Settings())
+    provenance.open()
+    link = ThreadedLink(provenance)
+    log = GroupLog(wal, link)
+    flowfiles = [flowfile(i) for i in range(1, 4)]
+    for ff in flowfiles:  # each returns with its events not yet registered
+        log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event_fields(ProvenanceEvent(
+            event_type=ProvenanceEventType.CREATE, timestamp=now_millis(), flowfile_uuid=ff.uuid,
+            component_id="t/p", component_name="p", component_type="T"))]))
+    assert provenance.stats()["max_event_id"] == -1 and wal.stats()["next_event_id"] == 3
+    closing = threading.Thread(target=log.close)
+    closing.start()
+    closing.join(0.5)
+    assert closing.is_alive()  # waiting for provenance's answers
+    release.set()
+    closing.join(10)
+    assert not closing.is_alive() and not log.unrecorded
+    assert [(e.event_id, e.flowfile_uuid) for e in provenance.events(0, 10)] == [
+        (i, ff.uuid) for i, ff in enumerate(flowfiles)]
+    link.close()
     provenance.close()

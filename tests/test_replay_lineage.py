@@ -204,9 +204,10 @@ def _wait_for(probe, timeout: float = 30.0):
 
 
 def test_a_flowfiles_events_get_ids_in_the_order_they_happened_however_slow_provenance_is(tmp_path, monkeypatch):
-    """The first provenance call of the run is held for a second; the next processor's session,
-    which could already run, must not register its events first: provenance is registered before
-    the FlowFiles are offered downstream (in process, where provenance takes calls concurrently)."""
+    """The first provenance call of the run is held for a second; the next processor's session
+    runs meanwhile (no task waits for provenance) and its events reach provenance first: they
+    still get the later ids, reserved in the log's transaction after the first commit's, and
+    provenance shows them in id order (in process, where provenance takes calls concurrently)."""
     import threading
 
     from flowactors import Flow
@@ -214,15 +215,15 @@ def test_a_flowfiles_events_get_ids_in_the_order_they_happened_however_slow_prov
     from flowactors.processors import GenerateFlowFile, UpdateAttribute
 
     held = threading.Event()
-    register = ProvenanceRepositoryService.register_batches
+    register = ProvenanceRepositoryService.register_numbered
 
-    def slow_first(self, batches):
+    def slow_first(self, numbered):
         if not held.is_set():
             held.set()
             time.sleep(1.0)
-        return register(self, batches)
+        return register(self, numbered)
 
-    monkeypatch.setattr(ProvenanceRepositoryService, "register_batches", slow_first)
+    monkeypatch.setattr(ProvenanceRepositoryService, "register_numbered", slow_first)
     flow = Flow("ordered-events")
     flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 3, "Batch Size": 3})
     flow.add(UpdateAttribute, "tag", properties={"tagged": "yes"}, auto_terminate=["success"])

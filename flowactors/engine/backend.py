@@ -7,8 +7,10 @@ This is the one place the commit order is written (DESIGN.md, "The data path"):
    ``CommitError`` and the session rolls back: nothing happened. If the log's process died
    during the call, the outcome is unknown: ``CommitInDoubt`` (a ``DeliveryError``), handled
    as decided;
-3. then provenance, offers downstream and acknowledgements upstream. **The commit was decided at
-   step 2**: a failure from here on raises ``DeliveryError``; the session does not roll back, no
+3. then offers downstream and acknowledgements upstream, and provenance: its events' ids were
+   reserved in step 2's transaction, so they follow the order of commits whenever the events
+   reach the provenance repository, and a task does not wait for them (``GroupLog``). **The
+   commit was decided at step 2**: a failure from here on raises ``DeliveryError``; the session does not roll back, no
    claim is deleted and nothing is requeued. The task's backend says it needs a repair
    (``lost``), and the controller repairs the flow from the log, which is the truth.
 
@@ -20,23 +22,45 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from functools import partial
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
 from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError
 from repositories.model import FlowFile, FlowFileBatch, now_millis
-from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_batch, event_fields
+from repositories.provenance.event import (EncodedBatch, ProvenanceEvent, ProvenanceEventType, encode_batch,
+                                           event_fields)
 
 
 class Log(Protocol):
-    """Steps 2 and 3's provenance: where a session's commit becomes durable."""
+    """Step 2 and provenance: where a session's commit becomes durable."""
 
     def reserve_ids(self, count: int) -> int:
         """The first of ``count`` fresh FlowFile ids, reserved durably in the log."""
 
-    def record(self, batch: CommitBatch) -> list[Any]:
+    def record(self, batch: CommitBatch) -> None:
         """Write the batch's FlowFile changes to the log (``CommitError`` if refused: nothing was
-        written) and start recording its provenance; returns the pending provenance calls."""
+        written), its events' ids reserved in the same transaction, and see its provenance
+        recorded (``GroupLog`` without making the task wait)."""
+
+
+#: seconds a caller that reads its events next waits for them to become visible
+VISIBLE_WAIT = 5.0
+#: events with the first of their ids, reserved in the log (-1: not yet numbered)
+Numbered = tuple[int, EncodedBatch]
+def register_numbered_now(reserve: Callable[[int], int], provenance_repository: Link,
+                          numbered: list[Numbered], visible: bool = False) -> None:
+    """Register numbered events and wait; those that came after provenance gave their ids up
+    (and those never numbered, id -1) get new ids from ``reserve`` and go again. ``visible``:
+    also wait (a moment at most) until search sees them, as a caller that reads them next needs."""
+    numbered = [(reserve(b.count), b) if first < 0 else (first, b) for first, b in numbered]
+    last = -1
+    while numbered:
+        last = max(last, *(first + b.count - 1 for first, b in numbered))
+        late = call_now(provenance_repository, "register_numbered", numbered)
+        numbered = [(reserve(numbered[i][1].count), numbered[i][1]) for i in late]
+    if visible and last >= 0:
+        call_now(provenance_repository, "wait_visible", last, VISIBLE_WAIT)
 
 
 def refused(reason: object) -> CommitError:
@@ -55,10 +79,10 @@ def not_written(err: BaseException) -> CommitError:
 
 
 class DirectLog:
-    """Each commit in a call of its own to the FlowFile repository, then one to provenance: the
-    test runner's log. Over a link to another process, a call cut by that process's death leaves
-    the commit in doubt (``not_written``); the engine's executors write the log themselves
-    (``GroupLog``)."""
+    """Each commit in a call of its own to the FlowFile repository, then one to provenance that
+    it waits for: the test runner's log. Over a link to another process, a call cut by that
+    process's death leaves the commit in doubt (``not_written``); the engine's executors write
+    the log themselves (``GroupLog``)."""
 
     def __init__(self, flowfile_repository: Link, provenance_repository: Link | None):
         self.flowfile_repository = flowfile_repository
@@ -67,14 +91,17 @@ class DirectLog:
     def reserve_ids(self, count: int) -> int:
         return call_now(self.flowfile_repository, "reserve_ids", count)
 
-    def record(self, batch: CommitBatch) -> list[Any]:
+    def record(self, batch: CommitBatch) -> None:
+        recording = bool(batch.events) and self.provenance_repository is not None
+        events = encode_batch(batch.events) if recording else None
         try:
-            call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims)
+            first = call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims,
+                             events.count if events else 0)
         except Exception as err:
             raise not_written(err) from err
-        if not batch.events or self.provenance_repository is None:
-            return []
-        return [self.provenance_repository.call("register_batches", [encode_batch(batch.events)])]
+        if first is not None:
+            register_numbered_now(partial(call_now, self.flowfile_repository, "reserve_event_ids"),
+                                  self.provenance_repository, [(first, events)], visible=True)
 
 
 @dataclass
@@ -172,13 +199,13 @@ class EngineBackend:
 
     def commit(self, batch: CommitBatch) -> None:
         try:
-            provenance = self.log.record(batch)  # CommitError: nothing happened
+            self.log.record(batch)  # CommitError: nothing happened
         except CommitInDoubt as err:
             self.lost = str(err)
             raise
         # decided: from here on nothing is rolled back (see the module's docstring)
         try:
-            self._deliver(batch, provenance)
+            self._deliver(batch)
         except Exception as err:
             self.lost = f"delivering a commit failed: {type(err).__name__}: {err}"
             raise DeliveryError(
@@ -192,10 +219,7 @@ class EngineBackend:
             c.bytes_read += batch.bytes_read
             c.bytes_written += batch.bytes_written
 
-    def _deliver(self, batch: CommitBatch, provenance: list[Any]) -> None:
-        # provenance registered before any downstream session can see the FlowFiles: a FlowFile's
-        # events get their ids in the order they happened, whichever executors made them (lineage)
-        resolve(provenance)
+    def _deliver(self, batch: CommitBatch) -> None:
         offer_ids = list(batch.offers)
         # offered downstream before acknowledged upstream: a FlowFile is always counted in some
         # queue, so nobody can see the flow idle while records are between two queues

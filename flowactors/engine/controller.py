@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import collections
 import threading
+from functools import partial
 import time
 from pathlib import Path
 from typing import Any
 
+from flowactors.engine.backend import register_numbered_now
 from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
@@ -41,6 +43,7 @@ from flowactors.sdk.settings import Settings
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import now_millis
+from repositories.provenance.event import ProvenanceEvent, encode_batch, event_fields
 
 MAINTENANCE_TICK = 0.5
 #: calls a controller serves at once (status polls and queue operations while it starts or stops)
@@ -161,6 +164,7 @@ class FlowController:
             if opened["problems"]:  # damaged journals: said, never silent (issue 14)
                 self.recovery["provenance_problems"] = opened["problems"]
                 self.recovery["provenance_events_lost"] = opened["events_lost"]
+            self._align_event_ids()
         self._starting("executors", 0, len(self.executors))
         self.run = self.recovery["run"]
         wired = [e.call("wire", self.queues, self.run) for e in self.executors]
@@ -297,6 +301,7 @@ class FlowController:
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
                 resolve([link.call("reset") for link in self.executors + own])
                 resolve([e.call("wire", self.queues, self.run) for e in self.executors])
+                self._align_event_ids()  # after the events the old logs kept were sent again
                 restored = restore_queues(self.flowfile_repository, self.queues, self.root)
                 resolve([e.call("start") for e in self.executors])
         finally:
@@ -473,16 +478,37 @@ class FlowController:
                 break
             uuids = [f.uuid for f in batch]
             try:
-                call_now(self.flowfile_repository, "commit", [], uuids)
+                first = call_now(self.flowfile_repository, "commit", [], uuids, (),
+                                 len(batch) if self.provenance_repository is not None else 0)
             except Exception:
                 call_now(queue, "requeue", batch)
                 raise
             if self.provenance_repository is not None:
-                call_now(self.provenance_repository, "register", drop_events(batch, queue_id, requested_by))
+                self.record_events(drop_events(batch, queue_id, requested_by), first)
             call_now(queue, "acknowledge", uuids)
             dropped += len(batch)
             size += sum(f.size for f in batch)
         return {"queue": queue_id, "dropped": dropped, "bytes": size}
+
+    def record_events(self, events: list[ProvenanceEvent], first_id: int | None = None) -> int:
+        """Record events made outside a session (a queue emptied, a replay) with ids from the log,
+        as a commit's are (``first_id`` if its commit reserved them); returns the first id."""
+        reserve = partial(call_now, self.flowfile_repository, "reserve_event_ids")
+        encoded = encode_batch([event_fields(e) for e in events])
+        first = reserve(encoded.count) if first_id is None else first_id
+        register_numbered_now(reserve, self.provenance_repository, [(first, encoded)], visible=True)
+        return first
+
+    def _align_event_ids(self) -> None:
+        """Start provenance's numbering where the log's is: event ids below the log's next one
+        that never arrived (a commit whose process died before its events reached provenance)
+        are not waited for, and the log never hands out an id provenance already holds."""
+        if self.provenance_repository is None:
+            return
+        call_now(self.provenance_repository, "settle")
+        held = call_now(self.provenance_repository, "stats")["next_event_id"]
+        call_now(self.provenance_repository, "continue_from",
+                 call_now(self.flowfile_repository, "raise_event_ids", held))
 
     def repositories(self) -> dict[str, Link | None]:
         return {"flowfile": self.flowfile_repository, "content": self.content_repository,

@@ -79,10 +79,18 @@ class FlowFileRepositoryService(Service):
         return self.repo.reserve_ids(count)
 
     def commit(self, updates: Sequence[QueuedFlowFile], removals: Sequence[str],
-               new_claims: Sequence[ResourceClaim] = ()) -> None:
-        self.repo.commit(updates, removals, new_claims)
+               new_claims: Sequence[ResourceClaim] = (), events: int = 0) -> int | None:
+        """One commit; the first of ``events`` provenance event ids reserved with it, if any."""
+        first_event = self.repo.commit(updates, removals, new_claims, events)
         self.commits += 1
         self.metrics.committed()
+        return first_event
+
+    def reserve_event_ids(self, count: int) -> int:
+        return self.repo.reserve_event_ids(count)
+
+    def raise_event_ids(self, at_least: int) -> int:
+        return self.repo.raise_event_ids(at_least)
 
     def checkpoint(self) -> list[ResourceClaim]:
         started = time.monotonic()
@@ -179,16 +187,21 @@ class ProvenanceRepositoryService(Service):
         return {**self.repo.stats(), "events_lost": recovery.get("events_lost", 0),
                 "problems": list(recovery.get("problems", []))}
 
-    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
-        ids = self.repo.register(events)
-        self.metrics.registered(len(events))
-        return ids
+    def register_numbered(self, numbered: Sequence[tuple[int, EncodedBatch]]) -> list[int]:
+        """Events encoded as batches, their ids reserved in the log: the commit path's way in, no
+        decoding here; the positions of those that came too late (``register_numbered_now``)."""
+        late = self.repo.register_numbered(numbered)
+        self.metrics.registered(sum(batch.count for _, batch in numbered))
+        return late
 
-    def register_batches(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
-        """Events the executors encoded as batches: the commit path's way in, no decoding here."""
-        ids = self.repo.register_batches(batches)
-        self.metrics.registered(sum(batch.count for batch in batches))
-        return ids
+    def continue_from(self, next_id: int) -> None:
+        self.repo.continue_from(next_id)
+
+    def settle(self) -> None:
+        self.repo.settle()
+
+    def wait_visible(self, event_id: int, timeout: float) -> bool:
+        return self.repo.wait_visible(event_id, timeout)
 
     def maybe_rollover(self) -> dict | None:
         done = self.repo.maybe_rollover()
@@ -220,6 +233,7 @@ class ProvenanceRepositoryService(Service):
 
     def close(self) -> None:
         if self.repo is not None:
+            self.repo.settle()
             self.repo.rollover()
             self.repo.close()
             self.repo = None

@@ -92,7 +92,7 @@ def replay_running(controller: Any, event_id: int, requested_by: str | None = No
         reserve_id=lambda: call_now(flowfiles, "reserve_ids", 1),
         commit=lambda flowfile, queue: call_now(flowfiles, "commit", [QueuedFlowFile(flowfile, queue)], []),
         remove=lambda uuid: call_now(flowfiles, "commit", [], [uuid]),
-        register=lambda events: call_now(provenance, "register", events)[0],
+        register=controller.record_events,
         offer=lambda queue, flowfile: call_now(controller.queues[queue], "offer", [flowfile]))
 
 
