@@ -789,6 +789,25 @@ def test_ids_that_arrive_after_a_rollover_sealed_their_generation_go_to_its_even
     repo.close()
 
 
+def test_a_rollover_while_only_an_older_generation_waits_seals_nothing_new(tmp_path):
+    """Ids of a sealed generation still on their way, nothing written since: a rollover then has
+    no current generation to seal, and the ids keep going to the sealed one's event file."""
+    repo = open_repo(tmp_path)
+    repo.register_numbered([_numbered(0, 1), _numbered(4, 2)])
+    repo.rollover()                               # sealed at 6; 1-3 on their way
+    repo.register_numbered([_numbered(2, 2)])     # waits for 1
+    assert repo.rollover()["events"] == 0 and repo.stats()["journal_files"] >= 1
+    repo.register_numbered([_numbered(1, 1), _numbered(6, 1)])
+    first = repo.maybe_rollover()
+    assert (first["first_id"], first["last_id"]) == (0, 6)
+    assert ids(repo.events(0, 10)) == list(range(7))
+    assert [repo.get(i).flowfile_uuid for i in range(7)] == [f"u{i}" for i in range(7)]
+    repo.close()
+    reopened = open_repo(tmp_path)
+    assert ids(reopened.events(0, 10)) == list(range(7)) and reopened.recovery["events_lost"] == 0
+    reopened.close()
+
+
 def test_ids_that_never_arrive_are_given_up_and_late_batches_are_sent_back(tmp_path, caplog):
     """A commit's process died between the log and provenance: the batches after its ids wait
     ``gap_timeout`` seconds, then its ids are given up (said in the log); its events, if they

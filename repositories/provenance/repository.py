@@ -423,8 +423,10 @@ class ProvenanceRepository:
         with self._merge_lock:
             with self._lock:
                 self._check_open()
-                if self._active.count or self._held:
-                    end = max([self._next_id, *(r.last_id + 1 for _, _, r, _ in self._held.values())])
+                active = self._active
+                if active.journals:   # it holds records, visible or waiting for lower ids
+                    end = max([active.first_id, self._next_id,
+                               *(r.last_id + 1 for g, _, r, _ in self._held.values() if g is active)])
                     self._active.end_id = end
                     self._sealed.append(self._active)
                     self._active = _Generation(end)
