@@ -477,14 +477,14 @@ class FlowController:
             if not batch:
                 break
             uuids = [f.uuid for f in batch]
-            try:
-                first = call_now(self.flowfile_repository, "commit", [], uuids, (),
-                                 len(batch) if self.provenance_repository is not None else 0)
+            events = drop_events(batch, queue_id, requested_by) if self.provenance_repository is not None else []
+            try:  # the events' ids reserved with the removal, counted from the events themselves
+                first = call_now(self.flowfile_repository, "commit", [], uuids, (), len(events))
             except Exception:
                 call_now(queue, "requeue", batch)
                 raise
-            if self.provenance_repository is not None:
-                self.record_events(drop_events(batch, queue_id, requested_by), first)
+            if events:
+                self.record_events(events, first)
             call_now(queue, "acknowledge", uuids)
             dropped += len(batch)
             size += sum(f.size for f in batch)
