@@ -94,9 +94,6 @@ from repositories.provenance.lineage import Lineage, build_lineage, collect_fami
 log = logging.getLogger(__name__)
 
 
-class LateEventsError(ValueError):
-    """Numbered events came after their ids were given up (``register_numbered``)."""
-
 NEXT_ID_FILE = "next-event-id"
 _TIMESTAMP = FIELD_INDEX["timestamp"]
 
@@ -255,25 +252,17 @@ class ProvenanceRepository:
 
     # ------------------------------------------------------------------ commit path
 
-    def register(self, events: Sequence[ProvenanceEvent], first_id: int | None = None) -> tuple[int, int]:
+    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
         """Give the events one-up ids (set on them) and append them to one journal.
 
         Returns ``(first_id, last_id)`` (``(n, n - 1)`` for no events). On return the events are in
         the OS page cache (flushed, not fsynced) and visible to ``get``/``events``/``search``.
-        With ``first_id`` the ids are the caller's, reserved in the FlowFile repository
-        (``register_numbered``; ``LateEventsError`` if they came too late to be used).
         """
         if not events:
             return self.register_batches(())
         batch = encode_batch([event_fields(event) for event in events])
-        if first_id is None:
-            with self._lock:
-                first, last = self._append_locked((batch,))
-        elif self.register_numbered([(first_id, batch)]):
-            raise LateEventsError(f"events {first_id}-{first_id + len(events) - 1} came after their ids were "
-                                  f"given up ({self.gap_timeout:g} s); reserve new ids and register them again")
-        else:
-            first, last = first_id, first_id + len(events) - 1
+        with self._lock:
+            first, last = self._append_locked((batch,))
         for offset, event in enumerate(events):
             event.event_id = first + offset
         return first, last
@@ -1138,13 +1127,11 @@ class InMemoryProvenanceRepository:
                    max_storage_size=settings.provenance_max_storage_size,
                    indexed_attributes=settings.provenance_indexed_attributes, **overrides)
 
-    def register(self, events: Sequence[ProvenanceEvent], first_id: int | None = None) -> tuple[int, int]:
+    def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
         with self._lock:
-            first = self._next_id if first_id is None else first_id
+            first = self._next_id
             for offset, event in enumerate(events):
                 event.event_id = first + offset
-            if first_id is not None and first_id in self._events:   # sent again
-                return first, first + len(events) - 1
             return self._store_locked(first, [encode_fields(event_fields(event)) for event in events])
 
     def register_batches(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
