@@ -15,7 +15,8 @@ dies). The parent kills it with SIGKILL at a random moment, reopens the reposito
   fix), every claim a checkpoint released is unreferenced, and ids continue past every stored id.
 
 Rounds run with ``always_sync`` off (the guarantee under test: a commit survives the death of every
-process) and on, and some rounds kill inside ``checkpoint()`` between its sync and its release.
+process) and on, some rounds kill inside ``checkpoint()`` between its sync and its release, and
+some never checkpoint and apply the journal every few commits, so kills land while it is applied.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def child_main(path: str, report: str, always_sync: str, mode: str) -> None:
             time.sleep(0.03)
 
         repo._sync = slow_sync
+    elif mode == "journal":
+        repo.FOLD_ENTRIES = 3
     p = repo.get(PROGRESS)
     b = int(p.flowfile.attributes["batch"]) if p is not None else 0
     prev = [repo.get(fid(b, i)).flowfile for i in range(N)] if b >= 1 else []
@@ -121,7 +124,7 @@ def child_main(path: str, report: str, always_sync: str, mode: str) -> None:
         repo.commit(updates, removals, new_claims)
         say(f"commit {b}")
         prev = [ff for _qq, ff in new]
-        if b % CHECKPOINT_EVERY == 0:
+        if b % CHECKPOINT_EVERY == 0 and mode != "journal":
             say("cp-start")
             released = repo.checkpoint()
             say("cp-done " + " ".join(r.id for r in released))
@@ -228,16 +231,17 @@ def test_sigkill_during_commits_and_checkpoints_loses_no_committed_batch(tmp_pat
         + [("commits", True)] * 5  # the same with always_sync on
         + [("checkpoint", False)] * 7  # kill inside checkpoint(): after its sync, around its release
         + [("startup", False)] * 2  # kill while the child opens the repository
+        + [("journal", False)] * 5  # no checkpoint: kill while commits are applied from the journal
     )
     rnd.shuffle(rounds)
     batch = 0
     released: set[str] = set()
-    kinds = {"commits": 0, "checkpoint": 0, "startup": 0}
+    kinds = {"commits": 0, "checkpoint": 0, "startup": 0, "journal": 0}
     in_checkpoint = 0
     progressed = 0
     for mode, always_sync in rounds:
         start = len(_read_report(report))
-        proc = _spawn(path, report, always_sync, "checkpoint" if mode == "checkpoint" else "commits")
+        proc = _spawn(path, report, always_sync, mode if mode in ("checkpoint", "journal") else "commits")
         try:
             if mode == "startup":
                 time.sleep(rnd.uniform(0.0, 0.25))

@@ -156,3 +156,50 @@ def test_the_example_in_the_format_doc_is_what_the_code_writes():
     ff = FlowFile(42, U, {"filename": "a.txt"}, ContentClaim(RC, 100, 25), 1_700_000_000_000, 1_700_000_000_000,
                   0, 1_700_000_000_123, 0)
     assert bytes.fromhex("".join(hex_bytes)) == rec.encode(ff, "q1")
+
+
+def test_a_journal_entry_byte_by_byte_and_back():
+    """A commit's journal entry: header, each update's uuid key, length and record, the removals'
+    uuid keys, the new claims' keys, CRC-32; it decodes to what applying it needs of each record."""
+    from repositories.model import QueuedFlowFile
+
+    other = sample(claim=False)._replace(uuid="00000000-0000-7000-8000-000000000001")
+    prepared, rkeys = rec.encode_commit([QueuedFlowFile(sample(), "q1"), QueuedFlowFile(other, "q2")],
+                                        ["00000000-0000-7000-8000-0000000000ff"])
+    ckey = rec.claim_key(tuple(RC))
+    entry = rec.encode_journal_entry(prepared, rkeys, [ckey])
+    r1, r2 = prepared[0][5], prepared[1][5]
+    expected = (bytes([1]) + struct.pack(">III", 2, 1, 1)
+                + UKEY + struct.pack(">I", len(r1)) + r1
+                + rec.uuid_key(other.uuid) + struct.pack(">I", len(r2)) + r2
+                + rkeys[0]
+                + struct.pack(">H", len(ckey)) + ckey)
+    assert entry == expected + struct.pack("<I", zlib.crc32(expected))
+    updates, removals, claims = rec.decode_journal_entry(entry)
+    assert updates == [(p[0], p[5], p[6], p[3][2:], p[4], p[1].size) for p in prepared]
+    assert updates[0][3:] == (b"q1", ckey, 25) and updates[1][3:] == (b"q2", b"", 0)
+    assert removals == rkeys and claims == [ckey]
+    assert rec.decode_journal_entry(rec.encode_journal_entry([], [], [])) == ([], [], [])
+
+
+@pytest.mark.parametrize("mangle, error", [
+    (lambda v: v[:8], "shorter than its header"),
+    (lambda v: v[:-5] + bytes([v[-5] ^ 1]) + v[-4:], "checksum"),
+    (lambda v: v[:-4] + b"x" + v[-4:], "checksum"),
+])
+def test_a_damaged_journal_entry_is_a_record_error(mangle, error):
+    from repositories.model import QueuedFlowFile
+
+    prepared, rkeys = rec.encode_commit([QueuedFlowFile(sample(), "q1")], [])
+    with pytest.raises(rec.RecordError, match=error):
+        rec.decode_journal_entry(mangle(rec.encode_journal_entry(prepared, rkeys, [])))
+
+
+def test_a_journal_entry_of_a_newer_version_or_wrong_counts():
+    def sealed(body: bytes) -> bytes:
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    with pytest.raises(rec.RecordVersionError):
+        rec.decode_journal_entry(sealed(bytes([2]) + struct.pack(">III", 0, 0, 0)))
+    with pytest.raises(rec.RecordError, match="truncated|length"):
+        rec.decode_journal_entry(sealed(bytes([1]) + struct.pack(">III", 0, 3, 0)))

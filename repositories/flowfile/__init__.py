@@ -7,7 +7,6 @@ interface for tests and the stateless engine. Formats: docs/formats/flowfile-rep
 
 from repositories.flowfile.errors import (
     FlowFileRepositoryError,
-    NegativeCountError,
     RepositoryCorruptError,
     RunReplacedError,
     UnsupportedFormatVersionError,
@@ -18,7 +17,6 @@ from repositories.flowfile.wal import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepos
 __all__ = [
     "FlowFileRepositoryError",
     "InMemoryFlowFileRepository",
-    "NegativeCountError",
     "RepositoryCorruptError",
     "RunReplacedError",
     "SWAP_QUEUE_PREFIX",

@@ -8,7 +8,10 @@ attributes, not from its constructor's arguments.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 #: What to do when the repository cannot be read; appended to every corruption message.
 CORRUPT_ADVICE = (
@@ -46,21 +49,13 @@ class RepositoryCorruptError(FlowFileRepositoryError):
         super().__init__(f"FlowFile repository at {path} is corrupt: {problem}. {advice}", path)
 
 
-class NegativeCountError(RepositoryCorruptError):
-    """A claimant count (or a queue's FlowFile count) would go negative: the counts no longer
-    match the FlowFile records (NiFi's NIFI-9993 / NIFI-6110 class of bug).
-
-    The commit that found it is aborted (nothing of it is written).
-    """
-
-    def __init__(self, path: str | Path, problem: str) -> None:
-        super().__init__(
-            path,
-            problem,
-            "The transaction was aborted and nothing was written. Restart so that start-up "
-            "recovery runs rebuild_claimant_counts(), which recomputes every count from the "
-            "FlowFile records; if this happens again, report it as a bug.",
-        )
+def log_damaged_count(path: str | Path, problem: str) -> None:
+    """Report a claimant or queue count that would have gone below 0: the counts no longer match
+    the FlowFile records (NiFi's NIFI-9993 / NIFI-6110 class of bug). The change that found it is
+    already decided, so it is logged, not raised; the caller keeps the claim referenced."""
+    log.error("FlowFile repository at %s: %s. The counts no longer match the FlowFile records; the next "
+              "start-up recomputes every count from them (rebuild_claimant_counts). If this happens "
+              "again, report it as a bug.", path, problem)
 
 
 class UnsupportedFormatVersionError(FlowFileRepositoryError):

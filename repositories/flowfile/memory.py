@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repositories.flowfile import records as rec
-from repositories.flowfile.errors import FlowFileRepositoryError, NegativeCountError
+from repositories.flowfile.errors import FlowFileRepositoryError, log_damaged_count
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
 
 SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
@@ -37,6 +37,7 @@ class InMemoryFlowFileRepository:
         self._commits = 0
         self._checkpoints = 0
         self._unknown_removals = 0
+        self._damaged_counts = 0
         self._last_checkpoint: dict | None = None
         # uuid key -> (FlowFile, queue, order key)
         self._records: dict[bytes, tuple[FlowFile, str, bytes]] = {}
@@ -151,19 +152,18 @@ class InMemoryFlowFileRepository:
             cur = self._claims.get(res)
             count, pending = (0, 0) if cur is None else cur
             n = count + d
-            if n < 0:
-                raise NegativeCountError(
-                    self.path,
-                    f"the claimant count of resource claim {'/'.join(res)} would become {n} "
-                    f"(stored {count}, change {d})",
-                )
+            if n < 0:  # as in the durable repository: kept referenced until counts are rebuilt
+                self._damaged(f"the claimant count of resource claim {'/'.join(res)} would become {n} "
+                              f"(stored {count}, change {d}); the claim is kept")
+                n = 1
             claim_changes.append((res, cur, count, pending, n))
         queue_changes = []
         for q, (dc, ds) in queues.items():
             cur = self._queues.get(q, [0, 0])
             c = cur[0] + dc
             if c < 0:
-                raise NegativeCountError(self.path, f"the FlowFile count of queue {q!r} would become {c}")
+                self._damaged(f"the FlowFile count of queue {q!r} would become {c}; it is set to 0")
+                c = 0
             queue_changes.append((q, c, cur[1] + ds))
         # apply
         for ukey, value in puts:
@@ -186,6 +186,10 @@ class InMemoryFlowFileRepository:
                 self._queues[q] = [c, s]
         self._seq = seq
         return seq
+
+    def _damaged(self, problem: str) -> None:
+        self._damaged_counts += 1
+        log_damaged_count(self.path, problem)
 
     # --- swap files ---------------------------------------------------------------------------
 
@@ -434,6 +438,7 @@ class InMemoryFlowFileRepository:
                 "commits": self._commits,
                 "checkpoints": self._checkpoints,
                 "unknown_removals": self._unknown_removals,
+                "damaged_counts": self._damaged_counts,
                 "next_id": self._next_id,
                 "next_event_id": self._next_event_id,
                 "last_checkpoint_time": last["time"] if last else None,

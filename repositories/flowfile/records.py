@@ -310,6 +310,72 @@ def peek(value: bytes) -> tuple[bytes, bytes, bytes, int]:
     return value[1 : end + _ORDER_LEN], value[3:end], value[cstart : cstart + lk], length
 
 
+# --- journal entries (a commit's changes, applied to the tables later) --------------------------
+
+#: Version byte of a journal entry.
+JOURNAL_VERSION = 1
+_ENTRY_HEAD = struct.Struct(">BIII")  # version, updates, removals, new claims
+_U32 = struct.Struct(">I")
+
+
+def encode_journal_entry(prepared: Sequence[tuple], rkeys: Sequence[bytes], new_ckeys: Sequence[bytes]) -> bytes:
+    """One commit's changes as one value: ``encode_commit``'s updates (uuid key and record each),
+    the uuid keys of its removals and the keys of the claims it wrote, then a CRC-32."""
+    parts = [_ENTRY_HEAD.pack(JOURNAL_VERSION, len(prepared), len(rkeys), len(new_ckeys))]
+    pack_u32 = _U32.pack
+    for p in prepared:
+        value = p[5]
+        parts += (p[0], pack_u32(len(value)), value)
+    parts += rkeys
+    for ckey in new_ckeys:
+        parts += (_U16.pack(len(ckey)), ckey)
+    body = b"".join(parts)
+    return body + _CRC.pack(_crc32(body))
+
+
+def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[bytes]]:
+    """``(updates, removal keys, new claim keys)`` of a journal entry; each update is
+    ``(uuid key, record, order key, queue id as UTF-8, claim key, content length)``."""
+    n = len(value)
+    if n < _ENTRY_HEAD.size + 4:
+        raise RecordError(f"journal entry of {n} bytes is shorter than its header")
+    if _crc32(value) != _CRC_RESIDUE:
+        if value[0] > JOURNAL_VERSION:
+            raise RecordVersionError(value[0])
+        raise RecordError("journal entry checksum does not match its bytes")
+    version, nu, nr, nc = _ENTRY_HEAD.unpack_from(value)
+    if version != JOURNAL_VERSION:
+        raise RecordVersionError(version) if version > JOURNAL_VERSION else RecordError(
+            f"journal entry version byte is {version}")
+    end = n - 4
+    pos = _ENTRY_HEAD.size
+    updates = []
+    unpack_u32 = _U32.unpack_from
+    try:
+        for _ in range(nu):
+            ukey = value[pos : pos + 16]
+            (length,) = unpack_u32(value, pos + 16)
+            pos += 20
+            record = value[pos : pos + length]
+            pos += length
+            if pos > end or length == 0:
+                raise RecordError("journal entry is truncated")
+            order, qb, ckey, size = peek(record)
+            updates.append((ukey, record, order + ukey, qb, ckey, size))
+        rkeys = [value[pos + 16 * i : pos + 16 * i + 16] for i in range(nr)]
+        pos += 16 * nr
+        ckeys = []
+        for _ in range(nc):
+            (length,) = _U16.unpack_from(value, pos)
+            ckeys.append(value[pos + 2 : pos + 2 + length])
+            pos += 2 + length
+    except struct.error:
+        raise RecordError("journal entry is truncated") from None
+    if pos != end:
+        raise RecordError("journal entry length does not match its counts")
+    return updates, rkeys, ckeys
+
+
 def key_position(key: bytes) -> tuple[int, int, int]:
     """``(queue_date, queue_index, id)`` of an order-index key: its FIFO position."""
     qdate, qindex, id_ = struct.unpack_from(">QQQ", key, len(key) - INDEX_TAIL)

@@ -2,8 +2,12 @@
 
 One LMDB environment at ``<repository>/flowfile`` holds the live FlowFile records, a per-queue
 FIFO index, per-queue sizes, resource-claim claimant counts, the claims waiting to be released at
-the next checkpoint, and the swap-file registry (docs/formats/flowfile-repository.md has every
-byte). Every public write is one LMDB write transaction, so a session commit is all or nothing.
+the next checkpoint, the swap-file registry, and the journal of commits not yet applied to those
+tables (docs/formats/flowfile-repository.md has every byte). Every public write is one LMDB write
+transaction, so a session commit is all or nothing. A commit writes one journal entry; the
+journal is applied to the tables a few dozen commits at a time, and before anything reads them,
+so a FlowFile created and removed in between is never written to them (NiFi's journal of deltas,
+in LMDB: the order index, the counts and the crash guarantees stay).
 
 Durability (verified in tests/test_flowfile_crash.py, documented in the format doc):
 
@@ -22,6 +26,7 @@ commit in their own processes). Methods are safe to call from several threads.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -37,15 +42,16 @@ import lmdb
 from repositories.flowfile import records as rec
 from repositories.flowfile.errors import (
     FlowFileRepositoryError,
-    NegativeCountError,
     RepositoryCorruptError,
     RunReplacedError,
     UnsupportedFormatVersionError,
+    log_damaged_count,
 )
 from repositories.fsutil import fsync_dir
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
 
 SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
+log = logging.getLogger(__name__)
 
 _META = b"meta"
 _FLOWFILES = b"flowfiles"
@@ -54,7 +60,8 @@ _QUEUES = b"queues"
 _CLAIMS = b"claims"
 _DESTRUCTIBLE = b"destructible"
 _SWAP = b"swap_files"
-_DB_NAMES = (_FLOWFILES, _ORDER, _QUEUES, _CLAIMS, _DESTRUCTIBLE, _SWAP)
+_JOURNAL = b"journal"
+_DB_NAMES = (_FLOWFILES, _ORDER, _QUEUES, _CLAIMS, _DESTRUCTIBLE, _SWAP, _JOURNAL)
 
 _K_FORMAT = b"format_version"
 _K_NEXT_ID = b"next_id"
@@ -94,10 +101,18 @@ class WriteAheadFlowFileRepository:
     """FlowFile records, queue order, claimant counts and swap files in one LMDB environment."""
 
     #: On-disk format of the whole environment (meta key ``format_version``).
-    FORMAT_VERSION = 1
+    FORMAT_VERSION = 2
+    #: Format versions opened and upgraded in place (1: no journal sub-database).
+    UPGRADABLE_VERSIONS = (1,)
+    #: Journal entries (commits), or pages of them, after which a commit applies the journal to
+    #: the tables: bounds the journal, and the time the applying holds the writer lock.
+    FOLD_ENTRIES = 64
+    FOLD_PAGES = 2048
+    #: After applying failed (a damaged record, a full map), commits wait this long to try again.
+    FOLD_RETRY_SECONDS = 10
     #: Reader slots in ``lock.mdb``: enough for the repository actor plus tools on the node.
     MAX_READERS = 256
-    #: Named sub-databases allowed (six used, room for later versions).
+    #: Named sub-databases allowed (seven used, room for later versions).
     MAX_DBS = 16
 
     def __init__(
@@ -116,8 +131,14 @@ class WriteAheadFlowFileRepository:
         self._commits = 0
         self._checkpoints = 0
         self._unknown_removals = 0
+        self._damaged_counts = 0
         self._last_checkpoint: dict[str, Any] | None = None
         self._prefixes: dict[str, bytes] = {}
+        #: this process's commits not applied yet, by sequence: the journal entries as they were
+        #: encoded, so that applying them does not decode them again
+        self._recent: dict[int, tuple] = {}
+        self._journal = None  # set once the environment is open and checked
+        self._fold_retry_at = 0.0
         self._key = os.path.realpath(self.path)
         with _open_lock:
             other = _open_paths.get(self._key)
@@ -239,6 +260,7 @@ class WriteAheadFlowFileRepository:
         self._claims = dbs[_CLAIMS]
         self._destructible = dbs[_DESTRUCTIBLE]
         self._swap = dbs[_SWAP]
+        self._journal = dbs[_JOURNAL]
         with self._read() as txn:
             self._load_counter(txn, _K_NEXT_ID)
             self._load_counter(txn, _K_SEQ)
@@ -313,7 +335,9 @@ class WriteAheadFlowFileRepository:
             raw = txn.get(_K_FORMAT, db=self._meta)
         if raw is None or len(raw) != 1:
             raise RepositoryCorruptError(p, "the meta sub-database has no format version")
-        if raw[0] != self.FORMAT_VERSION:
+        if raw[0] in self.UPGRADABLE_VERSIONS:
+            self._upgrade(env)
+        elif raw[0] != self.FORMAT_VERSION:
             raise UnsupportedFormatVersionError(p, raw[0], self.FORMAT_VERSION)
         dbs = {}
         for name in _DB_NAMES:
@@ -324,6 +348,15 @@ class WriteAheadFlowFileRepository:
             except lmdb.Error as e:
                 raise self._wrap(e, "opening") from e
         return dbs
+
+    def _upgrade(self, env: lmdb.Environment) -> None:
+        """Version 1 to 2: add the empty journal sub-database, in one transaction."""
+        try:
+            with env.begin(write=True) as txn:
+                env.open_db(_JOURNAL, txn=txn, create=True)
+                txn.put(_K_FORMAT, bytes((self.FORMAT_VERSION,)), db=self._meta)
+        except lmdb.Error as e:
+            raise self._wrap(e, "upgrading the format") from e
 
     @staticmethod
     def _walk(env: lmdb.Environment, dbs: list) -> None:
@@ -485,9 +518,11 @@ class WriteAheadFlowFileRepository:
         FlowFiles that left the flow (unknown uuids are ignored, so a retried commit cannot
         decrement twice); ``new_claims`` are resource claims the session wrote, registered with a
         count of 0 (and so released after the next checkpoint) when nothing references them.
-        Claimant counts change by comparing each FlowFile's stored record with the new one.
-        Raises ``ValueError`` (nothing written) when a uuid appears twice, ``RunReplacedError``
-        (nothing written) when ``run`` is given and is no longer the log's run (``begin_run``).
+        The transaction writes the commit's journal entry, which decides it; claimant counts and
+        queue sizes change when the journal is applied, by comparing each FlowFile's previous
+        version with the new one (``_apply``). Raises ``ValueError`` (nothing written) when a uuid
+        appears twice, ``RunReplacedError`` (nothing written) when ``run`` is given and is no
+        longer the log's run (``begin_run``).
 
         ``events``: how many provenance events the session made. Their ids are reserved in the
         same transaction and the first is returned (None without events), so event ids follow
@@ -500,97 +535,177 @@ class WriteAheadFlowFileRepository:
             self._check_open()
             return None
         first_event = None
+        fold = False
+        seq = 0
         with self._write("committing") as txn:
             if run is not None and run != (current := self._load_counter(txn, _K_RUN, missing=0)):
                 raise RunReplacedError(self.path, run, current)
             if prepared or rkeys or new_ckeys:
-                self._apply(txn, prepared, rkeys, new_ckeys)
+                seq = self._load_counter(txn, _K_SEQ) + 1
+                txn.put(rec.pack_u64(seq), rec.encode_journal_entry(prepared, rkeys, new_ckeys),
+                        db=self._journal, append=True)
+                txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+                journal = txn.stat(self._journal)
+                fold = (journal["entries"] >= self.FOLD_ENTRIES
+                        or journal["leaf_pages"] + journal["overflow_pages"] >= self.FOLD_PAGES)
+                if len(self._recent) > self.FOLD_ENTRIES:  # another process applied what it holds
+                    cur = txn.cursor(db=self._journal)
+                    oldest = rec.unpack_u64(cur.key()) if cur.first() else seq
+                    self._recent = {s: e for s, e in self._recent.items() if s >= oldest}
             if events:
                 first_event = self._take_event_ids(txn, events)
         self._commits += 1
+        if seq:
+            entry = ([(p[0], p[5], p[6], p[3][2:], p[4], p[1].size) for p in prepared], rkeys, new_ckeys)
+            with self._lock:
+                self._recent[seq] = entry
+        if fold and time.monotonic() >= self._fold_retry_at:
+            self._fold_after_commit()
         return first_event
 
-    def _apply(
-        self,
-        txn: lmdb.Transaction,
-        prepared: list,
-        rkeys: list,
-        new_ckeys: Iterable[bytes] = (),
-        expect_queue: bytes | None = None,
-    ) -> int:
-        """Write prepared updates and removals, claimant counts, queue sizes and the order index;
-        return this commit's sequence number.
+    def _fold_after_commit(self) -> None:
+        """Apply the journal once it is long; the commit is already decided, so an error here is
+        logged (the readers, which apply the journal first, report it) rather than raised."""
+        try:
+            with self._write("applying the journal") as txn:
+                self._fold(txn)
+        except FlowFileRepositoryError as e:
+            self._fold_retry_at = time.monotonic() + self.FOLD_RETRY_SECONDS
+            log.error("%s (commits go on into the journal; applying it is tried again in %d s)",
+                      e, self.FOLD_RETRY_SECONDS)
 
-        The hot path: previous records come in one ``getmulti`` call and are only sliced
-        (``records.peek``); records and index entries go out in ``putmulti`` calls."""
-        seq = self._load_counter(txn, _K_SEQ) + 1
+    def _settle(self) -> None:
+        """Apply the journal to the tables before reading them (nothing to do when it is empty)."""
+        with self._read() as txn:
+            pending = txn.stat(self._journal)["entries"]
+        if pending:
+            with self._write("applying the journal") as txn:
+                self._fold(txn)
+
+    def _fold(self, txn: lmdb.Transaction) -> int:
+        """Apply every journal entry, in commit order, to the tables and empty the journal; return
+        the sequence of the last entry applied (0: the journal was empty).
+
+        A FlowFile created and removed between two folds never reaches the ``flowfiles`` and
+        ``order`` tables: only each FlowFile's net change is written."""
+        entries = []
+        seq = 0
+        recent = self._recent
+        for key, value in txn.cursor(db=self._journal):
+            seq = rec.unpack_u64(key)
+            entry = recent.get(seq)
+            if entry is None:
+                try:
+                    entry = rec.decode_journal_entry(value)
+                except rec.RecordError as e:
+                    raise self._record_error(e, f"journal entry {seq}") from None
+            entries.append(entry)
+        if not entries:
+            return 0
+        self._apply(txn, seq, entries)
+        txn.drop(self._journal, delete=False)
+        self._recent = {s: e for s, e in recent.items() if s > seq}
+        return seq
+
+    def _apply(self, txn: lmdb.Transaction, seq: int, entries: Sequence[tuple], expect_queue: bytes | None = None) -> None:
+        """Write the net effect of ``entries`` (``(updates, removal keys, new claim keys)`` each,
+        in commit order; an update is ``(uuid key, record, order key, queue, claim key, size)``)
+        to the records, the order index, the claimant counts and the queue sizes; a count
+        reaching 0 puts its claim on the destructible list under ``seq``.
+
+        Previous records come in one ``getmulti`` call and are only sliced (``records.peek``);
+        a FlowFile changed by several entries is followed in memory, so one created and removed
+        among them costs no write; records and index entries go out in ``putmulti`` calls."""
         ff_db, order_db = self._ff, self._order
-        wanted = [p[0] for p in prepared]
-        wanted += rkeys
-        olds = dict(txn.cursor(db=ff_db).getmulti(wanted)) if wanted else {}
+        wanted = {}
+        for updates, rkeys, _news in entries:
+            for u in updates:
+                wanted[u[0]] = None
+            wanted.update(dict.fromkeys(rkeys))
+        olds = dict(txn.cursor(db=ff_db).getmulti(list(wanted))) if wanted else {}
         peek = rec.peek
+        # each FlowFile as the tables hold it and as the entries so far leave it (None: not there),
+        # both shaped as an update (the stored one without its record)
+        stored: dict[bytes, tuple | None] = {}
+        state: dict[bytes, tuple | None] = {}
         deltas: dict[bytes, int] = {}
         queues: dict[bytes, list] = {}
+        news: set[bytes] = set()
+        ukey = b""
+        try:
+            for ukey in wanted:
+                old = olds.get(ukey)
+                if old is None:
+                    stored[ukey] = None
+                else:
+                    oorder, oqb, ockey, osize = peek(old)
+                    stored[ukey] = (ukey, None, oorder + ukey, oqb, ockey, osize)
+            for updates, rkeys, new_ckeys in entries:
+                news.update(new_ckeys)
+                for u in updates:
+                    ukey, _value, _okey, qb, ckey, size = u
+                    prev = state[ukey] if ukey in state else stored[ukey]
+                    if prev is None:
+                        if expect_queue is not None:
+                            raise _CallerError(f"FlowFile {rec.key_uuid(ukey)} is not in the repository")
+                        if ckey:
+                            deltas[ckey] = deltas.get(ckey, 0) + 1
+                    else:
+                        _u, _v, _o, pqb, pckey, psize = prev
+                        if expect_queue is not None and pqb != expect_queue:
+                            raise _CallerError(
+                                f"FlowFile {rec.key_uuid(ukey)} is in queue {pqb.decode()!r}, "
+                                f"not {expect_queue.decode()!r}"
+                            )
+                        if pckey != ckey:
+                            if pckey:
+                                deltas[pckey] = deltas.get(pckey, 0) - 1
+                            if ckey:
+                                deltas[ckey] = deltas.get(ckey, 0) + 1
+                        qd = queues.get(pqb)
+                        if qd is None:
+                            qd = queues[pqb] = [0, 0]
+                        qd[0] -= 1
+                        qd[1] -= psize
+                    qd = queues.get(qb)
+                    if qd is None:
+                        qd = queues[qb] = [0, 0]
+                    qd[0] += 1
+                    qd[1] += size
+                    state[ukey] = u
+                for ukey in rkeys:
+                    prev = state[ukey] if ukey in state else stored[ukey]
+                    if prev is None:
+                        self._unknown_removals += 1
+                        continue
+                    _u, _v, _o, pqb, pckey, psize = prev
+                    if pckey:
+                        deltas[pckey] = deltas.get(pckey, 0) - 1
+                    qd = queues.get(pqb)
+                    if qd is None:
+                        qd = queues[pqb] = [0, 0]
+                    qd[0] -= 1
+                    qd[1] -= psize
+                    state[ukey] = None
+        except rec.RecordError as e:
+            raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
         record_puts = []
         index_puts = []
         index_dels = []
         removed = []
-        ukey = b""
-        try:
-            for ukey, ff, _queue, prefix, ckey, value, okey in prepared:
-                qb = prefix[2:]
-                size = ff.size
-                record_puts.append((ukey, value))
-                old = olds.get(ukey)
-                if old is None:
-                    if expect_queue is not None:
-                        raise _CallerError(f"FlowFile {rec.key_uuid(ukey)} is not in the repository")
-                    index_puts.append((okey, b""))
-                    if ckey:
-                        deltas[ckey] = deltas.get(ckey, 0) + 1
-                else:
-                    oorder, oqb, ockey, osize = peek(old)
-                    if expect_queue is not None and oqb != expect_queue:
-                        raise _CallerError(
-                            f"FlowFile {rec.key_uuid(ukey)} is in queue {oqb.decode()!r}, "
-                            f"not {expect_queue.decode()!r}"
-                        )
-                    oorder += ukey
-                    if oorder != okey:
-                        index_dels.append(oorder)
-                        index_puts.append((okey, b""))
-                    if ockey != ckey:
-                        if ockey:
-                            deltas[ockey] = deltas.get(ockey, 0) - 1
-                        if ckey:
-                            deltas[ckey] = deltas.get(ckey, 0) + 1
-                    qd = queues.get(oqb)
-                    if qd is None:
-                        qd = queues[oqb] = [0, 0]
-                    qd[0] -= 1
-                    qd[1] -= osize
-                qd = queues.get(qb)
-                if qd is None:
-                    qd = queues[qb] = [0, 0]
-                qd[0] += 1
-                qd[1] += size
-            for ukey in rkeys:
-                old = olds.get(ukey)
-                if old is None:
-                    self._unknown_removals += 1
-                    continue
-                oorder, oqb, ockey, osize = peek(old)
-                removed.append(ukey)
-                index_dels.append(oorder + ukey)
-                if ockey:
-                    deltas[ockey] = deltas.get(ockey, 0) - 1
-                qd = queues.get(oqb)
-                if qd is None:
-                    qd = queues[oqb] = [0, 0]
-                qd[0] -= 1
-                qd[1] -= osize
-        except rec.RecordError as e:
-            raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+        for ukey, now in state.items():
+            old = stored[ukey]
+            if now is None:
+                if old is not None:
+                    removed.append(ukey)
+                    index_dels.append(old[2])
+                continue
+            record_puts.append((ukey, now[1]))
+            if old is None:
+                index_puts.append((now[2], b""))
+            elif old[2] != now[2]:
+                index_dels.append(old[2])
+                index_puts.append((now[2], b""))
         delete = txn.delete
         for k in removed:
             delete(k, db=ff_db)
@@ -600,21 +715,19 @@ class WriteAheadFlowFileRepository:
             txn.cursor(db=ff_db).putmulti(record_puts)
         if index_puts:
             txn.cursor(db=order_db).putmulti(index_puts)
-        self._apply_claims(txn, seq, deltas, new_ckeys)
+        self._apply_claims(txn, seq, deltas, news)
         self._apply_queues(txn, queues)
-        txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
-        return seq
 
     def _apply_claims(self, txn: lmdb.Transaction, seq: int, deltas: dict, new_ckeys: Iterable[bytes]) -> None:
-        """Apply claimant count changes; a count reaching 0 puts the claim on the destructible
-        list under this commit's sequence; a count going below 0 aborts the transaction."""
-        news = set(new_ckeys)
-        for ckey in news:
+        """Apply claimant count changes; a count at 0 afterwards puts the claim on the destructible
+        list under ``seq`` (a claim the changes referenced and let go again included, and a new
+        claim nothing references). A count that would go below 0 was damaged (too low): the
+        commits are decided, so the claim is kept referenced, at 1, never released before the next
+        start-up's ``rebuild_claimant_counts`` recounts it, and the damage is logged."""
+        for ckey in new_ckeys:
             deltas.setdefault(ckey, 0)
         claims_db, dest_db = self._claims, self._destructible
         for ckey, d in deltas.items():
-            if d == 0 and ckey not in news:
-                continue
             raw = txn.get(ckey, db=claims_db)
             if raw is None:
                 count = pending = 0
@@ -622,11 +735,9 @@ class WriteAheadFlowFileRepository:
                 count, pending = self._claim_value(raw, ckey)
             n = count + d
             if n < 0:
-                raise NegativeCountError(
-                    self.path,
-                    f"the claimant count of resource claim {_claim_name(ckey)} would become {n} "
-                    f"(stored {count}, change {d})",
-                )
+                self._damaged(f"the claimant count of resource claim {_claim_name(ckey)} would become {n} "
+                              f"(stored {count}, change {d}); the claim is kept")
+                n = 1
             if n == 0:
                 if raw is None or count != 0 or not pending:
                     txn.put(ckey, rec.pack_claim_value(0, seq), db=claims_db)
@@ -636,6 +747,10 @@ class WriteAheadFlowFileRepository:
                     txn.delete(rec.destructible_key(pending, ckey), db=dest_db)
                 if n != count or pending:
                     txn.put(ckey, rec.pack_claim_value(n, 0), db=claims_db)
+
+    def _damaged(self, problem: str) -> None:
+        self._damaged_counts += 1
+        log_damaged_count(self.path, problem)
 
     def _claim_value(self, raw: bytes, ckey: bytes) -> tuple[int, int]:
         try:
@@ -653,9 +768,9 @@ class WriteAheadFlowFileRepository:
             count += dc
             size += ds
             if count < 0:
-                raise NegativeCountError(
-                    self.path, f"the FlowFile count of queue {qb.decode(errors='replace')!r} would become {count}"
-                )
+                self._damaged(f"the FlowFile count of queue {qb.decode(errors='replace')!r} would become {count}; "
+                              f"it is set to 0")
+                count = 0
             if count == 0:
                 if raw is not None:
                     txn.delete(qb, db=db)
@@ -691,7 +806,11 @@ class WriteAheadFlowFileRepository:
         with self._write("registering a swap file") as txn:
             if txn.get(skey, db=self._swap) is not None:
                 raise ValueError(f"swap file {location} is already registered")
-            seq = self._apply(txn, prepared, [], (), queue.encode() if flowfiles is not None else None)
+            self._fold(txn)
+            seq = self._load_counter(txn, _K_SEQ) + 1
+            updates = [(p[0], p[5], p[6], p[3][2:], p[4], p[1].size) for p in prepared]
+            self._apply(txn, seq, [(updates, [], [])], queue.encode() if flowfiles is not None else None)
+            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
             txn.put(skey, rec.encode_swap_entry(queue, count, size, seq, _now_ms()), db=self._swap)
 
     def unregister_swap_file(self, location: str) -> int:
@@ -703,6 +822,7 @@ class WriteAheadFlowFileRepository:
         skey = location.encode()
         swap_prefix = self._prefix(SWAP_QUEUE_PREFIX + location)
         with self._write("unregistering a swap file") as txn:
+            self._fold(txn)
             raw = txn.get(skey, db=self._swap)
             if raw is None:
                 return 0
@@ -782,6 +902,7 @@ class WriteAheadFlowFileRepository:
         """
         started = time.time()
         t0 = time.perf_counter()
+        self._settle()
         with self._read() as txn:
             boundary = self._load_counter(txn, _K_SEQ)
         self._sync()
@@ -851,6 +972,7 @@ class WriteAheadFlowFileRepository:
         swap_tag = SWAP_QUEUE_PREFIX.encode()
         resume: bytes | None = start
         while resume is not None:
+            self._settle()
             queue = ""
             batch: list[FlowFile] = []
             claims: dict = {}
@@ -905,6 +1027,7 @@ class WriteAheadFlowFileRepository:
         stop = rec.prefix_successor(prefix) if stop is None else stop
         out: list[FlowFile] = []
         claims: dict = {}
+        self._settle()
         with self._read() as txn:
             cur = txn.cursor(db=self._order)
             ok = cur.set_range(prefix if start is None else start)
@@ -921,6 +1044,7 @@ class WriteAheadFlowFileRepository:
     def last_key(self, queue: str) -> bytes | None:
         """The order-index key of ``queue``'s last FlowFile in FIFO order (None: it is empty)."""
         prefix = self._prefix(queue)
+        self._settle()
         with self._read() as txn:
             cur = txn.cursor(db=self._order)
             found = cur.prev() if cur.set_range(rec.prefix_successor(prefix)) else cur.last()
@@ -936,6 +1060,7 @@ class WriteAheadFlowFileRepository:
     def queue_sizes(self) -> dict[str, tuple[int, int]]:
         """``(FlowFile count, content bytes)`` per queue id."""
         out = {}
+        self._settle()
         with self._read() as txn:
             for key, value in txn.cursor(db=self._queues):
                 out[key.decode()] = self._queue_value(value, key)
@@ -943,6 +1068,7 @@ class WriteAheadFlowFileRepository:
 
     def _claim(self, resource: ResourceClaim) -> tuple[int, int] | None:
         ckey = rec.claim_key(tuple(resource))
+        self._settle()
         with self._read() as txn:
             raw = txn.get(ckey, db=self._claims)
         return None if raw is None else self._claim_value(raw, ckey)
@@ -961,6 +1087,7 @@ class WriteAheadFlowFileRepository:
     def pending_release(self) -> list[ResourceClaim]:
         """Claims without claimant that the next checkpoint releases (or the one after), oldest first."""
         out = []
+        self._settle()
         with self._read() as txn:
             for dkey in txn.cursor(db=self._destructible).iternext(values=False):
                 try:
@@ -972,6 +1099,7 @@ class WriteAheadFlowFileRepository:
     def get(self, uuid: str) -> QueuedFlowFile | None:
         """The stored FlowFile with this uuid and its queue, or None."""
         ukey = rec.uuid_key(uuid)
+        self._settle()
         with self._read() as txn:
             value = txn.get(ukey, db=self._ff)
         if value is None:
@@ -999,6 +1127,7 @@ class WriteAheadFlowFileRepository:
         n = 0
         index_missing = 0
         with self._write("rebuilding claimant counts") as txn:
+            self._fold(txn)
             seq = self._load_counter(txn, _K_SEQ) + 1
             ukey = b""
             try:
@@ -1099,6 +1228,7 @@ class WriteAheadFlowFileRepository:
 
     def stats(self) -> dict:
         env = self._check_open()
+        self._settle()
         with self._read() as txn:
             flowfiles = txn.stat(self._ff)["entries"]
             claims = txn.stat(self._claims)["entries"]
@@ -1130,6 +1260,7 @@ class WriteAheadFlowFileRepository:
             "commits": self._commits,
             "checkpoints": self._checkpoints,
             "unknown_removals": self._unknown_removals,
+            "damaged_counts": self._damaged_counts,
             "next_id": next_id,
             "next_event_id": next_event_id,
             "last_checkpoint_time": last["time"] if last else None,
@@ -1146,9 +1277,15 @@ class WriteAheadFlowFileRepository:
         return self._closed
 
     def close(self) -> None:
-        """Close the environment (idempotent). Commits are already on disk (or in the page cache
-        with ``always_sync=False``); close does not sync: call ``checkpoint()`` for that."""
+        """Apply the journal and close the environment (idempotent). Commits are already on disk
+        (or in the page cache with ``always_sync=False``); close does not sync: call
+        ``checkpoint()`` for that."""
         with self._lock:
+            if self._env is not None and self._journal is not None and not self._closed:
+                try:
+                    self._settle()
+                except FlowFileRepositoryError as e:  # the journal stays; the next open applies it
+                    log.error("%s", e)
             env, self._env = self._env, None
             if env is not None:
                 env.close()
