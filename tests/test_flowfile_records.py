@@ -69,8 +69,8 @@ def test_decode_and_peek():
         value = rec.encode(ff, "q1")
         queue, back = rec.decode_record(UKEY, value)
         assert (queue, back) == ("q1", ff)
-        order, qb, ckey, size = rec.peek(value)
-        assert qb == b"q1" and size == ff.size
+        order, prefix, ckey, size = rec.peek(value)
+        assert prefix == rec.queue_prefix("q1") and size == ff.size
         assert ckey == (rec.claim_key(RC) if ff.claim else b"")
         assert rec.order_id(order) == 42
 
@@ -176,8 +176,8 @@ def test_a_journal_entry_byte_by_byte_and_back():
                 + struct.pack(">H", len(ckey)) + ckey)
     assert entry == expected + struct.pack("<I", zlib.crc32(expected))
     updates, removals, claims = rec.decode_journal_entry(entry)
-    assert updates == [(p[0], p[5], p[6], p[3][2:], p[4], p[1].size) for p in prepared]
-    assert updates[0][3:] == (b"q1", ckey, 25) and updates[1][3:] == (b"q2", b"", 0)
+    assert updates == [(p[0], None, None, *p[3:]) for p in prepared]
+    assert [u[3:5] + u[7:] for u in updates] == [(b"\x00\x02q1", ckey, 25), (b"\x00\x02q2", b"", 0)]
     assert removals == rkeys and claims == [ckey]
     assert rec.decode_journal_entry(rec.encode_journal_entry([], [], [])) == ([], [], [])
 

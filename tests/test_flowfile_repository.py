@@ -774,3 +774,52 @@ def test_a_commit_of_a_replaced_run_is_refused_and_writes_nothing(tmp_path):
         assert again.begin_run() == second + 1  # the run is in the file: it survives a restart
     finally:
         again.close()
+
+
+_OTHER_PROCESS = """
+import sys
+from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.model import ContentClaim, QueuedFlowFile, ResourceClaim
+repo = WriteAheadFlowFileRepository(sys.argv[1])
+repo.FOLD_ENTRIES = 2
+moved = ResourceClaim("default", "2", "claim-2")
+for queued in list(repo.recover()):
+    pass
+uuids = sys.argv[2].split(",")
+for i, u in enumerate(uuids):
+    got = repo.get(u)
+    if i % 2:
+        repo.commit([], [u])
+    else:
+        ff = got.flowfile._replace(claim=ContentClaim(moved, i, 10), attributes={"uuid": u, "seen": "child"})
+        repo.commit([QueuedFlowFile(ff, "q2")], [], [moved])
+repo.close()
+"""
+
+
+def test_commits_of_two_processes_are_applied_in_the_order_they_were_made(w, tmp_path):
+    """The journal holds both processes' commits; each applies the other's by decoding them
+    (its own it keeps as encoded), in commit order: creations here, then updates and removals
+    there, then more here, all applied together or a few at a time, end where one log would."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    w.repo.FOLD_ENTRIES = 1000  # nothing applied here before the other process reads
+    ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
+    for ff in ffs:
+        w.repo.commit([q(ff)], [], [R1])
+    done = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(w.path), ",".join(f.uuid for f in ffs)],
+                          cwd=root, env={"PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    late = w.ff(R3)
+    w.repo.commit([q(late)], [ffs[0].uuid])   # ffs[0] was moved by the other process: removed now
+    assert len(w.repo._recent) == 1  # the 8 commits the other process applied are no longer held here
+    stored = everything(w.repo)
+    assert set(stored) == {f.uuid for f in ffs[2::2]} | {late.uuid}
+    assert all(stored[f.uuid][0] == "q2" and stored[f.uuid][1].attributes["seen"] == "child" for f in ffs[2::2])
+    assert (w.repo.claimant_count(R1), w.repo.claimant_count(R2), w.repo.claimant_count(R3)) == (0, 3, 1)
+    assert w.repo.queue_counts() == {"q2": 3, "q1": 1}
+    assert w.repo.stats()["unknown_removals"] == 0
+    assert w.repo.rebuild_claimant_counts()["fixed"] == 0
+    assert w.repo.checkpoint() == [R1]

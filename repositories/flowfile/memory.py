@@ -108,7 +108,7 @@ class InMemoryFlowFileRepository:
 
         puts = []
         dels = []
-        for ukey, ff, queue, _prefix, _ckey, _value, okey in prepared:
+        for ukey, ff, queue, _prefix, _ckey, _value, okey, _size in prepared:
             res = tuple(ff.claim.resource) if ff.claim is not None else None
             old = records.get(ukey)
             if old is None:

@@ -227,14 +227,15 @@ def encode(ff: FlowFile, queue: str) -> bytes:
 
 def encode_commit(
     updates: Iterable[QueuedFlowFile], removals: Iterable[str], prefix_of: Callable[[str], bytes] = queue_prefix
-) -> tuple[list[tuple[bytes, FlowFile, str, bytes, bytes, bytes, bytes]], list[bytes]]:
+) -> tuple[list[tuple[bytes, FlowFile, str, bytes, bytes, bytes, bytes, int]], list[bytes]]:
     """Validate and encode one commit's batch, before any write, as both FlowFile repositories do.
 
     The LMDB and the in-memory repository share it so that they refuse the same batches with the
     same ``ValueError`` (a uuid twice among updates and removals, a FlowFile that cannot be stored)
     and order FlowFiles by the same keys. ``prefix_of`` is ``queue_prefix`` or a cache of it.
-    Returns ``[(uuid key, FlowFile, queue, queue prefix, claim key, record, order key)]`` for the
-    updates and the uuid keys of the removals."""
+    Returns ``[(uuid key, FlowFile, queue, queue prefix, claim key, record, order key, content
+    length)]`` for the updates (an *update*, the shape the FlowFile repository applies) and the
+    uuid keys of the removals."""
     seen: set[bytes] = set()
     prepared = []
     ckeys = ClaimKeyCache()
@@ -244,12 +245,13 @@ def encode_commit(
             raise ValueError(f"FlowFile {ff.uuid} appears more than once in one commit")
         seen.add(ukey)
         prefix = prefix_of(queue)
-        ckey = b"" if ff.claim is None else ckeys[ff.claim.resource]
+        claim = ff.claim
+        ckey = b"" if claim is None else ckeys[claim.resource]
         try:
             value, okey = encode_flowfile(ff, prefix, ckey, ukey)
         except TypeError as e:
             raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {e}") from None
-        prepared.append((ukey, ff, queue, prefix, ckey, value, okey))
+        prepared.append((ukey, ff, queue, prefix, ckey, value, okey, 0 if claim is None else claim[2]))
     rkeys = []
     for uuid in removals:
         ukey = uuid_key(uuid)
@@ -292,22 +294,33 @@ def _check(value: bytes) -> int:
         if value[0] > RECORD_VERSION:
             raise RecordVersionError(value[0])
         raise RecordError(f"record version byte is {value[0]}")
+    return _queue_length(value)
+
+
+def _queue_length(value: bytes) -> int:
+    """Lq of a record, checked against its length (not its checksum)."""
+    if len(value) < 3 + _FIXED.size + 4:
+        raise RecordError(f"record of {len(value)} bytes is shorter than its fixed fields")
     lq = (value[1] << 8) | value[2]
-    if 3 + lq + _FIXED.size + 4 > n:
+    if 3 + lq + _FIXED.size + 4 > len(value):
         raise RecordError("record queue length exceeds the record")
     return lq
 
 
-def peek(value: bytes) -> tuple[bytes, bytes, bytes, int]:
-    """What a commit needs of a previous record, by slicing: ``(order key without the uuid,
-    queue id as UTF-8, claim key or b"", content length)``. Verifies version and checksum."""
-    lq = _check(value)
+def _parts(value: bytes, lq: int) -> tuple[bytes, bytes, bytes, int]:
+    """``(order key without the uuid, queue prefix, claim key or b"", content length)``."""
     end = 3 + lq
     lk, _offset, length = _CLAIM.unpack_from(value, end + _CLAIM_AT)
     cstart = end + _FIXED.size
     if cstart + lk + 4 > len(value):
         raise RecordError("record claim key length exceeds the record")
-    return value[1 : end + _ORDER_LEN], value[3:end], value[cstart : cstart + lk], length
+    return value[1 : end + _ORDER_LEN], value[1:end], value[cstart : cstart + lk], length
+
+
+def peek(value: bytes) -> tuple[bytes, bytes, bytes, int]:
+    """What a commit needs of a previous record, by slicing: ``(order key without the uuid,
+    queue prefix, claim key or b"", content length)``. Verifies version and checksum."""
+    return _parts(value, _check(value))
 
 
 # --- journal entries (a commit's changes, applied to the tables later) --------------------------
@@ -334,8 +347,10 @@ def encode_journal_entry(prepared: Sequence[tuple], rkeys: Sequence[bytes], new_
 
 
 def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[bytes]]:
-    """``(updates, removal keys, new claim keys)`` of a journal entry; each update is
-    ``(uuid key, record, order key, queue id as UTF-8, claim key, content length)``."""
+    """``(updates, removal keys, new claim keys)`` of a journal entry, each update shaped as
+    ``encode_commit`` makes it without its FlowFile and queue id: ``(uuid key, None, None, queue
+    prefix, claim key, record, order key, content length)``. The entry's checksum covers the
+    records, so theirs are not checked again."""
     n = len(value)
     if n < _ENTRY_HEAD.size + 4:
         raise RecordError(f"journal entry of {n} bytes is shorter than its header")
@@ -358,10 +373,10 @@ def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[b
             pos += 20
             record = value[pos : pos + length]
             pos += length
-            if pos > end or length == 0:
+            if pos > end:
                 raise RecordError("journal entry is truncated")
-            order, qb, ckey, size = peek(record)
-            updates.append((ukey, record, order + ukey, qb, ckey, size))
+            order, prefix, ckey, size = _parts(record, _queue_length(record))
+            updates.append((ukey, None, None, prefix, ckey, record, order + ukey, size))
         rkeys = [value[pos + 16 * i : pos + 16 * i + 16] for i in range(nr)]
         pos += 16 * nr
         ckeys = []

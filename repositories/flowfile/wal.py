@@ -548,7 +548,8 @@ class WriteAheadFlowFileRepository:
                 journal = txn.stat(self._journal)
                 fold = (journal["entries"] >= self.FOLD_ENTRIES
                         or journal["leaf_pages"] + journal["overflow_pages"] >= self.FOLD_PAGES)
-                if len(self._recent) > self.FOLD_ENTRIES:  # another process applied what it holds
+                if self._recent and next(iter(self._recent)) < seq - journal["entries"] + 1:
+                    # another process applied some of what this one holds: drop those
                     cur = txn.cursor(db=self._journal)
                     oldest = rec.unpack_u64(cur.key()) if cur.first() else seq
                     self._recent = {s: e for s, e in self._recent.items() if s >= oldest}
@@ -556,9 +557,8 @@ class WriteAheadFlowFileRepository:
                 first_event = self._take_event_ids(txn, events)
         self._commits += 1
         if seq:
-            entry = ([(p[0], p[5], p[6], p[3][2:], p[4], p[1].size) for p in prepared], rkeys, new_ckeys)
             with self._lock:
-                self._recent[seq] = entry
+                self._recent[seq] = (prepared, rkeys, new_ckeys)
         if fold and time.monotonic() >= self._fold_retry_at:
             self._fold_after_commit()
         return first_event
@@ -607,11 +607,12 @@ class WriteAheadFlowFileRepository:
         self._recent = {s: e for s, e in recent.items() if s > seq}
         return seq
 
-    def _apply(self, txn: lmdb.Transaction, seq: int, entries: Sequence[tuple], expect_queue: bytes | None = None) -> None:
+    def _apply(self, txn: lmdb.Transaction, seq: int, entries: Sequence[tuple], expect_prefix: bytes | None = None) -> None:
         """Write the net effect of ``entries`` (``(updates, removal keys, new claim keys)`` each,
-        in commit order; an update is ``(uuid key, record, order key, queue, claim key, size)``)
-        to the records, the order index, the claimant counts and the queue sizes; a count
-        reaching 0 puts its claim on the destructible list under ``seq``.
+        in commit order; updates shaped as ``records.encode_commit`` makes them) to the records,
+        the order index, the claimant counts and the queue sizes; a count at 0 afterwards puts
+        its claim on the destructible list under ``seq``. With ``expect_prefix`` every update
+        must move a stored FlowFile out of that queue (a swap registration).
 
         Previous records come in one ``getmulti`` call and are only sliced (``records.peek``);
         a FlowFile changed by several entries is followed in memory, so one created and removed
@@ -624,52 +625,49 @@ class WriteAheadFlowFileRepository:
             wanted.update(dict.fromkeys(rkeys))
         olds = dict(txn.cursor(db=ff_db).getmulti(list(wanted))) if wanted else {}
         peek = rec.peek
-        # each FlowFile as the tables hold it and as the entries so far leave it (None: not there),
-        # both shaped as an update (the stored one without its record)
-        stored: dict[bytes, tuple | None] = {}
+        # each FlowFile as the tables hold it and as the entries so far leave it (None: not
+        # there), both shaped as an update (the stored one without its record)
+        stored: dict[bytes, tuple | None] = dict.fromkeys(wanted)
         state: dict[bytes, tuple | None] = {}
         deltas: dict[bytes, int] = {}
         queues: dict[bytes, list] = {}
         news: set[bytes] = set()
         ukey = b""
         try:
-            for ukey in wanted:
-                old = olds.get(ukey)
-                if old is None:
-                    stored[ukey] = None
-                else:
-                    oorder, oqb, ockey, osize = peek(old)
-                    stored[ukey] = (ukey, None, oorder + ukey, oqb, ockey, osize)
+            for ukey, old in olds.items():
+                oorder, oprefix, ockey, osize = peek(old)
+                stored[ukey] = (ukey, None, None, oprefix, ockey, None, oorder + ukey, osize)
             for updates, rkeys, new_ckeys in entries:
                 news.update(new_ckeys)
                 for u in updates:
-                    ukey, _value, _okey, qb, ckey, size = u
+                    ukey = u[0]
+                    prefix, ckey, size = u[3], u[4], u[7]
                     prev = state[ukey] if ukey in state else stored[ukey]
                     if prev is None:
-                        if expect_queue is not None:
+                        if expect_prefix is not None:
                             raise _CallerError(f"FlowFile {rec.key_uuid(ukey)} is not in the repository")
                         if ckey:
                             deltas[ckey] = deltas.get(ckey, 0) + 1
                     else:
-                        _u, _v, _o, pqb, pckey, psize = prev
-                        if expect_queue is not None and pqb != expect_queue:
+                        pprefix, pckey, psize = prev[3], prev[4], prev[7]
+                        if expect_prefix is not None and pprefix != expect_prefix:
                             raise _CallerError(
-                                f"FlowFile {rec.key_uuid(ukey)} is in queue {pqb.decode()!r}, "
-                                f"not {expect_queue.decode()!r}"
+                                f"FlowFile {rec.key_uuid(ukey)} is in queue {pprefix[2:].decode()!r}, "
+                                f"not {expect_prefix[2:].decode()!r}"
                             )
                         if pckey != ckey:
                             if pckey:
                                 deltas[pckey] = deltas.get(pckey, 0) - 1
                             if ckey:
                                 deltas[ckey] = deltas.get(ckey, 0) + 1
-                        qd = queues.get(pqb)
+                        qd = queues.get(pprefix)
                         if qd is None:
-                            qd = queues[pqb] = [0, 0]
+                            qd = queues[pprefix] = [0, 0]
                         qd[0] -= 1
                         qd[1] -= psize
-                    qd = queues.get(qb)
+                    qd = queues.get(prefix)
                     if qd is None:
-                        qd = queues[qb] = [0, 0]
+                        qd = queues[prefix] = [0, 0]
                     qd[0] += 1
                     qd[1] += size
                     state[ukey] = u
@@ -678,12 +676,12 @@ class WriteAheadFlowFileRepository:
                     if prev is None:
                         self._unknown_removals += 1
                         continue
-                    _u, _v, _o, pqb, pckey, psize = prev
+                    pprefix, pckey, psize = prev[3], prev[4], prev[7]
                     if pckey:
                         deltas[pckey] = deltas.get(pckey, 0) - 1
-                    qd = queues.get(pqb)
+                    qd = queues.get(pprefix)
                     if qd is None:
-                        qd = queues[pqb] = [0, 0]
+                        qd = queues[pprefix] = [0, 0]
                     qd[0] -= 1
                     qd[1] -= psize
                     state[ukey] = None
@@ -698,14 +696,14 @@ class WriteAheadFlowFileRepository:
             if now is None:
                 if old is not None:
                     removed.append(ukey)
-                    index_dels.append(old[2])
+                    index_dels.append(old[6])
                 continue
-            record_puts.append((ukey, now[1]))
+            record_puts.append((ukey, now[5]))
             if old is None:
-                index_puts.append((now[2], b""))
-            elif old[2] != now[2]:
-                index_dels.append(old[2])
-                index_puts.append((now[2], b""))
+                index_puts.append((now[6], b""))
+            elif old[6] != now[6]:
+                index_dels.append(old[6])
+                index_puts.append((now[6], b""))
         delete = txn.delete
         for k in removed:
             delete(k, db=ff_db)
@@ -759,10 +757,12 @@ class WriteAheadFlowFileRepository:
             raise RepositoryCorruptError(self.path, f"claim {_claim_name(ckey)}: {e}") from None
 
     def _apply_queues(self, txn: lmdb.Transaction, queues: dict) -> None:
+        """Change the count and size of each queue (keyed by its prefix) by the given amounts."""
         db = self._queues
-        for qb, (dc, ds) in queues.items():
+        for prefix, (dc, ds) in queues.items():
             if dc == 0 and ds == 0:
                 continue
+            qb = prefix[2:]
             raw = txn.get(qb, db=db)
             count, size = (0, 0) if raw is None else self._queue_value(raw, qb)
             count += dc
@@ -808,8 +808,7 @@ class WriteAheadFlowFileRepository:
                 raise ValueError(f"swap file {location} is already registered")
             self._fold(txn)
             seq = self._load_counter(txn, _K_SEQ) + 1
-            updates = [(p[0], p[5], p[6], p[3][2:], p[4], p[1].size) for p in prepared]
-            self._apply(txn, seq, [(updates, [], [])], queue.encode() if flowfiles is not None else None)
+            self._apply(txn, seq, [(prepared, [], [])], self._prefix(queue) if flowfiles is not None else None)
             txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
             txn.put(skey, rec.encode_swap_entry(queue, count, size, seq, _now_ms()), db=self._swap)
 
@@ -854,9 +853,7 @@ class WriteAheadFlowFileRepository:
                 txn.delete(okey, db=self._order)
                 txn.put(order + ukey, b"", db=self._order)
             if okeys:
-                self._apply_queues(
-                    txn, {swap_prefix[2:]: [-len(okeys), -moved_size], prefix[2:]: [len(okeys), moved_size]}
-                )
+                self._apply_queues(txn, {swap_prefix: [-len(okeys), -moved_size], prefix: [len(okeys), moved_size]})
             txn.delete(skey, db=self._swap)
             seq = self._load_counter(txn, _K_SEQ) + 1
             txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
@@ -1132,13 +1129,13 @@ class WriteAheadFlowFileRepository:
             ukey = b""
             try:
                 for ukey, value in txn.cursor(db=self._ff):
-                    order, qb, ckey, size = rec.peek(value)
+                    order, prefix, ckey, size = rec.peek(value)
                     n += 1
                     if ckey:
                         counts[ckey] = counts.get(ckey, 0) + 1
-                    s = sizes.get(qb)
+                    s = sizes.get(prefix)
                     if s is None:
-                        s = sizes[qb] = [0, 0]
+                        s = sizes[prefix] = [0, 0]
                     s[0] += 1
                     s[1] += size
                     fid = rec.order_id(order)
@@ -1148,6 +1145,7 @@ class WriteAheadFlowFileRepository:
                         index_missing += 1
             except rec.RecordError as e:
                 raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+            sizes = {prefix[2:]: s for prefix, s in sizes.items()}
             index_rebuilt = index_missing > 0 or txn.stat(self._order)["entries"] != n
             if index_rebuilt:
                 txn.drop(self._order, delete=False)
