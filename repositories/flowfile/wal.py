@@ -587,22 +587,30 @@ class WriteAheadFlowFileRepository:
         the sequence of the last entry applied (0: the journal was empty).
 
         A FlowFile created and removed between two folds never reaches the ``flowfiles`` and
-        ``order`` tables: only each FlowFile's net change is written."""
-        entries = []
+        ``order`` tables: only each FlowFile's net change is written. A long journal (applying
+        failed for a while) is applied a part at a time, to bound the memory it takes."""
+        entries: list[tuple] = []
+        held = 0
         seq = 0
         recent = self._recent
-        for key, value in txn.cursor(db=self._journal):
-            seq = rec.unpack_u64(key)
-            entry = recent.get(seq)
-            if entry is None:
-                try:
-                    entry = rec.decode_journal_entry(value)
-                except rec.RecordError as e:
-                    raise self._record_error(e, f"journal entry {seq}") from None
-            entries.append(entry)
-        if not entries:
+        with txn.cursor(db=self._journal) as cur:
+            for key, value in cur:
+                seq = rec.unpack_u64(key)
+                entry = recent.get(seq)
+                if entry is None:
+                    try:
+                        entry = rec.decode_journal_entry(value)
+                    except rec.RecordError as e:
+                        raise self._record_error(e, f"journal entry {seq}") from None
+                entries.append(entry)
+                held += len(value)
+                if len(entries) >= self.FOLD_ENTRIES or held >= self.FOLD_PAGES * 4096:
+                    self._apply(txn, seq, entries)
+                    entries, held = [], 0
+        if not seq:
             return 0
-        self._apply(txn, seq, entries)
+        if entries:
+            self._apply(txn, seq, entries)
         txn.drop(self._journal, delete=False)
         self._recent = {s: e for s, e in recent.items() if s > seq}
         return seq
