@@ -236,15 +236,14 @@ def encode_commit(
     Returns ``[(uuid key, FlowFile, queue, queue prefix, claim key, record, order key, content
     length)]`` for the updates (an *update*, the shape the FlowFile repository applies) and the
     uuid keys of the removals."""
-    seen: set[bytes] = set()
     prepared = []
     ckeys = ClaimKeyCache()
+    prefixes: dict[str, bytes] = {}
     for ff, queue in updates:
         ukey = uuid_key(ff.uuid)
-        if ukey in seen:
-            raise ValueError(f"FlowFile {ff.uuid} appears more than once in one commit")
-        seen.add(ukey)
-        prefix = prefix_of(queue)
+        prefix = prefixes.get(queue)
+        if prefix is None:
+            prefix = prefixes[queue] = prefix_of(queue)
         claim = ff.claim
         ckey = b"" if claim is None else ckeys[claim.resource]
         try:
@@ -252,13 +251,16 @@ def encode_commit(
         except TypeError as e:
             raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {e}") from None
         prepared.append((ukey, ff, queue, prefix, ckey, value, okey, 0 if claim is None else claim[2]))
-    rkeys = []
-    for uuid in removals:
-        ukey = uuid_key(uuid)
-        if ukey in seen:
-            raise ValueError(f"FlowFile {uuid} appears more than once in one commit (update and removal)")
-        seen.add(ukey)
-        rkeys.append(ukey)
+    rkeys = [uuid_key(uuid) for uuid in removals]
+    keys = [p[0] for p in prepared]
+    keys += rkeys
+    if len(set(keys)) != len(keys):  # checked at once; the loop below only names the culprit
+        seen: set[bytes] = set()
+        for i, ukey in enumerate(keys):
+            if ukey in seen:
+                where = "" if i < len(prepared) else " (update and removal)"
+                raise ValueError(f"FlowFile {key_uuid(ukey)} appears more than once in one commit{where}")
+            seen.add(ukey)
     return prepared, rkeys
 
 

@@ -626,17 +626,15 @@ class WriteAheadFlowFileRepository:
         a FlowFile changed by several entries is followed in memory, so one created and removed
         among them costs no write; records and index entries go out in ``putmulti`` calls."""
         ff_db, order_db = self._ff, self._order
-        wanted = {}
+        wanted: dict[bytes, None] = {}
         for updates, rkeys, _news in entries:
-            for u in updates:
-                wanted[u[0]] = None
+            wanted.update(dict.fromkeys([u[0] for u in updates]))
             wanted.update(dict.fromkeys(rkeys))
         olds = dict(txn.cursor(db=ff_db).getmulti(list(wanted))) if wanted else {}
         peek = rec.peek
         # each FlowFile as the tables hold it and as the entries so far leave it (None: not
         # there), both shaped as an update (the stored one without its record)
         stored: dict[bytes, tuple | None] = dict.fromkeys(wanted)
-        state: dict[bytes, tuple | None] = {}
         deltas: dict[bytes, int] = {}
         queues: dict[bytes, list] = {}
         news: set[bytes] = set()
@@ -645,19 +643,19 @@ class WriteAheadFlowFileRepository:
             for ukey, old in olds.items():
                 oorder, oprefix, ockey, osize = peek(old)
                 stored[ukey] = (ukey, None, None, oprefix, ockey, None, oorder + ukey, osize)
+            state = dict(stored)   # the same keys in the same order
             for updates, rkeys, new_ckeys in entries:
                 news.update(new_ckeys)
                 for u in updates:
-                    ukey = u[0]
-                    prefix, ckey, size = u[3], u[4], u[7]
-                    prev = state[ukey] if ukey in state else stored[ukey]
+                    ukey, _ff, _queue, prefix, ckey, _value, _okey, size = u
+                    prev = state[ukey]
                     if prev is None:
                         if expect_prefix is not None:
                             raise _CallerError(f"FlowFile {rec.key_uuid(ukey)} is not in the repository")
                         if ckey:
                             deltas[ckey] = deltas.get(ckey, 0) + 1
                     else:
-                        pprefix, pckey, psize = prev[3], prev[4], prev[7]
+                        _ukey, _ff, _queue, pprefix, pckey, _value, _okey, psize = prev
                         if expect_prefix is not None and pprefix != expect_prefix:
                             raise _CallerError(
                                 f"FlowFile {rec.key_uuid(ukey)} is in queue {pprefix[2:].decode()!r}, "
@@ -680,11 +678,11 @@ class WriteAheadFlowFileRepository:
                     qd[1] += size
                     state[ukey] = u
                 for ukey in rkeys:
-                    prev = state[ukey] if ukey in state else stored[ukey]
+                    prev = state[ukey]
                     if prev is None:
                         self._unknown_removals += 1
                         continue
-                    pprefix, pckey, psize = prev[3], prev[4], prev[7]
+                    _ukey, _ff, _queue, pprefix, pckey, _value, _okey, psize = prev
                     if pckey:
                         deltas[pckey] = deltas.get(pckey, 0) - 1
                     qd = queues.get(pprefix)
@@ -699,8 +697,7 @@ class WriteAheadFlowFileRepository:
         index_puts = []
         index_dels = []
         removed = []
-        for ukey, now in state.items():
-            old = stored[ukey]
+        for (ukey, now), old in zip(state.items(), stored.values()):
             if now is None:
                 if old is not None:
                     removed.append(ukey)
