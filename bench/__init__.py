@@ -3,16 +3,19 @@
 Every scenario module exports ``run(quick: bool, workdir: Path) -> list[dict]`` (mine also take
 ``size=`` to shrink a run for smoke tests). A row says what flowactors did, what a baseline
 measured *in the same run* did, and their ratio: absolute figures drift on shared machines, the
-ratios are what we track. This module holds what the scenarios share: the row, the RSS sampler
-and a Ray session of the scenario's own.
+ratios are what we track. This module holds what the scenarios share: the row, the RSS sampler,
+a Ray session of the scenario's own, and ``retire`` for a run's directory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import threading
+import uuid
 from numbers import Real
+from pathlib import Path
 from typing import Any, Iterator
 
 import psutil
@@ -132,3 +135,21 @@ def run_scenario(module: str, function: str, quick: bool, workdir: str, size: in
     if size is not None and "size" in inspect.signature(target).parameters:
         options["size"] = size
     return target(quick, Path(workdir), **options)
+
+
+def retire(path: Path) -> None:
+    """Set a finished run's directory aside (renamed to a hidden sibling) instead of deleting it;
+    ``python -m bench`` deletes its whole scratch folder after the last scenario.
+
+    On this machine's file system (ext4 without a journal) a file created within minutes of
+    thousands of deletions costs several times as much: the inode allocator skips recently
+    deleted inodes, one by one. Deleting one run's claim files would tax the next run's (the
+    in-process flow's claim files: 16 µs each, 124 µs right after deleting a run's;
+    docs/performance.md)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    try:
+        path.rename(path.with_name(f".retired-{path.name}-{uuid.uuid4().hex[:8]}"))
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)

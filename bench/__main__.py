@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 import psutil
 
-from bench import not_built, report, row, run_scenario
+from bench import not_built, report, retire, row, run_scenario
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -119,7 +119,7 @@ def execute(scenario: Scenario, quick: bool, size: int | None, workdir: Path) ->
         failed["details"] = f"```\n{detail[-4000:]}\n```"
         return "failed", [failed]
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        retire(workdir)
 
 
 def kept_scenarios(out_dir: Path, run: dict, selected: list[Scenario]) -> list[dict]:
@@ -171,10 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"    {r['metric']}: {report.number(r['flowactors'])} vs {report.number(r['baseline'])} "
                   f"{r['unit']} ({report.ratio(r['ratio']) or '-'})", file=sys.stderr, flush=True)
-    try:
-        work.rmdir()
-    except OSError:
-        pass
+    shutil.rmtree(work, ignore_errors=True)  # every run's directory, set aside until now (``retire``)
     md_path, _ = report.write(run, args.out)
     print(f"wrote {md_path} and {args.out / report.JSON} in {run['seconds']:.0f} s"
           + (f" (kept {len(kept)} scenario(s) of earlier runs)" if kept else ""), file=sys.stderr)

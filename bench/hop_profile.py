@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import ray_session, row
+from bench import ray_session, retire, row
 from bench.baselines import measure_bare_flow
 from bench.small_flowfiles import small_flow
 
@@ -114,8 +114,8 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
         layers.update(per_layer)
         leaves.update(per_leaf)
         actors[path.stem] = sum(per_layer.values())
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.rmtree(spy_dir, ignore_errors=True)
+    retire(root)
+    retire(spy_dir)
     return {"layers": layers, "leaves": leaves, "actors": actors, "failures": failures,
             "seconds": final["seconds"], "routed": sum(p["flowfiles_in"] for p in final["processors"]
                                                        if p["name"] == "route")}

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import PeakRss, mib, ray_session, row
+from bench import PeakRss, mib, ray_session, retire, row
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
@@ -92,7 +92,7 @@ def measure_flow(flow: Flow, flowfiles: int, root: Path, timeout: float, sample_
         problems.append(f"{errors} processor errors")
     if final.get("timed_out"):
         problems.append("timed out")
-    shutil.rmtree(root, ignore_errors=True)
+    retire(root)
     busy = ", ".join(f"{name} {p['task_seconds']:.1f} s" for name, p in totals.items())
     return {"flowfiles_per_s": flowfiles / window["seconds"], "events_per_s": window["events"] / window["seconds"],
             "seconds": window["seconds"], "events": window["events"], "problems": problems, "busy": busy,
@@ -240,18 +240,18 @@ def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
     flow = small_flow(flowfiles, batch, name="bench-in-process")
     root = workdir / "in-process"
     timed = run_in_process(flow, root)
-    shutil.rmtree(root, ignore_errors=True)
+    retire(root)
     bare = measure_bare_flow(flowfiles, batch, workdir / "bare-timed", sync=False)
     profiler = cProfile.Profile()
     profiler.enable()
     run_in_process(small_flow(flowfiles, batch, name="bench-in-process"), root)
     profiler.disable()
-    shutil.rmtree(root, ignore_errors=True)
+    retire(root)
     bare_profiler = cProfile.Profile()
     bare_profiler.enable()
     bare_durable_flow(flowfiles, batch, workdir / "bare-profiled", sync=False)
     bare_profiler.disable()
-    shutil.rmtree(workdir / "bare-profiled", ignore_errors=True)
+    retire(workdir / "bare-profiled")
     details = (
         f"The flow of scenario 1 ({flowfiles:,} FlowFiles, batch {batch}, always_sync off) run in one process over "
         f"`LocalBackend` with the durable repositories, under cProfile (in-process because cProfile cannot follow "

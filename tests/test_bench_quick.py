@@ -99,3 +99,19 @@ def test_quick_harness_runs_a_scenario_and_writes_both_files(tmp_path):
     assert "PROBLEM" not in json.dumps(recovery["rows"])
     assert "## 6. Recovery" in (tmp_path / "RESULTS.md").read_text()
     assert not (ROOT / "bench" / "scratch" / "recovery").exists()
+
+
+def test_a_retired_run_directory_is_set_aside_not_deleted(tmp_path):
+    """``retire`` renames a finished run's directory to a hidden sibling (deleting thousands of
+    claim files would tax the next run's file creations on this file system); the bench deletes
+    the scratch folder at its end."""
+    from bench import retire
+
+    run = tmp_path / "flow-1000"
+    (run / "content").mkdir(parents=True)
+    (run / "content" / "claim").write_bytes(b"x")
+    retire(run)
+    retire(tmp_path / "never-made")
+    assert not run.exists()
+    [kept] = list(tmp_path.iterdir())
+    assert kept.name.startswith(".retired-flow-1000-") and (kept / "content" / "claim").read_bytes() == b"x"
