@@ -823,3 +823,19 @@ def test_commits_of_two_processes_are_applied_in_the_order_they_were_made(w, tmp
     assert w.repo.stats()["unknown_removals"] == 0
     assert w.repo.rebuild_claimant_counts()["fixed"] == 0
     assert w.repo.checkpoint() == [R1]
+
+
+def test_while_applying_fails_commits_go_on_and_what_a_process_holds_stays_bounded(w):
+    """Commits go on into the journal while applying it is put off (as after a failure); the
+    process holds at most twice FOLD_ENTRIES of its commits as encoded, and applying the long
+    journal later, part by part, decodes the rest: nothing is lost or applied twice."""
+    w.repo.FOLD_ENTRIES = 4
+    w.repo._fold_retry_at = float("inf")   # as when applying has just failed
+    ffs = [w.ff(R1, offset=i, qindex=i) for i in range(30)]
+    for i, ff in enumerate(ffs):
+        w.repo.commit([q(ff)], [ffs[i - 1].uuid] if i % 3 == 2 else [], [R1])
+    assert len(w.repo._recent) == 2 * w.repo.FOLD_ENTRIES
+    kept = [f.uuid for i, f in enumerate(ffs) if i % 3 != 1]   # every third one removed by the next commit
+    assert set(everything(w.repo)) == set(kept)
+    assert w.repo.claimant_count(R1) == len(kept) and w.repo.queue_counts() == {"q1": len(kept)}
+    assert w.repo.stats()["unknown_removals"] == 0 and not w.repo._recent

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import defaultdict
 import os
 import shutil
 import tempfile
@@ -104,10 +105,11 @@ class WriteAheadFlowFileRepository:
     FORMAT_VERSION = 2
     #: Format versions opened and upgraded in place (1: no journal sub-database).
     UPGRADABLE_VERSIONS = (1,)
-    #: Journal entries (commits), or pages of them, after which a commit applies the journal to
-    #: the tables: bounds the journal, and the time the applying holds the writer lock.
+    #: Journal entries (commits), or bytes of them, after which a commit applies the journal to
+    #: the tables: bounds the journal, the time the applying holds the writer lock, and what one
+    #: application (or one part of a long journal's) holds in memory.
     FOLD_ENTRIES = 64
-    FOLD_PAGES = 2048
+    FOLD_BYTES = 8 * 1024**2
     #: After applying failed (a damaged record, a full map), commits wait this long to try again.
     FOLD_RETRY_SECONDS = 10
     #: Reader slots in ``lock.mdb``: enough for the repository actor plus tools on the node.
@@ -547,7 +549,7 @@ class WriteAheadFlowFileRepository:
                 txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
                 journal = txn.stat(self._journal)
                 fold = (journal["entries"] >= self.FOLD_ENTRIES
-                        or journal["leaf_pages"] + journal["overflow_pages"] >= self.FOLD_PAGES)
+                        or (journal["leaf_pages"] + journal["overflow_pages"]) * journal["psize"] >= self.FOLD_BYTES)
                 if self._recent and next(iter(self._recent)) < seq - journal["entries"] + 1:
                     # another process applied some of what this one holds: drop those
                     cur = txn.cursor(db=self._journal)
@@ -558,7 +560,8 @@ class WriteAheadFlowFileRepository:
         self._commits += 1
         if seq:
             with self._lock:
-                self._recent[seq] = (prepared, rkeys, new_ckeys)
+                if len(self._recent) < 2 * self.FOLD_ENTRIES:  # more only while applying fails
+                    self._recent[seq] = (prepared, rkeys, new_ckeys)
         if fold and time.monotonic() >= self._fold_retry_at:
             self._fold_after_commit()
         return first_event
@@ -567,8 +570,7 @@ class WriteAheadFlowFileRepository:
         """Apply the journal once it is long; the commit is already decided, so an error here is
         logged (the readers, which apply the journal first, report it) rather than raised."""
         try:
-            with self._write("applying the journal") as txn:
-                self._fold(txn)
+            self._settle()
         except FlowFileRepositoryError as e:
             self._fold_retry_at = time.monotonic() + self.FOLD_RETRY_SECONDS
             log.error("%s (commits go on into the journal; applying it is tried again in %d s)",
@@ -604,7 +606,7 @@ class WriteAheadFlowFileRepository:
                         raise self._record_error(e, f"journal entry {seq}") from None
                 entries.append(entry)
                 held += len(value)
-                if len(entries) >= self.FOLD_ENTRIES or held >= self.FOLD_PAGES * 4096:
+                if len(entries) >= self.FOLD_ENTRIES or held >= self.FOLD_BYTES:
                     self._apply(txn, seq, entries)
                     entries, held = [], 0
         if not seq:
@@ -626,21 +628,20 @@ class WriteAheadFlowFileRepository:
         a FlowFile changed by several entries is followed in memory, so one created and removed
         among them costs no write; records and index entries go out in ``putmulti`` calls."""
         ff_db, order_db = self._ff, self._order
-        wanted: dict[bytes, None] = {}
-        for updates, rkeys, _news in entries:
-            wanted.update(dict.fromkeys([u[0] for u in updates]))
-            wanted.update(dict.fromkeys(rkeys))
-        olds = dict(txn.cursor(db=ff_db).getmulti(list(wanted))) if wanted else {}
-        peek = rec.peek
         # each FlowFile as the tables hold it and as the entries so far leave it (None: not
         # there), both shaped as an update (the stored one without its record)
-        stored: dict[bytes, tuple | None] = dict.fromkeys(wanted)
-        deltas: dict[bytes, int] = {}
-        queues: dict[bytes, list] = {}
+        stored: dict[bytes, tuple | None] = {}
+        for updates, rkeys, _news in entries:
+            stored.update(dict.fromkeys([u[0] for u in updates]))
+            stored.update(dict.fromkeys(rkeys))
+        olds = txn.cursor(db=ff_db).getmulti(list(stored)) if stored else []
+        peek = rec.peek
+        deltas: defaultdict[bytes, int] = defaultdict(int)
+        queues: defaultdict[bytes, list] = defaultdict(lambda: [0, 0])
         news: set[bytes] = set()
         ukey = b""
         try:
-            for ukey, old in olds.items():
+            for ukey, old in olds:
                 oorder, oprefix, ockey, osize = peek(old)
                 stored[ukey] = (ukey, None, None, oprefix, ockey, None, oorder + ukey, osize)
             state = dict(stored)   # the same keys in the same order
@@ -653,7 +654,7 @@ class WriteAheadFlowFileRepository:
                         if expect_prefix is not None:
                             raise _CallerError(f"FlowFile {rec.key_uuid(ukey)} is not in the repository")
                         if ckey:
-                            deltas[ckey] = deltas.get(ckey, 0) + 1
+                            deltas[ckey] += 1
                     else:
                         _ukey, _ff, _queue, pprefix, pckey, _value, _okey, psize = prev
                         if expect_prefix is not None and pprefix != expect_prefix:
@@ -663,17 +664,13 @@ class WriteAheadFlowFileRepository:
                             )
                         if pckey != ckey:
                             if pckey:
-                                deltas[pckey] = deltas.get(pckey, 0) - 1
+                                deltas[pckey] -= 1
                             if ckey:
-                                deltas[ckey] = deltas.get(ckey, 0) + 1
-                        qd = queues.get(pprefix)
-                        if qd is None:
-                            qd = queues[pprefix] = [0, 0]
+                                deltas[ckey] += 1
+                        qd = queues[pprefix]
                         qd[0] -= 1
                         qd[1] -= psize
-                    qd = queues.get(prefix)
-                    if qd is None:
-                        qd = queues[prefix] = [0, 0]
+                    qd = queues[prefix]
                     qd[0] += 1
                     qd[1] += size
                     state[ukey] = u
@@ -684,10 +681,8 @@ class WriteAheadFlowFileRepository:
                         continue
                     _ukey, _ff, _queue, pprefix, pckey, _value, _okey, psize = prev
                     if pckey:
-                        deltas[pckey] = deltas.get(pckey, 0) - 1
-                    qd = queues.get(pprefix)
-                    if qd is None:
-                        qd = queues[pprefix] = [0, 0]
+                        deltas[pckey] -= 1
+                    qd = queues[pprefix]
                     qd[0] -= 1
                     qd[1] -= psize
                     state[ukey] = None
