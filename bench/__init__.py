@@ -138,14 +138,15 @@ def run_scenario(module: str, function: str, quick: bool, workdir: str, size: in
 
 
 def retire(path: Path) -> None:
-    """Set a finished run's directory aside (renamed to a hidden sibling) instead of deleting it;
-    ``python -m bench`` deletes its whole scratch folder after the last scenario.
+    """Set a finished flow run's directory aside (renamed to a hidden sibling) instead of deleting
+    its thousands of claim files; ``python -m bench`` deletes its whole scratch folder after the
+    last scenario. Directories of a few files (a bare loop's, an LMDB environment) are deleted.
 
     On this machine's file system (ext4 without a journal) a file created within minutes of
     thousands of deletions costs several times as much: the inode allocator skips recently
-    deleted inodes, one by one. Deleting one run's claim files would tax the next run's (the
-    in-process flow's claim files: 16 µs each, 124 µs right after deleting a run's;
-    docs/performance.md)."""
+    deleted inodes one by one, so deleting one run's claim files would tax the next run's
+    (24-31 µs a claim file against 93-182 µs right after deleting earlier runs: the decision
+    table of docs/performance.md)."""
     path = Path(path)
     if not path.exists():
         return

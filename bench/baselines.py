@@ -24,6 +24,7 @@ import argparse
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -32,8 +33,6 @@ from pathlib import Path
 
 import lmdb
 import orjson
-
-from bench import retire
 
 CONTENT_SIZE = 1024
 TIME = "/usr/bin/time"
@@ -126,7 +125,7 @@ def measure_bare_flow(flowfiles: int, batch: int, workdir: Path, sync: bool = Tr
         result["peak_rss"] = int(match.group(1)) * 1024 if match else None
         return result
     finally:
-        retire(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def ray_data_transform(flowfiles: int, batch: int) -> dict:

@@ -115,7 +115,7 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
         leaves.update(per_leaf)
         actors[path.stem] = sum(per_layer.values())
     retire(root)
-    retire(spy_dir)
+    shutil.rmtree(spy_dir, ignore_errors=True)
     return {"layers": layers, "leaves": leaves, "actors": actors, "failures": failures,
             "seconds": final["seconds"], "routed": sum(p["flowfiles_in"] for p in final["processors"]
                                                        if p["name"] == "route")}

@@ -251,7 +251,7 @@ def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
     bare_profiler.enable()
     bare_durable_flow(flowfiles, batch, workdir / "bare-profiled", sync=False)
     bare_profiler.disable()
-    retire(workdir / "bare-profiled")
+    shutil.rmtree(workdir / "bare-profiled", ignore_errors=True)
     details = (
         f"The flow of scenario 1 ({flowfiles:,} FlowFiles, batch {batch}, always_sync off) run in one process over "
         f"`LocalBackend` with the durable repositories, under cProfile (in-process because cProfile cannot follow "

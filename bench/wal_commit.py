@@ -25,6 +25,7 @@ to page a queue from) are not in that figure: docs/formats/flowfile-repository.m
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import time
 import uuid
@@ -34,7 +35,7 @@ from pathlib import Path
 import lmdb
 import orjson
 
-from bench import retire, row
+from bench import row
 from flowactors.engine import gc_policy
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.flowfile.records import ClaimKeyCache, encode_flowfile, queue_prefix, uuid_key
@@ -179,7 +180,7 @@ def _run(quick: bool, workdir: Path) -> list[dict]:
                                    (_journal, journal)):
                 target = workdir / f"{measure.__name__}-{sync}-{attempt}"
                 store.append(measure(batches, target, sync))
-                retire(target)
+                shutil.rmtree(target, ignore_errors=True)
         mode = "always_sync on" if sync else "always_sync off"
         rows.append(row(SCENARIO, f"commit throughput, {BATCH} FlowFiles a commit, {mode}",
                         round(total / min(ours)), round(total / min(raw)), "raw LMDB puts, same records",
