@@ -14,6 +14,15 @@ This is the one place the commit order is written (DESIGN.md, "The data path"):
    claim is deleted and nothing is requeued. The task's backend says it needs a repair
    (``lost``), and the controller repairs the flow from the log, which is the truth.
 
+An executor's tasks *overlap* a delivery with their next trigger (``overlap_delivery``): the
+offers go out and the task goes on at once; it waits for them, then acknowledges its input, at
+its next commit, or before it waits for anything (input, room, a yield, a stop), or when the
+offers still on their way may fill a destination (the room the queue last reported, less what is
+on its way), so a producer overshoots a back pressure threshold by one commit at most, as
+before. A task is never idle while its delivery is under way, and it acknowledges only after
+the offers arrived, so every FlowFile is always counted in some queue. In the steady state a
+commit waits on nothing across actors but its log transaction (docs/performance.md).
+
 Engines differ only in the links they hand in (``flowactors.engine.transport``): a queue in the
 same executor is a local call, one elsewhere an actor call, one in a test runner a plain object.
 """
@@ -23,6 +32,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
+from operator import itemgetter
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
@@ -105,6 +115,24 @@ class DirectLog:
 
 
 @dataclass
+class Delivery:
+    """A decided commit's delivery under way: its offers sent, its acknowledgements not yet."""
+
+    offer_ids: list[str]
+    pending: list[Any]
+    #: per offer: (FlowFiles, bytes) on their way
+    amounts: list[tuple[int, int]]
+    acknowledgements: dict[str, list[str]]
+
+
+def _content_bytes(flowfiles: Sequence[FlowFile]) -> int:
+    return sum([0 if c is None else c[2] for c in map(_CLAIM, flowfiles)])
+
+
+_CLAIM = itemgetter(3)
+
+
+@dataclass
 class Counters:
     """What one processor task did; the status and the metrics are read from here."""
 
@@ -124,7 +152,7 @@ class EngineBackend:
 
     def __init__(self, *, content: Any, queues: Mapping[str, Link], log: "Log", inputs: Sequence[str],
                  destinations: Mapping[str, list[str]], always_sync: bool = False,
-                 component: tuple[str, str, str] = ("", "", "")):
+                 component: tuple[str, str, str] = ("", "", ""), overlap_delivery: bool = False):
         self.content = content
         self.queues = dict(queues)
         self.log = log
@@ -136,6 +164,10 @@ class EngineBackend:
         self._prefetched: deque[tuple[str, FlowFile]] = deque()
         self._next_input = 0
         self._full: dict[str, bool] = {}
+        #: destination -> (FlowFiles, bytes) it took before back pressure, as last reported
+        self._room: dict[str, tuple[int, int]] = {}
+        self.overlap_delivery = overlap_delivery
+        self._delivery: Delivery | None = None
         #: why the flow needs a repair from the log, once something this task did was decided
         #: but not carried out (a delivery that failed, a commit in doubt, a requeue lost)
         self.lost: str | None = None
@@ -147,9 +179,17 @@ class EngineBackend:
     # ------------------------------------------------------------------ input
     def prefetch(self, max_count: int, wait: float) -> bool:
         """Fill the local buffer from the inputs (waiting up to ``wait`` on the last one looked
-        at; inputs are taken in turn); True if anything is there."""
+        at; inputs are taken in turn); True if anything is there. A delivery under way is
+        finished before waiting."""
         if self._prefetched:
             return True
+        if self._delivery is not None and wait > 0:
+            if self._poll_inputs(max_count, 0.0):
+                return True
+            self.finish_delivery()
+        return self._poll_inputs(max_count, wait)
+
+    def _poll_inputs(self, max_count: int, wait: float) -> bool:
         inputs = self.inputs
         for attempt in range(len(inputs)):
             queue_id = inputs[(self._next_input + attempt) % len(inputs)]
@@ -205,12 +245,12 @@ class EngineBackend:
             raise
         # decided: from here on nothing is rolled back (see the module's docstring)
         try:
+            self.finish_delivery()  # the commit before this one's, if still under way
             self._deliver(batch)
+        except DeliveryError:
+            raise
         except Exception as err:
-            self.lost = f"delivering a commit failed: {type(err).__name__}: {err}"
-            raise DeliveryError(
-                f"the commit is in the write-ahead log, but delivering it failed ({type(err).__name__}: "
-                f"{err}); nothing was rolled back, and the flow is repaired from the log") from err
+            raise self._delivery_failed(err) from err
         finally:
             c = self.counters
             c.commits += 1
@@ -220,12 +260,60 @@ class EngineBackend:
             c.bytes_written += batch.bytes_written
 
     def _deliver(self, batch: CommitBatch) -> None:
-        offer_ids = list(batch.offers)
+        offers = batch.offers
+        offer_ids = list(offers)
+        delivery = Delivery(offer_ids, [self.queues[q].call("offer", offers[q]) for q in offer_ids],
+                            [(len(offers[q]), _content_bytes(offers[q])) for q in offer_ids] if self.overlap_delivery else [],
+                            batch.acknowledgements)
+        if self.overlap_delivery and (offer_ids or batch.acknowledgements):
+            self._delivery = delivery
+        else:
+            self._complete(delivery)
+
+    def _complete(self, delivery: Delivery) -> None:
         # offered downstream before acknowledged upstream: a FlowFile is always counted in some
         # queue, so nobody can see the flow idle while records are between two queues
-        states = resolve([self.queues[q].call("offer", batch.offers[q]) for q in offer_ids])
-        self._full.update((q, state.full) for q, state in zip(offer_ids, states))
-        resolve([self.queues[q].call("acknowledge", u) for q, u in batch.acknowledgements.items()])
+        states = resolve(delivery.pending)
+        for queue_id, state in zip(delivery.offer_ids, states):
+            self._note(queue_id, state)
+        resolve([self.queues[q].call("acknowledge", u) for q, u in delivery.acknowledgements.items()])
+
+    def _note(self, queue_id: str, state: Any) -> None:
+        self._full[queue_id] = state.full
+        self._room[queue_id] = (state.room_objects, state.room_bytes)
+
+    @property
+    def delivering(self) -> bool:
+        """Whether a decided commit's offers or acknowledgements are still on their way."""
+        return self._delivery is not None
+
+    def finish_delivery(self) -> None:
+        """Wait for the delivery under way, if any, and acknowledge its input; ``DeliveryError``
+        (a repair is due) if that fails."""
+        delivery = self._delivery
+        if delivery is None:
+            return
+        try:
+            self._complete(delivery)
+        except Exception as err:
+            raise self._delivery_failed(err) from err
+        finally:
+            self._delivery = None
+
+    def _delivery_failed(self, err: Exception) -> DeliveryError:
+        self.lost = f"delivering a commit failed: {type(err).__name__}: {err}"
+        return DeliveryError(
+            f"the commit is in the write-ahead log, but delivering it failed ({type(err).__name__}: "
+            f"{err}); nothing was rolled back, and the flow is repaired from the log")
+
+    def _may_fill(self, delivery: Delivery) -> bool:
+        """Whether the offers on their way may put a destination under back pressure."""
+        room = self._room
+        for queue_id, (count, size) in zip(delivery.offer_ids, delivery.amounts):
+            left = room.get(queue_id)
+            if left is None or count >= left[0] or size >= left[1]:
+                return True
+        return False
 
     def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
         try:
@@ -237,10 +325,15 @@ class EngineBackend:
 
     # ------------------------------------------------------------------ back pressure
     def full_destinations(self) -> list[str]:
+        """The destinations under back pressure; a delivery under way that may fill one is
+        finished first, so the answer is never more than one commit behind."""
+        if self._delivery is not None and self._may_fill(self._delivery):
+            self.finish_delivery()
         return [q for q, full in self._full.items() if full]
 
     def wait_for_space(self, wait: float) -> bool:
         """Wait until no destination is full; True when there is room again."""
+        self.finish_delivery()
         for queue_id in self.full_destinations():
-            self._full[queue_id] = call_now(self.queues[queue_id], "wait_not_full", wait).full
+            self._note(queue_id, call_now(self.queues[queue_id], "wait_not_full", wait))
         return not self.full_destinations()

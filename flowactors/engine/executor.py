@@ -97,7 +97,7 @@ class Executor:
                 content=content, queues={q: link(q) for q in used}, log=self.log, inputs=inputs,
                 destinations=destinations,
                 always_sync=self.settings.always_sync,
-                component=(f"{self.flow.name}/{name}", name, node.type.__name__))
+                component=(f"{self.flow.name}/{name}", name, node.type.__name__), overlap_delivery=True)
             task = ProcessorTask(self.flow.name, node, instance, backend, self.settings)
             if task.key in counted:  # a repair: the counts (and their metrics) go on
                 backend.counters = task.counters = counted[task.key][0]

@@ -103,7 +103,7 @@ class ProcessorTask:
         c = self.counters
         return {
             "name": self.node.name, "instance": self.instance, "running": self.running,
-            "idle": self.idle and not self.busy,
+            "idle": self.idle and not self.busy and not self.backend.delivering,
             "back_pressure": self.back_pressure, "tasks": c.tasks, "task_seconds": round(c.task_seconds, 4),
             "flowfiles_in": c.flowfiles_in, "flowfiles_out": c.flowfiles_out, "bytes_read": c.bytes_read,
             "bytes_written": c.bytes_written, "commits": c.commits, "errors": c.errors, "expired": c.expired,
@@ -123,6 +123,7 @@ class ProcessorTask:
             while not self._stop.is_set():
                 self.cycle()
         finally:
+            self._settle()
             try:
                 self.backend.return_prefetched()
             except Exception as err:
@@ -150,16 +151,28 @@ class ProcessorTask:
         except Exception as err:  # a queue out of reach: said in the status, tried again later
             self.idle = False  # not "no work": the work could not be looked at
             self._record_error("poll", err)
-            self._stop.wait(self.settings.administrative_yield)
+            self._pause(self.settings.administrative_yield)
             return
         self.trigger()
         if self.context._yield_requested:
             self.context._yield_requested = False
-            self._stop.wait(self.yield_duration)
+            self._pause(self.yield_duration)
         elif self.run_schedule > 0:
-            self._stop.wait(self.run_schedule)
+            self._pause(self.run_schedule)
         elif self.idle and not self.node.type.input_required:
-            self._stop.wait(0.01)
+            self._pause(0.01)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` or until stopped, the delivery under way finished first (a task that
+        waits has nothing to overlap it with: ``EngineBackend``)."""
+        self._settle()
+        self._stop.wait(seconds)
+
+    def _settle(self) -> None:
+        try:
+            self.backend.finish_delivery()
+        except DeliveryError as err:  # decided, and the backend says a repair is due
+            self._record_error("commit", err)
 
     def trigger(self) -> None:
         """One ``on_trigger`` over a new session, then commit; an exception rolls it back (a commit
@@ -181,7 +194,7 @@ class ProcessorTask:
                 self._limit = None if self._limit * 2 >= batch_size else self._limit * 2
         except DeliveryError as err:  # in the log already: nothing to roll back or narrow down
             self._record_error("commit", err)
-            self._stop.wait(self.settings.administrative_yield)
+            self._pause(self.settings.administrative_yield)
         except Exception as err:
             self._failed(session, err)
         finally:
@@ -212,10 +225,10 @@ class ProcessorTask:
             else:
                 self._record_error("on_trigger", err)
                 session.rollback()
-                self._stop.wait(self.settings.administrative_yield)
+                self._pause(self.settings.administrative_yield)
         except Exception as rollback_error:
             self._record_error("rollback", rollback_error)
-            self._stop.wait(self.settings.administrative_yield)
+            self._pause(self.settings.administrative_yield)
 
     def _set_aside(self, session: ProcessSession, flowfile, err: Exception) -> None:
         """The one FlowFile the processor fails on: to ``failure`` if it has one, else (or if even

@@ -58,12 +58,20 @@ __all__ = ["LinkedSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueA
            "prioritizer_key", "restore_queues", "unknown_queues"]
 
 
+#: ``QueueState``'s room when a back pressure threshold is off
+UNBOUNDED = 1 << 62
+
+
 class QueueState(NamedTuple):
-    """What a producer needs after an offer: how full the queue is."""
+    """What a producer needs after an offer: how full the queue is, and how many more FlowFiles
+    and bytes it takes before it is (so a producer whose offer is still on its way can tell
+    whether that offer may fill it: ``EngineBackend``)."""
 
     count: int
     size: int
     full: bool
+    room_objects: int = UNBOUNDED
+    room_bytes: int = UNBOUNDED
 
 
 @dataclass(frozen=True)
@@ -127,7 +135,11 @@ class ConnectionQueue:
         return (0 < c.back_pressure_objects <= self.count) or (0 < c.back_pressure_bytes <= self.size)
 
     def state(self) -> QueueState:
-        return QueueState(self.count, self.size, self.is_full())
+        c = self.config
+        count, size = self.count, self.size
+        room_objects = c.back_pressure_objects - count if c.back_pressure_objects > 0 else UNBOUNDED
+        room_bytes = c.back_pressure_bytes - size if c.back_pressure_bytes > 0 else UNBOUNDED
+        return QueueState(count, size, room_objects <= 0 or room_bytes <= 0, room_objects, room_bytes)
 
     # ------------------------------------------------------------------ producers
     def offer(self, flowfiles: Iterable[FlowFile]) -> QueueState:
