@@ -315,6 +315,14 @@ def test_long_values_are_indexed_by_hash(tmp_path):
     repo.close()
 
 
+def test_term_keys_of_a_batch_are_those_of_one_value_at_a_time():
+    from repositories.provenance.index import attribute_key, term_key, term_keys
+    values = ["a", "é" * 300, "x" * 500, "name-1.txt", ""]
+    assert term_keys(values) == [term_key(v) for v in values]
+    assert term_keys(values, b"filename\x00") == [attribute_key("filename", v) for v in values]
+    assert term_keys([7, "b"]) == [term_key("7"), term_key("b")]
+
+
 # ---------------------------------------------------------------- lineage
 
 

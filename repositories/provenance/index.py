@@ -32,7 +32,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from itertools import groupby
+from itertools import groupby, repeat
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -85,6 +85,20 @@ def term_key(value: str) -> bytes:
 
 def attribute_key(name: str, value: str) -> bytes:
     return term_key(f"{name}\x00{value}")
+
+
+def term_keys(values: list, prefix: bytes = b"") -> list[bytes]:
+    """``term_key`` of each string value (after ``prefix``: ``attribute_key``'s is the name and a
+    NUL), built without a Python call a value: the rollover makes one for every event."""
+    try:
+        keys = list(map(str.encode, values))
+    except TypeError:   # not all strings: one at a time, as term_key would do it
+        keys = [str(value).encode() for value in values]
+    if prefix:
+        keys = list(map(prefix.__add__, keys))
+    if keys and max(map(len, keys)) > _MAX_TERM:
+        keys = [key if len(key) <= _MAX_TERM else term_key(key.decode()) for key in keys]
+    return keys
 
 
 _F = FIELD_INDEX
@@ -219,12 +233,11 @@ class IndexBatch:
             raise ValueError(f"an entry's event ids must be consecutive, got {ids[0]}..{ids[-1]} for {len(ids)}")
         file_id = self.file_id
         packed = list(map(_pack_id, ids))
-        timestamps = [int(t) for t in columns[_F_TS]]   # tolerate floats from a caller
-        sizes = [int(z) for z in columns[_F_SIZE]]
-        self.primary.extend([(p, _pack_ptr(file_id, block_offset, t, z))
-                             for p, t, z in zip(packed, timestamps, sizes)])
+        timestamps = list(map(int, columns[_F_TS]))   # tolerate floats from a caller
+        sizes = list(map(int, columns[_F_SIZE]))
+        self.primary.extend(zip(packed, map(_pack_ptr, repeat(file_id), repeat(block_offset), timestamps, sizes)))
         uuids = columns[_F_UUID]
-        self.uuid.extend(zip(map(term_key, uuids), packed))
+        self.uuid.extend(zip(term_keys(uuids), packed))
         parents, children = columns[_F_PARENTS], columns[_F_CHILDREN]
         if any(parents) or any(children):
             for uuid, others, p in zip(uuids, map(list.__add__, parents, children), packed):
@@ -237,8 +250,12 @@ class IndexBatch:
         ranges[b"component_name"].add_column(columns[_F_CNAME], ids, term_key)
         ranges[b"relationship"].add_column(columns[_F_REL], ids, term_key)
         if filenames is not None and self.attributes == ("filename",):
-            self.attribute.extend((attribute_key("filename", str(name)), p)
-                                  for name, p in zip(filenames, packed) if name is not None)
+            if None in filenames:
+                kept = [(name, p) for name, p in zip(filenames, packed) if name is not None]
+                filenames, packed_kept = [k[0] for k in kept], [k[1] for k in kept]
+            else:
+                packed_kept = packed
+            self.attribute.extend(zip(term_keys(filenames, b"filename\x00"), packed_kept))
         elif self.attributes:
             for updated, previous, p in zip(columns[_F_UPD], columns[_F_PREV], packed):
                 for name in self.attributes:
