@@ -14,8 +14,12 @@ import threading
 import pytest
 
 from flowactors.engine.backend import EngineBackend
+from flowactors.engine.task import ProcessorTask
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueState
+from flowactors.processors.attributes import UpdateAttribute
+from flowactors.sdk.flow import Flow
 from flowactors.sdk.session import CommitBatch, DeliveryError
+from flowactors.sdk.settings import Settings
 from repositories.model import ContentClaim, FlowFile, FlowFileBatch, ResourceClaim, new_flowfile_uuid
 
 
@@ -53,7 +57,7 @@ def flowfiles(count: int, size: int = 10) -> FlowFileBatch:
 
 
 def state(room: int) -> QueueState:
-    return QueueState(0, 0, room <= 0, room, 1 << 40)
+    return QueueState(0, 0, room, 1 << 40)
 
 
 @pytest.fixture
@@ -140,10 +144,10 @@ def test_back_pressure_is_looked_at_again_when_the_offers_on_their_way_may_fill_
 def test_content_bytes_on_their_way_count_against_the_byte_threshold(links):
     b = backend(links)
     b.commit(batch(10))
-    links["out"].answer(QueueState(0, 0, False, 1 << 40, 150))   # 150 bytes of room
+    links["out"].answer(QueueState(0, 0, 1 << 40, 150))   # 150 bytes of room
     b.finish_delivery()
     b.commit(batch(20))                       # 20 x 10 bytes >= 150: may fill it
-    links["out"].answer(QueueState(0, 0, True, 1 << 40, -50))
+    links["out"].answer(QueueState(0, 0, 1 << 40, -50))
     assert b.full_destinations() == ["out"] and not b.delivering
 
 
@@ -156,6 +160,19 @@ def test_a_delivery_that_fails_asks_for_a_repair_and_is_not_retried(links):
     assert b.lost and "queue gone" in b.lost
     assert not b.delivering and links["in"].calls == []   # never acknowledged: the log repairs it
     b.finish_delivery()  # nothing left to finish
+
+
+def test_a_task_is_not_idle_while_its_delivery_is_under_way_and_delivers_before_it_pauses(links):
+    flow = Flow("f")
+    node = flow.add(UpdateAttribute, "update")
+    task = ProcessorTask("f", node, 0, backend(links), Settings())
+    task.backend.commit(batch(3))
+    task.idle = True                      # its last trigger found nothing more to do
+    assert task.status()["idle"] is False
+    links["out"].answer()
+    task._pause(0)                        # about to wait: the delivery goes first
+    assert links["in"].calls == ["acknowledge"]
+    assert task.status()["idle"] is True
 
 
 def test_a_queue_reports_its_room_before_back_pressure():

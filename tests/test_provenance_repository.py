@@ -315,6 +315,15 @@ def test_long_values_are_indexed_by_hash(tmp_path):
     repo.close()
 
 
+def test_an_event_without_a_filename_leaves_the_others_of_its_batch_found_by_theirs(tmp_path):
+    repo = open_repo(tmp_path / "p")
+    repo.register([ev(T.CREATE, "a", updated_attributes={"filename": "x"}), ev(T.CREATE, "b"),
+                   ev(T.CREATE, "c", updated_attributes={"filename": "y"})])
+    repo.rollover()
+    assert ids(repo.search(filename="x")) == [0] and ids(repo.search(filename="y")) == [2]
+    repo.close()
+
+
 def test_term_keys_of_a_batch_are_those_of_one_value_at_a_time():
     from repositories.provenance.index import attribute_key, term_key, term_keys
     values = ["a", "é" * 300, "x" * 500, "name-1.txt", ""]

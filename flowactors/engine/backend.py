@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
@@ -116,20 +115,12 @@ class DirectLog:
 
 @dataclass
 class Delivery:
-    """A decided commit's delivery under way: its offers sent, its acknowledgements not yet."""
+    """A decided commit's delivery: its offers (queue -> FlowFiles), the pending answer to each
+    in the same order, and the acknowledgements sent once they arrived."""
 
-    offer_ids: list[str]
+    offers: dict[str, FlowFileBatch]
     pending: list[Any]
-    #: per offer: (FlowFiles, bytes) on their way
-    amounts: list[tuple[int, int]]
     acknowledgements: dict[str, list[str]]
-
-
-def _content_bytes(flowfiles: Sequence[FlowFile]) -> int:
-    return sum([0 if c is None else c[2] for c in map(_CLAIM, flowfiles)])
-
-
-_CLAIM = itemgetter(3)
 
 
 @dataclass
@@ -163,9 +154,8 @@ class EngineBackend:
         self.counters = Counters()
         self._prefetched: deque[tuple[str, FlowFile]] = deque()
         self._next_input = 0
-        self._full: dict[str, bool] = {}
-        #: destination -> (FlowFiles, bytes) it took before back pressure, as last reported
-        self._room: dict[str, tuple[int, int]] = {}
+        #: destination -> what it last said of its back pressure (an offer's answer, a wait's)
+        self._states: dict[str, Any] = {}
         self.overlap_delivery = overlap_delivery
         self._delivery: Delivery | None = None
         #: why the flow needs a repair from the log, once something this task did was decided
@@ -261,11 +251,9 @@ class EngineBackend:
 
     def _deliver(self, batch: CommitBatch) -> None:
         offers = batch.offers
-        offer_ids = list(offers)
-        delivery = Delivery(offer_ids, [self.queues[q].call("offer", offers[q]) for q in offer_ids],
-                            [(len(offers[q]), _content_bytes(offers[q])) for q in offer_ids] if self.overlap_delivery else [],
+        delivery = Delivery(offers, [self.queues[q].call("offer", flowfiles) for q, flowfiles in offers.items()],
                             batch.acknowledgements)
-        if self.overlap_delivery and (offer_ids or batch.acknowledgements):
+        if self.overlap_delivery and (offers or batch.acknowledgements):
             self._delivery = delivery
         else:
             self._complete(delivery)
@@ -273,14 +261,8 @@ class EngineBackend:
     def _complete(self, delivery: Delivery) -> None:
         # offered downstream before acknowledged upstream: a FlowFile is always counted in some
         # queue, so nobody can see the flow idle while records are between two queues
-        states = resolve(delivery.pending)
-        for queue_id, state in zip(delivery.offer_ids, states):
-            self._note(queue_id, state)
+        self._states.update(zip(delivery.offers, resolve(delivery.pending)))
         resolve([self.queues[q].call("acknowledge", u) for q, u in delivery.acknowledgements.items()])
-
-    def _note(self, queue_id: str, state: Any) -> None:
-        self._full[queue_id] = state.full
-        self._room[queue_id] = (state.room_objects, state.room_bytes)
 
     @property
     def delivering(self) -> bool:
@@ -307,11 +289,12 @@ class EngineBackend:
             f"{err}); nothing was rolled back, and the flow is repaired from the log")
 
     def _may_fill(self, delivery: Delivery) -> bool:
-        """Whether the offers on their way may put a destination under back pressure."""
-        room = self._room
-        for queue_id, (count, size) in zip(delivery.offer_ids, delivery.amounts):
-            left = room.get(queue_id)
-            if left is None or count >= left[0] or size >= left[1]:
+        """Whether the offers on their way may put a destination under back pressure (from the
+        room it last reported; content sizes are added up only where the count leaves room)."""
+        for queue_id, flowfiles in delivery.offers.items():
+            state = self._states.get(queue_id)
+            if (state is None or len(flowfiles) >= state.room_objects
+                    or sum(f.size for f in flowfiles) >= state.room_bytes):
                 return True
         return False
 
@@ -329,11 +312,11 @@ class EngineBackend:
         finished first, so the answer is never more than one commit behind."""
         if self._delivery is not None and self._may_fill(self._delivery):
             self.finish_delivery()
-        return [q for q, full in self._full.items() if full]
+        return [q for q, state in self._states.items() if state.full]
 
     def wait_for_space(self, wait: float) -> bool:
         """Wait until no destination is full; True when there is room again."""
         self.finish_delivery()
         for queue_id in self.full_destinations():
-            self._note(queue_id, call_now(self.queues[queue_id], "wait_not_full", wait))
+            self._states[queue_id] = call_now(self.queues[queue_id], "wait_not_full", wait)
         return not self.full_destinations()

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import defaultdict
 import os
 import shutil
 import tempfile
 import threading
 import time
 import weakref
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any

@@ -32,7 +32,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
+from itertools import compress, groupby, repeat
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -250,12 +250,11 @@ class IndexBatch:
         ranges[b"component_name"].add_column(columns[_F_CNAME], ids, term_key)
         ranges[b"relationship"].add_column(columns[_F_REL], ids, term_key)
         if filenames is not None and self.attributes == ("filename",):
-            if None in filenames:
-                kept = [(name, p) for name, p in zip(filenames, packed) if name is not None]
-                filenames, packed_kept = [k[0] for k in kept], [k[1] for k in kept]
-            else:
-                packed_kept = packed
-            self.attribute.extend(zip(term_keys(filenames, b"filename\x00"), packed_kept))
+            named = packed
+            if None in filenames:   # events whose FlowFile has no filename: not indexed
+                present = [name is not None for name in filenames]
+                filenames, named = list(compress(filenames, present)), list(compress(packed, present))
+            self.attribute.extend(zip(term_keys(filenames, b"filename\x00"), named))
         elif self.attributes:
             for updated, previous, p in zip(columns[_F_UPD], columns[_F_PREV], packed):
                 for name in self.attributes:

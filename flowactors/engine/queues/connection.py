@@ -63,15 +63,18 @@ UNBOUNDED = 1 << 62
 
 
 class QueueState(NamedTuple):
-    """What a producer needs after an offer: how full the queue is, and how many more FlowFiles
-    and bytes it takes before it is (so a producer whose offer is still on its way can tell
-    whether that offer may fill it: ``EngineBackend``)."""
+    """What a producer needs after an offer: how full the queue is, as how many more FlowFiles
+    and bytes it takes before back pressure (so a producer whose offer is still on its way can
+    tell whether that offer may fill it: ``EngineBackend``)."""
 
     count: int
     size: int
-    full: bool
-    room_objects: int = UNBOUNDED
-    room_bytes: int = UNBOUNDED
+    room_objects: int
+    room_bytes: int
+
+    @property
+    def full(self) -> bool:
+        return self.room_objects <= 0 or self.room_bytes <= 0
 
 
 @dataclass(frozen=True)
@@ -131,15 +134,13 @@ class ConnectionQueue:
         return sum(p.size for p in self.partitions.values()) + self._in_flight_bytes
 
     def is_full(self) -> bool:
-        c = self.config
-        return (0 < c.back_pressure_objects <= self.count) or (0 < c.back_pressure_bytes <= self.size)
+        return self.state().full
 
     def state(self) -> QueueState:
         c = self.config
         count, size = self.count, self.size
-        room_objects = c.back_pressure_objects - count if c.back_pressure_objects > 0 else UNBOUNDED
-        room_bytes = c.back_pressure_bytes - size if c.back_pressure_bytes > 0 else UNBOUNDED
-        return QueueState(count, size, room_objects <= 0 or room_bytes <= 0, room_objects, room_bytes)
+        return QueueState(count, size, c.back_pressure_objects - count if c.back_pressure_objects > 0 else UNBOUNDED,
+                          c.back_pressure_bytes - size if c.back_pressure_bytes > 0 else UNBOUNDED)
 
     # ------------------------------------------------------------------ producers
     def offer(self, flowfiles: Iterable[FlowFile]) -> QueueState:
