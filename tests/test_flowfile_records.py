@@ -158,28 +158,88 @@ def test_the_example_in_the_format_doc_is_what_the_code_writes():
     assert bytes.fromhex("".join(hex_bytes)) == rec.encode(ff, "q1")
 
 
-def test_a_journal_entry_byte_by_byte_and_back():
-    """A commit's journal entry: header, each update's uuid key, length and record, the removals'
-    uuid keys, the new claims' keys, CRC-32; it decodes to what applying it needs of each record."""
+def test_uuid_keys_of_a_batch_are_each_uuid_key():
+    many = [U, U.upper(), U.replace("-", ""), "00000000-0000-7000-8000-000000000001"]
+    joined, keys = rec.uuid_keys(many)
+    assert keys == [rec.uuid_key(u) for u in many] and joined == b"".join(keys)
+    assert rec.uuid_keys([]) == (b"", [])
+    # 31 and 33 hex digits would join to 64: each uuid is checked on its own
+    for bad in ([U[:-1], U + "0"], [U, "not-a-uuid"], [U, 12]):
+        with pytest.raises(ValueError, match="is not a UUID"):
+            rec.uuid_keys(bad)
+
+
+def _commit_entry():
     from repositories.model import QueuedFlowFile
 
-    other = sample(claim=False)._replace(uuid="00000000-0000-7000-8000-000000000001")
-    prepared, rkeys = rec.encode_commit([QueuedFlowFile(sample(), "q1"), QueuedFlowFile(other, "q2")],
-                                        ["00000000-0000-7000-8000-0000000000ff"])
+    other = sample(claim=False)._replace(uuid="00000000-0000-7000-8000-000000000001", id=43)
+    third = sample()._replace(uuid="00000000-0000-7000-8000-000000000002", id=44, attributes={})
+    updates = [QueuedFlowFile(sample(), "q1"), QueuedFlowFile(other, "q2"), QueuedFlowFile(third, "q1")]
+    prepared, rkeys, columns = rec.encode_commit(updates, ["00000000-0000-7000-8000-0000000000ff"])
+    return updates, prepared, rkeys, columns
+
+
+def test_a_journal_entry_byte_by_byte_and_back():
+    """A commit's journal entry: header, the updates' queue and claim tables, uuid keys, ten i64
+    LE columns and one JSON array of attributes, the removals' uuid keys, the new claims' keys,
+    CRC-32; it decodes to updates that make the same records as the FlowFiles they came from."""
+    updates, prepared, rkeys, columns = _commit_entry()
     ckey = rec.claim_key(tuple(RC))
-    entry = rec.encode_journal_entry(prepared, rkeys, [ckey])
-    r1, r2 = prepared[0][5], prepared[1][5]
-    expected = (bytes([1]) + struct.pack(">III", 2, 1, 1)
-                + UKEY + struct.pack(">I", len(r1)) + r1
-                + rec.uuid_key(other.uuid) + struct.pack(">I", len(r2)) + r2
+    entry = rec.encode_journal_entry(len(prepared), columns, rkeys, [ckey])
+    ffs = [u.flowfile for u in updates]
+
+    def i64s(values):
+        return struct.pack("<3q", *values)
+
+    expected = (bytes([2]) + struct.pack(">III", 3, 1, 1)
+                + struct.pack(">II", 2, 1) + b"\x00\x02q1" + b"\x00\x02q2" + struct.pack(">H", len(ckey)) + ckey
+                + UKEY + rec.uuid_key(ffs[1].uuid) + rec.uuid_key(ffs[2].uuid)
+                + i64s([42, 43, 44]) + i64s([f.entry_date for f in ffs]) + i64s([f.lineage_start_date for f in ffs])
+                + i64s([7, 7, 7]) + i64s([f.queue_date for f in ffs]) + i64s([-3, -3, -3])
+                + i64s([100, 0, 100]) + i64s([25, 0, 25]) + i64s([0, 1, 0]) + i64s([1, 0, 1])
+                + struct.pack(">I", len(orjson.dumps([f.attributes for f in ffs])))
+                + orjson.dumps([f.attributes for f in ffs])
                 + rkeys[0]
                 + struct.pack(">H", len(ckey)) + ckey)
     assert entry == expected + struct.pack("<I", zlib.crc32(expected))
-    updates, removals, claims = rec.decode_journal_entry(entry)
-    assert updates == [(p[0], None, None, *p[3:]) for p in prepared]
-    assert [u[3:5] + u[7:] for u in updates] == [(b"\x00\x02q1", ckey, 25), (b"\x00\x02q2", b"", 0)]
+    decoded, removals, claims = rec.decode_journal_entry(entry)
+    assert [d[:1] + d[3:] for d in decoded] == [p[:1] + p[3:] for p in prepared]
+    assert [u[3:] for u in decoded] == [(b"\x00\x02q1", ckey, 25), (b"\x00\x02q2", b"", 0), (b"\x00\x02q1", ckey, 25)]
+    assert [rec.update_record(d) for d in decoded] == [rec.update_record(p) for p in prepared]
+    assert [rec.update_record(p) for p in prepared] == [
+        rec.encode_flowfile(f, rec.queue_prefix(u.queue), ckey if f.claim else b"", rec.uuid_key(f.uuid))
+        for f, u in zip(ffs, updates)]
     assert removals == rkeys and claims == [ckey]
-    assert rec.decode_journal_entry(rec.encode_journal_entry([], [], [])) == ([], [], [])
+    empty = rec.encode_commit([], [])
+    assert rec.decode_journal_entry(rec.encode_journal_entry(0, empty[2], [], [])) == ([], [], [])
+
+
+def test_a_version_1_journal_entry_is_still_read():
+    """Entries written before the columns (version 1: each update's uuid key, length and record)
+    may still be in a journal when this release opens it."""
+    updates, prepared, rkeys, _columns = _commit_entry()
+    records = [rec.update_record(p) for p in prepared]
+    body = bytes([1]) + struct.pack(">III", 3, 1, 0)
+    for p, (value, _okey) in zip(prepared, records):
+        body += p[0] + struct.pack(">I", len(value)) + value
+    body += rkeys[0]
+    decoded, removals, claims = rec.decode_journal_entry(body + struct.pack("<I", zlib.crc32(body)))
+    assert [d[:1] + d[3:] for d in decoded] == [p[:1] + p[3:] for p in prepared]
+    assert [rec.update_record(d) for d in decoded] == records
+    assert removals == rkeys and claims == []
+
+
+def test_a_journal_entry_with_numbers_it_does_not_hold_is_a_record_error():
+    _updates, prepared, rkeys, columns = _commit_entry()
+    entry = bytearray(rec.encode_journal_entry(len(prepared), columns, rkeys, []))
+    # the queue-number column's first value: after the header (13), table counts (8), two queue
+    # prefixes (4 each), one claim key, three uuid keys and eight columns of three
+    at = 13 + 8 + 4 + 4 + 2 + len(rec.claim_key(tuple(RC))) + 3 * 16 + 8 * 3 * 8
+    assert struct.unpack_from("<q", entry, at)[0] == 0
+    struct.pack_into("<q", entry, at, 5)
+    body = bytes(entry[:-4])
+    with pytest.raises(rec.RecordError, match="does not hold"):
+        rec.decode_journal_entry(body + struct.pack("<I", zlib.crc32(body)))
 
 
 @pytest.mark.parametrize("mangle, error", [
@@ -190,9 +250,9 @@ def test_a_journal_entry_byte_by_byte_and_back():
 def test_a_damaged_journal_entry_is_a_record_error(mangle, error):
     from repositories.model import QueuedFlowFile
 
-    prepared, rkeys = rec.encode_commit([QueuedFlowFile(sample(), "q1")], [])
+    prepared, rkeys, columns = rec.encode_commit([QueuedFlowFile(sample(), "q1")], [])
     with pytest.raises(rec.RecordError, match=error):
-        rec.decode_journal_entry(mangle(rec.encode_journal_entry(prepared, rkeys, [])))
+        rec.decode_journal_entry(mangle(rec.encode_journal_entry(len(prepared), columns, rkeys, [])))
 
 
 def test_a_journal_entry_of_a_newer_version_or_wrong_counts():
@@ -200,6 +260,6 @@ def test_a_journal_entry_of_a_newer_version_or_wrong_counts():
         return body + struct.pack("<I", zlib.crc32(body))
 
     with pytest.raises(rec.RecordVersionError):
-        rec.decode_journal_entry(sealed(bytes([2]) + struct.pack(">III", 0, 0, 0)))
+        rec.decode_journal_entry(sealed(bytes([3]) + struct.pack(">III", 0, 0, 0)))
     with pytest.raises(rec.RecordError, match="truncated|length"):
         rec.decode_journal_entry(sealed(bytes([1]) + struct.pack(">III", 0, 3, 0)))

@@ -87,7 +87,7 @@ class InMemoryFlowFileRepository:
         new_claims: Sequence[ResourceClaim] = (),
         events: int = 0,
     ) -> int | None:
-        prepared, rkeys = rec.encode_commit(updates, removals)
+        prepared, rkeys, _columns = rec.encode_commit(updates, removals)
         with self._lock:
             self._check_open()
             self._apply(prepared, rkeys, new_claims)
@@ -108,7 +108,9 @@ class InMemoryFlowFileRepository:
 
         puts = []
         dels = []
-        for ukey, ff, queue, _prefix, _ckey, _value, okey, _size in prepared:
+        for update in prepared:
+            ukey, ff, queue = update[:3]
+            okey = rec.update_record(update)[1]
             res = tuple(ff.claim.resource) if ff.claim is not None else None
             old = records.get(ukey)
             if old is None:

@@ -35,7 +35,9 @@ followed by its own CRC (little-endian) is always 0x2144DF1C.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -108,6 +110,21 @@ def key_uuid(key: bytes) -> str:
     """The canonical (lower-case, dashed) string of a 16-byte uuid key."""
     h = key.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def uuid_keys(uuids: Sequence[str]) -> tuple[bytes, list[bytes]]:
+    """``(every key joined, the keys)``: ``uuid_key`` of each uuid, in three C calls for the batch;
+    a uuid that is not one is named as ``uuid_key`` names it."""
+    try:
+        stripped = [u.replace("-", "") for u in uuids]
+        joined = bytes.fromhex("".join(stripped))
+        if set(map(len, stripped)) - {32}:
+            raise ValueError
+    except (ValueError, TypeError, AttributeError):
+        for uuid in uuids:
+            uuid_key(uuid)
+        raise
+    return joined, [joined[i : i + 16] for i in range(0, len(joined), 16)]
 
 
 # --- queue prefixes and the order index --------------------------------------------------------
@@ -225,48 +242,84 @@ def encode(ff: FlowFile, queue: str) -> bytes:
     return encode_flowfile(ff, queue_prefix(queue), ckey, uuid_key(ff.uuid))[0]
 
 
+#: A journal entry's updates are columns of i64 LE (``array("q")`` is 8 bytes on every platform)
+_NATIVE_LE = sys.byteorder == "little"
+_TABLES = struct.Struct(">II")  # queue prefixes, claim keys
+_COLUMNS = 10  # id, entry, lineage, penalized, queue date, queue index, offset, length, queue no, claim no
+
+
+def _i64_column(values: Iterable[int]) -> array:
+    return array("q", values)
+
+
 def encode_commit(
-    updates: Iterable[QueuedFlowFile], removals: Iterable[str], prefix_of: Callable[[str], bytes] = queue_prefix
-) -> tuple[list[tuple[bytes, FlowFile, str, bytes, bytes, bytes, bytes, int]], list[bytes]]:
+    updates: Sequence[QueuedFlowFile], removals: Iterable[str], prefix_of: Callable[[str], bytes] = queue_prefix
+) -> tuple[list[tuple[bytes, FlowFile, str, bytes, bytes, int]], list[bytes], bytes]:
     """Validate and encode one commit's batch, before any write, as both FlowFile repositories do.
 
     The LMDB and the in-memory repository share it so that they refuse the same batches with the
     same ``ValueError`` (a uuid twice among updates and removals, a FlowFile that cannot be stored)
     and order FlowFiles by the same keys. ``prefix_of`` is ``queue_prefix`` or a cache of it.
-    Returns ``[(uuid key, FlowFile, queue, queue prefix, claim key, record, order key, content
-    length)]`` for the updates (an *update*, the shape the FlowFile repository applies) and the
-    uuid keys of the removals."""
-    prepared = []
-    ckeys = ClaimKeyCache()
-    prefixes: dict[str, bytes] = {}
-    for ff, queue in updates:
-        ukey = uuid_key(ff.uuid)
-        prefix = prefixes.get(queue)
-        if prefix is None:
-            prefix = prefixes[queue] = prefix_of(queue)
-        claim = ff.claim
-        ckey = b"" if claim is None else ckeys[claim.resource]
-        try:
-            value, okey = encode_flowfile(ff, prefix, ckey, ukey)
-        except TypeError as e:
-            raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {e}") from None
-        prepared.append((ukey, ff, queue, prefix, ckey, value, okey, 0 if claim is None else claim[2]))
-    rkeys = [uuid_key(uuid) for uuid in removals]
-    keys = [p[0] for p in prepared]
-    keys += rkeys
+    Returns ``([(uuid key, FlowFile, queue, queue prefix, claim key, content length)], removal
+    uuid keys, the updates' columns)``: an *update* each (the shape the FlowFile repository
+    applies; ``update_record`` makes its record when it is written), and the updates as the
+    columns of a journal entry (``encode_journal_entry``), built for the whole batch at once."""
+    flowfiles = [u[0] for u in updates]
+    queues = [u[1] for u in updates]
+    n = len(flowfiles)
+    joined, ukeys = uuid_keys([f[1] for f in flowfiles])
+    # the batch's queues and resource claims, each numbered once (claim 0: no content)
+    if n and queues.count(queues[0]) == n:
+        queue_numbers = [0] * n
+        prefixes = [prefix_of(queues[0])]
+        prefix_each = prefixes * n
+    else:
+        numbered: dict[str, int] = {}
+        queue_numbers = [numbered.setdefault(q, len(numbered)) for q in queues]
+        prefixes = [prefix_of(q) for q in numbered]
+        prefix_each = [prefixes[i] for i in queue_numbers]
+    claims = [f[3] for f in flowfiles]
+    resources: dict[tuple, int] = {}
+    claim_numbers = [0 if c is None else resources.setdefault(c[0], len(resources) + 1) for c in claims]
+    ckeys = [b"", *map(claim_key, resources)]
+    sizes = [0 if c is None else c[2] for c in claims]
+    try:
+        columns = [_i64_column([f[0] for f in flowfiles]), _i64_column([f[4] for f in flowfiles]),
+                   _i64_column([f[5] for f in flowfiles]), _i64_column([f[6] for f in flowfiles]),
+                   _i64_column([f[7] for f in flowfiles]), _i64_column([f[8] for f in flowfiles]),
+                   _i64_column([0 if c is None else c[1] for c in claims]), _i64_column(sizes),
+                   _i64_column(queue_numbers), _i64_column(claim_numbers)]
+        attributes = _dumps([f[2] for f in flowfiles], default=_default)
+    except (TypeError, OverflowError) as e:
+        for ff in flowfiles:   # names the FlowFile, as encoding one at a time would
+            try:
+                encode_flowfile(ff, b"", b"", b"")
+            except TypeError as each:
+                raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {each}") from None
+        raise ValueError(f"a FlowFile of the commit cannot be stored: {e}") from None
+    prepared = list(zip(ukeys, flowfiles, queues, prefix_each, [ckeys[i] for i in claim_numbers], sizes))
+    rkeys = uuid_keys(removals)[1]
+    keys = ukeys + rkeys
     if len(set(keys)) != len(keys):  # checked at once; the loop below only names the culprit
         seen: set[bytes] = set()
         for i, ukey in enumerate(keys):
             if ukey in seen:
-                where = "" if i < len(prepared) else " (update and removal)"
+                where = "" if i < n else " (update and removal)"
                 raise ValueError(f"FlowFile {key_uuid(ukey)} appears more than once in one commit{where}")
             seen.add(ukey)
-    return prepared, rkeys
+    if not _NATIVE_LE:
+        for column in columns:
+            column.byteswap()
+    tables = [_TABLES.pack(len(prefixes), len(ckeys) - 1), *prefixes]
+    for ckey in ckeys[1:]:
+        tables += (_U16.pack(len(ckey)), ckey)
+    body = b"".join([*tables, joined, *[c.tobytes() for c in columns], _U32.pack(len(attributes)), attributes])
+    return prepared, rkeys, body
 
 
 def encode_swap_registration(
     location: str, count: int, flowfiles: Sequence[FlowFile] | None, prefix_of: Callable[[str], bytes] = queue_prefix
-) -> list[tuple[bytes, FlowFile, str, bytes, bytes, bytes, bytes]]:
+) -> list[tuple[bytes, FlowFile, str, bytes, bytes, int]]:
     """Check a swap file's registration and encode the FlowFiles it moves to ``swap:<location>``
     (none without ``flowfiles``), as ``encode_commit`` does, so that both FlowFile repositories
     refuse the same registrations with the same ``ValueError``."""
@@ -280,7 +333,7 @@ def encode_swap_registration(
         return []
     if len(flowfiles) != count:
         raise ValueError(f"count is {count} but {len(flowfiles)} FlowFiles were given")
-    return encode_commit((QueuedFlowFile(ff, swap_queue) for ff in flowfiles), (), prefix_of)[0]
+    return encode_commit([QueuedFlowFile(ff, swap_queue) for ff in flowfiles], (), prefix_of)[0]
 
 
 def _check(value: bytes) -> int:
@@ -327,32 +380,89 @@ def peek(value: bytes) -> tuple[bytes, bytes, bytes, int]:
 
 # --- journal entries (a commit's changes, applied to the tables later) --------------------------
 
-#: Version byte of a journal entry.
-JOURNAL_VERSION = 1
+#: Version byte of a journal entry: 2 stores the updates as columns; 1 (2026-11-25, before the
+#: columns) stored each update's record, and is still read.
+JOURNAL_VERSION = 2
 _ENTRY_HEAD = struct.Struct(">BIII")  # version, updates, removals, new claims
 _U32 = struct.Struct(">I")
+_ORDER = struct.Struct(">QQQ")
 
 
-def encode_journal_entry(prepared: Sequence[tuple], rkeys: Sequence[bytes], new_ckeys: Sequence[bytes]) -> bytes:
-    """One commit's changes as one value: ``encode_commit``'s updates (uuid key and record each),
-    the uuid keys of its removals and the keys of the claims it wrote, then a CRC-32."""
-    parts = [_ENTRY_HEAD.pack(JOURNAL_VERSION, len(prepared), len(rkeys), len(new_ckeys))]
-    pack_u32 = _U32.pack
-    for p in prepared:
-        value = p[5]
-        parts += (p[0], pack_u32(len(value)), value)
-    parts += rkeys
+def encode_journal_entry(updates: int, columns: bytes, rkeys: Sequence[bytes], new_ckeys: Sequence[bytes]) -> bytes:
+    """One commit's changes as one value: the ``updates`` FlowFiles as ``encode_commit``'s
+    ``columns``, the uuid keys of its removals and the keys of the claims it wrote, then a CRC-32."""
+    parts = [_ENTRY_HEAD.pack(JOURNAL_VERSION, updates, len(rkeys), len(new_ckeys)), columns, *rkeys]
     for ckey in new_ckeys:
         parts += (_U16.pack(len(ckey)), ckey)
     body = b"".join(parts)
     return body + _CRC.pack(_crc32(body))
 
 
+def update_record(update: tuple) -> tuple[bytes, bytes]:
+    """``(record, order-index key)`` of an update (``encode_commit``'s or ``decode_journal_entry``'s
+    shape): made when the update is written to the tables, so a FlowFile that a later commit
+    changes or removes first never has its record made."""
+    ukey, source, _queue, prefix, ckey, _size = update
+    if isinstance(source, FlowFile):
+        return encode_flowfile(source, prefix, ckey, ukey)
+    return source.record(prefix, ckey, ukey)
+
+
+class _Columns:
+    """The updates of one decoded journal entry: its columns, and its attributes parsed only when
+    a first record is wanted (most entries' FlowFiles have moved on by the time they are applied)."""
+
+    __slots__ = ("columns", "count", "attributes_json", "attributes")
+
+    def __init__(self, columns: array, count: int, attributes_json: bytes) -> None:
+        self.columns, self.count, self.attributes_json, self.attributes = columns, count, attributes_json, None
+
+    def record(self, i: int, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
+        if self.attributes is None:
+            try:
+                attributes = _loads(self.attributes_json)
+            except orjson.JSONDecodeError as e:
+                raise RecordError(f"journal entry attributes are not valid JSON ({e})") from None
+            if type(attributes) is not list or len(attributes) != self.count or any(
+                    type(a) is not dict for a in attributes):
+                raise RecordError("journal entry attributes are not one JSON object a FlowFile")
+            self.attributes = attributes
+        n, c = self.count, self.columns
+        id_, entry, lineage, penalized, qdate, qindex, offset, length = (c[k * n + i] for k in range(8))
+        fixed = _FIXED.pack(qdate + _SIGN, qindex + _SIGN, id_ + _SIGN, entry, lineage, penalized, len(ckey),
+                            offset, length)
+        body = b"".join((_VERSION_BYTE, prefix, fixed, ckey, _dumps(self.attributes[i])))
+        return body + _CRC.pack(_crc32(body)), prefix + fixed[:_ORDER_LEN] + ukey
+
+
+class _Row:
+    """One update of a decoded journal entry (``update_record`` asks it for its record)."""
+
+    __slots__ = ("columns", "i")
+
+    def __init__(self, columns: _Columns, i: int) -> None:
+        self.columns, self.i = columns, i
+
+    def record(self, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
+        return self.columns.record(self.i, prefix, ckey, ukey)
+
+
+class _Stored:
+    """One update of a version-1 journal entry, which holds its record."""
+
+    __slots__ = ("value", "okey")
+
+    def __init__(self, value: bytes, okey: bytes) -> None:
+        self.value, self.okey = value, okey
+
+    def record(self, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
+        return self.value, self.okey
+
+
 def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[bytes]]:
     """``(updates, removal keys, new claim keys)`` of a journal entry, each update shaped as
-    ``encode_commit`` makes it without its FlowFile and queue id: ``(uuid key, None, None, queue
-    prefix, claim key, record, order key, content length)``. The entry's checksum covers the
-    records, so theirs are not checked again."""
+    ``encode_commit`` makes it with something that makes its record (``update_record``) in place
+    of its FlowFile, and no queue id. The entry's checksum covers everything in it."""
     n = len(value)
     if n < _ENTRY_HEAD.size + 4:
         raise RecordError(f"journal entry of {n} bytes is shorter than its header")
@@ -361,24 +471,15 @@ def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[b
             raise RecordVersionError(value[0])
         raise RecordError("journal entry checksum does not match its bytes")
     version, nu, nr, nc = _ENTRY_HEAD.unpack_from(value)
-    if version != JOURNAL_VERSION:
+    if version not in (1, JOURNAL_VERSION):
         raise RecordVersionError(version) if version > JOURNAL_VERSION else RecordError(
             f"journal entry version byte is {version}")
     end = n - 4
-    pos = _ENTRY_HEAD.size
-    updates = []
-    unpack_u32 = _U32.unpack_from
     try:
-        for _ in range(nu):
-            ukey = value[pos : pos + 16]
-            (length,) = unpack_u32(value, pos + 16)
-            pos += 20
-            record = value[pos : pos + length]
-            pos += length
-            if pos > end:
-                raise RecordError("journal entry is truncated")
-            order, prefix, ckey, size = _parts(record, _queue_length(record))
-            updates.append((ukey, None, None, prefix, ckey, record, order + ukey, size))
+        if version == 1:
+            updates, pos = _decode_records(value, nu, end)
+        else:
+            updates, pos = _decode_columns(value, nu, end)
         rkeys = [value[pos + 16 * i : pos + 16 * i + 16] for i in range(nr)]
         pos += 16 * nr
         ckeys = []
@@ -391,6 +492,61 @@ def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[b
     if pos != end:
         raise RecordError("journal entry length does not match its counts")
     return updates, rkeys, ckeys
+
+
+def _decode_records(value: bytes, count: int, end: int) -> tuple[list[tuple], int]:
+    """The updates of a version-1 entry (a uuid key, a length and a record each) and where they end."""
+    pos = _ENTRY_HEAD.size
+    updates = []
+    unpack_u32 = _U32.unpack_from
+    for _ in range(count):
+        ukey = value[pos : pos + 16]
+        (length,) = unpack_u32(value, pos + 16)
+        pos += 20
+        record = value[pos : pos + length]
+        pos += length
+        if pos > end:
+            raise RecordError("journal entry is truncated")
+        order, prefix, ckey, size = _parts(record, _queue_length(record))
+        updates.append((ukey, _Stored(record, order + ukey), None, prefix, ckey, size))
+    return updates, pos
+
+
+def _decode_columns(value: bytes, count: int, end: int) -> tuple[list[tuple], int]:
+    """The updates of a version-2 entry (tables, uuid keys, columns, attributes) and where they end."""
+    pos = _ENTRY_HEAD.size
+    nq, nk = _TABLES.unpack_from(value, pos)
+    pos += _TABLES.size
+    tables: list[list[bytes]] = [[], [b""]]
+    for table, size, skip in ((tables[0], nq, 0), (tables[1], nk, 2)):
+        for _ in range(size):
+            (length,) = _U16.unpack_from(value, pos)
+            table.append(value[pos + skip : pos + 2 + length])
+            pos += 2 + length
+    prefixes, ckeys = tables
+    joined = value[pos : pos + 16 * count]
+    pos += 16 * count
+    columns = array("q")
+    width = 8 * _COLUMNS * count
+    if pos + width > end:
+        raise RecordError("journal entry is truncated")
+    columns.frombytes(value[pos : pos + width])
+    pos += width
+    if not _NATIVE_LE:
+        columns.byteswap()
+    (length,) = _U32.unpack_from(value, pos)
+    pos += 4
+    if pos + length > end:
+        raise RecordError("journal entry is truncated")
+    decoded = _Columns(columns, count, value[pos : pos + length])
+    pos += length
+    sizes, queue_numbers, claim_numbers = (columns[k * count : (k + 1) * count] for k in (7, 8, 9))
+    if count and not (0 <= min(queue_numbers) and max(queue_numbers) < nq
+                      and 0 <= min(claim_numbers) and max(claim_numbers) <= nk):
+        raise RecordError("journal entry numbers a queue or claim it does not hold")
+    updates = [(joined[16 * i : 16 * i + 16], _Row(decoded, i), None, prefixes[q], ckeys[k], size)
+               for i, q, k, size in zip(range(count), queue_numbers, claim_numbers, sizes)]
+    return updates, pos
 
 
 def key_position(key: bytes) -> tuple[int, int, int]:

@@ -531,7 +531,7 @@ class WriteAheadFlowFileRepository:
         the order the log puts commits in: a FlowFile's events are numbered in the order they
         happened, whichever processes made them.
         """
-        prepared, rkeys = rec.encode_commit(updates, removals, self._prefix)  # errors before writing
+        prepared, rkeys, columns = rec.encode_commit(updates, removals, self._prefix)  # errors before writing
         new_ckeys = [rec.claim_key(r) for r in new_claims]
         if not (prepared or rkeys or new_ckeys or events):
             self._check_open()
@@ -544,7 +544,7 @@ class WriteAheadFlowFileRepository:
                 raise RunReplacedError(self.path, run, current)
             if prepared or rkeys or new_ckeys:
                 seq = self._load_counter(txn, _K_SEQ) + 1
-                txn.put(rec.pack_u64(seq), rec.encode_journal_entry(prepared, rkeys, new_ckeys),
+                txn.put(rec.pack_u64(seq), rec.encode_journal_entry(len(prepared), columns, rkeys, new_ckeys),
                         db=self._journal, append=True)
                 txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
                 journal = txn.stat(self._journal)
@@ -626,10 +626,11 @@ class WriteAheadFlowFileRepository:
 
         Previous records come in one ``getmulti`` call and are only sliced (``records.peek``);
         a FlowFile changed by several entries is followed in memory, so one created and removed
-        among them costs no write; records and index entries go out in ``putmulti`` calls."""
+        among them costs no write and no record (``records.update_record`` makes the records of
+        the FlowFiles that stay); records and index entries go out in ``putmulti`` calls."""
         ff_db, order_db = self._ff, self._order
         # each FlowFile as the tables hold it and as the entries so far leave it (None: not
-        # there), both shaped as an update (the stored one without its record)
+        # there), both shaped as an update (the stored one with its order key in place of a record)
         stored: dict[bytes, tuple | None] = {}
         for updates, rkeys, _news in entries:
             stored.update(dict.fromkeys([u[0] for u in updates]))
@@ -643,12 +644,12 @@ class WriteAheadFlowFileRepository:
         try:
             for ukey, old in olds:
                 oorder, oprefix, ockey, osize = peek(old)
-                stored[ukey] = (ukey, None, None, oprefix, ockey, None, oorder + ukey, osize)
+                stored[ukey] = (ukey, oorder + ukey, None, oprefix, ockey, osize)
             state = dict(stored)   # the same keys in the same order
             for updates, rkeys, new_ckeys in entries:
                 news.update(new_ckeys)
                 for u in updates:
-                    ukey, _ff, _queue, prefix, ckey, _value, _okey, size = u
+                    ukey, _ff, _queue, prefix, ckey, size = u
                     prev = state[ukey]
                     if prev is None:
                         if expect_prefix is not None:
@@ -656,7 +657,7 @@ class WriteAheadFlowFileRepository:
                         if ckey:
                             deltas[ckey] += 1
                     else:
-                        _ukey, _ff, _queue, pprefix, pckey, _value, _okey, psize = prev
+                        _ukey, _ff, _queue, pprefix, pckey, psize = prev
                         if expect_prefix is not None and pprefix != expect_prefix:
                             raise _CallerError(
                                 f"FlowFile {rec.key_uuid(ukey)} is in queue {pprefix[2:].decode()!r}, "
@@ -679,7 +680,7 @@ class WriteAheadFlowFileRepository:
                     if prev is None:
                         self._unknown_removals += 1
                         continue
-                    _ukey, _ff, _queue, pprefix, pckey, _value, _okey, psize = prev
+                    _ukey, _ff, _queue, pprefix, pckey, psize = prev
                     if pckey:
                         deltas[pckey] -= 1
                     qd = queues[pprefix]
@@ -692,18 +693,23 @@ class WriteAheadFlowFileRepository:
         index_puts = []
         index_dels = []
         removed = []
-        for (ukey, now), old in zip(state.items(), stored.values()):
-            if now is None:
-                if old is not None:
-                    removed.append(ukey)
-                    index_dels.append(old[6])
-                continue
-            record_puts.append((ukey, now[5]))
-            if old is None:
-                index_puts.append((now[6], b""))
-            elif old[6] != now[6]:
-                index_dels.append(old[6])
-                index_puts.append((now[6], b""))
+        record_of = rec.update_record
+        try:
+            for (ukey, now), old in zip(state.items(), stored.values()):
+                if now is None:
+                    if old is not None:
+                        removed.append(ukey)
+                        index_dels.append(old[1])
+                    continue
+                value, okey = record_of(now)
+                record_puts.append((ukey, value))
+                if old is None:
+                    index_puts.append((okey, b""))
+                elif old[1] != okey:
+                    index_dels.append(old[1])
+                    index_puts.append((okey, b""))
+        except rec.RecordError as e:
+            raise self._record_error(e, f"journal entry holding FlowFile {rec.key_uuid(ukey)}") from None
         delete = txn.delete
         for k in removed:
             delete(k, db=ff_db)
