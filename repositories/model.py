@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import time
 from itertools import repeat
-from typing import Mapping, NamedTuple
+from operator import itemgetter
+from typing import Iterable, Mapping, NamedTuple
 
 _new_tuple = tuple.__new__
+_claim_of = itemgetter(3)
 
 
 class ResourceClaim(NamedTuple):
@@ -76,6 +78,12 @@ class FlowFile(NamedTuple):
 
     def is_penalized(self, now_ms: int | None = None) -> bool:
         return self.penalized_until > (now_ms if now_ms is not None else now_millis())
+
+
+def total_size(flowfiles: Iterable[FlowFile]) -> int:
+    """The content bytes of ``flowfiles``: ``sum(f.size for f in flowfiles)`` without a Python
+    call a FlowFile (queues count their bytes at every add, take and acknowledgement)."""
+    return sum([c[2] for c in map(_claim_of, flowfiles) if c is not None])
 
 
 class FlowFileBatch(list):

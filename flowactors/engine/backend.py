@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
 from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError
-from repositories.model import FlowFile, FlowFileBatch, now_millis
+from repositories.model import FlowFile, FlowFileBatch, now_millis, total_size
 from repositories.provenance.event import (EncodedBatch, ProvenanceEvent, ProvenanceEventType, encode_batch,
                                            event_fields)
 
@@ -294,7 +294,7 @@ class EngineBackend:
         for queue_id, flowfiles in delivery.offers.items():
             state = self._states.get(queue_id)
             if (state is None or len(flowfiles) >= state.room_objects
-                    or sum(f.size for f in flowfiles) >= state.room_bytes):
+                    or total_size(flowfiles) >= state.room_bytes):
                 return True
         return False
 

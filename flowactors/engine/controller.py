@@ -42,7 +42,7 @@ from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from flowactors.sdk.units import parse_data_size, parse_duration
-from repositories.model import now_millis
+from repositories.model import now_millis, total_size
 from repositories.provenance.event import ProvenanceEvent, encode_batch, event_fields
 
 MAINTENANCE_TICK = 0.5
@@ -487,7 +487,7 @@ class FlowController:
                 self.record_events(events, first)
             call_now(queue, "acknowledge", uuids)
             dropped += len(batch)
-            size += sum(f.size for f in batch)
+            size += total_size(batch)
         return {"queue": queue_id, "dropped": dropped, "bytes": size}
 
     def record_events(self, events: list[ProvenanceEvent], first_id: int | None = None) -> int:

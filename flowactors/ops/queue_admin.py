@@ -29,7 +29,7 @@ from repositories.lock import RepositoryLock
 from flowactors.sdk.settings import Settings
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 from repositories.flowfile.swapfile import swap_directory
-from repositories.model import FlowFile, now_millis
+from repositories.model import FlowFile, now_millis, total_size
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType
 
 DEFAULT_LIMIT = 100
@@ -168,7 +168,7 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
                     if provenance is not None:
                         provenance.register(drop_events(flowfiles, queue_id, requested_by))
                     dropped += len(flowfiles)
-                    size += sum(f.size for f in flowfiles)
+                    size += total_size(flowfiles)
             for entry in swap_files:
                 wal.unregister_swap_file(entry["location"])
                 (swap_directory(root) / entry["location"]).unlink(missing_ok=True)

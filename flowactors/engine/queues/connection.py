@@ -39,6 +39,8 @@ import os
 from uuid import uuid4
 from dataclasses import dataclass
 from pathlib import Path
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Iterable, NamedTuple
 
 import ray
@@ -51,7 +53,9 @@ from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_p
 from flowactors.engine.queues.swapping import LinkedSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
 from repositories.flowfile import swapfile
 from repositories.flowfile.records import SWAP_QUEUE_PREFIX
-from repositories.model import FlowFile, now_millis
+from repositories.model import FlowFile, now_millis, total_size
+
+_uuid_of = itemgetter(1)
 
 __all__ = ["LinkedSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueActor", "QueueConfig",
            "QueueHost", "QueuePartition", "QueueState", "SwapRegistry", "SwapRun", "Swapper", "fifo_key",
@@ -153,11 +157,9 @@ class ConnectionQueue:
         return self.state()
 
     # ------------------------------------------------------------------ consumers
-    def _mark(self, flowfiles: Iterable[FlowFile]) -> None:
-        in_flight = self._in_flight
-        for ff in flowfiles:
-            in_flight[ff.uuid] = ff
-            self._in_flight_bytes += ff.size
+    def _mark(self, flowfiles: list[FlowFile]) -> None:
+        self._in_flight.update(zip(map(_uuid_of, flowfiles), flowfiles))
+        self._in_flight_bytes += total_size(flowfiles)
 
     def poll(self, max_count: int) -> tuple[list[FlowFile], list[FlowFile]]:
         """Up to ``max_count`` FlowFiles in priority order, and the ones that expired meanwhile
@@ -172,11 +174,9 @@ class ConnectionQueue:
 
     def acknowledge(self, uuids: Iterable[str]) -> QueueState:
         """The consumer committed: these FlowFiles have left the queue for good."""
-        for uuid in uuids:
-            flowfile = self._in_flight.pop(uuid, None)
-            if flowfile is not None:
-                self._in_flight_bytes -= flowfile.size
-                self.total_out += 1
+        gone = [f for f in map(self._in_flight.pop, uuids, repeat(None)) if f is not None]
+        self._in_flight_bytes -= total_size(gone)
+        self.total_out += len(gone)
         return self.state()
 
     def requeue(self, flowfiles: Iterable[FlowFile]) -> QueueState:

@@ -12,9 +12,12 @@ import heapq
 import itertools
 import math
 from collections import deque
+from operator import itemgetter
 from typing import Callable, Iterable, Sequence
 
-from repositories.model import FlowFile, FlowFileBatch
+from repositories.model import FlowFile, FlowFileBatch, total_size
+
+_entry_date, _penalized_until = itemgetter(4), itemgetter(6)
 
 
 # ---------------------------------------------------------------------------------- prioritizers
@@ -166,30 +169,30 @@ class QueuePartition:
 
     # ------------------------------------------------------------------ adding
     def add_all(self, flowfiles: Iterable[FlowFile]) -> int:
-        """New arrivals; returns how many."""
-        if self.fence is not None:
+        """New arrivals; returns how many. FIFO: they join the active list while it is below the
+        swap threshold and nothing waits behind it, the tail after that."""
+        if type(flowfiles) is not list and not isinstance(flowfiles, FlowFileBatch):
             flowfiles = list(flowfiles)
+        if self.fence is not None:
             fence = self.fence
             self.early.update(f.uuid for f in flowfiles if (f.queue_date, f.queue_index, f.id) <= fence)
-        n = size = 0
         if self.key is None:
             active, tail, limit = self._active, self._tail, self.threshold
-            behind = limit is not None and self._has_swapped()
-            for ff in flowfiles:
-                if tail or behind or (limit is not None and len(active) >= limit):
-                    tail.append(ff)
-                else:
-                    active.append(ff)
-                n += 1
-                size += ff.size
+            if tail or (limit is not None and self._has_swapped()):
+                tail.extend(flowfiles)
+            elif limit is None:
+                active.extend(flowfiles)
+            else:
+                room = max(limit - len(active), 0)
+                active.extend(flowfiles[:room])
+                tail.extend(flowfiles[room:])
         else:
             heap, key, seq = self._heap, self.key, self._seq
             for ff in flowfiles:
                 heapq.heappush(heap, (key(ff), next(seq), ff))
-                n += 1
-                size += ff.size
+        n = len(flowfiles)
         self.memory += n
-        self.memory_bytes += size
+        self.memory_bytes += total_size(flowfiles)
         return n
 
     def restore(self, flowfiles: Iterable[FlowFile]) -> int:
@@ -219,7 +222,7 @@ class QueuePartition:
             for ff in flowfiles:
                 heapq.heappush(self._heap, (self.key(ff), next(self._seq), ff))
         self.memory += len(flowfiles)
-        self.memory_bytes += sum(f.size for f in flowfiles)
+        self.memory_bytes += total_size(flowfiles)
 
     def add_run(self, run: SwapRun) -> None:
         """A swap file found at start-up (registered in the log), kept on disk until its turn, or
@@ -271,15 +274,29 @@ class QueuePartition:
         if self.key is None:
             self._refill()
             active = self._active
-            while len(taken) + len(expired) < max_count:
+            blocked = False
+            while not blocked and len(taken) + len(expired) < max_count:
                 if not active:
                     self._refill()
                     if not active:
                         break
-                ff = active.popleft()
-                if not self._sort_out(ff, now, expiry_ms, taken, expired):
-                    active.appendleft(ff)
-                    break
+                count = min(max_count - len(taken) - len(expired), len(active))
+                chunk = list(itertools.islice(active, count))
+                if max(map(_penalized_until, chunk)) <= now and not (
+                        expiry_ms and now - min(map(_entry_date, chunk)) > expiry_ms):
+                    taken += chunk   # the usual case, none penalized or expired: no call a FlowFile
+                    if count == len(active):
+                        active.clear()
+                    else:
+                        for _ in range(count):
+                            active.popleft()
+                    continue
+                for ff in chunk:
+                    active.popleft()
+                    if not self._sort_out(ff, now, expiry_ms, taken, expired):
+                        active.appendleft(ff)
+                        blocked = True
+                        break
         else:
             heap = self._heap
             barrier = self._barrier()
@@ -291,7 +308,7 @@ class QueuePartition:
                     heapq.heappush(heap, entry)
                     break
         self.memory -= len(taken) + len(expired)
-        self.memory_bytes -= sum(ff.size for ff in taken) + sum(ff.size for ff in expired)
+        self.memory_bytes -= total_size(taken) + total_size(expired)
         return taken, expired
 
     def _sort_out(self, ff: FlowFile, now: int, expiry_ms: int, taken: list[FlowFile],
@@ -321,7 +338,7 @@ class QueuePartition:
             out.append(self._penalized.pop()[2])
         heapq.heapify(self._penalized)
         self.memory -= len(out)
-        self.memory_bytes -= sum(f.size for f in out)
+        self.memory_bytes -= total_size(out)
         return out
 
     def blocked(self) -> bool:
@@ -359,7 +376,7 @@ class QueuePartition:
             out = entries[len(entries) - n:]
             batch = [e[2] for e in out]
             low = out[0][0]
-        size = sum(f.size for f in batch)
+        size = total_size(batch)
         self.memory -= len(batch)
         self.memory_bytes -= size
         self.swapped += len(batch)
@@ -433,7 +450,7 @@ class QueuePartition:
                offset: int | None, index: int) -> None:
         """``flowfiles`` were read from ``run`` (its next one has ``next_key``; None: run done)."""
         n = len(flowfiles)
-        size = sum(f.size for f in flowfiles)
+        size = total_size(flowfiles)
         if next_key is None:  # the run is finished: what it still counted is gone with it
             n_gone, size_gone = run.remaining, run.size
             run.remaining = 0
