@@ -151,6 +151,7 @@ def test_flowfile_uuids_made_in_a_batch_are_version_7_unique_and_time_ordered():
     ("${fileSize:ge(8):ifElse('large','small')}", False),
     ("${parity:append('-'):append(${missing:isNull()})}", False),
     ("n=${n:toNumber():plus(1)} of ${filename:substringBefore('.')}", False),
+    ("${literal(3):plus(1)}", False),   # reads nothing: evaluated once for the batch
     ("${now():format('yyyy')}-${parity}", True),
     ("${UUID()}", True),
 ])

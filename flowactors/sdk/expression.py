@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 import re
 import socket
 import time
@@ -1057,16 +1058,21 @@ class CompiledValue:
         inputs = self._inputs
         if inputs is None:
             return [self.evaluate(flowfile=f) for f in flowfiles]
-        results: dict[tuple, str] = {}
-        out = []
-        for flowfile in flowfiles:
-            attributes = flowfile.attributes
-            key = tuple([_input(attributes, name, fallback, flowfile) for name, fallback in inputs])
-            result = results.get(key)
-            if result is None:
-                result = results[key] = self.evaluate(attributes, flowfile=flowfile)
-            out.append(result)
-        return out
+        # the inputs as columns (no Python call a FlowFile unless a field stands in for an
+        # attribute it lacks), then one evaluation a distinct key, by its first FlowFile
+        maps = [f[2] for f in flowfiles]
+        columns = []
+        for name, fallback in inputs:
+            column = [a.get(name) for a in maps]
+            if fallback is not None and None in column:
+                column = [(fallback(f),) if v is None else v for v, f in zip(column, flowfiles)]
+            columns.append(column)
+        keys = columns[0] if len(columns) == 1 else list(zip(*columns)) if columns else [()] * len(maps)
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))   # each key's first position
+        results: dict = {}
+        for key, position in sorted(first.items(), key=_second):   # in FlowFile order, as one at a time
+            results[key] = self.evaluate(maps[position], flowfile=flowfiles[position])
+        return list(map(results.__getitem__, keys))
 
     def evaluate(self, attributes: Mapping[str, str] | None = None, *, flowfile: FlowFile | None = None) -> str:
         """The value with every expression replaced by its result.
@@ -1086,6 +1092,8 @@ class CompiledValue:
     def __repr__(self) -> str:
         return f"compile_value({self.text!r})"
 
+
+_second = operator.itemgetter(1)
 
 #: functions whose result is not decided by their arguments and the attributes
 _VOLATILE_FUNCTIONS = frozenset({"now", "UUID"})
@@ -1109,14 +1117,6 @@ def _inputs(root: _Node) -> tuple[tuple[str, Callable | None], ...] | None:
                 pending.append(node.subject)
             pending.extend(node.args)
     return tuple(names.items())
-
-
-def _input(attributes: Mapping[str, str], name: str, fallback: Callable | None, flowfile: FlowFile) -> Any:
-    """One input of an evaluation, as ``_Attr.eval`` reads it (a field value marked as such)."""
-    value = attributes.get(name)
-    if value is None and fallback is not None:
-        return (fallback(flowfile),)
-    return value
 
 
 @functools.lru_cache(maxsize=4096)
