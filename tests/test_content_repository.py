@@ -137,6 +137,24 @@ def test_write_many_lays_contents_out_as_write_bytes_does_and_hands_them_over_at
     writer.close()
 
 
+def test_write_many_of_one_content_for_all_lays_it_out_as_write_bytes_does(any_repo):
+    """GenerateFlowFile's case (the same bytes object for every FlowFile) takes a shortcut; the
+    claims, roll-overs and bytes are still those of ``write_bytes`` one by one."""
+    data = b"0123456789" * 30
+    repo = any_repo(max_appendable_size=1000, max_flowfiles_per_claim=3)
+    one_by_one = repo.writer()
+    layout = [one_by_one.write_bytes(data) for _ in range(20)]
+    one_by_one.close()
+    writer = repo.writer()
+    claims = writer.write_many([data] * 20)
+    assert [(c.offset, c.length) for c in claims] == [(c.offset, c.length) for c in layout]
+    assert [[a.resource == b.resource for b in claims] for a in claims] == \
+        [[a.resource == b.resource for b in layout] for a in layout]
+    assert all(repo.read_bytes(c) == data for c in claims)
+    assert writer.write_many([]) == [] and writer.bytes_written == 20 * len(data)
+    writer.close()
+
+
 def test_claim_file_is_the_raw_concatenation_of_its_contents(make_repo):
     repo = make_repo(max_appendable_size=10_000, max_flowfiles_per_claim=100)
     writer = repo.writer()

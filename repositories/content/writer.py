@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+from itertools import accumulate, islice, repeat
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Sequence
 
 from repositories.fsutil import fsync_dir
@@ -152,11 +153,52 @@ class BaseClaimWriter:
         return self._write_content(data, done=True)
 
     def write_many(self, contents: Sequence[Any]) -> list[ContentClaim]:
-        """``write_bytes`` for each content, in order, handed to the kernel together once all are
-        appended: one write a claim file instead of one a content. Returns their claims."""
-        claims = [self._write_content(data, done=False) for data in contents]
+        """``write_bytes`` for each content, in order (the same claims, the same roll-overs), handed
+        to the kernel together once all are appended: the contents that go to one claim are
+        appended as one buffer, their claims made without a Python call each. Returns the claims."""
+        if not contents:
+            return []
+        first = contents[0]
+        if contents.count(first) == len(contents):   # one content for all (compared by identity first)
+            views = [_as_bytes_view(first)] * len(contents)
+        else:
+            views = list(map(_as_bytes_view, contents))
+        lengths = list(map(len, views))
+        claims: list[ContentClaim] = []
+        i = 0
+        while i < len(views):
+            start = self._begin(lengths[i])
+            end, size = self._claim_run(lengths, i, start)
+            self._size = size
+            try:
+                if size > start:   # one content as it is (it may be large), several joined
+                    self._storage_append(views[i] if end - i == 1 else memoryview(b"".join(views[i:end])))
+            except BaseException:
+                self._abort_content(start)
+                raise
+            claims += map(_new_tuple, repeat(ContentClaim), zip(
+                repeat(self._resource), accumulate(lengths[i:end - 1], initial=start), lengths[i:end]))
+            self._count += end - i
+            self._bytes_written += size - start
+            self._retire_if_full()
+            i = end
         self._storage_content_done()
         return claims
+
+    def _claim_run(self, lengths: list[int], i: int, start: int) -> tuple[int, int]:
+        """``(end, size)``: contents ``i`` to ``end`` go to the current claim, which then holds
+        ``size`` bytes; the next would start a claim of its own (as ``_begin`` and ``_end`` decide)."""
+        size, count, max_size, max_count = start, self._count, self._max_size, self._max_count
+        end = i
+        for length in islice(lengths, i, None):
+            if count and size + length > max_size:
+                break
+            size += length
+            count += 1
+            end += 1
+            if size >= max_size or (max_count and count >= max_count):
+                break
+        return end, size
 
     def _write_content(self, data: Any, *, done: bool) -> ContentClaim:
         view = _as_bytes_view(data)
@@ -298,10 +340,13 @@ class BaseClaimWriter:
         claim = _new_tuple(ContentClaim, (self._resource, start, self._size - start))   # no frame: hot
         self._count += 1
         self._bytes_written += claim.length
+        self._retire_if_full()
+        return claim
+
+    def _retire_if_full(self) -> None:
         if self._size >= self._max_size or (self._max_count and self._count >= self._max_count):
             self._resource = None
             self._storage_retire()
-        return claim
 
     def _abort_content(self, start: int) -> None:
         """Remove the bytes of an unfinished content (unless the writer already failed)."""
