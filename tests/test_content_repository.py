@@ -155,6 +155,19 @@ def test_write_many_of_one_content_for_all_lays_it_out_as_write_bytes_does(any_r
     writer.close()
 
 
+def test_write_many_takes_any_buffer_even_one_whose_equality_is_elementwise(any_repo):
+    """Arrays compare elementwise (``==`` gives an array, not a bool): the one-content-for-all
+    shortcut must not compare contents, only recognise the same object."""
+    import numpy as np
+
+    arrays = [np.full(8, i, dtype=np.uint8) for i in range(5)]
+    repo = any_repo()
+    writer = repo.writer()
+    claims = writer.write_many(arrays) + writer.write_many([arrays[0]] * 3)
+    assert [repo.read_bytes(c) for c in claims] == [a.tobytes() for a in arrays] + [arrays[0].tobytes()] * 3
+    writer.close()
+
+
 def test_claim_file_is_the_raw_concatenation_of_its_contents(make_repo):
     repo = make_repo(max_appendable_size=10_000, max_flowfiles_per_claim=100)
     writer = repo.writer()

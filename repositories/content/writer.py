@@ -26,6 +26,7 @@ import errno
 import io
 import os
 from itertools import accumulate, islice, repeat
+from operator import is_
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Sequence
 
 from repositories.fsutil import fsync_dir
@@ -159,7 +160,9 @@ class BaseClaimWriter:
         if not contents:
             return []
         first = contents[0]
-        if contents.count(first) == len(contents):   # one content for all (compared by identity first)
+        # one object for all (GenerateFlowFile's case), told by identity only: == is elementwise
+        # for arrays, and contents need not be compared
+        if sum(map(is_, contents, repeat(first))) == len(contents):
             views = [_as_bytes_view(first)] * len(contents)
         else:
             views = list(map(_as_bytes_view, contents))
