@@ -206,6 +206,7 @@ def test_a_journal_entry_byte_by_byte_and_back():
     assert [d[:1] + d[3:] for d in decoded] == [p[:1] + p[3:] for p in prepared]
     assert [u[3:] for u in decoded] == [(b"\x00\x02q1", ckey, 25), (b"\x00\x02q2", b"", 0), (b"\x00\x02q1", ckey, 25)]
     assert [rec.update_record(d) for d in decoded] == [rec.update_record(p) for p in prepared]
+    assert [rec.order_key(p[1], p[3], p[0]) for p in prepared] == [rec.update_record(p)[1] for p in prepared]
     assert [rec.update_record(p) for p in prepared] == [
         rec.encode_flowfile(f, rec.queue_prefix(u.queue), ckey if f.claim else b"", rec.uuid_key(f.uuid))
         for f, u in zip(ffs, updates)]

@@ -191,17 +191,26 @@ class BaseClaimWriter:
     def _claim_run(self, lengths: list[int], i: int, start: int) -> tuple[int, int]:
         """``(end, size)``: contents ``i`` to ``end`` go to the current claim, which then holds
         ``size`` bytes; the next would start a claim of its own (as ``_begin`` and ``_end`` decide)."""
-        size, count, max_size, max_count = start, self._count, self._max_size, self._max_count
-        end = i
+        size, count, end = start, self._count, i
         for length in islice(lengths, i, None):
-            if count and size + length > max_size:
+            if not self._fits(size, count, length):
                 break
             size += length
             count += 1
             end += 1
-            if size >= max_size or (max_count and count >= max_count):
+            if self._full(size, count):
                 break
         return end, size
+
+    # the claim layout's two rules, for one content (_begin, _end) and for a run (_claim_run)
+    def _fits(self, size: int, count: int, length: int) -> bool:
+        """Whether a content of ``length`` bytes goes to a claim holding ``count`` contents and
+        ``size`` bytes (a claim's first content always does)."""
+        return not count or size + length <= self._max_size
+
+    def _full(self, size: int, count: int) -> bool:
+        """Whether a claim holding ``count`` contents and ``size`` bytes is retired."""
+        return size >= self._max_size or bool(self._max_count and count >= self._max_count)
 
     def _write_content(self, data: Any, *, done: bool) -> ContentClaim:
         view = _as_bytes_view(data)
@@ -324,8 +333,8 @@ class BaseClaimWriter:
             raise ContentRepositoryError(
                 "a content stream of this writer is still open; close it before the next content"
             )
-        if (self._resource is not None and self._count and size_hint is not None
-                and self._size + size_hint > self._max_size):
+        if (self._resource is not None and size_hint is not None
+                and not self._fits(self._size, self._count, size_hint)):
             self._resource = None
             self._storage_retire()
         if self._resource is None:
@@ -347,7 +356,7 @@ class BaseClaimWriter:
         return claim
 
     def _retire_if_full(self) -> None:
-        if self._size >= self._max_size or (self._max_count and self._count >= self._max_count):
+        if self._full(self._size, self._count):
             self._resource = None
             self._storage_retire()
 

@@ -108,9 +108,8 @@ class InMemoryFlowFileRepository:
 
         puts = []
         dels = []
-        for update in prepared:
-            ukey, ff, queue = update[:3]
-            okey = rec.update_record(update)[1]
+        for ukey, ff, queue, prefix, _ckey, _size in prepared:
+            okey = rec.order_key(ff, prefix, ukey)
             res = tuple(ff.claim.resource) if ff.claim is not None else None
             old = records.get(ukey)
             if old is None:

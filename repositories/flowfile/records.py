@@ -64,7 +64,8 @@ _U64 = struct.Struct(">Q")
 _CRC = struct.Struct("<I")
 #: after the queue: qdate, qindex, id (offset u64), entry, lineage, penalized, Lk, offset, length
 _FIXED = struct.Struct(">QQQqqqHqq")
-_ORDER_LEN = 24  # queue_date, queue_index, id
+_ORDER = struct.Struct(">QQQ")  # queue_date, queue_index, id, each + 2**63
+_ORDER_LEN = _ORDER.size
 _CLAIM_AT = 48  # offset of Lk inside _FIXED
 _CLAIM = struct.Struct(">Hqq")
 _CLAIM_VALUE = struct.Struct(">QQ")  # claimant count, pending-release sequence (0 = not pending)
@@ -235,6 +236,12 @@ def encode_flowfile(ff: FlowFile, prefix: bytes, ckey: bytes, ukey: bytes) -> tu
     return body + _CRC.pack(_crc32(body)), prefix + fixed[:_ORDER_LEN] + ukey
 
 
+def order_key(ff: FlowFile, prefix: bytes, ukey: bytes) -> bytes:
+    """The order-index key of ``ff`` in the queue whose prefix is ``prefix`` (what
+    ``encode_flowfile`` returns beside the record, without making the record)."""
+    return prefix + _ORDER.pack(ff[7] + _SIGN, ff[8] + _SIGN, ff[0] + _SIGN) + ukey
+
+
 def encode(ff: FlowFile, queue: str) -> bytes:
     """The record of ``ff`` in ``queue`` (convenience for tools and tests)."""
     resource = ff.claim.resource if ff.claim is not None else None
@@ -385,7 +392,6 @@ def peek(value: bytes) -> tuple[bytes, bytes, bytes, int]:
 JOURNAL_VERSION = 2
 _ENTRY_HEAD = struct.Struct(">BIII")  # version, updates, removals, new claims
 _U32 = struct.Struct(">I")
-_ORDER = struct.Struct(">QQQ")
 
 
 def encode_journal_entry(updates: int, columns: bytes, rkeys: Sequence[bytes], new_ckeys: Sequence[bytes]) -> bytes:
@@ -551,7 +557,7 @@ def _decode_columns(value: bytes, count: int, end: int) -> tuple[list[tuple], in
 
 def key_position(key: bytes) -> tuple[int, int, int]:
     """``(queue_date, queue_index, id)`` of an order-index key: its FIFO position."""
-    qdate, qindex, id_ = struct.unpack_from(">QQQ", key, len(key) - INDEX_TAIL)
+    qdate, qindex, id_ = _ORDER.unpack_from(key, len(key) - INDEX_TAIL)
     return qdate - _SIGN, qindex - _SIGN, id_ - _SIGN
 
 
