@@ -891,14 +891,14 @@ def test_a_batch_decodes_to_the_events_encoded_one_by_one():
     batch = encode_batch(fields)
     assert (batch.count, batch.min_timestamp, batch.max_timestamp) == (8, BASE_MS, BASE_MS + 2)
     count, columns, maps, filenames = _batch_parts(batch.data)
-    assert batch.data[0] == 3 and count == 8
+    assert batch.data[0] == 4 and count == 8
     assert columns[FIELD_INDEX["component_id"]] == [0, "c-gen"]              # shared: stored once
     assert columns[FIELD_INDEX["updated_size"]] == [1, list(range(8))]       # one value an event
     assert columns[FIELD_INDEX["previous_attributes"]] == [0, shared]        # the same map for all
     assert columns[FIELD_INDEX["updated_attributes"]][0] == 2 and len(maps) == 8
     assert filenames == [0, "a.txt"]                                          # in the index part
-    version_2 = _as_version_2(batch.data)
-    for data in (batch.data, version_2):   # release 2's batches still read, to the same values
+    for data in (batch.data, _as_version_3_of(batch.data), _as_version_2(batch.data)):
+        # release 3's and release 2's batches still read, to the same values
         decoded = decode_entry(data, 40, 8)
         for i, (event, got) in enumerate(zip(events, decoded)):
             assert got[0] == 40 + i
@@ -911,12 +911,75 @@ def test_a_batch_decodes_to_the_events_encoded_one_by_one():
     assert columns[FIELD_INDEX["updated_attributes"]][1][:2] == [0, 0] and len(maps) == 7
 
 
+def test_claims_are_stored_a_resource_once_and_unchanged_columns_as_references():
+    """Version 4: a claim column holds each resource claim once and an offset and length an event
+    (-1 for none), whether a run gives ``ContentClaim`` objects or field arrays give lists; a
+    previous column equal to its updated one is a reference to it. Either way each event decodes
+    to the fields it encodes to alone, and to what the same batch as release 3 wrote decodes to."""
+    from repositories.provenance.event import (FIELD_INDEX, EventRun, claim_field, decode_entry, encode_batch,
+                                               encode_fields, event_fields, new_event_fields)
+
+    other = ResourceClaim("default", "4", "1700000000001-2")
+    claims = [ContentClaim(CLAIM.resource, i * 10, 10) if i % 2 else ContentClaim(other, i, 1) for i in range(6)]
+    maps = [{"filename": f"f{i}"} for i in range(6)]
+    shared = new_event_fields(T.ROUTE, BASE_MS, None, "c-route", "Route", "RouteOnAttribute", None)
+    each = {FIELD_INDEX["flowfile_uuid"]: [f"u{i}" for i in range(6)],
+            FIELD_INDEX["lineage_start_date"]: [BASE_MS] * 6,
+            FIELD_INDEX["updated_attributes"]: maps, FIELD_INDEX["previous_attributes"]: maps,
+            FIELD_INDEX["updated_claim"]: claims, FIELD_INDEX["previous_claim"]: claims,
+            FIELD_INDEX["updated_size"]: [c.length for c in claims],
+            FIELD_INDEX["previous_size"]: [c.length for c in claims]}
+    created = new_event_fields(T.CREATE, BASE_MS, "u9", "c-route", "Route", "RouteOnAttribute", BASE_MS)
+    created[FIELD_INDEX["updated_claim"]] = claim_field(ContentClaim(other, 99, 1))   # a field array's list
+    batch = encode_batch([EventRun(6, shared, each), created])
+    count, columns, _, _ = _batch_parts(batch.data)
+    assert batch.data[0] == 4 and count == 7
+    kind, (resources, refs, offsets, lengths) = columns[FIELD_INDEX["updated_claim"]]
+    assert kind == 3 and resources == [list(other), list(CLAIM.resource)]
+    assert refs == [0, 1, 0, 1, 0, 1, 0] and offsets == [0, 10, 2, 30, 4, 50, 99] and lengths == [1, 10, 1, 10, 1, 10, 1]
+    kind, (resources, refs, _, _) = columns[FIELD_INDEX["previous_claim"]]
+    assert kind == 3 and refs[-1] == -1           # the created event has no previous claim
+    assert columns[FIELD_INDEX["previous_attributes"]] == [4, FIELD_INDEX["updated_attributes"]]   # {} == {} too
+    run_only = encode_batch([EventRun(6, shared, each)])
+    _, columns, _, _ = _batch_parts(run_only.data)
+    for name in ("claim", "size", "attributes"):   # nothing changed: a reference, not a copy
+        assert columns[FIELD_INDEX[f"previous_{name}"]] == [4, FIELD_INDEX[f"updated_{name}"]]
+    copies = [ContentClaim(c.resource, c.offset, c.length) for c in claims]   # equal, not the same objects
+    assert encode_batch([EventRun(6, shared, {**each, FIELD_INDEX["previous_claim"]: copies})]).data == run_only.data
+    alone = [list(shared) for _ in range(6)] + [list(created)]
+    for i, fields in enumerate(alone[:6]):
+        for position, values in each.items():
+            fields[position] = values[i]
+    for data, n in ((batch.data, 7), (_as_version_3_of(batch.data), 7), (run_only.data, 6),
+                    (_as_version_3_of(run_only.data), 6)):
+        for i, got in enumerate(decode_entry(data, 40, n)):
+            expected = list(alone[i])
+            expected[0] = 40 + i
+            for position in (FIELD_INDEX["previous_claim"], FIELD_INDEX["updated_claim"]):
+                if type(expected[position]) is ContentClaim:
+                    expected[position] = claim_field(expected[position])
+            assert encode_fields(got) == encode_fields(expected), (data[0], i)
+    assert encode_fields(decode_entry(batch.data, 0, 7)[6]) == encode_fields([6, *event_fields(
+        ProvenanceEvent(event_type=T.CREATE, flowfile_uuid="u9", timestamp=BASE_MS, component_id="c-route",
+                        component_name="Route", component_type="RouteOnAttribute", lineage_start_date=BASE_MS,
+                        updated_claim=ContentClaim(other, 99, 1)))[1:]])
+
+
+def _with_column(data: bytes, name: str, column: list) -> bytes:
+    """The batch with one column replaced, rebuilt as the same version (for damaging)."""
+    from repositories.provenance.event import FIELD_INDEX
+
+    count, columns, maps, filenames = _batch_parts(data)
+    columns[FIELD_INDEX[name]] = column
+    return bytes([data[0]]) + _as_version_3(count, columns, maps, filenames)[1:]
+
+
 def _batch_parts(data: bytes) -> tuple[int, list, list, list]:
-    """A version-3 batch read by hand from the documented layout: count, the 23 columns (index
-    part's put back in place), the maps and the filename column."""
+    """A version 4 or 3 batch read by hand from the documented layout: count, the 23 columns
+    (index part's put back in place), the maps and the filename column."""
     from repositories.provenance.event import FIELD_INDEX, INDEX_FIELDS
 
-    assert data[0] == 3
+    assert data[0] in (3, 4)
     (length,) = struct.unpack_from("<I", data, 1)
     count, index_columns, filenames = orjson.loads(data[5:5 + length])
     columns, maps = orjson.loads(data[5 + length:])
@@ -928,8 +991,22 @@ def _batch_parts(data: bytes) -> tuple[int, list, list, list]:
 
 def _as_version_2(data: bytes) -> bytes:
     """The same batch as release 2 wrote it (docs/formats/provenance-repository.md, version 2)."""
-    count, columns, maps, _ = _batch_parts(data)
+    count, columns, maps, _ = _batch_parts(_as_version_3_of(data))
     return b"\x02" + orjson.dumps([count, columns, maps])
+
+
+def _as_version_3_of(data: bytes) -> bytes:
+    """The same batch as release 3 wrote it: claim columns (kind 3) as a claim an event, a column
+    the same as another (kind 4) as that column, from the documented layout."""
+    count, columns, maps, filenames = _batch_parts(data)
+    for position, (kind, values) in enumerate(columns[1:], 1):
+        if kind == 3:
+            resources, refs, offsets, lengths = values
+            columns[position] = [1, [None if r < 0 else [*resources[r], o, n] for r, o, n in zip(refs, offsets, lengths)]]
+    for position, column in enumerate(columns[1:], 1):
+        if column[0] == 4:
+            columns[position] = columns[column[1]]
+    return _as_version_3(count, columns, maps, filenames)
 
 
 def test_a_journal_of_release_2_batches_is_merged_and_searched_as_the_same_events_written_now(tmp_path):
@@ -1004,11 +1081,20 @@ def test_the_index_reads_a_batch_s_index_part_alone_and_indexes_it_as_the_whole_
     (lambda d: b"\x02" + orjson.dumps([5, [None], []]), "not a valid version-2 event batch"),
     (lambda d: b"\x02" + orjson.dumps([_batch_parts(d)[0], _batch_parts(d)[1], []]),
      "not a valid version-2 event batch"),
-    (lambda d: d[:1] + struct.pack("<I", len(d)) + d[5:], "not a valid version-3 event batch"),
-    (lambda d: d[:3], "not a valid version-3 event batch"),
+    (lambda d: d[:1] + struct.pack("<I", len(d)) + d[5:], "not a valid version-4 event batch"),
+    (lambda d: d[:3], "not a valid version-4 event batch"),
     (lambda d: _as_version_3(4, *_batch_parts(d)[1:]), "not a valid version-3 event batch"),
     (lambda d: _as_version_3(3, _batch_parts(d)[1][:9], *_batch_parts(d)[2:]), "not a valid version-3 event batch"),
     (lambda d: b"\x07" + d[1:], "unsupported event encoding version 7"),
+    (lambda d: _with_column(d, "previous_claim", [4, 12]), "column 13 cannot be the same as column 12"),
+    (lambda d: _with_column(d, "updated_claim", [4, 13]), "column 14 refers to another column"),
+    (lambda d: _with_column(d, "details", [4, 13]), "column 17 refers to another column"),
+    (lambda d: _with_column(d, "updated_claim", [3, [[["c", "s", "r"]], [0, 1, -1], [0, 0, 0], [1, 1, 1]]]),
+     "a column of kind 3 does not hold 3 values"),
+    (lambda d: _with_column(d, "updated_claim", [3, [[["c", "s", "r"]], [0, -2, 0], [0, 0, 0], [1, 1, 1]]]),
+     "a column of kind 3 does not hold 3 values"),
+    (lambda d: _as_version_3_of(d)[:1] + _with_column(d, "updated_claim", [3, [[], [-1] * 3, [0] * 3, [0] * 3]])[1:],
+     "not a valid version-3 event batch (a column of kind"),   # kinds 3 and 4 are version 4's
 ])
 def test_a_damaged_batch_is_a_clear_error(damage, message):
     from repositories.provenance.event import decode_entry, encode_batch, event_fields

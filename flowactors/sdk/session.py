@@ -18,6 +18,7 @@ import io
 import os
 import shutil
 from contextlib import contextmanager
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequence
 
@@ -37,6 +38,7 @@ _UPDATED_SIZE = FIELD_INDEX["updated_size"]
 _LINEAGE_START, _DETAILS = FIELD_INDEX["lineage_start_date"], FIELD_INDEX["details"]
 _T = ProvenanceEventType
 _new_tuple = tuple.__new__
+_CLAIM_LENGTH = itemgetter(2)
 
 
 class FlowFileHandlingError(RuntimeError):
@@ -917,8 +919,8 @@ class ProcessSession:
             current = run.current
             claims = [f[3] for f in current]
             made = {_UUID: [f[1] for f in current], _LINEAGE_START: [f[5] for f in current],
-                    _UPDATED_ATTRIBUTES: [f[2] for f in current], _UPDATED_CLAIM: list(map(claim_field, claims)),
-                    _UPDATED_SIZE: [0 if c is None else c[2] for c in claims]}
+                    _UPDATED_ATTRIBUTES: [f[2] for f in current], _UPDATED_CLAIM: claims,
+                    _UPDATED_SIZE: _sizes(claims)}
             if run.originals is not None:
                 if run.originals is current:
                     made[_PREVIOUS_ATTRIBUTES], made[_PREVIOUS_CLAIM], made[_PREVIOUS_SIZE] = (
@@ -929,8 +931,7 @@ class ProcessSession:
                     if old == claims:   # content unchanged (compared by identity first): the same fields
                         made[_PREVIOUS_CLAIM], made[_PREVIOUS_SIZE] = made[_UPDATED_CLAIM], made[_UPDATED_SIZE]
                     else:
-                        made[_PREVIOUS_CLAIM] = list(map(claim_field, old))
-                        made[_PREVIOUS_SIZE] = [0 if c is None else c[2] for c in old]
+                        made[_PREVIOUS_CLAIM], made[_PREVIOUS_SIZE] = old, _sizes(old)
                 made[_SOURCE_QUEUE] = run.sources
             cache[id(run)] = made
         return made
@@ -1029,6 +1030,13 @@ class ProcessSession:
         self._events = []
         self._writer = None
         self._bytes_read = 0
+
+
+def _sizes(claims: list) -> list[int]:
+    """Each claim's length, 0 for none: one C-level pass when every FlowFile has content."""
+    if None in claims:
+        return [0 if c is None else c[2] for c in claims]
+    return list(map(_CLAIM_LENGTH, claims))
 
 
 def _attribute_values(values: Mapping[str, Any]) -> dict[str, str]:

@@ -5,16 +5,18 @@ after, its content claim before and after, and where it came from and went (pare
 relationship, queue). Events are immutable once registered; the repository gives each a one-up
 ``event_id`` at registration.
 
-Three encodings (docs/formats/provenance-repository.md, "Event encoding"), each a version byte then
+Four encodings (docs/formats/provenance-repository.md, "Event encoding"), each a version byte then
 orjson, claims flattened to ``[container, section, id, offset, length]``:
 
 - version 1, one event: an array of the fields in ``_FIELDS`` order (``encode_fields``);
-- version 3, a batch of events, as the commit path writes them (``encode_batch``): one column a
+- version 4, a batch of events, as the commit path writes them (``encode_batch``): one column a
   field, a value the whole batch shares stored once, attribute maps stored once however many
-  events share them. A batch carries no ids: its entry in a journal or block gives the first.
-  The columns the index reads (and each event's ``filename``) come first, in a part of their
-  own, so indexing parses only them (``decode_index_columns``), not the attribute maps and
-  claims that make up most of a batch. Version 2 (the same without the split) is still read.
+  events share them, each resource claim once, and a ``previous_*`` column that equals its
+  ``updated_*`` one stored as a reference to it. A batch carries no ids: its entry in a journal
+  or block gives the first. The columns the index reads (and each event's ``filename``) come
+  first, in a part of their own, so indexing parses only them (``decode_index_columns``), not
+  the attribute maps and claims that make up most of a batch. Version 3 (the same without claim
+  and same-as columns) and version 2 (without the split) are still read.
 
 Nothing is pickled: decoding a hostile or corrupt record raises :class:`ProvenanceFormatError`,
 never runs code.
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import enum
 import struct
+from itertools import filterfalse, repeat
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -34,7 +38,9 @@ from repositories.model import ContentClaim, FlowFile, ResourceClaim, now_millis
 #: The version byte of one encoded event.
 EVENT_ENCODING_VERSION = 1
 #: The version byte of an encoded batch of events (what the commit path writes).
-BATCH_ENCODING_VERSION = 3
+BATCH_ENCODING_VERSION = 4
+#: A batch without claim and same-as columns (release 3): read, never written.
+SPLIT_BATCH_ENCODING_VERSION = 3
 #: A batch of events without the index part (release 2): read, never written.
 LEGACY_BATCH_ENCODING_VERSION = 2
 
@@ -217,9 +223,16 @@ def encode_event(e: ProvenanceEvent) -> bytes:
 _F_PREVIOUS_ATTRIBUTES, _F_UPDATED_ATTRIBUTES = FIELD_INDEX["previous_attributes"], FIELD_INDEX["updated_attributes"]
 _F_TIMESTAMP = FIELD_INDEX["timestamp"]
 _BATCH_PREFIX = bytes([BATCH_ENCODING_VERSION])
-#: column kinds of an encoded batch
-_SHARED, _EACH, _MAPS = 0, 1, 2
-#: the fields a batch's index part holds (version 3), in this order: what the index reads
+#: column kinds of an encoded batch (claims and same-as: version 4)
+_SHARED, _EACH, _MAPS, _CLAIMS, _SAME_AS = 0, 1, 2, 3, 4
+_MAP_POSITIONS = frozenset((_F_PREVIOUS_ATTRIBUTES, _F_UPDATED_ATTRIBUTES))
+_CLAIM_POSITIONS = frozenset((FIELD_INDEX["previous_claim"], FIELD_INDEX["updated_claim"]))
+#: (previous, updated) field positions: a previous column may be stored as its updated one
+_SAME_PAIRS = tuple((FIELD_INDEX[f"previous_{name}"], FIELD_INDEX[f"updated_{name}"])
+                    for name in ("attributes", "claim", "size"))
+_SAME_OF = dict(_SAME_PAIRS)
+_RESOURCE, _OFFSET, _LENGTH = itemgetter(0), itemgetter(1), itemgetter(2)
+#: the fields a batch's index part holds (versions 3 and 4), in this order: what the index reads
 INDEX_FIELDS = ("event_type", "timestamp", "flowfile_uuid", "parent_uuids", "child_uuids", "component_id",
                 "component_name", "relationship", "updated_size")
 _INDEX_POSITIONS = tuple(FIELD_INDEX[name] for name in INDEX_FIELDS)
@@ -252,24 +265,28 @@ _ABSENT = object()
 
 def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     """Unregistered events, field arrays (``new_event_fields``) or runs of them (``EventRun``),
-    as one version-3 batch, in the order given.
+    as one version-4 batch, in the order given.
 
     A column whose value every event shares is stored once; the attribute-map columns store each
     distinct map once (by identity: the session shares a FlowFile's map among its events) and an
-    index an event. Event ids are not stored: the batch's entry gives the first, the rest follow.
-    The ``INDEX_FIELDS`` columns and each event's filename go in the index part, the rest after it.
+    index an event; a claim column stores each resource claim once and an offset and a length an
+    event; a ``previous_*`` column equal to its ``updated_*`` column (nothing changed) is stored as
+    a reference to it. Event ids are not stored: the batch's entry gives the first, the rest
+    follow. The ``INDEX_FIELDS`` columns and each event's filename go in the index part, the rest
+    after it. A run's claim columns may hold ``ContentClaim`` objects (no conversion an event).
+    Every step is a C-level pass over a column, none a Python call an event: this runs once a
+    commit in the executor for every event of a flow.
     """
     count = sum(e.count if type(e) is EventRun else 1 for e in events)
     if not count:
         raise ValueError("an event batch needs at least one event")
-    columns: list = [None]   # the ids: not stored
-    maps: list = []
-    seen: dict[int, int] = {}
-    attribute_columns: dict[int, list] = {}   # the attribute maps an event, where not shared
+    full: list = [None]      # each field's column, a value an event; None where every run shares one
+    shared: list = [None]
     for position in range(1, len(_FIELDS)):
         value = _shared_value(events, position)
+        shared.append(value)
         if value is not _ABSENT:
-            columns.append([_SHARED, value])
+            full.append(None)
             continue
         column: list = []
         for e in events:
@@ -278,24 +295,28 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
                 column.extend([e.shared[position]] * e.count if values is None else values)
             else:
                 column.append(e[position])
-        first = column[0]
-        is_map = position == _F_PREVIOUS_ATTRIBUTES or position == _F_UPDATED_ATTRIBUTES
-        if is_map:
-            attribute_columns[position] = column
-        if column.count(first) == count:
-            columns.append([_SHARED, first])
-        elif is_map:
-            keys = list(map(id, column))
-            for key, attributes in dict(zip(keys, column)).items():
-                if key not in seen:
-                    seen[key] = len(maps)
-                    maps.append(attributes)
-            columns.append([_MAPS, list(map(seen.__getitem__, keys))])
+        full.append(column)
+    columns: list = [None]   # the ids: not stored
+    maps: list = []
+    seen: dict[int, int] = {}
+    for position in range(1, len(_FIELDS)):
+        column = full[position]
+        if column is None:
+            value = shared[position]
+            columns.append([_SHARED, _claim_value(value) if position in _CLAIM_POSITIONS else value])
+        elif position in _SAME_OF and full[_SAME_OF[position]] == column:
+            columns.append([_SAME_AS, _SAME_OF[position]])   # nothing changed: a reference, not a copy
+        elif position in _MAP_POSITIONS:
+            columns.append(_maps_column(column, count, maps, seen))
+        elif position in _CLAIM_POSITIONS:
+            columns.append(_claims_column(column, count))
+        elif column.count(column[0]) == count:
+            columns.append([_SHARED, column[0]])
         else:
             columns.append([_EACH, column])
     times = columns[_F_TIMESTAMP]
     low, high = (times[1], times[1]) if times[0] == _SHARED else (min(times[1]), max(times[1]))
-    filenames = _filenames(count, *(attribute_columns.get(p) or [columns[p][1]] * count
+    filenames = _filenames(count, *(full[p] or [columns[p][1]] * count
                                     for p in (_F_UPDATED_ATTRIBUTES, _F_PREVIOUS_ATTRIBUTES)))
     index = _dumps([count, [columns[p] for p in _INDEX_POSITIONS], filenames], default=_as_dict)
     for position in _INDEX_POSITIONS:
@@ -304,10 +325,56 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     return EncodedBatch(b"".join((_BATCH_PREFIX, _U32.pack(len(index)), index, rest)), count, low, high)
 
 
+def _maps_column(column: list, count: int, maps: list, seen: dict[int, int]) -> list:
+    """An attribute-map column: shared when one map (or only empty ones) serves every event, else
+    an index an event into ``maps``, each distinct map (by identity) added once."""
+    keys = list(map(id, column))
+    if keys.count(keys[0]) == count or not any(column):
+        return [_SHARED, column[0]]
+    distinct = dict(zip(keys, column))
+    new = list(filterfalse(seen.__contains__, distinct))
+    seen.update(zip(new, range(len(maps), len(maps) + len(new))))
+    maps.extend(map(distinct.__getitem__, new))
+    return [_MAPS, list(map(seen.__getitem__, keys))]
+
+
+def _claims_column(column: list, count: int) -> list:
+    """A claim column (``ContentClaim`` objects, ``claim_field`` lists or None): shared when every
+    event has the same one, else ``[resources, refs, offsets, lengths]``: each resource claim once
+    (``[container, section, id]``) and an index into them an event, -1 for no claim."""
+    first = column[0]
+    if column.count(first) == count:
+        return [_SHARED, _claim_value(first)]
+    if set(map(type, column)) != {ContentClaim}:   # lists or None among them: made uniform first
+        claims = [c if c is None or type(c) is ContentClaim else _claim_in(c) for c in column]
+        present = [c for c in claims if c is not None]
+        refs_of = [c is not None for c in claims]
+    else:
+        claims = present = column
+        refs_of = None
+    resources = list(map(_RESOURCE, present))
+    table = dict.fromkeys(resources)
+    number = dict(zip(table, range(len(table))))
+    refs = list(map(number.__getitem__, resources))
+    offsets, lengths = list(map(_OFFSET, present)), list(map(_LENGTH, present))
+    if refs_of is not None:   # no claim: ref -1, offset and length 0
+        filled = iter(zip(refs, offsets, lengths))
+        refs, offsets, lengths = map(list, zip(*(next(filled) if has else (-1, 0, 0) for has in refs_of)))
+    return [_CLAIMS, [list(map(list, table)), refs, offsets, lengths]]
+
+
+def _claim_value(value: Any) -> Any:
+    """A claim as JSON stores it: ``claim_field``'s list (a list or None passes unchanged)."""
+    return claim_field(value) if type(value) is ContentClaim else value
+
+
 def _filenames(count: int, updated: list, previous: list) -> list:
     """The filename column of the index part: each event's ``filename`` after it (before it when
     the event's updated attributes lack one; null when neither has it), as ``[kind, values]``."""
-    names = [attributes.get("filename") for attributes in updated]
+    try:   # one C-level pass when the maps are dicts (the session's are)
+        names = list(map(dict.get, updated, repeat("filename")))
+    except TypeError:
+        names = [attributes.get("filename") for attributes in updated]
     if None in names:
         names = [name if name is not None else before.get("filename") for name, before in zip(names, previous)]
     first = names[0]
@@ -338,8 +405,8 @@ def check_batches(batches: Sequence[EncodedBatch]) -> None:
 
 def decode_columns(data: bytes | memoryview, first_id: int, count: int,
                    where: str = "provenance record") -> list[list]:
-    """The fields of the ``count`` events encoded in ``data`` (a version-3 or version-2 batch, or
-    one version-1 event), as columns: ``FIELD_INDEX`` gives a column's position, each holds a value
+    """The fields of the ``count`` events encoded in ``data`` (a version 4, 3 or 2 batch, or one
+    version-1 event), as columns: ``FIELD_INDEX`` gives a column's position, each holds a value
     an event, in id order from ``first_id``. Events share the values their batch stored once (do
     not change them)."""
     version = _version(data, where)
@@ -361,7 +428,20 @@ def decode_columns(data: bytes | memoryview, first_id: int, count: int,
                 columns[position] = column
         if type(columns) is not list or len(columns) != len(_FIELDS):
             raise ValueError(f"{len(columns)} columns, not {len(_FIELDS)}")
-        return [list(range(first_id, first_id + count)), *(_expand(c, count, maps) for c in columns[1:])]
+        current = version == BATCH_ENCODING_VERSION
+        out: list = [list(range(first_id, first_id + count))]
+        out.extend(None if current and type(c) is list and c and c[0] == _SAME_AS else _expand(c, count, maps, current)
+                   for c in columns[1:])
+        for previous, updated in _SAME_PAIRS:
+            if out[updated] is None:
+                raise ValueError(f"column {updated} refers to another column")
+            if out[previous] is None:
+                if columns[previous][1] != updated:
+                    raise ValueError(f"column {previous} cannot be the same as column {columns[previous][1]!r}")
+                out[previous] = out[updated]
+        if None in out:
+            raise ValueError(f"column {out.index(None)} refers to another column")
+        return out
     except (ValueError, TypeError, IndexError) as err:
         raise ProvenanceFormatError(f"{where}: not a valid version-{version} event batch ({err})") from err
 
@@ -370,34 +450,40 @@ def decode_index_columns(data: bytes | memoryview, first_id: int, count: int,
                          where: str = "provenance record") -> tuple[list, list | None]:
     """What an index reads of an entry: its columns (as ``decode_columns``) with only the ids and
     the ``INDEX_FIELDS`` filled in (the others None), and each event's filename (the value after
-    the event, else before it). For a version-3 batch only its index part is parsed; anything
-    older is decoded whole and the filenames are None (the index reads the attribute maps)."""
-    if _version(data, where) != BATCH_ENCODING_VERSION:
+    the event, else before it). For a version 4 or 3 batch only its index part is parsed;
+    anything older is decoded whole and the filenames are None (the index reads the attribute
+    maps)."""
+    version = _version(data, where)
+    if version != BATCH_ENCODING_VERSION and version != SPLIT_BATCH_ENCODING_VERSION:
         return decode_columns(data, first_id, count, where), None
     try:
         index_columns, filenames, _ = _index_part(data, count, where)
         out: list = [None] * len(_FIELDS)
         out[0] = list(range(first_id, first_id + count))
         for position, column in zip(_INDEX_POSITIONS, index_columns):
-            out[position] = _expand(column, count, None)
-        return out, _expand(filenames, count, None)
+            out[position] = _expand(column, count, None, False)
+        return out, _expand(filenames, count, None, False)
     except (ValueError, TypeError, IndexError) as err:
-        raise ProvenanceFormatError(f"{where}: not a valid version-3 event batch ({err})") from err
+        raise ProvenanceFormatError(f"{where}: not a valid version-{version} event batch ({err})") from err
+
+
+_VERSIONS = (EVENT_ENCODING_VERSION, LEGACY_BATCH_ENCODING_VERSION, SPLIT_BATCH_ENCODING_VERSION,
+             BATCH_ENCODING_VERSION)
 
 
 def _version(data: bytes | memoryview, where: str) -> int:
     if len(data) < 2:
         raise ProvenanceFormatError(f"{where}: event record of {len(data)} bytes is too short")
     version = data[0]
-    if version not in (EVENT_ENCODING_VERSION, LEGACY_BATCH_ENCODING_VERSION, BATCH_ENCODING_VERSION):
+    if version not in _VERSIONS:
         raise ProvenanceFormatError(
             f"{where}: unsupported event encoding version {version} (this release reads versions "
-            f"{EVENT_ENCODING_VERSION}, {LEGACY_BATCH_ENCODING_VERSION} and {BATCH_ENCODING_VERSION})")
+            f"{', '.join(map(str, _VERSIONS))})")
     return version
 
 
 def _index_part(data: bytes | memoryview, count: int, where: str) -> tuple[list, Any, memoryview]:
-    """A version-3 batch's index columns and filename column, parsed, and the rest unparsed
+    """A version 4 or 3 batch's index columns and filename column, parsed, and the rest unparsed
     (``ValueError`` if the part does not fit the batch or does not hold ``count`` events)."""
     view = memoryview(data)
     if len(view) < 5:
@@ -418,8 +504,8 @@ def _parse(part: bytes | memoryview, where: str) -> Any:
         raise ProvenanceFormatError(f"{where}: event batch is not valid JSON ({err})") from err
 
 
-def _expand(column: Any, count: int, maps: list | None) -> list:
-    """A stored ``[kind, values]`` column as one value an event."""
+def _expand(column: Any, count: int, maps: list | None, claims: bool) -> list:
+    """A stored ``[kind, values]`` column as one value an event (claim columns only if ``claims``)."""
     kind, values = column
     if kind == _SHARED:
         return [values] * count
@@ -427,6 +513,11 @@ def _expand(column: Any, count: int, maps: list | None) -> list:
         return values
     if kind == _MAPS and maps is not None and type(values) is list and len(values) == count:
         return [maps[i] for i in values]
+    if kind == _CLAIMS and claims and type(values) is list and len(values) == 4:
+        resources, refs, offsets, lengths = values
+        if len(refs) == len(offsets) == len(lengths) == count and -1 <= min(refs) and max(refs) < len(resources):
+            return [None if ref < 0 else [*resources[ref], offset, length]
+                    for ref, offset, length in zip(refs, offsets, lengths)]
     raise ValueError(f"a column of kind {kind!r} does not hold {count} values")
 
 
