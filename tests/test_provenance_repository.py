@@ -965,6 +965,51 @@ def test_claims_are_stored_a_resource_once_and_unchanged_columns_as_references()
                         updated_claim=ContentClaim(other, 99, 1)))[1:]])
 
 
+def test_runs_are_stored_a_stretch_once_and_a_filename_that_is_the_uuid_as_a_reference():
+    """Version 4: where runs share a value each but not all the same one (a commit's ROUTE and
+    DROP runs: type, relationship, details), the column is a value and a count a stretch; an
+    index part whose filenames are the FlowFiles' uuids (NiFi names a new FlowFile so) refers to
+    the uuid column. Both decode to what the events encode to alone, and the index reads them."""
+    from repositories.provenance.event import (FIELD_INDEX, EventRun, decode_entry, decode_index_columns,
+                                               encode_batch, encode_fields, new_event_fields)
+    from repositories.provenance.index import IndexBatch
+
+    uuids = [f"u{i}" for i in range(4)]
+    maps = [{"uuid": u, "filename": u} for u in uuids]
+    each = {FIELD_INDEX["flowfile_uuid"]: uuids, FIELD_INDEX["updated_attributes"]: maps,
+            FIELD_INDEX["previous_attributes"]: maps}
+    route = new_event_fields(T.ROUTE, BASE_MS, None, "c-route", "Route", "RouteOnAttribute", BASE_MS)
+    route[FIELD_INDEX["relationship"]] = "large"
+    drop = new_event_fields(T.DROP, BASE_MS, None, "c-route", "Route", "RouteOnAttribute", BASE_MS)
+    drop[FIELD_INDEX["details"]] = "Auto-Terminated by large Relationship"
+    runs = [EventRun(4, route, each), EventRun(2, list(route), {p: v[:2] for p, v in each.items()}),
+            EventRun(4, drop, each)]
+    data = encode_batch(runs).data
+    count, columns, _, filenames = _batch_parts(data)
+    assert count == 10 and filenames == [4, FIELD_INDEX["flowfile_uuid"]]
+    assert columns[FIELD_INDEX["event_type"]] == [5, [["ROUTE", 6], ["DROP", 4]]]
+    assert columns[FIELD_INDEX["relationship"]] == [5, [["large", 6], [None, 4]]]
+    assert columns[FIELD_INDEX["details"]] == [5, [[None, 6], ["Auto-Terminated by large Relationship", 4]]]
+    alone = []
+    for run in runs:
+        for i in range(run.count):
+            fields = list(run.shared)
+            for position, values in run.each.items():
+                fields[position] = values[i]
+            alone.append(fields)
+    for version in (data, _as_version_3_of(data)):
+        for i, got in enumerate(decode_entry(version, 40, 10)):
+            assert encode_fields(got) == encode_fields([40 + i, *alone[i][1:]])
+        index_columns, names = decode_index_columns(version, 40, 10)
+        assert names == uuids + uuids[:2] + uuids and index_columns[FIELD_INDEX["event_type"]] == ["ROUTE"] * 6 + ["DROP"] * 4
+    batch = IndexBatch(1, ("filename",))
+    batch.add_columns(*batch.decode(data, 40, 10, "x")[:1], 0, batch.decode(data, 40, 10, "x")[1])
+    assert [term for term, _ in batch.attribute] == [f"filename\x00{u}".encode() for u in uuids + uuids[:2] + uuids]
+    named = [dict(m, filename=f"f{i}") for i, m in enumerate(maps)]   # other names: a column of their own
+    _, _, _, filenames = _batch_parts(encode_batch([EventRun(4, route, {**each, FIELD_INDEX["updated_attributes"]: named})]).data)
+    assert filenames == [1, ["f0", "f1", "f2", "f3"]]
+
+
 def _with_column(data: bytes, name: str, column: list) -> bytes:
     """The batch with one column replaced, rebuilt as the same version (for damaging)."""
     from repositories.provenance.event import FIELD_INDEX
@@ -996,16 +1041,21 @@ def _as_version_2(data: bytes) -> bytes:
 
 
 def _as_version_3_of(data: bytes) -> bytes:
-    """The same batch as release 3 wrote it: claim columns (kind 3) as a claim an event, a column
-    the same as another (kind 4) as that column, from the documented layout."""
+    """The same batch as release 3 wrote it: claim columns (kind 3) as a claim an event, runs
+    (kind 5) as a value an event, a column the same as another (kind 4) as that column, from the
+    documented layout."""
     count, columns, maps, filenames = _batch_parts(data)
     for position, (kind, values) in enumerate(columns[1:], 1):
         if kind == 3:
             resources, refs, offsets, lengths = values
             columns[position] = [1, [None if r < 0 else [*resources[r], o, n] for r, o, n in zip(refs, offsets, lengths)]]
+        elif kind == 5:
+            columns[position] = [1, [value for value, n in values for _ in range(n)]]
     for position, column in enumerate(columns[1:], 1):
         if column[0] == 4:
             columns[position] = columns[column[1]]
+    if filenames[0] == 4:
+        filenames = columns[filenames[1]]
     return _as_version_3(count, columns, maps, filenames)
 
 
@@ -1095,6 +1145,9 @@ def test_the_index_reads_a_batch_s_index_part_alone_and_indexes_it_as_the_whole_
      "a column of kind 3 does not hold 3 values"),
     (lambda d: _as_version_3_of(d)[:1] + _with_column(d, "updated_claim", [3, [[], [-1] * 3, [0] * 3, [0] * 3]])[1:],
      "not a valid version-3 event batch (a column of kind"),   # kinds 3 and 4 are version 4's
+    (lambda d: _with_column(d, "details", [5, [["x", 2]]]), "a column of kind 5 does not hold 3 values"),
+    (lambda d: _with_column(d, "details", [5, [["x", 3], ["y", 0]]]), "a run of 0 events"),
+    (lambda d: _with_column(d, "details", [5, [["x", "3"]]]), "a run of '3' events"),
 ])
 def test_a_damaged_batch_is_a_clear_error(damage, message):
     from repositories.provenance.event import decode_entry, encode_batch, event_fields

@@ -11,8 +11,9 @@ orjson, claims flattened to ``[container, section, id, offset, length]``:
 - version 1, one event: an array of the fields in ``_FIELDS`` order (``encode_fields``);
 - version 4, a batch of events, as the commit path writes them (``encode_batch``): one column a
   field, a value the whole batch shares stored once, attribute maps stored once however many
-  events share them, each resource claim once, and a ``previous_*`` column that equals its
-  ``updated_*`` one stored as a reference to it. A batch carries no ids: its entry in a journal
+  events share them, each resource claim once, a ``previous_*`` column that equals its
+  ``updated_*`` one (and filenames that are the uuids) stored as a reference to it, and a column
+  that the batch's runs give a value each as a value and a count a stretch. A batch carries no ids: its entry in a journal
   or block gives the first. The columns the index reads (and each event's ``filename``) come
   first, in a part of their own, so indexing parses only them (``decode_index_columns``), not
   the attribute maps and claims that make up most of a batch. Version 3 (the same without claim
@@ -223,8 +224,9 @@ def encode_event(e: ProvenanceEvent) -> bytes:
 _F_PREVIOUS_ATTRIBUTES, _F_UPDATED_ATTRIBUTES = FIELD_INDEX["previous_attributes"], FIELD_INDEX["updated_attributes"]
 _F_TIMESTAMP = FIELD_INDEX["timestamp"]
 _BATCH_PREFIX = bytes([BATCH_ENCODING_VERSION])
-#: column kinds of an encoded batch (claims and same-as: version 4)
-_SHARED, _EACH, _MAPS, _CLAIMS, _SAME_AS = 0, 1, 2, 3, 4
+#: column kinds of an encoded batch (claims, same-as and runs: version 4)
+_SHARED, _EACH, _MAPS, _CLAIMS, _SAME_AS, _RUNS = 0, 1, 2, 3, 4, 5
+_F_UUID = FIELD_INDEX["flowfile_uuid"]
 _MAP_POSITIONS = frozenset((_F_PREVIOUS_ATTRIBUTES, _F_UPDATED_ATTRIBUTES))
 _CLAIM_POSITIONS = frozenset((FIELD_INDEX["previous_claim"], FIELD_INDEX["updated_claim"]))
 #: (previous, updated) field positions: a previous column may be stored as its updated one
@@ -260,9 +262,6 @@ class EventRun(NamedTuple):
     each: dict
 
 
-_ABSENT = object()
-
-
 def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     """Unregistered events, field arrays (``new_event_fields``) or runs of them (``EventRun``),
     as one version-4 batch, in the order given.
@@ -271,21 +270,22 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     distinct map once (by identity: the session shares a FlowFile's map among its events) and an
     index an event; a claim column stores each resource claim once and an offset and a length an
     event; a ``previous_*`` column equal to its ``updated_*`` column (nothing changed) is stored as
-    a reference to it. Event ids are not stored: the batch's entry gives the first, the rest
-    follow. The ``INDEX_FIELDS`` columns and each event's filename go in the index part, the rest
-    after it. A run's claim columns may hold ``ContentClaim`` objects (no conversion an event).
-    Every step is a C-level pass over a column, none a Python call an event: this runs once a
-    commit in the executor for every event of a flow.
+    a reference to it, as is a filename column that is the uuid column; a column that runs give
+    a value each (a ROUTE run and a DROP run) is a value and a count a stretch. Event ids are not
+    stored: the batch's entry gives the first, the rest follow. The ``INDEX_FIELDS`` columns and
+    each event's filename go in the index part, the rest after it. A run's claim columns may hold
+    ``ContentClaim`` objects (no conversion an event). No step is a Python call an event: this
+    runs once a commit in the executor for every event of a flow.
     """
     count = sum(e.count if type(e) is EventRun else 1 for e in events)
     if not count:
         raise ValueError("an event batch needs at least one event")
-    full: list = [None]      # each field's column, a value an event; None where every run shares one
-    shared: list = [None]
+    full: list = [None]      # each field's column, a value an event; None where runs give it
+    stretches: list = [None]  # for those: [value, count] an equal stretch of runs
     for position in range(1, len(_FIELDS)):
-        value = _shared_value(events, position)
-        shared.append(value)
-        if value is not _ABSENT:
+        runs = _run_values(events, position)
+        stretches.append(runs)
+        if runs is not None:
             full.append(None)
             continue
         column: list = []
@@ -302,8 +302,10 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     for position in range(1, len(_FIELDS)):
         column = full[position]
         if column is None:
-            value = shared[position]
-            columns.append([_SHARED, _claim_value(value) if position in _CLAIM_POSITIONS else value])
+            runs = stretches[position]
+            if position in _CLAIM_POSITIONS:
+                runs = [[_claim_value(value), n] for value, n in runs]
+            columns.append([_SHARED, runs[0][0]] if len(runs) == 1 else [_RUNS, runs])
         elif position in _SAME_OF and full[_SAME_OF[position]] == column:
             columns.append([_SAME_AS, _SAME_OF[position]])   # nothing changed: a reference, not a copy
         elif position in _MAP_POSITIONS:
@@ -314,10 +316,12 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
             columns.append([_SHARED, column[0]])
         else:
             columns.append([_EACH, column])
-    times = columns[_F_TIMESTAMP]
-    low, high = (times[1], times[1]) if times[0] == _SHARED else (min(times[1]), max(times[1]))
-    filenames = _filenames(count, *(full[p] or [columns[p][1]] * count
+    times = full[_F_TIMESTAMP] or [value for value, _ in stretches[_F_TIMESTAMP]]
+    low, high = min(times), max(times)
+    filenames = _filenames(count, *(full[p] or [value for value, n in stretches[p] for value in repeat(value, n)]
                                     for p in (_F_UPDATED_ATTRIBUTES, _F_PREVIOUS_ATTRIBUTES)))
+    if filenames[0] == _EACH and filenames[1] == full[_F_UUID]:   # NiFi names a new FlowFile by its uuid
+        filenames = [_SAME_AS, _F_UUID]
     index = _dumps([count, [columns[p] for p in _INDEX_POSITIONS], filenames], default=_as_dict)
     for position in _INDEX_POSITIONS:
         columns[position] = None
@@ -381,19 +385,20 @@ def _filenames(count: int, updated: list, previous: list) -> list:
     return [_SHARED, first] if names.count(first) == count else [_EACH, names]
 
 
-def _shared_value(events: Sequence[list | EventRun], position: int) -> Any:
-    """The value every event has at ``position`` when all are runs that share one there (no
-    column to build), else ``_ABSENT``."""
-    value = _ABSENT
+def _run_values(events: Sequence[list | EventRun], position: int) -> list | None:
+    """``[value, count]`` of each stretch of events that share the value at ``position``, when all
+    are runs that share one there (no column to build: a commit's ROUTE and DROP runs differ in
+    type, relationship and details), else None."""
+    out: list = []
     for e in events:
         if type(e) is not EventRun or position in e.each:
-            return _ABSENT
+            return None
         mine = e.shared[position]
-        if value is _ABSENT:
-            value = mine
-        elif mine is not value and mine != value:
-            return _ABSENT
-    return value
+        if out and (out[-1][0] is mine or out[-1][0] == mine):
+            out[-1][1] += e.count
+        else:
+            out.append([mine, e.count])
+    return out
 
 
 def check_batches(batches: Sequence[EncodedBatch]) -> None:
@@ -460,9 +465,14 @@ def decode_index_columns(data: bytes | memoryview, first_id: int, count: int,
         index_columns, filenames, _ = _index_part(data, count, where)
         out: list = [None] * len(_FIELDS)
         out[0] = list(range(first_id, first_id + count))
+        current = version == BATCH_ENCODING_VERSION
         for position, column in zip(_INDEX_POSITIONS, index_columns):
-            out[position] = _expand(column, count, None, False)
-        return out, _expand(filenames, count, None, False)
+            out[position] = _expand(column, count, None, current)
+        if current and type(filenames) is list and filenames[:1] == [_SAME_AS]:
+            if filenames[1:] != [_F_UUID]:
+                raise ValueError(f"the filename column cannot be the same as column {filenames[1:]!r}")
+            return out, out[_F_UUID]
+        return out, _expand(filenames, count, None, current)
     except (ValueError, TypeError, IndexError) as err:
         raise ProvenanceFormatError(f"{where}: not a valid version-{version} event batch ({err})") from err
 
@@ -504,8 +514,9 @@ def _parse(part: bytes | memoryview, where: str) -> Any:
         raise ProvenanceFormatError(f"{where}: event batch is not valid JSON ({err})") from err
 
 
-def _expand(column: Any, count: int, maps: list | None, claims: bool) -> list:
-    """A stored ``[kind, values]`` column as one value an event (claim columns only if ``claims``)."""
+def _expand(column: Any, count: int, maps: list | None, current: bool) -> list:
+    """A stored ``[kind, values]`` column as one value an event (claims and runs only if
+    ``current``: version 4's kinds)."""
     kind, values = column
     if kind == _SHARED:
         return [values] * count
@@ -513,7 +524,15 @@ def _expand(column: Any, count: int, maps: list | None, claims: bool) -> list:
         return values
     if kind == _MAPS and maps is not None and type(values) is list and len(values) == count:
         return [maps[i] for i in values]
-    if kind == _CLAIMS and claims and type(values) is list and len(values) == 4:
+    if kind == _RUNS and current and type(values) is list:
+        out: list = []
+        for value, n in values:
+            if type(n) is not int or n < 1:
+                raise ValueError(f"a run of {n!r} events")
+            out.extend(repeat(value, n))
+        if len(out) == count:
+            return out
+    if kind == _CLAIMS and current and type(values) is list and len(values) == 4:
         resources, refs, offsets, lengths = values
         if len(refs) == len(offsets) == len(lengths) == count and -1 <= min(refs) and max(refs) < len(resources):
             return [None if ref < 0 else [*resources[ref], offset, length]
