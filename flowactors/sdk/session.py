@@ -26,7 +26,7 @@ from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
 from repositories.model import (ContentClaim, FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim,
                                new_flowfile_uuid, new_flowfile_uuids, now_millis)
-from repositories.provenance.event import FIELD_INDEX, EventRun, ProvenanceEventType, claim_field, new_event_fields
+from repositories.provenance.event import FIELD_INDEX, EventRun, ProvenanceEventType, new_event_fields
 
 CHUNK = 1024 * 1024
 #: positions in an event's field array (``CommitBatch.events``)
@@ -778,7 +778,7 @@ class ProcessSession:
             event[FIELD_INDEX[name]] = value
         if event_type == ProvenanceEventType.SEND:  # what was sent, not what the FlowFile became
             event[_UPDATED_ATTRIBUTES] = flowfile.attributes  # never changed in place: _complete_event
-            event[_UPDATED_CLAIM] = claim_field(flowfile.claim)
+            event[_UPDATED_CLAIM] = flowfile.claim
             event[_UPDATED_SIZE] = flowfile.size
         self._events.append(event)
         return event
@@ -1015,13 +1015,13 @@ class ProcessSession:
         original = record.original
         if original is not None:
             event[_PREVIOUS_ATTRIBUTES] = original.attributes
-            event[_PREVIOUS_CLAIM] = claim_field(original.claim)
+            event[_PREVIOUS_CLAIM] = original.claim
             event[_PREVIOUS_SIZE] = original.size
             event[_SOURCE_QUEUE] = record.source_queue
         if event[_TYPE] != ProvenanceEventType.SEND:
             current = record.current
             event[_UPDATED_ATTRIBUTES] = current.attributes
-            event[_UPDATED_CLAIM] = claim_field(current.claim)
+            event[_UPDATED_CLAIM] = current.claim
             event[_UPDATED_SIZE] = current.size
 
     def _reset(self) -> None:

@@ -183,10 +183,13 @@ def _claim_in(value: Any) -> ContentClaim | None:
     return ContentClaim(ResourceClaim(container, section, resource_id), offset, length)
 
 
-def _as_dict(value: Any) -> dict:
-    """orjson's fallback: attribute maps that are not dicts (a read-only view) go as dicts."""
+def _json_default(value: Any) -> Any:
+    """orjson's fallback: attribute maps that are not dicts (a read-only view) go as dicts, a
+    ``ContentClaim`` in a field array as ``claim_field``'s list."""
     if isinstance(value, Mapping):
         return dict(value)
+    if type(value) is ContentClaim:
+        return claim_field(value)
     raise TypeError(f"cannot store a {type(value).__name__} in a provenance event")
 
 
@@ -206,14 +209,14 @@ def new_event_fields(event_type: ProvenanceEventType, timestamp: int, flowfile_u
                      component_name: str, component_type: str, lineage_start_date: int) -> list:
     """A new unregistered event as a field array, every other field at its default: how code
     that makes many events (the session) builds them, with no event object each. Set fields by
-    ``FIELD_INDEX``; a claim goes in as ``claim_field(claim)``."""
+    ``FIELD_INDEX``; a claim goes in as the ``ContentClaim`` (or ``claim_field(claim)``)."""
     return [-1, event_type, timestamp, 0, flowfile_uuid, [], [], component_id, component_name, component_type,
             None, {}, {}, None, None, 0, 0, None, None, None, None, lineage_start_date, None]
 
 
 def encode_fields(fields: list) -> bytes:
     """An event's field array as bytes: version byte + orjson array (see the module docstring)."""
-    return _VERSION_PREFIX + _dumps(fields, default=_as_dict)
+    return _VERSION_PREFIX + _dumps(fields, default=_json_default)
 
 
 def encode_event(e: ProvenanceEvent) -> bytes:
@@ -322,10 +325,10 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
                                     for p in (_F_UPDATED_ATTRIBUTES, _F_PREVIOUS_ATTRIBUTES)))
     if filenames[0] == _EACH and filenames[1] == full[_F_UUID]:   # NiFi names a new FlowFile by its uuid
         filenames = [_SAME_AS, _F_UUID]
-    index = _dumps([count, [columns[p] for p in _INDEX_POSITIONS], filenames], default=_as_dict)
+    index = _dumps([count, [columns[p] for p in _INDEX_POSITIONS], filenames], default=_json_default)
     for position in _INDEX_POSITIONS:
         columns[position] = None
-    rest = _dumps([columns, maps], default=_as_dict)
+    rest = _dumps([columns, maps], default=_json_default)
     return EncodedBatch(b"".join((_BATCH_PREFIX, _U32.pack(len(index)), index, rest)), count, low, high)
 
 
