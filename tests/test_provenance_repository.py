@@ -985,8 +985,11 @@ def test_runs_are_stored_a_stretch_once_and_a_filename_that_is_the_uuid_as_a_ref
     runs = [EventRun(4, route, each), EventRun(2, list(route), {p: v[:2] for p, v in each.items()}),
             EventRun(4, drop, each)]
     data = encode_batch(runs).data
-    count, columns, _, filenames = _batch_parts(data)
+    count, columns, stored_maps, filenames = _batch_parts(data)
     assert count == 10 and filenames == [4, FIELD_INDEX["flowfile_uuid"]]
+    # the ROUTE and DROP runs share their list of maps: stored once; the two-FlowFile run (part of it) finds its maps there
+    assert columns[FIELD_INDEX["updated_attributes"]] == [2, [0, 1, 2, 3, 0, 1, 0, 1, 2, 3]] and len(stored_maps) == 4
+    assert columns[FIELD_INDEX["previous_attributes"]] == [4, FIELD_INDEX["updated_attributes"]]
     assert columns[FIELD_INDEX["event_type"]] == [5, [["ROUTE", 6], ["DROP", 4]]]
     assert columns[FIELD_INDEX["relationship"]] == [5, [["large", 6], [None, 4]]]
     assert columns[FIELD_INDEX["details"]] == [5, [[None, 6], ["Auto-Terminated by large Relationship", 4]]]

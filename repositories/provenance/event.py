@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from itertools import filterfalse, repeat
+from itertools import repeat
 from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -300,8 +300,7 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
                 column.append(e[position])
         full.append(column)
     columns: list = [None]   # the ids: not stored
-    maps: list = []
-    seen: dict[int, int] = {}
+    maps = _Maps()
     for position in range(1, len(_FIELDS)):
         column = full[position]
         if column is None:
@@ -312,7 +311,7 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
         elif position in _SAME_OF and full[_SAME_OF[position]] == column:
             columns.append([_SAME_AS, _SAME_OF[position]])   # nothing changed: a reference, not a copy
         elif position in _MAP_POSITIONS:
-            columns.append(_maps_column(column, count, maps, seen))
+            columns.append(maps.column(events, position, column, count))
         elif position in _CLAIM_POSITIONS:
             columns.append(_claims_column(column, count))
         elif column.count(column[0]) == count:
@@ -328,21 +327,67 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     index = _dumps([count, [columns[p] for p in _INDEX_POSITIONS], filenames], default=_json_default)
     for position in _INDEX_POSITIONS:
         columns[position] = None
-    rest = _dumps([columns, maps], default=_json_default)
+    rest = _dumps([columns, maps.maps], default=_json_default)
     return EncodedBatch(b"".join((_BATCH_PREFIX, _U32.pack(len(index)), index, rest)), count, low, high)
 
 
-def _maps_column(column: list, count: int, maps: list, seen: dict[int, int]) -> list:
-    """An attribute-map column: shared when one map (or only empty ones) serves every event, else
-    an index an event into ``maps``, each distinct map (by identity) added once."""
-    keys = list(map(id, column))
-    if keys.count(keys[0]) == count or not any(column):
-        return [_SHARED, column[0]]
-    distinct = dict(zip(keys, column))
-    new = list(filterfalse(seen.__contains__, distinct))
-    seen.update(zip(new, range(len(maps), len(maps) + len(new))))
-    maps.extend(map(distinct.__getitem__, new))
-    return [_MAPS, list(map(seen.__getitem__, keys))]
+class _Maps:
+    """The distinct attribute maps of a batch being encoded, and where each went. A run's list of
+    maps is placed whole, once however many runs or columns carry that very list (a commit's ROUTE
+    and DROP runs share their FlowFiles' list; every FlowFile's map holds its own uuid, so a list
+    repeats no map): no lookup a map. A list that starts with a map already placed (a DROP run of
+    part of a ROUTE run's FlowFiles) is placed a map at a time by identity, as is a field array's
+    map or a run's shared one."""
+
+    __slots__ = ("maps", "_lists", "_each")
+
+    def __init__(self) -> None:
+        self.maps: list = []
+        self._lists: dict[int, int] = {}     # id of a list placed whole -> its first index
+        self._each: dict[int, int] | None = None   # id of a map -> its index, made when first needed
+
+    def column(self, events: Sequence[list | EventRun], position: int, column: list, count: int) -> list:
+        """The ``[kind, values]`` of one attribute-map column: shared when every event has the same
+        map (or only empty ones), else an index an event into ``maps``."""
+        first = column[0]
+        if not any(column) or (first is column[-1] and column.count(first) == count):
+            return [_SHARED, first]
+        indexes: list[int] = []
+        for e in events:
+            if type(e) is EventRun:
+                values = e.each.get(position)
+                if values is not None:
+                    indexes.extend(self._place_list(values))
+                    continue
+                indexes.extend(repeat(self._place(e.shared[position]), e.count))
+            else:
+                indexes.append(self._place(e[position]))
+        return [_MAPS, indexes]
+
+    def _place_list(self, values: list) -> Sequence[int]:
+        first = self._lists.get(id(values))
+        if first is not None:
+            return range(first, first + len(values))
+        if values and self.maps and id(values[0]) in self._index():
+            return [self._place(m) for m in values]
+        first = self._lists[id(values)] = len(self.maps)
+        self.maps.extend(values)
+        if self._each is not None:
+            self._each.update(zip(map(id, values), range(first, first + len(values))))
+        return range(first, first + len(values))
+
+    def _place(self, value: Any) -> int:
+        each = self._index()
+        index = each.get(id(value))
+        if index is None:
+            index = each[id(value)] = len(self.maps)
+            self.maps.append(value)
+        return index
+
+    def _index(self) -> dict[int, int]:
+        if self._each is None:
+            self._each = dict(zip(map(id, self.maps), range(len(self.maps))))
+        return self._each
 
 
 def _claims_column(column: list, count: int) -> list:
