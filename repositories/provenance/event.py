@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -237,6 +237,8 @@ _SAME_PAIRS = tuple((FIELD_INDEX[f"previous_{name}"], FIELD_INDEX[f"updated_{nam
                     for name in ("attributes", "claim", "size"))
 _SAME_OF = dict(_SAME_PAIRS)
 _RESOURCE, _OFFSET, _LENGTH = itemgetter(0), itemgetter(1), itemgetter(2)
+#: what a missing claim becomes in a claim column: ref -1, offset and length 0
+_NO_CLAIM = ContentClaim(None, 0, 0)
 #: the fields a batch's index part holds (versions 3 and 4), in this order: what the index reads
 INDEX_FIELDS = ("event_type", "timestamp", "flowfile_uuid", "parent_uuids", "child_uuids", "component_id",
                 "component_name", "relationship", "updated_size")
@@ -277,8 +279,9 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
     a value each (a ROUTE run and a DROP run) is a value and a count a stretch. Event ids are not
     stored: the batch's entry gives the first, the rest follow. The ``INDEX_FIELDS`` columns and
     each event's filename go in the index part, the rest after it. A run's claim columns may hold
-    ``ContentClaim`` objects (no conversion an event). No step is a Python call an event: this
-    runs once a commit in the executor for every event of a flow.
+    ``ContentClaim`` objects (no conversion an event). For runs no step is a Python call an event
+    (field arrays are handled one by one): this runs once a commit in the executor for every
+    event of a flow.
     """
     count = sum(e.count if type(e) is EventRun else 1 for e in events)
     if not count:
@@ -305,8 +308,6 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
         column = full[position]
         if column is None:
             runs = stretches[position]
-            if position in _CLAIM_POSITIONS:
-                runs = [[_claim_value(value), n] for value, n in runs]
             columns.append([_SHARED, runs[0][0]] if len(runs) == 1 else [_RUNS, runs])
         elif position in _SAME_OF and full[_SAME_OF[position]] == column:
             columns.append([_SAME_AS, _SAME_OF[position]])   # nothing changed: a reference, not a copy
@@ -320,7 +321,7 @@ def encode_batch(events: Sequence[list | EventRun]) -> EncodedBatch:
             columns.append([_EACH, column])
     times = full[_F_TIMESTAMP] or [value for value, _ in stretches[_F_TIMESTAMP]]
     low, high = min(times), max(times)
-    filenames = _filenames(count, *(full[p] or [value for value, n in stretches[p] for value in repeat(value, n)]
+    filenames = _filenames(count, *(full[p] or _stretched(stretches[p])
                                     for p in (_F_UPDATED_ATTRIBUTES, _F_PREVIOUS_ATTRIBUTES)))
     if filenames[0] == _EACH and filenames[1] == full[_F_UUID]:   # NiFi names a new FlowFile by its uuid
         filenames = [_SAME_AS, _F_UUID]
@@ -393,31 +394,20 @@ class _Maps:
 def _claims_column(column: list, count: int) -> list:
     """A claim column (``ContentClaim`` objects, ``claim_field`` lists or None): shared when every
     event has the same one, else ``[resources, refs, offsets, lengths]``: each resource claim once
-    (``[container, section, id]``) and an index into them an event, -1 for no claim."""
+    (``[container, section, id]``) and an index into them an event, -1 for no claim. (orjson's
+    fallback, ``_json_default``, writes a shared ``ContentClaim`` as ``claim_field``'s list.)"""
     first = column[0]
     if column.count(first) == count:
-        return [_SHARED, _claim_value(first)]
-    if set(map(type, column)) != {ContentClaim}:   # lists or None among them: made uniform first
-        claims = [c if c is None or type(c) is ContentClaim else _claim_in(c) for c in column]
-        present = [c for c in claims if c is not None]
-        refs_of = [c is not None for c in claims]
-    else:
-        claims = present = column
-        refs_of = None
-    resources = list(map(_RESOURCE, present))
+        return [_SHARED, first]
+    if set(map(type, column)) != {ContentClaim}:   # lists or None among them: made claims first
+        column = [_NO_CLAIM if c is None else c if type(c) is ContentClaim else _claim_in(c) for c in column]
+    resources = list(map(_RESOURCE, column))
     table = dict.fromkeys(resources)
+    table.pop(None, None)
     number = dict(zip(table, range(len(table))))
-    refs = list(map(number.__getitem__, resources))
-    offsets, lengths = list(map(_OFFSET, present)), list(map(_LENGTH, present))
-    if refs_of is not None:   # no claim: ref -1, offset and length 0
-        filled = iter(zip(refs, offsets, lengths))
-        refs, offsets, lengths = map(list, zip(*(next(filled) if has else (-1, 0, 0) for has in refs_of)))
-    return [_CLAIMS, [list(map(list, table)), refs, offsets, lengths]]
-
-
-def _claim_value(value: Any) -> Any:
-    """A claim as JSON stores it: ``claim_field``'s list (a list or None passes unchanged)."""
-    return claim_field(value) if type(value) is ContentClaim else value
+    number[None] = -1
+    return [_CLAIMS, [list(map(list, table)), list(map(number.__getitem__, resources)),
+                      list(map(_OFFSET, column)), list(map(_LENGTH, column))]]
 
 
 def _filenames(count: int, updated: list, previous: list) -> list:
@@ -431,6 +421,11 @@ def _filenames(count: int, updated: list, previous: list) -> list:
         names = [name if name is not None else before.get("filename") for name, before in zip(names, previous)]
     first = names[0]
     return [_SHARED, first] if names.count(first) == count else [_EACH, names]
+
+
+def _stretched(runs: list) -> list:
+    """``[value, count]`` stretches (``_run_values``, a kind-5 column) as one value an event."""
+    return list(chain.from_iterable(repeat(value, n) for value, n in runs))
 
 
 def _run_values(events: Sequence[list | EventRun], position: int) -> list | None:
@@ -573,11 +568,10 @@ def _expand(column: Any, count: int, maps: list | None, current: bool) -> list:
     if kind == _MAPS and maps is not None and type(values) is list and len(values) == count:
         return [maps[i] for i in values]
     if kind == _RUNS and current and type(values) is list:
-        out: list = []
-        for value, n in values:
+        for _, n in values:
             if type(n) is not int or n < 1:
                 raise ValueError(f"a run of {n!r} events")
-            out.extend(repeat(value, n))
+        out = _stretched(values)
         if len(out) == count:
             return out
     if kind == _CLAIMS and current and type(values) is list and len(values) == 4:
