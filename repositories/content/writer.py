@@ -162,7 +162,7 @@ class BaseClaimWriter:
         first = contents[0]
         # one object for all (GenerateFlowFile's case), told by identity only: == is elementwise
         # for arrays, and contents need not be compared
-        if sum(map(is_, contents, repeat(first))) == len(contents):
+        if all(map(is_, contents, repeat(first))):
             views = [_as_bytes_view(first)] * len(contents)
         else:
             views = list(map(_as_bytes_view, contents))
