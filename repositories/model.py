@@ -13,6 +13,7 @@ import os
 import time
 from itertools import repeat
 from operator import itemgetter
+from types import MappingProxyType
 from typing import Iterable, Mapping, NamedTuple
 
 _new_tuple = tuple.__new__
@@ -129,6 +130,28 @@ class QueuedFlowFile(NamedTuple):
 
     flowfile: FlowFile
     queue: str
+
+
+class StateMap(NamedTuple):
+    """A processor's state as read (NiFi's StateMap, local scope): string keys and values and the
+    version they were written at, -1 when nothing was ever stored. Versions only grow, a clear
+    included, so a version read once identifies exactly what was read."""
+
+    version: int = -1
+    values: Mapping[str, str] = MappingProxyType({})
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+class StateChange(NamedTuple):
+    """A session's change of its processor's state, written in the session's commit: ``values``
+    replace the whole map (empty: cleared) at the stored version + 1. With ``expected`` set the
+    commit is refused unless the stored version is still that one (a compare-and-set)."""
+
+    component_id: str
+    values: Mapping[str, str]
+    expected: int | None = None
 
 
 def now_millis() -> int:

@@ -19,11 +19,12 @@ from repositories.flowfile import (
     InMemoryFlowFileRepository,
     RepositoryCorruptError,
     RunReplacedError,
+    StateConflictError,
     UnsupportedFormatVersionError,
     WriteAheadFlowFileRepository,
 )
 from repositories.flowfile import records as rec
-from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim
+from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 
 R1 = ResourceClaim("default", "1", "claim-1")
 R2 = ResourceClaim("default", "2", "claim-2")
@@ -637,13 +638,16 @@ def test_a_newer_format_version_asks_for_an_upgrade(w):
     assert str(w.path) in str(err.value) and err.value.found == newer
 
 
-def test_a_version_1_repository_opens_with_its_flowfiles_and_gains_a_journal(w):
-    """Version 1 had no journal: its tables are current, so adding the empty journal upgrades it."""
+@pytest.mark.parametrize("version, lacks", [(1, (b"journal", b"state")), (2, (b"state",))])
+def test_an_older_repository_opens_with_its_flowfiles_and_gains_what_it_lacks(w, version, lacks):
+    """Version 1 had no journal and no state, version 2 no state: their tables are current, so
+    adding the empty sub-databases upgrades them."""
     ffs = _filled(w, 5)
     env = lmdb.open(str(w.path), max_dbs=16)
     with env.begin(write=True) as txn:
-        txn.drop(env.open_db(b"journal", txn=txn), delete=True)
-        txn.put(b"format_version", bytes([1]), db=env.open_db(b"meta", txn=txn))
+        for name in lacks:
+            txn.drop(env.open_db(name, txn=txn), delete=True)
+        txn.put(b"format_version", bytes([version]), db=env.open_db(b"meta", txn=txn))
     env.close()
     repo = w.reopen()
     assert set(everything(repo)) == {f.uuid for f in ffs} and repo.claimant_count(R1) == 5
@@ -651,9 +655,13 @@ def test_a_version_1_repository_opens_with_its_flowfiles_and_gains_a_journal(w):
     repo.close()
     env = lmdb.open(str(w.path), max_dbs=16, readonly=True)
     with env.begin() as txn:
-        assert txn.get(b"format_version", db=env.open_db(b"meta", txn=txn)) == bytes([2])
+        assert txn.get(b"format_version", db=env.open_db(b"meta", txn=txn)) == bytes([3])
     env.close()
-    assert w.reopen().claimant_count(R1) == 4
+    repo = w.reopen()
+    assert repo.claimant_count(R1) == 4
+    assert repo.get_state("flow/list") == StateMap()
+    repo.commit([], [], state=StateChange("flow/list", {"k": "v"}))
+    assert w.reopen().get_state("flow/list") == StateMap(0, {"k": "v"})
 
 
 def test_a_record_of_a_newer_version_asks_for_an_upgrade(w):
@@ -839,3 +847,64 @@ def test_while_applying_fails_commits_go_on_and_what_a_process_holds_stays_bound
     assert set(everything(w.repo)) == set(kept)
     assert w.repo.claimant_count(R1) == len(kept) and w.repo.queue_counts() == {"q1": len(kept)}
     assert w.repo.stats()["unknown_removals"] == 0 and not w.repo._recent
+
+
+# --- processor state ---------------------------------------------------------------------------
+
+
+def test_state_is_written_in_the_commit_and_survives_a_reopen(h):
+    assert h.repo.get_state("flow/list") == StateMap(-1, {})
+    a = h.ff(R1)
+    h.repo.commit([q(a)], [], [], state=StateChange("flow/list", {"offset": "7"}))
+    h.repo.commit([], [], state=StateChange("flow/other", {"x": "1"}))  # a commit with state only
+    h.repo.commit([], [], state=StateChange("flow/list", {"offset": "9"}, expected=0))
+    repo = h.reopen()
+    assert repo.get_state("flow/list") == StateMap(1, {"offset": "9"})
+    assert repo.states() == {"flow/list": StateMap(1, {"offset": "9"}), "flow/other": StateMap(0, {"x": "1"})}
+    assert set(everything(repo)) == {a.uuid}
+    repo.commit([], [], state=StateChange("flow/list", {}))  # a clear: empty, and the version grows
+    assert repo.get_state("flow/list") == StateMap(2, {})
+
+
+def test_a_state_change_at_a_stale_version_refuses_the_whole_commit(h):
+    h.repo.commit([], [], state=StateChange("flow/list", {"offset": "1"}))
+    a = h.ff(R1)
+    with pytest.raises(StateConflictError, match="flow/list is at version 0, not 5") as err:
+        h.repo.commit([q(a)], [], [R1], state=StateChange("flow/list", {"offset": "2"}, expected=5))
+    assert (err.value.expected, err.value.current) == (5, 0)
+    repo = h.reopen()
+    assert everything(repo) == {} and repo.claimant_count(R1) == 0  # nothing of the commit was written
+    assert repo.get_state("flow/list") == StateMap(0, {"offset": "1"})
+    with pytest.raises(StateConflictError):  # never stored is version -1
+        repo.commit([], [], state=StateChange("flow/new", {"a": "b"}, expected=0))
+    repo.commit([], [], state=StateChange("flow/new", {"a": "b"}, expected=-1))
+    assert repo.get_state("flow/new") == StateMap(0, {"a": "b"})
+
+
+def test_state_holds_strings_and_bookmarks_only(h):
+    with pytest.raises(ValueError, match="strings only"):
+        h.repo.commit([], [], state=StateChange("flow/list", {"n": 1}))
+    with pytest.raises(ValueError, match="bookmarks"):
+        h.repo.commit([], [], state=StateChange("flow/list", {"big": "x" * (rec.MAX_STATE_BYTES + 1)}))
+    assert h.repo.get_state("flow/list") == StateMap()
+
+
+@pytest.mark.parametrize("damage, error, message", [
+    (lambda v: v[:5], RepositoryCorruptError, "state of flow/list.*too short"),
+    (lambda v: v[:9] + b"{not json", RepositoryCorruptError, "state of flow/list.*not valid JSON"),
+    (lambda v: v[:9] + b'{"a": 1}', RepositoryCorruptError, "state of flow/list.*object of strings"),
+    (lambda v: bytes([7]) + v[1:], UnsupportedFormatVersionError, "version 7"),
+])
+def test_a_damaged_state_value_gives_a_clear_error(w, damage, error, message):
+    w.repo.commit([], [], state=StateChange("flow/list", {"a": "b"}))
+    w.repo.close()
+    env = lmdb.open(str(w.path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"state", txn=txn)
+        txn.put(b"flow/list", damage(txn.get(b"flow/list", db=db)), db=db)
+    env.close()
+    repo = w.reopen()
+    with pytest.raises(error, match=message):
+        repo.get_state("flow/list")
+    with pytest.raises(error, match=message):  # and a commit replacing it is refused, not guessed at
+        repo.commit([], [], state=StateChange("flow/list", {"a": "c"}))

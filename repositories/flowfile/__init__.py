@@ -1,5 +1,6 @@
 """The FlowFile repository: the write-ahead log of every FlowFile's attributes, content claim and
-queue (LMDB), with claimant counts, checkpoints, recovery and the swap-file registry.
+queue (LMDB), with claimant counts, checkpoints, recovery, the swap-file registry and processor
+state.
 
 ``WriteAheadFlowFileRepository`` is the durable one; ``InMemoryFlowFileRepository`` has the same
 interface for tests and the stateless engine. Formats: docs/formats/flowfile-repository.md.
@@ -9,6 +10,7 @@ from repositories.flowfile.errors import (
     FlowFileRepositoryError,
     RepositoryCorruptError,
     RunReplacedError,
+    StateConflictError,
     UnsupportedFormatVersionError,
 )
 from repositories.flowfile.memory import InMemoryFlowFileRepository
@@ -20,6 +22,7 @@ __all__ = [
     "RepositoryCorruptError",
     "RunReplacedError",
     "SWAP_QUEUE_PREFIX",
+    "StateConflictError",
     "UnsupportedFormatVersionError",
     "WriteAheadFlowFileRepository",
 ]

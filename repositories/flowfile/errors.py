@@ -90,3 +90,13 @@ class RunReplacedError(FlowFileRepositoryError):
         super().__init__(f"FlowFile repository at {path}: this commit belongs to run {run} of the flow, "
                          f"but run {current} has started since; refused (nothing written)", path)
         self.run, self.current = run, current
+
+
+class StateConflictError(FlowFileRepositoryError):
+    """A commit that replaces a processor's state at a version that is no longer the stored one
+    (another task of the processor changed it first): refused, nothing written."""
+
+    def __init__(self, path, component_id: str, expected: int, current: int):
+        super().__init__(f"the state of {component_id} is at version {current}, not {expected} as this session "
+                         f"read it (another task changed it); the commit was refused, nothing written", path)
+        self.component_id, self.expected, self.current = component_id, expected, current

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from repositories.flowfile import records as rec
-from repositories.flowfile.errors import FlowFileRepositoryError, log_damaged_count
-from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
+from repositories.flowfile.errors import FlowFileRepositoryError, StateConflictError, log_damaged_count
+from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 
 SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
 
@@ -47,6 +47,7 @@ class InMemoryFlowFileRepository:
         self._destructible: dict[tuple[int, tuple], None] = {}
         self._queues: dict[str, list[int]] = {}
         self._swap: dict[str, dict] = {}
+        self._state: dict[str, StateMap] = {}
 
     @classmethod
     def from_settings(cls, root_dir: str | Path, settings: Any) -> "InMemoryFlowFileRepository":
@@ -86,13 +87,33 @@ class InMemoryFlowFileRepository:
         removals: Sequence[str],
         new_claims: Sequence[ResourceClaim] = (),
         events: int = 0,
+        state: StateChange | None = None,
     ) -> int | None:
         prepared, rkeys, _columns = rec.encode_commit(updates, removals)
         with self._lock:
             self._check_open()
+            stored = self._checked_state(state) if state is not None else None
             self._apply(prepared, rkeys, new_claims)
+            if stored is not None:
+                self._state[state.component_id] = stored
             self._commits += 1
             return self._reserve("_next_event_id", events) if events else None
+
+    def get_state(self, component_id: str) -> StateMap:
+        with self._lock:
+            return self._state.get(component_id, StateMap())
+
+    def states(self) -> dict[str, StateMap]:
+        with self._lock:
+            return dict(self._state)
+
+    def _checked_state(self, change: StateChange) -> StateMap:
+        """The state ``change`` stores, checked as the LMDB log checks it (nothing changed yet)."""
+        current = self._state.get(change.component_id, StateMap()).version
+        if change.expected is not None and change.expected != current:
+            raise StateConflictError(self.path, change.component_id, change.expected, current)
+        rec.encode_state(current + 1, change.values)  # the same limits
+        return StateMap(current + 1, dict(change.values))
 
     def _apply(self, prepared: list, rkeys: list, new_claims: Iterable = (), expect_queue: str | None = None) -> int:
         """Compute every change first, then apply them all (so an error changes nothing)."""

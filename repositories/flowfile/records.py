@@ -676,3 +676,41 @@ def decode_swap_entry(value: bytes) -> dict:
     if type(entry) is not dict or not {"queue", "count", "size", "seq"} <= entry.keys():
         raise RecordError("swap registry entry lacks fields")
     return entry
+
+
+# --- processor state -----------------------------------------------------------------------------
+
+_STATE_HEAD = struct.Struct(">BQ")  # record version, state version
+#: one processor's state may not exceed this (NiFi's ZooKeeper provider stops at 1 MB): state is
+#: for bookmarks (offsets, timestamps, names), not for data
+MAX_STATE_BYTES = 4 * 1024**2
+
+
+def encode_state(version: int, values: Mapping[str, str]) -> bytes:
+    """A ``state`` value: version byte, the state's version (u64 BE), an orjson object of strings."""
+    if any(type(k) is not str or type(v) is not str for k, v in values.items()):
+        bad = next(f"{k!r}: {v!r}" for k, v in values.items() if type(k) is not str or type(v) is not str)
+        raise ValueError(f"processor state holds strings only, not {bad}")
+    value = _STATE_HEAD.pack(RECORD_VERSION, version) + orjson.dumps(dict(values))
+    if len(value) > MAX_STATE_BYTES:
+        raise ValueError(f"processor state of {len(value):,} bytes is over the {MAX_STATE_BYTES:,} allowed; "
+                         f"keep bookmarks there, not data")
+    return value
+
+
+def decode_state(value: bytes) -> tuple[int, dict[str, str]]:
+    """``(version, values)`` of a ``state`` value."""
+    if len(value) < _STATE_HEAD.size:
+        raise RecordError(f"state value of {len(value)} bytes is too short")
+    record_version, version = _STATE_HEAD.unpack_from(value)
+    if record_version != RECORD_VERSION:
+        if record_version > RECORD_VERSION:
+            raise RecordVersionError(record_version)
+        raise RecordError(f"state value version byte is {record_version}")
+    try:
+        values = orjson.loads(memoryview(value)[_STATE_HEAD.size:])
+    except orjson.JSONDecodeError as e:
+        raise RecordError(f"state value is not valid JSON ({e})") from None
+    if type(values) is not dict or any(type(v) is not str for v in values.values()):
+        raise RecordError("state value is not an object of strings")
+    return version, values

@@ -45,11 +45,12 @@ from repositories.flowfile.errors import (
     FlowFileRepositoryError,
     RepositoryCorruptError,
     RunReplacedError,
+    StateConflictError,
     UnsupportedFormatVersionError,
     log_damaged_count,
 )
 from repositories.fsutil import fsync_dir
-from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
+from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 
 SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
 log = logging.getLogger(__name__)
@@ -62,7 +63,8 @@ _CLAIMS = b"claims"
 _DESTRUCTIBLE = b"destructible"
 _SWAP = b"swap_files"
 _JOURNAL = b"journal"
-_DB_NAMES = (_FLOWFILES, _ORDER, _QUEUES, _CLAIMS, _DESTRUCTIBLE, _SWAP, _JOURNAL)
+_STATE = b"state"
+_DB_NAMES = (_FLOWFILES, _ORDER, _QUEUES, _CLAIMS, _DESTRUCTIBLE, _SWAP, _JOURNAL, _STATE)
 
 _K_FORMAT = b"format_version"
 _K_NEXT_ID = b"next_id"
@@ -102,9 +104,9 @@ class WriteAheadFlowFileRepository:
     """FlowFile records, queue order, claimant counts and swap files in one LMDB environment."""
 
     #: On-disk format of the whole environment (meta key ``format_version``).
-    FORMAT_VERSION = 2
-    #: Format versions opened and upgraded in place (1: no journal sub-database).
-    UPGRADABLE_VERSIONS = (1,)
+    FORMAT_VERSION = 3
+    #: Format versions opened and upgraded in place (1: no journal sub-database, 2: no state).
+    UPGRADABLE_VERSIONS = (1, 2)
     #: Journal entries (commits), or bytes of them, after which a commit applies the journal to
     #: the tables: bounds the journal, the time the applying holds the writer lock, and what one
     #: application (or one part of a long journal's) holds in memory.
@@ -114,7 +116,7 @@ class WriteAheadFlowFileRepository:
     FOLD_RETRY_SECONDS = 10
     #: Reader slots in ``lock.mdb``: enough for the repository actor plus tools on the node.
     MAX_READERS = 256
-    #: Named sub-databases allowed (seven used, room for later versions).
+    #: Named sub-databases allowed (eight used, room for later versions).
     MAX_DBS = 16
 
     def __init__(
@@ -263,6 +265,7 @@ class WriteAheadFlowFileRepository:
         self._destructible = dbs[_DESTRUCTIBLE]
         self._swap = dbs[_SWAP]
         self._journal = dbs[_JOURNAL]
+        self._state = dbs[_STATE]
         with self._read() as txn:
             self._load_counter(txn, _K_NEXT_ID)
             self._load_counter(txn, _K_SEQ)
@@ -352,10 +355,12 @@ class WriteAheadFlowFileRepository:
         return dbs
 
     def _upgrade(self, env: lmdb.Environment) -> None:
-        """Version 1 to 2: add the empty journal sub-database, in one transaction."""
+        """Version 1 or 2 to 3: add the sub-databases it lacks (1: the journal, 1 and 2: state),
+        empty, in one transaction."""
         try:
             with env.begin(write=True) as txn:
-                env.open_db(_JOURNAL, txn=txn, create=True)
+                for name in (_JOURNAL, _STATE):
+                    env.open_db(name, txn=txn, create=True)
                 txn.put(_K_FORMAT, bytes((self.FORMAT_VERSION,)), db=self._meta)
         except lmdb.Error as e:
             raise self._wrap(e, "upgrading the format") from e
@@ -513,6 +518,7 @@ class WriteAheadFlowFileRepository:
         new_claims: Sequence[ResourceClaim] = (),
         events: int = 0,
         run: int | None = None,
+        state: StateChange | None = None,
     ) -> int | None:
         """Record one session's changes in one LMDB write transaction (all or nothing).
 
@@ -530,10 +536,13 @@ class WriteAheadFlowFileRepository:
         same transaction and the first is returned (None without events), so event ids follow
         the order the log puts commits in: a FlowFile's events are numbered in the order they
         happened, whichever processes made them.
+
+        ``state``: the session's change of its processor's state, written in the same transaction
+        (``StateConflictError``, nothing written, when its ``expected`` version is not the stored one).
         """
         prepared, rkeys, columns = rec.encode_commit(updates, removals, self._prefix)  # errors before writing
         new_ckeys = [rec.claim_key(r) for r in new_claims]
-        if not (prepared or rkeys or new_ckeys or events):
+        if not (prepared or rkeys or new_ckeys or events or state):
             self._check_open()
             return None
         first_event = None
@@ -557,6 +566,8 @@ class WriteAheadFlowFileRepository:
                     self._recent = {s: e for s, e in self._recent.items() if s >= oldest}
             if events:
                 first_event = self._take_event_ids(txn, events)
+            if state is not None:
+                self._put_state(txn, state)
         self._commits += 1
         if seq:
             with self._lock:
@@ -790,6 +801,47 @@ class WriteAheadFlowFileRepository:
             raise RepositoryCorruptError(self.path, f"size of queue {qb.decode(errors='replace')!r}: {e}") from None
 
     # --- swap files ---------------------------------------------------------------------------
+
+    # --- processor state ----------------------------------------------------------------------
+
+    def get_state(self, component_id: str) -> StateMap:
+        """The stored state of a processor (version -1 and no values when it has none)."""
+        with self._read() as txn:
+            raw = txn.get(self._state_key(component_id), db=self._state)
+        return self._state_map(raw, component_id)
+
+    def states(self) -> dict[str, StateMap]:
+        """Every processor's stored state, by component id."""
+        with self._read() as txn:
+            return {key.decode(): self._state_map(raw, key.decode()) for key, raw in txn.cursor(db=self._state)}
+
+    def _put_state(self, txn: lmdb.Transaction, change: StateChange) -> None:
+        key = self._state_key(change.component_id)
+        current = self._state_map(txn.get(key, db=self._state), change.component_id).version
+        if change.expected is not None and change.expected != current:
+            raise StateConflictError(self.path, change.component_id, change.expected, current)
+        try:
+            value = rec.encode_state(current + 1, change.values)
+        except ValueError as e:
+            raise _CallerError(f"{change.component_id}: {e}") from None
+        txn.put(key, value, db=self._state)
+
+    @staticmethod
+    def _state_key(component_id: str) -> bytes:
+        key = component_id.encode()
+        if not key or len(key) > rec.MAX_KEY_SIZE:
+            raise ValueError(f"a component id of 1 to {rec.MAX_KEY_SIZE} UTF-8 bytes keys processor state, "
+                             f"not {component_id!r}")
+        return key
+
+    def _state_map(self, raw: bytes | None, component_id: str) -> StateMap:
+        if raw is None:
+            return StateMap()
+        try:
+            version, values = rec.decode_state(raw)
+        except rec.RecordError as e:
+            raise self._record_error(e, f"the state of {component_id}") from None
+        return StateMap(version, values)
 
     def register_swap_file(
         self,
