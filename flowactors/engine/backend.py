@@ -35,8 +35,9 @@ from functools import partial
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
-from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError
-from repositories.model import FlowFile, FlowFileBatch, now_millis, total_size
+from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
+from repositories.flowfile import StateConflictError
+from repositories.model import FlowFile, FlowFileBatch, StateChange, StateMap, now_millis, total_size
 from repositories.provenance.event import (EncodedBatch, ProvenanceEvent, ProvenanceEventType, encode_batch,
                                            event_fields)
 
@@ -49,8 +50,11 @@ class Log(Protocol):
 
     def record(self, batch: CommitBatch) -> None:
         """Write the batch's FlowFile changes to the log (``CommitError`` if refused: nothing was
-        written), its events' ids reserved in the same transaction, and see its provenance
-        recorded (``GroupLog`` without making the task wait)."""
+        written), its events' ids reserved and its state change made in the same transaction, and
+        see its provenance recorded (``GroupLog`` without making the task wait)."""
+
+    def get_state(self, component_id: str) -> StateMap:
+        """A processor's state as the log holds it."""
 
 
 #: seconds a caller that reads its events next waits for them to become visible
@@ -72,9 +76,11 @@ def register_numbered_now(reserve: Callable[[int], int], provenance_repository: 
         call_now(provenance_repository, "wait_visible", last, VISIBLE_WAIT)
 
 
-def refused(reason: object) -> CommitError:
-    """The error a session gets when the FlowFile repository did not take its commit."""
-    return CommitError(f"the FlowFile repository refused the commit: {reason}")
+def refused(err: BaseException) -> CommitError:
+    """The error a session gets when the FlowFile repository did not take its commit: a
+    ``StateConflict`` when its state change lost a race with another task's."""
+    error = StateConflict if isinstance(err, StateConflictError) else CommitError
+    return error(f"the FlowFile repository refused the commit: {type(err).__name__}: {err}")
 
 
 def not_written(err: BaseException) -> CommitError:
@@ -100,12 +106,15 @@ class DirectLog:
     def reserve_ids(self, count: int) -> int:
         return call_now(self.flowfile_repository, "reserve_ids", count)
 
+    def get_state(self, component_id: str) -> StateMap:
+        return call_now(self.flowfile_repository, "get_state", component_id)
+
     def record(self, batch: CommitBatch) -> None:
         recording = bool(batch.events) and self.provenance_repository is not None
         events = encode_batch(batch.events) if recording else None
         try:
             first = call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims,
-                             events.count if events else 0)
+                             events.count if events else 0, batch.state)
         except Exception as err:
             raise not_written(err) from err
         if first is not None:
@@ -226,6 +235,14 @@ class EngineBackend:
 
     def next_ids(self, count: int) -> int:
         return self.log.reserve_ids(count)
+
+    # ------------------------------------------------------------------ processor state
+    def get_state(self, component_id: str) -> StateMap:
+        return self.log.get_state(component_id)
+
+    def commit_state(self, change: StateChange) -> None:
+        """A state change outside a session (``on_scheduled``, ``on_stopped``): a commit of its own."""
+        self.log.record(CommitBatch(state=change))
 
     def commit(self, batch: CommitBatch) -> None:
         try:

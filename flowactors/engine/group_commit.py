@@ -37,6 +37,7 @@ from flowactors.engine.metrics import FlowFileRepositoryMetrics
 from flowactors.engine.transport import Link
 from flowactors.sdk.session import CommitBatch, CommitError
 from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.model import StateMap
 from repositories.provenance.event import EncodedBatch, encode_batch
 
 #: at most this many sessions in one group (bounds the size of one provenance call)
@@ -74,6 +75,9 @@ class GroupLog:
 
     def reserve_ids(self, count: int) -> int:
         return self.wal.reserve_ids(count)
+
+    def get_state(self, component_id: str) -> StateMap:
+        return self.wal.get_state(component_id)
 
     def _send(self, numbered: list[Numbered]) -> None:
         """Send events to provenance without waiting (see the module docstring)."""
@@ -121,16 +125,16 @@ class GroupLog:
             self._write(group, late)
 
     def _write(self, group: list[tuple[CommitBatch, concurrent.futures.Future]], late: list[EncodedBatch]) -> None:
-        reasons: list[str | None] = []
+        reasons: list[Exception | None] = []
         numbered: list[Numbered] = []
         recording = self.provenance_repository is not None
         for batch, _ in group:  # each its own transaction: one refused does not touch the others
             events = encode_batch(batch.events) if recording and batch.events else None
             try:
                 first = self.wal.commit(batch.updates, batch.removals, batch.new_claims,
-                                        events.count if events else 0, run=self.run)
+                                        events.count if events else 0, run=self.run, state=batch.state)
             except Exception as err:  # nothing written: this session rolls back
-                reasons.append(f"{type(err).__name__}: {err}")
+                reasons.append(err)
                 continue
             reasons.append(None)
             if first is not None:

@@ -19,7 +19,7 @@ from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileReposito
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
 from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
-from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim
+from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import EncodedBatch, ProvenanceEvent
 
@@ -79,15 +79,22 @@ class FlowFileRepositoryService(Service):
         return self.repo.reserve_ids(count)
 
     def commit(self, updates: Sequence[QueuedFlowFile], removals: Sequence[str],
-               new_claims: Sequence[ResourceClaim] = (), events: int = 0) -> int | None:
+               new_claims: Sequence[ResourceClaim] = (), events: int = 0, state: StateChange | None = None
+               ) -> int | None:
         """One commit; the first of ``events`` provenance event ids reserved with it, if any."""
-        first_event = self.repo.commit(updates, removals, new_claims, events)
+        first_event = self.repo.commit(updates, removals, new_claims, events, state=state)
         self.commits += 1
         self.metrics.committed()
         return first_event
 
     def reserve_event_ids(self, count: int) -> int:
         return self.repo.reserve_event_ids(count)
+
+    def get_state(self, component_id: str) -> StateMap:
+        return self.repo.get_state(component_id)
+
+    def states(self) -> dict[str, StateMap]:
+        return self.repo.states()
 
     def raise_event_ids(self, at_least: int) -> int:
         return self.repo.raise_event_ids(at_least)

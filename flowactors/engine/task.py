@@ -28,8 +28,9 @@ from flowactors.engine.backend import Counters, EngineBackend
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.sdk.processor import ProcessContext, Processor
-from flowactors.sdk.session import DeliveryError, ProcessSession, _Ids
+from flowactors.sdk.session import DeliveryError, ProcessSession, StateConflict, _Ids
 from flowactors.sdk.settings import Settings
+from flowactors.sdk.state import ProcessorState
 from flowactors.sdk.units import parse_duration
 
 POLL_WAIT = 0.2
@@ -61,6 +62,7 @@ class ProcessorTask:
         self.processor: Processor = node.type()
         self.component_id = f"{flow_name}/{node.name}"
         self.context = make_context(node, settings, instance)
+        self.context.state = ProcessorState(self.component_id, backend)
         self.backend = backend
         self.counters: Counters = backend.counters
         self.metrics = ProcessorMetrics(flow_name, node.name)
@@ -187,7 +189,8 @@ class ProcessorTask:
         if self._limit is not None:
             self.context.batch_size = self._limit
         try:
-            self.processor.on_trigger(self.context, session)
+            with self.context.state.bound_to(session):
+                self.processor.on_trigger(self.context, session)
             session.commit(keep_on_failure=True)
             failed = False
             if self._limit is not None:  # it worked: back towards the processor's batch size
@@ -195,6 +198,11 @@ class ProcessorTask:
         except DeliveryError as err:  # in the log already: nothing to roll back or narrow down
             self._record_error("commit", err)
             self._pause(self.settings.administrative_yield)
+        except StateConflict:  # another task changed the state first: not an error, just run again
+            try:
+                session.rollback()
+            except Exception as rollback_error:
+                self._record_error("rollback", rollback_error)
         except Exception as err:
             self._failed(session, err)
         finally:

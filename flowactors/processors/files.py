@@ -115,6 +115,10 @@ class _Lister:
         self.instance = context.instance
         self.tasks = max(1, context.concurrent_tasks)
 
+    def owns(self, path: str) -> bool:
+        """Whether this task lists ``path`` (with several concurrent tasks, by a hash of it)."""
+        return self.tasks == 1 or zlib.crc32(path.encode()) % self.tasks == self.instance
+
     def accepts(self, st: os.stat_result, now: float) -> bool:
         """Whether a file of this age and size passes the age and size filters."""
         age = now - st.st_mtime
@@ -169,7 +173,7 @@ class _Lister:
                     continue
                 if not self.accepts(st, now):
                     continue
-                if self.tasks > 1 and zlib.crc32(child.path.encode()) % self.tasks != self.instance:
+                if not self.owns(child.path):
                     continue
                 yield _Entry(child.path, relative, st)
 
@@ -180,11 +184,15 @@ class ListFile(Processor):
     Each FlowFile carries filename, path (the directory relative to Input Directory, "./" for the
     directory itself), absolute.path (ending in "/"), file.size, file.lastModifiedTime,
     file.lastAccessTime, file.creationTime, file.owner, file.group and file.permissions. The
-    processor remembers what it listed (path, modification time and size) **in memory, for this
-    run only**: each file is listed once, a file modified since is listed again, and a restart
-    lists every file again (NiFi keeps this state in its state manager). The listing is recorded
-    only after the session committed. With several concurrent tasks each lists the files whose path
-    hashes to its task number. Provenance: a CREATE event per FlowFile (from the session).
+    processor remembers what it listed in its **processor state** (``context.state``, kept in the
+    FlowFile repository): each file's path with its modification time and size, and
+    ``listing.timestamp``, the newest modification time listed (nanoseconds). So each file is
+    listed once, a file modified since is listed again, and **a restart lists only new or changed
+    files**. The state changes in the session that creates the FlowFiles, so a listing that did not
+    commit is not remembered and one that did is never repeated. Files that disappeared leave the
+    state at the next listing that changes it. With several concurrent tasks each lists the files
+    whose path hashes to its task number (and keeps those entries); two that commit at once retry.
+    Provenance: a CREATE event per FlowFile (from the session).
     """
 
     description = "Lists files in a directory (one content-less FlowFile per new file)"
@@ -192,24 +200,23 @@ class ListFile(Processor):
     properties = (_INPUT_DIRECTORY, _RECURSE, _FILE_FILTER, _PATH_FILTER, _MIN_AGE, _MAX_AGE, _MIN_SIZE,
                   _MAX_SIZE, _IGNORE_HIDDEN)
     relationships = (SUCCESS,)
-
-    def __init__(self) -> None:
-        #: absolute path -> (mtime_ns, size) of every file listed and still present
-        self._listed: dict[str, tuple[int, int]] = {}
+    #: the state key of the newest modification time listed; every other key is a listed file's path
+    TIMESTAMP = "listing.timestamp"
 
     def on_scheduled(self, context: ProcessContext) -> None:
         self._lister = _Lister(context)
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        seen: dict[str, tuple[int, int]] = {}
+        state = context.state.get()
+        listed = state.values
+        seen: dict[str, str] = {}
         new: list[_Entry] = []
         for entry in self._lister.entries():
-            key = (entry.stat.st_mtime_ns, entry.stat.st_size)
-            seen[entry.path] = key
-            if self._listed.get(entry.path) != key:
+            key = seen[entry.path] = f"{entry.stat.st_mtime_ns} {entry.stat.st_size}"
+            if listed.get(entry.path) != key:
                 new.append(entry)
+        gone = [p for p in listed if p != self.TIMESTAMP and p not in seen and self._lister.owns(p)]
         if not new:
-            self._listed = {p: k for p, k in self._listed.items() if p in seen}
             context.yield_()
             return
         new.sort(key=lambda e: (e.stat.st_mtime_ns, e.path))
@@ -217,12 +224,12 @@ class ListFile(Processor):
             flowfile = session.create()
             flowfile = session.put_all_attributes(flowfile, entry.attributes())
             session.transfer(flowfile, SUCCESS)
-
-        def remember() -> None:
-            self._listed = {p: k for p, k in self._listed.items() if p in seen}
-            self._listed.update((e.path, seen[e.path]) for e in new)
-
-        session.commit_async(on_success=remember)
+        remembered = {p: k for p, k in listed.items() if p not in gone}
+        remembered.update((e.path, seen[e.path]) for e in new)
+        newest = max(new[-1].stat.st_mtime_ns, int(listed.get(self.TIMESTAMP, "0")))
+        remembered[self.TIMESTAMP] = str(newest)
+        if not context.state.replace(state, remembered):  # another task listed meanwhile: next time
+            session.rollback()
 
 
 class FetchFile(Processor):

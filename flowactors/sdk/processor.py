@@ -143,6 +143,8 @@ class ProcessContext:
     instance: int = 0
     concurrent_tasks: int = 1
     batch_size: int = 1000
+    #: the processor's state (``flowactors.sdk.state.ProcessorState``), set by the engine
+    state: Any = field(default=None, repr=False)
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
     _yield_requested: bool = field(default=False, repr=False)
 

@@ -24,8 +24,8 @@ from typing import Any, BinaryIO, Callable, Iterator, Mapping, Protocol, Sequenc
 
 from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
-from repositories.model import (ContentClaim, FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim,
-                               new_flowfile_uuid, new_flowfile_uuids, now_millis)
+from repositories.model import (ContentClaim, FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim, StateChange,
+                               StateMap, new_flowfile_uuid, new_flowfile_uuids, now_millis)
 from repositories.provenance.event import FIELD_INDEX, EventRun, ProvenanceEventType, new_event_fields
 
 CHUNK = 1024 * 1024
@@ -47,6 +47,11 @@ class FlowFileHandlingError(RuntimeError):
 
 class CommitError(RuntimeError):
     """The write-ahead log refused the commit; nothing of the session became visible."""
+
+
+class StateConflict(CommitError):
+    """The commit was refused because another task of the processor changed its state since this
+    session read it (``context.state.replace``): the session rolled back; trigger again."""
 
 
 class DeliveryError(RuntimeError):
@@ -82,6 +87,9 @@ class CommitBatch:
     acknowledgements: dict[str, list[str]] = field(default_factory=dict)
     bytes_read: int = 0
     bytes_written: int = 0
+    #: the session's change of its processor's state (``context.state``), written in the same
+    #: transaction as everything above
+    state: StateChange | None = None
 
 
 class SessionBackend(Protocol):
@@ -229,6 +237,10 @@ class ProcessSession:
         self._writer = None
         self._events: list[list | _RunEvent] = []  # field arrays (``CommitBatch.events``), run events
         self._bytes_read = 0
+        #: this session's change of the processor's state and the state as it makes it
+        #: (``flowactors.sdk.state``): committed and rolled back with the session
+        self._state_change: StateChange | None = None
+        self._state_view: StateMap | None = None
         self.provenance = ProvenanceReporter(self)
 
     # ------------------------------------------------------------------ taking FlowFiles
@@ -555,6 +567,9 @@ class ProcessSession:
         the session stays as it was for the caller to roll back or route (the engine's trigger
         loop, which narrows a failing batch down). A failure after the log is ``DeliveryError``."""
         batch = self._build_batch()
+        if self._state_change is not None:
+            batch = batch or CommitBatch()
+            batch.state = self._state_change
         if batch is None:
             self._reset()
             return
@@ -1030,6 +1045,7 @@ class ProcessSession:
         self._events = []
         self._writer = None
         self._bytes_read = 0
+        self._state_change = self._state_view = None
 
 
 def _sizes(claims: list) -> list[int]:

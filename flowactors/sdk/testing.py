@@ -28,6 +28,7 @@ from flowactors.engine.transport import Link, ObjectLink, QueueObjectLink, call_
 from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.sdk.session import ProcessSession, _Ids
+from flowactors.sdk.state import ProcessorState
 from repositories.content import InMemoryContentRepository
 from repositories.flowfile import InMemoryFlowFileRepository
 from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
@@ -154,7 +155,7 @@ class ProcessorRunner:
         self.context = ProcessContext(
             name=self.name, processor_type=processor_type.__name__, descriptors=processor_type.descriptor_map(),
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),
-            batch_size=batch_size)
+            batch_size=batch_size, state=ProcessorState(self.component_id, self.backend))
         self.ids = _Ids(self.backend)
         self.penalty_duration = penalty_duration
         self.scheduled = False
@@ -204,7 +205,8 @@ class ProcessorRunner:
         for _ in range(iterations):
             session = self.new_session()
             try:
-                self.processor.on_trigger(self.context, session)
+                with self.context.state.bound_to(session):
+                    self.processor.on_trigger(self.context, session)
                 session.commit()
             except Exception as err:
                 session.rollback()

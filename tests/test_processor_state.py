@@ -1,0 +1,142 @@
+"""Processor state (``context.state``): committed and rolled back with the session, compare-and-set
+across tasks, durable in the FlowFile repository, and ListFile listing only new files after a
+restart. Runner tests run on both engines; the flow tests run real flows over LMDB."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import ray.cloudpickle
+
+from flowactors import Flow, Processor, Relationship
+from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.processors import ListFile, UpdateAttribute
+from flowactors.sdk.session import StateConflict
+from flowactors.sdk.testing import ProcessorRunner
+from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.model import StateChange, StateMap
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the processors below, on Ray
+
+
+class Offsets(Processor):
+    """Emits one FlowFile a trigger numbered from its state's ``offset``, which it moves on;
+    ``fail`` in its properties makes it raise after changing the state."""
+
+    input_required = False
+    dynamic_properties = True
+    relationships = [Relationship("success")]
+
+    def on_scheduled(self, context):
+        if context.property("start").raw is not None and context.state.get().version < 0:
+            context.state.set({"offset": context.property("start").raw})  # outside a trigger: at once
+
+    def on_trigger(self, context, session):
+        state = context.state.get()
+        offset = int(state.get("offset", "0"))
+        flowfile = session.put_attribute(session.create(), "offset", str(offset))
+        session.transfer(flowfile, "success")
+        assert context.state.replace(state, {"offset": str(offset + 1)})
+        assert context.state.get() == StateMap(state.version + 1, {"offset": str(offset + 1)})
+        if context.property("fail").raw == "true":
+            raise RuntimeError("failed after moving the offset")
+
+
+@pytest.mark.usefixtures("processor_engine")
+class TestOnBothEngines:
+    def test_a_state_change_commits_with_its_session(self):
+        runner = ProcessorRunner(Offsets)
+        runner.run(3)
+        assert [f.attributes["offset"] for f in runner.output("success")] == ["0", "1", "2"]
+        assert runner.context.state.get() == StateMap(2, {"offset": "3"})
+
+    def test_a_trigger_that_fails_rolls_its_state_change_back(self):
+        runner = ProcessorRunner(Offsets, {"fail": "true"})
+        with pytest.raises(RuntimeError, match="failed after moving the offset"):
+            runner.run()
+        assert runner.output("success") == [] and runner.context.state.get() == StateMap()
+
+    def test_a_change_outside_a_trigger_is_written_at_once(self):
+        runner = ProcessorRunner(Offsets, {"start": "40", "fail": "true"})
+        with pytest.raises(RuntimeError):
+            runner.run()
+        assert runner.context.state.get() == StateMap(0, {"offset": "40"})  # on_scheduled's, not the trigger's
+        runner.context.state.clear()
+        assert runner.context.state.get() == StateMap(1, {})
+
+    def test_a_replace_that_lost_the_race_refuses_the_commit(self):
+        runner = ProcessorRunner(Offsets)
+        runner.run()
+        store, component = runner.context.state._store, runner.component_id
+        stale = runner.context.state.get()
+        runner.context.state.set({"offset": "100"})  # another task moved it meanwhile
+        assert not runner.context.state.replace(stale, {"offset": "1"})  # seen at once: nothing changed
+
+        real_on_trigger = Offsets.on_trigger
+
+        def race(self, context, session):  # the other task commits between this one's replace and commit
+            real_on_trigger(self, context, session)
+            store.commit_state(StateChange(component, {"offset": "500"}))
+
+        runner.processor.on_trigger = race.__get__(runner.processor)
+        with pytest.raises(StateConflict, match="another task changed it"):
+            runner.run()
+        assert runner.context.state.get() == StateMap(2, {"offset": "500"})
+        assert [f.attributes["offset"] for f in runner.output("success")] == ["0"]  # the FlowFile went too
+
+    def test_state_holds_strings_only(self):
+        runner = ProcessorRunner(Offsets)
+        with pytest.raises(TypeError, match="strings only"):
+            runner.context.state.set({"offset": 3})
+
+
+# ------------------------------------------------------------------------- ListFile across restarts
+def listing_flow(source: Path, tasks: int = 1) -> Flow:
+    flow = Flow("listing")
+    listing = flow.add(ListFile, "list", properties={"Input Directory": str(source)}, concurrent_tasks=tasks)
+    flow.connect(listing, flow.add(UpdateAttribute, "count", auto_terminate=["success"]))
+    return flow
+
+
+def write(directory: Path, names: list[str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (directory / name).write_text(name)
+
+
+def listed(final: dict) -> int:
+    """How many FlowFiles the run listed (what reached the processor after ListFile)."""
+    assert not final.get("timed_out") and processor_totals(final)["list"]["errors"] == 0
+    return processor_totals(final)["count"]["flowfiles_in"]
+
+
+@pytest.mark.parametrize("engine", ["in-process", pytest.param("ray", marks=pytest.mark.ray)])
+def test_listfile_lists_only_new_files_after_a_restart(request, tmp_path, engine):
+    if engine == "ray":
+        request.getfixturevalue("ray_session")
+    source, repository = tmp_path / "in", tmp_path / "repository"
+    write(source, [f"a{i}.txt" for i in range(20)])
+    assert listed(run_flow(listing_flow(source), repository, engine=engine, timeout=120)) == 20
+    write(source, ["b1.txt", "b2.txt"])
+    (source / "a3.txt").write_text("changed, and longer")  # modified: listed again
+    (source / "a4.txt").unlink()  # gone: leaves the state
+    assert listed(run_flow(listing_flow(source), repository, engine=engine, timeout=120)) == 3
+    with WriteAheadFlowFileRepository(repository / "flowfile", create=False) as wal:
+        state = wal.get_state("listing/list")
+    assert set(state.values) == {ListFile.TIMESTAMP, *(str(p) for p in source.iterdir())}
+    assert int(state.values[ListFile.TIMESTAMP]) == max(p.stat().st_mtime_ns for p in source.iterdir())
+    assert listed(run_flow(listing_flow(source), repository, engine=engine, timeout=120)) == 0
+
+
+def test_listfile_tasks_share_one_state_and_list_each_file_once(tmp_path):
+    """Four tasks write one state with compare-and-set: a task that loses a race rolls back and
+    lists again, without an error; every file is listed once and remembered."""
+    source, repository = tmp_path / "in", tmp_path / "repository"
+    write(source, [f"f{i:03d}.txt" for i in range(300)])
+    assert listed(run_flow(listing_flow(source, tasks=4), repository, engine="in-process", timeout=120)) == 300
+    with WriteAheadFlowFileRepository(repository / "flowfile", create=False) as wal:
+        state = wal.get_state("listing/list")
+    assert len(state.values) == 301
+    assert listed(run_flow(listing_flow(source, tasks=4), repository, engine="in-process", timeout=120)) == 0
