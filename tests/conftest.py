@@ -44,7 +44,7 @@ def repository(tmp_path):
     return path
 
 
-@pytest.fixture(params=["in-process", "ray"])
+@pytest.fixture(params=["in-process", "stateless", "ray"])
 def processor_engine(request, monkeypatch):
     """Runs a processor test once on each engine: every ``ProcessorRunner`` the test makes without
     an engine of its own uses this one (the Ray engine's actors are shared by the session)."""

@@ -149,5 +149,5 @@ def test_the_in_process_engine_refuses_a_runtime_env_and_spark_naming_the_proces
     flow.connect(get, "sql")
     with pytest.raises(FlowStartError, match=r"sql run\(s\) on Spark.*engine='ray'"):
         run_flow(flow, tmp_path / "repository2", engine="in-process", timeout=30)
-    with pytest.raises(ValueError, match="engine must be one of 'ray', 'in-process', not 'threads'"):
+    with pytest.raises(ValueError, match="engine must be one of 'ray', 'in-process', 'stateless', not 'threads'"):
         run_flow(flow, tmp_path / "repository3", engine="threads")

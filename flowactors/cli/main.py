@@ -79,7 +79,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Exit status: 0 done, 1 timed out, 3 a processor reported errors (``--fail-on-error``),
-    4 stalled (FlowFiles left that the processors keep failing on; they stay queued)."""
+    4 stalled (FlowFiles left that the processors keep failing on; they stay queued), 5 a
+    stateless trigger failed (nothing of it was kept)."""
     from flowactors.engine.runner import run_flow, stall_message
 
     flow = load_flow(args.flow)
@@ -88,7 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
                          show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
-                         timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds)
+                         timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds,
+                         failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:
@@ -105,6 +107,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if final.get("stalled"):
         print(f"flowactors: {stall_message(flow.name, final['stalled'])}", file=sys.stderr)
         return 4
+    if final.get("failure"):
+        failure = final["failure"]
+        print(f"flowactors: flow '{flow.name}': stateless trigger {failure['trigger']} failed: {failure['reason']}; "
+              f"nothing of it was kept, and its sources hand the same data out again next time", file=sys.stderr)
+        return 5
+    if args.engine == "stateless" and not args.quiet and not args.json:
+        outputs = ", ".join(f"{count} to {port}" for port, count in final["outputs"].items()) or "no outputs"
+        print(f"flow '{flow.name}': {final['triggers']} stateless triggers in {final['seconds']:g} s, {outputs}")
     return 3 if errors and args.fail_on_error else 0
 
 
@@ -183,7 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, help="give up an until-idle run after this many seconds")
     run.add_argument("--address", help="Ray address (default: an embedded local Ray)")
     run.add_argument("--engine", choices=ENGINES, default="ray",
-                     help="ray (default): processors in Ray actors; in-process: this process, no Ray")
+                     help="ray (default): processors in Ray actors; in-process: this process, no Ray; "
+                          "stateless: the whole flow as one transaction a trigger, in memory")
+    run.add_argument("--stateless", dest="engine", action="store_const", const="stateless",
+                     help="the same as --engine stateless: trigger until the sources have nothing left")
+    run.add_argument("--failure-port", action="append", default=[], metavar="PORT",
+                     help="stateless: an output port whose FlowFiles fail the trigger (repeatable)")
+    run.add_argument("--trigger-timeout", type=float, metavar="S", help="stateless: the longest one trigger may take")
     run.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                      help="override a setting (docs/configuration.md), e.g. always_sync=true")
     run.add_argument("--quiet", action="store_true", help="no status table")

@@ -4,12 +4,14 @@ order (``backend``), the trigger loop (``task``), the executor that hosts tasks 
 (``transport``), placement (``placement``), group commit (``group_commit``), the repository
 services (``repository_services``) and queues (``queues``). An engine only hosts components
 (``hosting``): the Ray engine in actors (``actors``), the in-process engine in this process
-(``in_process``). ``flowactors.sdk.testing`` runs one processor through the same backend."""
+(``in_process``). The stateless engine (``stateless``) runs the same tasks and backend over a
+transaction a trigger, in memory. ``flowactors.sdk.testing`` runs one processor through the same
+backend."""
 
 #: the engines a flow runs on (``Flow.run(engine=...)``, ``flowactors run --engine``): "ray", an
 #: actor per executor and repository (``actors.ray_hosting``); "in-process", this process, no Ray
-#: (``in_process``)
-ENGINES = ("ray", "in-process")
+#: (``in_process``); "stateless", the whole flow as one transaction a trigger, in memory (``stateless``)
+ENGINES = ("ray", "in-process", "stateless")
 #: seconds without progress, while processors fail, after which a run until idle ends as stalled
 #: (``runner.IdleWatch``; ``flowactors run --stall-seconds``)
 STALL_SECONDS = 10.0

@@ -315,6 +315,12 @@ class EngineBackend:
                 return True
         return False
 
+    def after_commit(self, on_success: Callable[[], None] | None,
+                     on_failure: Callable[[BaseException], None] | None) -> None:
+        """The log has the commit: it is durable, so ``on_success`` runs now."""
+        if on_success is not None:
+            on_success()
+
     def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
         try:
             resolve([self.queues[q].call("requeue", f) for q, f in returned.items()])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
@@ -75,7 +75,8 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
              show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
              engine: str = "ray", stall_seconds: float = STALL_SECONDS,
-             on_status: Callable[[dict], None] | None = None) -> dict:
+             on_status: Callable[[dict], None] | None = None, failure_ports: Sequence[str] = (),
+             trigger_timeout: float | None = None) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
@@ -85,10 +86,18 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     ends when the flow is stalled for ``stall_seconds`` (``final["stalled"]``: ``IdleWatch``). ``engine``: "ray" (an
     actor per component or executor, on a running Ray or an embedded one) or "in-process" (this
     process, no Ray); ``on_started`` gets the controller's link; ``on_status`` every status looked at.
+    ``engine="stateless"`` triggers the flow as one transaction after another, in memory, until a
+    trigger finds no work or one fails (``flowactors.engine.stateless.run_stateless``: the
+    repository is not used; ``failure_ports`` and ``trigger_timeout`` are its own).
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     flow.validate()
+    if engine == "stateless":
+        from flowactors.engine.stateless import run_stateless
+
+        return run_stateless(flow, settings=settings, duration=duration, timeout=timeout,
+                             failure_ports=failure_ports, trigger_timeout=trigger_timeout)
     resolved = flow_settings(flow, settings)
     started_ray = False
     if engine == "ray":

@@ -10,11 +10,13 @@ from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
 from flowactors.processors.merge import MergeContent
+from flowactors.processors.ports import InputPort, OutputPort
 from flowactors.processors.routing import Funnel, RouteOnAttribute, RouteOnContent
+from flowactors.processors.stateless import ExecuteStateless
 from flowactors.processors.text import ReplaceText, SplitText
 
 __all__ = [
-    "CompressContent", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile", "GetFile", "HashContent",
-    "ListFile", "LogAttribute", "MergeContent", "PutFile", "ReplaceText", "RouteOnAttribute", "RouteOnContent",
-    "SplitText", "UpdateAttribute",
+    "CompressContent", "ExecuteStateless", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile", "GetFile",
+    "HashContent", "InputPort", "ListFile", "LogAttribute", "MergeContent", "OutputPort", "PutFile", "ReplaceText",
+    "RouteOnAttribute", "RouteOnContent", "SplitText", "UpdateAttribute",
 ]

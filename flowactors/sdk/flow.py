@@ -122,6 +122,19 @@ class Flow:
         self.processors[name] = node
         return node
 
+    def add_input_port(self, name: str = "input") -> ProcessorNode:
+        """An input port (``flowactors.processors.ports``): where a stateless trigger's inputs enter."""
+        from flowactors.processors.ports import InputPort
+
+        return self.add(InputPort, name)
+
+    def add_output_port(self, name: str = "output") -> ProcessorNode:
+        """An output port: what reaches it is a stateless trigger's result (a failure port, when
+        the run names it one, fails the trigger)."""
+        from flowactors.processors.ports import OutputPort
+
+        return self.add(OutputPort, name)
+
     def connect(self, source: ProcessorNode | str, destination: ProcessorNode | str,
                 relationships: str | Iterable[str] = "success", *, name: str | None = None,
                 **queue_settings: Any) -> Connection:

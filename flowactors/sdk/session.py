@@ -114,6 +114,11 @@ class SessionBackend(Protocol):
     def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
         """Give FlowFiles back to the queues they were taken from (rollback)."""
 
+    def after_commit(self, on_success: Callable[[], None] | None,
+                     on_failure: Callable[[BaseException], None] | None) -> None:
+        """A commit went through: run ``on_success`` now, or hold both until the engine knows
+        whether the work it belongs to succeeded (``commit_async``)."""
+
 
 class _Record:
     """The session's view of one FlowFile: where it came from, what it is now, where it goes."""
@@ -596,6 +601,11 @@ class ProcessSession:
                      on_failure: Callable[[BaseException], None] | None = None) -> None:
         """Commit; ``on_success`` runs only once the commit is durable, ``on_failure`` if it failed.
 
+        When the callbacks run is the engine's to say (``SessionBackend.after_commit``): at once
+        on the durable engines; on the stateless engine ``on_success`` is held until the whole
+        flow's trigger succeeded, and ``on_failure`` runs if the trigger failed instead (NiFi's
+        ``commitAsync``). A commit refused runs ``on_failure`` at once on every engine.
+
         A commit the log accepted but could not deliver (``DeliveryError``) is durable: ``on_success``
         runs (a source deletes what it took, which the log now holds), then the error is raised.
         A commit in doubt (``CommitInDoubt``) runs neither: the source keeps its data, so the worst
@@ -611,8 +621,8 @@ class ProcessSession:
                 raise
             on_failure(err)
             return
-        if on_success is not None:
-            on_success()
+        if on_success is not None or on_failure is not None:
+            self.backend.after_commit(on_success, on_failure)
 
     def rollback(self, penalize: bool = False) -> None:
         """Forget everything: delete the content written and return taken FlowFiles to their queues."""

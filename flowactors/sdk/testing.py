@@ -6,6 +6,9 @@ repositories are, as between the engines:
 
 * ``engine="in-process"`` (the default): ``ConnectionQueue`` objects and repository objects in this
   process: the in-memory ones for fast unit tests, or durable ones the test hands in;
+* ``engine="stateless"``: the stateless engine's backend (``flowactors.engine.stateless``): queues
+  and content in memory, each ``run`` iteration one trigger whose state, provenance and
+  ``commit_async`` callbacks are kept only when it succeeded;
 * ``engine="ray"``: the Ray engine's components: the queues hosted in an executor actor, reached
   with ``HostedLink`` as a task in another executor reaches them, the FlowFile repository (LMDB)
   and provenance in their actors, commits through a group commit, claim files on disk. Runners on
@@ -134,6 +137,23 @@ class ProcessorRunner:
                 component=(self.component_id, self.name, processor_type.__name__))
             self._flowfiles: Link = self.backend.log.flowfile_repository
             self._provenance: Link = self.backend.log.provenance_repository
+        elif self.engine == "stateless":
+            from flowactors.engine.stateless import InMemoryStateStore, StatelessBackend, TriggerLog
+
+            if flowfile_repository is not None:
+                raise ValueError("the stateless engine keeps no FlowFile repository")
+            self.content = content if content is not None else InMemoryContentRepository()
+            self.provenance_repository = provenance_repository or InMemoryProvenanceRepository()
+            self.component_id = f"test/{self.name}"
+            self.queue_ids = {q: q for q in [INPUT, *relationships]}
+            self.backend = StatelessBackend(
+                content=self.content,
+                queues={q: QueueObjectLink(ConnectionQueue(QueueConfig(q, 0, 0))) for q in self.queue_ids},
+                log=TriggerLog(InMemoryStateStore(), self.provenance_repository), inputs=[INPUT],
+                destinations={r: [r] for r in relationships},
+                component=(self.component_id, self.name, processor_type.__name__))
+            self._flowfiles = None
+            self._provenance = ObjectLink(self.provenance_repository)
         elif self.engine == "ray":
             if flowfile_repository is not None or provenance_repository is not None:
                 raise ValueError("a runner on the Ray engine uses the engine's own FlowFile and provenance "
@@ -150,7 +170,7 @@ class ProcessorRunner:
                 destinations={r: [self.queue_ids[r]] for r in relationships},
                 component=(self.component_id, self.name, processor_type.__name__))
         else:
-            raise ValueError(f"engine must be 'in-process' or 'ray', not {self.engine!r}")
+            raise ValueError(f"engine must be 'in-process', 'stateless' or 'ray', not {self.engine!r}")
         self.queues = {q: QueueView(self.backend.queues[real]) for q, real in self.queue_ids.items()}
         self.context = ProcessContext(
             name=self.name, processor_type=processor_type.__name__, descriptors=processor_type.descriptor_map(),
@@ -178,7 +198,9 @@ class ProcessorRunner:
         now = now_millis()
         attrs = {"filename": new_uuid, "path": "./", **(attributes or {}), "uuid": new_uuid}
         flowfile = FlowFile(self.ids.take(), new_uuid, attrs, claim, now, now, queue_date=now)
-        call_now(self._flowfiles, "commit", [QueuedFlowFile(flowfile, self.queue_ids[INPUT])], [], writer.created())
+        if self._flowfiles is not None:  # the stateless engine has no log
+            call_now(self._flowfiles, "commit", [QueuedFlowFile(flowfile, self.queue_ids[INPUT])], [],
+                     writer.created())
         writer.close()
         self.queues[INPUT].offer([flowfile])
         return flowfile
@@ -210,12 +232,25 @@ class ProcessorRunner:
                 session.commit()
             except Exception as err:
                 session.rollback()
+                self._trigger_ended(err)
                 self.errors.append(err)
                 if raise_errors:
                     raise
+            else:
+                self._trigger_ended(None)
         if stop:
             self.processor.on_stopped(self.context)
             self.scheduled = False
+
+    def _trigger_ended(self, err: Exception | None) -> None:
+        """On the stateless engine a run iteration is a trigger: keep it or forget it."""
+        if self.engine == "stateless":
+            from flowactors.engine.stateless import TriggerFailed
+
+            if err is None:
+                self.backend.log.acknowledge()
+            else:
+                self.backend.log.fail(TriggerFailed(f"{type(err).__name__}: {err}", "exception"))
 
     # ------------------------------------------------------------------ output
     def output(self, relationship: str) -> list[FlowFile]:
