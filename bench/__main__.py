@@ -58,6 +58,8 @@ SCENARIOS = (
     Scenario("flow_size", 9, "Flow size: processes, memory and time against processors (issue 13)",
              "bench.flow_size"),
     Scenario("profile", 10, "Where a FlowFile's time goes on Ray, layer by layer (issue 15)", "bench.hop_profile"),
+    Scenario("stateless", 11, "The stateless engine: one process, and a Ray Data fan-out (issue 16)",
+             "bench.stateless"),
 )
 
 

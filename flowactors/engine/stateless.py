@@ -52,7 +52,7 @@ from flowactors.sdk.settings import Settings
 from flowactors.sdk.state import StateStore
 from flowactors.sdk.units import parse_duration
 from repositories.content import InMemoryContentRepository
-from repositories.model import FlowFile, StateChange, StateMap, new_flowfile_uuid, now_millis
+from repositories.model import FlowFile, StateChange, StateMap, new_flowfile_uuids, now_millis
 from repositories.provenance import InMemoryProvenanceRepository
 from repositories.provenance.event import EncodedBatch, encode_batch
 
@@ -415,19 +415,17 @@ class StatelessFlow:
             if port not in self.input_ports:
                 raise ValueError(f"flow '{self.flow.name}' has no input port '{port}' "
                                  f"(it has: {', '.join(map(repr, self.input_ports)) or 'none'})")
-            items = list(items)
+            pairs = [item if isinstance(item, tuple) else (item, {}) for item in items]
+            datas = [d.encode() if isinstance(d, str) else d for d, _ in pairs]
             writer = content.writer()
-            now = now_millis()
-            first = self.log.reserve_ids(len(items))
-            flowfiles = []
-            for i, item in enumerate(items):
-                data, attributes = item if isinstance(item, tuple) else (item, {})
-                data = data.encode() if isinstance(data, str) else bytes(data)
-                uuid = new_flowfile_uuid()
-                claim = writer.write_bytes(data) if data else None
-                flowfiles.append(FlowFile(first + i, uuid, {"filename": uuid, "path": "./", **attributes,
-                                                              "uuid": uuid}, claim, now, now, queue_date=now))
+            written = iter(writer.write_many([d for d in datas if len(d)]))  # one append, not one a FlowFile
             writer.close()
+            now = now_millis()
+            first = self.log.reserve_ids(len(pairs))
+            flowfiles = [FlowFile(first + i, uuid, {"filename": uuid, "path": "./", **attributes, "uuid": uuid},
+                                  next(written) if len(data) else None, now, now, queue_date=now)
+                         for i, (uuid, data, (_, attributes)) in enumerate(zip(new_flowfile_uuids(len(pairs)), datas,
+                                                                               pairs))]
             queues[self._input_queue(port)].offer(flowfiles)
 
     def _run(self, queues: Mapping[str, ConnectionQueue], deadline: float | None) -> None:
@@ -525,29 +523,29 @@ class StatelessBatches:
         self.on_failure = on_failure
 
     def __call__(self, batch: Mapping[str, Sequence]) -> dict[str, list]:
-        contents = batch[self.content]
+        contents = [c if isinstance(c, (bytes, str)) else bytes(c) for c in _values(batch[self.content])]
         columns = [k for k in batch if k != self.content]
-        inputs = [(c if isinstance(c, str) else bytes(c), {k: str(batch[k][i]) for k in columns})
-                  for i, c in enumerate(contents)]
-        result = self.stateless.trigger(inputs)
-        rows: dict[str, list] = {"port": [], "content": [], "attributes": []}
+        values = [[v if isinstance(v, str) else str(v) for v in _values(batch[k])] for k in columns]
+        attributes = [dict(zip(columns, row)) for row in zip(*values)] if columns else [{}] * len(contents)
+        result = self.stateless.trigger(list(zip(contents, attributes)))
         if not result.success:
             if self.on_failure == "raise":
                 raise result.failure
-            for data, attributes in inputs:
-                self._row(rows, "failure", data if isinstance(data, bytes) else data.encode(),
-                          {**attributes, REASON_ATTRIBUTES[0]: result.reason})
-            return rows
+            reason = {REASON_ATTRIBUTES[0]: result.reason}
+            return {"port": ["failure"] * len(contents),
+                    "content": [c.encode() if isinstance(c, str) else c for c in contents],
+                    "attributes": [orjson.dumps({**a, **reason}).decode() for a in attributes]}
+        rows: dict[str, list] = {"port": [], "content": [], "attributes": []}
         for port, outputs in result.outputs.items():
-            for output in outputs:
-                self._row(rows, port, output.content, output.attributes)
+            rows["port"] += [port] * len(outputs)
+            rows["content"] += [o.content for o in outputs]
+            rows["attributes"] += [orjson.dumps(o.flowfile.attributes).decode() for o in outputs]
         return rows
 
-    @staticmethod
-    def _row(rows: dict[str, list], port: str, content: bytes, attributes: Mapping[str, str]) -> None:
-        rows["port"].append(port)
-        rows["content"].append(content)
-        rows["attributes"].append(orjson.dumps(dict(attributes)).decode())
+
+def _values(column: Any) -> list:
+    """A batch column as a list (a numpy array's ``tolist``: Python objects, not numpy scalars)."""
+    return column.tolist() if hasattr(column, "tolist") else list(column)
 
 
 def run_stateless(flow: Flow, *, settings: Mapping[str, Any] | None = None, duration: float | None = None,
