@@ -4,6 +4,7 @@ restart. Runner tests run on both engines; the flow tests run real flows over LM
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -140,3 +141,24 @@ def test_listfile_tasks_share_one_state_and_list_each_file_once(tmp_path):
         state = wal.get_state("listing/list")
     assert len(state.values) == 301
     assert listed(run_flow(listing_flow(source, tasks=4), repository, engine="in-process", timeout=120)) == 0
+
+
+def test_the_cli_lists_and_clears_a_stopped_flows_state(tmp_path, capsys):
+    from flowactors.cli.main import main
+    from repositories.lock import RepositoryLock
+
+    source, repository = tmp_path / "in", tmp_path / "repository"
+    write(source, ["a.txt", "b.txt"])
+    assert listed(run_flow(listing_flow(source), repository, engine="in-process", timeout=120)) == 2
+    assert main(["state", "list", "--repository", str(repository), "--json"]) == 0
+    states = json.loads(capsys.readouterr().out)
+    assert list(states) == ["listing/list"] and states["listing/list"]["version"] == 0
+    assert set(states["listing/list"]["values"]) == {ListFile.TIMESTAMP, str(source / "a.txt"), str(source / "b.txt")}
+    assert main(["state", "clear", "nope", "--repository", str(repository)]) == 2
+    assert "no processor with stored state named 'nope'" in capsys.readouterr().err
+    with RepositoryLock(repository, "a running flow"):
+        assert main(["state", "clear", "list", "--repository", str(repository)]) == 1
+    assert "a running flow" in capsys.readouterr().err
+    assert main(["state", "clear", "list", "--repository", str(repository)]) == 0
+    assert "cleared the state of listing/list (3 key(s) at version 0)" in capsys.readouterr().out
+    assert listed(run_flow(listing_flow(source), repository, engine="in-process", timeout=120)) == 2  # starts over

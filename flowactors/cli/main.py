@@ -229,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_queue_subcommands(sub)  # queue list|empty
 
+    from flowactors.cli.state import add_subcommands as add_state_subcommands
+
+    add_state_subcommands(sub)  # state list|clear
+
     from flowactors.ops.cluster_client import add_subcommands as add_cluster_subcommands
 
     add_cluster_subcommands(sub)  # submit, stop, logs (status FLOW --address is above)

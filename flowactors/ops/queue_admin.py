@@ -82,14 +82,15 @@ def _user() -> str:
 # ---------------------------------------------------------------------------------- stopped flows
 
 
-def _check_repository(root: Path) -> None:
+def check_repository(root: Path) -> None:
     """Before taking the lock (which would create the folder): is there a log at all?"""
     if not (root / "flowfile" / "data.mdb").exists():
         raise FileNotFoundError(f"no FlowFile repository in {root} (expected {root / 'flowfile' / 'data.mdb'}); "
                                 f"give the --repository folder a flow ran with")
 
 
-def _open_log(root: Path) -> WriteAheadFlowFileRepository:
+def open_log(root: Path) -> WriteAheadFlowFileRepository:
+    """The log of a stopped flow's repository folder (the caller holds the repository lock)."""
     return WriteAheadFlowFileRepository(root / "flowfile", create=False)
 
 
@@ -122,9 +123,9 @@ def list_queue(repository: str | os.PathLike, queue_id: str, limit: int = DEFAUL
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
     root = Path(repository)
-    _check_repository(root)
+    check_repository(root)
     with RepositoryLock(root, "flowactors queue list"):
-        wal = _open_log(root)
+        wal = open_log(root)
         try:
             _require_queue(wal, queue_id, root)
             rows: list[dict] = []
@@ -149,9 +150,9 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
 
     root = Path(repository)
     settings = settings or Settings()
-    _check_repository(root)
+    check_repository(root)
     with RepositoryLock(root, "flowactors queue empty"):
-        wal = _open_log(root)
+        wal = open_log(root)
         provenance = None
         try:
             _require_queue(wal, queue_id, root)
