@@ -140,8 +140,17 @@ class StateMap(NamedTuple):
     version: int = -1
     values: Mapping[str, str] = MappingProxyType({})
 
+    @classmethod
+    def of(cls, version: int, values: Mapping[str, str]) -> "StateMap":
+        """A state holding a read-only copy of ``values`` (what every store hands out, so a
+        processor cannot change stored state by changing what it read)."""
+        return cls(version, MappingProxyType(dict(values)))
+
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.values.get(key, default)
+
+    def __reduce__(self):  # a read-only mapping does not pickle; its copy does
+        return (StateMap.of, (self.version, dict(self.values)))
 
 
 class StateChange(NamedTuple):
@@ -152,6 +161,14 @@ class StateChange(NamedTuple):
     component_id: str
     values: Mapping[str, str]
     expected: int | None = None
+
+    def applied_to(self, current: StateMap) -> StateMap | None:
+        """The state this change makes of ``current`` (its values at the next version), or None
+        when ``expected`` is set and is not ``current``'s version: the change must be refused.
+        Every store decides a change here."""
+        if self.expected is not None and self.expected != current.version:
+            return None
+        return StateMap.of(current.version + 1, self.values)
 
 
 def now_millis() -> int:

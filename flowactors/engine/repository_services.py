@@ -93,9 +93,6 @@ class FlowFileRepositoryService(Service):
     def get_state(self, component_id: str) -> StateMap:
         return self.repo.get_state(component_id)
 
-    def states(self) -> dict[str, StateMap]:
-        return self.repo.states()
-
     def raise_event_ids(self, at_least: int) -> int:
         return self.repo.raise_event_ids(at_least)
 

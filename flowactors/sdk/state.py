@@ -23,6 +23,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Mapping, Protocol
 
+from repositories.flowfile.records import encode_state
 from repositories.model import StateChange, StateMap
 
 if TYPE_CHECKING:
@@ -82,10 +83,10 @@ class ProcessorState:
 
     def _change(self, values: Mapping[str, str], expected: int | None) -> None:
         values = dict(values)
-        bad = [k for k, v in values.items() if type(k) is not str or type(v) is not str]
-        if bad:
-            raise TypeError(f"{self.component_id}: processor state holds strings only; {bad[0]!r} maps to "
-                            f"{values[bad[0]]!r}")
+        try:
+            encode_state(0, values)  # the limits of every engine's store: strings, at most 4 MiB
+        except ValueError as err:
+            raise ValueError(f"{self.component_id}: {err}") from None
         session = self._session
         if session is None:
             self._store.commit_state(StateChange(self.component_id, values, expected))
@@ -97,4 +98,4 @@ class ProcessorState:
         else:
             base = self._store.get_state(self.component_id).version if expected is None else expected
         session._state_change = StateChange(self.component_id, values, expected)
-        session._state_view = StateMap(base + 1, values)
+        session._state_view = StateMap.of(base + 1, values)

@@ -109,11 +109,12 @@ class InMemoryFlowFileRepository:
 
     def _checked_state(self, change: StateChange) -> StateMap:
         """The state ``change`` stores, checked as the LMDB log checks it (nothing changed yet)."""
-        current = self._state.get(change.component_id, StateMap()).version
-        if change.expected is not None and change.expected != current:
-            raise StateConflictError(self.path, change.component_id, change.expected, current)
-        rec.encode_state(current + 1, change.values)  # the same limits
-        return StateMap(current + 1, dict(change.values))
+        current = self._state.get(change.component_id, StateMap())
+        stored = change.applied_to(current)
+        if stored is None:
+            raise StateConflictError(self.path, change.component_id, change.expected, current.version)
+        rec.encode_state(stored.version, stored.values)  # the same limits
+        return stored
 
     def _apply(self, prepared: list, rkeys: list, new_claims: Iterable = (), expect_queue: str | None = None) -> int:
         """Compute every change first, then apply them all (so an error changes nothing)."""

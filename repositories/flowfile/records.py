@@ -698,8 +698,8 @@ def encode_state(version: int, values: Mapping[str, str]) -> bytes:
     return value
 
 
-def decode_state(value: bytes) -> tuple[int, dict[str, str]]:
-    """``(version, values)`` of a ``state`` value."""
+def state_version(value: bytes) -> int:
+    """The state's version from a ``state`` value's header (the map is not decoded)."""
     if len(value) < _STATE_HEAD.size:
         raise RecordError(f"state value of {len(value)} bytes is too short")
     record_version, version = _STATE_HEAD.unpack_from(value)
@@ -707,6 +707,12 @@ def decode_state(value: bytes) -> tuple[int, dict[str, str]]:
         if record_version > RECORD_VERSION:
             raise RecordVersionError(record_version)
         raise RecordError(f"state value version byte is {record_version}")
+    return version
+
+
+def decode_state(value: bytes) -> tuple[int, dict[str, str]]:
+    """``(version, values)`` of a ``state`` value."""
+    version = state_version(value)
     try:
         values = orjson.loads(memoryview(value)[_STATE_HEAD.size:])
     except orjson.JSONDecodeError as e:

@@ -816,12 +816,23 @@ class WriteAheadFlowFileRepository:
             return {key.decode(): self._state_map(raw, key.decode()) for key, raw in txn.cursor(db=self._state)}
 
     def _put_state(self, txn: lmdb.Transaction, change: StateChange) -> None:
+        """Check ``change`` against the stored version and write it. Only the stored value's
+        header is read: a value whose map is damaged is replaced by any write, and one whose
+        header is damaged by a write that does not compare versions (set, clear: how it is
+        repaired), its version starting over."""
         key = self._state_key(change.component_id)
-        current = self._state_map(txn.get(key, db=self._state), change.component_id).version
-        if change.expected is not None and change.expected != current:
+        raw = txn.get(key, db=self._state)
+        try:
+            current = rec.state_version(raw) if raw is not None else -1
+        except rec.RecordError as e:
+            if change.expected is not None:
+                raise self._record_error(e, f"the state of {change.component_id}") from None
+            current = -1
+        stored = change.applied_to(StateMap(current))
+        if stored is None:
             raise StateConflictError(self.path, change.component_id, change.expected, current)
         try:
-            value = rec.encode_state(current + 1, change.values)
+            value = rec.encode_state(stored.version, stored.values)
         except ValueError as e:
             raise _CallerError(f"{change.component_id}: {e}") from None
         txn.put(key, value, db=self._state)
@@ -841,7 +852,7 @@ class WriteAheadFlowFileRepository:
             version, values = rec.decode_state(raw)
         except rec.RecordError as e:
             raise self._record_error(e, f"the state of {component_id}") from None
-        return StateMap(version, values)
+        return StateMap.of(version, values)
 
     def register_swap_file(
         self,
