@@ -68,3 +68,18 @@ def test_a_bad_definition_is_refused_before_it_runs():
     runner.enqueue(b"x", {})
     with pytest.raises(ValueError, match="cannot load flow 'stateless_flows:nothing_here'"):
         runner.run()
+
+
+def test_a_refused_outer_commit_is_an_error_and_keeps_nothing_of_the_inner_trigger(monkeypatch):
+    from flowactors.sdk.session import CommitError
+
+    runner = ProcessorRunner(ExecuteStateless, {"Flow Definition": FLOW, "Failure Ports": "bad"})
+    runner.enqueue(b"fine data", {})
+
+    def refuse(batch):
+        raise CommitError("refused for the test")
+
+    monkeypatch.setattr(runner.backend, "commit", refuse)
+    runner.run(raise_errors=False)
+    assert [type(e) for e in runner.errors] == [CommitError]  # said, not swallowed
+    assert runner.input_count == 1 and runner.output("output") == [] and runner.output("original") == []

@@ -21,7 +21,7 @@ import pytest
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.processors import GenerateFlowFile, ListFile, RouteOnAttribute, UpdateAttribute
-from flowactors.stateless import InMemoryStateStore, StatelessFlow
+from flowactors.stateless import InMemoryStateStore, StatelessFlow, TriggerFailed
 from repositories.model import StateMap
 from stateless_flows import offsets_flow, read_offset, write_records
 
@@ -199,6 +199,24 @@ def test_a_result_waits_for_acknowledge_or_abandon():
     assert Counting.calls == ["ok 0", "failed 0: abandoned", "failed 1: abandoned"]
 
 
+def test_of_two_results_read_at_one_state_only_the_first_acknowledged_is_kept():
+    """Two triggers that read the same state (an offset, a count) must not both be kept: the
+    second would hand out what the first did. Its acknowledge fails and runs its on_failure."""
+    Counting.calls = []
+    flow = Flow("twice")
+    flow.connect(flow.add(Counting, "source"), flow.add_output_port("out"))
+    with StatelessFlow(flow) as stateless:
+        first, second = stateless.trigger(acknowledge=False), stateless.trigger(acknowledge=False)
+        assert [o.attributes["n"] for r in (first, second) for o in r.outputs["out"]] == ["0", "0"]
+        second.acknowledge()
+        with pytest.raises(TriggerFailed, match="changed after this trigger read it") as lost:
+            first.acknowledge()
+        assert lost.value.kind == "state conflict" and not first.success and first.failure is lost.value
+        assert stateless.store.get_state("twice/source") == StateMap(0, {"n": "1"})
+        assert Counting.calls == ["ok 0", "failed 0: state conflict"]
+        assert [o.attributes["n"] for o in stateless.trigger().outputs["out"]] == ["1"]  # goes on from the kept one
+
+
 class Penalize(Processor):
     relationships = [Relationship("success")]
 
@@ -219,27 +237,51 @@ def test_flowfiles_no_processor_takes_fail_the_trigger_with_where_they_are():
     assert "1 in 'penalize:success->again'" in result.reason
 
 
-def test_sessions_never_touch_disk(tmp_path, monkeypatch):
-    """GenerateFlowFile -> UpdateAttribute on the stateless engine opens no file for writing."""
+#: files opened for writing while ``WATCHING`` is set (an audit hook cannot be removed, so it is
+#: installed once and switched on only inside the test)
+OPENED: list[str] = []
+WATCHING = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if WATCHING and event == "open":
+        path, mode, flags = args
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        if writing:
+            OPENED.append(str(path))
+
+
+sys.addaudithook(_audit)
+
+
+def test_sessions_never_touch_disk(tmp_path):
+    """GenerateFlowFile -> UpdateAttribute on the stateless engine opens no file for writing
+    (open(), os.open and io all raise the "open" audit event; the hook is checked to see PutFile)."""
+    global WATCHING
+    from flowactors.processors import PutFile
+
     flow = Flow("memory")
     gen = flow.add(GenerateFlowFile, "gen", properties={"File Size": "1 KB", "Batch Size": 100})
     flow.connect(gen, flow.add(UpdateAttribute, "tag", properties={"k": "v"}, auto_terminate=["success"]))
-    opened = []
-    real_open = os.open
-
-    def watch(path, flags, *args, **kwargs):
-        if flags & (os.O_WRONLY | os.O_RDWR):
-            opened.append(path)
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.chdir(tmp_path)
-    with StatelessFlow(flow) as stateless:
-        monkeypatch.setattr(os, "open", watch)
-        result = stateless.trigger()
-        monkeypatch.undo()
+    written = Flow("written")
+    flow_in = written.add(GenerateFlowFile, "gen", properties={"File Size": "1 KB", "Batch Size": 2})
+    written.connect(flow_in, written.add(PutFile, "put", properties={"Directory": str(tmp_path / "out")},
+                                         auto_terminate=["success", "failure"]))
+    with StatelessFlow(flow) as stateless, StatelessFlow(written) as writing:
+        OPENED.clear()
+        WATCHING = True
+        try:
+            result = stateless.trigger()
+            quiet = list(OPENED)
+            writing.trigger()  # PutFile writes outside the flow: the hook sees it
+        finally:
+            WATCHING = False
     assert result.success and len(result.outputs["tag.success"]) == 100
     assert all(len(o.content) == 1024 for o in result.outputs["tag.success"])
-    assert opened == [] and list(tmp_path.iterdir()) == []
+    assert quiet == []
+    put = sorted(p.name for p in (tmp_path / "out").iterdir())  # PutFile opens by name in the directory
+    assert len(put) == 2 and all(any(name in path for path in OPENED) for name in put)
 
 
 def test_listfile_state_on_the_stateless_engine_lists_new_files_only(tmp_path):
@@ -362,3 +404,21 @@ def test_what_needs_the_ray_engine_is_refused_by_name():
     flow.connect(flow.add_input_port("in"), sql)
     with pytest.raises(ValueError, match="sql run\\(s\\) on the flow's own Spark service"):
         StatelessFlow(flow)
+
+
+def test_a_failed_trigger_leaves_nothing_in_a_processors_bins():
+    """MergeContent holds a bin across its triggers; a trigger that fails with a bin not full
+    must not hand its FlowFiles (whose content is gone with it) to the next trigger."""
+    from flowactors.processors import MergeContent
+
+    flow = Flow("bins")
+    merge = flow.add(MergeContent, "merge", properties={"Minimum Number of Entries": 3,
+                                                        "Maximum Number of Entries": 3},
+                     auto_terminate=["original", "failure"])
+    flow.connect(flow.add_input_port("in"), merge)
+    flow.connect(merge, flow.add_output_port("out"), "merged")
+    with StatelessFlow(flow) as stateless:
+        failed = stateless.trigger([b"a", b"b"])
+        assert not failed.success and failed.failure.kind == "left over" and "'in:success->merge'" in failed.reason
+        result = stateless.trigger([b"c", b"d", b"e"])
+    assert result.success and [o.content for o in result.outputs["out"]] == [b"cde"]

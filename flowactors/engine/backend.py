@@ -145,6 +145,8 @@ class Counters:
     commits: int = 0
     errors: int = 0
     expired: int = 0
+    #: commits refused because another task of the processor changed its state first (retried)
+    state_conflicts: int = 0
 
 
 class EngineBackend:

@@ -425,7 +425,8 @@ class FlowController:
         processors = []
         for name, tasks in by_name.items():
             total = {k: sum(t[k] for t in tasks) for k in ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read",
-                                                          "bytes_written", "commits", "errors", "expired")}
+                                                          "bytes_written", "commits", "errors", "expired",
+                                                          "state_conflicts")}
             total["task_seconds"] = round(sum(t["task_seconds"] for t in tasks), 3)
             processors.append({
                 "name": name, "type": self.flow.processors[name].type.__name__, **total,

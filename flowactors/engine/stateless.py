@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from flowactors.engine.backend import EngineBackend
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
-from flowactors.engine.task import ProcessorTask
+from flowactors.engine.task import PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE, ProcessorTask
 from flowactors.engine.transport import QueueObjectLink
 from flowactors.processors.ports import InputPort, OutputPort
 from flowactors.sdk.flow import Flow
@@ -59,7 +59,7 @@ from repositories.provenance.event import EncodedBatch, encode_batch
 log = logging.getLogger(__name__)
 
 #: attributes a FlowFile routed to a failure port may carry to say why (the engine's own names)
-REASON_ATTRIBUTES = ("flowactors.failure.reason", "flowactors.failure.processor")
+REASON_ATTRIBUTES = (REASON_ATTRIBUTE, PROCESSOR_ATTRIBUTE)
 #: what a trigger's input may be: content, or content and attributes
 Input = bytes | str | tuple[bytes | str, Mapping[str, str]]
 
@@ -78,7 +78,7 @@ class InMemoryStateStore:
     """Processor state for the stateless engine: a dict, optionally seeded (``states``)."""
 
     def __init__(self, states: Mapping[str, StateMap] | None = None):
-        self._states: dict[str, StateMap] = dict(states or {})
+        self._states = {c: StateMap.of(s.version, s.values) for c, s in (states or {}).items()}
         self._lock = threading.Lock()
 
     def get_state(self, component_id: str) -> StateMap:
@@ -87,11 +87,12 @@ class InMemoryStateStore:
 
     def commit_state(self, change: StateChange) -> None:
         with self._lock:
-            current = self._states.get(change.component_id, StateMap()).version
-            if change.expected is not None and change.expected != current:
-                raise StateConflict(f"the state of {change.component_id} is at version {current}, not "
+            current = self._states.get(change.component_id, StateMap())
+            stored = change.applied_to(current)
+            if stored is None:
+                raise StateConflict(f"the state of {change.component_id} is at version {current.version}, not "
                                     f"{change.expected}; not changed")
-            self._states[change.component_id] = StateMap(current + 1, dict(change.values))
+            self._states[change.component_id] = stored
 
     def states(self) -> dict[str, StateMap]:
         with self._lock:
@@ -101,7 +102,8 @@ class InMemoryStateStore:
 @dataclass
 class Held:
     """What a trigger's sessions committed, kept back until the trigger's outcome is known: state
-    changes by processor, encoded provenance, and ``commit_async`` callbacks in commit order."""
+    changes by processor (with the stored version each was based on), encoded provenance, and
+    ``commit_async`` callbacks in commit order."""
 
     state: dict[str, StateChange] = field(default_factory=dict)
     views: dict[str, StateMap] = field(default_factory=dict)
@@ -140,12 +142,17 @@ class TriggerLog:
     def record(self, batch: CommitBatch) -> None:
         change, held = batch.state, self.held
         if change is not None:
-            current = self.get_state(change.component_id).version
-            if change.expected is not None and change.expected != current:
-                raise StateConflict(f"the state of {change.component_id} is at version {current}, not "
+            component = change.component_id
+            current = self.get_state(component)
+            stored = change.applied_to(current)
+            if stored is None:
+                raise StateConflict(f"the state of {component} is at version {current.version}, not "
                                     f"{change.expected} as the session read it (another task changed it)")
-            held.state[change.component_id] = StateChange(change.component_id, change.values)
-            held.views[change.component_id] = StateMap(current + 1, dict(change.values))
+            first = held.state.get(component)
+            # kept at acknowledge only if the store is still at the version this trigger first read
+            based_on = first.expected if first is not None else current.version
+            held.state[component] = StateChange(component, stored.values, based_on)
+            held.views[component] = stored
         if batch.events and self.provenance is not None:
             held.events.append(encode_batch(batch.events))
         held.commits += 1
@@ -155,8 +162,14 @@ class TriggerLog:
 
     def keep(self, held: Held) -> list[str]:
         """A trigger succeeded: write its state, record its provenance, run its ``on_success``
-        callbacks in order; the errors of callbacks that raised (each logged)."""
+        callbacks in order; the errors of callbacks that raised (each logged). ``StateConflict``
+        (nothing written, no callback run) when a state it changed is no longer at the version
+        the trigger read: another trigger's result was kept first."""
         with self._lock:
+            moved = [c for c, change in held.state.items() if self.store.get_state(c).version != change.expected]
+            if moved:
+                raise StateConflict(f"the state of {', '.join(moved)} changed after this trigger read it "
+                                    f"(another trigger's result was acknowledged first)")
             for change in held.state.values():
                 self.store.commit_state(change)
             if self.provenance is not None and held.events:
@@ -262,7 +275,8 @@ class StatelessOutput:
 class TriggerResult:
     """What one trigger did. ``outputs``: output port (or, in a flow without output ports,
     ``processor.relationship`` of each auto-terminated relationship) -> the FlowFiles that reached it.
-    ``commits``: sessions committed (0: the flow found no work)."""
+    ``commits``: sessions committed in the trigger (0 in a success: the flow found no work; in a
+    failure, none of them kept)."""
 
     success: bool
     outputs: dict[str, list[StatelessOutput]] = field(default_factory=dict)
@@ -284,10 +298,20 @@ class TriggerResult:
         return self._held is not None
 
     def acknowledge(self) -> None:
-        """Keep the trigger: state, provenance, then the held ``on_success`` callbacks."""
+        """Keep the trigger: state, provenance, then the held ``on_success`` callbacks. Raises
+        ``TriggerFailed`` (kind "state conflict") when another trigger's result changed a state
+        this one read and was kept first: then nothing of this one is kept, its ``on_failure``
+        callbacks ran, and the result says failure."""
         held, self._held = self._held, None
-        if held is not None:
+        if held is None:
+            return
+        try:
             self.callback_errors += self._log.keep(held)
+        except StateConflict as err:
+            failure = TriggerFailed(str(err), "state conflict")
+            self.callback_errors += self._log.drop(held, failure)
+            self.success, self.failure = False, failure
+            raise failure from err
 
     def abandon(self, reason: str = "the trigger's result was abandoned") -> None:
         """Throw a successful trigger away after all (the caller could not keep its outputs):
@@ -380,8 +404,10 @@ class StatelessFlow:
             try:
                 self._run(queues, deadline)
             except TriggerFailed as failure:
+                self._release_held(queues)
+                commits = self.log.held.commits
                 errors = self.log.fail(failure)
-                return TriggerResult(False, failure=failure, commits=0, seconds=time.monotonic() - started,
+                return TriggerResult(False, failure=failure, commits=commits, seconds=time.monotonic() - started,
                                      callback_errors=errors)
             outputs = {port: [StatelessOutput(f, content) for q in ids for f in queues[q].listing(queues[q].count)]
                        for port, ids in self.output_ports.items()}
@@ -390,8 +416,23 @@ class StatelessFlow:
                                    _held=held, _log=self.log)
             self._unsettled.append(result)
         if acknowledge:
-            result.acknowledge()
+            try:
+                result.acknowledge()
+            except TriggerFailed:  # said in the result, whose outputs were not kept
+                result.outputs = {}
         return result
+
+    def _release_held(self, queues: Mapping[str, ConnectionQueue]) -> None:
+        """After a failed trigger: a processor still holding FlowFiles of it in a session of its
+        own (MergeContent's bins) is stopped and scheduled again, which lets them go, so none
+        reaches a later trigger."""
+        for name, task in self.tasks.items():
+            if any(queues[q].in_flight for q in task.backend.inputs):
+                try:
+                    task.processor.on_stopped(task.context)
+                    task.processor.on_scheduled(task.context)
+                except Exception:
+                    log.exception("processor '%s' failed while restarting after a failed trigger", name)
 
     def _schedule(self) -> None:
         if self._scheduled:
@@ -531,7 +572,7 @@ class StatelessBatches:
         if not result.success:
             if self.on_failure == "raise":
                 raise result.failure
-            reason = {REASON_ATTRIBUTES[0]: result.reason}
+            reason = {REASON_ATTRIBUTE: result.reason}
             return {"port": ["failure"] * len(contents),
                     "content": [c.encode() if isinstance(c, str) else c for c in contents],
                     "attributes": [orjson.dumps({**a, **reason}).decode() for a in attributes]}

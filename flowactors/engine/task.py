@@ -37,6 +37,8 @@ POLL_WAIT = 0.2
 FAILURE = "failure"
 #: characters of an error kept in a failed FlowFile's ``flowactors.failure.reason``
 MAX_REASON = 1000
+#: the attributes a FlowFile sent to ``failure`` by the engine carries: why, and which processor
+REASON_ATTRIBUTE, PROCESSOR_ATTRIBUTE = "flowactors.failure.reason", "flowactors.failure.processor"
 #: seconds between two metric updates of a task (a Ray metric update is not free with many tasks
 #: in one process; the last counts are always sent at stop)
 METRICS_INTERVAL = 0.5
@@ -109,6 +111,7 @@ class ProcessorTask:
             "back_pressure": self.back_pressure, "tasks": c.tasks, "task_seconds": round(c.task_seconds, 4),
             "flowfiles_in": c.flowfiles_in, "flowfiles_out": c.flowfiles_out, "bytes_read": c.bytes_read,
             "bytes_written": c.bytes_written, "commits": c.commits, "errors": c.errors, "expired": c.expired,
+            "state_conflicts": c.state_conflicts,
             "recent_errors": list(self.errors),
         }
 
@@ -199,6 +202,7 @@ class ProcessorTask:
             self._record_error("commit", err)
             self._pause(self.settings.administrative_yield)
         except StateConflict:  # another task changed the state first: not an error, just run again
+            self.counters.state_conflicts += 1
             try:
                 session.rollback()
             except Exception as rollback_error:
@@ -245,8 +249,7 @@ class ProcessorTask:
         if FAILURE in {r.name for r in self.context.relationships}:
             reason = f"{type(err).__name__}: {err}"[:MAX_REASON]
             try:
-                session.route_inputs(FAILURE, {"flowactors.failure.reason": reason,
-                                               "flowactors.failure.processor": self.node.name})
+                session.route_inputs(FAILURE, {REASON_ATTRIBUTE: reason, PROCESSOR_ATTRIBUTE: self.node.name})
                 routed = True
             except DeliveryError:  # in the log: routed; the flow is repaired from the log
                 routed = True

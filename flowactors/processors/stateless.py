@@ -11,9 +11,11 @@ outer flow could lose.
 from __future__ import annotations
 
 import importlib
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
+from flowactors.engine.task import MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
 from flowactors.processors._common import FAILURE
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
@@ -21,8 +23,6 @@ from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescript
 PER_FLOWFILE, PER_BATCH = "FlowFile", "Batch"
 #: attributes of an output FlowFile: the output port (or ``processor.relationship``) it reached
 PORT_ATTRIBUTE = "flowactors.stateless.port"
-REASON_ATTRIBUTE = "flowactors.failure.reason"
-PROCESSOR_ATTRIBUTE = "flowactors.failure.processor"
 
 
 def load_flow(definition: str) -> Flow:
@@ -42,6 +42,13 @@ def load_flow(definition: str) -> Flow:
         return Flow.from_json(Path(definition).read_bytes())
     except OSError as err:
         raise ValueError(f"cannot read flow definition {definition!r}: {err}") from None
+
+
+def _abandon(result, err: BaseException) -> None:
+    """The outer commit failed: the inner trigger is not kept, and the failure goes on to the
+    engine (an error it reports, the input back in its queue), not swallowed."""
+    result.abandon(f"the outer commit failed: {err}")
+    raise err
 
 
 def _definition_problem(value: str) -> str | None:
@@ -101,7 +108,7 @@ class ExecuteStateless(Processor):
         if not result.success:
             failure = result.failure
             relationship = self.TIMEOUT if failure.kind == "timeout" else FAILURE
-            attributes = {REASON_ATTRIBUTE: failure.reason[:1000], PROCESSOR_ATTRIBUTE: failure.processor or ""}
+            attributes = {REASON_ATTRIBUTE: failure.reason[:MAX_REASON], PROCESSOR_ATTRIBUTE: failure.processor or ""}
             session.transfer_batch(session.put_attributes_batch(inputs, attributes), relationship)
             return
         try:
@@ -109,8 +116,7 @@ class ExecuteStateless(Processor):
         except BaseException:
             result.abandon("the outer session failed before its commit")
             raise
-        session.commit_async(on_success=result.acknowledge,
-                             on_failure=lambda err: result.abandon(f"the outer commit failed: {err}"))
+        session.commit_async(on_success=result.acknowledge, on_failure=partial(_abandon, result))
 
     def _emit(self, session, inputs: Sequence, outputs: dict) -> None:
         for port, flowfiles in outputs.items():
