@@ -5,6 +5,7 @@ restart. Runner tests run on both engines; the flow tests run real flows over LM
 from __future__ import annotations
 
 import json
+import time
 import sys
 from pathlib import Path
 
@@ -89,8 +90,10 @@ class TestOnBothEngines:
 
     def test_state_holds_strings_only(self):
         runner = ProcessorRunner(Offsets)
-        with pytest.raises(TypeError, match="strings only"):
+        with pytest.raises(ValueError, match="strings only"):
             runner.context.state.set({"offset": 3})
+        with pytest.raises(ValueError, match="keep bookmarks there, not data"):
+            runner.context.state.set({"big": "x" * (5 * 1024**2)})
 
 
 # ------------------------------------------------------------------------- ListFile across restarts
@@ -131,12 +134,24 @@ def test_listfile_lists_only_new_files_after_a_restart(request, tmp_path, engine
     assert listed(run_flow(listing_flow(source), repository, engine=engine, timeout=120)) == 0
 
 
-def test_listfile_tasks_share_one_state_and_list_each_file_once(tmp_path):
+def test_listfile_tasks_share_one_state_and_list_each_file_once(tmp_path, monkeypatch):
     """Four tasks write one state with compare-and-set: a task that loses a race rolls back and
-    lists again, without an error; every file is listed once and remembered."""
+    lists again, without an error; every file is listed once and remembered. Each trigger holds
+    its commit back a moment, so the four tasks' first listings race for certain."""
     source, repository = tmp_path / "in", tmp_path / "repository"
     write(source, [f"f{i:03d}.txt" for i in range(300)])
-    assert listed(run_flow(listing_flow(source, tasks=4), repository, engine="in-process", timeout=120)) == 300
+    real_on_trigger = ListFile.on_trigger
+
+    def slow_to_commit(self, context, session):
+        real_on_trigger(self, context, session)
+        if session.has_work:  # it listed something: the commit comes a moment later
+            time.sleep(0.3)
+
+    monkeypatch.setattr(ListFile, "on_trigger", slow_to_commit)
+    final = run_flow(listing_flow(source, tasks=4), repository, engine="in-process", timeout=120)
+    assert listed(final) == 300
+    assert processor_totals(final)["list"]["state_conflicts"] >= 1  # the race happened, and cost no error
+    monkeypatch.undo()
     with WriteAheadFlowFileRepository(repository / "flowfile", create=False) as wal:
         state = wal.get_state("listing/list")
     assert len(state.values) == 301

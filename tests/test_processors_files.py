@@ -414,3 +414,42 @@ def test_fetchfile_an_io_error_while_reading_goes_to_failure_penalized():
     [failed] = runner.output("failure")
     assert failed.uuid == flowfile.uuid and failed.penalized_until > now_millis()
     assert runner.output("success") == [] and failed.size == 0
+
+
+def test_listfile_tracking_timestamps_keeps_a_small_state(tmp_path):
+    tree(tmp_path, {"a.txt": b"a", "b.txt": b"b"})
+    same = time.time() - 50
+    for name in ("a.txt", "b.txt"):
+        os.utime(tmp_path / name, (same, same))
+    runner = ProcessorRunner(ListFile, {"Input Directory": str(tmp_path), "Listing Strategy": "Tracking Timestamps"})
+    runner.run(stop=False)
+    assert sorted(f.attributes["filename"] for f in runner.output("success")) == ["a.txt", "b.txt"]
+    state = runner.context.state.get()
+    assert set(state.values) == {ListFile.TIMESTAMP, ListFile.IDS}  # not a key a file
+    assert int(state.values[ListFile.TIMESTAMP]) == os.stat(tmp_path / "a.txt").st_mtime_ns
+
+    tree(tmp_path, {"c.txt": b"c", "old.txt": b"o"})
+    os.utime(tmp_path / "c.txt", (same, same))  # at the newest time listed, not listed yet: listed
+    os.utime(tmp_path / "old.txt", (same - 100, same - 100))  # older than the newest listed: not (the caveat)
+    runner.run(stop=False)
+    assert sorted(f.attributes["filename"] for f in runner.output("success")) == ["a.txt", "b.txt", "c.txt"]
+    (tmp_path / "a.txt").write_bytes(b"changed")  # modified now: newer, listed again
+    runner.run(stop=False)
+    runner.run()  # nothing new
+    assert sorted(f.attributes["filename"] for f in runner.output("success")) == ["a.txt", "a.txt", "b.txt", "c.txt"]
+
+
+def test_listfile_past_the_states_size_says_which_strategy_to_use(tmp_path, monkeypatch):
+    from repositories.flowfile import records
+
+    tree(tmp_path, {f"file-{i:03d}.txt": b"x" for i in range(40)})
+    monkeypatch.setattr(records, "MAX_STATE_BYTES", 1000)
+    runner = ProcessorRunner(ListFile, {"Input Directory": str(tmp_path)})
+    with pytest.raises(ValueError, match="too many files for Listing Strategy 'Tracking Entities'; set it to "
+                                         "'Tracking Timestamps'"):
+        runner.run()
+    assert runner.output("success") == []  # nothing listed, nothing remembered
+    monkeypatch.undo()
+    runner = ProcessorRunner(ListFile, {"Input Directory": str(tmp_path), "Listing Strategy": "Tracking Timestamps"})
+    runner.run()
+    assert len(runner.output("success")) == 40

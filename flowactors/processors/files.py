@@ -16,7 +16,9 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
+
+import orjson
 
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import CHUNK, FAILURE, REGEX_VALIDATOR, SUCCESS, boolean_property
@@ -183,53 +185,95 @@ class ListFile(Processor):
 
     Each FlowFile carries filename, path (the directory relative to Input Directory, "./" for the
     directory itself), absolute.path (ending in "/"), file.size, file.lastModifiedTime,
-    file.lastAccessTime, file.creationTime, file.owner, file.group and file.permissions. The
-    processor remembers what it listed in its **processor state** (``context.state``, kept in the
-    FlowFile repository): each file's path with its modification time and size, and
-    ``listing.timestamp``, the newest modification time listed (nanoseconds). So each file is
-    listed once, a file modified since is listed again, and **a restart lists only new or changed
-    files**. The state changes in the session that creates the FlowFiles, so a listing that did not
-    commit is not remembered and one that did is never repeated. Files that disappeared leave the
-    state at the next listing that changes it. With several concurrent tasks each lists the files
-    whose path hashes to its task number (and keeps those entries); two that commit at once retry.
-    Provenance: a CREATE event per FlowFile (from the session).
+    file.lastAccessTime, file.creationTime, file.owner, file.group and file.permissions. What was
+    listed is kept in the processor's **state** (``context.state``, in the FlowFile repository), so
+    **a restart lists only new or changed files**; the state changes in the commit that creates
+    the FlowFiles, so a listing that did not commit is listed again and one that did is never
+    repeated. Two ways, as NiFi's Listing Strategy:
+
+    * ``Tracking Entities`` (the default): each listed file's path with its modification time and
+      size. A file is listed once, listed again when its modification time or size changes (to
+      any time), and a file that appears with an old modification time (moved in, ``cp -p``) is
+      listed too. The state grows with the directory (about 80 bytes a file; 4 MiB at most, about
+      50,000 files, past which the listing stops with an error that says to switch strategy);
+      files that disappeared leave it at the next listing that changes it.
+    * ``Tracking Timestamps``: the newest modification time listed (``listing.timestamp``, ns) and
+      the files listed at exactly that time (``listing.ids``): a file is listed when it is newer.
+      The state stays small whatever the directory holds, but a file that appears with a
+      modification time older than the newest listed is not listed (NiFi's default, and its
+      caveat).
+
+    With several concurrent tasks each lists the files whose path hashes to its task number;
+    under Tracking Entities they share the state (a task that commits at the same moment as
+    another lists again), under Tracking Timestamps each keeps its own time. Provenance: a CREATE
+    event per FlowFile (from the session).
     """
 
     description = "Lists files in a directory (one content-less FlowFile per new file)"
     input_required = False
+    ENTITIES, TIMESTAMPS = "Tracking Entities", "Tracking Timestamps"
     properties = (_INPUT_DIRECTORY, _RECURSE, _FILE_FILTER, _PATH_FILTER, _MIN_AGE, _MAX_AGE, _MIN_SIZE,
-                  _MAX_SIZE, _IGNORE_HIDDEN)
+                  _MAX_SIZE, _IGNORE_HIDDEN,
+                  PropertyDescriptor("Listing Strategy", "How the files already listed are remembered",
+                                     required=True, default=ENTITIES, allowable_values=(ENTITIES, TIMESTAMPS)))
     relationships = (SUCCESS,)
-    #: the state key of the newest modification time listed; every other key is a listed file's path
-    TIMESTAMP = "listing.timestamp"
+    #: state keys: the newest modification time listed (both strategies), the files listed at it
+    #: (Tracking Timestamps); under Tracking Entities every other key is a listed file's path
+    TIMESTAMP, IDS = "listing.timestamp", "listing.ids"
 
     def on_scheduled(self, context: ProcessContext) -> None:
         self._lister = _Lister(context)
+        self._by_timestamp = context.property("Listing Strategy").evaluate() == self.TIMESTAMPS
+        # under Tracking Timestamps each task keeps its own time (its files' newest is its own)
+        tasks = self._lister.tasks
+        self._prefix = f"{self._lister.instance}/{tasks}." if self._by_timestamp and tasks > 1 else ""
 
     def on_trigger(self, context: ProcessContext, session) -> None:
         state = context.state.get()
-        listed = state.values
+        new, remembered = (self._new_by_timestamp if self._by_timestamp else self._new_by_entity)(state.values)
+        if not new:
+            context.yield_()
+            return
+        for entry in new:
+            flowfile = session.create()
+            flowfile = session.put_all_attributes(flowfile, entry.attributes())
+            session.transfer(flowfile, SUCCESS)
+        try:
+            kept = context.state.replace(state, remembered)
+        except ValueError as err:  # over the state's size
+            raise ValueError(f"{err}: the directory has too many files for Listing Strategy '{self.ENTITIES}'; "
+                             f"set it to '{self.TIMESTAMPS}'") from None
+        if not kept:  # another task listed meanwhile: next time
+            session.rollback()
+
+    def _new_by_entity(self, listed: Mapping[str, str]) -> tuple[list[_Entry], dict[str, str]]:
         seen: dict[str, str] = {}
         new: list[_Entry] = []
         for entry in self._lister.entries():
             key = seen[entry.path] = f"{entry.stat.st_mtime_ns} {entry.stat.st_size}"
             if listed.get(entry.path) != key:
                 new.append(entry)
-        gone = [p for p in listed if p != self.TIMESTAMP and p not in seen and self._lister.owns(p)]
-        if not new:
-            context.yield_()
-            return
         new.sort(key=lambda e: (e.stat.st_mtime_ns, e.path))
-        for entry in new:
-            flowfile = session.create()
-            flowfile = session.put_all_attributes(flowfile, entry.attributes())
-            session.transfer(flowfile, SUCCESS)
-        remembered = {p: k for p, k in listed.items() if p not in gone}
+        remembered = {p: k for p, k in listed.items()
+                      if p == self.TIMESTAMP or p in seen or not self._lister.owns(p)}  # the gone leave
         remembered.update((e.path, seen[e.path]) for e in new)
-        newest = max(new[-1].stat.st_mtime_ns, int(listed.get(self.TIMESTAMP, "0")))
-        remembered[self.TIMESTAMP] = str(newest)
-        if not context.state.replace(state, remembered):  # another task listed meanwhile: next time
-            session.rollback()
+        if new:
+            remembered[self.TIMESTAMP] = str(max(new[-1].stat.st_mtime_ns, int(listed.get(self.TIMESTAMP, "0"))))
+        return new, remembered
+
+    def _new_by_timestamp(self, listed: Mapping[str, str]) -> tuple[list[_Entry], dict[str, str]]:
+        time_key, ids_key = self._prefix + self.TIMESTAMP, self._prefix + self.IDS
+        newest = int(listed.get(time_key, "-1"))
+        at_newest = set(orjson.loads(listed[ids_key])) if ids_key in listed else set()
+        new = sorted((e for e in self._lister.entries()
+                      if e.stat.st_mtime_ns > newest or (e.stat.st_mtime_ns == newest and e.path not in at_newest)),
+                     key=lambda e: (e.stat.st_mtime_ns, e.path))
+        kept = {k: v for k, v in listed.items() if not k.startswith("/")}  # no paths of Tracking Entities
+        if not new:
+            return new, kept
+        top = new[-1].stat.st_mtime_ns
+        ids = sorted({e.path for e in new if e.stat.st_mtime_ns == top} | (at_newest if top == newest else set()))
+        return new, {**kept, time_key: str(top), ids_key: orjson.dumps(ids).decode()}
 
 
 class FetchFile(Processor):
