@@ -10,6 +10,9 @@ from flowactors.cli.main import CliError
 from flowactors.cli.provenance import _guarded
 from flowactors.ops.state_admin import NoSuchStateError, clear_state, list_states
 
+#: keys shown a processor, characters shown a value (``--json`` shows everything)
+SHOWN, WIDTH = 20, 120
+
 
 def add_subcommands(sub: Any) -> None:
     """Register ``state list`` and ``state clear`` on the ``flowactors`` command's subparsers."""
@@ -30,16 +33,20 @@ def add_subcommands(sub: Any) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     states = list_states(args.repository)
     if args.json:
-        print(json.dumps({c: {"version": s.version, "values": dict(s.values)} for c, s in states.items()}, indent=2))
+        print(json.dumps({c: {"damaged": s} if isinstance(s, str) else {"version": s.version, "values": dict(s.values)}
+                          for c, s in states.items()}, indent=2))
         return 0
     if not states:
         print(f"no processor state in {args.repository}")
     for component, state in sorted(states.items()):
+        if isinstance(state, str):
+            print(f"{component}: DAMAGED ({state}); `flowactors state clear {component}` repairs it")
+            continue
         print(f"{component}: version {state.version}, {len(state.values)} key(s)")
-        for key, value in sorted(state.values.items())[:20]:
-            print(f"  {key} = {value}")
-        if len(state.values) > 20:
-            print(f"  ... {len(state.values) - 20} more (--json shows every key)")
+        for key, value in sorted(state.values.items())[:SHOWN]:
+            print(f"  {key} = {value if len(value) <= WIDTH else value[:WIDTH] + '...'}")
+        if len(state.values) > SHOWN:
+            print(f"  ... {len(state.values) - SHOWN} more (--json shows every key and whole values)")
     return 0
 
 
@@ -48,5 +55,8 @@ def cmd_clear(args: argparse.Namespace) -> int:
         component, before = clear_state(args.repository, args.processor)
     except NoSuchStateError as err:
         raise CliError(str(err), 2) from None
-    print(f"cleared the state of {component} ({len(before.values)} key(s) at version {before.version})")
+    if before is None:
+        print(f"cleared the state of {component}, which was damaged (it starts over at version 0)")
+    else:
+        print(f"cleared the state of {component} ({len(before.values)} key(s) at version {before.version})")
     return 0

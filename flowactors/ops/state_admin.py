@@ -14,6 +14,7 @@ from pathlib import Path
 
 from flowactors.ops.queue_admin import check_repository, open_log
 from repositories.lock import RepositoryLock
+from repositories.flowfile import FlowFileRepositoryError
 from repositories.model import StateChange, StateMap
 
 
@@ -21,23 +22,31 @@ class NoSuchStateError(LookupError):
     """No processor with stored state answers to the name given; the message lists those that do."""
 
 
-def list_states(repository: str | os.PathLike) -> dict[str, StateMap]:
-    """Every processor's stored state, by component id (``<flow>/<processor>``)."""
+def list_states(repository: str | os.PathLike) -> dict[str, StateMap | str]:
+    """Every processor's stored state, by component id (``<flow>/<processor>``); a damaged one as
+    the error that says what is wrong with it (``clear`` repairs it)."""
     root = Path(repository)
     check_repository(root)
     with RepositoryLock(root, "flowactors state list"):
         with open_log(root) as wal:
-            return wal.states()
+            states: dict[str, StateMap | str] = {}
+            for component in wal.state_ids():
+                try:
+                    states[component] = wal.get_state(component)
+                except FlowFileRepositoryError as err:
+                    states[component] = str(err)
+            return states
 
 
-def clear_state(repository: str | os.PathLike, processor: str) -> tuple[str, StateMap]:
+def clear_state(repository: str | os.PathLike, processor: str) -> tuple[str, StateMap | None]:
     """Clear the state of ``processor`` (a component id, or a processor name that only one flow in
-    the folder has); returns the component id and the state as it was."""
+    the folder has); returns the component id and the state as it was (None: it was damaged, and
+    the clear repaired it)."""
     root = Path(repository)
     check_repository(root)
     with RepositoryLock(root, "flowactors state clear"):
         with open_log(root) as wal:
-            states = wal.states()
+            states = wal.state_ids()
             matches = [c for c in states if c == processor] or [c for c in states if c.split("/", 1)[-1] == processor]
             if len(matches) != 1:
                 known = ", ".join(sorted(states)) or "none"
@@ -45,5 +54,9 @@ def clear_state(repository: str | os.PathLike, processor: str) -> tuple[str, Sta
                 raise NoSuchStateError(f"{how} with stored state named '{processor}' in {root} (stored: {known}); "
                                        f"give the full <flow>/<processor> id")
             component = matches[0]
+            try:
+                before: StateMap | None = wal.get_state(component)
+            except FlowFileRepositoryError:
+                before = None
             wal.commit([], [], state=StateChange(component, {}))
-            return component, states[component]
+            return component, before

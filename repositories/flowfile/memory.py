@@ -107,6 +107,10 @@ class InMemoryFlowFileRepository:
         with self._lock:
             return dict(self._state)
 
+    def state_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._state)
+
     def _checked_state(self, change: StateChange) -> StateMap:
         """The state ``change`` stores, checked as the LMDB log checks it (nothing changed yet)."""
         current = self._state.get(change.component_id, StateMap())

@@ -815,6 +815,11 @@ class WriteAheadFlowFileRepository:
         with self._read() as txn:
             return {key.decode(): self._state_map(raw, key.decode()) for key, raw in txn.cursor(db=self._state)}
 
+    def state_ids(self) -> list[str]:
+        """The component ids that have stored state, without reading it (a damaged one included)."""
+        with self._read() as txn:
+            return [key.decode() for key in txn.cursor(db=self._state).iternext(keys=True, values=False)]
+
     def _put_state(self, txn: lmdb.Transaction, change: StateChange) -> None:
         """Check ``change`` against the stored version and write it. Only the stored value's
         header is read: a value whose map is damaged is replaced by any write, and one whose
@@ -825,7 +830,7 @@ class WriteAheadFlowFileRepository:
         try:
             current = rec.state_version(raw) if raw is not None else -1
         except rec.RecordError as e:
-            if change.expected is not None:
+            if change.expected is not None or isinstance(e, rec.RecordVersionError):  # never downgrade a newer one
                 raise self._record_error(e, f"the state of {change.component_id}") from None
             current = -1
         stored = change.applied_to(StateMap(current))
