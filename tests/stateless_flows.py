@@ -135,3 +135,29 @@ def checking_flow() -> Flow:
     flow.connect(sign, flow.add_output_port("out"))
     flow.connect(route, flow.add_output_port("bad"), "reject")
     return flow
+
+
+#: what Recorder's commit_async callbacks said, in order
+CALLS: list[str] = []
+
+
+class Recorder(Processor):
+    """Passes FlowFiles on, and says in ``CALLS`` whether its commit was kept."""
+
+    relationships = (SUCCESS,)
+
+    def on_trigger(self, context, session):
+        flowfiles = session.get_batch()
+        session.transfer_batch(flowfiles, SUCCESS)
+        count = len(flowfiles)
+        session.commit_async(on_success=lambda: CALLS.append(f"kept {count}"),
+                             on_failure=lambda err: CALLS.append(f"dropped {count}: {err.kind}"))
+
+
+def recording_flow() -> Flow:
+    """input -> Recorder -> the output port ``out``."""
+    flow = Flow("recording")
+    recorder = flow.add(Recorder, "recorder")
+    flow.connect(flow.add_input_port("in"), recorder)
+    flow.connect(recorder, flow.add_output_port("out"))
+    return flow

@@ -73,13 +73,20 @@ def test_a_bad_definition_is_refused_before_it_runs():
 def test_a_refused_outer_commit_is_an_error_and_keeps_nothing_of_the_inner_trigger(monkeypatch):
     from flowactors.sdk.session import CommitError
 
-    runner = ProcessorRunner(ExecuteStateless, {"Flow Definition": FLOW, "Failure Ports": "bad"})
+    import stateless_flows
+
+    runner = ProcessorRunner(ExecuteStateless, {"Flow Definition": "stateless_flows:recording_flow"})
     runner.enqueue(b"fine data", {})
 
     def refuse(batch):
         raise CommitError("refused for the test")
 
+    stateless_flows.CALLS.clear()
     monkeypatch.setattr(runner.backend, "commit", refuse)
     runner.run(raise_errors=False)
     assert [type(e) for e in runner.errors] == [CommitError]  # said, not swallowed
     assert runner.input_count == 1 and runner.output("output") == [] and runner.output("original") == []
+    assert stateless_flows.CALLS == ["dropped 1: abandoned"]  # the inner trigger was not kept
+    monkeypatch.undo()
+    runner.run()
+    assert stateless_flows.CALLS == ["dropped 1: abandoned", "kept 1"] and len(runner.output("output")) == 1

@@ -22,7 +22,7 @@ import pytest
 from flowactors import Flow, Processor, Relationship
 from flowactors.processors import GenerateFlowFile, ListFile, RouteOnAttribute, UpdateAttribute
 from flowactors.stateless import InMemoryStateStore, StatelessFlow, TriggerFailed
-from repositories.model import StateMap
+from repositories.model import StateChange, StateMap
 from stateless_flows import offsets_flow, read_offset, write_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,33 +188,50 @@ def test_a_result_waits_for_acknowledge_or_abandon():
         result = stateless.trigger(acknowledge=False)
         assert result.success and result.pending and Counting.calls == []
         assert stateless.store.get_state("acks/source") == StateMap()  # nothing kept yet
-        later = stateless.trigger(acknowledge=False)  # reads the state as acknowledged so far
-        assert [o.attributes["n"] for o in later.outputs["out"]] == ["0"]
+        later = stateless.trigger(acknowledge=False)  # goes on from the waiting result's state
+        assert [o.attributes["n"] for o in later.outputs["out"]] == ["1"]
         result.acknowledge()
         assert Counting.calls == ["ok 0"] and not result.pending
         later.abandon()
-        assert Counting.calls == ["ok 0", "failed 0: abandoned"]
+        assert Counting.calls == ["ok 0", "failed 1: abandoned"]
         assert stateless.store.get_state("acks/source").values == {"n": "1"}
         stateless.trigger(acknowledge=False)  # left pending: close abandons it
-    assert Counting.calls == ["ok 0", "failed 0: abandoned", "failed 1: abandoned"]
+    assert Counting.calls == ["ok 0", "failed 1: abandoned", "failed 1: abandoned"]
 
 
-def test_of_two_results_read_at_one_state_only_the_first_acknowledged_is_kept():
-    """Two triggers that read the same state (an offset, a count) must not both be kept: the
-    second would hand out what the first did. Its acknowledge fails and runs its on_failure."""
+def test_waiting_results_go_on_from_one_another_and_are_kept_only_in_order():
+    """Triggers that run while earlier results wait (ExecuteStateless inside a stateless flow)
+    read the state those left, so no two hand out the same records; one whose predecessor was
+    not kept (yet) cannot be kept either: its acknowledge fails and runs its on_failure."""
     Counting.calls = []
-    flow = Flow("twice")
+    flow = Flow("chain")
     flow.connect(flow.add(Counting, "source"), flow.add_output_port("out"))
     with StatelessFlow(flow) as stateless:
-        first, second = stateless.trigger(acknowledge=False), stateless.trigger(acknowledge=False)
-        assert [o.attributes["n"] for r in (first, second) for o in r.outputs["out"]] == ["0", "0"]
-        second.acknowledge()
+        results = [stateless.trigger(acknowledge=False) for _ in range(3)]
+        assert [o.attributes["n"] for r in results for o in r.outputs["out"]] == ["0", "1", "2"]
+        results[0].acknowledge()
         with pytest.raises(TriggerFailed, match="changed after this trigger read it") as lost:
-            first.acknowledge()
-        assert lost.value.kind == "state conflict" and not first.success and first.failure is lost.value
-        assert stateless.store.get_state("twice/source") == StateMap(0, {"n": "1"})
-        assert Counting.calls == ["ok 0", "failed 0: state conflict"]
-        assert [o.attributes["n"] for o in stateless.trigger().outputs["out"]] == ["1"]  # goes on from the kept one
+            results[2].acknowledge()  # before the one it went on from
+        assert lost.value.kind == "state conflict" and not results[2].success and results[2].failure is lost.value
+        results[1].acknowledge()
+        assert stateless.store.get_state("chain/source") == StateMap(1, {"n": "2"})
+        assert Counting.calls == ["ok 0", "failed 2: state conflict", "ok 1"]
+        assert [o.attributes["n"] for o in stateless.trigger().outputs["out"]] == ["2"]  # the lost one again
+
+
+def test_a_trigger_keeps_its_changes_together_in_a_shared_store():
+    """Two flows over one store: a trigger whose changes cannot all be written writes none."""
+    store = InMemoryStateStore()
+    flow = Flow("pair")
+    for name in ("a", "b"):
+        flow.connect(flow.add(Counting, name), flow.add_output_port(f"out-{name}"))
+    with StatelessFlow(flow, state=store) as one, StatelessFlow(flow, state=store) as other:
+        waiting = one.trigger(acknowledge=False)
+        store.commit_state(StateChange("pair/b", {"n": "7"}))  # the other flow moved b meanwhile
+        with pytest.raises(TriggerFailed, match="pair/b"):
+            waiting.acknowledge()
+        assert store.get_state("pair/a") == StateMap()  # a was not written without b
+        assert other.trigger().success and store.get_state("pair/a") == StateMap(0, {"n": "1"})
 
 
 class Penalize(Processor):
@@ -422,3 +439,44 @@ def test_a_failed_trigger_leaves_nothing_in_a_processors_bins():
         assert not failed.success and failed.failure.kind == "left over" and "'in:success->merge'" in failed.reason
         result = stateless.trigger([b"c", b"d", b"e"])
     assert result.success and [o.content for o in result.outputs["out"]] == [b"cde"]
+
+
+class Holder(Processor):
+    """Holds FlowFiles in a session of its own until it has two, then passes them on; its
+    on_stopped lets them go and then raises."""
+
+    relationships = [Relationship("success")]
+    scheduled = 0
+
+    def on_scheduled(self, context):
+        Holder.scheduled += 1
+        self.holding, self.held = None, []
+
+    def on_trigger(self, context, session):
+        flowfiles = session.get_batch()
+        if self.holding is None:
+            self.holding = session.new_session()
+        session.migrate(self.holding, flowfiles)
+        self.held += flowfiles
+        if len(self.held) >= 2:
+            self.holding.migrate(session, self.held)
+            session.transfer_batch(self.held, "success")
+            self.held = []
+
+    def on_stopped(self, context):
+        if self.holding is not None:
+            self.holding.rollback()
+        raise RuntimeError("on_stopped failed")
+
+
+def test_a_processor_that_fails_to_stop_is_still_scheduled_again_after_a_failed_trigger():
+    Holder.scheduled = 0
+    flow = Flow("holding")
+    holder = flow.add(Holder, "holder")
+    flow.connect(flow.add_input_port("in"), holder)
+    flow.connect(holder, flow.add_output_port("out"))
+    with StatelessFlow(flow) as stateless:
+        assert stateless.trigger([b"a"]).failure.kind == "left over"
+        result = stateless.trigger([b"b", b"c"])
+        assert Holder.scheduled == 2
+    assert result.success and [o.content for o in result.outputs["out"]] == [b"b", b"c"]

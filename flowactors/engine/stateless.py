@@ -86,13 +86,20 @@ class InMemoryStateStore:
             return self._states.get(component_id, StateMap())
 
     def commit_state(self, change: StateChange) -> None:
+        self.commit_states([change])
+
+    def commit_states(self, changes: Sequence[StateChange]) -> None:
+        """Write every change or none (``StateConflict``): a trigger's changes are kept together."""
         with self._lock:
-            current = self._states.get(change.component_id, StateMap())
-            stored = change.applied_to(current)
-            if stored is None:
-                raise StateConflict(f"the state of {change.component_id} is at version {current.version}, not "
-                                    f"{change.expected}; not changed")
-            self._states[change.component_id] = stored
+            stored = {}
+            for change in changes:
+                current = stored.get(change.component_id) or self._states.get(change.component_id, StateMap())
+                new = change.applied_to(current)
+                if new is None:
+                    raise StateConflict(f"the state of {change.component_id} is at version {current.version}, "
+                                        f"not {change.expected}; nothing changed")
+                stored[change.component_id] = new
+            self._states.update(stored)
 
     def states(self) -> dict[str, StateMap]:
         with self._lock:
@@ -116,19 +123,26 @@ class Held:
 class TriggerLog:
     """The stateless engine's ``Log``: the trigger is the transaction. A session's commit is
     "written" here by holding its state change, events and callbacks (``Held``); ``take`` hands a
-    finished trigger's over, ``keep`` makes them real, ``drop`` forgets them."""
+    finished trigger's over, ``keep`` makes them real, ``drop`` forgets them. A trigger reads the
+    state through the results still waiting (``waiting``), newest first, then the store: it goes on
+    from where the last trigger left it, and is kept only if that one is."""
 
     def __init__(self, store: StateStore, provenance: InMemoryProvenanceRepository | None = None):
         self.store = store
         self.provenance = provenance
         self._next_id = 1
         self._next_event = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.held = Held()
+        self.waiting: list[Held] = []  # succeeded, neither kept nor dropped yet, oldest first
 
-    def take(self) -> Held:
-        """What the trigger that just ended holds; the next one starts with nothing."""
+    def take(self, wait: bool = False) -> Held:
+        """What the trigger that just ended holds; the next one starts with nothing. ``wait``: it
+        succeeded and waits for ``keep`` or ``drop``; later triggers read its state."""
         held, self.held = self.held, Held()
+        if wait:
+            with self._lock:
+                self.waiting.append(held)
         return held
 
     def reserve_ids(self, count: int) -> int:
@@ -137,6 +151,9 @@ class TriggerLog:
 
     def get_state(self, component_id: str) -> StateMap:
         view = self.held.views.get(component_id)
+        if view is None:
+            with self._lock:
+                view = next((h.views[component_id] for h in reversed(self.waiting) if component_id in h.views), None)
         return view if view is not None else self.store.get_state(component_id)
 
     def record(self, batch: CommitBatch) -> None:
@@ -166,12 +183,18 @@ class TriggerLog:
         (nothing written, no callback run) when a state it changed is no longer at the version
         the trigger read: another trigger's result was kept first."""
         with self._lock:
-            moved = [c for c, change in held.state.items() if self.store.get_state(c).version != change.expected]
+            self._settled(held)
+            changes = list(held.state.values())
+            moved = [c.component_id for c in changes if self.store.get_state(c.component_id).version != c.expected]
             if moved:
                 raise StateConflict(f"the state of {', '.join(moved)} changed after this trigger read it "
-                                    f"(another trigger's result was acknowledged first)")
-            for change in held.state.values():
-                self.store.commit_state(change)
+                                    f"(the trigger it went on from was not kept, or another was kept first)")
+            commit_states = getattr(self.store, "commit_states", None)
+            if commit_states is not None:  # all or nothing, against a store other flows may share
+                commit_states(changes)
+            else:
+                for change in changes:
+                    self.store.commit_state(change)
             if self.provenance is not None and held.events:
                 numbered = []
                 for encoded in held.events:
@@ -180,10 +203,14 @@ class TriggerLog:
                 self.provenance.register_numbered(numbered)
         return _run_callbacks([success for success, _ in held.callbacks], ())
 
-    @staticmethod
-    def drop(held: Held, failure: "TriggerFailed") -> list[str]:
+    def drop(self, held: Held, failure: "TriggerFailed") -> list[str]:
         """A trigger failed: forget what it holds and run its ``on_failure`` callbacks."""
+        with self._lock:
+            self._settled(held)
         return _run_callbacks([fail for _, fail in held.callbacks], (failure,))
+
+    def _settled(self, held: Held) -> None:
+        self.waiting = [h for h in self.waiting if h is not held]
 
     def acknowledge(self) -> list[str]:
         """``keep`` the trigger that just ended."""
@@ -374,7 +401,7 @@ class StatelessFlow:
                                        component=(f"{flow.name}/{name}", name, node.type.__name__))
             self.tasks[name] = StatelessTask(flow.name, node, 0, backend, self.settings)
         self._rank = _downstream_rank(flow, list(self.tasks))
-        self._scheduled = False
+        self._scheduled: set[str] = set()  # the processors whose on_scheduled ran (and on_stopped not since)
         self._unsettled: list[TriggerResult] = []  # results not acknowledged yet (abandoned by ``close``)
         self._lock = threading.Lock()
         self.triggers = 0
@@ -411,7 +438,7 @@ class StatelessFlow:
                                      callback_errors=errors)
             outputs = {port: [StatelessOutput(f, content) for q in ids for f in queues[q].listing(queues[q].count)]
                        for port, ids in self.output_ports.items()}
-            held = self.log.take()
+            held = self.log.take(wait=True)
             result = TriggerResult(True, outputs, commits=held.commits, seconds=time.monotonic() - started,
                                    _held=held, _log=self.log)
             self._unsettled.append(result)
@@ -428,21 +455,35 @@ class StatelessFlow:
         reaches a later trigger."""
         for name, task in self.tasks.items():
             if any(queues[q].in_flight for q in task.backend.inputs):
+                self._stop(name)  # scheduled again by the next trigger, which says if that fails
                 try:
-                    task.processor.on_stopped(task.context)
-                    task.processor.on_scheduled(task.context)
-                except Exception:
-                    log.exception("processor '%s' failed while restarting after a failed trigger", name)
+                    self._schedule_one(name)
+                except ValueError:
+                    log.exception("processor '%s' could not be scheduled again after a failed trigger", name)
 
     def _schedule(self) -> None:
-        if self._scheduled:
+        for name in self.tasks:
+            self._schedule_one(name)
+
+    def _schedule_one(self, name: str) -> None:
+        if name in self._scheduled:
             return
-        for name, task in self.tasks.items():
-            try:
-                task.processor.on_scheduled(task.context)
-            except Exception as err:
-                raise ValueError(f"processor '{name}' could not be scheduled: {type(err).__name__}: {err}") from err
-        self._scheduled = True
+        task = self.tasks[name]
+        try:
+            task.processor.on_scheduled(task.context)
+        except Exception as err:
+            raise ValueError(f"processor '{name}' could not be scheduled: {type(err).__name__}: {err}") from err
+        self._scheduled.add(name)
+
+    def _stop(self, name: str) -> None:
+        if name not in self._scheduled:
+            return
+        self._scheduled.discard(name)
+        task = self.tasks[name]
+        try:
+            task.processor.on_stopped(task.context)
+        except Exception:
+            log.exception("processor '%s' failed in on_stopped", name)
 
     def _feed(self, inputs, content: InMemoryContentRepository, queues: Mapping[str, ConnectionQueue]) -> None:
         if inputs is None:
@@ -520,13 +561,8 @@ class StatelessFlow:
         for result in self._unsettled:
             result.abandon("the stateless flow was closed")
         self._unsettled = []
-        if self._scheduled:
-            for name, task in self.tasks.items():
-                try:
-                    task.processor.on_stopped(task.context)
-                except Exception:
-                    log.exception("processor '%s' failed in on_stopped", name)
-            self._scheduled = False
+        for name in self.tasks:
+            self._stop(name)
 
     def status(self) -> dict:
         """The processors' counters over every trigger so far (as the other engines report them)."""

@@ -11,7 +11,8 @@ Every task of a processor shares its state. ``replace(old, values)`` is a compar
 version ``old`` was read at: it returns False at once when the state changed since, and the
 session's commit is refused (and rolled back, so the trigger runs again later) if another task
 changed it between the call and the commit. ``set`` writes whatever is stored. Versions only grow
-(a clear is an empty map at the next version), so a version identifies what was read.
+(a clear is an empty map at the next version; only the repair of a damaged value starts over), so
+a version identifies what was read.
 
 Where state is kept is the engine's business (``StateStore``): the FlowFile repository on the
 durable engines (docs/formats/flowfile-repository.md, ``state``), memory or a store the caller
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 
 
 class StateStore(Protocol):
-    """Where an engine keeps processor state."""
+    """Where an engine keeps processor state. A store may also offer ``commit_states(changes)``,
+    every change or none: the stateless engine keeps a trigger's changes together through it when
+    it is there (``InMemoryStateStore`` has it)."""
 
     def get_state(self, component_id: str) -> StateMap:
         """The stored state (version -1 and no values when there is none)."""
