@@ -5,6 +5,7 @@ restart. Runner tests run on both engines; the flow tests run real flows over LM
 from __future__ import annotations
 
 import json
+import os
 import time
 import sys
 from pathlib import Path
@@ -177,3 +178,96 @@ def test_the_cli_lists_and_clears_a_stopped_flows_state(tmp_path, capsys):
     assert main(["state", "clear", "list", "--repository", str(repository)]) == 0
     assert "cleared the state of listing/list (3 key(s) at version 0)" in capsys.readouterr().out
     assert listed(run_flow(listing_flow(source), repository, engine="in-process", timeout=120)) == 2  # starts over
+
+
+# ------------------------------------------------------------------------- ListFile's settings changing
+def lister(source: Path, repository, strategy: str, instance: int = 0, tasks: int = 1) -> ProcessorRunner:
+    """A ListFile runner over ``repository``'s state (the same component as the others)."""
+    runner = ProcessorRunner(ListFile, {"Input Directory": str(source), "Listing Strategy": strategy},
+                             flowfile_repository=repository, engine="in-process", name="list")
+    runner.context.instance, runner.context.concurrent_tasks = instance, tasks
+    return runner
+
+
+def names(runner: ProcessorRunner) -> list[str]:
+    return sorted(f.attributes["filename"] for f in runner.output("success"))
+
+
+def aged(source: Path, ages: dict[str, int]) -> None:
+    """Files written with modification times ``age`` seconds ago."""
+    now = time.time()
+    for name, age in ages.items():
+        (source / name).write_text(name)
+        os.utime(source / name, (now - age, now - age))
+
+
+def test_listfile_changing_strategy_goes_on_from_what_was_kept(tmp_path):
+    from repositories.flowfile import InMemoryFlowFileRepository
+
+    source, repository = tmp_path / "in", InMemoryFlowFileRepository()
+    source.mkdir()
+    aged(source, {"a": 300, "b": 200, "c": 100})
+    first = lister(source, repository, ListFile.ENTITIES)
+    first.run()
+    assert names(first) == ["a", "b", "c"]
+    by_time = lister(source, repository, ListFile.TIMESTAMPS)
+    by_time.run()
+    assert names(by_time) == []  # from the newest file Tracking Entities listed
+    aged(source, {"d": 50})
+    by_time.run()
+    assert names(by_time) == ["d"]
+    assert set(by_time.context.state.get().values) == {ListFile.TIMESTAMP, ListFile.IDS}  # the paths went
+
+    back = lister(source, repository, ListFile.ENTITIES)
+    back.run()
+    assert names(back) == []  # older than the time kept: listed already
+    aged(source, {"e": 10})
+    back.run()
+    aged(source, {"moved-in": 1000})  # once it tracks files again, an old one is listed too
+    back.run()
+    assert names(back) == ["e", "moved-in"]
+
+
+def test_listfile_changing_its_task_count_lists_again_rather_than_miss(tmp_path):
+    from repositories.flowfile import InMemoryFlowFileRepository
+
+    source, repository = tmp_path / "in", InMemoryFlowFileRepository()
+    source.mkdir()
+    ages = {f"f{i:02d}": 1000 - 10 * i for i in range(20)}  # f19 the newest
+    aged(source, ages)
+    two = [lister(source, repository, ListFile.TIMESTAMPS, instance, 2) for instance in range(2)]
+    for runner in two:
+        runner.run()
+    assert sorted(n for r in two for n in names(r)) == sorted(ages)
+    kept = two[0].context.state.get().values
+    oldest = min(int(kept[f"{i}/2.{ListFile.TIMESTAMP}"]) for i in range(2))
+    three = [lister(source, repository, ListFile.TIMESTAMPS, instance, 3) for instance in range(3)]
+    for runner in three:
+        runner.run()
+    again = sorted(n for r in three for n in names(r))
+    assert again == sorted(n for n in ages if (source / n).stat().st_mtime_ns > oldest)  # none missed
+    aged(source, {"new": 1})
+    for runner in three:
+        runner.run()
+    assert sorted(n for r in three for n in names(r)) == sorted([*again, "new"])  # once, by its task
+
+
+def test_the_cli_shows_a_damaged_state_and_clear_repairs_it(tmp_path, capsys):
+    import lmdb
+
+    from flowactors.cli.main import main
+
+    source, repository = tmp_path / "in", tmp_path / "repository"
+    write(source, ["a.txt"])
+    assert listed(run_flow(listing_flow(source), repository, engine="in-process", timeout=120)) == 1
+    env = lmdb.open(str(repository / "flowfile"), max_dbs=16)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"state", txn=txn)
+        txn.put(b"listing/list", txn.get(b"listing/list", db=db)[:9] + b"{garbled", db=db)
+    env.close()
+    assert main(["state", "list", "--repository", str(repository)]) == 0
+    assert "listing/list: DAMAGED" in capsys.readouterr().out
+    assert main(["state", "clear", "list", "--repository", str(repository)]) == 0
+    assert "which was damaged" in capsys.readouterr().out
+    with WriteAheadFlowFileRepository(repository / "flowfile", create=False) as wal:
+        assert wal.get_state("listing/list") == StateMap(1, {})

@@ -241,6 +241,9 @@ class ListFile(Processor):
         try:
             kept = context.state.replace(state, remembered)
         except ValueError as err:  # over the state's size
+            if self._by_timestamp:
+                raise ValueError(f"{err}: too many files share the newest modification time for Listing "
+                                 f"Strategy '{self.TIMESTAMPS}'") from None
             raise ValueError(f"{err}: the directory has too many files for Listing Strategy '{self.ENTITIES}'; "
                              f"set it to '{self.TIMESTAMPS}'") from None
         if not kept:  # another task listed meanwhile: next time
@@ -249,26 +252,67 @@ class ListFile(Processor):
     def _new_by_entity(self, listed: Mapping[str, str]) -> tuple[list[_Entry], dict[str, str]]:
         seen: dict[str, str] = {}
         new: list[_Entry] = []
+        # no file of this task tracked yet, but a time kept (Tracking Timestamps before, or
+        # another task count): what that time covers counts as listed
+        newest, at_newest = (-1, set()) if self._owned_paths(listed) else self._kept_time(listed)
         for entry in self._lister.entries():
             key = seen[entry.path] = f"{entry.stat.st_mtime_ns} {entry.stat.st_size}"
+            mtime = entry.stat.st_mtime_ns
+            if mtime < newest or (mtime == newest and entry.path in at_newest):
+                continue
             if listed.get(entry.path) != key:
                 new.append(entry)
         new.sort(key=lambda e: (e.stat.st_mtime_ns, e.path))
         remembered = {p: k for p, k in listed.items()
-                      if p == self.TIMESTAMP or p in seen or not self._lister.owns(p)}  # the gone leave
+                      if not p.startswith("/") or p in seen or not self._lister.owns(p)}  # the gone leave
+        remembered.update((p, k) for p, k in seen.items() if p not in remembered)  # covered by a kept time
         remembered.update((e.path, seen[e.path]) for e in new)
         if new:
             remembered[self.TIMESTAMP] = str(max(new[-1].stat.st_mtime_ns, int(listed.get(self.TIMESTAMP, "0"))))
         return new, remembered
 
+    def _owned_paths(self, listed: Mapping[str, str]) -> dict[str, str]:
+        """The files of this task that Tracking Entities keeps (their keys are absolute paths)."""
+        return {p: v for p, v in listed.items() if p.startswith("/") and self._lister.owns(p)}
+
+    def _kept_time(self, listed: Mapping[str, str]) -> tuple[int, set[str]]:
+        """For a task that kept nothing of its own yet: the time before which Tracking Timestamps
+        listed every file under another setting (one task, or another task count; not this one's
+        sibling tasks, whose files are not this task's): the oldest such time, so a file between
+        two old tasks' times is listed again rather than missed, with the files listed at exactly
+        it; (-1, none) when there is none."""
+        siblings = f"/{self._lister.tasks}." if self._by_timestamp and self._lister.tasks > 1 else None
+        times = {}
+        for key, value in listed.items():
+            prefix = key[:-len(self.TIMESTAMP)]
+            if (key.endswith(self.TIMESTAMP) and prefix + self.IDS in listed  # written by Tracking Timestamps
+                    and not (self._by_timestamp and prefix == self._prefix)
+                    and not (siblings and prefix.endswith(siblings))):
+                times[prefix] = int(value)
+        if not times:
+            return -1, set()
+        oldest = min(times.values())
+        ids = set()
+        for prefix, at in times.items():
+            if at == oldest and prefix + self.IDS in listed:
+                ids |= set(orjson.loads(listed[prefix + self.IDS]))
+        return oldest, ids
+
     def _new_by_timestamp(self, listed: Mapping[str, str]) -> tuple[list[_Entry], dict[str, str]]:
         time_key, ids_key = self._prefix + self.TIMESTAMP, self._prefix + self.IDS
-        newest = int(listed.get(time_key, "-1"))
-        at_newest = set(orjson.loads(listed[ids_key])) if ids_key in listed else set()
+        if ids_key in listed:  # its own (Tracking Entities keeps a timestamp too, never the ids)
+            newest = int(listed[time_key])
+            at_newest = set(orjson.loads(listed[ids_key]))
+        elif self._owned_paths(listed):  # Tracking Entities before: from the newest file it listed
+            mtimes = {p: int(v.split(" ")[0]) for p, v in self._owned_paths(listed).items()}
+            newest = max(mtimes.values())
+            at_newest = {p for p, m in mtimes.items() if m == newest}
+        else:
+            newest, at_newest = self._kept_time(listed)
         new = sorted((e for e in self._lister.entries()
                       if e.stat.st_mtime_ns > newest or (e.stat.st_mtime_ns == newest and e.path not in at_newest)),
                      key=lambda e: (e.stat.st_mtime_ns, e.path))
-        kept = {k: v for k, v in listed.items() if not k.startswith("/")}  # no paths of Tracking Entities
+        kept = {k: v for k, v in listed.items() if not k.startswith("/")}  # paths of Tracking Entities go
         if not new:
             return new, kept
         top = new[-1].stat.st_mtime_ns
