@@ -453,3 +453,17 @@ def test_listfile_past_the_states_size_says_which_strategy_to_use(tmp_path, monk
     runner = ProcessorRunner(ListFile, {"Input Directory": str(tmp_path), "Listing Strategy": "Tracking Timestamps"})
     runner.run()
     assert len(runner.output("success")) == 40
+
+
+def test_listfile_tracking_entities_costs_a_path_and_about_30_bytes_a_file(tmp_path):
+    """What docs/processors.md says the state grows by (so what the 4 MiB limit means in files)."""
+    from repositories.flowfile.records import encode_state
+
+    tree(tmp_path, {f"order-{i:06d}.csv": b"x" * (i * 37 % 5000) for i in range(200)})
+    runner = ProcessorRunner(ListFile, {"Input Directory": str(tmp_path)})
+    runner.run()
+    state = runner.context.state.get()
+    paths = [p for p in state.values if p.startswith("/")]
+    assert len(paths) == 200
+    per_file = (len(encode_state(state.version, state.values)) - 60) / 200  # less the header and the timestamp
+    assert 25 <= per_file - sum(map(len, paths)) / 200 <= 32

@@ -194,8 +194,9 @@ class ListFile(Processor):
     * ``Tracking Entities`` (the default): each listed file's path with its modification time and
       size. A file is listed once, listed again when its modification time or size changes (to
       any time), and a file that appears with an old modification time (moved in, ``cp -p``) is
-      listed too. The state grows with the directory (about 80 bytes a file; 4 MiB at most, about
-      50,000 files, past which the listing stops with an error that says to switch strategy);
+      listed too. The state grows with the directory (a file's path and about 30 bytes: 4 MiB,
+      the most a state may take, is about 60,000 files of 40-character paths; past it the listing
+      stops with an error that says to switch strategy);
       files that disappeared leave it at the next listing that changes it.
     * ``Tracking Timestamps``: the newest modification time listed (``listing.timestamp``, ns) and
       the files listed at exactly that time (``listing.ids``): a file is listed when it is newer.
@@ -250,30 +251,29 @@ class ListFile(Processor):
             session.rollback()
 
     def _new_by_entity(self, listed: Mapping[str, str]) -> tuple[list[_Entry], dict[str, str]]:
+        """The files new or changed since listed, and (when there are some) the state to keep:
+        every file of this task as it is now, the other tasks' and the strategies' keys as they are."""
         seen: dict[str, str] = {}
         new: list[_Entry] = []
         # no file of this task tracked yet, but a time kept (Tracking Timestamps before, or
         # another task count): what that time covers counts as listed
-        newest, at_newest = (-1, set()) if self._owned_paths(listed) else self._kept_time(listed)
+        newest, at_newest = (-1, set()) if any(self._owned_paths(listed)) else self._kept_time(listed)
         for entry in self._lister.entries():
             key = seen[entry.path] = f"{entry.stat.st_mtime_ns} {entry.stat.st_size}"
             mtime = entry.stat.st_mtime_ns
-            if mtime < newest or (mtime == newest and entry.path in at_newest):
-                continue
-            if listed.get(entry.path) != key:
+            if listed.get(entry.path) != key and not (mtime < newest or (mtime == newest and entry.path in at_newest)):
                 new.append(entry)
+        if not new:
+            return new, {}
         new.sort(key=lambda e: (e.stat.st_mtime_ns, e.path))
-        remembered = {p: k for p, k in listed.items()
-                      if not p.startswith("/") or p in seen or not self._lister.owns(p)}  # the gone leave
-        remembered.update((p, k) for p, k in seen.items() if p not in remembered)  # covered by a kept time
-        remembered.update((e.path, seen[e.path]) for e in new)
-        if new:
-            remembered[self.TIMESTAMP] = str(max(new[-1].stat.st_mtime_ns, int(listed.get(self.TIMESTAMP, "0"))))
+        remembered = {p: k for p, k in listed.items() if not p.startswith("/") or not self._lister.owns(p)}
+        remembered.update(seen)  # this task's files as they are now (the gone ones leave)
+        remembered[self.TIMESTAMP] = str(max(new[-1].stat.st_mtime_ns, int(listed.get(self.TIMESTAMP, "0"))))
         return new, remembered
 
-    def _owned_paths(self, listed: Mapping[str, str]) -> dict[str, str]:
+    def _owned_paths(self, listed: Mapping[str, str]) -> Iterator[tuple[str, str]]:
         """The files of this task that Tracking Entities keeps (their keys are absolute paths)."""
-        return {p: v for p, v in listed.items() if p.startswith("/") and self._lister.owns(p)}
+        return ((p, v) for p, v in listed.items() if p.startswith("/") and self._lister.owns(p))
 
     def _kept_time(self, listed: Mapping[str, str]) -> tuple[int, set[str]]:
         """For a task that kept nothing of its own yet: the time before which Tracking Timestamps
@@ -294,7 +294,7 @@ class ListFile(Processor):
         oldest = min(times.values())
         ids = set()
         for prefix, at in times.items():
-            if at == oldest and prefix + self.IDS in listed:
+            if at == oldest:
                 ids |= set(orjson.loads(listed[prefix + self.IDS]))
         return oldest, ids
 
@@ -303,8 +303,8 @@ class ListFile(Processor):
         if ids_key in listed:  # its own (Tracking Entities keeps a timestamp too, never the ids)
             newest = int(listed[time_key])
             at_newest = set(orjson.loads(listed[ids_key]))
-        elif self._owned_paths(listed):  # Tracking Entities before: from the newest file it listed
-            mtimes = {p: int(v.split(" ")[0]) for p, v in self._owned_paths(listed).items()}
+        elif mtimes := {p: int(v.split(" ")[0]) for p, v in self._owned_paths(listed)}:
+            # Tracking Entities before: from the newest file it listed
             newest = max(mtimes.values())
             at_newest = {p for p, m in mtimes.items() if m == newest}
         else:
@@ -312,9 +312,9 @@ class ListFile(Processor):
         new = sorted((e for e in self._lister.entries()
                       if e.stat.st_mtime_ns > newest or (e.stat.st_mtime_ns == newest and e.path not in at_newest)),
                      key=lambda e: (e.stat.st_mtime_ns, e.path))
-        kept = {k: v for k, v in listed.items() if not k.startswith("/")}  # paths of Tracking Entities go
         if not new:
-            return new, kept
+            return new, {}
+        kept = {k: v for k, v in listed.items() if not k.startswith("/")}  # paths of Tracking Entities go
         top = new[-1].stat.st_mtime_ns
         ids = sorted({e.path for e in new if e.stat.st_mtime_ns == top} | (at_newest if top == newest else set()))
         return new, {**kept, time_key: str(top), ids_key: orjson.dumps(ids).decode()}
