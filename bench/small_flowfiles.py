@@ -34,7 +34,8 @@ from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
 from flowactors.engine.task import make_context
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
-from flowactors.engine.runner import flow_settings, processor_totals, run_flow
+from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.sdk.settings import flow_settings
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.sdk.session import ProcessSession, _Ids
 from flowactors.sdk.testing import LocalBackend

@@ -158,7 +158,7 @@ def _resolve_settings(args: argparse.Namespace, flow: Flow | None) -> Settings:
     """The settings the flow ran with: the flow's own, then ``--setting`` overrides."""
     overrides = _settings(args.setting)
     if flow is not None:
-        from flowactors.engine.runner import flow_settings
+        from flowactors.sdk.settings import flow_settings
 
         return flow_settings(flow, overrides)
     return Settings.from_dict(overrides)

@@ -41,7 +41,6 @@ from flowactors.engine.transport import HostedLink, Link, call_now, causes, comp
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 from repositories.lock import RepositoryInUseError, RepositoryLock
-from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import now_millis, total_size
 from repositories.provenance.event import ProvenanceEvent, encode_batch, event_fields
 
@@ -130,7 +129,7 @@ class FlowController:
         s, hosting, name = self.settings, self.hosting, self.flow.name
         placement = self.placement = plan(self.flow, s.placement, s.executors or hosting.cpus())
         hosting.check(placement)
-        configs = {c.id: self._queue_config(c) for c in self.flow.connections}
+        configs = {c.id: QueueConfig.for_connection(c, self.settings, self.flow.name) for c in self.flow.connections}
         self._starting("repositories", 0, 3)
         self.flowfile_repository = hosting.repository("flowfile", self.root, s, name)
         self.content_repository = hosting.repository("content", self.root, s, name)
@@ -192,20 +191,6 @@ class FlowController:
         """What ``start`` has done since its ``since``-th step: ``{"step", "done", "total"}`` each,
         the last one what it is doing now (answered while it runs)."""
         return self.start_progress[since:]
-
-    def _queue_config(self, connection) -> QueueConfig:
-        s = self.settings
-        return QueueConfig(
-            queue_id=connection.id,
-            back_pressure_objects=(connection.back_pressure_object_threshold
-                                   if connection.back_pressure_object_threshold is not None
-                                   else s.back_pressure_object_threshold),
-            back_pressure_bytes=(parse_data_size(connection.back_pressure_data_size_threshold)
-                                 if connection.back_pressure_data_size_threshold is not None
-                                 else s.back_pressure_data_size_threshold),
-            expiration_ms=int(parse_duration(connection.flowfile_expiration) * 1000),
-            prioritizers=connection.prioritizers, swap_threshold=s.swap_threshold,
-            swap_batch_size=s.swap_batch_size, sync_swap_files=s.always_sync, flow=self.flow.name)
 
     def _start_spark(self) -> None:
         """Create the flow's Spark service when a Spark processor uses it (docs/spark.md)."""

@@ -20,7 +20,7 @@ from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.status_table import render
 from flowactors.sdk.flow import Flow
-from flowactors.sdk.settings import Settings
+from flowactors.sdk.settings import flow_settings
 
 NAMESPACE = "flowactors"
 IDLE_CHECKS = 3
@@ -65,10 +65,6 @@ def _running_ray_address() -> str | None:
     from ray._private.services import canonicalize_bootstrap_address
 
     return canonicalize_bootstrap_address(None)
-
-
-def flow_settings(flow: Flow, overrides: dict[str, Any] | None = None) -> Settings:
-    return Settings.from_dict({**flow.settings, **(overrides or {})})
 
 
 def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,

@@ -36,19 +36,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-
-import orjson
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import orjson
+
 from flowactors.engine.backend import EngineBackend
+from flowactors.engine.placement import flow_order
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.engine.task import PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE, ProcessorTask
 from flowactors.engine.transport import QueueObjectLink
 from flowactors.processors.ports import InputPort, OutputPort
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.session import CommitBatch, StateConflict
-from flowactors.sdk.settings import Settings
+from flowactors.sdk.settings import flow_settings
 from flowactors.sdk.state import StateStore
 from flowactors.sdk.units import parse_duration
 from repositories.content import InMemoryContentRepository
@@ -100,10 +101,6 @@ class InMemoryStateStore:
                                         f"not {change.expected}; nothing changed")
                 stored[change.component_id] = new
             self._states.update(stored)
-
-    def states(self) -> dict[str, StateMap]:
-        with self._lock:
-            return dict(self._states)
 
 
 @dataclass
@@ -184,17 +181,14 @@ class TriggerLog:
         the trigger read: another trigger's result was kept first."""
         with self._lock:
             self._settled(held)
-            changes = list(held.state.values())
-            moved = [c.component_id for c in changes if self.store.get_state(c.component_id).version != c.expected]
-            if moved:
-                raise StateConflict(f"the state of {', '.join(moved)} changed after this trigger read it "
-                                    f"(the trigger it went on from was not kept, or another was kept first)")
-            commit_states = getattr(self.store, "commit_states", None)
-            if commit_states is not None:  # all or nothing, against a store other flows may share
-                commit_states(changes)
-            else:
-                for change in changes:
-                    self.store.commit_state(change)
+            # all or nothing: the store's own commit_states when it has one (it holds against
+            # other flows sharing the store), else every version checked before any is written
+            commit_states = getattr(self.store, "commit_states", None) or self._commit_one_by_one
+            try:
+                commit_states(list(held.state.values()))
+            except StateConflict as err:
+                raise StateConflict(f"{err}: it changed after this trigger read it (the trigger it went on from "
+                                    f"was not kept, or another was kept first)") from None
             if self.provenance is not None and held.events:
                 numbered = []
                 for encoded in held.events:
@@ -202,6 +196,13 @@ class TriggerLog:
                     self._next_event += encoded.count
                 self.provenance.register_numbered(numbered)
         return _run_callbacks([success for success, _ in held.callbacks], ())
+
+    def _commit_one_by_one(self, changes: Sequence[StateChange]) -> None:
+        moved = [c.component_id for c in changes if self.store.get_state(c.component_id).version != c.expected]
+        if moved:
+            raise StateConflict(f"the state of {', '.join(moved)} is not at the version read; nothing changed")
+        for change in changes:
+            self.store.commit_state(change)
 
     def drop(self, held: Held, failure: "TriggerFailed") -> list[str]:
         """A trigger failed: forget what it holds and run its ``on_failure`` callbacks."""
@@ -292,7 +293,7 @@ class StatelessOutput:
 
     @property
     def content(self) -> bytes:
-        return self._content.read_bytes(self.flowfile.claim) if self.flowfile.claim is not None else b""
+        return self._content.read_bytes(self.flowfile.claim)  # b"" without a claim
 
     def __repr__(self) -> str:
         return f"StatelessOutput({self.attributes.get('filename')!r}, {self.size} bytes)"
@@ -363,7 +364,7 @@ class StatelessFlow:
         flow.validate()
         _check_runnable(flow)
         self.flow = flow
-        self.settings = Settings.from_dict({**flow.settings, **(settings or {})})
+        self.settings = flow_settings(flow, settings)
         self.timeout = parse_duration(timeout) if isinstance(timeout, str) else timeout
         self.store = state if state is not None else InMemoryStateStore()
         self.provenance = InMemoryProvenanceRepository() if provenance else None
@@ -377,9 +378,10 @@ class StatelessFlow:
         if unknown:
             raise ValueError(f"flow '{flow.name}': failure port(s) {', '.join(map(repr, unknown))} are not output "
                              f"ports of the flow (it has: {', '.join(map(repr, self.output_ports)) or 'none'})")
+        # as the durable engines run them, but without back pressure: a trigger's FlowFiles are in memory
         self._configs: dict[str, QueueConfig] = {
-            c.id: QueueConfig(c.id, 0, 0, int(parse_duration(c.flowfile_expiration) * 1000), tuple(c.prioritizers))
-            for c in flow.connections}
+            c.id: replace(QueueConfig.for_connection(c, self.settings, flow.name), back_pressure_objects=0,
+                          back_pressure_bytes=0) for c in flow.connections}
         destinations = {name: flow.destinations(name) for name in nodes}
         if not self.output_ports:  # the ends of the flow are its results: what auto-terminated relationships get
             for name, node in nodes.items():
@@ -400,7 +402,8 @@ class StatelessFlow:
                                        log=self.log, inputs=inputs, destinations=destinations[name],
                                        component=(f"{flow.name}/{name}", name, node.type.__name__))
             self.tasks[name] = StatelessTask(flow.name, node, 0, backend, self.settings)
-        self._rank = _downstream_rank(flow, list(self.tasks))
+        #: the processors it triggers, each after the ones feeding it (the placement's flow order)
+        self._order = [name for name in flow_order(flow) if name in self.tasks]
         self._scheduled: set[str] = set()  # the processors whose on_scheduled ran (and on_stopped not since)
         self._unsettled: list[TriggerResult] = []  # results not acknowledged yet (abandoned by ``close``)
         self._lock = threading.Lock()
@@ -511,7 +514,7 @@ class StatelessFlow:
             queues[self._input_queue(port)].offer(flowfiles)
 
     def _run(self, queues: Mapping[str, ConnectionQueue], deadline: float | None) -> None:
-        for name in sorted(self.tasks, key=self._rank.__getitem__):
+        for name in self._order:
             task = self.tasks[name]
             if name in self.input_ports:
                 while any(queues[q].queued for q in task.backend.inputs):
@@ -520,9 +523,8 @@ class StatelessFlow:
             elif not task.node.type.input_required:
                 self._step(name, queues, deadline)
         stuck: set[str] = set()
-        by_rank = sorted(self.tasks, key=self._rank.__getitem__, reverse=True)
         while True:
-            ready = [n for n in by_rank if n not in stuck and n not in self.input_ports
+            ready = [n for n in reversed(self._order) if n not in stuck and n not in self.input_ports
                      and self.tasks[n].node.type.input_required
                      and any(queues[q].queued for q in self.tasks[n].backend.inputs)]
             if not ready:
@@ -674,25 +676,3 @@ def _check_runnable(flow: Flow) -> None:
         raise ValueError(f"{', '.join(spark)} run(s) on the flow's own Spark service, which only the Ray engine "
                          f"starts: name a running service in their 'Spark Service' property, or run with "
                          f"engine='ray'")
-
-
-def _downstream_rank(flow: Flow, names: list[str]) -> dict[str, int]:
-    """Each processor's place in flow order (every processor after the ones feeding it; a loop
-    is cut where it closes): a higher rank is further downstream."""
-    order: list[str] = []
-    state: dict[str, int] = {}
-
-    def visit(name: str) -> None:  # depth-first, post-order over the processors downstream
-        state[name] = 1
-        for c in flow.connections_from(name):
-            if c.destination in flow.processors and state.get(c.destination, 0) == 0:
-                visit(c.destination)
-        state[name] = 2
-        order.append(name)
-
-    starts = [n for n in flow.processors if not flow.connections_to(n)] + list(flow.processors)
-    for name in starts:
-        if state.get(name, 0) == 0:
-            visit(name)
-    rank = {name: i for i, name in enumerate(reversed(order))}
-    return {name: rank[name] for name in names}

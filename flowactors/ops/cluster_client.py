@@ -135,7 +135,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     flow = load_flow(flow_path)  # the same checks as a local run, before anything is uploaded
     flow.validate()
     settings = _settings(args.setting)
-    from flowactors.engine.runner import flow_settings
+    from flowactors.sdk.settings import flow_settings
 
     flow_settings(flow, settings)
     repository = args.repository or DEFAULT_REPOSITORY.format(flow=_slug(flow.name))

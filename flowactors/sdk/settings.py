@@ -136,3 +136,9 @@ class Settings:
                 raise SettingsError(f"setting '{name}' must be {expected.__name__}, not {value!r}")
             converted[name] = value
         return cls(**converted)
+
+
+def flow_settings(flow: Any, overrides: dict[str, Any] | None = None) -> Settings:
+    """A flow's settings (``Flow.settings``) with ``overrides`` on top, checked: what every engine
+    runs the flow with."""
+    return Settings.from_dict({**flow.settings, **(overrides or {})})

@@ -103,10 +103,6 @@ class InMemoryFlowFileRepository:
         with self._lock:
             return self._state.get(component_id, StateMap())
 
-    def states(self) -> dict[str, StateMap]:
-        with self._lock:
-            return dict(self._state)
-
     def state_ids(self) -> list[str]:
         with self._lock:
             return list(self._state)

@@ -810,11 +810,6 @@ class WriteAheadFlowFileRepository:
             raw = txn.get(self._state_key(component_id), db=self._state)
         return self._state_map(raw, component_id)
 
-    def states(self) -> dict[str, StateMap]:
-        """Every processor's stored state, by component id."""
-        with self._read() as txn:
-            return {key.decode(): self._state_map(raw, key.decode()) for key, raw in txn.cursor(db=self._state)}
-
     def state_ids(self) -> list[str]:
         """The component ids that have stored state, without reading it (a damaged one included)."""
         with self._read() as txn:

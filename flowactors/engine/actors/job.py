@@ -117,7 +117,8 @@ def _summary(status: dict) -> str:
 def run(flow_path: str, repository: str, *, duration: float | None = None, keep_running: bool = False,
         timeout: float | None = None, settings: dict | None = None, node: str | None = None) -> int:
     from flowactors.cli.main import load_flow
-    from flowactors.engine.runner import IdleWatch, flow_settings
+    from flowactors.engine.runner import IdleWatch
+    from flowactors.sdk.settings import flow_settings
     from flowactors.ops.status_table import render
 
     flow = load_flow(flow_path)

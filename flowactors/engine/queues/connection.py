@@ -48,6 +48,7 @@ import ray
 from flowactors.engine import ACTOR_RESTARTS, gc_policy
 from flowactors.engine.metrics import QueueMetrics
 from flowactors.engine.transport import Link, call_now, resolve
+from flowactors.sdk.units import parse_data_size, parse_duration
 from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
                                                 prioritizer_key)
 from flowactors.engine.queues.swapping import LinkedSwapRegistry, LocalSwapRegistry, Swapper, SwapRegistry
@@ -98,6 +99,23 @@ class QueueConfig:
     partition: str = "local"
     #: the flow's name, for the queue's metrics tags (``flowactors.engine.metrics``)
     flow: str = ""
+
+    @classmethod
+    def for_connection(cls, connection: Any, settings: Any, flow: str = "") -> "QueueConfig":
+        """A flow's connection (``flowactors.sdk.flow.Connection``) as its queue runs it: its own
+        thresholds, expiration and prioritizers, the flow's settings for the rest."""
+        s = settings
+        return cls(
+            queue_id=connection.id,
+            back_pressure_objects=(connection.back_pressure_object_threshold
+                                   if connection.back_pressure_object_threshold is not None
+                                   else s.back_pressure_object_threshold),
+            back_pressure_bytes=(parse_data_size(connection.back_pressure_data_size_threshold)
+                                 if connection.back_pressure_data_size_threshold is not None
+                                 else s.back_pressure_data_size_threshold),
+            expiration_ms=int(parse_duration(connection.flowfile_expiration) * 1000),
+            prioritizers=tuple(connection.prioritizers), swap_threshold=s.swap_threshold,
+            swap_batch_size=s.swap_batch_size, sync_swap_files=s.always_sync, flow=flow)
 
 
 # ---------------------------------------------------------------------------------- the queue
