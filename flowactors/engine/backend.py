@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from flowactors.engine.cluster.partitioning import partition_batch
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
 from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
 from repositories.flowfile import StateConflictError
@@ -154,7 +155,8 @@ class EngineBackend:
 
     def __init__(self, *, content: Any, queues: Mapping[str, Link], log: "Log", inputs: Sequence[str],
                  destinations: Mapping[str, list[str]], always_sync: bool = False,
-                 component: tuple[str, str, str] = ("", "", ""), overlap_delivery: bool = False):
+                 component: tuple[str, str, str] = ("", "", ""), overlap_delivery: bool = False,
+                 partitioners: Mapping[str, Any] | None = None):
         self.content = content
         self.queues = dict(queues)
         self.log = log
@@ -172,6 +174,8 @@ class EngineBackend:
         #: why the flow needs a repair from the log, once something this task did was decided
         #: but not carried out (a delivery that failed, a commit in doubt, a requeue lost)
         self.lost: str | None = None
+        #: load-balanced destination -> its ``Partitioner`` (a flow on several nodes)
+        self.partitioners = dict(partitioners or {})
 
     @property
     def commits(self) -> int:
@@ -247,6 +251,8 @@ class EngineBackend:
         self.log.record(CommitBatch(state=change))
 
     def commit(self, batch: CommitBatch) -> None:
+        if self.partitioners:  # each FlowFile to its node's partition, before the log records it
+            partition_batch(batch, self.partitioners)
         try:
             self.log.record(batch)  # CommitError: nothing happened
         except CommitInDoubt as err:

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from flowactors.engine.backend import register_numbered_now
+from flowactors.engine.cluster.partitioning import plan_partitions
+from flowactors.engine.cluster.topology import partition_of
 from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
@@ -70,9 +72,32 @@ def cause_of(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def fold_partitions(queue_status: dict[str, dict]) -> None:
+    """Count a load-balanced connection's partitions (``<connection>@<node>``) in the
+    connection's own status, as NiFi shows one connection: ``waiting_for`` says how many wait for
+    each node (seed 002's requirement 9)."""
+    counted = ("queued", "in_flight", "count", "bytes", "penalized", "swapped", "swapped_bytes", "total_in", "total_out")
+    for queue_id in [q for q in queue_status if partition_of(q)]:
+        connection, node = partition_of(queue_id)
+        part = queue_status.pop(queue_id)
+        whole = queue_status.get(connection)
+        if whole is None:
+            continue
+        for key in counted:
+            whole[key] = whole.get(key, 0) + part.get(key, 0)
+        whole["back_pressure"] = whole.get("back_pressure", False) or part.get("back_pressure", False)
+        whole.setdefault("waiting_for", {})[node] = part.get("count", 0)
+
+
 class FlowController:
-    def __init__(self, flow: Flow, repository: str, settings: Settings, hosting: Hosting):
+    """``cluster``: on a flow across several nodes (``flowactors.engine.cluster``), this node's
+    part: ``local`` (its name), ``nodes`` (the topology), ``primary``, ``connected`` and
+    ``partition_nodes`` (the nodes this node keeps load-balance partitions for)."""
+
+    def __init__(self, flow: Flow, repository: str, settings: Settings, hosting: Hosting,
+                 cluster: dict | None = None):
         self.flow = flow
+        self.cluster = dict(cluster) if cluster else None
         self.root = str(Path(repository).resolve())
         self.settings = settings
         self.hosting = hosting
@@ -106,7 +131,13 @@ class FlowController:
         self._restart_metrics = RestartMetrics(flow.name)
 
     def _name(self, component: str) -> str:
-        return f"{self.flow.name}.{component}"
+        return f"{self.instance}.{component}"
+
+    @property
+    def instance(self) -> str:
+        """The name this controller's components are named after: the flow's, and on several
+        nodes the node's too (every node runs the whole flow)."""
+        return f"{self.flow.name}.{self.cluster['local']}" if self.cluster else self.flow.name
 
     # ------------------------------------------------------------------ start
     def start(self) -> dict:
@@ -126,15 +157,17 @@ class FlowController:
             self._repository_lock.acquire()  # no second flow or offline tool on these repositories
         except RepositoryInUseError as err:
             raise FlowStartError(str(err)) from None
-        s, hosting, name = self.settings, self.hosting, self.flow.name
+        s, hosting = self.settings, self.hosting
         placement = self.placement = plan(self.flow, s.placement, s.executors or hosting.cpus())
         hosting.check(placement)
         configs = {c.id: QueueConfig.for_connection(c, self.settings, self.flow.name) for c in self.flow.connections}
+        if self.cluster:
+            configs.update(plan_partitions(self.flow, placement, self.cluster, configs, s))
         self._starting("repositories", 0, 3)
-        self.flowfile_repository = hosting.repository("flowfile", self.root, s, name)
-        self.content_repository = hosting.repository("content", self.root, s, name)
+        self.flowfile_repository = hosting.repository("flowfile", self.root, s, self.instance)
+        self.content_repository = hosting.repository("content", self.root, s, self.instance)
         if s.provenance_enabled:
-            self.provenance_repository = hosting.repository("provenance", self.root, s, name)
+            self.provenance_repository = hosting.repository("provenance", self.root, s, self.instance)
         # every component is asked for now, so that their start-up overlaps the log's recovery
         for queue_id in placement.queue_actors:
             self.queues[queue_id] = hosting.queue(self._name(f"queue.{queue_id}"), configs[queue_id], self.root,
@@ -142,14 +175,15 @@ class FlowController:
         for executor_plan in placement.executors:
             executor = hosting.executor(
                 self._name(executor_plan.name), executor_plan, self.flow, self.root, s,
-                {q: configs[q] for q in executor_plan.queues}, self.flowfile_repository, self.provenance_repository)
+                {q: configs[q] for q in executor_plan.queues}, self.flowfile_repository, self.provenance_repository,
+                self._view())
             self.executors.append(executor)
             for queue_id in executor_plan.queues:
                 self.queues[queue_id] = HostedLink(executor, queue_id)
         self._starting("recovering the FlowFile repository", 1, 3)
         self.recovery = call_now(self.flowfile_repository, "open")
         self._opened.append(self.flowfile_repository)
-        unknown = unknown_queues(self.recovery, {c.id for c in self.flow.connections})
+        unknown = unknown_queues(self.recovery, set(configs))
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
             raise FlowStartError(
@@ -366,6 +400,33 @@ class FlowController:
         with self._claims_lock:
             return replay_running(self, event_id, requested_by)
 
+    # ------------------------------------------------------------------ on several nodes
+    def _view(self) -> dict | None:
+        """What this node's executors start knowing of the cluster (``ClusterView``)."""
+        if not self.cluster:
+            return None
+        c = self.cluster
+        return {"local": c["local"], "nodes": tuple(c["nodes"]), "connected": frozenset(c.get("connected", c["nodes"])),
+                "primary": c.get("primary")}
+
+    def receivers(self) -> dict[str, Link]:
+        """Where other nodes send this node's share of each load-balanced connection: the
+        executor hosting the connection's queue (``Executor.receive_transfer``)."""
+        if not self.cluster:
+            return {}
+        home = self.placement.queue_home()
+        return {c.id: self.executors[home[c.id]] for c in self.flow.connections if c.load_balanced}
+
+    def set_cluster(self, nodes: list[str] | None = None, connected: list[str] | None = None,
+                    primary: str | None = None, receivers: dict | None = None) -> None:
+        """The coordinator's news of the cluster, passed to every executor (``Executor.set_cluster``)."""
+        if self.cluster is None:
+            raise RuntimeError(f"flow '{self.flow.name}' does not run on several nodes")
+        for key, value in (("nodes", nodes), ("connected", connected), ("primary", primary)):
+            if value is not None:
+                self.cluster[key] = value
+        resolve([e.call("set_cluster", nodes, connected, primary, receivers) for e in self.executors])
+
     # ------------------------------------------------------------------ status
     def status(self) -> dict:
         """The flow's status; while a repair runs (or a component is gone), the last one seen with
@@ -403,10 +464,12 @@ class FlowController:
         if any(build != self._incarnations.get(name) for name, build in builds.items()):
             return None
         by_name: dict[str, list[dict]] = {name: [] for name in self.flow.processors}
+        transfers = []  # the engine's own tasks: load-balance senders (a flow on several nodes)
         for statuses in hosted:
             for task in statuses["tasks"]:
-                by_name[task["name"]].append(task)
+                by_name[task["name"]].append(task) if task["name"] in by_name else transfers.append(task)
             queue_status.update(statuses["queues"])
+        fold_partitions(queue_status)
         processors = []
         for name, tasks in by_name.items():
             total = {k: sum(t[k] for t in tasks) for k in ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read",
@@ -421,7 +484,10 @@ class FlowController:
             })
         queues = [dict(queue_status[c.id], source=c.source, destination=c.destination)
                   for c in self.flow.connections if c.id in queue_status]  # all, once started
-        return {"flow": self.flow.name, "processors": processors, "queues": queues}
+        status = {"flow": self.flow.name, "processors": processors, "queues": queues}
+        if self.cluster:
+            status.update(node=self.cluster["local"], transfers=transfers)
+        return status
 
     def is_idle(self, status: dict | None = None) -> bool:
         """Nothing queued, no processor found work, and every component is the one the flow was

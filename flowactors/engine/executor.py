@@ -22,11 +22,16 @@ from typing import Any
 
 from flowactors.engine import STOP_TIMEOUT, gc_policy
 from flowactors.engine.backend import EngineBackend
+from flowactors.engine.cluster.partitioning import Partitioner
+from flowactors.engine.cluster.topology import ClusterView, partition_id, partition_of
+from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, ReceivePort, TransferReceiver,
+                                                TRANSFER_BATCH, TransferRefused, sender_name)
 from flowactors.engine.group_commit import GroupLog
 from flowactors.engine.placement import ExecutorPlan
-from flowactors.engine.task import ProcessorTask
+from flowactors.engine.task import ProcessorTask, make_context
 from flowactors.engine.transport import Link, LoopLink
-from flowactors.sdk.flow import Flow
+from flowactors.sdk.flow import Flow, ProcessorNode
+from flowactors.sdk.session import _Ids
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
@@ -38,7 +43,7 @@ class Executor:
 
     def __init__(self, flow: Flow, plan: ExecutorPlan, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
-                 provenance_repository: Link | None):
+                 provenance_repository: Link | None, cluster: dict | None = None):
         # the hosted tasks wait on Ray from threads of their own, never on the event loop, which
         # Ray's warning about blocking calls in an async actor cannot tell apart
         os.environ["RAY_WARN_BLOCKING_GET_INSIDE_ASYNC"] = "0"
@@ -59,6 +64,11 @@ class Executor:
         self._wal: WriteAheadFlowFileRepository | None = None  # the log, written from this process
         self._unrecorded: list = []  # provenance a replaced group log could not send (``reset``)
         self._counters: dict = {}  # the tasks' counters and metrics, kept across a repair (``reset``)
+        #: on a flow across several nodes: this node's view of the cluster (``set_cluster``), the
+        #: receivers of the load-balanced connections hosted here (``receive_transfer``)
+        self.view = ClusterView(**cluster) if cluster else None
+        self.started = False
+        self.receivers: dict[str, TransferReceiver] = {}
 
     def __repr__(self) -> str:
         """What the Ray dashboard and log prefixes show for this actor: what it hosts."""
@@ -88,29 +98,92 @@ class Executor:
         def link(queue_id: str) -> Link:
             return LoopLink(self.queues[queue_id], loop) if queue_id in self.queues else queues[queue_id]
 
-        for name, instance in self.plan.tasks:
-            node = self.flow.processors[name]
-            inputs = [c.id for c in self.flow.connections_to(name)]
-            destinations = self.flow.destinations(name)
-            used = set(inputs) | {q for ids in destinations.values() for q in ids}
-            backend = EngineBackend(
+        partitioners = self._partitioners()
+
+        def backend_for(node: ProcessorNode, inputs: list[str], destinations: dict[str, list[str]]) -> EngineBackend:
+            targets = {q for ids in destinations.values() for q in ids}
+            mine = {q: p for q, p in partitioners.items() if q in targets}
+            used = set(inputs) | targets | {q for q in queues if (partition_of(q) or ("",))[0] in mine}
+            return EngineBackend(
                 content=content, queues={q: link(q) for q in used}, log=self.log, inputs=inputs,
-                destinations=destinations,
-                always_sync=self.settings.always_sync,
-                component=(f"{self.flow.name}/{name}", name, node.type.__name__), overlap_delivery=True)
-            task = ProcessorTask(self.flow.name, node, instance, backend, self.settings)
+                destinations=destinations, always_sync=self.settings.always_sync,
+                component=(f"{self.flow.name}/{node.name}", node.name, node.type.__name__), overlap_delivery=True,
+                partitioners=mine)
+
+        def add(task: ProcessorTask) -> ProcessorTask:
             if task.key in counted:  # a repair: the counts (and their metrics) go on
-                backend.counters = task.counters = counted[task.key][0]
+                task.backend.counters = task.counters = counted[task.key][0]
                 task.metrics = counted[task.key][1]
             self.tasks[task.key] = task
+            return task
+
+        for name, instance in self.plan.tasks:
+            node = self.flow.processors[name]
+            backend = backend_for(node, [c.id for c in self.flow.connections_to(name)], self.flow.destinations(name))
+            add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
+        for connection_id, target in self.plan.senders:
+            connection = self._connection(connection_id)
+            node = ProcessorNode(sender_name(connection_id, target), LoadBalanceSender, batch_size=TRANSFER_BATCH)
+            backend = backend_for(node, [partition_id(connection_id, target)], {FAILOVER: [connection_id]})
+            task = add(ProcessorTask(self.flow.name, node, 0, backend, self.settings))
+            task.processor.bind(connection_id, target, connection.load_balance, connection.load_balance_compression,
+                                self.view, self.flow.name)
+        self.receivers = {}
+        for connection_id in (q for q in self.plan.queues if q in partitioners):
+            node = ProcessorNode(f"load-balance:{connection_id}", ReceivePort)
+            backend = backend_for(node, [], {"success": [connection_id]})
+            backend.partitioners = {}  # what another node sent stays here
+            self.receivers[connection_id] = TransferReceiver(self.flow.name, connection_id,
+                                                             make_context(node, self.settings), backend, _Ids(backend))
+
+    def _connection(self, connection_id: str):
+        return next(c for c in self.flow.connections if c.id == connection_id)
+
+    def _partitioners(self) -> dict[str, Partitioner]:
+        """A partitioner for each load-balanced connection, when the flow runs on several nodes."""
+        if self.view is None:
+            return {}
+        return {c.id: Partitioner(c.id, c.load_balance, self.view, c.partition_attribute)
+                for c in self.flow.connections if c.load_balanced}
+
+    def _held_back(self, task: ProcessorTask) -> bool:
+        """A primary-node-only processor's task on a node that is not the primary."""
+        return task.node.primary_node_only and self.view is not None and not self.view.is_primary
 
     async def start(self) -> None:
+        self.started = True
         for task in self.tasks.values():
-            task.start()
+            if not self._held_back(task):
+                task.start()
+
+    async def set_cluster(self, nodes: list[str] | None = None, connected: list[str] | None = None,
+                          primary: str | None = None, receivers: dict | None = None) -> None:
+        """The coordinator's news of the cluster (``flowactors.engine.cluster``): the topology,
+        the connected nodes, the primary (primary-node-only tasks start or stop here), the
+        receivers on the other nodes."""
+        if self.view is None:
+            return
+        self.view.update(nodes, connected, primary, receivers)
+        loop = asyncio.get_running_loop()
+        for task in self.tasks.values():
+            if task.node.primary_node_only:
+                if self._held_back(task) and task.running:
+                    await loop.run_in_executor(None, task.stop, STOP_TIMEOUT)
+                elif not self._held_back(task) and not task.running and self.started:
+                    task.start()
+
+    async def receive_transfer(self, connection_id: str, payload: tuple) -> int:
+        """Another node's transfer of a load-balanced connection's FlowFiles, committed here
+        (``flowactors.engine.cluster.transfer``); returns how many were taken."""
+        receiver = self.receivers.get(connection_id)
+        if receiver is None:
+            raise TransferRefused(f"{self!r} takes no transfers for connection {connection_id!r}")
+        return await asyncio.get_running_loop().run_in_executor(None, receiver.receive, payload)
 
     async def stop(self, timeout: float = STOP_TIMEOUT) -> list[dict]:
         """Stop every hosted task (each finishes its session and gives back what it fetched)."""
         loop = asyncio.get_running_loop()
+        self.started = False
         for task in self.tasks.values():
             task.request_stop()
         # joined off the event loop: a stopping task may still need its local queues

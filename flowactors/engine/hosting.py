@@ -41,8 +41,9 @@ class Hosting(Protocol):
 
     def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
-                 provenance_repository: Link | None) -> Link:
-        """An ``Executor`` for ``plan``, not yet wired."""
+                 provenance_repository: Link | None, cluster: dict | None = None) -> Link:
+        """An ``Executor`` for ``plan``, not yet wired (``cluster``: its node's ``ClusterView``
+        fields, on a flow across several nodes)."""
 
     def close(self) -> None:
         """End every component this hosting created (after the controller stopped them)."""

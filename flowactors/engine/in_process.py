@@ -63,9 +63,10 @@ class InProcessHosting:
 
     def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
-                 provenance_repository: Link | None) -> Link:
+                 provenance_repository: Link | None, cluster: dict | None = None) -> Link:
         return LoopLink(self._on_loop(lambda: Executor(flow, plan, root, settings, queue_configs,
-                                                       flowfile_repository, provenance_repository)), self.loop)
+                                                       flowfile_repository, provenance_repository, cluster)),
+                        self.loop)
 
     def _on_loop(self, make):
         """Build an async component on the loop's thread, where it will live."""

@@ -39,6 +39,9 @@ class ExecutorPlan:
     num_cpus: float = 0.0
     #: the Ray ``runtime_env`` the actor starts in (an isolated processor's own), if any
     runtime_env: dict | None = None
+    #: (connection, node): the partitions of load-balanced connections whose sender runs here
+    #: (a flow on several nodes: ``flowactors.engine.cluster``), beside their queues
+    senders: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -72,7 +72,7 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
              engine: str = "ray", stall_seconds: float = STALL_SECONDS,
              on_status: Callable[[dict], None] | None = None, failure_ports: Sequence[str] = (),
-             trigger_timeout: float | None = None) -> dict:
+             trigger_timeout: float | None = None, nodes: Any = None) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
@@ -85,6 +85,9 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     ``engine="stateless"`` triggers the flow as one transaction after another, in memory, until a
     trigger finds no work or one fails (``flowactors.engine.stateless.run_stateless``: the
     repository is not used; ``failure_ports`` and ``trigger_timeout`` are its own).
+    ``nodes`` (``"all"``, a count or a list of node names; the Ray engine) runs the flow on
+    several nodes of the Ray cluster, each over ``<repository>/nodes/<name>`` on its own disk,
+    with load-balanced connections between them (``flowactors.engine.cluster``, docs/cluster.md).
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
@@ -96,11 +99,19 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                              failure_ports=failure_ports, trigger_timeout=trigger_timeout)
     resolved = flow_settings(flow, settings)
     started_ray = False
-    if engine == "ray":
+    if nodes is not None and engine != "ray":
+        raise ValueError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
+    if nodes is not None:
+        from flowactors.engine.cluster.coordinator import ClusterController
+
+        started_ray = ensure_ray(address)
+        controller: Link = ThreadedLink(ClusterController(flow, str(Path(repository).resolve()), resolved, nodes),
+                                        CONTROLLER_CONCURRENCY, name=f"{flow.name}.cluster")
+    elif engine == "ray":
         from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 
         started_ray = ensure_ray(address)
-        controller: Link = ActorLink(FlowControllerActor.options(name=f"{flow.name}.controller").remote(
+        controller = ActorLink(FlowControllerActor.options(name=f"{flow.name}.controller").remote(
             flow, str(repository), resolved, RayHosting()))
     else:
         from flowactors.engine.in_process import InProcessHosting

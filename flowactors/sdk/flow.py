@@ -21,6 +21,14 @@ from flowactors.sdk.units import parse_data_size, parse_duration
 
 DEFINITION_VERSION = 1
 PRIORITIZERS = ("FIFO", "OldestFlowFileFirst", "NewestFlowFileFirst", "PriorityAttribute")
+#: a connection's load-balance strategies across a cluster's nodes (seed 002; docs/cluster.md)
+LOAD_BALANCE_STRATEGIES = ("none", "round-robin", "single-node", "partition-by-attribute")
+#: what a load-balanced transfer compresses
+LOAD_BALANCE_COMPRESSION = ("none", "attributes", "attributes-and-content")
+#: NiFi's names of the same (flow definitions exported from NiFi spell them so)
+_NIFI_NAMES = {"DO_NOT_LOAD_BALANCE": "none", "ROUND_ROBIN": "round-robin", "SINGLE_NODE": "single-node",
+               "PARTITION_BY_ATTRIBUTE": "partition-by-attribute", "DO_NOT_COMPRESS": "none",
+               "COMPRESS_ATTRIBUTES_ONLY": "attributes", "COMPRESS_ATTRIBUTES_AND_CONTENT": "attributes-and-content"}
 
 
 class FlowValidationError(ValueError):
@@ -54,6 +62,9 @@ class ProcessorNode:
     #: a Ray ``runtime_env`` of its own (pip packages, env_vars, working_dir, ...): gives each task
     #: an actor of its own, started in that environment
     runtime_env: dict[str, Any] | None = None
+    #: on a flow that runs on several nodes, run only on the primary node (NiFi's "Execution:
+    #: Primary node", for List* sources); another node takes over when the primary leaves
+    primary_node_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +73,7 @@ class ProcessorNode:
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
             "num_cpus": self.num_cpus, "isolated": self.isolated, "runtime_env": self.runtime_env,
+            "primary_node_only": self.primary_node_only,
         }
 
 
@@ -77,6 +89,17 @@ class Connection:
     back_pressure_data_size_threshold: str | None = None
     flowfile_expiration: str = "0 sec"
     prioritizers: tuple[str, ...] = ()
+    #: how the connection spreads its FlowFiles over a cluster's nodes (``LOAD_BALANCE_STRATEGIES``;
+    #: a flow on one node ignores it)
+    load_balance: str = "none"
+    #: the attribute whose value picks the node (``partition-by-attribute``)
+    partition_attribute: str | None = None
+    #: what a transfer to another node compresses (``LOAD_BALANCE_COMPRESSION``)
+    load_balance_compression: str = "none"
+
+    @property
+    def load_balanced(self) -> bool:
+        return self.load_balance != "none"
 
     @property
     def id(self) -> str:
@@ -90,6 +113,8 @@ class Connection:
             "back_pressure_object_threshold": self.back_pressure_object_threshold,
             "back_pressure_data_size_threshold": self.back_pressure_data_size_threshold,
             "flowfile_expiration": self.flowfile_expiration, "prioritizers": list(self.prioritizers),
+            "load_balance": self.load_balance, "partition_attribute": self.partition_attribute,
+            "load_balance_compression": self.load_balance_compression,
         }
 
 
@@ -144,6 +169,9 @@ class Flow:
         name = name or f"{source_name}:{'+'.join(rels)}->{destination_name}"
         connection = Connection(source_name, destination_name, rels, name, **queue_settings)
         connection.prioritizers = tuple(connection.prioritizers)
+        for attribute in ("load_balance", "load_balance_compression"):  # NiFi's spelling accepted
+            value = getattr(connection, attribute)
+            setattr(connection, attribute, _NIFI_NAMES.get(value, value))
         self.connections.append(connection)
         return connection
 
@@ -325,6 +353,8 @@ def _scheduling_problems(node: ProcessorNode) -> list[str]:
         problems.append(f"isolated must be true or false, not {node.isolated!r}")
     if node.runtime_env is not None and not isinstance(node.runtime_env, dict):
         problems.append(f"runtime_env must be a mapping (Ray's runtime_env), not {node.runtime_env!r}")
+    if not isinstance(node.primary_node_only, bool):
+        problems.append(f"primary_node_only must be true or false, not {node.primary_node_only!r}")
     return problems
 
 
@@ -347,4 +377,15 @@ def _queue_problems(c: Connection) -> list[str]:
     for p in c.prioritizers:
         if p not in PRIORITIZERS:
             problems.append(f"unknown prioritizer '{p}' (known: {', '.join(PRIORITIZERS)})")
+    if c.load_balance not in LOAD_BALANCE_STRATEGIES:
+        problems.append(f"load_balance must be one of {', '.join(LOAD_BALANCE_STRATEGIES)}, not {c.load_balance!r}")
+    elif c.load_balance == "partition-by-attribute" and not c.partition_attribute:
+        problems.append("load_balance 'partition-by-attribute' needs partition_attribute (the attribute "
+                        "whose value picks the node)")
+    if c.load_balance_compression not in LOAD_BALANCE_COMPRESSION:
+        problems.append(f"load_balance_compression must be one of {', '.join(LOAD_BALANCE_COMPRESSION)}, "
+                        f"not {c.load_balance_compression!r}")
+    if "@" in c.name and c.load_balanced:
+        problems.append("a load-balanced connection's name may not contain '@' (its partitions are named "
+                        "'<connection>@<node>')")
     return problems

@@ -20,7 +20,8 @@ LIMITS: dict[str, tuple[float, bool]] = {
     "checkpoint_interval": (0, False), "flowfile_map_size": (1024**2, True), "content_sections": (1, True),
     "max_appendable_claim_size": (1, True), "max_flowfiles_per_claim": (0, True),
     "archive_max_retention": (0, True), "archive_max_usage_percent": (0, True), "archive_check_interval": (0, False),
-    "swap_threshold": (1, True), "swap_batch_size": (1, True), "back_pressure_object_threshold": (0, True),
+    "swap_threshold": (1, True), "swap_batch_size": (1, True), "partition_swap_threshold": (1, True),
+    "partition_swap_batch_size": (1, True), "back_pressure_object_threshold": (0, True),
     "back_pressure_data_size_threshold": (0, True), "provenance_rollover_interval": (0, False),
     "provenance_rollover_bytes": (1, True), "provenance_journal_count": (1, True),
     "provenance_block_size": (1, True), "provenance_index_shard_size": (1, True),
@@ -60,6 +61,10 @@ class Settings:
     # --- connection queues ---
     swap_threshold: int = 20_000
     swap_batch_size: int = 10_000
+    #: the same for a load-balanced connection's partition for another node, which swaps early
+    #: (as NiFi's remote partitions do): data waiting for a node should not hold memory
+    partition_swap_threshold: int = 1_000
+    partition_swap_batch_size: int = 1_000
     back_pressure_object_threshold: int = 10_000
     back_pressure_data_size_threshold: int = 1024**3
 

@@ -21,6 +21,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from flowactors.engine import ACTOR_RESTARTS
 from flowactors.engine.actors.repository_actors import (ContentRepositoryActor, FlowFileRepositoryActor,
                                                         ProvenanceRepositoryActor)
+from flowactors.engine.cluster.topology import RESOURCE_SHARE
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import repository_name
@@ -42,12 +43,15 @@ ACTORS = {"flowfile": FlowFileRepositoryActor, "content": ContentRepositoryActor
 
 
 class RayHosting:
-    """Components as Ray actors pinned to the node of the controller that uses this hosting."""
+    """Components as Ray actors pinned to the node of the controller that uses this hosting; or,
+    given a node's ``resource`` (a flow on several nodes: ``flowactors.engine.cluster.topology``),
+    placed by that resource, so that Ray starts them again on the node when it comes back."""
 
     engine = "ray"
 
-    def __init__(self) -> None:
+    def __init__(self, resource: str | None = None) -> None:
         self._node: str | None = None  # the node of the process that first uses it: the controller's
+        self.resource = resource
         self._actors: list[Any] = []
 
     @property
@@ -57,6 +61,8 @@ class RayHosting:
         return self._node
 
     def _here(self, name: str, **options: Any) -> dict[str, Any]:
+        if self.resource is not None:
+            return {"name": name, "resources": {self.resource: RESOURCE_SHARE}, **options}
         return {"name": name, "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node, soft=False),
                 **options}
 
@@ -91,11 +97,11 @@ class RayHosting:
 
     def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
-                 provenance_repository: Link | None) -> Link:
+                 provenance_repository: Link | None, cluster: dict | None = None) -> Link:
         own_env = {"runtime_env": plan.runtime_env} if plan.runtime_env else {}
         return self._started(lambda: ExecutorActor.options(
             **self._here(name, num_cpus=plan.num_cpus, **own_env)).remote(
-            flow, plan, root, settings, queue_configs, flowfile_repository, provenance_repository))
+            flow, plan, root, settings, queue_configs, flowfile_repository, provenance_repository, cluster))
 
     def close(self) -> None:
         for handle in self._actors:

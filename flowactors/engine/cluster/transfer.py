@@ -1,0 +1,186 @@
+"""Moving a load-balanced connection's FlowFiles to the node they were assigned to (seed 002).
+
+On the sending node each partition (``<connection>@<node>``, a queue beside the connection's own)
+has a ``LoadBalanceSender``: a processor task of the engine's own, in the executor that hosts the
+partition, so every step is an ordinary session with the ordinary commit order. It takes a batch,
+reads its content and calls the receiving node's executor that hosts the connection's queue
+(``Executor.receive_transfer``), which runs a ``TransferReceiver`` session there: the content is
+written into that node's content repository and the FlowFiles (new uuids, the sender's attributes,
+a RECEIVE event naming the sender's FlowFile) are committed to that node's write-ahead log and
+queued. Only once that call returned does the sender's session remove its copies, with a SEND and a
+DROP event each. Either side may die at any point: before the receiver's commit nothing was taken
+there and the sender still holds everything (rolled back, sent again); after it, the sender's copy
+is sent again only if the sender died before its own commit, so a transfer in flight may be
+delivered twice, never lost.
+
+What a sender does when its node is out of reach follows the strategy: ``round-robin`` data fails
+over (sent back to the connection, whose partitioner now skips that node); ``single-node`` and
+``partition-by-attribute`` data waits for its node. A node no longer in the topology is treated as
+failing over for every strategy: its partition drains into the connection again, where the
+current topology decides.
+
+A transfer is an actor call: Ray passes its arguments inline when small and through its object
+store otherwise, node to node, never through the driver (measured against a plain object-store
+transfer in bench scenario 12).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Sequence
+
+import orjson
+import zstandard
+
+from flowactors.engine.cluster.topology import ClusterView
+from flowactors.engine.transport import component_lost, finished, resolve
+from flowactors.sdk.processor import ProcessContext, Processor, Relationship
+from repositories.model import FlowFile
+
+#: a transfer's payload layout (in memory between two nodes; never on disk)
+PAYLOAD_VERSION = 1
+#: seconds a transfer may take before its node is treated as out of reach
+TRANSFER_TIMEOUT = 30.0
+#: seconds a sender waits before it tries a node that was out of reach again
+RETRY_PAUSE = 1.0
+FAILOVER = "failover"
+#: FlowFiles a transfer carries at most (a sender task's batch size)
+TRANSFER_BATCH = 1000
+#: attributes the receiving session makes afresh (NiFi gives a received FlowFile a new uuid)
+_OWN_ATTRIBUTES = ("uuid",)
+
+
+def sender_name(connection_id: str, node: str) -> str:
+    """The name a partition's sender has in status and provenance."""
+    return f"load-balance:{connection_id}@{node}"
+
+
+class TransferRefused(RuntimeError):
+    """The receiving node did not take the transfer (nothing was committed there)."""
+
+
+def encode_transfer(sender: str, compression: str, flowfiles: Sequence[FlowFile],
+                    contents: Sequence[bytes]) -> tuple:
+    """The payload of one transfer: (version, sender node, compression, header, content). The
+    header is JSON: per FlowFile its uuid, attributes, content length and lineage start date."""
+    header = orjson.dumps([[f.uuid, dict(f.attributes), len(c), f.lineage_start_date]
+                           for f, c in zip(flowfiles, contents)])
+    content = b"".join(contents)
+    if compression in ("attributes", "attributes-and-content"):
+        header = zstandard.compress(header, 3)
+    if compression == "attributes-and-content":
+        content = zstandard.compress(content, 1)
+    return (PAYLOAD_VERSION, sender, compression, header, content)
+
+
+def decode_transfer(payload: tuple) -> tuple[str, list[tuple[str, dict, bytes, int]]]:
+    """(sender node, [(source uuid, attributes, content, lineage start), ...]) of a payload."""
+    version, sender, compression, header, content = payload
+    if version != PAYLOAD_VERSION:
+        raise TransferRefused(f"a transfer from node {sender} has payload version {version}; this node reads "
+                              f"version {PAYLOAD_VERSION}: run the same flowactors on every node")
+    if compression in ("attributes", "attributes-and-content"):
+        header = zstandard.decompress(header)
+    if compression == "attributes-and-content":
+        content = zstandard.decompress(content)
+    records, offset = [], 0
+    view = memoryview(content)
+    for source, attributes, length, lineage_start in orjson.loads(header):
+        records.append((source, attributes, bytes(view[offset:offset + length]), lineage_start))
+        offset += length
+    return sender, records
+
+
+class LoadBalanceSender(Processor):
+    """Sends one partition of a load-balanced connection to its node (see the module docstring).
+    Built by the executor that hosts the partition, which hands it the cluster view (``bind``)."""
+
+    relationships = [Relationship(FAILOVER, "FlowFiles whose node is out of reach, back to the connection "
+                                            "(round robin, or a node that left the topology)")]
+    input_required = True
+
+    def bind(self, connection_id: str, node: str, strategy: str, compression: str, view: ClusterView,
+             flow: str) -> None:
+        self.connection_id, self.node, self.strategy = connection_id, node, strategy
+        self.compression, self.view, self.flow = compression, view, flow
+        self._unreachable_until = 0.0
+
+    def _fails_over(self) -> bool:
+        view = self.view
+        return self.node not in view.nodes or (self.strategy == "round-robin" and not view.reachable(self.node))
+
+    def on_trigger(self, context: ProcessContext, session) -> None:
+        if self._fails_over():
+            flowfiles = session.get_batch()
+            if flowfiles:
+                session.transfer_batch(flowfiles, FAILOVER)
+            return
+        receiver = self.view.receivers.get(self.node, {}).get(self.connection_id)
+        if receiver is None or not self.view.reachable(self.node) or time.monotonic() < self._unreachable_until:
+            context.yield_()  # the data waits for its node
+            return
+        flowfiles = session.get_batch()
+        if not flowfiles:
+            return
+        contents = [session.read_bytes(f) for f in flowfiles]
+        payload = encode_transfer(self.view.local, self.compression, flowfiles, contents)
+        started = time.monotonic()
+        call = receiver.call("receive_transfer", self.connection_id, payload)
+        try:
+            if not finished(call, TRANSFER_TIMEOUT):
+                raise TimeoutError(f"node {self.node} did not take the transfer within {TRANSFER_TIMEOUT:g} s")
+            resolve([call])
+        except Exception as err:
+            if isinstance(err, TimeoutError) or component_lost(err):
+                self._unreachable_until = time.monotonic() + RETRY_PAUSE
+                if self.strategy == "round-robin":  # out of reach: to the other nodes
+                    session.transfer_batch(flowfiles, FAILOVER)
+                    return
+            raise  # rolled back: the partition keeps them for the next try
+        millis = int((time.monotonic() - started) * 1000)
+        uri = f"flowactors://{self.node}/{self.flow}/{self.connection_id}"
+        for flowfile in flowfiles:
+            session.provenance.send(flowfile, uri, duration=millis)
+        session.remove_batch(list(flowfiles))
+
+
+class TransferReceiver:
+    """Takes transfers in on the receiving node: one session a transfer over a backend whose
+    only destination is the connection's own queue here (never partitioned again). Transfers to
+    one connection are taken one at a time (a backend carries one session's delivery)."""
+
+    def __init__(self, flow: str, connection_id: str, context: ProcessContext, backend: Any, ids: Any):
+        self.flow = flow
+        self.connection_id = connection_id
+        self.context = context
+        self.backend = backend
+        self.ids = ids
+        self.component_id = f"{flow}/load-balance:{connection_id}"
+        self._lock = threading.Lock()
+
+    def receive(self, payload: tuple) -> int:
+        """Commit the transfer here (content, log, queue); returns how many FlowFiles it held."""
+        from flowactors.sdk.session import ProcessSession
+
+        sender, records = decode_transfer(payload)
+        uri = f"flowactors://{sender}/{self.flow}/{self.connection_id}"
+        with self._lock:
+            session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids)
+            for source, attributes, content, _lineage_start in records:
+                flowfile = session.create()
+                flowfile = session.put_all_attributes(
+                    flowfile, {k: v for k, v in attributes.items() if k not in _OWN_ATTRIBUTES})
+                flowfile = session.write_bytes(flowfile, content)
+                session.provenance.receive(flowfile, uri, source_system_flowfile_id=source)
+                session.transfer(flowfile, "success")
+            session.commit()
+            self.backend.finish_delivery()
+        return len(records)
+
+
+class ReceivePort(Processor):
+    """The component a ``TransferReceiver``'s sessions run as (its provenance names it)."""
+
+    relationships = [Relationship("success", "FlowFiles received from another node")]
+    input_required = False
