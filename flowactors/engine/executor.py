@@ -123,7 +123,8 @@ class Executor:
             add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
         for connection_id, target in self.plan.senders:
             connection = self._connection(connection_id)
-            node = ProcessorNode(sender_name(connection_id, target), LoadBalanceSender, batch_size=TRANSFER_BATCH)
+            node = ProcessorNode(sender_name(connection_id, target), LoadBalanceSender, batch_size=TRANSFER_BATCH,
+                                 yield_duration="100 ms")
             backend = backend_for(node, [partition_id(connection_id, target)], {FAILOVER: [connection_id]})
             task = add(ProcessorTask(self.flow.name, node, 0, backend, self.settings))
             task.processor.bind(connection_id, target, connection.load_balance, connection.load_balance_compression,
@@ -172,13 +173,20 @@ class Executor:
                 elif not self._held_back(task) and not task.running and self.started:
                     task.start()
 
-    async def receive_transfer(self, connection_id: str, payload: tuple) -> int:
-        """Another node's transfer of a load-balanced connection's FlowFiles, committed here
-        (``flowactors.engine.cluster.transfer``); returns how many were taken."""
+    async def transfer_room(self, connection_id: str) -> int:
+        """How many FlowFiles another node may send to this connection now (its back pressure)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._receiver(connection_id).room)
+
+    def _receiver(self, connection_id: str) -> TransferReceiver:
         receiver = self.receivers.get(connection_id)
         if receiver is None:
             raise TransferRefused(f"{self!r} takes no transfers for connection {connection_id!r}")
-        return await asyncio.get_running_loop().run_in_executor(None, receiver.receive, payload)
+        return receiver
+
+    async def receive_transfer(self, connection_id: str, payload: tuple) -> int:
+        """Another node's transfer of a load-balanced connection's FlowFiles, committed here
+        (``flowactors.engine.cluster.transfer``); returns the room left here."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._receiver(connection_id).receive, payload)
 
     async def stop(self, timeout: float = STOP_TIMEOUT) -> list[dict]:
         """Stop every hosted task (each finishes its session and gives back what it fetched)."""

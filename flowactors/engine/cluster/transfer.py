@@ -34,7 +34,7 @@ import orjson
 import zstandard
 
 from flowactors.engine.cluster.topology import ClusterView
-from flowactors.engine.transport import component_lost, finished, resolve
+from flowactors.engine.transport import call_now, component_lost, finished, resolve
 from flowactors.sdk.processor import ProcessContext, Processor, Relationship
 from repositories.model import FlowFile
 
@@ -47,6 +47,8 @@ RETRY_PAUSE = 1.0
 FAILOVER = "failover"
 #: FlowFiles a transfer carries at most (a sender task's batch size)
 TRANSFER_BATCH = 1000
+#: what a receiver answers when its connection is under back pressure (nothing was taken)
+REFUSED_FULL = -1
 #: attributes the receiving session makes afresh (NiFi gives a received FlowFile a new uuid)
 _OWN_ATTRIBUTES = ("uuid",)
 
@@ -105,6 +107,14 @@ class LoadBalanceSender(Processor):
         self.connection_id, self.node, self.strategy = connection_id, node, strategy
         self.compression, self.view, self.flow = compression, view, flow
         self._unreachable_until = 0.0
+        #: FlowFiles the connection over there takes before back pressure, as it last said
+        self._room = 0
+
+    def _ask(self, receiver: Any, method: str, *args: Any) -> Any:
+        call = receiver.call(method, *args)
+        if not finished(call, TRANSFER_TIMEOUT):
+            raise TimeoutError(f"node {self.node} did not answer within {TRANSFER_TIMEOUT:g} s")
+        return resolve([call])[0]
 
     def _fails_over(self) -> bool:
         view = self.view
@@ -120,24 +130,32 @@ class LoadBalanceSender(Processor):
         if receiver is None or not self.view.reachable(self.node) or time.monotonic() < self._unreachable_until:
             context.yield_()  # the data waits for its node
             return
-        flowfiles = session.get_batch()
-        if not flowfiles:
-            return
-        contents = [session.read_bytes(f) for f in flowfiles]
-        payload = encode_transfer(self.view.local, self.compression, flowfiles, contents)
-        started = time.monotonic()
-        call = receiver.call("receive_transfer", self.connection_id, payload)
         try:
-            if not finished(call, TRANSFER_TIMEOUT):
-                raise TimeoutError(f"node {self.node} did not take the transfer within {TRANSFER_TIMEOUT:g} s")
-            resolve([call])
+            if self._room <= 0:  # back pressure over there when last heard of: ask again
+                self._room = self._ask(receiver, "transfer_room", self.connection_id)
+            if self._room <= 0:
+                context.yield_()
+                return
+            flowfiles = session.get_batch(min(self._room, context.batch_size))
+            if not flowfiles:
+                return
+            contents = [session.read_bytes(f) for f in flowfiles]
+            payload = encode_transfer(self.view.local, self.compression, flowfiles, contents)
+            started = time.monotonic()
+            taken = self._room = self._ask(receiver, "receive_transfer", self.connection_id, payload)
         except Exception as err:
             if isinstance(err, TimeoutError) or component_lost(err):
                 self._unreachable_until = time.monotonic() + RETRY_PAUSE
-                if self.strategy == "round-robin":  # out of reach: to the other nodes
-                    session.transfer_batch(flowfiles, FAILOVER)
+                self._room = 0
+                if self.strategy == "round-robin" and session.inputs:  # out of reach: to the other nodes
+                    session.transfer_batch(session.inputs, FAILOVER)
                     return
             raise  # rolled back: the partition keeps them for the next try
+        if taken == REFUSED_FULL:  # back pressure over there: they wait here
+            self._room = 0
+            session.rollback()
+            context.yield_()
+            return
         millis = int((time.monotonic() - started) * 1000)
         uri = f"flowactors://{self.node}/{self.flow}/{self.connection_id}"
         for flowfile in flowfiles:
@@ -159,10 +177,21 @@ class TransferReceiver:
         self.component_id = f"{flow}/load-balance:{connection_id}"
         self._lock = threading.Lock()
 
+    def room(self) -> int:
+        """FlowFiles the connection here takes before back pressure (``QueueState.room_objects``,
+        0 when it is over its size threshold)."""
+        state = call_now(self.backend.queues[self.connection_id], "state")
+        return 0 if state.full else state.room_objects
+
     def receive(self, payload: tuple) -> int:
-        """Commit the transfer here (content, log, queue); returns how many FlowFiles it held."""
+        """Commit the transfer here (content, log, queue); returns the room left here (``room``),
+        or ``REFUSED_FULL`` (nothing taken) while the connection here is under back pressure:
+        a connection's back pressure holds across the nodes, as NiFi's does (a sender sends
+        at most the room it was last told of)."""
         from flowactors.sdk.session import ProcessSession
 
+        if self.room() <= 0:
+            return REFUSED_FULL
         sender, records = decode_transfer(payload)
         uri = f"flowactors://{sender}/{self.flow}/{self.connection_id}"
         with self._lock:
@@ -176,7 +205,7 @@ class TransferReceiver:
                 session.transfer(flowfile, "success")
             session.commit()
             self.backend.finish_delivery()
-        return len(records)
+        return max(0, self.room())
 
 
 class ReceivePort(Processor):
