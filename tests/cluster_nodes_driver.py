@@ -203,9 +203,14 @@ def lineage(base: Path, nodes: Nodes) -> dict:
     with StoppedRepository(node_repository(base / "repo", "n0")) as repo:
         listed = repo.provenance.search(event_type="SEND", limit=1)[0]
     from_sender = cluster_lineage(base / "repo", listed.flowfile_uuid)
+    import subprocess
+
+    cli = subprocess.run([str(Path(sys.executable).parent / "flowactors"), "lineage", received_uuid,
+                          "--repository", str(base / "repo")], capture_output=True, text=True, timeout=120)
     return {**summary(final), "received_uuid": received_uuid, "sent_uuid": listed.flowfile_uuid,
             "lineage": [n.label for n in lineage.nodes], "edges": len(lineage.edges),
-            "from_sender": [n.label for n in from_sender.nodes], "text": lineage.to_text()}
+            "from_sender": [n.label for n in from_sender.nodes], "text": lineage.to_text(),
+            "cli": {"exit": cli.returncode, "stdout": cli.stdout, "stderr": cli.stderr[-2000:]}}
 
 
 def node_killed(base: Path, nodes: Nodes) -> dict:
@@ -242,7 +247,57 @@ def node_killed(base: Path, nodes: Nodes) -> dict:
             "notes": notes(base / "notes")}
 
 
-SCENARIOS = {f.__name__: f for f in (round_robin, partition, single_node, lineage, node_killed)}
+def tls(base: Path, nodes: Nodes) -> dict:
+    """A transfer with Ray's TLS on (the parent sets RAY_USE_TLS and the certificates): round
+    robin, content and attributes compressed, 300 files; then a TLS handshake with the GCS, with
+    the cluster's CA, shows the cluster speaks TLS."""
+    import socket
+    import ssl
+
+    make_files(base / "in", 300)
+    flow, fetch = fetch_flow("tls", base / "in", load_balance="round-robin",
+                             load_balance_compression="attributes-and-content")
+    put = flow.add(PutFile, "put", properties={"Directory": str(base / "out")}, auto_terminate=["success", "failure"])
+    flow.connect(fetch, put, ["success"], name="fetched")
+    final = flow.run(str(base / "repo"), nodes="all", timeout=600)
+    host, port = nodes.cluster.address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=os.environ["RAY_TLS_CA_CERT"])
+    context.load_cert_chain(os.environ["RAY_TLS_SERVER_CERT"], os.environ["RAY_TLS_SERVER_KEY"])
+    context.set_alpn_protocols(["h2"])
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=host) as secure:
+            handshake = {"version": secure.version(), "cipher": secure.cipher()[0]}
+    return {**summary(final), "delivered": len(list((base / "out").iterdir())), "gcs_tls": handshake}
+
+
+def primary_moves(base: Path, nodes: Nodes) -> dict:
+    """Topology n1, n0, n2: ListFile runs on n1 (primary). n1 is killed once the first 100 files
+    are noted; n0 becomes primary and lists the 100 files written after that."""
+    make_files(base / "in", 100)
+    (base / "notes").mkdir()
+    flow, fetch = fetch_flow("primary", base / "in", load_balance="round-robin")
+    note = flow.add(NoteNode, "note", properties={"Directory": str(base / "notes")}, auto_terminate=["success"])
+    flow.connect(fetch, note, ["success"], name="fetched")
+    steps: dict = {}
+
+    def noted(prefix: str) -> set[str]:
+        return {f for lines in notes(base / "notes").values() for f, _key in lines if f.startswith(prefix)}
+
+    def watch(status: dict) -> None:
+        if "killed" not in steps and len(noted("f")) == 100:
+            steps["primary_before"] = status["primary"]
+            steps["killed"] = nodes.kill("n1")
+        elif "killed" in steps and "written" not in steps and status["primary"] == "n0":
+            make_files(base / "in", 100, prefix="g")
+            steps["written"] = time.monotonic()
+
+    final = flow.run(str(base / "repo"), nodes=["n1", "n0", "n2"], timeout=300, on_status=watch,
+                     until=lambda status: "written" in steps and len(noted("g")) == 100)
+    return {**summary(final), "steps": steps, "primary_after": final.get("primary"),
+            "noted_g": len(noted("g")), "notes": notes(base / "notes")}
+
+
+SCENARIOS = {f.__name__: f for f in (round_robin, partition, single_node, lineage, node_killed, tls, primary_moves)}
 
 
 def main() -> None:

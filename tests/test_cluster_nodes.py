@@ -33,11 +33,12 @@ def _kill_leftovers(temp_dir: str) -> None:
             continue
 
 
-def run_scenario(name: str, base: Path, timeout: float = 900) -> dict:
+def run_scenario(name: str, base: Path, timeout: float = 900, env: dict | None = None) -> dict:
     temp_dir = tempfile.mkdtemp(prefix="fa-mn-", dir="/tmp")  # short: Ray's socket paths have a limit
     try:
         done = subprocess.run([sys.executable, str(DRIVER), name, str(base), "--temp-dir", temp_dir],
-                              capture_output=True, text=True, timeout=timeout, cwd=DRIVER.parents[1])
+                              capture_output=True, text=True, timeout=timeout, cwd=DRIVER.parents[1],
+                              env={**os.environ, **(env or {})})
     finally:
         _kill_leftovers(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -115,6 +116,8 @@ def test_lineage_follows_a_flowfile_across_nodes(tmp_path):
     assert any(label.endswith("@ n0") and "CREATE by list" in label for label in labels)
     assert any("SEND by load-balance:listed@n1 @ n0" in label for label in labels)
     assert "RECEIVE by load-balance:listed @ n1 (see above)" in result["text"]  # the SEND leads to it
+    assert result["cli"]["exit"] == 0, result["cli"]  # flowactors lineage on the cluster's repository
+    assert result["cli"]["stdout"].strip() == result["text"].strip()
     sender_side = result["from_sender"]
     assert any("SEND" in label and label.endswith("@ n0") for label in sender_side)
     assert any("RECEIVE" in label and not label.endswith("@ n0") for label in sender_side)
@@ -139,3 +142,38 @@ def test_a_node_killed_mid_flow_loses_nothing(tmp_path):
     assert result["waited_for_n2"] > 0  # partitioned data waited while n2 was away
     fetched = Counter({n: s["processors"]["fetch"]["flowfiles_in"] for n, s in result["nodes"].items()})
     assert fetched["n0"] + fetched["n1"] > 2000  # round robin failed over to the others
+
+
+def test_the_primary_node_moves_when_it_is_lost(tmp_path):
+    result = run_scenario("primary_moves", tmp_path)
+    assert not result["timed_out"], result
+    steps = result["steps"]
+    assert steps["primary_before"] == "n1" and steps["killed"] >= 2 and result["primary_after"] == "n0"
+    assert any("primary node is now n0" in e for e in result["cluster_events"])
+    assert result["noted_g"] == 100  # files written after the move were listed by the new primary
+    assert "n1" not in {n for n, lines in result["notes"].items() if any(f.startswith("g") for f, _ in lines)}
+    listed = {n: s["processors"]["list"]["flowfiles_out"] for n, s in result["nodes"].items()}
+    assert listed["n0"] >= 100 and listed["n2"] == 0
+
+
+def test_a_transfer_with_rays_tls_on(tmp_path):
+    """docs/cluster.md, "Security": Ray's TLS on every process of the cluster (its gRPC: GCS,
+    raylets, workers, so the actor calls that carry transfers), with a certificate of this
+    machine's addresses made here."""
+    from ray._private.services import get_node_ip_address
+
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    address = get_node_ip_address()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=flowactors-test", "-keyout", str(certs / "node.key"), "-out", str(certs / "node.crt"),
+                    "-addext", f"subjectAltName=IP:127.0.0.1,IP:{address},DNS:localhost"],
+                   check=True, capture_output=True)
+    tls = {"RAY_USE_TLS": "1", "RAY_TLS_SERVER_CERT": str(certs / "node.crt"),
+           "RAY_TLS_SERVER_KEY": str(certs / "node.key"), "RAY_TLS_CA_CERT": str(certs / "node.crt")}
+    result = run_scenario("tls", tmp_path / "run", env=tls)
+    _clean(result)
+    assert result["delivered"] == 300
+    fetched = {n: s["processors"]["fetch"]["flowfiles_in"] for n, s in result["nodes"].items()}
+    assert all(count == 100 for count in fetched.values()), fetched  # transfers to both other nodes
+    assert result["gcs_tls"]["version"].startswith("TLS")

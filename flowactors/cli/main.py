@@ -90,7 +90,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
                          show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
                          timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds,
-                         failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout)
+                         failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout,
+                         nodes=_nodes(args.nodes))
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:
@@ -116,6 +117,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         outputs = ", ".join(f"{count} to {port}" for port, count in final["outputs"].items()) or "no outputs"
         print(f"flow '{flow.name}': {final['triggers']} stateless triggers in {final['seconds']:g} s, {outputs}")
     return 3 if errors and args.fail_on_error else 0
+
+
+def _nodes(value: str | None):
+    """``--nodes``: "all", a count, or node names separated by commas (docs/cluster.md)."""
+    if value is None or value == "all":
+        return value
+    if value.isdigit():
+        return int(value)
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def _interrupt(signum, frame) -> None:
@@ -200,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--failure-port", action="append", default=[], metavar="PORT",
                      help="stateless: an output port whose FlowFiles fail the trigger (repeatable)")
     run.add_argument("--trigger-timeout", type=float, metavar="S", help="stateless: the longest one trigger may take")
+    run.add_argument("--nodes", metavar="all|N|NAME,...",
+                     help="run the flow on several nodes of the Ray cluster (--address), each over "
+                          "REPOSITORY/nodes/NAME, with load-balanced connections between them (docs/cluster.md)")
     run.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                      help="override a setting (docs/configuration.md), e.g. always_sync=true")
     run.add_argument("--quiet", action="store_true", help="no status table")

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 from flowactors.cli.main import CliError, _settings, load_flow
 from flowactors.sdk.flow import Flow
+from flowactors.engine.cluster.topology import TOPOLOGY_FILE
+from flowactors.ops.cluster_lineage import cluster_lineage
 from flowactors.ops.lineage_render import FORMATS, RenderError, write_picture
 from flowactors.ops.provenance_tools import (ContentGoneError, NoSuchEventError, StoppedRepository, claim_state,
                                          open_event_content)
@@ -331,8 +333,11 @@ def cmd_repair(args: argparse.Namespace) -> int:
 def cmd_lineage(args: argparse.Namespace) -> int:
     if args.output and Path(args.output).suffix.lower() not in FORMATS:
         raise CliError(f"--output must end in one of {', '.join(FORMATS)}, not {args.output!r}", 2)
-    with _open(args, "flowactors lineage") as repo:
-        lineage = repo.provenance.lineage(args.uuid)
+    if (Path(args.repository) / TOPOLOGY_FILE).exists():  # a flow run on several nodes: follow it across them
+        lineage = cluster_lineage(args.repository, args.uuid, _resolve_settings(args, _flow(args)))
+    else:
+        with _open(args, "flowactors lineage") as repo:
+            lineage = repo.provenance.lineage(args.uuid)
     if not lineage.nodes:
         raise CliError(f"no provenance events name FlowFile {args.uuid} in {args.repository} (find uuids with "
                        f"'flowactors provenance search'; events older than provenance_max_storage_time are "

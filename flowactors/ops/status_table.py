@@ -32,6 +32,13 @@ def render(status: dict, elapsed: float | None = None) -> str:
          for q in status["queues"]])
     errors = [f"  {p['name']}: {e['where']}: {e['error']}" for p in status["processors"] for e in p["recent_errors"]]
     parts = [head, processors, "", queues]
+    if status.get("nodes"):  # a flow on several nodes (docs/cluster.md)
+        waiting = status.get("waiting_for_node", {})
+        parts += ["", _table(
+            ["node", "state", "primary", "taken in", "queued here", "waiting for it"],
+            [[name, "connected" if n.get("connected") else "AWAY", "yes" if n.get("primary") else "",
+              str(sum(p["flowfiles_in"] for p in n.get("processors", {}).values())), str(n.get("queued", 0)),
+              str(waiting.get(name, 0))] for name, n in status["nodes"].items()])]
     if status.get("repairing"):
         parts += ["", f"repairing from the write-ahead log: {status['repairing']}"]
     if status.get("restarts"):
