@@ -60,6 +60,7 @@ SCENARIOS = (
     Scenario("profile", 10, "Where a FlowFile's time goes on Ray, layer by layer (issue 15)", "bench.hop_profile"),
     Scenario("stateless", 11, "The stateless engine: one process, and a Ray Data fan-out (issue 16)",
              "bench.stateless"),
+    Scenario("nodes", 12, "One flow across Ray nodes: transfers, and spreading scenario 1 (issue 17)", "bench.nodes"),
 )
 
 

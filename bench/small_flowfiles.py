@@ -62,8 +62,9 @@ def small_flow(flowfiles: int, batch: int, tasks: int = 1, always_sync: bool = F
     return flow
 
 
-def flow_window(root: Path) -> dict:
-    """The flow's own time from its provenance: first FlowFile created to the newest event."""
+def flow_edges(root: Path) -> tuple[int, int, int]:
+    """From a repository's provenance: when its first FlowFile was created, its newest event (ms),
+    and how many events it holds."""
     repo = ProvenanceRepository(root / "provenance")
     try:
         events = repo.stats()["max_event_id"] + 1
@@ -71,8 +72,12 @@ def flow_window(root: Path) -> dict:
         tail = repo.events(max(0, events - EDGE_EVENTS), EDGE_EVENTS)
     finally:
         repo.close()
-    first = min(e.lineage_start_date for e in head)
-    last = max(e.timestamp for e in tail)
+    return min(e.lineage_start_date for e in head), max(e.timestamp for e in tail), events
+
+
+def flow_window(root: Path) -> dict:
+    """The flow's own time from its provenance: first FlowFile created to the newest event."""
+    first, last, events = flow_edges(root)
     return {"events": events, "seconds": max(last - first, 1) / 1000.0}
 
 

@@ -130,7 +130,11 @@ def fetch_flow(name: str, source: Path, **connection) -> tuple[Flow, object]:
 
 def summary(final: dict) -> dict:
     return {"nodes": {n: {"processors": s["processors"], "queued": s["queued"], "connected": s["connected"],
-                          "primary": s["primary"]} for n, s in final.get("nodes", {}).items()},
+                          "primary": s["primary"], "transfer_errors": s.get("transfer_errors", []),
+                          "senders": s.get("senders"), "views": s.get("views"), "receivers": s.get("receivers")}
+                      for n, s in final.get("nodes", {}).items()},
+            "waiting_for_node": final.get("waiting_for_node"), "nodes_away": final.get("nodes_away"),
+            "repairing": final.get("repairing"), "maintenance_errors": final.get("maintenance_errors"),
             "processors": {p["name"]: {k: p[k] for k in ("flowfiles_in", "flowfiles_out", "errors")}
                            for p in final["processors"]},
             "errors": [e for p in final["processors"] for e in p["recent_errors"]],

@@ -308,3 +308,49 @@ def test_a_removed_run_drops_what_was_taken_and_rollback_returns_it():
     session.remove_batch(session.put_attributes_batch(session.get_batch(2), {"k": "v"}))
     session.rollback()
     assert [f.attributes.get("k") for f in again.queues["input"].listing(10)] == [None, None]
+
+
+def test_reading_a_batch_is_reading_each_flowfile():
+    one, batch = fed(5), fed(5)
+    session = one.new_session()
+    flowfiles = session.get_batch(5)
+    expected = [session.read_bytes(f) for f in flowfiles]
+    session.rollback()
+    session = batch.new_session()
+    flowfiles = session.get_batch(5)
+    assert session.read_bytes_batch(flowfiles) == expected == [f"content {i}".encode() for i in range(5)]
+    assert session._runs  # read without a record a FlowFile
+    written = session.write_bytes_batch(flowfiles, [b"new"] * 5)  # this session's own claims are flushed first
+    assert session.read_bytes_batch(written) == [b"new"] * 5
+    session.rollback()
+
+
+def test_send_and_receive_as_a_batch_are_the_events_made_one_at_a_time():
+    one, batch = fed(3), fed(3)
+    session = one.new_session()
+    for flowfile in session.get_batch(3):
+        session.provenance.send(flowfile, "flowactors://n1/f/c", duration=7)
+        session.remove(flowfile)
+    session.commit()
+    session = one.new_session()
+    made = [session.create() for _ in range(2)]
+    for flowfile, source in zip(made, ("a", "b")):
+        session.provenance.receive(flowfile, "flowactors://n2/f/c", source_system_flowfile_id=source)
+        session.transfer(flowfile, "success")
+    session.commit()
+    session = batch.new_session()
+    taken = session.get_batch(3)
+    session.provenance.send_batch(taken, "flowactors://n1/f/c", duration=7)
+    session.remove_batch(taken)
+    session.commit()
+    session = batch.new_session()
+    made = session.create_batch(2)
+    session.provenance.receive_batch(made, "flowactors://n2/f/c", source_system_flowfile_ids=["a", "b"])
+    session.transfer_batch(made, "success")
+    session.commit()
+    fields = [(e.event_type, e.transit_uri, e.source_system_flowfile_id, e.duration) for e in one.events()]
+    assert fields == [(e.event_type, e.transit_uri, e.source_system_flowfile_id, e.duration) for e in batch.events()]
+    assert [f[0] for f in fields] == ["SEND"] * 3 + ["DROP"] * 3 + ["RECEIVE"] * 2
+    assert outcome(one) == outcome(batch)
+    with pytest.raises(ValueError, match="2 source ids for 1 FlowFiles"):
+        batch.new_session().provenance.receive_batch([made[0]], "x", source_system_flowfile_ids=["a", "b"])

@@ -156,7 +156,7 @@ class EngineBackend:
     def __init__(self, *, content: Any, queues: Mapping[str, Link], log: "Log", inputs: Sequence[str],
                  destinations: Mapping[str, list[str]], always_sync: bool = False,
                  component: tuple[str, str, str] = ("", "", ""), overlap_delivery: bool = False,
-                 partitioners: Mapping[str, Any] | None = None):
+                 partitioners: Mapping[str, Any] | None = None, back_pressure: bool = True):
         self.content = content
         self.queues = dict(queues)
         self.log = log
@@ -176,6 +176,10 @@ class EngineBackend:
         self.lost: str | None = None
         #: load-balanced destination -> its ``Partitioner`` (a flow on several nodes)
         self.partitioners = dict(partitioners or {})
+        #: whether the task waits while a destination is full (a load-balance sender does not: its
+        #: only destination is where data that cannot reach its node falls back to, and waiting on it
+        #: would stop the sender that drains the very partition it would fall back into)
+        self.back_pressure = back_pressure
 
     @property
     def commits(self) -> int:
@@ -343,6 +347,8 @@ class EngineBackend:
         finished first, so the answer is never more than one commit behind."""
         if self._delivery is not None and self._may_fill(self._delivery):
             self.finish_delivery()
+        if not self.back_pressure:
+            return []
         return [q for q, state in self._states.items() if state.full]
 
     def wait_for_space(self, wait: float) -> bool:

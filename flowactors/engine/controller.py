@@ -465,6 +465,7 @@ class FlowController:
             return None
         by_name: dict[str, list[dict]] = {name: [] for name in self.flow.processors}
         transfers = []  # the engine's own tasks: load-balance senders (a flow on several nodes)
+        views = [statuses["cluster"] for statuses in hosted if "cluster" in statuses]
         for statuses in hosted:
             for task in statuses["tasks"]:
                 by_name[task["name"]].append(task) if task["name"] in by_name else transfers.append(task)
@@ -486,7 +487,9 @@ class FlowController:
                   for c in self.flow.connections if c.id in queue_status]  # all, once started
         status = {"flow": self.flow.name, "processors": processors, "queues": queues}
         if self.cluster:
-            status.update(node=self.cluster["local"], transfers=transfers)
+            status.update(node=self.cluster["local"], transfers=transfers, cluster_views=views,
+                          receivers={c: e.handle._actor_id.hex() if hasattr(e, "handle") else repr(e)
+                                     for c, e in self.receivers().items()})
         return status
 
     def is_idle(self, status: dict | None = None) -> bool:

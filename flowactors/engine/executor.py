@@ -100,7 +100,8 @@ class Executor:
 
         partitioners = self._partitioners()
 
-        def backend_for(node: ProcessorNode, inputs: list[str], destinations: dict[str, list[str]]) -> EngineBackend:
+        def backend_for(node: ProcessorNode, inputs: list[str], destinations: dict[str, list[str]],
+                        back_pressure: bool = True) -> EngineBackend:
             targets = {q for ids in destinations.values() for q in ids}
             mine = {q: p for q, p in partitioners.items() if q in targets}
             used = set(inputs) | targets | {q for q in queues if (partition_of(q) or ("",))[0] in mine}
@@ -108,7 +109,7 @@ class Executor:
                 content=content, queues={q: link(q) for q in used}, log=self.log, inputs=inputs,
                 destinations=destinations, always_sync=self.settings.always_sync,
                 component=(f"{self.flow.name}/{node.name}", node.name, node.type.__name__), overlap_delivery=True,
-                partitioners=mine)
+                partitioners=mine, back_pressure=back_pressure)
 
         def add(task: ProcessorTask) -> ProcessorTask:
             if task.key in counted:  # a repair: the counts (and their metrics) go on
@@ -125,7 +126,8 @@ class Executor:
             connection = self._connection(connection_id)
             node = ProcessorNode(sender_name(connection_id, target), LoadBalanceSender, batch_size=TRANSFER_BATCH,
                                  yield_duration="100 ms")
-            backend = backend_for(node, [partition_id(connection_id, target)], {FAILOVER: [connection_id]})
+            backend = backend_for(node, [partition_id(connection_id, target)], {FAILOVER: [connection_id]},
+                                  back_pressure=False)
             task = add(ProcessorTask(self.flow.name, node, 0, backend, self.settings))
             task.processor.bind(connection_id, target, connection.load_balance, connection.load_balance_compression,
                                 self.view, self.flow.name)
@@ -240,7 +242,10 @@ class Executor:
 
     async def statuses(self) -> dict:
         """Every hosted task's and queue's status in one call (the controller's status poll)."""
-        return {"incarnation": self.incarnation, "tasks": [task.status() for task in self.tasks.values()],
-                "queues": {q: await queue.status() for q, queue in self.queues.items()}}
+        status = {"incarnation": self.incarnation, "tasks": [task.status() for task in self.tasks.values()],
+                  "queues": {q: await queue.status() for q, queue in self.queues.items()}}
+        if self.view is not None:  # what this executor knows of the cluster (a flow on several nodes)
+            status["cluster"] = self.view.describe()
+        return status
 
 

@@ -37,6 +37,30 @@ class ProvenanceReporter:
     def send(self, flowfile: FlowFile, transit_uri: str, details: str | None = None, duration: int = 0) -> None:
         self._emit(T.SEND, flowfile, transit_uri=transit_uri, details=details, duration=duration)
 
+    def send_batch(self, flowfiles: Sequence[FlowFile], transit_uri: str, details: str | None = None,
+                   duration: int = 0) -> None:
+        """``send`` each FlowFile (one event run for a batch the session holds whole)."""
+        self._batch(T.SEND, flowfiles, {"transit_uri": transit_uri, "details": details, "duration": duration}, {})
+
+    def receive_batch(self, flowfiles: Sequence[FlowFile], transit_uri: str, *,
+                      source_system_flowfile_ids: Sequence[str | None] | None = None, details: str | None = None,
+                      duration: int = 0) -> None:
+        """``receive`` each FlowFile, the i-th from ``source_system_flowfile_ids[i]``."""
+        each = {}
+        if source_system_flowfile_ids is not None:
+            if len(source_system_flowfile_ids) != len(flowfiles):
+                raise ValueError(f"{len(source_system_flowfile_ids)} source ids for {len(flowfiles)} FlowFiles")
+            each["source_system_flowfile_id"] = list(source_system_flowfile_ids)
+        self._batch(T.RECEIVE, flowfiles, {"transit_uri": transit_uri, "details": details, "duration": duration}, each)
+
+    def _batch(self, event_type: T, flowfiles: Sequence[FlowFile], shared: dict, each: dict) -> None:
+        run = self._session._run_of(flowfiles)
+        if run is not None:
+            self._session._emit_run(event_type, run, shared, each)
+            return
+        for i, flowfile in enumerate(flowfiles):
+            self._emit(event_type, flowfile, **shared, **{k: v[i] for k, v in each.items()})
+
     def route(self, flowfile: FlowFile, relationship: str, details: str | None = None) -> None:
         self._emit(T.ROUTE, flowfile, relationship=relationship, details=details)
 

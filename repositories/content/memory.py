@@ -10,7 +10,7 @@ import io
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from repositories.model import ContentClaim, ResourceClaim
 
@@ -132,6 +132,9 @@ class InMemoryContentRepository(ContentRepositoryOptions):
 
     def read_bytes(self, claim: ContentClaim | None) -> bytes:
         return b"" if claim is None else self._slice(claim)
+
+    def read_many(self, claims: Sequence[ContentClaim | None]) -> list[bytes]:
+        return [self.read_bytes(claim) for claim in claims]
 
     def path_of(self, resource: ResourceClaim) -> Path:
         raise ContentRepositoryError("the in-memory content repository has no files")

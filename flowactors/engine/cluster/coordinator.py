@@ -169,13 +169,18 @@ class ClusterController:
                 self._note(f"watching the cluster: {type(err).__name__}: {err}")
 
     def look(self) -> None:
-        """One look at the cluster (see the module docstring)."""
+        """One look at the cluster (see the module docstring). Ray says which nodes are alive; a
+        node's controller that is slow to answer (a busy machine) keeps the state it had, so a
+        busy node is not taken for a lost one (and the primary does not move for it)."""
         alive = {name for name, (_node, up) in ray_nodes().items() if up}
         with self._lock:
-            connected = {n for n in self.names if n in alive and n not in self._restarting}
-            for name in connected:
-                if not self._controller_started(name):
-                    connected.discard(name)
+            connected = set()
+            for name in self.names:
+                if name not in alive or name in self._restarting:
+                    continue
+                running = self._controller_running(name)
+                if running or (running is None and name in self.connected):
+                    connected.add(name)
             primary = self.primary if self.primary in connected else next((n for n in self.names if n in connected),
                                                                             self.primary)
             if connected == self.connected and primary == self.primary:
@@ -193,13 +198,16 @@ class ClusterController:
             else:
                 self._tell_all()
 
-    def _controller_started(self, name: str) -> bool:
-        """Whether a node's controller runs the flow; one that Ray started again (its node came
-        back) is started in the background, and counts as away until then."""
+    def _controller_running(self, name: str) -> bool | None:
+        """Whether a node's controller runs the flow: False when its actor is gone or was started
+        again by Ray (its node came back: the flow is started there in the background, and the
+        node counts as away until then), None when it did not answer in time."""
         try:
-            status = self._ask(name, "starting", 0, wait=2.0)
+            status = self._ask(name, "starting", 0, wait=NODE_WAIT)
+        except TimeoutError:
+            return None
         except Exception as err:
-            if not (component_lost(err) or isinstance(err, TimeoutError)):
+            if not component_lost(err):
                 raise
             return False
         if status and status[-1]["step"] == "running":
@@ -245,7 +253,7 @@ class ClusterController:
         nodes = {n: {"connected": n in self.connected and n in fresh, "primary": n == self.primary,
                      **node_summary(self._statuses.get(n))} for n in self.names}
         status = {**merged, "started": True, "nodes": nodes, "primary": self.primary,
-                  "cluster_events": list(self.events)[-10:], "restarts": dict(self.restarts),
+                  "cluster_events": list(self.events), "restarts": dict(self.restarts),
                   "maintenance_errors": list(self.maintenance_errors)}
         repairing = [f"{n}: {s['repairing']}" for n, s in self._statuses.items() if n in fresh and s.get("repairing")]
         if repairing:
@@ -348,10 +356,17 @@ def _waiting(queues: list[dict]) -> dict[str, int]:
 
 def node_summary(status: dict | None) -> dict:
     """One node's share: what each processor took in and sent out there, what is queued there,
-    what its load-balance senders moved."""
+    what its load-balance senders moved and how long they were busy."""
     if not status:
-        return {"processors": {}, "queued": 0, "sent": {}}
+        return {"processors": {}, "queued": 0, "sent": {}, "sending_seconds": 0.0, "transfer_errors": [],
+                "senders": {}, "views": [], "receivers": {}}
     return {"processors": {p["name"]: {"flowfiles_in": p["flowfiles_in"], "flowfiles_out": p["flowfiles_out"],
                                        "running": p["running"]} for p in status.get("processors", [])},
             "queued": sum(q["count"] for q in status.get("queues", [])),
-            "sent": {t["name"]: t["flowfiles_in"] for t in status.get("transfers", [])}}
+            "sent": {t["name"]: t["flowfiles_in"] for t in status.get("transfers", [])},
+            "sending_seconds": round(sum(t["task_seconds"] for t in status.get("transfers", [])), 3),
+            "transfer_errors": sorted((dict(e, sender=t["name"]) for t in status.get("transfers", [])
+                                       for e in t["recent_errors"]), key=lambda e: e["at"])[-5:],
+            "senders": {t["name"]: {k: t[k] for k in ("flowfiles_in", "tasks", "running", "idle", "errors")}
+                        for t in status.get("transfers", [])},
+            "views": status.get("cluster_views", []), "receivers": status.get("receivers", {})}

@@ -153,6 +153,17 @@ class ClusterView:
             if receivers is not None:
                 self.receivers = dict(receivers)
 
+    def describe(self) -> dict:
+        """What this view holds, for the status: the nodes, which are connected, the primary, and
+        the actor each connection's transfers to a node go to."""
+        def actor(link: Any) -> str:
+            handle = getattr(link, "handle", None)
+            return handle._actor_id.hex() if handle is not None else repr(link)
+
+        return {"nodes": list(self.nodes), "connected": sorted(self.connected), "primary": self.primary,
+                "receivers": {node: {c: actor(link) for c, link in links.items()}
+                              for node, links in self.receivers.items()}}
+
     @property
     def is_primary(self) -> bool:
         return self.primary == self.local

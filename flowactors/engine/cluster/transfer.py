@@ -47,6 +47,8 @@ RETRY_PAUSE = 1.0
 FAILOVER = "failover"
 #: FlowFiles a transfer carries at most (a sender task's batch size)
 TRANSFER_BATCH = 1000
+#: content bytes a transfer carries at most (about: the batch is sized by the FlowFiles seen so far)
+TRANSFER_BYTES = 8 * 1024 * 1024
 #: what a receiver answers when its connection is under back pressure (nothing was taken)
 REFUSED_FULL = -1
 #: attributes the receiving session makes afresh (NiFi gives a received FlowFile a new uuid)
@@ -109,6 +111,9 @@ class LoadBalanceSender(Processor):
         self._unreachable_until = 0.0
         #: FlowFiles the connection over there takes before back pressure, as it last said
         self._room = 0
+        #: the mean content size of what was sent last (sizes the next batch to ``TRANSFER_BYTES``;
+        #: until something was sent, FlowFiles are assumed large: 16 a transfer)
+        self._mean_size = TRANSFER_BYTES // 16
 
     def _ask(self, receiver: Any, method: str, *args: Any) -> Any:
         call = receiver.call(method, *args)
@@ -136,10 +141,11 @@ class LoadBalanceSender(Processor):
             if self._room <= 0:
                 context.yield_()
                 return
-            flowfiles = session.get_batch(min(self._room, context.batch_size))
+            flowfiles = session.get_batch(min(self._room, context.batch_size, TRANSFER_BYTES // self._mean_size or 1))
             if not flowfiles:
                 return
-            contents = [session.read_bytes(f) for f in flowfiles]
+            contents = session.read_bytes_batch(flowfiles)
+            self._mean_size = max(1, sum(map(len, contents)) // len(contents))
             payload = encode_transfer(self.view.local, self.compression, flowfiles, contents)
             started = time.monotonic()
             taken = self._room = self._ask(receiver, "receive_transfer", self.connection_id, payload)
@@ -149,7 +155,10 @@ class LoadBalanceSender(Processor):
                 self._room = 0
                 if self.strategy == "round-robin" and session.inputs:  # out of reach: to the other nodes
                     session.transfer_batch(session.inputs, FAILOVER)
-                    return
+                else:  # the data waits for its node: back into the partition as it was (no penalty)
+                    session.rollback()
+                    context.yield_()
+                return
             raise  # rolled back: the partition keeps them for the next try
         if taken == REFUSED_FULL:  # back pressure over there: they wait here
             self._room = 0
@@ -158,9 +167,8 @@ class LoadBalanceSender(Processor):
             return
         millis = int((time.monotonic() - started) * 1000)
         uri = f"flowactors://{self.node}/{self.flow}/{self.connection_id}"
-        for flowfile in flowfiles:
-            session.provenance.send(flowfile, uri, duration=millis)
-        session.remove_batch(list(flowfiles))
+        session.provenance.send_batch(flowfiles, uri, duration=millis)
+        session.remove_batch(flowfiles)
 
 
 class TransferReceiver:
@@ -196,13 +204,12 @@ class TransferReceiver:
         uri = f"flowactors://{sender}/{self.flow}/{self.connection_id}"
         with self._lock:
             session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids)
-            for source, attributes, content, _lineage_start in records:
-                flowfile = session.create()
-                flowfile = session.put_all_attributes(
-                    flowfile, {k: v for k, v in attributes.items() if k not in _OWN_ATTRIBUTES})
-                flowfile = session.write_bytes(flowfile, content)
-                session.provenance.receive(flowfile, uri, source_system_flowfile_id=source)
-                session.transfer(flowfile, "success")
+            flowfiles = session.create_batch(len(records))
+            flowfiles = session.put_attributes_batch(
+                flowfiles, [{k: v for k, v in r[1].items() if k not in _OWN_ATTRIBUTES} for r in records])
+            flowfiles = session.write_bytes_batch(flowfiles, [r[2] for r in records])
+            session.provenance.receive_batch(flowfiles, uri, source_system_flowfile_ids=[r[0] for r in records])
+            session.transfer_batch(flowfiles, "success")
             session.commit()
             self.backend.finish_delivery()
         return max(0, self.room())
