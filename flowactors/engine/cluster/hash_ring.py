@@ -15,7 +15,8 @@ from hashlib import blake2b
 from typing import Iterable
 
 #: points a node owns on the ring: more spread the keys more evenly (128: each node's share of
-#: random keys within a few percent of 1/N for N up to 100, measured in tests/test_cluster_partitioning.py)
+#: random keys within 6 % of 1/N for 3 nodes (tests/test_cluster_partitioning.py), between 0.82 and
+#: 1.21 of it for 100 nodes (docs/scale-out.md))
 VIRTUAL_NODES = 128
 _MISSING = b"\xff\x00missing"  # not valid UTF-8: no attribute value encodes to it
 

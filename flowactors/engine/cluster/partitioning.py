@@ -21,7 +21,7 @@ from flowactors.engine.cluster.topology import ClusterView, partition_id
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile
 
 #: distinct attribute values whose node a partitioner remembers (the ring is cheap, not free)
-_CACHE_LIMIT = 4096
+_CACHE_LIMIT = 65_536
 
 
 class Partitioner:
