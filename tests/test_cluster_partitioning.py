@@ -130,9 +130,10 @@ def test_partition_ids_name_their_connection_and_node():
 def test_a_connections_status_counts_its_partitions():
     statuses = {"c": {"id": "c", "count": 2, "queued": 2, "bytes": 10, "total_in": 5, "back_pressure": False},
                 "c@n1": {"count": 3, "queued": 3, "bytes": 30, "total_in": 3, "back_pressure": True},
-                "c@n2": {"count": 0, "queued": 0, "bytes": 0, "total_in": 2, "back_pressure": False}}
-    fold_partitions(statuses)
-    assert list(statuses) == ["c"]
+                "c@n2": {"count": 0, "queued": 0, "bytes": 0, "total_in": 2, "back_pressure": False},
+                "mail@home": {"count": 4}}  # a connection whose name has an '@': not a partition
+    fold_partitions(statuses, {"c"})
+    assert list(statuses) == ["c", "mail@home"] and statuses["mail@home"] == {"count": 4}
     assert statuses["c"]["count"] == 5 and statuses["c"]["bytes"] == 40 and statuses["c"]["total_in"] == 10
     assert statuses["c"]["waiting_for"] == {"n1": 3, "n2": 0} and statuses["c"]["back_pressure"]
 

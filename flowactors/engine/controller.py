@@ -72,17 +72,17 @@ def cause_of(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def fold_partitions(queue_status: dict[str, dict]) -> None:
+def fold_partitions(queue_status: dict[str, dict], load_balanced: set[str]) -> None:
     """Count a load-balanced connection's partitions (``<connection>@<node>``) in the
     connection's own status, as NiFi shows one connection: ``waiting_for`` says how many wait for
-    each node (seed 002's requirement 9)."""
+    each node (seed 002's requirement 9). Other queues, whatever their names, are left alone."""
     counted = ("queued", "in_flight", "count", "bytes", "penalized", "swapped", "swapped_bytes", "total_in", "total_out")
-    for queue_id in [q for q in queue_status if partition_of(q)]:
+    for queue_id in [q for q in queue_status if (partition_of(q) or ("",))[0] in load_balanced]:
         connection, node = partition_of(queue_id)
-        part = queue_status.pop(queue_id)
         whole = queue_status.get(connection)
         if whole is None:
             continue
+        part = queue_status.pop(queue_id)
         for key in counted:
             whole[key] = whole.get(key, 0) + part.get(key, 0)
         whole["back_pressure"] = whole.get("back_pressure", False) or part.get("back_pressure", False)
@@ -470,7 +470,8 @@ class FlowController:
             for task in statuses["tasks"]:
                 by_name[task["name"]].append(task) if task["name"] in by_name else transfers.append(task)
             queue_status.update(statuses["queues"])
-        fold_partitions(queue_status)
+        if self.cluster:
+            fold_partitions(queue_status, {c.id for c in self.flow.connections if c.load_balanced})
         processors = []
         for name, tasks in by_name.items():
             total = {k: sum(t[k] for t in tasks) for k in ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read",
