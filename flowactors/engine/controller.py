@@ -72,18 +72,25 @@ def cause_of(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+#: a processor's counts that add up over its tasks (and over a cluster's nodes)
+PROCESSOR_COUNTS = ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read", "bytes_written", "commits", "errors",
+                    "expired", "state_conflicts")
+#: a queue's counts that add up over its partitions (and over a cluster's nodes)
+QUEUE_COUNTS = ("queued", "in_flight", "count", "bytes", "penalized", "swapped", "swapped_bytes", "total_in",
+                "total_out")
+
+
 def fold_partitions(queue_status: dict[str, dict], load_balanced: set[str]) -> None:
     """Count a load-balanced connection's partitions (``<connection>@<node>``) in the
     connection's own status, as NiFi shows one connection: ``waiting_for`` says how many wait for
     each node (seed 002's requirement 9). Other queues, whatever their names, are left alone."""
-    counted = ("queued", "in_flight", "count", "bytes", "penalized", "swapped", "swapped_bytes", "total_in", "total_out")
     for queue_id in [q for q in queue_status if (partition_of(q) or ("",))[0] in load_balanced]:
         connection, node = partition_of(queue_id)
         whole = queue_status.get(connection)
         if whole is None:
             continue
         part = queue_status.pop(queue_id)
-        for key in counted:
+        for key in QUEUE_COUNTS:
             whole[key] = whole.get(key, 0) + part.get(key, 0)
         whole["back_pressure"] = whole.get("back_pressure", False) or part.get("back_pressure", False)
         whole.setdefault("waiting_for", {})[node] = part.get("count", 0)
@@ -474,9 +481,7 @@ class FlowController:
             fold_partitions(queue_status, {c.id for c in self.flow.connections if c.load_balanced})
         processors = []
         for name, tasks in by_name.items():
-            total = {k: sum(t[k] for t in tasks) for k in ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read",
-                                                          "bytes_written", "commits", "errors", "expired",
-                                                          "state_conflicts")}
+            total = {k: sum(t[k] for t in tasks) for k in PROCESSOR_COUNTS}
             total["task_seconds"] = round(sum(t["task_seconds"] for t in tasks), 3)
             processors.append({
                 "name": name, "type": self.flow.processors[name].type.__name__, **total,

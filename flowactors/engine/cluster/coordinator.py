@@ -28,7 +28,8 @@ from typing import Any
 
 from flowactors.engine.cluster.topology import (RESOURCE_SHARE, ClusterNode, TopologyError, node_repository,
                                                 ray_nodes, read_topology, resolve_nodes, write_topology)
-from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowStartError, cause_of
+from flowactors.engine.controller import (CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, FlowStartError,
+                                         cause_of)
 from flowactors.engine.transport import ActorLink, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
@@ -38,10 +39,8 @@ TICK = 0.5
 NODE_WAIT = 10.0
 #: seconds to wait for a node controller's start (recovery of a large log takes a while)
 START_WAIT = 600.0
-_SUMMED = ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read", "bytes_written", "commits", "errors",
-           "expired", "state_conflicts", "running", "task_seconds")
-_QUEUE_SUMMED = ("queued", "in_flight", "count", "bytes", "penalized", "total_in", "total_out", "swapped",
-                 "swapped_bytes", "in_memory", "swap_files")
+_SUMMED = PROCESSOR_COUNTS + ("running", "task_seconds")
+_QUEUE_SUMMED = QUEUE_COUNTS + ("in_memory", "swap_files")
 
 
 class ClusterController:
