@@ -238,3 +238,25 @@ def test_a_load_balanced_connection_round_trips_in_json():
 def test_a_wrong_load_balance_setting_is_named(settings, problem):
     with pytest.raises(FlowValidationError, match=problem):
         _flow(**settings).validate()
+
+
+def test_partitions_sit_beside_their_connection_and_swap_early():
+    """A partition for another node keeps at most partition_swap_threshold records in memory
+    (docs/cluster.md): its queue config says so, in the executor hosting the connection."""
+    from flowactors.engine.cluster.partitioning import plan_partitions
+    from flowactors.engine.placement import plan
+    from flowactors.engine.queues.connection import QueueConfig
+    from flowactors.sdk.settings import Settings
+
+    flow = _flow(load_balance="round-robin", name="spread")
+    settings = Settings.from_dict({"partition_swap_threshold": 500, "partition_swap_batch_size": 250})
+    placement = plan(flow, "shared", 2)
+    configs = {c.id: QueueConfig.for_connection(c, settings) for c in flow.connections}
+    cluster = {"local": "n0", "nodes": ["n0", "n1"], "partition_nodes": ["n0", "n1", "n2"]}
+    partitions = plan_partitions(flow, placement, cluster, configs, settings)
+    assert sorted(partitions) == ["spread@n1", "spread@n2"]  # n2 left the topology: drained, still hosted
+    assert all((p.swap_threshold, p.swap_batch_size) == (500, 250) for p in partitions.values())
+    assert configs["spread"].swap_threshold == settings.swap_threshold  # the connection's own as before
+    home = placement.executors[placement.queue_home()["spread"]]
+    assert {"spread@n1", "spread@n2"} <= set(home.queues)
+    assert home.senders == [("spread", "n1"), ("spread", "n2")]

@@ -62,7 +62,7 @@ class ClusterController:
         self.restarts: collections.Counter = collections.Counter()
         self._statuses: dict[str, dict] = {}
         self._receivers: dict[str, dict] = {}
-        self._restarting: dict[str, threading.Thread] = {}
+        self._restarting: set[str] = set()  # nodes whose flow is being started again (``_restart_node``)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -212,9 +212,8 @@ class ClusterController:
         if status and status[-1]["step"] == "running":
             return True
         if not status and name not in self._restarting:
-            thread = threading.Thread(target=self._restart_node, args=(name,), name=f"restart-{name}", daemon=True)
-            self._restarting[name] = thread
-            thread.start()
+            self._restarting.add(name)
+            threading.Thread(target=self._restart_node, args=(name,), name=f"restart-{name}", daemon=True).start()
         return False
 
     def _restart_node(self, name: str) -> None:
@@ -229,7 +228,7 @@ class ClusterController:
             self._note(f"starting the flow again on node {name}: {cause_of(err)}")
         finally:
             with self._lock:
-                self._restarting.pop(name, None)
+                self._restarting.discard(name)
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict:

@@ -67,9 +67,8 @@ class TransferRefused(RuntimeError):
 def encode_transfer(sender: str, compression: str, flowfiles: Sequence[FlowFile],
                     contents: Sequence[bytes]) -> tuple:
     """The payload of one transfer: (version, sender node, compression, header, content). The
-    header is JSON: per FlowFile its uuid, attributes, content length and lineage start date."""
-    header = orjson.dumps([[f.uuid, dict(f.attributes), len(c), f.lineage_start_date]
-                           for f, c in zip(flowfiles, contents)])
+    header is JSON: per FlowFile its uuid, attributes and content length."""
+    header = orjson.dumps([[f.uuid, dict(f.attributes), len(c)] for f, c in zip(flowfiles, contents)])
     content = b"".join(contents)
     if compression in ("attributes", "attributes-and-content"):
         header = zstandard.compress(header, 3)
@@ -78,8 +77,8 @@ def encode_transfer(sender: str, compression: str, flowfiles: Sequence[FlowFile]
     return (PAYLOAD_VERSION, sender, compression, header, content)
 
 
-def decode_transfer(payload: tuple) -> tuple[str, list[tuple[str, dict, bytes, int]]]:
-    """(sender node, [(source uuid, attributes, content, lineage start), ...]) of a payload."""
+def decode_transfer(payload: tuple) -> tuple[str, list[tuple[str, dict, bytes]]]:
+    """(sender node, [(source uuid, attributes, content), ...]) of a payload."""
     version, sender, compression, header, content = payload
     if version != PAYLOAD_VERSION:
         raise TransferRefused(f"a transfer from node {sender} has payload version {version}; this node reads "
@@ -90,8 +89,8 @@ def decode_transfer(payload: tuple) -> tuple[str, list[tuple[str, dict, bytes, i
         content = zstandard.decompress(content)
     records, offset = [], 0
     view = memoryview(content)
-    for source, attributes, length, lineage_start in orjson.loads(header):
-        records.append((source, attributes, bytes(view[offset:offset + length]), lineage_start))
+    for source, attributes, length in orjson.loads(header):
+        records.append((source, attributes, bytes(view[offset:offset + length])))
         offset += length
     return sender, records
 
