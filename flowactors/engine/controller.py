@@ -33,7 +33,7 @@ from typing import Any
 
 from flowactors.engine.backend import register_numbered_now
 from flowactors.engine.cluster.partitioning import plan_partitions
-from flowactors.engine.cluster.topology import partition_of
+from flowactors.engine.cluster.topology import connection_of, partition_of
 from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
@@ -84,7 +84,7 @@ def fold_partitions(queue_status: dict[str, dict], load_balanced: set[str]) -> N
     """Count a load-balanced connection's partitions (``<connection>@<node>``) in the
     connection's own status, as NiFi shows one connection: ``waiting_for`` says how many wait for
     each node (seed 002's requirement 9). Other queues, whatever their names, are left alone."""
-    for queue_id in [q for q in queue_status if (partition_of(q) or ("",))[0] in load_balanced]:
+    for queue_id in [q for q in queue_status if connection_of(q) in load_balanced]:
         connection, node = partition_of(queue_id)
         whole = queue_status.get(connection)
         if whole is None:

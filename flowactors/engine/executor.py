@@ -23,7 +23,7 @@ from typing import Any
 from flowactors.engine import STOP_TIMEOUT, gc_policy
 from flowactors.engine.backend import EngineBackend
 from flowactors.engine.cluster.partitioning import Partitioner
-from flowactors.engine.cluster.topology import ClusterView, partition_id, partition_of
+from flowactors.engine.cluster.topology import ClusterView, connection_of, partition_id
 from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, ReceivePort, TransferReceiver,
                                                 TRANSFER_BATCH, TransferRefused, sender_name)
 from flowactors.engine.group_commit import GroupLog
@@ -101,10 +101,10 @@ class Executor:
         partitioners = self._partitioners()
 
         def backend_for(node: ProcessorNode, inputs: list[str], destinations: dict[str, list[str]],
-                        back_pressure: bool = True) -> EngineBackend:
+                        back_pressure: bool = True, partition: bool = True) -> EngineBackend:
             targets = {q for ids in destinations.values() for q in ids}
-            mine = {q: p for q, p in partitioners.items() if q in targets}
-            used = set(inputs) | targets | {q for q in queues if (partition_of(q) or ("",))[0] in mine}
+            mine = {q: p for q, p in partitioners.items() if q in targets} if partition else {}
+            used = set(inputs) | targets | {q for q in queues if connection_of(q) in mine}
             return EngineBackend(
                 content=content, queues={q: link(q) for q in used}, log=self.log, inputs=inputs,
                 destinations=destinations, always_sync=self.settings.always_sync,
@@ -134,8 +134,7 @@ class Executor:
         self.receivers = {}
         for connection_id in (q for q in self.plan.queues if q in partitioners):
             node = ProcessorNode(f"load-balance:{connection_id}", ReceivePort)
-            backend = backend_for(node, [], {"success": [connection_id]})
-            backend.partitioners = {}  # what another node sent stays here
+            backend = backend_for(node, [], {"success": [connection_id]}, partition=False)  # it stays here
             self.receivers[connection_id] = TransferReceiver(self.flow.name, connection_id,
                                                              make_context(node, self.settings), backend, _Ids(backend))
 

@@ -181,3 +181,9 @@ def partition_of(queue_id: str) -> tuple[str, str] | None:
     """(connection, node) of a partition's queue id, None for a connection's own queue."""
     connection, at, node = queue_id.rpartition("@")
     return (connection, node) if at and connection else None
+
+
+def connection_of(queue_id: str) -> str | None:
+    """The connection a partition's queue id belongs to, None for a connection's own queue."""
+    parsed = partition_of(queue_id)
+    return parsed[0] if parsed else None
