@@ -54,6 +54,18 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
         yield chunk
 
 
+def copy_bytes(source: BinaryIO, out: BinaryIO, count: int) -> int:
+    """Copy up to ``count`` bytes, a chunk at a time; returns how many (fewer only when the source ended)."""
+    copied = 0
+    while copied < count:
+        chunk = source.read(min(count - copied, CHUNK))
+        if not chunk:
+            break
+        out.write(chunk)
+        copied += len(chunk)
+    return copied
+
+
 def read_prefix(stream: BinaryIO, limit: int) -> bytes:
     """At most ``limit`` bytes from the start of the stream (a stream may return short reads)."""
     parts: list[bytes] = []

@@ -11,7 +11,8 @@ from typing import BinaryIO, Callable, NamedTuple
 
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors._common import (
-    CHUNK, FAILURE, SUCCESS, boolean_property, charset_property, iter_chunks, java_replacement, read_prefix,
+    CHUNK, FAILURE, SUCCESS, boolean_property, charset_property, copy_bytes, iter_chunks, java_replacement,
+    read_prefix,
 )
 from repositories.content.errors import ContentRepositoryError
 from repositories.model import FlowFile
@@ -200,12 +201,8 @@ def _skip(source: BinaryIO, count: int) -> None:
 
 
 def _copy(source: BinaryIO, out: BinaryIO, count: int) -> None:
-    while count > 0:
-        chunk = source.read(min(count, CHUNK))
-        if not chunk:
-            raise ContentRepositoryError("the content ended early")
-        out.write(chunk)
-        count -= len(chunk)
+    if copy_bytes(source, out, count) < count:
+        raise ContentRepositoryError("the content ended early")
 
 
 # ---------------------------------------------------------------------------------- ReplaceText
