@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import struct
+import tarfile
 import time
+import zipfile
 from collections import Counter
 
 import pytest
@@ -230,6 +234,118 @@ def test_unreadable_content_sends_the_bin_to_failure():
     {"Merge Strategy": "Defragment"},
     {"Max Bin Age": "soon"},
     {"Delimiter Strategy": "Magic"},
+    {"Merge Format": "FlowFile Stream, v2"},
+    {"Merge Format": "Avro"},
+    {"Merge Format": "ZIP", "Compression Level": "10"},
 ])
 def test_invalid_configurations(properties):
     assert MergeContent.validate_properties(properties)
+
+
+# ------------------------------------------------------------------------ package formats
+def v3_record(attributes: dict[str, str], content: bytes) -> bytes:
+    """One FlowFile as NiFi's v3 packager writes it (short fields only), assembled by hand."""
+    out = b"NiFiFF3" + struct.pack(">H", len(attributes))
+    for key, value in attributes.items():
+        for text in (key.encode(), value.encode()):
+            out += struct.pack(">H", len(text)) + text
+    return out + struct.pack(">q", len(content)) + content
+
+
+def test_flowfile_stream_v3_packages_every_flowfile_with_its_attributes():
+    contents = [b"one", b"", b"three"]
+    runner = runner_with({"Merge Format": "FlowFile Stream, v3"}, contents,
+                         attributes=lambda i: {"filename": f"f{i}", "label": "é" * i})
+    runner.run()
+    [merged] = runner.output("merged")
+    originals = runner.output("original")
+    assert runner.read(merged) == b"".join(v3_record(f.attributes, c) for f, c in zip(originals, contents))
+    assert "uuid" in originals[0].attributes  # packaged too, as NiFi does
+    assert merged.attributes["mime.type"] == "application/flowfile-v3"
+    assert merged.attributes["filename"] == merged.uuid + ".pkg"
+    [join] = [e for e in runner.events() if e.event_type == T.JOIN]
+    assert join.flowfile_uuid == merged.uuid and sorted(join.parent_uuids) == sorted(f.uuid for f in originals)
+
+
+def tar_members(data: bytes) -> list[tuple[str, int, float, bytes]]:
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        return [(m.name, m.mode, m.mtime, archive.extractfile(m).read()) for m in archive]
+
+
+@pytest.mark.parametrize("keep_path, names", [
+    ("false", ["a.txt", "b.txt", "c.txt", "d.txt", "x" * 150]),
+    ("true", ["docs/a.txt", "abs/dir/b.txt", "c.txt", "sub/d.txt", "x" * 150]),  # no leading / nor ./
+])
+def test_tar_entries_are_named_by_path_and_filename(keep_path, names):
+    paths = ["docs/", "/abs/dir/", "./", "./sub", "./"]
+    runner = runner_with({"Merge Format": "TAR", "Keep Path": keep_path}, [b"A", b"B", b"C", b"D", b"E"],
+                         attributes=lambda i: {"path": paths[i], "filename": names[i].rsplit("/", 1)[-1]})
+    runner.run()
+    [merged] = runner.output("merged")
+    assert [(name, content) for name, _, _, content in tar_members(runner.read(merged))] == list(
+        zip(names, [b"A", b"B", b"C", b"D", b"E"]))
+    assert merged.attributes["mime.type"] == "application/tar"
+    assert merged.attributes["filename"] == merged.uuid + ".tar"
+
+
+def test_tar_modes_and_times_come_from_attributes():
+    stamps = ["2024-05-01T12:00:00Z", "2024-05-01T14:00:00+0200", "yesterday", None]
+    permissions = ["640", "999", None, "7777"]
+    runner = runner_with({"Merge Format": "TAR"}, [b"0", b"1", b"2", b"3"], attributes=lambda i: {
+        k: v for k, v in {"file.lastModifiedTime": stamps[i], "tar.permissions": permissions[i]}.items() if v})
+    before = time.time()
+    runner.run()
+    members = tar_members(runner.contents("merged")[0])
+    assert [mode for _, mode, _, _ in members] == [0o640, 0o644, 0o644, 0o644]  # octal digits, else 644
+    times = [mtime for _, _, mtime, _ in members]
+    assert times[:2] == [1714564800, 1714564800]
+    assert all(before - 1 <= t <= time.time() + 1 for t in times[2:])  # not a time: now, as NiFi
+
+
+def test_zip_entries_and_compression_level():
+    contents = [b"compressible " * 2000, b"", b"x"]
+    sizes = []
+    for level in ("0", "9"):
+        runner = runner_with({"Merge Format": "ZIP", "Compression Level": level, "Keep Path": "true"}, contents,
+                             attributes=lambda i: {"filename": f"f{i}", "path": "dir/" if i else "./"})
+        runner.run()
+        [merged] = runner.output("merged")
+        data = runner.read(merged)
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            assert archive.testzip() is None
+            assert archive.namelist() == ["f0", "dir/f1", "dir/f2"]
+            assert [archive.read(n) for n in archive.namelist()] == contents
+            assert {i.compress_type for i in archive.infolist()} == {zipfile.ZIP_DEFLATED}
+        assert merged.attributes["mime.type"] == "application/zip"
+        sizes.append(len(data))
+    assert sizes[0] > len(contents[0]) > 20 * sizes[1]  # level 0 stores, level 9 squeezes
+
+
+@pytest.mark.parametrize("merge_format, extension", [("FlowFile Stream, v3", ".pkg"), ("TAR", ".tar"),
+                                                     ("ZIP", ".zip")])
+def test_package_filenames(merge_format, extension):
+    runner = runner_with({"Merge Format": merge_format}, [b"a"], attributes={"filename": "only.txt"})
+    runner.run()
+    assert runner.output("merged")[0].attributes["filename"] == "only.txt" + extension
+    runner = runner_with({"Merge Format": merge_format}, [b"a", b"b"],
+                         attributes=lambda i: {"segment.original.filename": f"whole{i}"})
+    runner.run()
+    assert runner.output("merged")[0].attributes["filename"] == "whole0" + extension  # the first's
+
+
+def test_header_footer_and_demarcator_are_for_binary_concatenation_only():
+    runner = runner_with({"Merge Format": "FlowFile Stream, v3", "Delimiter Strategy": "Text", "Header": "H",
+                          "Footer": "F", "Demarcator": "D"}, [b"1", b"2"])
+    runner.run()
+    data = runner.contents("merged")[0]
+    originals = runner.output("original")
+    assert data == v3_record(originals[0].attributes, b"1") + v3_record(originals[1].attributes, b"2")
+
+
+@pytest.mark.parametrize("merge_format", ["FlowFile Stream, v3", "TAR", "ZIP"])
+def test_unreadable_content_sends_a_package_bin_to_failure(merge_format):
+    runner = runner_with({"Merge Format": merge_format, "Minimum Number of Entries": "2"}, [b"a"])
+    unreadable(runner, b"b", {"n": "1"})
+    runner.run()
+    assert sorted(f.attributes["n"] for f in runner.output("failure")) == ["0", "1"]
+    assert runner.output("merged") == [] and runner.output("original") == []
