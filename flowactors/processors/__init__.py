@@ -14,9 +14,10 @@ from flowactors.processors.ports import InputPort, OutputPort
 from flowactors.processors.routing import Funnel, RouteOnAttribute, RouteOnContent
 from flowactors.processors.stateless import ExecuteStateless
 from flowactors.processors.text import ReplaceText, SplitText
+from flowactors.processors.unpack import UnpackContent
 
 __all__ = [
     "CompressContent", "ExecuteStateless", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile", "GetFile",
     "HashContent", "InputPort", "ListFile", "LogAttribute", "MergeContent", "OutputPort", "PutFile", "ReplaceText",
-    "RouteOnAttribute", "RouteOnContent", "SplitText", "UpdateAttribute",
+    "RouteOnAttribute", "RouteOnContent", "SplitText", "UnpackContent", "UpdateAttribute",
 ]
