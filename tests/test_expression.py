@@ -1,4 +1,4 @@
-"""The attribute expression language (flowactors/sdk/expression.py, docs/expression-language.md)."""
+"""The attribute expression language (flowactors/sdk/expression/, docs/expression-language.md)."""
 
 from __future__ import annotations
 

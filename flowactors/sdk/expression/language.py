@@ -1,9 +1,9 @@
-"""The attribute expression language: a documented subset of NiFi Expression Language.
+"""The language itself: values, the syntax tree, the function registry, the parser.
 
-A property value mixes literal text and ``${...}`` expressions, e.g. ``out/${filename:toUpper()}``.
-``compile_value`` parses it once (cached) into a tree of small node objects, so every error in the
-text is reported before any FlowFile is processed, and ``CompiledValue.evaluate`` only walks the
-tree. docs/expression-language.md is the user documentation; this module follows it.
+``compile_value`` parses a property value once (cached) into a tree of small node objects, so
+every error in the text is reported before any FlowFile is processed, and ``CompiledValue.evaluate``
+only walks the tree. The functions live in ``flowactors.sdk.expression.functions``, one module a
+section of NiFi's Expression Language Guide; each registers itself with ``_function``.
 
 Values inside an expression are typed: ``None`` (a missing attribute, NiFi's null), ``str``,
 ``bool``, ``int``/``float`` (NiFi's whole and decimal numbers) and ``_Date`` (milliseconds since
@@ -15,13 +15,10 @@ from __future__ import annotations
 import difflib
 import functools
 import operator
+import os
 import re
-import socket
 import time
-import uuid
-from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, NoReturn, Sequence
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 if TYPE_CHECKING:
     from repositories.model import FlowFile
@@ -63,6 +60,7 @@ Value = Any  # None | str | bool | int | float | _Date
 #: What Java's String.trim removes: every code point up to and including the space.
 _JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
 _WHOLE = re.compile(r"[+-]?[0-9]+")
+_HEX_NUMBER = re.compile(r"[+-]?0[xX][0-9a-fA-F]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -105,6 +103,8 @@ def _parse_number(text: str) -> int | float | None:
     text = text.strip(_JAVA_WHITESPACE)
     if _WHOLE.fullmatch(text):
         return int(text)
+    if _HEX_NUMBER.fullmatch(text):
+        return int(text, 16)
     if _DECIMAL.fullmatch(text):
         return float(text)
     return None
@@ -116,13 +116,18 @@ def _parse_number(text: str) -> int | float | None:
 
 
 class _Context:
-    """What one evaluation sees. ``now()`` is read once, so all its uses in a value agree."""
+    """What one evaluation sees. ``now()`` is read once, so all its uses in a value agree;
+    ``state`` is the processor's state map when the caller gives it (``getStateValue``), ``each``
+    the value a multi-attribute function's chain is applied to."""
 
-    __slots__ = ("attributes", "flowfile", "_now")
+    __slots__ = ("attributes", "flowfile", "state", "each", "_now")
 
-    def __init__(self, attributes: Mapping[str, str], flowfile: FlowFile | None) -> None:
+    def __init__(self, attributes: Mapping[str, str], flowfile: FlowFile | None,
+                 state: Mapping[str, str] | None = None) -> None:
         self.attributes = attributes
         self.flowfile = flowfile
+        self.state = state
+        self.each: Value = None
         self._now: int | None = None
 
     def now(self) -> int:
@@ -169,6 +174,17 @@ _FLOWFILE_FIELDS: dict[str, Callable[["FlowFile"], Value]] = {
 }
 
 
+def _lookup(name: str, ctx: _Context, fallback: Callable[["FlowFile"], Value] | None) -> Value:
+    """An attribute; else the FlowFile field of that name; else the environment variable (NiFi's
+    ENVIRONMENT scope: what a property without a FlowFile sees, and a FlowFile's last resort)."""
+    value = ctx.attributes.get(name)
+    if value is None:
+        if fallback is not None and ctx.flowfile is not None:
+            return fallback(ctx.flowfile)
+        return os.environ.get(name)
+    return value
+
+
 class _Attr(_Node):
     __slots__ = ("name", "fallback")
 
@@ -177,10 +193,61 @@ class _Attr(_Node):
         self.fallback = _FLOWFILE_FIELDS.get(name)
 
     def eval(self, ctx: _Context) -> Value:
-        value = ctx.attributes.get(self.name)
-        if value is None and self.fallback is not None and ctx.flowfile is not None:
-            return self.fallback(ctx.flowfile)
-        return value
+        return _lookup(self.name, ctx, self.fallback)
+
+
+class _AttrOf(_Node):
+    """``${${inner}}``: the attribute named by the value of another expression."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: _Node) -> None:
+        self.inner = inner
+
+    def eval(self, ctx: _Context) -> Value:
+        name = _render(self.inner.eval(ctx))
+        return _lookup(name, ctx, _FLOWFILE_FIELDS.get(name))
+
+
+class _Each(_Node):
+    """Stands for each value of a multi-attribute function in the chain that follows it."""
+
+    __slots__ = ()
+
+    def eval(self, ctx: _Context) -> Value:
+        return ctx.each
+
+
+class _Multi(_Node):
+    """``${anyAttribute('a', 'b'):equals('x')}``: the chain after a multi-attribute function is
+    applied to each of its values; the results are combined by the function (any: or, all: and),
+    or by an aggregate closing the chain (``join(sep)``, ``count()``), whose result the rest of
+    the expression goes on with."""
+
+    __slots__ = ("source", "chain", "aggregate", "args")
+
+    def __init__(self, source: _Call, chain: _Node, aggregate: str | None = None, args: tuple[_Node, ...] = ()):
+        self.source = source
+        self.chain = chain
+        self.aggregate = aggregate
+        self.args = args
+
+    def eval(self, ctx: _Context) -> Value:
+        values = self.source.eval(ctx)
+        saved = ctx.each
+        results = []
+        try:
+            for value in values:
+                ctx.each = value
+                results.append(self.chain.eval(ctx))
+        finally:
+            ctx.each = saved
+        if self.aggregate == "join":
+            return _render(self.args[0].eval(ctx)).join(_render(r) for r in results)
+        if self.aggregate == "count":
+            return sum(1 for r in results if (r is True or (r is not None and not isinstance(r, bool))))
+        combine = all if self.source.function.name.startswith("all") else any
+        return combine(r is True or (isinstance(r, str) and r.lower() == "true") for r in results)
 
 
 class _Function(NamedTuple):
@@ -189,10 +256,12 @@ class _Function(NamedTuple):
     name: str
     min_args: int
     max_args: int
-    needs_subject: bool
+    needs_subject: bool | None   # None: either way (``math``)
     lazy: bool
     impl: Callable[..., Value]
     check: Callable[[tuple[Value, ...]], None] | None
+    #: "multi": gives values the chain after it is applied to; "aggregate": closes that chain
+    role: str | None = None
 
 
 class _Call(_Node):
@@ -270,245 +339,17 @@ def _millis(call: _Call, value: Value) -> int:
     call.fail(f"{_describe(value)} is not a date or a whole number of milliseconds")
 
 
-# --------------------------------------------------------------------------------------------
-# Regular expressions (Java syntax where it differs in a way people use)
-# --------------------------------------------------------------------------------------------
-
-
-def _python_regex(pattern: str) -> str:
-    """Accept Java's named groups ``(?<name>...)`` and ``\\k<name>`` as well as Python's."""
-    out: list[str] = []
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if pattern.startswith("\\k<", i) and (end := pattern.find(">", i)) > 0:
-                out.append(f"(?P={pattern[i + 3:end]})")
-                i = end + 1
-            else:
-                out.append(pattern[i : i + 2])
-                i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif pattern.startswith("(?<", i) and i + 3 < n and pattern[i + 3] not in "=!":
-            out.append("(?P<")
-            i += 3
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=512)
-def _regex(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(_python_regex(pattern))
-    except re.error as exc:
-        where = f" (pattern index {exc.pos})" if exc.pos is not None else ""
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc.msg}{where}") from None
-
-
-@functools.lru_cache(maxsize=512)
-def _replacement(pattern: re.Pattern[str], replacement: str) -> tuple[str | int, ...]:
-    """Parse a Java replacement string: ``$1``, ``${name}`` are groups, ``\\x`` is a literal x."""
-    parts: list[str | int] = []
-    literal: list[str] = []
-    i, n = 0, len(replacement)
-    while i < n:
-        c = replacement[i]
-        if c == "\\":
-            if i + 1 == n:
-                raise ValueError("the replacement ends with a lone '\\'")
-            literal.append(replacement[i + 1])
-            i += 2
-            continue
-        if c != "$":
-            literal.append(c)
-            i += 1
-            continue
-        i += 1
-        if i < n and replacement[i] == "{":
-            end = replacement.find("}", i)
-            name = replacement[i + 1 : end] if end > 0 else ""
-            if end < 0 or name not in pattern.groupindex:
-                raise ValueError(f"no group named {name!r} in the regular expression")
-            group = pattern.groupindex[name]
-            i = end + 1
-        elif i < n and "0" <= replacement[i] <= "9":
-            group = int(replacement[i])
-            if group > pattern.groups:
-                raise ValueError(f"no group {group} in the regular expression")
-            i += 1
-            # As Java: further digits belong to the reference while it still names a group.
-            while i < n and "0" <= replacement[i] <= "9" and group * 10 + int(replacement[i]) <= pattern.groups:
-                group = group * 10 + int(replacement[i])
-                i += 1
-        else:
-            raise ValueError("'$' in the replacement must be followed by a group number or {name}; "
-                             "write \\$ for a literal '$'")
-        if literal:
-            parts.append("".join(literal))
-            literal = []
-        parts.append(group)
-    if literal:
-        parts.append("".join(literal))
-    return tuple(parts)
-
-
-# --------------------------------------------------------------------------------------------
-# Dates (a subset of Java's SimpleDateFormat)
-# --------------------------------------------------------------------------------------------
-
-_DATE_LETTERS = "yMdHhmsSaEZX"
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-           "October", "November", "December")
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-
-_DateToken = str | tuple[str, int]  # literal text, or (pattern letter, repeat count)
-
-
-@functools.lru_cache(maxsize=256)
-def _date_pattern(pattern: str) -> tuple[_DateToken, ...]:
-    """Split a SimpleDateFormat pattern into literal text and (letter, count) fields."""
-    tokens: list[_DateToken] = []
-    literal: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "'":
-            if pattern.startswith("''", i):
-                literal.append("'")
-                i += 2
-                continue
-            i += 1
-            while True:  # quoted text, where '' is one quote
-                end = pattern.find("'", i)
-                if end < 0:
-                    raise ValueError(f"unclosed quote in date pattern {pattern!r}")
-                literal.append(pattern[i:end])
-                if pattern.startswith("''", end):
-                    literal.append("'")
-                    i = end + 2
-                    continue
-                i = end + 1
-                break
-        elif "a" <= c <= "z" or "A" <= c <= "Z":
-            if c not in _DATE_LETTERS:
-                raise ValueError(f"unsupported letter {c!r} in date pattern {pattern!r} (supported: "
-                                 f"{' '.join(_DATE_LETTERS)}; quote literal text, as in 'T')")
-            end = i
-            while end < n and pattern[end] == c:
-                end += 1
-            if c == "X" and end - i > 3:
-                raise ValueError(f"at most 3 X in date pattern {pattern!r}")
-            if literal:
-                tokens.append("".join(literal))
-                literal = []
-            tokens.append((c, end - i))
-            i = end
-        else:
-            literal.append(c)
-            i += 1
-    if literal:
-        tokens.append("".join(literal))
-    return tuple(tokens)
-
-
-@functools.lru_cache(maxsize=64)
-def _zone(name: str) -> tzinfo:
-    if name in ("UTC", "GMT", "Z"):
-        return timezone.utc
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}") from None
-
-
-def _offset(moment: datetime, count: int, iso: bool) -> str:
-    offset = moment.utcoffset() or timedelta(0)
-    minutes = int(offset.total_seconds()) // 60
-    if iso and minutes == 0:
-        return "Z"
-    sign = "-" if minutes < 0 else "+"
-    hours, minutes = divmod(abs(minutes), 60)
-    if not iso:
-        return f"{sign}{hours:02d}{minutes:02d}"
-    return (f"{sign}{hours:02d}", f"{sign}{hours:02d}{minutes:02d}", f"{sign}{hours:02d}:{minutes:02d}")[count - 1]
-
-
-def _format_date(tokens: tuple[_DateToken, ...], millis: int, zone: tzinfo | None) -> str:
-    seconds, ms = divmod(millis, 1000)
-    moment = datetime.fromtimestamp(seconds, timezone.utc).astimezone(zone)
-    out: list[str] = []
-    for token in tokens:
-        if isinstance(token, str):
-            out.append(token)
-            continue
-        letter, count = token
-        if letter == "y":
-            out.append(f"{moment.year % 100:02d}" if count == 2 else str(moment.year).zfill(count))
-        elif letter == "M":
-            name = _MONTHS[moment.month - 1]
-            out.append(str(moment.month).zfill(count) if count < 3 else name[:3] if count == 3 else name)
-        elif letter == "E":
-            name = _WEEKDAYS[moment.weekday()]
-            out.append(name[:3] if count < 4 else name)
-        elif letter == "a":
-            out.append("AM" if moment.hour < 12 else "PM")
-        elif letter in "ZX":
-            out.append(_offset(moment, count, iso=letter == "X"))
-        else:
-            number = {"d": moment.day, "H": moment.hour, "h": moment.hour % 12 or 12, "m": moment.minute,
-                      "s": moment.second, "S": ms}[letter]
-            out.append(str(number).zfill(count))
-    return "".join(out)
-
-
-# --------------------------------------------------------------------------------------------
-# URL encoding (as Java's URLEncoder/URLDecoder with UTF-8, which NiFi uses)
-# --------------------------------------------------------------------------------------------
-
-_URL_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def _url_encode(text: str) -> str:
-    out: list[str] = []
-    for byte in text.encode("utf-8", "replace"):
-        if byte in _URL_SAFE:
-            out.append(chr(byte))
-        elif byte == 0x20:
-            out.append("+")
-        else:
-            out.append(f"%{byte:02X}")
-    return "".join(out)
-
-
-def _url_decode(call: _Call, text: str) -> str:
-    out = bytearray()
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "%":
-            digits = text[i + 1 : i + 3]
-            if len(digits) != 2 or not set(digits) <= _HEX:
-                call.fail(f"invalid escape {text[i:i + 3]!r} at index {i} of {text!r}")
-            out.append(int(digits, 16))
-            i += 3
-        else:
-            out += b" " if c == "+" else c.encode("utf-8", "replace")
-            i += 1
-    return out.decode("utf-8", "replace")
-
 
 # --------------------------------------------------------------------------------------------
 # Functions
 # --------------------------------------------------------------------------------------------
 
 _FUNCTIONS: dict[str, _Function] = {}
+#: functions whose result is not decided by their arguments and the attributes (the clock, chance,
+#: the processor's state, the thread): evaluated for every FlowFile
+_VOLATILE_FUNCTIONS: set[str] = set()
+#: the most arguments a function taking "any number" accepts (``in``, ``anyAttribute``, ...)
+_MANY = 255
 _DYNAMIC = object()  # stands for an argument whose value is only known at evaluation
 _OMITTED = object()  # the default of an optional argument: unlike None, it was not written
 
@@ -525,273 +366,40 @@ def _function(
     name: str,
     args: tuple[int, int] = (0, 0),
     *,
-    subject: bool = True,
+    subject: bool | None = True,
     lazy: bool = False,
     check: Callable[[tuple[Value, ...]], None] | None = None,
+    role: str | None = None,
+    volatile: bool = False,
 ) -> Callable[[Callable[..., Value]], Callable[..., Value]]:
+    if volatile:
+        _VOLATILE_FUNCTIONS.add(name)
+
     def register(impl: Callable[..., Value]) -> Callable[..., Value]:
-        _FUNCTIONS[name] = _Function(name, args[0], args[1], subject, lazy, impl, check)
+        _FUNCTIONS[name] = _Function(name, args[0], args[1], subject, lazy, impl, check, role)
         return impl
 
     return register
 
 
+def _literal_check(*parsers: Callable[[str], Any]) -> Callable[[tuple[Value, ...]], None]:
+    """A parse-time check: ``parsers[i]`` reads argument i when it is written literally, so a bad
+    pattern, zone, path or name is reported before any FlowFile is processed."""
+
+    def check(values: tuple[Value, ...]) -> None:
+        for index, (parse, value) in enumerate(zip(parsers, values)):
+            if value is not _DYNAMIC:
+                try:
+                    parse(_render(value))
+                except ValueError as exc:
+                    raise _ArgumentError(index, str(exc)) from None
+
+    return check
+
+
 def _string_function(name: str, transform: Callable[[str], str]) -> None:
     """A text-to-text function; a missing value stays missing (so isNull still sees it)."""
     _function(name)(lambda call, subject: None if subject is None else transform(_render(subject)))
-
-
-def _check_regex(values: tuple[Value, ...]) -> None:
-    if values[0] is not _DYNAMIC:
-        try:
-            pattern = _regex(_render(values[0]))
-        except ValueError as exc:
-            raise _ArgumentError(0, str(exc)) from None
-        if len(values) > 1 and values[1] is not _DYNAMIC:
-            try:
-                _replacement(pattern, _render(values[1]))
-            except ValueError as exc:
-                raise _ArgumentError(1, str(exc)) from None
-
-
-def _check_format(values: tuple[Value, ...]) -> None:
-    for index, parse in enumerate((_date_pattern, _zone)[: len(values)]):
-        if values[index] is not _DYNAMIC:
-            try:
-                parse(_render(values[index]))
-            except ValueError as exc:
-                raise _ArgumentError(index, str(exc)) from None
-
-
-# --- subject-less ---
-
-
-@_function("now", subject=False, lazy=True)
-def _now(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> Value:
-    return _Date(ctx.now())
-
-
-@_function("UUID", subject=False)
-def _uuid(call: _Call, subject: Value) -> Value:
-    return str(uuid.uuid4())
-
-
-@functools.cache
-def _fully_qualified_hostname() -> str:
-    return socket.getfqdn()  # may ask DNS: once per process is enough
-
-
-@_function("hostname", (0, 1), subject=False)
-def _hostname(call: _Call, subject: Value, qualified: Value = False) -> Value:
-    """The host name; hostname(true) asks for the fully qualified one, as NiFi."""
-    return _fully_qualified_hostname() if _boolean(call, qualified) else socket.gethostname()
-
-
-@_function("literal", (1, 1), subject=False)
-def _literal(call: _Call, subject: Value, value: Value) -> Value:
-    return value
-
-
-# --- text ---
-
-_string_function("toUpper", str.upper)
-_string_function("toLower", str.lower)
-_string_function("trim", lambda text: text.strip(_JAVA_WHITESPACE))
-_string_function("urlEncode", _url_encode)
-
-
-@_function("urlDecode")
-def _url_decode_function(call: _Call, subject: Value) -> Value:
-    return None if subject is None else _url_decode(call, _render(subject))
-
-
-@_function("substringBefore", (1, 1))
-def _substring_before(call: _Call, subject: Value, search: Value) -> Value:
-    if subject is None:
-        return None
-    text = _render(subject)
-    index = text.find(_render(search))
-    return text if index < 0 else text[:index]
-
-
-@_function("substringAfter", (1, 1))
-def _substring_after(call: _Call, subject: Value, search: Value) -> Value:
-    if subject is None:
-        return None
-    text, search = _render(subject), _render(search)
-    index = text.find(search)
-    return text if index < 0 else text[index + len(search) :]
-
-
-@_function("substring", (1, 2))
-def _substring(call: _Call, subject: Value, start: Value, end: Value = _OMITTED) -> Value:
-    if subject is None:
-        return None
-    text = _render(subject)
-    first = _whole(call, start, "start")
-    last = len(text) if end is _OMITTED else _whole(call, end, "end")
-    if not 0 <= first <= last <= len(text):
-        call.fail(f"range {first}..{last} is outside {text!r} (length {len(text)})")
-    return text[first:last]
-
-
-@_function("replace", (2, 2))
-def _replace(call: _Call, subject: Value, search: Value, replacement: Value) -> Value:
-    return None if subject is None else _render(subject).replace(_render(search), _render(replacement))
-
-
-@_function("replaceAll", (2, 2), check=_check_regex)
-def _replace_all(call: _Call, subject: Value, regex: Value, replacement: Value) -> Value:
-    if subject is None:
-        return None
-    pattern = _regex(_render(regex))
-    parts = _replacement(pattern, _render(replacement))
-    return pattern.sub(
-        lambda match: "".join(p if isinstance(p, str) else match.group(p) or "" for p in parts), _render(subject)
-    )
-
-
-@_function("append", (1, 1))
-def _append(call: _Call, subject: Value, suffix: Value) -> Value:
-    return _render(subject) + _render(suffix)
-
-
-@_function("prepend", (1, 1))
-def _prepend(call: _Call, subject: Value, prefix: Value) -> Value:
-    return _render(prefix) + _render(subject)
-
-
-@_function("length")
-def _length(call: _Call, subject: Value) -> Value:
-    return len(_render(subject))
-
-
-# --- tests on text ---
-
-
-@_function("equals", (1, 1))
-def _equals(call: _Call, subject: Value, other: Value) -> Value:
-    return subject is not None and other is not None and _render(subject) == _render(other)
-
-
-@_function("equalsIgnoreCase", (1, 1))
-def _equals_ignore_case(call: _Call, subject: Value, other: Value) -> Value:
-    return subject is not None and other is not None and _render(subject).lower() == _render(other).lower()
-
-
-@_function("contains", (1, 1))
-def _contains(call: _Call, subject: Value, search: Value) -> Value:
-    return subject is not None and _render(search) in _render(subject)
-
-
-@_function("startsWith", (1, 1))
-def _starts_with(call: _Call, subject: Value, prefix: Value) -> Value:
-    return subject is not None and _render(subject).startswith(_render(prefix))
-
-
-@_function("endsWith", (1, 1))
-def _ends_with(call: _Call, subject: Value, suffix: Value) -> Value:
-    return subject is not None and _render(subject).endswith(_render(suffix))
-
-
-@_function("matches", (1, 1), check=_check_regex)
-def _matches(call: _Call, subject: Value, regex: Value) -> Value:
-    return subject is not None and _regex(_render(regex)).fullmatch(_render(subject)) is not None
-
-
-@_function("find", (1, 1), check=_check_regex)
-def _find(call: _Call, subject: Value, regex: Value) -> Value:
-    return subject is not None and _regex(_render(regex)).search(_render(subject)) is not None
-
-
-@_function("isEmpty")
-def _is_empty(call: _Call, subject: Value) -> Value:
-    return subject is None or not _render(subject).strip(_JAVA_WHITESPACE)
-
-
-@_function("isNull")
-def _is_null(call: _Call, subject: Value) -> Value:
-    return subject is None
-
-
-@_function("notNull")
-def _not_null(call: _Call, subject: Value) -> Value:
-    return subject is not None
-
-
-# --- numbers ---
-
-
-def _comparison(name: str, compare: Callable[[Any, Any], bool]) -> None:
-    """gt/ge/lt/le: false when either side is missing, an error when either is not a number."""
-
-    def impl(call: _Call, subject: Value, other: Value) -> Value:
-        if subject is None or other is None:
-            return False
-        return compare(_number(call, subject, "subject"), _number(call, other, "argument"))
-
-    _function(name, (1, 1))(impl)
-
-
-_comparison("gt", lambda a, b: a > b)
-_comparison("ge", lambda a, b: a >= b)
-_comparison("lt", lambda a, b: a < b)
-_comparison("le", lambda a, b: a <= b)
-
-
-@_function("plus", (1, 1))
-def _plus(call: _Call, subject: Value, other: Value) -> Value:
-    if subject is None or other is None:
-        return None
-    return _number(call, subject, "subject") + _number(call, other, "argument")
-
-
-@_function("minus", (1, 1))
-def _minus(call: _Call, subject: Value, other: Value) -> Value:
-    if subject is None or other is None:
-        return None
-    return _number(call, subject, "subject") - _number(call, other, "argument")
-
-
-@_function("toNumber")
-def _to_number(call: _Call, subject: Value) -> Value:
-    return None if subject is None else _number(call, subject, "subject")
-
-
-@_function("format", (1, 2), check=_check_format)
-def _format(call: _Call, subject: Value, pattern: Value, zone: Value = _OMITTED) -> Value:
-    if subject is None:
-        return None
-    millis = _millis(call, subject)
-    tokens = _date_pattern(_render(pattern))
-    where = None if zone is _OMITTED else _zone(_render(zone))
-    try:
-        return _format_date(tokens, millis, where)
-    except (OverflowError, OSError, ValueError):
-        call.fail(f"{millis} is outside the supported range of dates")
-
-
-# --- booleans ---
-
-
-@_function("not")
-def _not(call: _Call, subject: Value) -> Value:
-    return not _boolean(call, subject)
-
-
-@_function("and", (1, 1), lazy=True)
-def _and(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> Value:
-    return _boolean(call, subject) and _boolean(call, args[0].eval(ctx))
-
-
-@_function("or", (1, 1), lazy=True)
-def _or(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> Value:
-    return _boolean(call, subject) or _boolean(call, args[0].eval(ctx))
-
-
-@_function("ifElse", (2, 2), lazy=True)
-def _if_else(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> Value:
-    return args[0 if _boolean(call, subject) else 1].eval(ctx)
 
 
 # --------------------------------------------------------------------------------------------
@@ -800,7 +408,8 @@ def _if_else(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) 
 
 _WHITESPACE = " \t\r\n"
 _ESCAPES = {"'": "'", '"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
-_NUMBER_TOKEN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+#: NiFi's number literals: whole (``42``, ``+5``, ``-3``) or decimal (``2.5``, ``.5``, ``5.``, ``1e3``)
+_NUMBER_TOKEN = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _MAX_DEPTH = 64
 
 
@@ -812,6 +421,8 @@ def _arity(function: _Function) -> str:
     low, high = function.min_args, function.max_args
     if high == 0:
         return "no arguments"
+    if high == _MANY:
+        return f"at least {low} argument{'s' if low > 1 else ''}"
     if low == high:
         return f"exactly {low} argument{'s' if low > 1 else ''}"
     return f"{low} or {high} arguments" if high == low + 1 else f"{low} to {high} arguments"
@@ -901,14 +512,26 @@ class _Parser:
         self.depth += 1
         self.i += 2
         node = self.subject(start)
+        multi = None   # the multi-attribute function whose chain is being read
+        if isinstance(node, _Call) and node.function.role == "multi":
+            multi, node = node, _Each()
         while True:
             c = self.peek(start)
             if c == "}":
                 self.i += 1
+                if multi is not None:
+                    node = _Multi(multi, node)
                 break
             if c == ":":
                 self.i += 1
+                self.peek(start)
+                name_at = self.i
                 node = self.call(start, node)
+                if isinstance(node, _Call) and node.function.role == "aggregate":
+                    if multi is None:
+                        self.error(f"{node.function.name}() follows a multi-attribute function, as in "
+                                   f"${{allAttributes('a', 'b'):{node.function.name}(...)}}", name_at)
+                    node, multi = _Multi(multi, node.subject, node.function.name, node.args), None
                 continue
             hint = ""
             if isinstance(node, _Attr) and _is_name_char(c):
@@ -923,6 +546,8 @@ class _Parser:
         if c in "'\"":
             name, _ = self.string()
             return _Attr(name)
+        if self.source.startswith("${", self.i):   # the attribute named by an expression's value
+            return _AttrOf(self.expression())
         if not _is_name_char(c):
             self.error("expected an attribute name or a function call", self.i)
         name_at = self.i
@@ -944,9 +569,9 @@ class _Parser:
         function = _FUNCTIONS.get(name)
         if function is None:
             self.error(_unknown_function(name), name_at)
-        if subject is None and function.needs_subject:
+        if subject is None and function.needs_subject is True:
             self.error(f"{name}() needs a subject, as in ${{attribute:{name}()}}", name_at)
-        if subject is not None and not function.needs_subject:
+        if subject is not None and function.needs_subject is False:
             self.error(f"{name}() takes no subject; write ${{{name}()}}", name_at)
         if self.peek(start) != "(":
             self.error(f"expected '(' after {name}: every function needs parentheses, as in {name}()", self.i)
@@ -992,7 +617,7 @@ class _Parser:
         if number is not None:
             self.i = number.end()
             token = number.group()
-            return _Const(int(token) if token.lstrip("-").isdigit() else float(token))
+            return _Const(int(token) if _WHOLE.fullmatch(token) else float(token))
         if _is_name_char(c):
             word_at = self.i
             word = self.name()
@@ -1074,17 +699,19 @@ class CompiledValue:
             results[key] = self.evaluate(maps[position], flowfile=flowfiles[position])
         return list(map(results.__getitem__, keys))
 
-    def evaluate(self, attributes: Mapping[str, str] | None = None, *, flowfile: FlowFile | None = None) -> str:
+    def evaluate(self, attributes: Mapping[str, str] | None = None, *, flowfile: FlowFile | None = None,
+                 state: Mapping[str, str] | None = None) -> str:
         """The value with every expression replaced by its result.
 
         ``attributes`` defaults to the FlowFile's; the FlowFile also supplies ``fileSize``,
-        ``entryDate``, ``lineageStartDate`` and ``uuid`` when no attribute has that name.
+        ``entryDate``, ``lineageStartDate`` and ``uuid`` when no attribute has that name, and the
+        environment any other name it lacks. ``state`` is what ``getStateValue`` reads.
         """
         if self._constant is not None:
             return self._constant
         if attributes is None:
             attributes = flowfile.attributes if flowfile is not None else {}
-        return _render(self._root.eval(_Context(attributes, flowfile)))
+        return _render(self._root.eval(_Context(attributes, flowfile, state)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return compile_value, (self.text,)  # the tree is rebuilt (and cached) on the other side
@@ -1095,8 +722,6 @@ class CompiledValue:
 
 _second = operator.itemgetter(1)
 
-#: functions whose result is not decided by their arguments and the attributes
-_VOLATILE_FUNCTIONS = frozenset({"now", "UUID"})
 
 
 def _inputs(root: _Node) -> tuple[tuple[str, Callable | None], ...] | None:
@@ -1108,6 +733,8 @@ def _inputs(root: _Node) -> tuple[tuple[str, Callable | None], ...] | None:
         node = pending.pop()
         if isinstance(node, _Attr):
             names[node.name] = node.fallback
+        elif isinstance(node, (_AttrOf, _Multi)):   # which attributes it reads depends on values
+            return None
         elif isinstance(node, _Concat):
             pending.extend(p for p in node.parts if isinstance(p, _Node))
         elif isinstance(node, _Call):

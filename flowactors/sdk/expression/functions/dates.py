@@ -1,0 +1,255 @@
+"""Date manipulation (NiFi guide: Date Manipulation): dates written and read with Java's
+``SimpleDateFormat`` letters (``format``, ``toDate``) and ``DateTimeFormatter``'s common ones
+(``formatInstant``, ``toInstant``: ``u`` is the year there too).
+
+A date is ``_Date`` (milliseconds since the epoch); an instant is the same value. Only the
+letters listed in ``_DATE_LETTERS`` are known, so a typo in a pattern is an error rather than
+silent output; names of months and days are English.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from flowactors.sdk.expression.language import (
+    _OMITTED, Value, _Call, _Date, _function, _literal_check, _millis, _render)
+
+_DATE_LETTERS = "yuMdHhmsSaEzZX"
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+           "October", "November", "December")
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+_DateToken = str | tuple[str, int]  # literal text, or (pattern letter, repeat count)
+
+
+@functools.lru_cache(maxsize=256)
+def _date_pattern(pattern: str) -> tuple[_DateToken, ...]:
+    """Split a SimpleDateFormat pattern into literal text and (letter, count) fields."""
+    tokens: list[_DateToken] = []
+    literal: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "'":
+            if pattern.startswith("''", i):
+                literal.append("'")
+                i += 2
+                continue
+            i += 1
+            while True:  # quoted text, where '' is one quote
+                end = pattern.find("'", i)
+                if end < 0:
+                    raise ValueError(f"unclosed quote in date pattern {pattern!r}")
+                literal.append(pattern[i:end])
+                if pattern.startswith("''", end):
+                    literal.append("'")
+                    i = end + 2
+                    continue
+                i = end + 1
+                break
+        elif "a" <= c <= "z" or "A" <= c <= "Z":
+            if c not in _DATE_LETTERS:
+                raise ValueError(f"unsupported letter {c!r} in date pattern {pattern!r} (supported: "
+                                 f"{' '.join(_DATE_LETTERS)}; quote literal text, as in 'T')")
+            end = i
+            while end < n and pattern[end] == c:
+                end += 1
+            if c == "X" and end - i > 3:
+                raise ValueError(f"at most 3 X in date pattern {pattern!r}")
+            if literal:
+                tokens.append("".join(literal))
+                literal = []
+            tokens.append((c, end - i))
+            i = end
+        else:
+            literal.append(c)
+            i += 1
+    if literal:
+        tokens.append("".join(literal))
+    return tuple(tokens)
+
+
+@functools.lru_cache(maxsize=64)
+def _zone(name: str) -> tzinfo:
+    if name in ("UTC", "GMT", "Z"):
+        return timezone.utc
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}") from None
+
+
+def _offset(moment: datetime, count: int, iso: bool) -> str:
+    offset = moment.utcoffset() or timedelta(0)
+    minutes = int(offset.total_seconds()) // 60
+    if iso and minutes == 0:
+        return "Z"
+    sign = "-" if minutes < 0 else "+"
+    hours, minutes = divmod(abs(minutes), 60)
+    if not iso:
+        return f"{sign}{hours:02d}{minutes:02d}"
+    return (f"{sign}{hours:02d}", f"{sign}{hours:02d}{minutes:02d}", f"{sign}{hours:02d}:{minutes:02d}")[count - 1]
+
+
+def _format_date(tokens: tuple[_DateToken, ...], millis: int, zone: tzinfo | None) -> str:
+    seconds, ms = divmod(millis, 1000)
+    moment = datetime.fromtimestamp(seconds, timezone.utc).astimezone(zone)
+    out: list[str] = []
+    for token in tokens:
+        if isinstance(token, str):
+            out.append(token)
+            continue
+        letter, count = token
+        if letter in "yu":
+            out.append(f"{moment.year % 100:02d}" if count == 2 else str(moment.year).zfill(count))
+        elif letter == "M":
+            name = _MONTHS[moment.month - 1]
+            out.append(str(moment.month).zfill(count) if count < 3 else name[:3] if count == 3 else name)
+        elif letter == "E":
+            name = _WEEKDAYS[moment.weekday()]
+            out.append(name[:3] if count < 4 else name)
+        elif letter == "a":
+            out.append("AM" if moment.hour < 12 else "PM")
+        elif letter == "z":
+            out.append(moment.tzname() or "UTC")
+        elif letter in "ZX":
+            out.append(_offset(moment, count, iso=letter == "X"))
+        else:
+            number = {"d": moment.day, "H": moment.hour, "h": moment.hour % 12 or 12, "m": moment.minute,
+                      "s": moment.second, "S": ms}[letter]
+            out.append(str(number).zfill(count))
+    return "".join(out)
+
+
+# --- reading dates ---
+
+def _two_digit_year(value: int) -> int:
+    """``yy``: the century that puts the year within 80 years before and 20 after now (Java's rule)."""
+    now = datetime.now(timezone.utc).year
+    year = now - now % 100 + value
+    return year - 100 if year > now + 20 else year
+
+
+@functools.lru_cache(maxsize=256)
+def _date_reader(tokens: tuple[_DateToken, ...]) -> tuple[re.Pattern[str], tuple[tuple[str, int], ...]]:
+    """A regular expression for text written with ``tokens``, and the field of each group."""
+    parts, fields = [], []
+    for index, token in enumerate(tokens):
+        if isinstance(token, str):
+            parts.append(re.escape(token))
+            continue
+        letter, count = token
+        adjacent = index + 1 < len(tokens) and not isinstance(tokens[index + 1], str)
+        digits = rf"(\d{{{count}}})" if adjacent or (letter in "yu" and count == 2) else r"(\d+)"
+        if letter == "M" and count >= 3:
+            digits = "(" + "|".join(m[:3] + ("[a-z]*" if count > 3 else "") for m in _MONTHS) + ")"
+        elif letter == "E":
+            digits = "(" + "|".join(d[:3] + "[a-z]*" for d in _WEEKDAYS) + ")"
+        elif letter == "a":
+            digits = "(AM|PM)"
+        elif letter == "z":
+            digits = r"([A-Za-z][A-Za-z0-9_/+-]*)"
+        elif letter in "ZX":
+            digits = r"(Z|[+-]\d{2}(?::?\d{2})?)"
+        parts.append(digits)
+        fields.append(token)
+    return re.compile("".join(parts), re.IGNORECASE), tuple(fields)
+
+
+def _read_offset(text: str) -> tzinfo:
+    if text.upper() == "Z":
+        return timezone.utc
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)))
+
+
+def _parse_date(call: _Call, text: str, pattern: str, zone: tzinfo | None) -> int:
+    """Milliseconds since the epoch of ``text`` written with ``pattern`` (in ``zone`` unless the
+    text says its own offset or zone; else the machine's)."""
+    regex, fields = _date_reader(_date_pattern(pattern))
+    match = regex.fullmatch(text.strip())
+    if match is None:
+        call.fail(f"{text!r} does not match the date pattern {pattern!r}")
+    parts = {"y": 1970, "M": 1, "d": 1, "H": 0, "m": 0, "s": 0, "S": 0}
+    hour12, pm = None, None
+    for (letter, count), value in zip(fields, match.groups()):
+        if letter in "yu":
+            parts["y"] = _two_digit_year(int(value)) if count == 2 else int(value)
+        elif letter == "M":
+            parts["M"] = int(value) if count < 3 else 1 + [m[:3].lower() for m in _MONTHS].index(value[:3].lower())
+        elif letter == "h":
+            hour12 = int(value)
+        elif letter == "a":
+            pm = value.upper() == "PM"
+        elif letter == "z":
+            try:
+                zone = _zone(value)
+            except ValueError as exc:
+                call.fail(str(exc))
+        elif letter in "ZX":
+            zone = _read_offset(value)
+        elif letter != "E":
+            parts[letter] = int(value)
+    if hour12 is not None:
+        parts["H"] = hour12 % 12 + (12 if pm else 0)
+    elif pm:
+        parts["H"] = parts["H"] % 12 + 12
+    try:
+        moment = datetime(parts["y"], parts["M"], parts["d"], parts["H"], parts["m"], parts["s"])
+    except ValueError as exc:
+        call.fail(f"{text!r} is not a valid date: {exc}")
+    moment = moment.replace(tzinfo=zone) if zone is not None else moment.astimezone()
+    return int(moment.timestamp()) * 1000 + parts["S"]
+
+
+#: a literal pattern (argument 0) and time zone (argument 1) are checked when compiled
+_check_format = _literal_check(_date_pattern, _zone)
+
+
+def _write(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+    if subject is None:
+        return None
+    millis = _millis(call, subject)
+    tokens = _date_pattern(_render(pattern))
+    where = None if zone is _OMITTED else _zone(_render(zone))
+    try:
+        return _format_date(tokens, millis, where)
+    except (OverflowError, OSError, ValueError):
+        call.fail(f"{millis} is outside the supported range of dates")
+
+
+def _read(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+    if subject is None:
+        return None
+    if isinstance(subject, _Date):
+        return subject
+    if pattern is _OMITTED:  # a number of milliseconds
+        return _Date(_millis(call, subject))
+    return _Date(_parse_date(call, _render(subject), _render(pattern), None if zone is _OMITTED else _zone(_render(zone))))
+
+
+@_function("format", (1, 2), check=_check_format)
+def _format(call: _Call, subject: Value, pattern: Value, zone: Value = _OMITTED) -> Value:
+    """The date (or whole number of milliseconds) written with the pattern, in ``zone`` or local time."""
+    return _write(call, subject, pattern, zone)
+
+
+@_function("formatInstant", (2, 2), check=_check_format)
+def _format_instant(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+    return _write(call, subject, pattern, zone)
+
+
+@_function("toDate", (0, 2), check=_check_format)
+def _to_date(call: _Call, subject: Value, pattern: Value = _OMITTED, zone: Value = _OMITTED) -> Value:
+    """Text read with the pattern (in ``zone`` or local time) as a date; without a pattern, the
+    subject is a number of milliseconds."""
+    return _read(call, subject, pattern, zone)
+
+
+@_function("toInstant", (2, 2), check=_check_format)
+def _to_instant(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+    return _read(call, subject, pattern, zone)

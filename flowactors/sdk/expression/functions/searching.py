@@ -1,0 +1,159 @@
+"""Searching (NiFi guide: Searching): text tests, positions, and JSONPath over a JSON subject.
+
+JSONPath is read by ``jsonpath-ng`` (its extended parser, for filters), a maintained library
+rather than a parser of our own. As NiFi's (Jayway's), a path that names one place gives that
+value, a path with wildcards, filters, slices or ``..`` gives a JSON array of what it found.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import orjson
+from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
+from jsonpath_ng.ext import parse as parse_json_path
+
+from flowactors.sdk.expression.language import (
+    _MANY, Value, _Call, _Date, _function, _literal_check, _render)
+from flowactors.sdk.expression.regex import _check_regex, _regex
+
+
+@_function("contains", (1, 1))
+def _contains(call: _Call, subject: Value, search: Value) -> Value:
+    return subject is not None and _render(search) in _render(subject)
+
+
+@_function("startsWith", (1, 1))
+def _starts_with(call: _Call, subject: Value, prefix: Value) -> Value:
+    return subject is not None and _render(subject).startswith(_render(prefix))
+
+
+@_function("endsWith", (1, 1))
+def _ends_with(call: _Call, subject: Value, suffix: Value) -> Value:
+    return subject is not None and _render(subject).endswith(_render(suffix))
+
+
+@_function("in", (1, _MANY))
+def _in(call: _Call, subject: Value, *values: Value) -> Value:
+    """True when the subject's text equals one of the arguments'."""
+    return subject is not None and _render(subject) in {_render(v) for v in values if v is not None}
+
+
+@_function("matches", (1, 1), check=_check_regex)
+def _matches(call: _Call, subject: Value, regex: Value) -> Value:
+    """The regular expression matches the whole subject; an empty or missing one matches nothing."""
+    pattern = "" if regex is None else _render(regex)
+    return subject is not None and pattern != "" and _regex(pattern).fullmatch(_render(subject)) is not None
+
+
+@_function("find", (1, 1), check=_check_regex)
+def _find(call: _Call, subject: Value, regex: Value) -> Value:
+    """The regular expression matches somewhere in the subject; an empty or missing one nowhere."""
+    pattern = "" if regex is None else _render(regex)
+    return subject is not None and pattern != "" and _regex(pattern).search(_render(subject)) is not None
+
+
+@_function("indexOf", (1, 1))
+def _index_of(call: _Call, subject: Value, search: Value) -> Value:
+    return -1 if subject is None else _render(subject).find(_render(search))
+
+
+@_function("lastIndexOf", (1, 1))
+def _last_index_of(call: _Call, subject: Value, search: Value) -> Value:
+    return -1 if subject is None else _render(subject).rfind(_render(search))
+
+
+# --- JSONPath ---
+
+#: what makes a path name several places (a JSON array comes back)
+_INDEFINITE = re.compile(r"\*|\.\.|\?\(|\[[^\]]*[:,][^\]]*\]")
+
+
+@functools.lru_cache(maxsize=256)
+def _json_path(path: str):
+    if not path.startswith("$"):
+        raise ValueError(f"a JSONPath starts with '$', got {path!r}")
+    try:
+        return parse_json_path(path)
+    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:  # the library raises plain Exception too
+        raise ValueError(f"invalid JSONPath {path!r}: {exc}") from None
+
+
+_check_path = _literal_check(_json_path)
+
+
+def _document(call: _Call, subject: Value):
+    try:
+        return orjson.loads(_render(subject))
+    except orjson.JSONDecodeError as exc:
+        call.fail(f"the subject is not JSON: {exc}")
+
+
+def _json_text(value) -> str:
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _json_value(value: Value):
+    """An argument as a JSON value: numbers and booleans as themselves, anything else as text."""
+    if isinstance(value, _Date):
+        return value.millis
+    return value if value is None or isinstance(value, (bool, int, float)) else _render(value)
+
+
+@_function("jsonPath", (1, 1), check=_check_path)
+def _json_path_get(call: _Call, subject: Value, path: Value) -> Value:
+    """The value at the path (text as is, objects and arrays as JSON); empty when nothing is there."""
+    if subject is None or not _render(subject).strip():
+        return ""
+    text = _render(path)
+    found = [match.value for match in _json_path(text).find(_document(call, subject))]
+    if _INDEFINITE.search(text):
+        return orjson.dumps(found).decode()
+    if not found or found[0] is None:
+        return ""
+    return _json_text(found[0])
+
+
+@_function("jsonPathDelete", (1, 1), check=_check_path)
+def _json_path_delete(call: _Call, subject: Value, path: Value) -> Value:
+    if subject is None or not _render(subject).strip():
+        return subject
+    document = _json_path(_render(path)).filter(lambda _: True, _document(call, subject))
+    return orjson.dumps(document).decode()
+
+
+@_function("jsonPathSet", (2, 2), check=_check_path)
+def _json_path_set(call: _Call, subject: Value, path: Value, value: Value) -> Value:
+    """The document with the value at an existing path replaced (a path not there: unchanged)."""
+    if subject is None or not _render(subject).strip():
+        return subject
+    expression = _json_path(_render(path))
+    document = _document(call, subject)
+    if expression.find(document):
+        document = expression.update(document, _json_value(value))
+    return orjson.dumps(document).decode()
+
+
+def _change_each(call: _Call, subject: Value, path: Value, kind: type, change) -> Value:
+    """The document with ``change`` applied to each ``kind`` (list or dict) the path finds."""
+    if subject is None or not _render(subject).strip():
+        return subject
+    document = _document(call, subject)
+    for match in _json_path(_render(path)).find(document):
+        if not isinstance(match.value, kind):
+            call.fail(f"{_render(path)} is not an {'array' if kind is list else 'object'}")
+        change(match.value)
+    return orjson.dumps(document).decode()
+
+
+@_function("jsonPathAdd", (2, 2), check=_check_path)
+def _json_path_add(call: _Call, subject: Value, path: Value, value: Value) -> Value:
+    """The document with the value appended to each array at the path."""
+    return _change_each(call, subject, path, list, lambda found: found.append(_json_value(value)))
+
+
+@_function("jsonPathPut", (3, 3), check=_check_path)
+def _json_path_put(call: _Call, subject: Value, path: Value, key: Value, value: Value) -> Value:
+    """The document with ``key`` set to the value in each object at the path."""
+    return _change_each(call, subject, path, dict, lambda found: found.__setitem__(_render(key), _json_value(value)))
