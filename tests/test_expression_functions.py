@@ -34,14 +34,25 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
 
 @pytest.mark.parametrize("text, expected", [
     # the bugs the issue lists, NiFi's documented results
-    ("${a:find('')}", "false"), ("${a:matches('')}", "false"), ("${a:find(${missing})}", "false"),
+    ("${a:find(${missing})}", "false"), ("${a:matches(${missing})}", "false"),
+    # an empty pattern is a pattern (Java's): found everywhere, matching only empty text
+    ("${a:find('')}", "true"), ("${a:matches('')}", "false"), ("${literal(''):matches('')}", "true"),
+    # the comparisons are false, not errors, when a side is not a number
+    ("${a:gt(3)}", "false"), ("${n:lt('x')}", "false"), ("${n:ge(${a})}", "false"), ("${n:le(true)}", "false"),
     ("${a:substringBefore('')}", "Hello World"), ("${a:substringBefore(${missing})}", "Hello World"),
     ("${a:substringAfter('')}", "Hello World"),
     ("${literal(+5.5):plus(.5)}", "6"), ("${literal(5.):plus(-.5)}", "4.5"), ("${n:plus(+5)}", "20"),
     ("${${abc}}", "Hello World"), ("${${literal('a')}:toUpper()}", "HELLO WORLD"),
     # Boolean logic
     ("${json:isJson()}", "true"), ("${a:isJson()}", "false"), ("${blank:isJson()}", "false"),
-    ("${literal('[1]'):isJson()}", "true"),
+    ("${literal('[1]'):isJson()}", "true"), ("${literal('42'):isJson()}", "false"), ("${literal('{'):isJson()}", "false"),
+    ("${literal('2026-08-04T10:15:30Z'):isValidInstant()}", "true"),
+    ("${literal('2026-08-04T10:15:30+05:30'):isValidInstant()}", "true"),
+    ("${literal('Tue, 04 Aug 2026 10:15:30 GMT'):isValidInstant()}", "true"),
+    ("${literal('not-a-date'):isValidInstant()}", "false"), ("${literal('2026-08-04T10:15:30'):isValidInstant()}", "false"),
+    ("${literal('04-08-2026'):isValidDate('dd-MM-yyyy')}", "true"),
+    ("${literal('31-02-2026'):isValidDate('dd-MM-yyyy')}", "false"),
+    ("${literal('2026-08-04 10:15:30'):isValidDate('yyyy-MM-dd HH:mm:ss', 'UTC')}", "true"),
     # String manipulation
     ("${path:substringBeforeLast('/')}", "a/b"), ("${path:substringAfterLast('/')}", "c.txt"),
     ("${path:substringAfterLast('#')}", "a/b/c.txt"), ("${path:substringBeforeLast('')}", "a/b/c.txt"),
@@ -52,6 +63,16 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
     ("${missing:replaceNull('dflt')}", "dflt"), ("${a:replaceNull('dflt')}", "Hello World"),
     ("${blank:replaceEmpty('e')}", "e"), ("${missing:replaceEmpty('e')}", "e"), ("${a:replaceEmpty('e')}", "Hello World"),
     ("${el:evaluateELString()}", "HELLO WORLD"), ("${abc:repeat(3)}", "aaa"), ("${abc:repeat(0)}", ""),
+    ("${literal(',,a,,b,,c,'):compactDelimitedList(',')}", "a,b,c"),
+    ("${literal('|alpha||beta|||gamma|'):compactDelimitedList('|')}", "alpha|beta|gamma"),
+    ("${literal(',,a,,b,,c,,'):trimDelimitedList(',')}", "a,,b,,c"),
+    ("${literal(';;alpha;;beta;;'):trimDelimitedList(';')}", "alpha;;beta"),
+    ("${literal('red,blue,red,green,blue,yellow'):unique(',')}", "red,blue,green,yellow"),
+    ("${literal('a::b::a'):unique('::')}", "a::b"),
+    ("${literal('abc'):replaceByPattern('abc:xyz,foo:poo')}", "xyz"),
+    ("${literal('abc'):replaceByPattern('foo:poo')}", "abc"),
+    ("${literal('abc'):replaceByPattern('a.c:xyz,.*:foo')}", "xyz"),
+    ("${literal('att7'):replaceByPattern('att[0-4]:low,att[5-9]:high,.*:other')}", "high"),
     ("${abc:padLeft(4)}", "___a"), ("${abc:padRight(4, 'xy')}", "axyx"), ("${a:padLeft(3)}", "Hello World"),
     ("${missing:padLeft(3):isNull()}", "true"),
     # Encode / decode
@@ -68,6 +89,11 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
     ("${a:base64Encode():base64Decode()}", "Hello World"),
     ("${a:UUID3(${ns})}", str(uuid.uuid3(uuid.NAMESPACE_DNS, "Hello World"))),
     ("${a:UUID5(${ns})}", str(uuid.uuid5(uuid.NAMESPACE_DNS, "Hello World"))),
+    # the guide's own examples
+    ("${literal('string value'):UUID3('b9e81de3-7047-4b5e-a822-8fff5b49f808')}", "bf0ea246-a177-3300-bd7e-d4c9e973dc6f"),
+    ("${literal('string value'):UUID5('245b55a8-397d-4480-a41e-16603c8cf9ad')}", "4d111477-5100-5f2d-ae79-b38bbe15aa78"),
+    ("${a:UUID3(${missing})}", str(uuid.uuid3(uuid.UUID(int=0), "Hello World"))),
+    ("${a:hash('SHA')}", hashlib.sha1(b"Hello World").hexdigest()),
     ("${a:hash('SHA-256')}", hashlib.sha256(b"Hello World").hexdigest()),
     ("${a:hash('md5')}", hashlib.md5(b"Hello World").hexdigest()),
     ("${a:hash('SHA3-512')}", hashlib.sha3_512(b"Hello World").hexdigest()),
@@ -75,7 +101,8 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
     ("${a:in('x', 'Hello World')}", "true"), ("${a:in('x', 'y')}", "false"), ("${missing:in('')}", "false"),
     ("${a:indexOf('o')}", "4"), ("${a:lastIndexOf('o')}", "7"), ("${a:indexOf('z')}", "-1"),
     ("${json:jsonPath('$.a.c')}", "text"), ("${json:jsonPath('$.a.b')}", "[1,2]"),
-    ("${json:jsonPath('$.list[*].id')}", "[1,2]"), ("${json:jsonPath('$.list[?(@.id > 1)].id')}", "[2]"),
+    ("${json:jsonPath('$.list[*].id')}", "[1,2]"), ("${json:jsonPath('$.list[?(@.id > 1)].id')}", "2"),
+    ("${json:jsonPath('$.list[?(@.id > 0)].id')}", "[1,2]"), ("${a:jsonPath('$.x')}", ""),
     ("${json:jsonPath('$.nothing')}", ""), ("${missing:jsonPath('$.a')}", ""),
     ("${json:jsonPathDelete('$.list')}", '{"a":{"b":[1,2],"c":"text"}}'),
     ("${json:jsonPathSet('$.a.c', 5):jsonPath('$.a.c')}", "5"),
@@ -96,6 +123,33 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
     ("${literal(1709622489000):toDate():format('HH:mm', 'UTC')}", "07:08"),
     ("${ts:toInstant('uuuu-MM-dd HH:mm:ss', 'UTC'):formatInstant('uuuu-MM-dd', 'Europe/Paris')}", "2024-03-05"),
     ("${ts:toDate('yyyy-MM-dd HH:mm:ss', 'UTC'):toMicros()}", "1709622489000000"),
+    ("${literal('2024-03-05T07:08:09Z'):toInstant():toNumber()}", "1709622489000"),
+    ("${literal('Tue, 05 Mar 2024 07:08:09 GMT'):formatInstant('yyyy-MM-dd HH:mm')}", "2024-03-05 07:08"),
+    ("${literal('2014/12/31 15:36:03.264Z'):toInstant(\"yyyy/MM/dd HH:mm:ss.SSS'Z'\", 'GMT'):toNumber()}",
+     "1420040163264"),
+    # plusDuration and friends: the guide's examples
+    ("${literal('04-08-2026'):toDate('dd-MM-yyyy'):plusDuration('1 week'):format('dd-MM-yyyy')}", "11-08-2026"),
+    ("${literal('04-08-2026'):toDate('dd-MM-yyyy'):plusDuration('2 years'):format('dd-MM-yyyy')}", "04-08-2028"),
+    ("${literal('04-08-2026'):toDate('dd-MM-yyyy'):plusDuration('3 months'):format('dd-MM-yyyy')}", "04-11-2026"),
+    ("${literal('04-08-2026'):toDate('dd-MM-yyyy'):plusDuration('2 hours'):format('dd-MM-yyyy HH:mm:ss')}",
+     "04-08-2026 02:00:00"),
+    ("${literal('2026-03-29 00:00:00'):toDate('yyyy-MM-dd HH:mm:ss', 'Europe/Vienna')"
+     ":plusDuration('1 day', 'Europe/Vienna'):format('yyyy-MM-dd HH:mm:ssXXX', 'Europe/Vienna')}",
+     "2026-03-30 00:00:00+02:00"),
+    ("${literal('2026-11-02 00:00:00'):toDate('yyyy-MM-dd HH:mm:ss', 'America/New_York')"
+     ":minusDuration('1 day', 'America/New_York'):format('yyyy-MM-dd HH:mm:ssXXX', 'America/New_York')}",
+     "2026-11-01 00:00:00-04:00"),
+    ("${literal('31-01-2024'):toDate('dd-MM-yyyy', 'UTC'):plusDuration('1 month', 'UTC'):format('dd-MM', 'UTC')}",
+     "29-02"),
+    ("${literal('04-08-2026'):toDate('dd-MM-yyyy'):minusDuration('1 second'):format('dd-MM-yyyy HH:mm:ss')}",
+     "03-08-2026 23:59:59"),
+    ("${literal('04-08-2026 00:00:00'):toInstant('dd-MM-yyyy HH:mm:ss', 'UTC'):plusInstantDuration('3 months')"
+     ":formatInstant('dd-MM-yyyy HH:mm:ss', 'UTC')}", "04-11-2026 00:00:00"),
+    ("${literal('04-08-2026 00:00:00'):toInstant('dd-MM-yyyy HH:mm:ss', 'Australia/Sydney')"
+     ":plusInstantDuration('3 months'):formatInstant('dd-MM-yyyy HH:mm:ss', 'Australia/Sydney')}",
+     "04-11-2026 01:00:00"),
+    ("${literal('04-08-2026 00:00:00'):toInstant('dd-MM-yyyy HH:mm:ss', 'UTC'):minusInstantDuration('1 week')"
+     ":formatInstant('dd-MM-yyyy HH:mm:ss', 'UTC')}", "28-07-2026 00:00:00"),
     ("${ts:toDate('yyyy-MM-dd HH:mm:ss', 'UTC'):toNanos()}", "1709622489000000000"),
     ("${n:toString():append('x')}", "15x"), ("${n:toDecimal()}", "15"), ("${f:toDecimal():plus(1)}", "3.5"),
     ("${literal('0x1F'):toNumber()}", "31"),
@@ -115,6 +169,14 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
     ("${allDelineatedValues(${list}, ';'):length():gt(3):count()}", "2"),
     ("${allAttributes('a', 'missing'):count()}", "1"),
     ("${allMatchingAttributes('x\\..*'):count():plus(1)}", "3"),
+    # nothing matched: the chain decides once on a missing value; count() is 0
+    ("${allMatchingAttributes('nomatch.*'):isNull()}", "true"),
+    ("${anyMatchingAttribute('nomatch.*'):contains('x')}", "false"),
+    ("${allMatchingAttributes('nomatch.*'):count()}", "0"),
+    # a delineated value splits at a regular expression, trailing empty pieces dropped
+    ("${allDelineatedValues('a1b22c,,', '\\d+'):join('-')}", "a-b-c,,"),
+    ("${allDelineatedValues('a,b,,', ','):count()}", "2"),
+    ("${anyDelineatedValue(${missing}, ','):equals('a')}", "false"),
 ])
 def test_function(text: str, expected: str) -> None:
     assert ev(text, state={"count": "7"}) == expected
@@ -138,6 +200,8 @@ def test_volatile_and_environment_functions(monkeypatch) -> None:
 
 @pytest.mark.parametrize("text, message", [
     ("${a:hash('MD4')}", "unknown hash algorithm 'MD4'"),
+    ("${a:replaceByPattern('nocolon')}", "needs 'pattern:value' pairs"),
+    ("${a:plusDuration('soon')}", "a duration is '<number> <unit>'"),
     ("${json:jsonPath('a.b')}", "a JSONPath starts with '$'"),
     ("${a:jsonPath(${missing})}", None),
     ("${a:count()}", "count() follows a multi-attribute function"),
@@ -153,12 +217,16 @@ def test_errors_at_parse_time(text: str, message: str | None) -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("${a:jsonPath('$.x')}", "the subject is not JSON"),
+    ("${a:jsonPathDelete('$.x')}", "the subject is not JSON"),
+    ("${missing:jsonPathSet('$.x', 1)}", "the subject is empty, not JSON"),
+    ("${literal('1'):plusDuration('3 fortnights')}", "a duration is '<number> <unit>'"),
+    ("${literal('x'):toInstant('yyyy')}", "toInstant takes a pattern and a time zone, or neither"),
     ("${n:divide(0)}", "division by zero"),
     ("${hex:fromRadix(8)}", "is not a number in base 8"),
     ("${n:toRadix(99)}", "the radix must be 2 to 36"),
     ("${a:base64Decode()}", "is not Base64"),
     ("${a:UUID5('nope')}", "is not a UUID"),
+    ("${a:toInstant()}", "'Hello World' is not a date"),
     ("${ts:toDate('yyyy/MM/dd')}", "does not match the date pattern"),
     ("${n:math('nosuch')}", "unknown Math method 'nosuch'"),
     ("${csv:getDelimitedField(0)}", "the field index must be 1 or more"),

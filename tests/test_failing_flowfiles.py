@@ -63,14 +63,14 @@ def engine(request):
 
 
 def test_one_bad_flowfile_in_16_no_longer_stops_the_queue(engine, tmp_path):
-    """The issue's case: ${n:gt(3)} over n=abc. The good ones pass, each bad one is penalized in its
+    """The issue's case: ${n:plus(3)} over n=abc. The good ones pass, each bad one is penalized in its
     queue and named in an error; the run ends as stalled, the bad ones kept in the log."""
     bad = list(range(0, 200, 16))  # 13 of 200
     sources(tmp_path / "in", 200 - len(bad), bad)
     flow = Flow("poison")
     get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in"), "Batch Size": 200})
     mark = flow.add(UpdateAttribute, "mark", properties={"n": "${filename:startsWith('bad'):ifElse('abc', '5')}"})
-    compare = flow.add(UpdateAttribute, "compare", properties={"big": "${n:gt(3)}"})
+    compare = flow.add(UpdateAttribute, "compare", properties={"big": "${n:plus(3)}"})
     put = flow.add(PutFile, "put", properties={"Directory": str(tmp_path / "out")}, auto_terminate=["success", "failure"])
     flow.connect(get, mark)
     flow.connect(mark, compare, name="marked")
@@ -83,7 +83,7 @@ def test_one_bad_flowfile_in_16_no_longer_stops_the_queue(engine, tmp_path):
     assert stalled["queued"] == {"marked": len(bad)} and stalled["penalized"] == len(bad)
     compare_status = processor_totals(final)["compare"]
     penalized = [e["error"] for e in compare_status["recent_errors"] if "penalized in its queue" in e["error"]]
-    assert penalized and all("gt(): subject 'abc' is not a number" in e for e in penalized)
+    assert penalized and all("plus(): subject 'abc' is not a number" in e for e in penalized)
     with WriteAheadFlowFileRepository(tmp_path / "repository" / "flowfile", create=False) as wal:
         assert wal.queue_counts() == {"marked": len(bad)}
         kept = [f for _queue, batch in wal.recover() for f in batch]
@@ -125,7 +125,7 @@ def test_the_cli_says_stalled_timed_out_and_fail_on_error(tmp_path, capsys):
     (tmp_path / "in" / "x.txt").write_bytes(b"bad")
     flow = Flow("cli-endings")
     get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")})
-    flow.add(UpdateAttribute, "compare", properties={"big": "${filename:gt(3)}"}, auto_terminate=["success"])
+    flow.add(UpdateAttribute, "compare", properties={"big": "${filename:plus(3)}"}, auto_terminate=["success"])
     flow.connect(get, "compare", name="q")
     flow.save(tmp_path / "stalls.json")
     run = ["run", "--engine", "in-process", "--quiet"]
@@ -243,7 +243,7 @@ def test_sigterm_stops_a_run_as_gracefully_as_ctrl_c(tmp_path):
     (tmp_path / "in").mkdir()
     flow = Flow("terminated")
     get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")})
-    flow.add(UpdateAttribute, "never", properties={"x": "${filename:gt(3)}"}, auto_terminate=["success"])
+    flow.add(UpdateAttribute, "never", properties={"x": "${filename:plus(3)}"}, auto_terminate=["success"])
     flow.connect(get, "never", name="q")
     flow.save(tmp_path / "flow.json")
     sources(tmp_path / "in", 5, [])

@@ -234,6 +234,10 @@ class _Multi(_Node):
 
     def eval(self, ctx: _Context) -> Value:
         values = self.source.eval(ctx)
+        if not values:   # no attribute matched: as NiFi, the chain decides once on a missing value
+            if self.aggregate is not None:
+                return 0 if self.aggregate == "count" else ""
+            values = [None]
         saved = ctx.each
         results = []
         try:
@@ -307,6 +311,17 @@ def _number(call: _Call, value: Value, role: str) -> int | float:
     if number is None:
         call.fail(f"{role} {_describe(value)} is not a number")
     return number
+
+
+def _as_number(value: Value) -> int | float | None:
+    """The value as a number, or None when it is missing or not one (the tests that are false then)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, _Date):
+        return value.millis
+    return _parse_number(_render(value))
 
 
 def _whole(call: _Call, value: Value, role: str) -> int:

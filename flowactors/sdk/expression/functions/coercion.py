@@ -1,9 +1,9 @@
-"""Type coercion (NiFi guide: Type Coercion): text, numbers, and a point in time as micro- or
-nanoseconds. ``toDate`` and ``toInstant`` read dates from text: ``functions.dates``."""
+"""Type coercion (NiFi guide: Type Coercion): a value as text or as a number. Dates and instants
+are read and converted by ``functions.dates``."""
 
 from __future__ import annotations
 
-from flowactors.sdk.expression.language import Value, _Call, _function, _millis, _number, _render
+from flowactors.sdk.expression.language import Value, _Call, _function, _number, _render
 
 
 @_function("toString")
@@ -20,14 +20,3 @@ def _to_number(call: _Call, subject: Value) -> Value:
 @_function("toDecimal")
 def _to_decimal(call: _Call, subject: Value) -> Value:
     return None if subject is None else float(_number(call, subject, "subject"))
-
-
-@_function("toMicros")
-def _to_micros(call: _Call, subject: Value) -> Value:
-    """Microseconds since the epoch of a date or instant (dates here have millisecond precision)."""
-    return None if subject is None else _millis(call, subject) * 1000
-
-
-@_function("toNanos")
-def _to_nanos(call: _Call, subject: Value) -> Value:
-    return None if subject is None else _millis(call, subject) * 1_000_000

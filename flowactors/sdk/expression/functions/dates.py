@@ -9,13 +9,14 @@ silent output; names of months and days are English.
 
 from __future__ import annotations
 
+import email.utils
 import functools
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flowactors.sdk.expression.language import (
-    _OMITTED, Value, _Call, _Date, _function, _literal_check, _millis, _render)
+    _OMITTED, Value, _Call, _Date, _function, _literal_check, _millis, _parse_number, _render)
 
 _DATE_LETTERS = "yuMdHhmsSaEzZX"
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
@@ -167,13 +168,14 @@ def _read_offset(text: str) -> tzinfo:
     return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)))
 
 
-def _parse_date(call: _Call, text: str, pattern: str, zone: tzinfo | None) -> int:
+def _parse_date(text: str, pattern: str, zone: tzinfo | None) -> int:
     """Milliseconds since the epoch of ``text`` written with ``pattern`` (in ``zone`` unless the
-    text says its own offset or zone; else the machine's)."""
+    text says its own offset or zone; else the machine's). ValueError when it is not such a date,
+    including one the calendar lacks (``31-02-2026``)."""
     regex, fields = _date_reader(_date_pattern(pattern))
     match = regex.fullmatch(text.strip())
     if match is None:
-        call.fail(f"{text!r} does not match the date pattern {pattern!r}")
+        raise ValueError(f"{text!r} does not match the date pattern {pattern!r}")
     parts = {"y": 1970, "M": 1, "d": 1, "H": 0, "m": 0, "s": 0, "S": 0}
     hour12, pm = None, None
     for (letter, count), value in zip(fields, match.groups()):
@@ -186,12 +188,11 @@ def _parse_date(call: _Call, text: str, pattern: str, zone: tzinfo | None) -> in
         elif letter == "a":
             pm = value.upper() == "PM"
         elif letter == "z":
-            try:
-                zone = _zone(value)
-            except ValueError as exc:
-                call.fail(str(exc))
+            zone = _zone(value)
         elif letter in "ZX":
             zone = _read_offset(value)
+        elif letter == "S":
+            parts["S"] = int(value[:3].ljust(3, "0")) if count > 3 else int(value)   # nanoseconds: ms kept
         elif letter != "E":
             parts[letter] = int(value)
     if hour12 is not None:
@@ -201,19 +202,43 @@ def _parse_date(call: _Call, text: str, pattern: str, zone: tzinfo | None) -> in
     try:
         moment = datetime(parts["y"], parts["M"], parts["d"], parts["H"], parts["m"], parts["s"])
     except ValueError as exc:
-        call.fail(f"{text!r} is not a valid date: {exc}")
+        raise ValueError(f"{text!r} is not a valid date: {exc}") from None
     moment = moment.replace(tzinfo=zone) if zone is not None else moment.astimezone()
     return int(moment.timestamp()) * 1000 + parts["S"]
+
+
+def _parse_instant(text: str) -> int:
+    """Milliseconds since the epoch of an ISO-8601 instant (with ``Z`` or an offset) or an
+    RFC-1123 date-time (``Tue, 04 Aug 2026 10:15:30 GMT``); ValueError otherwise."""
+    text = text.strip()
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            moment = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            raise ValueError(f"{text!r} is not a date: neither a number of milliseconds, an ISO-8601 instant "
+                             f"nor an RFC-1123 date-time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no offset or zone, so it is not an instant")
+    return int(moment.timestamp() * 1000)
 
 
 #: a literal pattern (argument 0) and time zone (argument 1) are checked when compiled
 _check_format = _literal_check(_date_pattern, _zone)
 
 
+def _moment(call: _Call, subject: Value) -> int:
+    """A date or instant subject as milliseconds: a date, a number of them, or an instant as text."""
+    if isinstance(subject, str) and _parse_number(subject) is None:
+        return _parse_instant(subject)
+    return _millis(call, subject)
+
+
 def _write(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
     if subject is None:
         return None
-    millis = _millis(call, subject)
+    millis = _moment(call, subject)
     tokens = _date_pattern(_render(pattern))
     where = None if zone is _OMITTED else _zone(_render(zone))
     try:
@@ -227,9 +252,9 @@ def _read(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
         return None
     if isinstance(subject, _Date):
         return subject
-    if pattern is _OMITTED:  # a number of milliseconds
-        return _Date(_millis(call, subject))
-    return _Date(_parse_date(call, _render(subject), _render(pattern), None if zone is _OMITTED else _zone(_render(zone))))
+    if pattern is _OMITTED:  # a number of milliseconds, or an instant written in ISO-8601 / RFC-1123
+        return _Date(_moment(call, subject))
+    return _Date(_parse_date(_render(subject), _render(pattern), None if zone is _OMITTED else _zone(_render(zone))))
 
 
 @_function("format", (1, 2), check=_check_format)
@@ -238,8 +263,10 @@ def _format(call: _Call, subject: Value, pattern: Value, zone: Value = _OMITTED)
     return _write(call, subject, pattern, zone)
 
 
-@_function("formatInstant", (2, 2), check=_check_format)
-def _format_instant(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+@_function("formatInstant", (1, 2), check=_check_format)
+def _format_instant(call: _Call, subject: Value, pattern: Value, zone: Value = "UTC") -> Value:
+    """An instant (a date, milliseconds, or ISO-8601 / RFC-1123 text) written with the pattern, in UTC
+    unless ``zone`` says otherwise."""
     return _write(call, subject, pattern, zone)
 
 
@@ -250,6 +277,104 @@ def _to_date(call: _Call, subject: Value, pattern: Value = _OMITTED, zone: Value
     return _read(call, subject, pattern, zone)
 
 
-@_function("toInstant", (2, 2), check=_check_format)
-def _to_instant(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+@_function("toInstant", (0, 2), check=_check_format)
+def _to_instant(call: _Call, subject: Value, pattern: Value = _OMITTED, zone: Value = _OMITTED) -> Value:
+    """Text read with the pattern in ``zone`` as an instant; without arguments, milliseconds or an
+    ISO-8601 / RFC-1123 instant."""
+    if pattern is not _OMITTED and zone is _OMITTED:
+        call.fail("toInstant takes a pattern and a time zone, or neither")
     return _read(call, subject, pattern, zone)
+
+
+@_function("isValidDate", (1, 2), check=_check_format)
+def _is_valid_date(call: _Call, subject: Value, pattern: Value, zone: Value = _OMITTED) -> Value:
+    """Whether ``toDate(pattern, zone)`` would read the subject (a real calendar date)."""
+    if subject is None:
+        return False
+    try:
+        _parse_date(_render(subject), _render(pattern), None if zone is _OMITTED else _zone(_render(zone)))
+    except ValueError:
+        return False
+    return True
+
+
+@_function("isValidInstant")
+def _is_valid_instant(call: _Call, subject: Value) -> Value:
+    """Whether the subject is an ISO-8601 instant or an RFC-1123 date-time."""
+    if subject is None:
+        return False
+    try:
+        _parse_instant(_render(subject))
+    except ValueError:
+        return False
+    return True
+
+
+@_function("toMicros")
+def _to_micros(call: _Call, subject: Value) -> Value:
+    """Microseconds since the epoch of a date or instant (dates here have millisecond precision)."""
+    return None if subject is None else _moment(call, subject) * 1000
+
+
+@_function("toNanos")
+def _to_nanos(call: _Call, subject: Value) -> Value:
+    return None if subject is None else _moment(call, subject) * 1_000_000
+
+
+# --- adding and subtracting durations: "<number> <unit>" ---
+
+_UNITS = {"nanosecond": "ns", "second": "s", "minute": "min", "hour": "h", "day": "d", "week": "w", "month": "mo",
+          "year": "y"}
+_AMOUNT = re.compile(r"\s*([+-]?\d+)\s+([A-Za-z]+?)s?\s*")
+
+
+def _amount(text: str) -> tuple[int, str]:
+    match = _AMOUNT.fullmatch(text)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise ValueError(f"a duration is '<number> <unit>' with a unit of {', '.join(_UNITS)}, not {text!r}")
+    return int(match.group(1)), _UNITS[match.group(2).lower()]
+
+
+def _add_months(moment: datetime, months: int) -> datetime:
+    """Calendar months added, the day clamped to the month's last (Jan 31 + 1 month: Feb 28/29)."""
+    index = moment.year * 12 + moment.month - 1 + months
+    year, month = divmod(index, 12)
+    days = (datetime(year + (month == 11), (month + 1) % 12 + 1, 1) - datetime(year, month + 1, 1)).days
+    return moment.replace(year=year, month=month + 1, day=min(moment.day, days))
+
+
+def _shift(millis: int, amount: str, zone: tzinfo | None, sign: int) -> int:
+    """``millis`` moved by the duration: seconds to hours as elapsed time, days to years on the
+    wall clock of ``zone`` (the machine's when None), so a day across a DST change stays a day."""
+    number, unit = _amount(amount)
+    number *= sign
+    exact = {"ns": number // 1_000_000, "s": number * 1000, "min": number * 60_000, "h": number * 3_600_000}
+    if unit in exact:
+        return millis + exact[unit]
+    seconds, rest = divmod(millis, 1000)
+    if zone is None:
+        wall = datetime.fromtimestamp(seconds)                 # naive local time; timestamp() reads it back
+    else:
+        wall = datetime.fromtimestamp(seconds, timezone.utc).astimezone(zone).replace(tzinfo=None)
+    if unit in ("d", "w"):
+        wall += timedelta(days=number * (7 if unit == "w" else 1))
+    else:
+        wall = _add_months(wall, number * (12 if unit == "y" else 1))
+    moved = wall if zone is None else wall.replace(tzinfo=zone)
+    return int(moved.timestamp()) * 1000 + rest
+
+
+def _duration_function(name: str, sign: int, instant: bool) -> None:
+    def impl(call: _Call, subject: Value, amount: Value, zone: Value = _OMITTED) -> Value:
+        if subject is None:
+            return None
+        where = timezone.utc if instant else (None if zone is _OMITTED else _zone(_render(zone)))
+        return _Date(_shift(_moment(call, subject), _render(amount), where, sign))
+
+    _function(name, (1, 1) if instant else (1, 2), check=_literal_check(_amount, _zone))(impl)
+
+
+_duration_function("plusDuration", 1, instant=False)
+_duration_function("minusDuration", -1, instant=False)
+_duration_function("plusInstantDuration", 1, instant=True)
+_duration_function("minusInstantDuration", -1, instant=True)

@@ -13,7 +13,7 @@ import uuid
 from html.entities import codepoint2name
 from typing import Callable
 
-from flowactors.sdk.expression.language import _OMITTED, Value, _Call, _function, _literal_check, _render
+from flowactors.sdk.expression.language import Value, _Call, _function, _literal_check, _render
 
 
 def _text_function(name: str, transform: Callable[[_Call, str], str]) -> None:
@@ -179,34 +179,30 @@ _text_function("base64Decode", _base64_decode)
 # --- name-based UUIDs: the subject is the name ---
 
 
-def _name_uuid(name: str, make: Callable[[uuid.UUID, str], uuid.UUID], digest: str, version: int) -> None:
-    """UUID3 / UUID5 of the subject in the namespace given (a UUID); without one, the hash of the
-    name alone (as Java's ``UUID.nameUUIDFromBytes`` does for version 3)."""
+def _name_uuid(name: str, make: Callable[[uuid.UUID, str], uuid.UUID]) -> None:
+    """UUID3 / UUID5 (RFC 4122, MD5 / SHA-1) of the subject in a namespace UUID; a missing
+    namespace is the nil UUID, as NiFi's."""
 
-    def impl(call: _Call, subject: Value, namespace: Value = _OMITTED) -> Value:
+    def impl(call: _Call, subject: Value, namespace: Value) -> Value:
         if subject is None:
             return None
-        text = _render(subject)
-        if namespace is _OMITTED or namespace is None:
-            raw = bytearray(hashlib.new(digest, text.encode("utf-8")).digest()[:16])
-            raw[6] = (raw[6] & 0x0F) | (version << 4)
-            raw[8] = (raw[8] & 0x3F) | 0x80
-            return str(uuid.UUID(bytes=bytes(raw)))
+        if namespace is None:
+            return str(make(uuid.UUID(int=0), _render(subject)))
         try:
             space = uuid.UUID(_render(namespace))
         except ValueError:
             call.fail(f"the namespace {_render(namespace)!r} is not a UUID")
-        return str(make(space, text))
+        return str(make(space, _render(subject)))
 
-    _function(name, (0, 1))(impl)
+    _function(name, (1, 1))(impl)
 
 
-_name_uuid("UUID3", uuid.uuid3, "md5", 3)
-_name_uuid("UUID5", uuid.uuid5, "sha1", 5)
+_name_uuid("UUID3", uuid.uuid3)
+_name_uuid("UUID5", uuid.uuid5)
 
 # --- hash(algorithm): hexadecimal digest of the UTF-8 text ---
 
-_HASHES = {"MD5": "md5", "SHA-1": "sha1", "SHA-224": "sha224", "SHA-256": "sha256", "SHA-384": "sha384",
+_HASHES = {"MD5": "md5", "SHA": "sha1", "SHA-1": "sha1", "SHA-224": "sha224", "SHA-256": "sha256", "SHA-384": "sha384",
            "SHA-512": "sha512", "SHA-512/224": "sha512_224", "SHA-512/256": "sha512_256", "SHA3-224": "sha3_224",
            "SHA3-256": "sha3_256", "SHA3-384": "sha3_384", "SHA3-512": "sha3_512"}
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 import orjson
 
 from flowactors.sdk.expression.language import (
-    _JAVA_WHITESPACE, Value, _boolean, _Call, _Context, _function, _Node, _number, _render)
+    _JAVA_WHITESPACE, Value, _as_number, _boolean, _Call, _Context, _function, _Node, _render)
 
 
 @_function("isNull")
@@ -27,11 +27,12 @@ def _is_empty(call: _Call, subject: Value) -> Value:
 
 @_function("isJson")
 def _is_json(call: _Call, subject: Value) -> Value:
-    """True when the subject is a JSON document (object, array, string, number, true/false/null)."""
-    if subject is None or not _render(subject).strip():
+    """True when the subject is a JSON object or array (what a JSONPath queries), as NiFi."""
+    text = "" if subject is None else _render(subject).strip()
+    if not text or text[0] not in "[{":
         return False
     try:
-        orjson.loads(_render(subject))
+        orjson.loads(text)
     except orjson.JSONDecodeError:
         return False
     return True
@@ -48,12 +49,11 @@ def _equals_ignore_case(call: _Call, subject: Value, other: Value) -> Value:
 
 
 def _comparison(name: str, compare: Callable[[Any, Any], bool]) -> None:
-    """gt/ge/lt/le: false when either side is missing, an error when either is not a number."""
+    """gt/ge/lt/le: false when either side is missing or not a number (as NiFi)."""
 
     def impl(call: _Call, subject: Value, other: Value) -> Value:
-        if subject is None or other is None:
-            return False
-        return compare(_number(call, subject, "subject"), _number(call, other, "argument"))
+        a, b = _as_number(subject), _as_number(other)
+        return a is not None and b is not None and compare(a, b)
 
     _function(name, (1, 1))(impl)
 

@@ -26,12 +26,15 @@ def _matching(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node])
 
 
 def _delineated(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> list[Value]:
+    """The value split at the delimiter, a regular expression (Java's ``String.split``: trailing
+    empty pieces dropped); nothing when either is missing."""
     value, delimiter = (arg.eval(ctx) for arg in args)
-    if value is None:
+    if value is None or delimiter is None:
         return []
-    if not _render(delimiter):
-        call.fail("the delimiter is empty")
-    return _render(value).split(_render(delimiter))
+    pieces = _regex(_render(delimiter)).split(_render(value))
+    while pieces and not pieces[-1]:
+        pieces.pop()
+    return pieces
 
 
 for _name, _values, _count in (("anyAttribute", _named, (1, _MANY)), ("allAttributes", _named, (1, _MANY)),

@@ -42,16 +42,14 @@ def _in(call: _Call, subject: Value, *values: Value) -> Value:
 
 @_function("matches", (1, 1), check=_check_regex)
 def _matches(call: _Call, subject: Value, regex: Value) -> Value:
-    """The regular expression matches the whole subject; an empty or missing one matches nothing."""
-    pattern = "" if regex is None else _render(regex)
-    return subject is not None and pattern != "" and _regex(pattern).fullmatch(_render(subject)) is not None
+    """The regular expression matches the whole subject; a missing one matches nothing."""
+    return subject is not None and regex is not None and _regex(_render(regex)).fullmatch(_render(subject)) is not None
 
 
 @_function("find", (1, 1), check=_check_regex)
 def _find(call: _Call, subject: Value, regex: Value) -> Value:
-    """The regular expression matches somewhere in the subject; an empty or missing one nowhere."""
-    pattern = "" if regex is None else _render(regex)
-    return subject is not None and pattern != "" and _regex(pattern).search(_render(subject)) is not None
+    """The regular expression matches somewhere in the subject; a missing one nowhere."""
+    return subject is not None and regex is not None and _regex(_render(regex)).search(_render(subject)) is not None
 
 
 @_function("indexOf", (1, 1))
@@ -84,6 +82,8 @@ _check_path = _literal_check(_json_path)
 
 
 def _document(call: _Call, subject: Value):
+    if subject is None or not _render(subject).strip():
+        call.fail("the subject is empty, not JSON")
     try:
         return orjson.loads(_render(subject))
     except orjson.JSONDecodeError as exc:
@@ -103,22 +103,24 @@ def _json_value(value: Value):
 
 @_function("jsonPath", (1, 1), check=_check_path)
 def _json_path_get(call: _Call, subject: Value, path: Value) -> Value:
-    """The value at the path (text as is, objects and arrays as JSON); empty when nothing is there."""
-    if subject is None or not _render(subject).strip():
+    """The value at the path (text as is, objects and arrays as JSON, an array of one scalar as
+    that scalar); empty when nothing is there or the subject is not JSON, as NiFi's guide says."""
+    try:
+        document = orjson.loads(_render(subject)) if subject is not None else None
+    except orjson.JSONDecodeError:
+        return ""
+    if document is None:
         return ""
     text = _render(path)
-    found = [match.value for match in _json_path(text).find(_document(call, subject))]
-    if _INDEFINITE.search(text):
-        return orjson.dumps(found).decode()
-    if not found or found[0] is None:
-        return ""
-    return _json_text(found[0])
+    found = [match.value for match in _json_path(text).find(document)]
+    result = found if _INDEFINITE.search(text) else (found[0] if found else None)
+    if isinstance(result, list) and len(result) == 1 and not isinstance(result[0], (list, dict)):
+        result = result[0]
+    return "" if result is None else _json_text(result)
 
 
 @_function("jsonPathDelete", (1, 1), check=_check_path)
 def _json_path_delete(call: _Call, subject: Value, path: Value) -> Value:
-    if subject is None or not _render(subject).strip():
-        return subject
     document = _json_path(_render(path)).filter(lambda _: True, _document(call, subject))
     return orjson.dumps(document).decode()
 
@@ -126,8 +128,6 @@ def _json_path_delete(call: _Call, subject: Value, path: Value) -> Value:
 @_function("jsonPathSet", (2, 2), check=_check_path)
 def _json_path_set(call: _Call, subject: Value, path: Value, value: Value) -> Value:
     """The document with the value at an existing path replaced (a path not there: unchanged)."""
-    if subject is None or not _render(subject).strip():
-        return subject
     expression = _json_path(_render(path))
     document = _document(call, subject)
     if expression.find(document):
@@ -137,8 +137,6 @@ def _json_path_set(call: _Call, subject: Value, path: Value, value: Value) -> Va
 
 def _change_each(call: _Call, subject: Value, path: Value, kind: type, change) -> Value:
     """The document with ``change`` applied to each ``kind`` (list or dict) the path finds."""
-    if subject is None or not _render(subject).strip():
-        return subject
     document = _document(call, subject)
     for match in _json_path(_render(path)).find(document):
         if not isinstance(match.value, kind):

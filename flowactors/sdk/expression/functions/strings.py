@@ -4,11 +4,12 @@ the functions that transform text, so ``isNull`` still sees it after them."""
 from __future__ import annotations
 
 import random
+import re
 from typing import Sequence
 
 from flowactors.sdk.expression.language import (
-    _JAVA_WHITESPACE, _OMITTED, Value, _boolean, _Call, _Context, _function, _Node, _render, _string_function,
-    _whole, compile_value)
+    _JAVA_WHITESPACE, _OMITTED, Value, _boolean, _Call, _Context, _function, _literal_check, _Node, _render,
+    _string_function, _whole, compile_value)
 from flowactors.sdk.expression.regex import _check_regex, _regex, _replacement
 
 _string_function("toUpper", str.upper)
@@ -180,3 +181,49 @@ def _pad(name: str, left: bool) -> None:
 
 _pad("padLeft", left=True)
 _pad("padRight", left=False)
+
+
+def _list_function(name: str, tidy) -> None:
+    """compactDelimitedList / trimDelimitedList / unique: the subject split at the (literal)
+    delimiter, its pieces tidied, joined again with the same delimiter."""
+
+    def impl(call: _Call, subject: Value, delimiter: Value) -> Value:
+        if subject is None:
+            return None
+        separator = _render(delimiter)
+        if not separator:
+            call.fail("the delimiter is empty")
+        return separator.join(tidy(_render(subject).split(separator)))
+
+    _function(name, (1, 1))(impl)
+
+
+def _trim_ends(pieces: list[str]) -> list[str]:
+    first = next((i for i, p in enumerate(pieces) if p), len(pieces))
+    last = next((i for i in range(len(pieces) - 1, -1, -1) if pieces[i]), -1)
+    return pieces[first:last + 1]
+
+
+_list_function("compactDelimitedList", lambda pieces: [p for p in pieces if p])
+_list_function("trimDelimitedList", _trim_ends)
+_list_function("unique", lambda pieces: list(dict.fromkeys(pieces)))
+
+
+def _mapping_rule(rule: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """``'regex:value,regex2:value2'``: each pair splits at its last ':' (a pattern may hold one)."""
+    pairs = []
+    for entry in rule.split(","):
+        pattern, colon, value = entry.rpartition(":")
+        if not colon:
+            raise ValueError(f"the mapping rule {rule!r} needs 'pattern:value' pairs separated by ','")
+        pairs.append((_regex(pattern), value))
+    return tuple(pairs)
+
+
+@_function("replaceByPattern", (1, 1), check=_literal_check(_mapping_rule))
+def _replace_by_pattern(call: _Call, subject: Value, rule: Value) -> Value:
+    """The value of the first pattern of the rule that matches the whole subject; else the subject."""
+    if subject is None:
+        return None
+    text = _render(subject)
+    return next((value for pattern, value in _mapping_rule(_render(rule)) if pattern.fullmatch(text)), text)
