@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import struct
 import tarfile
 import time
 import zipfile
@@ -14,6 +13,7 @@ import pytest
 from flowactors.processors import MergeContent
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
+from packaging_vectors import v3_record
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
 
@@ -243,14 +243,6 @@ def test_invalid_configurations(properties):
 
 
 # ------------------------------------------------------------------------ package formats
-def v3_record(attributes: dict[str, str], content: bytes) -> bytes:
-    """One FlowFile as NiFi's v3 packager writes it (short fields only), assembled by hand."""
-    out = b"NiFiFF3" + struct.pack(">H", len(attributes))
-    for key, value in attributes.items():
-        for text in (key.encode(), value.encode()):
-            out += struct.pack(">H", len(text)) + text
-    return out + struct.pack(">q", len(content)) + content
-
 
 def test_flowfile_stream_v3_packages_every_flowfile_with_its_attributes():
     contents = [b"one", b"", b"three"]

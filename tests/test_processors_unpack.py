@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import struct
 import tarfile
 import zipfile
 from datetime import datetime
@@ -13,6 +12,7 @@ import pytest
 from flowactors.processors import MergeContent, UnpackContent
 from flowactors.sdk.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
+from packaging_vectors import v3_record
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
 
@@ -41,14 +41,6 @@ def unpack(data: bytes, attributes, **properties) -> ProcessorRunner:
     runner.run()
     return runner
 
-
-def v3_record(attributes: dict[str, str], content: bytes) -> bytes:
-    """One FlowFile as NiFi's v3 packager writes it (short fields only)."""
-    out = b"NiFiFF3" + struct.pack(">H", len(attributes))
-    for key, value in attributes.items():
-        for text in (key.encode(), value.encode()):
-            out += struct.pack(">H", len(text)) + text
-    return out + struct.pack(">q", len(content)) + content
 
 
 # ------------------------------------------------------------------------ round trips
