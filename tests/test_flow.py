@@ -111,7 +111,7 @@ def test_json_with_bare_type_names_and_save(tmp_path):
 def test_bad_json_definitions_give_clear_errors():
     with pytest.raises(FlowValidationError, match="not valid JSON"):
         Flow.from_json("{nope")
-    with pytest.raises(FlowValidationError, match="definition version 1"):
+    with pytest.raises(FlowValidationError, match="definition versions 1, 2"):
         Flow.from_json('{"flowactors_flow": 99, "name": "x"}')
     data = valid_flow().to_dict()
     data["processors"][0]["type"] = "no.such.module.Proc"

@@ -48,7 +48,7 @@ def make_context(node: ProcessorNode, settings: Settings, instance: int = 0) -> 
     """The ``ProcessContext`` a task of ``node`` triggers with."""
     return ProcessContext(
         name=node.name, processor_type=node.type.__name__, descriptors=node.type.descriptor_map(),
-        values=node.properties, relationships=list(node.type.relationships_for(node.properties)),
+        values=node.property_values, relationships=list(node.type.relationships_for(node.property_values)),
         instance=instance, concurrent_tasks=node.concurrent_tasks,
         batch_size=node.batch_size or settings.default_batch_size)
 

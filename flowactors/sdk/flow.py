@@ -15,11 +15,14 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
+from flowactors.sdk import parameters as params
 from flowactors.sdk.processor import Processor
 from flowactors.sdk.settings import Settings, SettingsError
 from flowactors.sdk.units import parse_data_size, parse_duration
 
-DEFINITION_VERSION = 1
+DEFINITION_VERSION = 2
+#: definition versions this flowactors reads (1: before parameter contexts)
+READABLE_VERSIONS = (1, 2)
 PRIORITIZERS = ("FIFO", "OldestFlowFileFirst", "NewestFlowFileFirst", "PriorityAttribute")
 #: a connection's load-balance strategies across a cluster's nodes (seed 002; docs/cluster.md)
 LOAD_BALANCE_STRATEGIES = ("none", "round-robin", "single-node", "partition-by-attribute")
@@ -65,6 +68,15 @@ class ProcessorNode:
     #: on a flow that runs on several nodes, run only on the primary node (NiFi's "Execution:
     #: Primary node", for List* sources); another node takes over when the primary leaves
     primary_node_only: bool = False
+    #: the parameter context its ``#{...}`` references read (None: the flow's)
+    parameter_context: str | None = None
+    #: the property values with parameters resolved, set when the flow validates (never saved)
+    resolved: dict[str, str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def property_values(self) -> dict[str, str]:
+        """The values the processor runs with: parameters resolved once the flow validated."""
+        return self.properties if self.resolved is None else self.resolved
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,7 +85,7 @@ class ProcessorNode:
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
             "num_cpus": self.num_cpus, "isolated": self.isolated, "runtime_env": self.runtime_env,
-            "primary_node_only": self.primary_node_only,
+            "primary_node_only": self.primary_node_only, "parameter_context": self.parameter_context,
         }
 
 
@@ -119,12 +131,16 @@ class Connection:
 
 
 class Flow:
-    def __init__(self, name: str, settings: dict[str, Any] | None = None):
+    def __init__(self, name: str, settings: dict[str, Any] | None = None, *, parameter_context: str | None = None):
         self.name = name
         self.processors: dict[str, ProcessorNode] = {}
         self.connections: list[Connection] = []
         #: overrides of ``flowactors.sdk.settings.Settings`` for this flow
         self.settings: dict[str, Any] = dict(settings or {})
+        #: parameter contexts by name (``flowactors.sdk.parameters``), and the one processors use
+        #: unless they name their own
+        self.parameter_contexts: dict[str, params.ParameterContext] = {}
+        self.parameter_context = parameter_context
         self._problems: list[str] = []
 
     # ------------------------------------------------------------------ building
@@ -146,6 +162,20 @@ class Flow:
                              **scheduling)
         self.processors[name] = node
         return node
+
+    def add_parameter_context(self, name: str, values: dict[str, Any] | None = None, *,
+                              sensitive: Iterable[str] = (), inherits: Iterable[str] = (),
+                              description: str = "") -> params.ParameterContext:
+        """Define a parameter context: ``values`` maps parameter names to values (a sensitive one
+        given as None is read from ``FLOWACTORS_PARAMETER_<NAME>`` when the flow runs). The
+        first context defined becomes the flow's unless it names one."""
+        if name in self.parameter_contexts:
+            self._problems.append(f"two parameter contexts are named '{name}'; names must be unique")
+        context = params.context_from_values(name, values or {}, sensitive, inherits, description)
+        self.parameter_contexts[name] = context
+        if self.parameter_context is None:
+            self.parameter_context = name
+        return context
 
     def add_input_port(self, name: str = "input") -> ProcessorNode:
         """An input port (``flowactors.processors.ports``): where a stateless trigger's inputs enter."""
@@ -185,8 +215,10 @@ class Flow:
             problems.append(str(err))
         if not self.processors:
             problems.append("the flow has no processors")
+        problems.extend(self._resolve_parameters())
         for node in self.processors.values():
-            problems.extend(f"processor '{node.name}': {p}" for p in node.type.validate_properties(node.properties))
+            problems.extend(f"processor '{node.name}': {p}"
+                            for p in node.type.validate_properties(node.property_values))
             problems.extend(f"processor '{node.name}': {p}" for p in _scheduling_problems(node))
         connected: dict[str, set[str]] = {name: set() for name in self.processors}
         incoming: set[str] = set()
@@ -200,7 +232,7 @@ class Flow:
                     problems.append(f"connection '{c.name}': its {label} '{end}' is not a processor of this flow")
             if c.source in self.processors:
                 source_node = self.processors[c.source]
-                declared = set(source_node.type.relationship_names(source_node.properties))
+                declared = set(source_node.type.relationship_names(source_node.property_values))
                 for rel in c.relationships:
                     if rel not in declared:
                         problems.append(f"connection '{c.name}': '{c.source}' has no relationship '{rel}' "
@@ -209,7 +241,7 @@ class Flow:
             incoming.add(c.destination)
             problems.extend(f"connection '{c.name}': {p}" for p in _queue_problems(c))
         for node in self.processors.values():
-            declared = set(node.type.relationship_names(node.properties))
+            declared = set(node.type.relationship_names(node.property_values))
             for rel in node.auto_terminate:
                 if rel not in declared:
                     problems.append(f"processor '{node.name}': cannot auto-terminate unknown relationship '{rel}'")
@@ -222,6 +254,29 @@ class Flow:
                 problems.append(f"processor '{node.name}' is a source and accepts no incoming connection")
         return problems
 
+    def _resolve_parameters(self) -> list[str]:
+        """Resolve every processor's ``#{...}`` references into ``node.resolved``; the problems."""
+        problems = []
+        for context in self.parameter_contexts.values():
+            try:
+                params.lookup(self.parameter_contexts, context.name)
+            except params.ParameterError as err:
+                problems.append(str(err))
+        for node in self.processors.values():
+            context = node.parameter_context or self.parameter_context
+            try:
+                available = params.lookup(self.parameter_contexts, context)
+            except params.ParameterError as err:
+                problems.append(f"processor '{node.name}': {err}")
+                available = {}
+            resolved, unresolved = params.resolve(node.properties, available)
+            if unresolved and context is None:
+                unresolved = [f"{p} (the processor has no parameter context: Flow.add_parameter_context)"
+                              for p in unresolved]
+            problems.extend(f"processor '{node.name}': {p}" for p in unresolved)
+            node.resolved = resolved
+        return problems
+
     def validate(self) -> "Flow":
         problems = self.problems()
         if problems:
@@ -232,6 +287,8 @@ class Flow:
     def to_dict(self) -> dict[str, Any]:
         return {
             "flowactors_flow": DEFINITION_VERSION, "name": self.name, "settings": dict(self.settings),
+            "parameter_context": self.parameter_context,
+            "parameter_contexts": [c.to_dict() for c in self.parameter_contexts.values()],
             "processors": [n.to_dict() for n in self.processors.values()],
             "connections": [c.to_dict() for c in self.connections],
         }
@@ -243,10 +300,19 @@ class Flow:
     def from_dict(cls, data: dict[str, Any]) -> "Flow":
         problems: list[str] = []
         version = data.get("flowactors_flow")
-        if version != DEFINITION_VERSION:
+        if version not in READABLE_VERSIONS:
             raise FlowValidationError(str(data.get("name", "?")), [
-                f"'flowactors_flow' is {version!r}; this flowactors reads definition version {DEFINITION_VERSION}"])
-        flow = cls(data.get("name") or "flow", data.get("settings") or {})
+                f"'flowactors_flow' is {version!r}; this flowactors reads definition versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))}"])
+        flow = cls(data.get("name") or "flow", data.get("settings") or {},
+                   parameter_context=data.get("parameter_context"))
+        for entry in data.get("parameter_contexts") or []:
+            try:
+                context = params.ParameterContext.from_dict(entry)
+            except (params.ParameterError, AttributeError, TypeError) as err:
+                problems.append(f"parameter context {entry.get('name', '?') if isinstance(entry, dict) else '?'}: {err}")
+                continue
+            flow.parameter_contexts[context.name] = context
         for entry in data.get("processors", []):
             entry = dict(entry)
             type_name = entry.pop("type", None)
@@ -307,7 +373,7 @@ class Flow:
         auto-terminated)."""
         node = self.processors[processor]
         return {rel: [c.id for c in self.connections_from(processor) if rel in c.relationships]
-                for rel in node.type.relationship_names(node.properties)}
+                for rel in node.type.relationship_names(node.property_values)}
 
 
 def resolve_processor_type(type_name: Any) -> type[Processor]:
