@@ -298,6 +298,11 @@ class Flow:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Flow":
+        """A flow from its definition, or from a NiFi flow definition (``flowactors.nifi``)."""
+        from flowactors.nifi.flow_definition import flow_from_nifi, is_nifi_definition
+
+        if is_nifi_definition(data):
+            return flow_from_nifi(data)
         problems: list[str] = []
         version = data.get("flowactors_flow")
         if version not in READABLE_VERSIONS:

@@ -1,0 +1,251 @@
+"""Importing a NiFi flow definition: the JSON NiFi writes with "Download flow definition".
+
+``flow_from_nifi(data)`` turns it into a ``Flow`` that runs on any flowactors engine, or raises
+one ``NiFiImportError`` listing every component and property that flowactors cannot run as NiFi
+would (never a partial flow, never a silently changed one). ``Flow.from_json`` and
+``flowactors run nifi-flow.json`` call it when the file is a NiFi definition.
+
+How NiFi's parts map (docs/nifi-flows.md has the table):
+
+* **Process groups** are flattened: a processor of group ``Ingest`` inside ``Main`` is named
+  ``Main/Ingest/<name>``; components of the definition's own (root) group keep their names.
+  Each processor reads its group's **parameter context** (NiFi binds contexts to groups).
+* **Input and output ports** of an inner group, and **funnels**, become ``Funnel`` processors
+  that pass FlowFiles on unchanged, so every NiFi connection stays a queue of its own (with its
+  back pressure, expiration and prioritizers). Ports of the root group are the flow's own ports:
+  ``InputPort`` and ``OutputPort`` (docs/stateless.md).
+* **Processors** of ``flowactors.nifi.standard_processors.STANDARD_PROCESSORS`` carry their
+  scheduling (run schedule, concurrent tasks, penalty and yield durations, auto-terminated
+  relationships, primary node only) and their properties as that table says.
+* Not supported, and reported: other processor types, controller services, remote process
+  groups, CRON scheduling, disabled components, retried relationships, groups run by NiFi's
+  stateless engine or with a FlowFile concurrency other than unbounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from flowactors.nifi.standard_processors import ANY, STANDARD_PROCESSORS
+from flowactors.processors import Funnel, InputPort, OutputPort
+from flowactors.sdk.flow import Flow, FlowValidationError
+from flowactors.sdk.parameters import Parameter, ParameterContext
+
+#: NiFi's prioritizer classes and flowactors' names for them
+PRIORITIZERS = {
+    "org.apache.nifi.prioritizer.FirstInFirstOutPrioritizer": "FIFO",
+    "org.apache.nifi.prioritizer.OldestFlowFileFirstPrioritizer": "OldestFlowFileFirst",
+    "org.apache.nifi.prioritizer.NewestFlowFileFirstPrioritizer": "NewestFlowFileFirst",
+    "org.apache.nifi.prioritizer.PriorityAttributePrioritizer": "PriorityAttribute",
+}
+#: a port's or funnel's only relationship (NiFi connections from them select none)
+_PASS = ("success",)
+
+
+class NiFiImportError(FlowValidationError):
+    """The definition holds what flowactors cannot run as NiFi would; ``problems`` lists it all."""
+
+
+def is_nifi_definition(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("flowContents"), dict)
+
+
+def flow_from_nifi(data: Mapping[str, Any], name: str | None = None) -> Flow:
+    """The ``Flow`` of a NiFi flow definition (see the module docstring)."""
+    return _Importer(data, name).build()
+
+
+class _Importer:
+    def __init__(self, data: Mapping[str, Any], name: str | None):
+        self.root = data["flowContents"]
+        self.flow = Flow(name or self.root.get("name") or "nifi-flow")
+        self.data = data
+        self.problems: list[str] = []
+        self.names: dict[str, str] = {}          # NiFi identifier -> flowactors processor name
+        self.reported: set[str] = set()          # identifiers of components reported as not supported
+
+    def build(self) -> Flow:
+        # a port's connections live in the group around it: look at every group's
+        connections = [c for g in _groups(self.root) for c in g.get("connections") or []]
+        self.fed = {c["destination"]["id"] for c in connections}
+        self.feeding = {c["source"]["id"] for c in connections}
+        self._parameter_contexts()
+        self._group(self.root, path="", root=True)
+        if self.problems:
+            raise NiFiImportError(self.flow.name, self.problems)
+        return self.flow
+
+    # ------------------------------------------------------------------ parameters
+    def _parameter_contexts(self) -> None:
+        for key, context in (self.data.get("parameterContexts") or {}).items():
+            if context.get("parameterProvider"):
+                self.problems.append(f"parameter context '{key}': parameter providers are not supported")
+            parameters = {}
+            for entry in context.get("parameters") or []:
+                parameters[entry["name"]] = Parameter(entry["name"], entry.get("value"), bool(entry.get("sensitive")),
+                                                      entry.get("description") or "")
+            self.flow.parameter_contexts[context.get("name") or key] = ParameterContext(
+                context.get("name") or key, parameters, tuple(context.get("inheritedParameterContexts") or ()),
+                context.get("description") or "")
+
+    # ------------------------------------------------------------------ groups
+    def _group(self, group: Mapping[str, Any], path: str, root: bool) -> None:
+        where = f"process group '{path or group.get('name') or 'root'}'"
+        context = group.get("parameterContextName")
+        if root:
+            self.flow.parameter_context = context
+        for key, value, accepted in (("executionEngine", group.get("executionEngine"), (None, "STANDARD", "INHERITED")),
+                                     ("flowFileConcurrency", group.get("flowFileConcurrency"), (None, "UNBOUNDED"))):
+            if value not in accepted:
+                self.problems.append(f"{where}: {key} {value} is not supported (flowactors runs every group "
+                                     f"as NiFi's standard engine with unbounded concurrency)")
+        for kind, label in (("controllerServices", "controller service"), ("remoteProcessGroups", "remote process group")):
+            for item in group.get(kind) or []:
+                self.reported.add(item.get("identifier"))
+                self.problems.append(f"{where}: {label} '{item.get('name') or item.get('identifier')}' "
+                                     f"({item.get('type', label)}) is not supported")
+        for processor in group.get("processors") or []:
+            self._processor(processor, path, context)
+        for index, funnel in enumerate(group.get("funnels") or [], 1):
+            self._component(funnel, Funnel, self._name(path, f"funnel-{index}"), where)
+        for port in group.get("inputPorts") or []:
+            # the definition's own ports are the flow's; an inner group's input port passes data on
+            kind = InputPort if root or port["identifier"] not in self.fed else Funnel
+            self._port(port, kind, path, where)
+        for port in group.get("outputPorts") or []:
+            kind = OutputPort if root or port["identifier"] not in self.feeding else Funnel
+            self._port(port, kind, path, where)
+        for child in group.get("processGroups") or []:
+            self._group(child, self._name(path, child.get("name") or child["identifier"]), root=False)
+        for connection in group.get("connections") or []:
+            self._connection(connection, where)
+
+    def _name(self, path: str, name: str) -> str:
+        """A unique processor name: the group path, then the NiFi name (NiFi allows repeats)."""
+        base = f"{path}/{name}" if path else name
+        unique, n = base, 1
+        while unique in self.flow.processors:
+            n += 1
+            unique = f"{base} ({n})"
+        return unique
+
+    def _component(self, item: Mapping[str, Any], kind: type, name: str, where: str) -> None:
+        if item.get("scheduledState") == "DISABLED":
+            self.problems.append(f"{where}: '{name}' is disabled in NiFi; enable or remove it (flowactors runs "
+                                 f"every component)")
+        self.names[item["identifier"]] = self.flow.add(kind, name).name
+
+    def _port(self, port: Mapping[str, Any], kind: type, path: str, where: str) -> None:
+        name = self._name(path, port.get("name") or port["identifier"])
+        if port.get("allowRemoteAccess"):
+            self.problems.append(f"{where}: port '{name}' accepts site-to-site transfers, which flowactors does "
+                                 f"not support")
+        self._component(port, kind, name, where)
+
+    # ------------------------------------------------------------------ processors
+    def _processor(self, processor: Mapping[str, Any], path: str, context: str | None) -> None:
+        name = self._name(path, processor.get("name") or processor["identifier"])
+        java_type = processor.get("type", "?")
+        mapping = STANDARD_PROCESSORS.get(java_type)
+        if mapping is None:
+            self.reported.add(processor["identifier"])
+            self.problems.append(f"processor '{name}': {java_type} is not a processor flowactors has "
+                                 f"(supported: {', '.join(sorted(t.rsplit('.', 1)[1] for t in STANDARD_PROCESSORS))})")
+            return
+        where = f"processor '{name}' ({java_type.rsplit('.', 1)[1]})"
+        properties = self._properties(processor, mapping, where)
+        scheduling = self._scheduling(processor, where)
+        node = self.flow.add(mapping.processor, name, properties=properties, parameter_context=context, **scheduling)
+        self.names[processor["identifier"]] = node.name
+        if processor.get("scheduledState") == "DISABLED":
+            self.problems.append(f"{where}: disabled in NiFi; enable or remove it (flowactors runs every processor)")
+
+    def _properties(self, processor: Mapping[str, Any], mapping, where: str) -> dict[str, str]:
+        given = {k: v for k, v in (processor.get("properties") or {}).items() if v is not None}
+        descriptors = processor.get("propertyDescriptors") or {}
+        declared = mapping.processor.descriptor_map()
+        properties: dict[str, str] = {}
+        for key, value in given.items():
+            if (descriptors.get(key) or {}).get("identifiesControllerService"):
+                self.problems.append(f"{where}: property '{key}' names a controller service; controller "
+                                     f"services are not supported")
+                continue
+            target = mapping.renamed.get(key, key)
+            if target in declared or (mapping.processor.dynamic_properties and key not in mapping.fixed):
+                properties[target] = mapping.values.get(target, {}).get(value, value)
+            elif key in mapping.fixed:
+                accepted = mapping.fixed[key]
+                if accepted is not ANY and value != accepted:
+                    runs_as = "unset" if accepted is None else f"'{accepted}'"
+                    self.problems.append(f"{where}: property '{key}' = '{value}' is not supported (flowactors "
+                                         f"works as NiFi does with it {runs_as})")
+            else:
+                self.problems.append(f"{where}: property '{key}' is not supported")
+        if mapping.derived is not None:
+            properties.update(mapping.derived(given))
+        return properties
+
+    def _scheduling(self, processor: Mapping[str, Any], where: str) -> dict[str, Any]:
+        scheduling: dict[str, Any] = {}
+        strategy = processor.get("schedulingStrategy", "TIMER_DRIVEN")
+        if strategy == "TIMER_DRIVEN":
+            scheduling["run_schedule"] = processor.get("schedulingPeriod") or "0 sec"
+        elif strategy == "PRIMARY_NODE_ONLY":   # NiFi 1.x's name for it
+            scheduling["run_schedule"] = processor.get("schedulingPeriod") or "0 sec"
+            scheduling["primary_node_only"] = True
+        else:
+            self.problems.append(f"{where}: {strategy} scheduling is not supported (timer-driven only)")
+        if processor.get("executionNode") == "PRIMARY":
+            scheduling["primary_node_only"] = True
+        for key, field in (("concurrentlySchedulableTaskCount", "concurrent_tasks"),
+                           ("penaltyDuration", "penalty_duration"), ("yieldDuration", "yield_duration")):
+            if processor.get(key) is not None:
+                scheduling[field] = processor[key]
+        scheduling["auto_terminate"] = tuple(processor.get("autoTerminatedRelationships") or ())
+        if processor.get("retriedRelationships"):
+            self.problems.append(f"{where}: retried relationships ({', '.join(processor['retriedRelationships'])}) "
+                                 f"are not supported")
+        return scheduling
+
+    # ------------------------------------------------------------------ connections
+    def _connection(self, connection: Mapping[str, Any], where: str) -> None:
+        ends = []
+        for end in (connection["source"], connection["destination"]):
+            if end.get("type", "").startswith("REMOTE_"):
+                if end.get("groupId") not in self.reported:
+                    self.problems.append(f"{where}: a connection to the remote port '{end.get('name')}' is not "
+                                         f"supported")
+                return
+            name = self.names.get(end["id"])
+            if name is None:
+                if end["id"] not in self.reported:   # its component was reported already
+                    self.problems.append(f"{where}: a connection ends at '{end.get('name') or end['id']}', which "
+                                         f"is not in the definition")
+                return
+            ends.append(name)
+        relationships = tuple(connection.get("selectedRelationships") or ()) or _PASS
+        prioritizers = []
+        for prioritizer in connection.get("prioritizers") or []:
+            if prioritizer not in PRIORITIZERS:
+                self.problems.append(f"{where}: prioritizer {prioritizer} is not supported")
+            else:
+                prioritizers.append(PRIORITIZERS[prioritizer])
+        settings: dict[str, Any] = {"prioritizers": tuple(prioritizers)}
+        if connection.get("backPressureObjectThreshold") is not None:
+            settings["back_pressure_object_threshold"] = int(connection["backPressureObjectThreshold"])
+        for key, field in (("backPressureDataSizeThreshold", "back_pressure_data_size_threshold"),
+                           ("flowFileExpiration", "flowfile_expiration"),
+                           ("loadBalanceStrategy", "load_balance"), ("loadBalanceCompression", "load_balance_compression")):
+            if connection.get(key):
+                settings[field] = connection[key]
+        if connection.get("partitioningAttribute"):
+            settings["partition_attribute"] = connection["partitioningAttribute"]
+        name = connection.get("name") or None
+        if name is not None and any(c.name == name for c in self.flow.connections):
+            name = None   # NiFi allows repeated connection names; flowactors names it after its ends
+        self.flow.connect(ends[0], ends[1], relationships, name=name, **settings)
+
+
+def _groups(group: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A group and every group inside it."""
+    return [group, *(g for child in group.get("processGroups") or [] for g in _groups(child))]

@@ -1,0 +1,100 @@
+"""NiFi's standard processors that flowactors has, and how their configuration maps.
+
+A NiFi flow definition names a processor by its Java class and lists every property with its
+value, defaults included. For each class flowactors runs, ``STANDARD_PROCESSORS`` says which
+flowactors processor it becomes and how its properties carry over:
+
+* a property flowactors has under the same name (most: flowactors follows NiFi's names) carries
+  over as it is; ``renamed`` maps the ones spelt differently, and older NiFi names;
+* ``values`` maps allowable values spelt differently;
+* ``fixed`` lists NiFi properties flowactors has no such property for: the import accepts the
+  value flowactors behaves as (``None``: the property unset; ``ANY``: tuning that changes nothing
+  here, such as a listing's timestamp precision) and reports any other value as not supported;
+* ``derived`` sets flowactors properties from the NiFi configuration where NiFi's behaviour is
+  fixed and flowactors' is configurable (CryptographicHashContent's attribute name).
+
+Every property the table does not know is reported too (unless the processor takes dynamic
+properties), so an import never silently changes what a flow does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from flowactors import processors as p
+from flowactors.sdk.processor import Processor
+
+#: a ``fixed`` value that accepts anything
+ANY = object()
+
+
+@dataclass(frozen=True)
+class StandardProcessor:
+    processor: type[Processor]
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    values: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    fixed: Mapping[str, object] = field(default_factory=dict)
+    derived: Callable[[Mapping[str, str]], dict[str, str]] | None = None
+
+
+_STANDARD = "org.apache.nifi.processors.standard."
+_CHARSET = {"character-set": "Character Set"}
+
+STANDARD_PROCESSORS: dict[str, StandardProcessor] = {
+    _STANDARD + "GenerateFlowFile": StandardProcessor(
+        p.GenerateFlowFile,
+        renamed={"generate-ff-custom-text": "Custom Text", "mime-type": "Mime Type", **_CHARSET}),
+    "org.apache.nifi.processors.attributes.UpdateAttribute": StandardProcessor(
+        p.UpdateAttribute,
+        fixed={"Store State": "Do not store state", "Stateful Variables Initial Value": None,
+               "Cache Value Lookup Cache Size": ANY, "canonical-value-lookup-cache-size": ANY}),
+    _STANDARD + "RouteOnAttribute": StandardProcessor(p.RouteOnAttribute),
+    _STANDARD + "LogAttribute": StandardProcessor(
+        p.LogAttribute,
+        renamed={"Attributes to Log Regular Expression": "Attributes to Log by Regular Expression",
+                 "attributes-to-log-regex": "Attributes to Log by Regular Expression",
+                 "Attributes to Ignore Regular Expression": "Attributes to Ignore by Regular Expression",
+                 "attributes-to-ignore-regex": "Attributes to Ignore by Regular Expression",
+                 "Log Prefix": "Log prefix", **_CHARSET},
+        fixed={"Output Format": "Line per Attribute", "Log FlowFile Properties": ANY}),
+    _STANDARD + "PutFile": StandardProcessor(
+        p.PutFile, fixed={"Maximum File Count": None, "Last Modified Time": None, "Owner": None, "Group": None}),
+    _STANDARD + "GetFile": StandardProcessor(p.GetFile, fixed={"Polling Interval": ANY}),
+    _STANDARD + "ListFile": StandardProcessor(
+        p.ListFile,
+        values={"Listing Strategy": {"timestamps": "Tracking Timestamps", "entities": "Tracking Entities"}},
+        fixed={"Input Directory Location": "Local", "Include File Attributes": ANY, "Record Writer": None,
+               "Target System Timestamp Precision": ANY, "Track Performance": ANY,
+               "Maximum Number of Files to Track": ANY, "Max Disk Operation Time": ANY,
+               "Max Directory Listing Time": ANY, "Entity Tracking State Cache": None,
+               "Entity Tracking Time Window": ANY, "Entity Tracking Initial Listing Target": ANY}),
+    _STANDARD + "FetchFile": StandardProcessor(
+        p.FetchFile, fixed={"Move Destination Directory": None, "Move Conflict Strategy": ANY,
+                            "File not Found Log Level": ANY, "Permission Denied Log Level": ANY}),
+    _STANDARD + "ExtractText": StandardProcessor(
+        p.ExtractText,
+        renamed={"Enable Repeating Capture Group": "Enable repeating capture group"},
+        fixed={name: "false" for name in (
+            "Enable Canonical Equivalence", "Permit Whitespace and Comments in Pattern",
+            "Enable Literal Parsing of the Pattern", "Enable Unicode-aware Case Folding",
+            "Enable Unicode Predefined Character Classes", "Enable Unix Lines Mode", "Enable Named Groups")}),
+    _STANDARD + "RouteOnContent": StandardProcessor(p.RouteOnContent),
+    _STANDARD + "SplitText": StandardProcessor(
+        p.SplitText, fixed={"Maximum Fragment Size": None, "Header Line Marker Characters": None}),
+    _STANDARD + "ReplaceText": StandardProcessor(
+        p.ReplaceText, fixed={"Text to Prepend": None, "Text to Append": None,
+                              "Line-by-Line Evaluation Mode": "All"}),
+    _STANDARD + "MergeContent": StandardProcessor(
+        p.MergeContent, fixed={"Metadata Strategy": ANY, "Bin Termination Check": None,
+                               "FlowFile Insertion Strategy": ANY}),
+    _STANDARD + "UnpackContent": StandardProcessor(
+        p.UnpackContent, fixed={"Filename Character Set": ANY, "Password": None,
+                                "Allow Stored Entries With Data Descriptor": "false"}),
+    _STANDARD + "CompressContent": StandardProcessor(p.CompressContent),
+    _STANDARD + "CryptographicHashContent": StandardProcessor(
+        p.HashContent, renamed={"Fail When Content Empty": "Fail if the content is empty"},
+        values={"Hash Algorithm": {"BLAKE2-512": "BLAKE2b"}},
+        # NiFi names the attribute after the algorithm: content_SHA-256
+        derived=lambda values: {"Hash Attribute Name": f"content_{values.get('Hash Algorithm', 'SHA-256')}"}),
+}

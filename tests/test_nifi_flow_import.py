@@ -1,0 +1,151 @@
+"""Importing NiFi flow definitions (flowactors/nifi/flow_definition.py): two process groups with
+ports, a funnel, parameter contexts and nine standard processors run end to end, on Ray and
+from the CLI; what flowactors cannot run is listed in one error."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import io
+
+import orjson
+import pytest
+
+from flowactors import Flow
+from flowactors.cli.main import main
+from flowactors.nifi.flow_definition import NiFiImportError, flow_from_nifi
+from flowactors.processors import Funnel, HashContent, InputPort, MergeContent, OutputPort, UpdateAttribute
+from flowactors.processors.packaging import FlowFileStreamReader
+from flowactors.sdk.parameters import environment_variable
+from nifi_flows import STANDARD, connection, group, orders_flow, port, processor, snapshot
+
+FILES = {"a.csv": b"1,apple", "b.csv": b"2,pear", "c.csv": b"3,fig", "d.csv": b"4,kiwi", "e.txt": b"five",
+         "f.txt": b"six"}
+
+
+@pytest.fixture
+def orders(tmp_path, monkeypatch):
+    """The definition as NiFi would download it, its input files, and the sensitive value."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir()
+    for name, data in FILES.items():
+        (inbox / name).write_bytes(data)
+    monkeypatch.setenv(environment_variable("token"), "t0ken")
+    definition = orders_flow(str(inbox), str(out), len(FILES))
+    path = tmp_path / "Orders.json"
+    path.write_bytes(orjson.dumps(definition))
+    return path, out, definition
+
+
+def test_every_part_maps(orders):
+    _, _, definition = orders
+    flow = flow_from_nifi(definition)
+    assert flow.name == "Orders" and flow.parameter_context == "orders-params"
+    nodes = flow.processors
+    assert nodes["Enrich/Tag"].type is UpdateAttribute and nodes["Enrich/Tag"].parameter_context == "enrich-params"
+    assert nodes["Archive/Bundle"].type is MergeContent and nodes["Archive/Bundle"].parameter_context == "orders-params"
+    for port_or_funnel in ("Enrich/in", "Enrich/out", "Enrich/funnel-1", "Archive/in"):
+        assert nodes[port_or_funnel].type is Funnel      # an inner group's ports pass FlowFiles on
+    assert nodes["List orders"].run_schedule == "1 sec"
+    assert nodes["List orders"].properties["Listing Strategy"] == "Tracking Timestamps"
+    assert "Record Writer" not in nodes["List orders"].properties
+    fetch_to_enrich = next(c for c in flow.connections if c.source == "Fetch")
+    assert fetch_to_enrich.destination == "Enrich/in" and fetch_to_enrich.prioritizers == ("OldestFlowFileFirst",)
+    between_groups = next(c for c in flow.connections if c.source == "Enrich/out")
+    assert between_groups.relationships == ("success",) and between_groups.back_pressure_object_threshold == 500
+    flow.validate()
+    assert nodes["Enrich/Tag"].property_values["auth"] == "t0ken"   # sensitive, from the environment
+    assert nodes["Enrich/Tag"].property_values["region"] == "emea"
+    assert nodes["Archive/Store"].property_values["Directory"].endswith("out")   # inherited by enrich, own here
+    saved = flow.to_json()
+    assert "t0ken" not in saved and Flow.from_json(saved).to_dict() == flow.to_dict()
+
+
+def unpacked(out) -> dict[str, tuple[dict, bytes]]:
+    """What the flow stored: one gzip of a FlowFile Stream v3 bundle, opened."""
+    stored = list(out.iterdir())
+    assert len(stored) == 1 and stored[0].name.endswith(".gz"), stored
+    reader = FlowFileStreamReader(io.BytesIO(gzip.decompress(stored[0].read_bytes())))
+    return {p.attributes["filename"]: (p.attributes, reader.read()) for p in reader}
+
+
+def check_output(out) -> None:
+    files = unpacked(out)
+    assert set(files) == set(FILES)
+    for name, (attributes, content) in files.items():
+        assert attributes["region"] == "emea" and attributes["auth"] == "t0ken"
+        expected = b"ORDER," + FILES[name] if name.endswith(".csv") else FILES[name]
+        assert content == expected, name
+
+
+@pytest.mark.ray
+def test_a_nifi_definition_runs_end_to_end_on_ray(orders, ray_session, tmp_path):
+    path, out, _ = orders
+    final = Flow.from_json(path.read_bytes()).run(tmp_path / "repo", timeout=120)
+    assert not final.get("timed_out") and not final.get("stalled")
+    check_output(out)
+    totals = {p["name"]: p for p in final["processors"]}
+    assert totals["Archive/Log"]["flowfiles_in"] == len(FILES)   # the originals, logged and dropped
+
+
+def test_flowactors_run_takes_a_nifi_definition(orders, tmp_path):
+    path, out, _ = orders
+    assert main(["run", "--engine", "in-process", "--quiet", str(path), "--repository", str(tmp_path / "r")]) == 0
+    check_output(out)
+
+
+def test_everything_unsupported_is_listed_in_one_error(orders):
+    _, _, definition = orders
+    broken = copy.deepcopy(definition)
+    root = broken["flowContents"]
+    root_id = root["identifier"]
+    sftp = processor(root_id, "Pull", STANDARD + "ListSFTP", {"Hostname": "h"})
+    cron = processor(root_id, "Nightly", STANDARD + "GenerateFlowFile", {"File Size": "0B"}, strategy="CRON_DRIVEN",
+                     auto_terminate=("success",))
+    root["processors"] += [sftp, cron]
+    root["connections"].append(connection(root_id, sftp, root["processors"][1], ("success",)))
+    tag = root["processGroups"][0]["processors"][0]
+    tag["properties"]["Store State"] = "Store state locally"
+    tag["propertyDescriptors"]["Record Reader"] = {"name": "Record Reader", "identifiesControllerService": True}
+    tag["properties"]["Record Reader"] = "abc-service"
+    root["processGroups"][1]["processors"][2]["properties"]["Owner"] = "nifi"
+    root["processGroups"][1]["processors"][3]["retriedRelationships"] = ["success"]
+    root["controllerServices"] = [{"identifier": "abc-service", "name": "JSON reader",
+                                   "type": "org.apache.nifi.json.JsonTreeReader"}]
+    root["processGroups"][1]["executionEngine"] = "STATELESS"
+    with pytest.raises(NiFiImportError) as caught:
+        flow_from_nifi(broken)
+    expected = [
+        "processor 'Pull': org.apache.nifi.processors.standard.ListSFTP is not a processor flowactors has",
+        "processor 'Nightly' (GenerateFlowFile): CRON_DRIVEN scheduling is not supported",
+        "processor 'Enrich/Tag' (UpdateAttribute): property 'Store State' = 'Store state locally' is not supported",
+        "processor 'Enrich/Tag' (UpdateAttribute): property 'Record Reader' names a controller service",
+        "processor 'Archive/Store' (PutFile): property 'Owner' = 'nifi' is not supported",
+        "processor 'Archive/Log' (LogAttribute): retried relationships (success) are not supported",
+        "controller service 'JSON reader' (org.apache.nifi.json.JsonTreeReader) is not supported",
+        "process group 'Archive': executionEngine STATELESS is not supported",
+    ]
+    problems = caught.value.problems
+    for fragment in expected:
+        assert any(fragment in p for p in problems), (fragment, problems)
+    assert len(problems) == len(expected)   # the connection from the unsupported processor is not a second one
+
+
+def test_a_definition_without_groups_keeps_plain_names_and_root_ports():
+    root_id = "root"
+    generate = processor(root_id, "gen", STANDARD + "GenerateFlowFile", {
+        "File Size": "1 KB", "Batch Size": "1", "Data Format": "Text", "Unique FlowFiles": "false",
+        "Custom Text": None, "Character Set": "UTF-8", "Mime Type": None})
+    hashing = processor(root_id, "hash", STANDARD + "CryptographicHashContent", {
+        "Fail When Content Empty": "false", "Hash Algorithm": "SHA-256"}, auto_terminate=("failure",))
+    requests, results = port(root_id, "requests", "INPUT_PORT"), port(root_id, "results", "OUTPUT_PORT")
+    root = group(root_id, "single", None, None, processors=[generate, hashing], inputPorts=[requests],
+                 outputPorts=[results], connections=[connection(root_id, generate, hashing, ("success",)),
+                                                    connection(root_id, requests, hashing),
+                                                    connection(root_id, hashing, results, ("success",))])
+    flow = flow_from_nifi(snapshot(root, {}))
+    assert flow.processors["hash"].type is HashContent
+    assert flow.processors["hash"].properties["Hash Attribute Name"] == "content_SHA-256"   # NiFi's attribute
+    assert flow.processors["requests"].type is InputPort     # the definition's own ports are the flow's
+    assert flow.processors["results"].type is OutputPort
+    flow.validate()
