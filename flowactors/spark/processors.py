@@ -32,8 +32,8 @@ import ray
 
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
-from flowactors.spark import records
-from flowactors.spark.records import ReadOptions, RecordCursor, RecordFormatError
+from flowactors.sdk import records
+from flowactors.sdk.records import ReadOptions, RecordCursor, RecordFormatError
 from flowactors.spark.service import (FunctionJob, JobResult, SparkError, SparkServiceError, SqlJob, find_service,
                                       service_name)
 from repositories.model import FlowFile

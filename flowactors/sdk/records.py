@@ -1,7 +1,8 @@
 """Record formats: FlowFile content as CSV, JSON lines or Parquet, read into Arrow and written back.
 
-Spark processors turn each FlowFile's content into an Arrow table (the form data takes through
-Ray's object store to Spark and back) and turn result tables into content again. Reading
+Processors that work on records (the Spark processors, NiFi Python record transforms) turn each
+FlowFile's content into an Arrow table (for Spark, the form data takes through Ray's object store
+and back) and turn result tables into content again. Reading
 streams from the session's content stream where the format allows it: CSV and JSON lines are
 parsed block by block; Parquet keeps its footer at the end, so it is read through the seekable
 content stream (columns and row groups are fetched by offset, the content is not copied first).
