@@ -208,8 +208,14 @@ class FlowController:
         self._starting("executors", 0, len(self.executors))
         self.run = self.recovery["run"]
         wired = [e.call("wire", self.queues, self.run) for e in self.executors]
-        for done, pending in enumerate(wired, 1):
-            resolve([pending])
+        for done, (executor_plan, pending) in enumerate(zip(placement.executors, wired), 1):
+            try:
+                resolve([pending])
+            except Exception as err:
+                problem = hosting.start_problem(executor_plan, err)
+                if problem is None:
+                    raise
+                raise FlowStartError(problem) from None
             self._starting("executors", done, len(self.executors))
         self._starting("restoring queued FlowFiles", 0, sum(self.recovery.get("queues", {}).values()))
         self._restore_queues()

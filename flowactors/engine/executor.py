@@ -121,7 +121,8 @@ class Executor:
         for name, instance in self.plan.tasks:
             node = self.flow.processors[name]
             backend = backend_for(node, [c.id for c in self.flow.connections_to(name)], self.flow.destinations(name))
-            add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
+            task = add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
+            task.context.clustered = self.view is not None
         for connection_id, target in self.plan.senders:
             connection = self._connection(connection_id)
             node = ProcessorNode(sender_name(connection_id, target), LoadBalanceSender, batch_size=TRANSFER_BATCH,

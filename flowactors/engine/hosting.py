@@ -45,5 +45,9 @@ class Hosting(Protocol):
         """An ``Executor`` for ``plan``, not yet wired (``cluster``: its node's ``ClusterView``
         fields, on a flow across several nodes)."""
 
+    def start_problem(self, plan: ExecutorPlan, error: BaseException) -> str | None:
+        """What to tell the user when the executor of ``plan`` could not start, where the engine
+        knows better than the error (the Ray engine: packages that did not install); else None."""
+
     def close(self) -> None:
         """End every component this hosting created (after the controller stopped them)."""

@@ -46,11 +46,15 @@ class InProcessHosting:
     def cpus(self) -> int:
         return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
+    def start_problem(self, plan, error: BaseException) -> str | None:
+        return None  # an executor here is an object: its error says it all
+
     def check(self, placement: Placement) -> None:
         own_env = [name for p in placement.executors if p.runtime_env for name, _ in p.tasks]
         if own_env:
-            raise FlowStartError(f"{', '.join(sorted(set(own_env)))} ask(s) for a runtime_env of their own, which "
-                                 f"only the Ray engine can give: run with engine='ray', or drop runtime_env")
+            raise FlowStartError(f"{', '.join(sorted(set(own_env)))} ask(s) for a runtime_env of their own (a NiFi "
+                                 f"Python processor's dependencies make one), which only the Ray engine can give: "
+                                 f"run with engine='ray', or drop runtime_env")
 
     def repository(self, kind: str, root: str, settings: Settings, flow: str) -> Link:
         service, workers = SERVICES[kind]

@@ -78,9 +78,21 @@ def flow_order(flow: Flow) -> list[str]:
     return ordered
 
 
+def runtime_env_of(node: ProcessorNode) -> dict | None:
+    """The Ray ``runtime_env`` a processor's tasks start in: the one its type needs (a NiFi Python
+    processor's dependencies) with the node's own over it, their ``pip`` lists joined."""
+    needed, own = node.type.runtime_env, node.runtime_env
+    if not (needed and own):
+        return needed or own or None
+    merged = {**needed, **own}
+    if isinstance(needed.get("pip"), list) and isinstance(own.get("pip"), list):
+        merged["pip"] = list(dict.fromkeys([*needed["pip"], *own["pip"]]))
+    return merged
+
+
 def needs_own_actor(node: ProcessorNode) -> bool:
     """Whether a processor's tasks get actors of their own whatever the placement."""
-    return bool(node.isolated or node.num_cpus or node.runtime_env)
+    return bool(node.isolated or node.num_cpus or runtime_env_of(node))
 
 
 def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement:
@@ -102,7 +114,7 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
         node = flow.processors[name]
         home[name] = len(plans)
         plans.extend(ExecutorPlan(len(plans) + i, f"processor.{name}.{i}", [(name, i)], num_cpus=node.num_cpus,
-                                  runtime_env=node.runtime_env) for i in range(node.concurrent_tasks))
+                                  runtime_env=runtime_env_of(node)) for i in range(node.concurrent_tasks))
     result = Placement(plans)
     for c in flow.connections:
         if placement == "isolated":

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import orjson
 
 from flowactors.engine.backend import EngineBackend
-from flowactors.engine.placement import flow_order
+from flowactors.engine.placement import flow_order, runtime_env_of
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.engine.task import PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE, ProcessorTask
 from flowactors.engine.transport import QueueObjectLink
@@ -666,10 +666,11 @@ def run_stateless(flow: Flow, *, settings: Mapping[str, Any] | None = None, dura
 
 def _check_runnable(flow: Flow) -> None:
     """Refuse what needs the Ray engine's actors (``ValueError``, naming the processors)."""
-    own_env = [name for name, node in flow.processors.items() if node.runtime_env]
+    own_env = [name for name, node in flow.processors.items() if runtime_env_of(node)]
     if own_env:
-        raise ValueError(f"{', '.join(own_env)} ask(s) for a runtime_env of their own, which only the Ray engine "
-                         f"can give: run with engine='ray', or drop runtime_env")
+        raise ValueError(f"{', '.join(own_env)} ask(s) for a runtime_env of their own (a NiFi Python processor's "
+                         f"dependencies make one), which only the Ray engine can give: run with engine='ray', or "
+                         f"drop runtime_env")
     spark = [name for name, node in flow.processors.items()
              if getattr(node.type, "uses_spark", False) and not node.properties.get("Spark Service")]
     if spark:

@@ -145,6 +145,8 @@ class ProcessContext:
     batch_size: int = 1000
     #: the processor's state (``flowactors.sdk.state.ProcessorState``), set by the engine
     state: Any = field(default=None, repr=False)
+    #: the flow runs on several nodes, each with its own repositories (and so its own state)
+    clustered: bool = False
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
     _yield_requested: bool = field(default=False, repr=False)
 
@@ -186,6 +188,9 @@ class Processor:
     trigger_when_empty: ClassVar[bool] = False
     #: a processor that never changes content or attributes may say so; purely informative
     description: ClassVar[str] = ""
+    #: a Ray ``runtime_env`` every use of this processor type needs (a NiFi Python processor's
+    #: dependencies): merged with the node's own, it gives each task an actor of its own
+    runtime_env: ClassVar[dict | None] = None
 
     def on_scheduled(self, context: ProcessContext) -> None:
         """Called once in each task's actor before the first trigger."""

@@ -27,7 +27,7 @@ from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement
 from flowactors.engine.queues.connection import QueueActor, QueueConfig
-from flowactors.engine.transport import ActorLink, Link
+from flowactors.engine.transport import ActorLink, Link, causes
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 
@@ -103,7 +103,25 @@ class RayHosting:
             **self._here(name, num_cpus=plan.num_cpus, **own_env)).remote(
             flow, plan, root, settings, queue_configs, flowfile_repository, provenance_repository, cluster))
 
+    def start_problem(self, plan: ExecutorPlan, error: BaseException) -> str | None:
+        setup = next((e for e in causes(error) if isinstance(e, ray.exceptions.RuntimeEnvSetupError)), None)
+        return None if setup is None else runtime_env_problem(plan, str(setup))
+
     def close(self) -> None:
         for handle in self._actors:
             ray.kill(handle)
         self._actors.clear()
+
+
+def runtime_env_problem(plan: ExecutorPlan, text: str) -> str:
+    """One sentence for an executor whose Ray ``runtime_env`` could not be set up (``text``: Ray's
+    error): which processor, which packages, pip's last error line, what to check."""
+    processors = ", ".join(f"'{name}'" for name in sorted({name for name, _ in plan.tasks}))
+    pip = (plan.runtime_env or {}).get("pip")
+    errors = [line.strip()[len("ERROR:"):].strip() for line in text.splitlines() if line.strip().startswith("ERROR:")]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    reason = errors[-1] if errors else lines[-1] if lines else "Ray gave no reason"
+    wanted = f"its packages ({', '.join(map(str, pip))})" if isinstance(pip, list) and pip else "its runtime_env"
+    return (f"processor {processors} could not start because {wanted} could not be installed ({reason}): check "
+            f"their names and versions (for a NiFi Python processor, its ProcessorDetails.dependencies and "
+            f"requirements.txt) and that this machine reaches the package index")
