@@ -39,56 +39,47 @@ def multi_processor_use_case(description: str, configurations: list[ProcessorCon
     return decorator
 
 
-class UseCaseDetails:
+class _UseCase:
+    def __init__(self, description: str, notes: str, keywords: list[str]):
+        self.description = description
+        self.notes = notes
+        self.keywords = keywords
+
+    def getDescription(self):
+        return self.description
+
+    def getNotes(self):
+        return self.notes
+
+    def getKeywords(self):
+        return self.keywords
+
+    def __str__(self):
+        return f"{type(self).__name__}[description={self.description}]"
+
+
+class UseCaseDetails(_UseCase):
     class Java:
         implements = ['org.apache.nifi.python.processor.documentation.UseCaseDetails']
 
     def __init__(self, description: str, notes: str, keywords: list[str], configuration: str):
-        self.description = description
-        self.notes = notes
-        self.keywords = keywords
+        super().__init__(description, notes, keywords)
         self.configuration = configuration
-
-    def getDescription(self):
-        return self.description
-
-    def getNotes(self):
-        return self.notes
-
-    def getKeywords(self):
-        return self.keywords
 
     def getConfiguration(self):
         return self.configuration
 
-    def __str__(self):
-        return f"UseCaseDetails[description={self.description}]"
 
-
-class MultiProcessorUseCaseDetails:
+class MultiProcessorUseCaseDetails(_UseCase):
     class Java:
         implements = ['org.apache.nifi.python.processor.documentation.MultiProcessorUseCaseDetails']
 
     def __init__(self, description: str, notes: str, keywords: list[str], configurations: list[ProcessorConfiguration]):
-        self.description = description
-        self.notes = notes
-        self.keywords = keywords
+        super().__init__(description, notes, keywords)
         self.configurations = configurations
-
-    def getDescription(self):
-        return self.description
-
-    def getNotes(self):
-        return self.notes
-
-    def getKeywords(self):
-        return self.keywords
 
     def getConfigurations(self):
         return self.configurations
-
-    def __str__(self):
-        return f"MultiProcessorUseCaseDetails[description={self.description}]"
 
 
 class PropertyDependency:

@@ -10,21 +10,11 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 
-from nifiapi.__jvm__ import ArrayList
-from nifiapi.properties import ProcessContext
+from nifiapi._processor import ProcessorBase
 
 
-class RecordTransform(ABC):
+class RecordTransform(ProcessorBase, ABC):
     """Base class of a record transform; implement ``transform(context, record, schema, attributemap)``."""
-
-    identifier = None
-    logger = None
-
-    def __init__(self):
-        self.arrayList = ArrayList
-
-    def setContext(self, context):
-        self.process_context = ProcessContext(context)
 
     def transformRecord(self, jsonarray, schema, attributemap):
         """Transform each record of a JSON array (text); the results carry each record as JSON."""
