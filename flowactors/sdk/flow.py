@@ -177,6 +177,18 @@ class Flow:
             self.parameter_context = name
         return context
 
+    def add_python_processor(self, source: str | Path, name: str | None = None, *,
+                             extensions: str | Path | Sequence[str | Path] | None = None,
+                             properties: dict[str, Any] | None = None, **scheduling: Any) -> ProcessorNode:
+        """Place a NiFi 2 Python processor, unmodified: ``source`` is its file, or with ``extensions``
+        (a folder or several) its class name. Takes ``add``'s keywords; its dependencies become its
+        Ray ``runtime_env`` (docs/nifi-python-processors.md)."""
+        from flowactors.nifi import python_processor_type
+
+        processor_type = python_processor_type(source, extensions=extensions)
+        return self.add(processor_type, name, properties=properties,
+                        **processor_type.scheduling_defaults(properties or {}, scheduling))
+
     def add_input_port(self, name: str = "input") -> ProcessorNode:
         """An input port (``flowactors.processors.ports``): where a stateless trigger's inputs enter."""
         from flowactors.processors.ports import InputPort
@@ -385,6 +397,10 @@ def resolve_processor_type(type_name: Any) -> type[Processor]:
     """The Processor class named ``package.module.Class`` (standard processors may be named alone)."""
     if not isinstance(type_name, str) or not type_name:
         raise ValueError(f"'type' must name a processor class, not {type_name!r}")
+    if type_name.startswith("nifi-python:"):  # <Class>@<file or extensions folder>: docs/flow-definition.md
+        from flowactors.nifi import resolve_type_name
+
+        return resolve_type_name(type_name)
     if "." not in type_name:
         type_name = f"flowactors.processors.{type_name}"
     module_name, _, class_name = type_name.rpartition(".")

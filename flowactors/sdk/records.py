@@ -312,7 +312,7 @@ class _JsonLinesWriter:
 
     def write(self, table: pa.Table) -> None:
         for batch in table.to_batches():
-            lines = [orjson.dumps(row, default=_json_default, option=orjson.OPT_APPEND_NEWLINE)
+            lines = [orjson.dumps(row, default=json_default, option=orjson.OPT_APPEND_NEWLINE)
                      for row in batch.to_pylist()]
             self._out.write(b"".join(lines))
 
@@ -320,7 +320,7 @@ class _JsonLinesWriter:
         pass
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return str(value)
     if isinstance(value, (bytes, bytearray)):
