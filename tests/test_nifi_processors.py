@@ -374,6 +374,24 @@ def test_a_processor_without_getRelationships_has_success_and_problems_stop_its_
     runner = ProcessorRunner(odd, {}, validate=False)
     with pytest.raises(RuntimeError, match="Odd is not valid: customValidate failed"):
         runner.run()
+    raising = python_processor_type(write(tmp_path, "Raising.py", '''
+        class Raising(FlowFileSource):
+            class Java:
+                implements = ['org.apache.nifi.python.processor.FlowFileSource']
+            def __init__(self, **kwargs):
+                pass
+            def getPropertyDescriptors(self):
+                raise KeyError("descriptors")
+            def getRelationships(self):
+                return 1 / 0
+            def create(self, context):
+                return None
+    '''))
+    assert raising.relationship_names({}) == ["success"]
+    assert raising.validate_properties({}) == ["getPropertyDescriptors failed: KeyError: 'descriptors'",
+                                               "getRelationships failed: ZeroDivisionError: division by zero"]
+    with pytest.raises(ProcessorNotFound, match="is a folder: name the processor's class"):
+        python_processor_type(tmp_path)
 
 
 def test_a_processor_whose_dependencies_are_not_here_says_so_when_it_starts():

@@ -88,21 +88,32 @@ def source_descriptors(info: ProcessorInfo) -> list:
     return list(unique.values())
 
 
+def _ask(processor: Any, method: str, problems: list[str], default: Any, *args: Any) -> Any:
+    """``processor.method(*args)``, or ``default`` when it has no such method or it raises (which
+    is a problem of the configuration, as NiFi makes it one)."""
+    call = getattr(processor, method, None)
+    if not callable(call):
+        return default
+    try:
+        return call(*args)
+    except Exception as err:
+        problems.append(f"{method} failed: {type(err).__name__}: {err}")
+        return default
+
+
 def describe(info: ProcessorInfo, values: Mapping[str, str], processor: Any = None) -> Model:
     """The processor's descriptors, relationships and problems for ``values``, asked of
     ``processor`` (an instance) or, when None, read from the source."""
+    problems: list[str] = []
     if processor is None:
         own = source_descriptors(info)
     else:
-        listed = getattr(processor, "getPropertyDescriptors", None)
-        own = list(listed() or []) if callable(listed) else []
+        own = list(_ask(processor, "getPropertyDescriptors", problems, None) or [])
     descriptors = (record_descriptors() if info.interface == "RecordTransform" else []) + own
     names = {d.name for d in descriptors}
-    problems: list[str] = []
     for name in (n for n in values if n not in names):
-        dynamic = getattr(processor, "getDynamicPropertyDescriptor", None) if processor is not None else None
-        if callable(dynamic):
-            descriptor = dynamic(name)
+        if processor is not None and callable(getattr(processor, "getDynamicPropertyDescriptor", None)):
+            descriptor = _ask(processor, "getDynamicPropertyDescriptor", problems, None, name)
         elif processor is None and info.defines("getDynamicPropertyDescriptor"):
             descriptor = nifi_properties.PropertyDescriptor(
                 name, "", expression_language_scope=ExpressionLanguageScope.FLOWFILE_ATTRIBUTES)
@@ -117,17 +128,16 @@ def describe(info: ProcessorInfo, values: Mapping[str, str], processor: Any = No
     problems.extend(property_problems(descriptors, values))
     if not problems and processor is not None and callable(getattr(processor, "customValidate", None)):
         problems.extend(custom_problems(processor, FlowactorsHost(info.class_name, descriptors, values)))
-    return Model(descriptors, _relationships(info, processor), problems, processor)
+    return Model(descriptors, _relationships(info, processor, problems), problems, processor)
 
 
-def _relationships(info: ProcessorInfo, processor: Any) -> list:
+def _relationships(info: ProcessorInfo, processor: Any, problems: list[str]) -> list:
     """NiFi's implicit relationships, then the processor's (``success`` when it names none)."""
     source = info.interface == "FlowFileSource"
     implicit = [SUCCESS] if source else [ORIGINAL, FAILURE]
     default = [] if source else [SUCCESS]
     if processor is not None:
-        named = getattr(processor, "getRelationships", None)
-        custom = list(named() or []) if callable(named) else default
+        custom = list(_ask(processor, "getRelationships", problems, default) or [])
     elif info.defines("getRelationships"):
         custom = [NiFiRelationship(name, description, auto) for name, description, auto in info.relationships]
     else:
@@ -347,6 +357,9 @@ def _type_for(class_name: str | None, locator: str) -> type[NiFiPythonProcessor]
     folders = locator.split(os.pathsep)
     if len(folders) == 1 and not Path(locator).is_dir():
         info = extensions.processor_in_file(locator, class_name)
+    elif class_name is None:
+        raise extensions.ProcessorNotFound(f"{locator} is a folder: name the processor's class, with the folder as "
+                                           f"its extensions folder")
     else:
         info = extensions.find_processor(class_name, folders)
     key = (info.class_name, info.path, _mtime(info.path), locator)

@@ -24,7 +24,11 @@ READER, WRITER = "Record Reader", "Record Writer"
 
 def record_descriptors() -> list[PropertyDescriptor]:
     """The two properties NiFi puts before a record transform's own: the record formats."""
-    from flowactors.sdk import records
+    try:
+        from flowactors.sdk import records
+    except ImportError as err:
+        raise RuntimeError(f"NiFi Python record transforms read and write records with pyarrow, which is not "
+                           f"installed ({err}): pip install 'flowactors[spark]'") from None
 
     return [
         PropertyDescriptor(READER, "The format the incoming FlowFiles' records are in", required=True,
