@@ -158,8 +158,9 @@ def cached_model(info: ProcessorInfo, values: Mapping[str, str]) -> Model:
     here when its imports are found here), remembered per configuration."""
     values = {k: v for k, v in values.items() if v is not None}
     key = (info.path, info.class_name, _mtime(info.path))
+    configuration = (key, tuple(sorted(values.items())))
     with _lock:
-        model = _models.get((key, tuple(sorted(values.items()))))
+        model = _models.get(configuration)
         if model is not None:
             return model
         problems: list[str] = []
@@ -174,7 +175,7 @@ def cached_model(info: ProcessorInfo, values: Mapping[str, str]) -> Model:
                 problems.append(str(err))
         model = describe(info, values, processor)
         model.problems[:0] = problems
-        _models[(key, tuple(sorted(values.items())))] = model
+        _models[configuration] = model
         return model
 
 
@@ -227,7 +228,7 @@ class NiFiPythonProcessor(Processor):
     def scheduling_defaults(cls, properties: Mapping[str, Any], scheduling: dict[str, Any]) -> dict[str, Any]:
         """``scheduling`` with NiFi's defaults added: relationships auto-terminated by default
         (``original``) auto-terminated, and a source's schedule of one minute."""
-        values = {k: str(v) for k, v in properties.items()}
+        values = {k: "true" if v is True else "false" if v is False else str(v) for k, v in properties.items()}
         auto = [r.name for r in cls.model(values).relationships if getattr(r, "auto_terminated", False)]
         given = scheduling.get("auto_terminate", ())
         given = [given] if isinstance(given, str) else list(given)
