@@ -403,7 +403,7 @@ def test_a_processor_whose_dependencies_are_not_here_says_so_when_it_starts():
         runner.run()
 
 
-def test_dependencies_become_the_runtime_env_joined_with_the_nodes_own():
+def test_dependencies_become_the_runtime_env_joined_with_the_nodes_own(tmp_path):
     flow = Flow("envs")
     flow.add(GenerateFlowFile, "gen", properties={"Max FlowFiles": 1})
     flow.add_python_processor(EXAMPLES / "Pluralize.py", "plural", auto_terminate=["success", "failure"],
@@ -420,7 +420,7 @@ def test_dependencies_become_the_runtime_env_joined_with_the_nodes_own():
     assert flow.to_dict()["processors"][2]["runtime_env"] is None  # the definition keeps only what was given
     with pytest.raises(FlowStartError, match=r"plural, title ask\(s\) for a runtime_env of their own \(a NiFi "
                                              r"Python processor's dependencies make one\)"):
-        flow.run(engine="in-process")
+        flow.run(tmp_path / "repository", engine="in-process")
 
 
 def test_a_failed_install_is_one_sentence_naming_the_processor_and_pips_reason():
