@@ -161,6 +161,10 @@ def test_a_flow_definition_names_python_processors_and_round_trips(tmp_path):
     assert again.to_dict() == data
     assert again.processors["route"].type.relationship_names(again.processors["route"].properties) == [
         "original", "failure", "r1", "r2", "unmatched"]
+    flow.add_parameter_context("routing", {"routes": "r1, r3"})
+    flow.processors["route"].properties["Routes"] = "#{routes}"  # parameters resolve before the processor sees them
+    assert flow.problems() == ["processor 'route': cannot auto-terminate unknown relationship 'r2'",
+                               "processor 'route': relationship 'r3' is neither connected nor auto-terminated"]
     data["processors"][1]["type"] = f"nifi-python:NoSuch@{EXAMPLES}"
     with pytest.raises(FlowValidationError, match="processor 'route': no NiFi Python processor named 'NoSuch'"):
         Flow.from_dict(data)
