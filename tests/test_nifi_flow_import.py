@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gzip
 import io
+from pathlib import Path
 
 import orjson
 import pytest
@@ -149,3 +150,39 @@ def test_a_definition_without_groups_keeps_plain_names_and_root_ports():
     assert flow.processors["requests"].type is InputPort     # the definition's own ports are the flow's
     assert flow.processors["results"].type is OutputPort
     flow.validate()
+
+
+EXTENSIONS = Path(__file__).resolve().parent.parent / "examples" / "nifi_python"
+
+
+def python_flow(out: str) -> dict:
+    """A root group whose source and transform are NiFi 2 Python processors (bundle
+    python-extensions, type: the class name), into PutFile; the names come from a parameter."""
+    root_id = "root"
+    python = {"group": "org.apache.nifi", "artifact": "python-extensions", "version": "1.0.0"}
+    greet = processor(root_id, "Greet", "EmitGreetings", {"Greeting": "Hello", "Names": "#{names}"},
+                      bundle=python, schedule="0 sec")
+    number = processor(root_id, "Number", "NumberLines", {"Prefix": "${greeting.name}:", "Start": None},
+                       bundle=python, auto_terminate=("failure",))
+    store = processor(root_id, "Store", STANDARD + "PutFile", {"Directory": out},
+                      auto_terminate=("success", "failure"))
+    root = group(root_id, "greetings", None, "people", processors=[greet, number, store],
+                 connections=[connection(root_id, greet, number, ("success",)),
+                              connection(root_id, number, store, ("success",))])
+    return snapshot(root, {"people": {"name": "people", "parameters": [
+        {"name": "names", "sensitive": False, "value": "ann, bob"}], "inheritedParameterContexts": []}})
+
+
+def test_nifi_python_processors_in_a_definition_are_found_in_the_extensions_folders(tmp_path, monkeypatch):
+    definition = python_flow(str(tmp_path / "out"))
+    with pytest.raises(NiFiImportError, match="name the folder holding it"):
+        flow_from_nifi(definition, extensions=[])
+    monkeypatch.setenv("FLOWACTORS_PYTHON_EXTENSIONS", str(tmp_path / "empty"))
+    with pytest.raises(NiFiImportError, match="Python processor EmitGreetings"):
+        flow_from_nifi(definition)
+    path = tmp_path / "greetings.json"
+    path.write_bytes(orjson.dumps(definition))
+    assert main(["run", "--engine", "in-process", "--quiet", str(path), "--repository", str(tmp_path / "r"),
+                 "--extensions", str(EXTENSIONS)]) == 0
+    written = {p.name: p.read_text() for p in (tmp_path / "out").iterdir()}
+    assert written == {"ann": "ann:1 Hello\nann:2 ann\n", "bob": "bob:1 Hello\nbob:2 bob\n"}

@@ -27,13 +27,14 @@ class CliError(Exception):
         self.status = status
 
 
-def load_flow(path: str | Path) -> Flow:
-    """A Flow from a ``.json`` definition or a ``.py`` file (its ``flow`` variable or ``build_flow()``)."""
+def load_flow(path: str | Path, extensions: Sequence[str] | None = None) -> Flow:
+    """A Flow from a ``.json`` definition (a NiFi one too, its Python processors found in
+    ``extensions``) or a ``.py`` file (its ``flow`` variable or ``build_flow()``)."""
     path = Path(path)
     if not path.is_file():
         raise CliError(f"no flow file at {path}", 2)
     if path.suffix == ".json":
-        return Flow.from_json(path.read_bytes())
+        return Flow.from_json(path.read_bytes(), extensions=extensions)
     if path.suffix != ".py":
         raise CliError(f"{path}: a flow is a .py or .json file", 2)
     module_name = f"flowactors_user_flow_{path.stem}"
@@ -71,7 +72,7 @@ def _settings(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    flow = load_flow(args.flow)
+    flow = load_flow(args.flow, args.extensions)
     flow.validate()
     print(f"flow '{flow.name}' is valid: {len(flow.processors)} processors, {len(flow.connections)} connections")
     return 0
@@ -83,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stateless trigger failed (nothing of it was kept)."""
     from flowactors.engine.runner import run_flow, stall_message
 
-    flow = load_flow(args.flow)
+    flow = load_flow(args.flow, args.extensions)
     duration = args.duration
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:
@@ -190,6 +191,10 @@ def verify_records(repo, counts: dict[str, int]) -> str | None:
     return None
 
 
+EXTENSIONS_HELP = ("a folder of NiFi Python processors that a NiFi flow definition uses (repeatable; "
+                   "default: FLOWACTORS_PYTHON_EXTENSIONS, folders separated by the path separator)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowactors", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -216,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                      help="override a setting (docs/configuration.md), e.g. always_sync=true")
     run.add_argument("--quiet", action="store_true", help="no status table")
+    run.add_argument("--extensions", action="append", metavar="DIR", help=EXTENSIONS_HELP)
     run.add_argument("--json", action="store_true", help="print the final status as JSON")
     run.add_argument("--fail-on-error", action="store_true", help="exit 3 if any processor reported an error")
     run.add_argument("--stall-seconds", type=float, default=STALL_SECONDS, metavar="S",
@@ -225,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check a flow and list every problem")
     validate.add_argument("flow")
+    validate.add_argument("--extensions", action="append", metavar="DIR", help=EXTENSIONS_HELP)
     validate.set_defaults(handler=cmd_validate)
 
     status = sub.add_parser("status", help="what a stopped flow's repository holds, or a flow's state on a cluster")

@@ -16,7 +16,9 @@ How NiFi's parts map (docs/nifi-flows.md has the table):
   ``InputPort`` and ``OutputPort`` (docs/stateless.md).
 * **Processors** of ``flowactors.nifi.standard_processors.STANDARD_PROCESSORS`` carry their
   scheduling (run schedule, concurrent tasks, penalty and yield durations, auto-terminated
-  relationships, primary node only) and their properties as that table says.
+  relationships, primary node only) and their properties as that table says. **NiFi 2 Python
+  processors** (bundle ``python-extensions``) are found by class name in the extensions folders
+  given (or ``FLOWACTORS_PYTHON_EXTENSIONS``) and placed as ``Flow.add_python_processor`` does.
 * Not supported, and reported: other processor types, controller services, remote process
   groups, CRON scheduling, disabled components, retried relationships, groups run by NiFi's
   stateless engine or with a FlowFile concurrency other than unbounded.
@@ -24,8 +26,13 @@ How NiFi's parts map (docs/nifi-flows.md has the table):
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
+from flowactors.nifi.extensions import ProcessorNotFound
+from flowactors.nifi.inspection import InspectionError
+from flowactors.nifi.loader import ProcessorLoadError
 from flowactors.nifi.standard_processors import ANY, STANDARD_PROCESSORS
 from flowactors.processors import Funnel, InputPort, OutputPort
 from flowactors.sdk.flow import Flow, FlowValidationError
@@ -40,6 +47,11 @@ PRIORITIZERS = {
 }
 #: a port's or funnel's only relationship (NiFi connections from them select none)
 _PASS = ("success",)
+#: where Python processors are looked for when the caller names no folder (NiFi's
+#: nifi.python.extensions.source.directory): folders separated by os.pathsep
+EXTENSIONS_VARIABLE = "FLOWACTORS_PYTHON_EXTENSIONS"
+#: the bundle artifact NiFi gives its Python processors
+PYTHON_ARTIFACT = "python-extensions"
 
 
 class NiFiImportError(FlowValidationError):
@@ -50,13 +62,18 @@ def is_nifi_definition(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("flowContents"), dict)
 
 
-def flow_from_nifi(data: Mapping[str, Any], name: str | None = None) -> Flow:
-    """The ``Flow`` of a NiFi flow definition (see the module docstring)."""
-    return _Importer(data, name).build()
+def flow_from_nifi(data: Mapping[str, Any], name: str | None = None, *,
+                   extensions: Sequence[str | Path] | None = None) -> Flow:
+    """The ``Flow`` of a NiFi flow definition (see the module docstring); its Python processors
+    are looked for in ``extensions`` (default: the folders of ``FLOWACTORS_PYTHON_EXTENSIONS``)."""
+    if extensions is None:
+        extensions = [f for f in os.environ.get(EXTENSIONS_VARIABLE, "").split(os.pathsep) if f]
+    return _Importer(data, name, [str(f) for f in extensions]).build()
 
 
 class _Importer:
-    def __init__(self, data: Mapping[str, Any], name: str | None):
+    def __init__(self, data: Mapping[str, Any], name: str | None, extensions: list[str]):
+        self.extensions = extensions
         self.root = data["flowContents"]
         self.flow = Flow(name or self.root.get("name") or "nifi-flow")
         self.data = data
@@ -146,6 +163,9 @@ class _Importer:
     def _processor(self, processor: Mapping[str, Any], path: str, context: str | None) -> None:
         name = self._name(path, processor.get("name") or processor["identifier"])
         java_type = processor.get("type", "?")
+        if (processor.get("bundle") or {}).get("artifact") == PYTHON_ARTIFACT:
+            self._python_processor(processor, name, context)
+            return
         mapping = STANDARD_PROCESSORS.get(java_type)
         if mapping is None:
             self.reported.add(processor["identifier"])
@@ -159,6 +179,27 @@ class _Importer:
         self.names[processor["identifier"]] = node.name
         if processor.get("scheduledState") == "DISABLED":
             self.problems.append(f"{where}: disabled in NiFi; enable or remove it (flowactors runs every processor)")
+
+    def _python_processor(self, processor: Mapping[str, Any], name: str, context: str | None) -> None:
+        """A NiFi 2 Python processor (its type is its class name): found in the extensions folders
+        and placed as ``Flow.add_python_processor`` does (docs/nifi-python-processors.md)."""
+        class_name = processor["type"]
+        where = f"processor '{name}' (Python processor {class_name})"
+        if not self.extensions:
+            self.reported.add(processor["identifier"])
+            self.problems.append(f"{where}: name the folder holding it (flowactors run --extensions DIR, or "
+                                 f"{EXTENSIONS_VARIABLE})")
+            return
+        properties = {k: v for k, v in (processor.get("properties") or {}).items() if v is not None}
+        scheduling = self._scheduling(processor, where)
+        try:
+            node = self.flow.add_python_processor(class_name, name, extensions=self.extensions, properties=properties,
+                                                  parameter_context=context, **scheduling)
+        except (ProcessorNotFound, InspectionError, ProcessorLoadError, ValueError) as err:
+            self.reported.add(processor["identifier"])
+            self.problems.append(f"{where}: {err}")
+            return
+        self.names[processor["identifier"]] = node.name
 
     def _properties(self, processor: Mapping[str, Any], mapping, where: str) -> dict[str, str]:
         given = {k: v for k, v in (processor.get("properties") or {}).items() if v is not None}

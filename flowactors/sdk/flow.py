@@ -309,12 +309,13 @@ class Flow:
         return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Flow":
-        """A flow from its definition, or from a NiFi flow definition (``flowactors.nifi``)."""
+    def from_dict(cls, data: dict[str, Any], *, extensions: Sequence[str | Path] | None = None) -> "Flow":
+        """A flow from its definition, or from a NiFi flow definition (``flowactors.nifi``), whose
+        Python processors are looked for in ``extensions`` (folders)."""
         from flowactors.nifi.flow_definition import flow_from_nifi, is_nifi_definition
 
         if is_nifi_definition(data):
-            return flow_from_nifi(data)
+            return flow_from_nifi(data, extensions=extensions)
         problems: list[str] = []
         version = data.get("flowactors_flow")
         if version not in READABLE_VERSIONS:
@@ -356,14 +357,14 @@ class Flow:
         return flow
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "Flow":
+    def from_json(cls, text: str | bytes, *, extensions: Sequence[str | Path] | None = None) -> "Flow":
         try:
             data = orjson.loads(text)
         except orjson.JSONDecodeError as err:
             raise FlowValidationError("?", [f"the definition is not valid JSON: {err}"]) from None
         if not isinstance(data, dict):
             raise FlowValidationError("?", ["the definition must be a JSON object"])
-        return cls.from_dict(data)
+        return cls.from_dict(data, extensions=extensions)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n")
