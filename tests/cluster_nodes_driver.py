@@ -31,6 +31,7 @@ from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import PropertyDescriptor, Processor, Relationship
 
 NODE_CPUS = 1
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "nifi_python"
 #: Ray notices a dead node after about period x threshold (default 3 s x 5)
 HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
 _node_name: str | None = None
@@ -301,7 +302,26 @@ def primary_moves(base: Path, nodes: Nodes) -> dict:
             "noted_g": len(noted("g")), "notes": notes(base / "notes")}
 
 
-SCENARIOS = {f.__name__: f for f in (round_robin, partition, single_node, lineage, node_killed, tls, primary_moves)}
+def cluster_state(base: Path, nodes: Nodes) -> dict:
+    """ListFile (primary) -> round robin -> StampSequence, the example NiFi Python processor, with
+    its sequence in cluster scope on every node -> NoteNode (key: the number it took)."""
+    make_files(base / "in", 300)
+    (base / "notes").mkdir()
+    flow, fetch = fetch_flow("cs", base / "in", load_balance="round-robin")
+    stamp = flow.add_python_processor(EXAMPLES / "StampSequence.py", "stamp", properties={"State Scope": "CLUSTER"},
+                                      auto_terminate=["failure"])
+    key = flow.add(UpdateAttribute, "key", properties={"key": "${sequence.number}"})
+    note = flow.add(NoteNode, "note", properties={"Directory": str(base / "notes")}, auto_terminate=["success"])
+    flow.connect(fetch, stamp, ["success"], name="fetched")
+    flow.connect(stamp, key, name="stamped")
+    flow.connect(key, note, name="keyed")
+    final = flow.run(str(base / "repo"), nodes="all", timeout=600)
+    state = json.loads((base / "repo" / "cluster-state.json").read_text())
+    return {**summary(final), "notes": notes(base / "notes"), "state": state}
+
+
+SCENARIOS = {f.__name__: f for f in (round_robin, partition, single_node, lineage, node_killed, tls, primary_moves,
+                                     cluster_state)}
 
 
 def main() -> None:

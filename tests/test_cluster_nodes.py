@@ -156,6 +156,18 @@ def test_the_primary_node_moves_when_it_is_lost(tmp_path):
     assert listed["n0"] >= 100 and listed["n2"] == 0
 
 
+def test_cluster_scoped_state_is_shared_by_every_node(tmp_path):
+    """A NiFi Python processor keeping a sequence in Scope.CLUSTER, running on three nodes at once:
+    every number is taken exactly once across the nodes, and the keeper's file holds the next."""
+    result = run_scenario("cluster_state", tmp_path)
+    _clean(result)
+    numbers = [int(key) for lines in result["notes"].values() for _filename, key in lines]
+    assert sorted(numbers) == list(range(1, 301))
+    assert len([node for node, lines in result["notes"].items() if lines]) >= 2   # more than one node stamped
+    (component, state), = result["state"]["components"].items()
+    assert component == "cs/stamp" and state["values"] == {"next": "301"} and state["version"] == 299
+
+
 def test_a_transfer_with_rays_tls_on(tmp_path):
     """docs/cluster.md, "Security": Ray's TLS on every process of the cluster (its gRPC: GCS,
     raylets, workers, so the actor calls that carry transfers), with a certificate of this

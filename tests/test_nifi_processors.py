@@ -24,6 +24,7 @@ from flowactors.nifi.inspection import inspect_file
 from flowactors.nifi.loader import ProcessorLoadError, missing_imports
 from flowactors.processors import GenerateFlowFile
 from flowactors.sdk.testing import ProcessorRunner
+from flowactors.engine.cluster.cluster_state import ClusterState, ClusterStateService
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "nifi_python"
 HEADER = """\
@@ -251,12 +252,41 @@ def test_state_is_the_processors_and_cluster_scope_is_local_on_one_node(caplog):
         assert [f.attributes["sequence.number"] for f in runner.output("success")] == ["1", "2", "3", "4"]
         assert runner.context.state.get().values == {"next": "5"}
     several = ProcessorRunner(example("StampSequence"), {"State Scope": "CLUSTER"}, auto_terminate=["original"])
-    several.context.clustered = True  # a flow on several nodes: each keeps its own state
+    several.context.clustered = True  # a flow on several nodes, but no keeper of cluster state
     several.enqueue(b"x")
     with caplog.at_level(logging.ERROR, logger="flowactors.nifi"):
         several.run()
     assert several.contents("failure") == [b"x"] and several.output("success") == []
-    assert "cluster-scoped state, but this flow runs on several nodes" in caplog.text
+    assert "cluster-scoped state, which this engine does not keep" in caplog.text
+
+
+class KeptHere(ClusterState):
+    """``ClusterState`` answered by a keeper in this process instead of the flow's actor."""
+
+    def __init__(self, keeper: ClusterStateService, component_id: str):
+        super().__init__("unused", component_id)
+        self.keeper = keeper
+
+    def _call(self, method, *args):
+        return getattr(self.keeper, method)(self.component_id, *args)
+
+
+def test_on_several_nodes_cluster_scope_is_the_state_every_node_shares(tmp_path):
+    keeper = ClusterStateService(str(tmp_path))
+    nodes = []
+    for _ in range(2):   # two nodes' tasks of the same processor
+        runner = ProcessorRunner(example("StampSequence"), {"State Scope": "CLUSTER"}, auto_terminate=["original"])
+        runner.context.clustered = True
+        runner.context.cluster_state = KeptHere(keeper, "flow/stamp")
+        nodes.append(runner)
+    for runner, count in zip(nodes, (3, 2)):
+        for _ in range(count):
+            runner.enqueue(b"x")
+        runner.run()
+    numbers = [[f.attributes["sequence.number"] for f in runner.output("success")] for runner in nodes]
+    assert numbers == [["1", "2", "3"], ["4", "5"]]
+    assert keeper.get("flow/stamp") == (4, {"next": "6"})
+    assert all(runner.context.state.get().values == {} for runner in nodes)   # each node's own state untouched
 
 
 def test_a_record_transform_writes_one_flowfile_per_relationship_and_partition():

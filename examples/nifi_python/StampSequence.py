@@ -26,7 +26,9 @@ class StampSequence(FlowFileTransform):
     def transform(self, context, flowfile):
         scope = Scope[context.getProperty(self.SCOPE).getValue()]
         state = context.getStateManager()
-        stored = state.getState(scope)
-        number = int(stored.get('next') or '1')
-        state.setState({'next': str(number + 1)}, scope)
+        while True:  # compare-and-set: another task, or another node in CLUSTER scope, may take one first
+            stored = state.getState(scope)
+            number = int(stored.get('next') or '1')
+            if state.replace(stored, {'next': str(number + 1)}, scope):
+                break
         return FlowFileTransformResult(relationship='success', attributes={'sequence.number': str(number)})

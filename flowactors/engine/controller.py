@@ -420,7 +420,7 @@ class FlowController:
             return None
         c = self.cluster
         return {"local": c["local"], "nodes": tuple(c["nodes"]), "connected": frozenset(c.get("connected", c["nodes"])),
-                "primary": c.get("primary")}
+                "primary": c.get("primary"), "cluster_state": c.get("cluster_state")}
 
     def receivers(self) -> dict[str, Link]:
         """Where other nodes send this node's share of each load-balanced connection: the

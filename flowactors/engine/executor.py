@@ -22,6 +22,7 @@ from typing import Any
 
 from flowactors.engine import STOP_TIMEOUT, gc_policy
 from flowactors.engine.backend import EngineBackend
+from flowactors.engine.cluster.cluster_state import ClusterState
 from flowactors.engine.cluster.partitioning import Partitioner
 from flowactors.engine.cluster.topology import ClusterView, connection_of, partition_id
 from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, ReceivePort, TransferReceiver,
@@ -123,6 +124,8 @@ class Executor:
             backend = backend_for(node, [c.id for c in self.flow.connections_to(name)], self.flow.destinations(name))
             task = add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
             task.context.clustered = self.view is not None
+            if self.view is not None and self.view.cluster_state:
+                task.context.cluster_state = ClusterState(self.view.cluster_state, task.component_id)
         for connection_id, target in self.plan.senders:
             connection = self._connection(connection_id)
             node = ProcessorNode(sender_name(connection_id, target), LoadBalanceSender, batch_size=TRANSFER_BATCH,

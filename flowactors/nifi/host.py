@@ -4,10 +4,10 @@ gave a Python processor (``nifiapi._host``), made from a flowactors processor's 
 * Expressions are evaluated by flowactors' expression language, fully: NiFi's shortcut for a
   value that starts with a single attribute reference (which drops the rest of the value) is
   not copied.
-* State is the processor's state (``context.state``), committed with the trigger's session.
-  ``Scope.LOCAL`` and ``Scope.CLUSTER`` are one map when the flow runs on one node, as on a
-  standalone NiFi; on several nodes each node keeps its own state, so there is nothing a cluster
-  scope could share and it fails with a ``StateException`` saying so (docs/nifi-python-processors.md).
+* ``Scope.LOCAL`` is the processor's state (``context.state``), committed with the trigger's
+  session. ``Scope.CLUSTER`` is the same map when the flow runs on one node, as on a standalone
+  NiFi; on several nodes it is the state every node shares (``context.cluster_state``, kept by
+  the flow's cluster state actor), changed at once as NiFi's is (docs/nifi-python-processors.md).
 * The logger takes NiFi's ``{}`` placeholders and Python's ``warning``/``exception`` too.
 """
 
@@ -114,17 +114,20 @@ class ProcessorStateMap(HostStateMap):
 class ProcessorStateManager(HostStateManager):
     """NiFi's StateManager over the processor's state (``flowactors.sdk.state.ProcessorState``)."""
 
-    def __init__(self, state, processor_name: str, clustered: bool = False):
+    def __init__(self, state, processor_name: str, clustered: bool = False, cluster_state=None):
         self.state = state
         self.processor_name = processor_name
         self.clustered = clustered
+        self.cluster_state = cluster_state
 
     def _state(self, scope):
+        if scope == Scope.CLUSTER and self.clustered:   # on several nodes: the state they share
+            if self.cluster_state is None:
+                raise RuntimeError(f"{self.processor_name} asked for cluster-scoped state, which this engine does "
+                                   f"not keep")
+            return self.cluster_state
         if self.state is None:
             raise RuntimeError(f"{self.processor_name} has no state here (state is kept only while it runs)")
-        if scope == Scope.CLUSTER and self.clustered:
-            raise RuntimeError(f"{self.processor_name} asked for cluster-scoped state, but this flow runs on several "
-                               f"nodes and each keeps its own state; use Scope.LOCAL (per node)")
         return self.state
 
     def getState(self, scope):
@@ -169,11 +172,11 @@ class FlowactorsHost(Host):
     """
 
     def __init__(self, name: str, descriptors: Sequence[Any], values: Mapping[str, str], *, state=None,
-                 clustered: bool = False, on_yield: Callable[[], None] | None = None):
+                 clustered: bool = False, on_yield: Callable[[], None] | None = None, cluster_state=None):
         self.name = name
         self.descriptors = list(descriptors)
         self.values = {k: v for k, v in values.items() if v is not None}
-        self.state_manager = ProcessorStateManager(state, name, clustered)
+        self.state_manager = ProcessorStateManager(state, name, clustered, cluster_state)
         self.on_yield = on_yield
 
     def getName(self):

@@ -147,6 +147,9 @@ class ProcessContext:
     state: Any = field(default=None, repr=False)
     #: the flow runs on several nodes, each with its own repositories (and so its own state)
     clustered: bool = False
+    #: on several nodes: the processor's state shared by every node (NiFi's cluster scope;
+    #: ``flowactors.engine.cluster.cluster_state.ClusterState``), set by the engine
+    cluster_state: Any = field(default=None, repr=False)
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
     _yield_requested: bool = field(default=False, repr=False)
 

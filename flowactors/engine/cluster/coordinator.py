@@ -61,6 +61,7 @@ class ClusterController:
         self.events: collections.deque[dict] = collections.deque(maxlen=50)  # node lost, back, primary moved
         self.restarts: collections.Counter = collections.Counter()
         self._statuses: dict[str, dict] = {}
+        self._state_keeper = None  # the actor keeping cluster-scoped state (``cluster_state``)
         self._receivers: dict[str, dict] = {}
         self._restarting: set[str] = set()  # nodes whose flow is being started again (``_restart_node``)
         self._lock = threading.RLock()
@@ -93,6 +94,7 @@ class ClusterController:
         names = self.names
         self.primary = names[0]
         self.connected = set(names)
+        self._state_keeper = self._cluster_state(self.nodes[0])
         partition_nodes = list(dict.fromkeys(names + [n.name for n in previous]))
         self._starting(f"nodes {', '.join(names)}", 0, len(names))
         for node in self.nodes:
@@ -114,11 +116,26 @@ class ClusterController:
         return {"nodes": names, "primary": self.primary, "left": left, "joined": joined,
                 "restored": sum(r.get("restored", 0) for r in recovery.values()), "by_node": recovery}
 
+    @property
+    def state_keeper_name(self) -> str:
+        return f"{self.flow.name}.cluster-state"
+
+    def _cluster_state(self, node: ClusterNode):
+        """The actor keeping cluster-scoped state, on ``node`` (restarted there by Ray if it dies)."""
+        import ray
+
+        from flowactors.engine.cluster.cluster_state import ClusterStateService
+
+        return ray.remote(ClusterStateService).options(
+            name=self.state_keeper_name, resources={node.resource: RESOURCE_SHARE}, max_restarts=-1,
+            max_concurrency=CONTROLLER_CONCURRENCY).remote(self.root)
+
     def _controller(self, node: ClusterNode, partition_nodes: list[str]) -> ActorLink:
         from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 
         cluster = {"local": node.name, "nodes": self.names, "primary": self.primary,
-                   "connected": sorted(self.connected), "partition_nodes": partition_nodes}
+                   "connected": sorted(self.connected), "partition_nodes": partition_nodes,
+                   "cluster_state": self.state_keeper_name}
         handle = FlowControllerActor.options(
             name=f"{self.flow.name}.{node.name}.controller", resources={node.resource: RESOURCE_SHARE},
             max_concurrency=CONTROLLER_CONCURRENCY).remote(
@@ -305,10 +322,11 @@ class ClusterController:
     def _end_controllers(self) -> None:
         import ray
 
-        for link in self.controllers.values():
+        handles = [link.handle for link in self.controllers.values()] + [self._state_keeper]
+        for handle in handles:
             try:
-                ray.kill(link.handle, no_restart=True)
-            except Exception:  # already gone
+                ray.kill(handle, no_restart=True)
+            except Exception:  # already gone, or never started
                 pass
 
 

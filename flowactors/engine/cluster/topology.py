@@ -139,6 +139,8 @@ class ClusterView:
     primary: str | None = None
     #: node -> a link to each connection's receiver there (``Executor.receive_transfer``)
     receivers: dict[str, Any] = field(default_factory=dict)
+    #: the name of the actor keeping cluster-scoped state (``cluster_state.ClusterStateService``)
+    cluster_state: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, nodes: Sequence[str] | None = None, connected: Iterable[str] | None = None,
