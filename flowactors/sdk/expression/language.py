@@ -413,7 +413,8 @@ def _literal_check(*parsers: Callable[[str], Any]) -> Callable[[tuple[Value, ...
 
 
 def _string_function(name: str, transform: Callable[[str], str]) -> None:
-    """A text-to-text function; a missing value stays missing (so isNull still sees it)."""
+    """A text-to-text function; a missing value stays missing (so isNull still sees it). A
+    transform that raises ValueError fails the evaluation at the function's position."""
     _function(name)(lambda call, subject: None if subject is None else transform(_render(subject)))
 
 

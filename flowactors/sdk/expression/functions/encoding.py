@@ -13,11 +13,7 @@ import uuid
 from html.entities import codepoint2name
 from typing import Callable
 
-from flowactors.sdk.expression.language import Value, _Call, _function, _literal_check, _render
-
-
-def _text_function(name: str, transform: Callable[[_Call, str], str]) -> None:
-    _function(name)(lambda call, subject: None if subject is None else transform(call, _render(subject)))
+from flowactors.sdk.expression.language import Value, _Call, _function, _literal_check, _render, _string_function
 
 
 # --- JSON (as StringEscapeUtils.escapeJson: quotes, backslash, slash, controls, non-ASCII) ---
@@ -26,7 +22,7 @@ _JSON_SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "
                "\t": "\\t"}
 
 
-def _escape_json(call: _Call, text: str) -> str:
+def _escape_json(text: str) -> str:
     out = []
     for c in text:
         if c in _JSON_SHORT:
@@ -43,7 +39,7 @@ _JSON_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])')
 _JSON_LETTERS = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
-def _unescape_json(call: _Call, text: str) -> str:
+def _unescape_json(text: str) -> str:
     def one(match: re.Match) -> str:
         code = match.group(1)
         if code[0] == "u":
@@ -53,8 +49,8 @@ def _unescape_json(call: _Call, text: str) -> str:
     return _JSON_ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16")
 
 
-_text_function("escapeJson", _escape_json)
-_text_function("unescapeJson", _unescape_json)
+_string_function("escapeJson", _escape_json)
+_string_function("unescapeJson", _unescape_json)
 
 # --- XML 1.0 ---
 
@@ -64,7 +60,7 @@ _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _XML_REFERENCED = re.compile("[\x7f-\x84\x86-\x9f]")
 
 
-def _escape_xml(call: _Call, text: str) -> str:
+def _escape_xml(text: str) -> str:
     text = _XML_INVALID.sub("", text)
     text = "".join(_XML_ENTITIES.get(c, c) for c in text)
     return _XML_REFERENCED.sub(lambda m: f"&#{ord(m.group())};", text)
@@ -74,7 +70,7 @@ _XML_REFERENCE = re.compile(r"&(amp|lt|gt|quot|apos|#[0-9]+|#[xX][0-9a-fA-F]+);"
 _XML_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 
 
-def _unescape_xml(call: _Call, text: str) -> str:
+def _unescape_xml(text: str) -> str:
     def one(match: re.Match) -> str:
         name = match.group(1)
         if name[0] != "#":
@@ -83,28 +79,28 @@ def _unescape_xml(call: _Call, text: str) -> str:
     return _XML_REFERENCE.sub(one, text)
 
 
-_text_function("escapeXml", _escape_xml)
-_text_function("unescapeXml", _unescape_xml)
+_string_function("escapeXml", _escape_xml)
+_string_function("unescapeXml", _unescape_xml)
 
 # --- CSV (RFC 4180) ---
 
 _CSV_SPECIAL = frozenset(',"\r\n')
 
 
-def _escape_csv(call: _Call, text: str) -> str:
+def _escape_csv(text: str) -> str:
     if not _CSV_SPECIAL.intersection(text):
         return text
     return '"' + text.replace('"', '""') + '"'
 
 
-def _unescape_csv(call: _Call, text: str) -> str:
+def _unescape_csv(text: str) -> str:
     if len(text) < 2 or text[0] != '"' or text[-1] != '"' or not _CSV_SPECIAL.intersection(text[1:-1]):
         return text
     return text[1:-1].replace('""', '"')
 
 
-_text_function("escapeCsv", _escape_csv)
-_text_function("unescapeCsv", _unescape_csv)
+_string_function("escapeCsv", _escape_csv)
+_string_function("unescapeCsv", _unescape_csv)
 
 # --- HTML: 3.2 names the ISO-8859-1 characters, 4 also the Greek letters, symbols and arrows ---
 
@@ -112,14 +108,14 @@ _HTML4 = {chr(code): f"&{name};" for code, name in codepoint2name.items()}
 _HTML3 = {c: entity for c, entity in _HTML4.items() if ord(c) < 256}
 
 
-def _escape_html(table: dict[str, str]) -> Callable[[_Call, str], str]:
-    return lambda call, text: "".join(table.get(c, c) for c in text)
+def _escape_html(table: dict[str, str]) -> Callable[[str], str]:
+    return lambda text: "".join(table.get(c, c) for c in text)
 
 
-_text_function("escapeHtml3", _escape_html(_HTML3))
-_text_function("escapeHtml4", _escape_html(_HTML4))
-_text_function("unescapeHtml3", lambda call, text: html.unescape(text))
-_text_function("unescapeHtml4", lambda call, text: html.unescape(text))
+_string_function("escapeHtml3", _escape_html(_HTML3))
+_string_function("escapeHtml4", _escape_html(_HTML4))
+_string_function("unescapeHtml3", lambda text: html.unescape(text))
+_string_function("unescapeHtml4", lambda text: html.unescape(text))
 
 # --- URL (as Java's URLEncoder / URLDecoder with UTF-8, which NiFi uses) ---
 
@@ -139,7 +135,7 @@ def _url_encode(text: str) -> str:
     return "".join(out)
 
 
-def _url_decode(call: _Call, text: str) -> str:
+def _url_decode(text: str) -> str:
     out = bytearray()
     i, n = 0, len(text)
     while i < n:
@@ -147,7 +143,7 @@ def _url_decode(call: _Call, text: str) -> str:
         if c == "%":
             digits = text[i + 1 : i + 3]
             if len(digits) != 2 or not set(digits) <= _HEX:
-                call.fail(f"invalid escape {text[i:i + 3]!r} at index {i} of {text!r}")
+                raise ValueError(f"invalid escape {text[i:i + 3]!r} at index {i} of {text!r}")
             out.append(int(digits, 16))
             i += 3
         else:
@@ -156,25 +152,25 @@ def _url_decode(call: _Call, text: str) -> str:
     return out.decode("utf-8", "replace")
 
 
-_text_function("urlEncode", lambda call, text: _url_encode(text))
-_text_function("urlDecode", _url_decode)
+_string_function("urlEncode", _url_encode)
+_string_function("urlDecode", _url_decode)
 
 # --- Base64 of the UTF-8 bytes ---
 
 
-def _base64_decode(call: _Call, text: str) -> str:
+def _base64_decode(text: str) -> str:
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        call.fail(f"{text[:40]!r} is not Base64")
+        raise ValueError(f"{text[:40]!r} is not Base64") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        call.fail("the decoded bytes are not UTF-8 text")
+        raise ValueError("the decoded bytes are not UTF-8 text") from None
 
 
-_text_function("base64Encode", lambda call, text: base64.b64encode(text.encode("utf-8")).decode("ascii"))
-_text_function("base64Decode", _base64_decode)
+_string_function("base64Encode", lambda text: base64.b64encode(text.encode("utf-8")).decode("ascii"))
+_string_function("base64Decode", _base64_decode)
 
 # --- name-based UUIDs: the subject is the name ---
 

@@ -11,7 +11,6 @@ import functools
 import re
 
 import orjson
-from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 from jsonpath_ng.ext import parse as parse_json_path
 
 from flowactors.sdk.expression.language import (
@@ -74,7 +73,7 @@ def _json_path(path: str):
         raise ValueError(f"a JSONPath starts with '$', got {path!r}")
     try:
         return parse_json_path(path)
-    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:  # the library raises plain Exception too
+    except Exception as exc:  # jsonpath-ng raises its own errors, and plain Exception for some paths
         raise ValueError(f"invalid JSONPath {path!r}: {exc}") from None
 
 

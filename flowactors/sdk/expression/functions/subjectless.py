@@ -11,7 +11,7 @@ import uuid
 from typing import Sequence
 
 from flowactors.sdk.expression.language import (
-    _OMITTED, Value, _boolean, _Call, _Context, _Date, _function, _Node, _render, _whole)
+    Value, _boolean, _Call, _Context, _Date, _function, _Node, _render, _whole)
 
 
 @_function("now", subject=False, lazy=True, volatile=True)
@@ -82,7 +82,7 @@ def _get_uri(call: _Call, subject: Value, scheme: Value, user_info: Value, host:
     """A URI from its parts, each quoted where it needs to be (missing or empty parts left out;
     a port of -1 means none, as Java's ``URI``)."""
     def part(value: Value) -> str:
-        return "" if value is None or value is _OMITTED else _render(value)
+        return "" if value is None else _render(value)
 
     out = []
     if part(scheme):
