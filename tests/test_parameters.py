@@ -128,3 +128,14 @@ def test_a_parameterised_flow_runs_in_process(tmp_path, monkeypatch):
     assert len(out) == 3 and all(p.stat().st_size == 1024 for p in out)
     assert not (tmp_path / "base-out").exists()
     assert not final.get("timed_out")
+
+
+def test_a_problem_never_shows_a_sensitive_value(monkeypatch):
+    flow = Flow("secret")
+    flow.add_parameter_context("p", {"batch": None}, sensitive=["batch"])
+    flow.add(GenerateFlowFile, "g", properties={"Batch Size": "#{batch}"}, auto_terminate=["success"])
+    monkeypatch.setenv(environment_variable("batch"), "hunter2-s3cret")
+    with pytest.raises(FlowValidationError) as caught:
+        flow.validate()
+    text = str(caught.value)
+    assert "Batch Size" in text and "********" in text and "hunter2" not in text

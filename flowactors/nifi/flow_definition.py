@@ -36,7 +36,7 @@ from flowactors.nifi.loader import ProcessorLoadError
 from flowactors.nifi.standard_processors import ANY, STANDARD_PROCESSORS
 from flowactors.processors import Funnel, InputPort, OutputPort
 from flowactors.sdk.flow import Flow, FlowValidationError
-from flowactors.sdk.parameters import Parameter, ParameterContext
+from flowactors.sdk.parameters import ParameterContext, ParameterError
 
 #: NiFi's prioritizer classes and flowactors' names for them
 PRIORITIZERS = {
@@ -97,13 +97,13 @@ class _Importer:
         for key, context in (self.data.get("parameterContexts") or {}).items():
             if context.get("parameterProvider"):
                 self.problems.append(f"parameter context '{key}': parameter providers are not supported")
-            parameters = {}
-            for entry in context.get("parameters") or []:
-                parameters[entry["name"]] = Parameter(entry["name"], entry.get("value"), bool(entry.get("sensitive")),
-                                                      entry.get("description") or "")
-            self.flow.parameter_contexts[context.get("name") or key] = ParameterContext(
-                context.get("name") or key, parameters, tuple(context.get("inheritedParameterContexts") or ()),
-                context.get("description") or "")
+            try:   # NiFi's entry, read as a flowactors definition's (its "inherits" spelt NiFi's way)
+                parsed = ParameterContext.from_dict({**context, "name": context.get("name") or key,
+                                                     "inherits": context.get("inheritedParameterContexts")})
+            except ParameterError as err:
+                self.problems.append(str(err))
+                continue
+            self.flow.parameter_contexts[parsed.name] = parsed
 
     # ------------------------------------------------------------------ groups
     def _group(self, group: Mapping[str, Any], path: str, root: bool) -> None:

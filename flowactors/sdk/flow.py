@@ -227,9 +227,10 @@ class Flow:
             problems.append(str(err))
         if not self.processors:
             problems.append("the flow has no processors")
-        problems.extend(self._resolve_parameters())
+        resolving, secrets = self._resolve_parameters()
+        problems.extend(resolving)
         for node in self.processors.values():
-            problems.extend(f"processor '{node.name}': {p}"
+            problems.extend(params.redact(f"processor '{node.name}': {p}", secrets.get(node.name, ()))
                             for p in node.type.validate_properties(node.property_values))
             problems.extend(f"processor '{node.name}': {p}" for p in _scheduling_problems(node))
         connected: dict[str, set[str]] = {name: set() for name in self.processors}
@@ -266,28 +267,31 @@ class Flow:
                 problems.append(f"processor '{node.name}' is a source and accepts no incoming connection")
         return problems
 
-    def _resolve_parameters(self) -> list[str]:
-        """Resolve every processor's ``#{...}`` references into ``node.resolved``; the problems."""
+    def _resolve_parameters(self) -> tuple[list[str], dict[str, list[str]]]:
+        """Resolve every processor's ``#{...}`` references into ``node.resolved``: the problems,
+        and each processor's sensitive values (which no problem may show)."""
         problems = []
-        for context in self.parameter_contexts.values():
+        offered: dict[str | None, dict] = {None: {}}   # what each context offers, looked up once
+        for name in self.parameter_contexts:
             try:
-                params.lookup(self.parameter_contexts, context.name)
-            except params.ParameterError as err:
+                offered[name] = params.lookup(self.parameter_contexts, name)
+            except params.ParameterError as err:   # said once here, not again for each processor
                 problems.append(str(err))
+                offered[name] = {}
+        secrets = {}
         for node in self.processors.values():
             context = node.parameter_context or self.parameter_context
-            try:
-                available = params.lookup(self.parameter_contexts, context)
-            except params.ParameterError as err:
-                problems.append(f"processor '{node.name}': {err}")
-                available = {}
+            if context not in offered:   # named, but not defined
+                problems.append(f"processor '{node.name}': parameter context '{context}' is not defined")
+            available = offered.get(context, {})
             resolved, unresolved = params.resolve(node.properties, available)
             if unresolved and context is None:
                 unresolved = [f"{p} (the processor has no parameter context: Flow.add_parameter_context)"
                               for p in unresolved]
             problems.extend(f"processor '{node.name}': {p}" for p in unresolved)
             node.resolved = resolved
-        return problems
+            secrets[node.name] = params.sensitive_values(node.properties, available)
+        return problems, secrets
 
     def validate(self) -> "Flow":
         problems = self.problems()

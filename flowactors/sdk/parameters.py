@@ -231,10 +231,21 @@ def context_from_values(name: str, values: Mapping[str, str | None], sensitive: 
     if unknown:
         raise ParameterError(f"parameter context '{name}': {sorted(unknown)} are marked sensitive but not given "
                              f"(give them with the value None to read them from the environment)")
-    parameters = {}
-    for key, value in values.items():
-        if not _NAME.fullmatch(key):
-            raise ParameterError(f"parameter context '{name}': {key!r} is not a parameter name "
-                                 f"(letters, digits, blanks, '-', '_', '.')")
-        parameters[key] = Parameter(key, None if value is None else str(value), key in secret)
-    return ParameterContext(name, parameters, tuple(inherits), description)
+    return ParameterContext.from_dict({
+        "name": name, "description": description, "inherits": list(inherits),
+        "parameters": [{"name": key, "value": None if value is None else str(value), "sensitive": key in secret}
+                       for key, value in values.items()]})
+
+
+def sensitive_values(properties: Mapping[str, str], parameters: Mapping[str, Parameter]) -> list[str]:
+    """The values of the sensitive parameters ``properties`` refer to (what ``redact`` hides)."""
+    names = {name for text in properties.values() if "#{" in text for name in references(text)}
+    return [v for name in names if name in parameters and parameters[name].sensitive
+            and (v := value_of(parameters[name]))]
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every one of ``secrets`` written as ``********`` (longest first)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "********")
+    return text
