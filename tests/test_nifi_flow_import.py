@@ -114,6 +114,8 @@ def test_everything_unsupported_is_listed_in_one_error(orders):
     root["controllerServices"] = [{"identifier": "abc-service", "name": "JSON reader",
                                    "type": "org.apache.nifi.json.JsonTreeReader"}]
     root["processGroups"][1]["executionEngine"] = "STATELESS"
+    root["processGroups"][0]["processors"][1]["scheduledState"] = "DISABLED"
+    root["processGroups"][0]["funnels"][0]["scheduledState"] = "DISABLED"
     with pytest.raises(NiFiImportError) as caught:
         flow_from_nifi(broken)
     expected = [
@@ -125,6 +127,8 @@ def test_everything_unsupported_is_listed_in_one_error(orders):
         "processor 'Archive/Log' (LogAttribute): retried relationships (success) are not supported",
         "controller service 'JSON reader' (org.apache.nifi.json.JsonTreeReader) is not supported",
         "process group 'Archive': executionEngine STATELESS is not supported",
+        "processor 'Enrich/Route': disabled in NiFi; enable or remove it",
+        "process group 'Enrich': 'Enrich/funnel-1': disabled in NiFi",
     ]
     problems = caught.value.problems
     for fragment in expected:

@@ -146,10 +146,12 @@ class _Importer:
             unique = f"{base} ({n})"
         return unique
 
-    def _component(self, item: Mapping[str, Any], kind: type, name: str, where: str) -> None:
+    def _disabled(self, item: Mapping[str, Any], what: str) -> None:
         if item.get("scheduledState") == "DISABLED":
-            self.problems.append(f"{where}: '{name}' is disabled in NiFi; enable or remove it (flowactors runs "
-                                 f"every component)")
+            self.problems.append(f"{what}: disabled in NiFi; enable or remove it (flowactors runs every component)")
+
+    def _component(self, item: Mapping[str, Any], kind: type, name: str, where: str) -> None:
+        self._disabled(item, f"{where}: '{name}'")
         self.names[item["identifier"]] = self.flow.add(kind, name).name
 
     def _port(self, port: Mapping[str, Any], kind: type, path: str, where: str) -> None:
@@ -163,6 +165,7 @@ class _Importer:
     def _processor(self, processor: Mapping[str, Any], path: str, context: str | None) -> None:
         name = self._name(path, processor.get("name") or processor["identifier"])
         java_type = processor.get("type", "?")
+        self._disabled(processor, f"processor '{name}'")
         if (processor.get("bundle") or {}).get("artifact") == PYTHON_ARTIFACT:
             self._python_processor(processor, name, context)
             return
@@ -177,8 +180,6 @@ class _Importer:
         scheduling = self._scheduling(processor, where)
         node = self.flow.add(mapping.processor, name, properties=properties, parameter_context=context, **scheduling)
         self.names[processor["identifier"]] = node.name
-        if processor.get("scheduledState") == "DISABLED":
-            self.problems.append(f"{where}: disabled in NiFi; enable or remove it (flowactors runs every processor)")
 
     def _python_processor(self, processor: Mapping[str, Any], name: str, context: str | None) -> None:
         """A NiFi 2 Python processor (its type is its class name): found in the extensions folders
@@ -229,14 +230,11 @@ class _Importer:
     def _scheduling(self, processor: Mapping[str, Any], where: str) -> dict[str, Any]:
         scheduling: dict[str, Any] = {}
         strategy = processor.get("schedulingStrategy", "TIMER_DRIVEN")
-        if strategy == "TIMER_DRIVEN":
+        if strategy in ("TIMER_DRIVEN", "PRIMARY_NODE_ONLY"):   # the second: NiFi 1.x's primary-node timer
             scheduling["run_schedule"] = processor.get("schedulingPeriod") or "0 sec"
-        elif strategy == "PRIMARY_NODE_ONLY":   # NiFi 1.x's name for it
-            scheduling["run_schedule"] = processor.get("schedulingPeriod") or "0 sec"
-            scheduling["primary_node_only"] = True
         else:
             self.problems.append(f"{where}: {strategy} scheduling is not supported (timer-driven only)")
-        if processor.get("executionNode") == "PRIMARY":
+        if strategy == "PRIMARY_NODE_ONLY" or processor.get("executionNode") == "PRIMARY":
             scheduling["primary_node_only"] = True
         for key, field in (("concurrentlySchedulableTaskCount", "concurrent_tasks"),
                            ("penaltyDuration", "penalty_duration"), ("yieldDuration", "yield_duration")):
