@@ -241,7 +241,7 @@ def test_a_source_makes_flowfiles_and_yields_when_create_returns_none():
     assert [e.event_type.value for e in runner.events()] == ["CREATE", "CREATE"]
 
 
-def test_state_is_the_processors_and_cluster_scope_is_local_on_one_node(caplog):
+def test_state_is_the_processors_and_cluster_scope_is_local_on_one_node():
     for scope in ("LOCAL", "CLUSTER"):
         runner = ProcessorRunner(example("StampSequence"), {"State Scope": scope}, auto_terminate=["original"])
         for _ in range(3):
@@ -251,13 +251,6 @@ def test_state_is_the_processors_and_cluster_scope_is_local_on_one_node(caplog):
         runner.run()  # another session: the state was committed with the first
         assert [f.attributes["sequence.number"] for f in runner.output("success")] == ["1", "2", "3", "4"]
         assert runner.context.state.get().values == {"next": "5"}
-    several = ProcessorRunner(example("StampSequence"), {"State Scope": "CLUSTER"}, auto_terminate=["original"])
-    several.context.clustered = True  # a flow on several nodes, but no keeper of cluster state
-    several.enqueue(b"x")
-    with caplog.at_level(logging.ERROR, logger="flowactors.nifi"):
-        several.run()
-    assert several.contents("failure") == [b"x"] and several.output("success") == []
-    assert "cluster-scoped state, which this engine does not keep" in caplog.text
 
 
 class KeptHere(ClusterState):
@@ -276,7 +269,6 @@ def test_on_several_nodes_cluster_scope_is_the_state_every_node_shares(tmp_path)
     nodes = []
     for _ in range(2):   # two nodes' tasks of the same processor
         runner = ProcessorRunner(example("StampSequence"), {"State Scope": "CLUSTER"}, auto_terminate=["original"])
-        runner.context.clustered = True
         runner.context.cluster_state = KeptHere(keeper, "flow/stamp")
         nodes.append(runner)
     for runner, count in zip(nodes, (3, 2)):

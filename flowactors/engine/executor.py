@@ -123,7 +123,6 @@ class Executor:
             node = self.flow.processors[name]
             backend = backend_for(node, [c.id for c in self.flow.connections_to(name)], self.flow.destinations(name))
             task = add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
-            task.context.clustered = self.view is not None
             if self.view is not None and self.view.cluster_state:
                 task.context.cluster_state = ClusterState(self.view.cluster_state, task.component_id)
         for connection_id, target in self.plan.senders:

@@ -114,17 +114,13 @@ class ProcessorStateMap(HostStateMap):
 class ProcessorStateManager(HostStateManager):
     """NiFi's StateManager over the processor's state (``flowactors.sdk.state.ProcessorState``)."""
 
-    def __init__(self, state, processor_name: str, clustered: bool = False, cluster_state=None):
+    def __init__(self, state, processor_name: str, cluster_state=None):
         self.state = state
         self.processor_name = processor_name
-        self.clustered = clustered
-        self.cluster_state = cluster_state
+        self.cluster_state = cluster_state  # on several nodes only: one node's cluster scope is its local state
 
     def _state(self, scope):
-        if scope == Scope.CLUSTER and self.clustered:   # on several nodes: the state they share
-            if self.cluster_state is None:
-                raise RuntimeError(f"{self.processor_name} asked for cluster-scoped state, which this engine does "
-                                   f"not keep")
+        if scope == Scope.CLUSTER and self.cluster_state is not None:
             return self.cluster_state
         if self.state is None:
             raise RuntimeError(f"{self.processor_name} has no state here (state is kept only while it runs)")
@@ -172,11 +168,11 @@ class FlowactorsHost(Host):
     """
 
     def __init__(self, name: str, descriptors: Sequence[Any], values: Mapping[str, str], *, state=None,
-                 clustered: bool = False, on_yield: Callable[[], None] | None = None, cluster_state=None):
+                 on_yield: Callable[[], None] | None = None, cluster_state=None):
         self.name = name
         self.descriptors = list(descriptors)
         self.values = {k: v for k, v in values.items() if v is not None}
-        self.state_manager = ProcessorStateManager(state, name, clustered, cluster_state)
+        self.state_manager = ProcessorStateManager(state, name, cluster_state)
         self.on_yield = on_yield
 
     def getName(self):

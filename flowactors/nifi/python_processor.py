@@ -254,8 +254,7 @@ class NiFiPythonProcessor(Processor):
         if model.problems:
             raise ProcessorNotValid(f"{context.name} is not valid: {'; '.join(model.problems)}")
         self.host = FlowactorsHost(context.name, model.descriptors, context.values, state=context.state,
-                                   clustered=context.clustered, on_yield=context.yield_,
-                                   cluster_state=context.cluster_state)
+                                   on_yield=context.yield_, cluster_state=context.cluster_state)
         scheduled = getattr(self.processor, "onScheduled", None)
         if callable(scheduled):
             scheduled(nifi_properties.ProcessContext(self.host))

@@ -145,10 +145,9 @@ class ProcessContext:
     batch_size: int = 1000
     #: the processor's state (``flowactors.sdk.state.ProcessorState``), set by the engine
     state: Any = field(default=None, repr=False)
-    #: the flow runs on several nodes, each with its own repositories (and so its own state)
-    clustered: bool = False
-    #: on several nodes: the processor's state shared by every node (NiFi's cluster scope;
-    #: ``flowactors.engine.cluster.cluster_state.ClusterState``), set by the engine
+    #: on a flow across several nodes (each with its own repositories and so its own ``state``):
+    #: the processor's state every node shares (NiFi's cluster scope;
+    #: ``flowactors.engine.cluster.cluster_state.ClusterState``), set by the engine; None on one node
     cluster_state: Any = field(default=None, repr=False)
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
     _yield_requested: bool = field(default=False, repr=False)

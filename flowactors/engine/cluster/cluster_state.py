@@ -116,10 +116,9 @@ class ClusterState:
     """One component's cluster-scoped state, as a task sees it (``context.cluster_state``): the
     same calls as ``context.state``, answered by the flow's ``ClusterStateService`` actor."""
 
-    def __init__(self, actor_name: str, component_id: str, namespace: str | None = None):
+    def __init__(self, actor_name: str, component_id: str):
         self.actor_name = actor_name
         self.component_id = component_id
-        self.namespace = namespace
         self._handle = None
 
     def _call(self, method: str, *args: Any) -> Any:
@@ -127,7 +126,7 @@ class ClusterState:
 
         try:
             if self._handle is None:
-                self._handle = ray.get_actor(self.actor_name, namespace=self.namespace)
+                self._handle = ray.get_actor(self.actor_name)
             return ray.get(getattr(self._handle, method).remote(self.component_id, *args), timeout=CALL_WAIT)
         except (ValueError, ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
             # no such actor yet, or its node is away (Ray starts it again there when the node is back)

@@ -323,10 +323,10 @@ class ClusterController:
         import ray
 
         handles = [link.handle for link in self.controllers.values()] + [self._state_keeper]
-        for handle in handles:
+        for handle in filter(None, handles):
             try:
                 ray.kill(handle, no_restart=True)
-            except Exception:  # already gone, or never started
+            except Exception:  # already gone
                 pass
 
 
