@@ -134,14 +134,30 @@ def test_reader_reads_a_hand_built_stream_exactly(seekable):
         assert data[offset:offset + len(body)] == body
 
 
+class Counting(io.BytesIO):
+    """A seekable stream that counts the bytes read from it and the largest read asked for."""
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.taken = self.asked = 0
+
+    def read(self, size=-1):
+        chunk = super().read(size)
+        self.taken += len(chunk)
+        self.asked = max(self.asked, size if size is not None and size >= 0 else len(chunk))
+        return chunk
+
+
 @pytest.mark.parametrize("seekable", [True, False])
 def test_unread_contents_are_skipped(seekable):
     data = hand_built()
-    stream = io.BytesIO(data) if seekable else io.BufferedReader(Unseekable(data, step=4096))
+    stream = Counting(data) if seekable else io.BufferedReader(Unseekable(data, step=4096))
     reader = FlowFileStreamReader(stream)
     headers = list(reader)
     assert [p.attributes for p in headers] == [a for a, _ in HAND_BUILT]
     assert [p.size for p in headers] == [len(c) for _, c in HAND_BUILT]
+    if seekable:   # skipped by seeking: no byte of any content was read
+        assert stream.taken == len(data) - sum(len(c) for _, c in HAND_BUILT)
 
 
 def test_reader_reads_a_content_in_pieces():
@@ -225,5 +241,7 @@ def test_impossible_lengths_are_errors_before_anything_is_read():
     with pytest.raises(PackageError, match=r"at byte 11: expected a length of the name of attribute 1 below 2\^31"):
         read_all(io.BytesIO(too_long))
     claims_a_lot = MAGIC + b"\x00\x01" + b"\xff\xff" + struct.pack(">I", 2**31 - 1) + b"a"
+    stream = Counting(claims_a_lot)
     with pytest.raises(PackageError, match="found the end of the stream after 1 bytes"):
-        read_all(io.BytesIO(claims_a_lot))  # the stream is 2 GB short: refused without reading
+        read_all(stream)  # the stream is 2 GB short: refused without reading
+    assert stream.asked < 1 << 20   # no read was asked for the 2 GB the length claims
