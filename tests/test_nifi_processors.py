@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import textwrap
 from pathlib import Path
 
@@ -482,3 +483,47 @@ def test_the_component_log_takes_nifis_placeholders_and_pythons_names(caplog):
                         ("ERROR", "proc: failed: 'k'", True), ("ERROR", "proc: again", True),
                         ("WARNING", "proc: by level name", False)]
     assert log.getName() == "flowactors.nifi.proc"
+
+
+def test_a_record_transform_that_hands_back_its_schema_writes_values_json_turned_to_text(tmp_path):
+    """Records reach a transform as JSON values (a timestamp as ISO text); the schema it is given
+    says so, so a transform returning that schema writes its records."""
+    path = write(tmp_path, "Echo.py", """
+        from nifiapi.recordtransform import RecordTransform, RecordTransformResult
+
+        class Echo(RecordTransform):
+            class Java:
+                implements = ['org.apache.nifi.python.processor.RecordTransform']
+            class ProcessorDetails:
+                version = '1.0.0'
+            def __init__(self, **kwargs):
+                pass
+            def transform(self, context, record, schema, attributemap):
+                return RecordTransformResult(record=record, schema=schema, relationship='success')
+        """)
+    runner = ProcessorRunner(python_processor_type(path), {"Record Reader": "CSV", "Record Writer": "JSON Lines"},
+                             auto_terminate=["original"])
+    runner.enqueue(b"id,at\n1,2024-01-02T03:04:05\n")
+    runner.run()
+    assert runner.output("failure") == []
+    [out] = runner.output("success")
+    assert json.loads(runner.read(out)) == {"id": 1, "at": "2024-01-02T03:04:05"}
+
+
+def test_a_changed_processor_file_is_read_again(tmp_path):
+    body = """
+        class Probe(FlowFileTransform):
+            class Java:
+                implements = ['org.apache.nifi.python.processor.FlowFileTransform']
+            class ProcessorDetails:
+                version = '1.0.0'
+                description = '{}'
+            def transform(self, context, flowfile):
+                return FlowFileTransformResult(relationship='success')
+        """
+    path = write(tmp_path, "Probe.py", body.format("first"))
+    assert python_processor_type(path).description == "first"
+    assert python_processor_type(path) is python_processor_type(path)   # read once while unchanged
+    path.write_text(HEADER + textwrap.dedent(body.format("second")))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    assert python_processor_type(path).description == "second"

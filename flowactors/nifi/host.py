@@ -194,7 +194,10 @@ class FlowactorsHost(Host):
         compiled = compile_value(value)
         if not flowfileScope:
             return compiled.evaluate({})  # the environment only
-        return compiled.evaluate(_attributes_of(attributeMap), flowfile=flowfile_of(attributeMap))
+        flowfile = flowfile_of(attributeMap)
+        if flowfile is not None:   # its own attributes, not a copy of them
+            return compiled.evaluate(flowfile=flowfile)
+        return compiled.evaluate(_attributes_of(attributeMap))
 
     def yieldResources(self):
         if self.on_yield is not None:

@@ -16,6 +16,7 @@ reads as None.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,8 +87,18 @@ class InspectionError(ValueError):
 
 
 def inspect_file(path: str | Path) -> list[ProcessorInfo]:
-    """Every processor class in a Python file, in the file's order."""
+    """Every processor class in a Python file, in the file's order. A file is parsed once for as
+    long as it is not changed (a flow's processors found in one folder would parse it each)."""
     path = Path(path).resolve()
+    try:
+        changed = path.stat().st_mtime_ns
+    except OSError as err:
+        raise InspectionError(f"cannot read {path} as Python: {err}") from None
+    return list(_inspect(path, changed))
+
+
+@functools.lru_cache(maxsize=512)
+def _inspect(path: Path, changed: int) -> tuple[ProcessorInfo, ...]:
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError, SyntaxError) as err:
@@ -100,7 +111,7 @@ def inspect_file(path: str | Path) -> list[ProcessorInfo]:
             interface = _interface(node, constants)
             if interface is not None:
                 found.append(_processor(node, interface, str(path), constants, imports))
-    return found
+    return tuple(found)
 
 
 def _interface(node: ast.ClassDef, constants: dict) -> str | None:

@@ -366,15 +366,11 @@ def _type_for(class_name: str | None, locator: str) -> type[NiFiPythonProcessor]
     key = (info.class_name, info.path, _mtime(info.path), locator)
     made = _types.get(key)
     if made is None:
-        source = describe(info, {})
         made = _types[key] = type(info.class_name, (NiFiPythonProcessor,), {
             "__module__": __name__, "__qualname__": info.class_name, "__doc__": info.description,
             "info": info, "locator": locator, "description": info.description or "",
             "input_required": info.interface != "FlowFileSource",
             "dynamic_properties": info.defines("getDynamicPropertyDescriptor"),
             "runtime_env": extensions.runtime_env(info),
-            # what the source says; the methods above answer for a configuration
-            "properties": tuple(_flowactors_descriptor(d) for d in source.descriptors),
-            "relationships": tuple(Relationship(r.name, r.description or "") for r in source.relationships),
         })
     return made

@@ -81,10 +81,11 @@ def transform_records(processor: Any, context: Any, session: Any, flowfile: Any,
         with session.read(flowfile) as stream:
             table = records.read_table(stream, records.ReadOptions(format=reader))
         rows = orjson.loads(orjson.dumps(table.to_pylist(), default=records.json_default))
+        schema = records.json_schema(table.schema)   # what the rows hold: JSON's values
         attributes = CachingAttributeMap(RecordAttributes(flowfile))
         groups: dict[tuple, _Group] = {}
         for row in rows:
-            result = processor.transform(context, row, table.schema, attributes)
+            result = processor.transform(context, row, schema, attributes)
             if result is None:
                 raise TypeError("transform returned None; it must return a RecordTransformResult")
             record = result.getRecord()

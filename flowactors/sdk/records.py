@@ -320,6 +320,15 @@ class _JsonLinesWriter:
         pass
 
 
+def json_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of records after a JSON round trip (``json_default``): the columns whose values
+    JSON writes as text (dates, times, timestamps, decimals, binary) become strings."""
+    as_text = (pa.types.is_temporal, pa.types.is_decimal, pa.types.is_binary, pa.types.is_large_binary,
+               pa.types.is_fixed_size_binary)
+    return pa.schema([pa.field(f.name, pa.string(), f.nullable) if any(t(f.type) for t in as_text) else f
+                      for f in schema])
+
+
 def json_default(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return str(value)
