@@ -463,6 +463,15 @@ def test_a_failed_install_is_one_sentence_naming_the_processor_and_pips_reason()
         "matching distribution found for inflection==9.9): check their names and versions (for a NiFi Python "
         "processor, its ProcessorDetails.dependencies and requirements.txt) and that this machine reaches the "
         "package index")
+    # the Ray engine finds Ray's setup error inside the error a start call raised, and only that one
+    from ray.exceptions import RayTaskError, RuntimeEnvSetupError
+
+    from flowactors.engine.actors.ray_hosting import RayHosting
+
+    plan = ExecutorPlan(3, "processor.plural.0", [("plural", 0)], runtime_env={"pip": ["inflection==9.9"]})
+    wrapped = RayTaskError("wire", "traceback", RuntimeEnvSetupError(text))
+    assert RayHosting().start_problem(plan, wrapped) == message
+    assert RayHosting().start_problem(plan, RayTaskError("wire", "traceback", ValueError("other"))) is None
 
 
 def test_the_component_log_takes_nifis_placeholders_and_pythons_names(caplog):

@@ -19,7 +19,7 @@ from flowactors.engine import gc_policy
 from flowactors.engine.controller import FlowStartError
 from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import repository_name
-from flowactors.engine.placement import ExecutorPlan, Placement
+from flowactors.engine.placement import ExecutorPlan, Placement, runtime_env_refusal
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
 from flowactors.engine.repository_services import (PROVENANCE_CONCURRENCY, ContentRepositoryService,
                                                    FlowFileRepositoryService, ProvenanceRepositoryService)
@@ -52,9 +52,7 @@ class InProcessHosting:
     def check(self, placement: Placement) -> None:
         own_env = [name for p in placement.executors if p.runtime_env for name, _ in p.tasks]
         if own_env:
-            raise FlowStartError(f"{', '.join(sorted(set(own_env)))} ask(s) for a runtime_env of their own (a NiFi "
-                                 f"Python processor's dependencies make one), which only the Ray engine can give: "
-                                 f"run with engine='ray', or drop runtime_env")
+            raise FlowStartError(runtime_env_refusal(sorted(set(own_env))))
 
     def repository(self, kind: str, root: str, settings: Settings, flow: str) -> Link:
         service, workers = SERVICES[kind]

@@ -90,6 +90,12 @@ def runtime_env_of(node: ProcessorNode) -> dict | None:
     return merged
 
 
+def runtime_env_refusal(processors: list[str]) -> str:
+    """What an engine without Ray says to processors that need a ``runtime_env`` of their own."""
+    return (f"{', '.join(processors)} ask(s) for a runtime_env of their own (a NiFi Python processor's "
+            f"dependencies make one), which only the Ray engine can give: run with engine='ray', or drop runtime_env")
+
+
 def needs_own_actor(node: ProcessorNode) -> bool:
     """Whether a processor's tasks get actors of their own whatever the placement."""
     return bool(node.isolated or node.num_cpus or runtime_env_of(node))

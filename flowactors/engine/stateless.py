@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import orjson
 
 from flowactors.engine.backend import EngineBackend
-from flowactors.engine.placement import flow_order, runtime_env_of
+from flowactors.engine.placement import flow_order, runtime_env_of, runtime_env_refusal
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.engine.task import PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE, ProcessorTask
 from flowactors.engine.transport import QueueObjectLink
@@ -668,9 +668,7 @@ def _check_runnable(flow: Flow) -> None:
     """Refuse what needs the Ray engine's actors (``ValueError``, naming the processors)."""
     own_env = [name for name, node in flow.processors.items() if runtime_env_of(node)]
     if own_env:
-        raise ValueError(f"{', '.join(own_env)} ask(s) for a runtime_env of their own (a NiFi Python processor's "
-                         f"dependencies make one), which only the Ray engine can give: run with engine='ray', or "
-                         f"drop runtime_env")
+        raise ValueError(runtime_env_refusal(own_env))
     spark = [name for name, node in flow.processors.items()
              if getattr(node.type, "uses_spark", False) and not node.properties.get("Spark Service")]
     if spark:
