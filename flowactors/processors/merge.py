@@ -11,10 +11,10 @@ import functools
 import logging
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping, Sequence
+from typing import BinaryIO, Mapping, Sequence
 
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.processors._common import CHUNK, FAILURE, boolean_property, charset_property
+from flowactors.processors._common import FAILURE, boolean_property, charset_property
 from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
 from flowactors.processors.packaging import (
     FLOWFILE_V3_MIME_TYPE, TAR_MIME_TYPE, ZIP_MIME_TYPE, TarPackager, ZipPackager, entry_name, tar_mode,
@@ -140,23 +140,6 @@ class MergeContent(Processor):
             return Path(value).read_bytes()
         return value.encode(self._charset)
 
-    def _concatenation(self, context: ProcessContext, session,
-                       sources: Sequence[FlowFile]) -> Callable[[BinaryIO], None]:
-        header = self._delimiter(context, "Header", sources[0])
-        footer = self._delimiter(context, "Footer", sources[0])
-        demarcator = self._delimiter(context, "Demarcator", sources[0])
-
-        def write_all(out: BinaryIO) -> None:
-            out.write(header)
-            for index, source in enumerate(sources):
-                if index and demarcator:
-                    out.write(demarcator)
-                with session.read(source) as stream:
-                    while chunk := stream.read(CHUNK):
-                        out.write(chunk)
-            out.write(footer)
-
-        return write_all
 
     def _package(self, context: ProcessContext, session, sources: Sequence[FlowFile], out: BinaryIO) -> None:
         """Write the bin as a package: every FlowFile with its attributes (v3), or an archive entry each."""
@@ -180,12 +163,17 @@ class MergeContent(Processor):
         sources = bin.flowfiles
         merged = None
         try:
+            size = None
             if self._format == CONCATENATION:
-                write = self._concatenation(context, session, sources)
+                first = sources[0]
+                write, size = session.concatenation(
+                    sources, header=self._delimiter(context, "Header", first),
+                    footer=self._delimiter(context, "Footer", first),
+                    demarcator=self._delimiter(context, "Demarcator", first))
             else:
                 write = functools.partial(self._package, context, session, sources)
             merged = session.create(parents=sources)
-            merged = session.write(merged, write)
+            merged = session.write(merged, write, size_hint=size)
         except ContentRepositoryFullError:
             raise  # the whole trigger rolls back; nothing is wrong with the FlowFiles
         except (ContentRepositoryError, OSError, ValueError) as err:

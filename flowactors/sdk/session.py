@@ -329,12 +329,10 @@ class ProcessSession:
         self._emit(ProvenanceEventType.FORK, source, child_uuids=[c.uuid for c in children])
         return children
 
-    def merge(self, flowfiles: Sequence[FlowFile], *, header: bytes = b"", footer: bytes = b"",
-              demarcator: bytes = b"", attributes: Mapping[str, str] | None = None) -> FlowFile:
-        """One new FlowFile whose content is the inputs' contents joined (bytes are copied)."""
-        sources = [self._record(f).current for f in flowfiles]
-        merged = self.create(parents=sources)
-
+    def concatenation(self, sources: Sequence[FlowFile], *, header: bytes = b"", footer: bytes = b"",
+                      demarcator: bytes = b"") -> tuple[Callable[[BinaryIO], None], int]:
+        """A writer of the sources' contents joined (header, demarcators between, footer), for
+        ``write``, and the size it writes (``write``'s ``size_hint``)."""
         def write_all(out: BinaryIO) -> None:
             out.write(header)
             for index, source in enumerate(sources):
@@ -345,6 +343,14 @@ class ProcessSession:
             out.write(footer)
 
         size = len(header) + len(footer) + len(demarcator) * max(len(sources) - 1, 0) + sum(s.size for s in sources)
+        return write_all, size
+
+    def merge(self, flowfiles: Sequence[FlowFile], *, header: bytes = b"", footer: bytes = b"",
+              demarcator: bytes = b"", attributes: Mapping[str, str] | None = None) -> FlowFile:
+        """One new FlowFile whose content is the inputs' contents joined (bytes are copied)."""
+        sources = [self._record(f).current for f in flowfiles]
+        merged = self.create(parents=sources)
+        write_all, size = self.concatenation(sources, header=header, footer=footer, demarcator=demarcator)
         try:
             merged = self.write(merged, write_all, size_hint=size)
         except BaseException:
