@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import codecs
 import re
+import stat
 from typing import BinaryIO, Iterator
 
 from flowactors.sdk.processor import PropertyDescriptor, Relationship, validators
+
+#: how NiFi writes file times (file.lastModifiedTime ...): Java's yyyy-MM-dd'T'HH:mm:ssZ
+NIFI_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
+
+
+def permission_text(mode: int) -> str:
+    """``rwxr-x---``: a mode's nine permission bits as NiFi writes file.permissions."""
+    return stat.filemode(mode & 0o777)[1:]
 
 #: bytes read from a content stream at a time by the streaming processors.
 CHUNK = 1024 * 1024

@@ -21,17 +21,15 @@ from typing import Iterator, Mapping
 import orjson
 
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.processors._common import CHUNK, FAILURE, REGEX_VALIDATOR, SUCCESS, boolean_property
+from flowactors.processors._common import (CHUNK, FAILURE, NIFI_TIME_FORMAT, REGEX_VALIDATOR, SUCCESS, boolean_property,
+                                         permission_text)
 from repositories.content.errors import ContentRepositoryError
 from repositories.model import FlowFile
 
 log = logging.getLogger(__name__)
 
-_NIFI_TIME = "%Y-%m-%dT%H:%M:%S%z"  # NiFi's yyyy-MM-dd'T'HH:mm:ssZ
-
-
 def _format_time(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime(_NIFI_TIME)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime(NIFI_TIME_FORMAT)
 
 
 def _owner(uid: int) -> str:
@@ -76,7 +74,7 @@ class _Entry:
             "file.creationTime": _format_time(st.st_ctime),
             "file.owner": _owner(st.st_uid),
             "file.group": _group(st.st_gid),
-            "file.permissions": stat.filemode(st.st_mode)[1:],
+            "file.permissions": permission_text(st.st_mode),
         }
 
 

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import BinaryIO, Callable, Iterator, Mapping, NamedTuple
 
-from flowactors.processors._common import CHUNK, copy_bytes, read_prefix
+from flowactors.processors._common import CHUNK, NIFI_TIME_FORMAT, copy_bytes, permission_text, read_prefix
 
 MAGIC = b"NiFiFF3"
 FLOWFILE_V3_MIME_TYPE = "application/flowfile-v3"
@@ -45,8 +45,6 @@ LENGTH_ESCAPE = 0xFFFF
 MAX_FIELD_LENGTH = 2**31 - 1
 #: a TAR entry's mode when the FlowFile has no valid tar.permissions (NiFi's TAR library's default)
 DEFAULT_TAR_MODE = 0o644
-#: how NiFi's UnpackContent writes a TAR entry's time (Java's yyyy-MM-dd'T'HH:mm:ssZ, local zone)
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 
 
 class PackageError(ValueError):
@@ -310,11 +308,6 @@ def _split(name: str) -> tuple[str, str]:
     return parent.rstrip("/"), filename
 
 
-def _permissions(mode: int) -> str:
-    """``rwxr-x---`` for a mode, as NiFi writes file.permissions (the nine permission bits only)."""
-    return "".join(letter if mode & (1 << (8 - i)) else "-" for i, letter in enumerate("rwxrwxrwx"))
-
-
 def read_tar(stream: BinaryIO) -> Iterator[ArchiveEntry]:
     """The files of a plain TAR archive in a seekable stream (folders left out), in archive order.
 
@@ -329,9 +322,10 @@ def read_tar(stream: BinaryIO) -> Iterator[ArchiveEntry]:
             if member.isdir():
                 continue
             parent, filename = _split(member.name)
-            modified = datetime.fromtimestamp(member.mtime).astimezone().strftime(TIME_FORMAT)
+            # as NiFi's UnpackContent writes it: in the local zone
+            modified = datetime.fromtimestamp(member.mtime).astimezone().strftime(NIFI_TIME_FORMAT)
             attributes = {"filename": filename, "path": parent + "/" if parent else "/",
-                          "file.permissions": _permissions(member.mode), "file.owner": member.uname,
+                          "file.permissions": permission_text(member.mode), "file.owner": member.uname,
                           "file.group": member.gname, "file.lastModifiedTime": modified,
                           "file.creationTime": modified}
             size = member.size if member.isreg() else 0  # links, devices and fifos hold no data
