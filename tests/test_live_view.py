@@ -34,12 +34,12 @@ FLOW = textwrap.dedent(f'''
             if flowfile is not None:
                 time.sleep(0.25)
                 self.taken += 1
-                if self.taken == 8:  # while the live view is up
+                if self.taken == 3:  # while the live view is up
                     logging.getLogger("demo.slow").info("{LOG_LINE}")
                 session.transfer(flowfile, "success")
 
     flow = Flow("live-view")
-    generate = flow.add(GenerateFlowFile, "generate", properties={{"Batch Size": 1, "Max FlowFiles": 40}})
+    generate = flow.add(GenerateFlowFile, "generate", properties={{"Batch Size": 1, "Max FlowFiles": 30}})
     slow = flow.add(Slow, "slow", auto_terminate=["success"])
     flow.connect(generate, slow)
 ''')
@@ -60,14 +60,14 @@ def test_live_view_refreshes_in_place_below_the_log(tmp_path):
     (tmp_path / "flow.py").write_text(FLOW)
     tmux = ["tmux", "-L", f"flowactors-test-{os.getpid()}"]
     command = (f"cd {tmp_path} && PYTHONPATH={ROOT} {sys.executable} -m flowactors.cli run flow.py "
-               f"--repository repo --duration 10; echo EXIT=$?; sleep 60")
+               f"--repository repo --timeout 200; echo EXIT=$?; sleep 60")
     # a user's terminal: its size is the pane's (pytest's environment says COLUMNS=80)
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     subprocess.run([*tmux, "new-session", "-d", "-s", "run", "-x", "200", "-y", "60", command], check=True, env=env)
     try:
         rows: list[str] = []
         seen_log_with_table = False
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 250
         while time.monotonic() < deadline:
             lines = capture(tmux)
             if any(line.startswith("EXIT=") for line in lines):
@@ -85,7 +85,7 @@ def test_live_view_refreshes_in_place_below_the_log(tmp_path):
                     rows.append(row)
             time.sleep(0.7)
         assert len(rows) >= 3, f"the live view's counts did not change between captures: {rows}"
-        assert seen_log_with_table, "the log line never showed above the live view"
+        assert seen_log_with_table, "the log line never showed above the live view:\n" + "\n".join(capture(tmux))
         final = capture(tmux)
         assert "EXIT=0" in final, "\n".join(final)
         # the live view is gone, the final table printed once, the log line still above it
