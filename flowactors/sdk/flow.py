@@ -224,7 +224,7 @@ class Flow:
         try:
             Settings.from_dict(self.settings)
         except SettingsError as err:
-            problems.append(str(err))
+            problems.extend(err.problems)
         if not self.processors:
             problems.append("the flow has no processors")
         resolving, secrets = self._resolve_parameters()
