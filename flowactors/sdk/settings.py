@@ -9,11 +9,12 @@ is reported at once, in one ``SettingsError``, a misspelt key with the setting i
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
+
+from flowactors.sdk.suggest import did_you_mean
 
 #: a list of names (JSON has no tuples): read as a tuple, each name a string
 Names = Annotated[tuple[str, ...], Field(strict=False, min_length=1)]
@@ -172,9 +173,7 @@ def _problems(err: ValidationError) -> list[str]:
     for error in err.errors():
         name = str(error["loc"][0]) if error["loc"] else "?"
         if error["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"the settings are: {', '.join(known)}"
-            unknown.append(f"unknown setting '{name}'; {hint}")
+            unknown.append(f"unknown setting '{name}'; {did_you_mean(name, known, 'the settings are')}")
             continue
         field = Settings.model_fields.get(name)
         if field is None:
