@@ -9,7 +9,11 @@ process). Nothing here touches Ray: the engines are on the other side of ``flowa
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import keyword
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -83,8 +87,12 @@ class ProcessorNode:
         return self.properties if self.resolved is None else self.resolved
 
     def to_dict(self) -> dict[str, Any]:
+        try:
+            type_name = saved_type_name(self.type)
+        except ValueError:   # said by Flow.to_json, which saves; a picture of the flow needs none
+            type_name = self.type.type_name()
         return {
-            "name": self.name, "type": self.type.type_name(), "properties": dict(self.properties),
+            "name": self.name, "type": type_name, "properties": dict(self.properties),
             "run_schedule": self.run_schedule, "concurrent_tasks": self.concurrent_tasks,
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
@@ -333,6 +341,16 @@ class Flow:
         }
 
     def to_json(self) -> str:
+        """The definition as JSON text; ``FlowValidationError`` when a processor class could not
+        be imported by whoever loads it (``saved_type_name`` says why and what to do)."""
+        problems = []
+        for node in self.processors.values():
+            try:
+                saved_type_name(node.type)
+            except ValueError as err:
+                problems.append(f"processor '{node.name}': {err}")
+        if problems:
+            raise FlowValidationError(self.name, problems)
         return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
 
     @classmethod
@@ -359,15 +377,8 @@ class Flow:
                 problems.append(f"parameter context {entry.get('name', '?') if isinstance(entry, dict) else '?'}: {err}")
                 continue
             flow.parameter_contexts[context.name] = context
-        for number, entry in enumerate(data.get("processors", []), 1):
-            name = entry.get("name") if isinstance(entry, dict) else None
-            label = f"processor '{name}'" if name else f"processor {number}"
-            if not isinstance(entry, dict):
-                problems.append(f"{label}: must be an object, not {_json_kind(entry)}")
-                continue
-            fields = {k: v for k, v in entry.items() if k in PROCESSOR_FIELDS}
-            problems.extend(f"{label}: {_unknown_key(k, ('name', 'type', 'properties', *PROCESSOR_FIELDS), 'a processor field')}"
-                            for k in entry if k not in fields and k not in ("name", "type", "properties"))
+        for label, entry, fields in _entries(data.get("processors"), "processor", ("name", "type", "properties"),
+                                             PROCESSOR_FIELDS, problems):
             try:
                 processor_type = resolve_processor_type(entry.get("type"))
             except (ImportError, AttributeError, TypeError, ValueError) as err:
@@ -378,18 +389,11 @@ class Flow:
                 problems.append(f"{label}: 'properties' must be an object of property names and values, "
                                 f"not {_json_kind(properties)}")
                 properties = {}
-            flow.add(processor_type, name, properties=properties, **fields)
-        for number, entry in enumerate(data.get("connections", []), 1):
-            name = entry.get("name") if isinstance(entry, dict) else None
-            label = f"connection '{name}'" if name else f"connection {number}"
-            if not isinstance(entry, dict):
-                problems.append(f"{label}: must be an object, not {_json_kind(entry)}")
-                continue
-            missing = [k for k in ("source", "destination", "relationships") if k not in entry]
+            flow.add(processor_type, entry.get("name"), properties=properties, **fields)
+        ends = ("source", "destination", "relationships")
+        for label, entry, fields in _entries(data.get("connections"), "connection", ends, CONNECTION_FIELDS, problems):
+            missing = [k for k in ends if k not in entry]
             problems.extend(f"{label}: '{k}' is missing" for k in missing)
-            fields = {k: v for k, v in entry.items() if k in CONNECTION_FIELDS}
-            problems.extend(f"{label}: {_unknown_key(k, ('source', 'destination', 'relationships', *CONNECTION_FIELDS), 'a connection field')}"
-                            for k in entry if k not in fields and k not in ("source", "destination", "relationships"))
             if not missing:
                 flow.connect(entry["source"], entry["destination"], entry["relationships"], **fields)
         problems.extend(flow._problems)   # building problems (a null property value, a name used twice)
@@ -458,6 +462,62 @@ def former_default_name(source: str, relationships: Sequence[str], destination: 
     return f"{source}:{'+'.join(relationships)}->{destination}"
 
 
+def saved_type_name(processor_type: type[Processor]) -> str:
+    """The name a definition stores for ``processor_type``: its ``type_name()``, except for a class
+    defined in the script being run (``__main__``), which no other process can import by that
+    name: then the name of the script's module as it is importable from ``sys.path`` (its
+    ``__spec__`` under ``python -m``, else its file's path below an entry of ``sys.path``).
+    ``ValueError`` says why there is none and what to do."""
+    if processor_type.__module__ != "__main__":
+        return processor_type.type_name()
+    qualname = processor_type.__qualname__
+    move = (f"move class {qualname} to a module of its own (e.g. processors.py beside the flow) and import "
+            f"it from there")
+    if "<locals>" in qualname:
+        raise ValueError(f"its class {qualname} is defined inside a function, which nothing can import; {move}")
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and not spec.name.endswith("__main__"):
+        return f"{spec.name}.{qualname}"   # run as ``python -m package.module``
+    path = getattr(main, "__file__", None)
+    if path is None:
+        raise ValueError(f"its class {qualname} is defined in an interactive session, which no other process "
+                         f"can import; {move}")
+    path = Path(path).resolve()
+    module, problem = _module_of_file(path)
+    if module is None:
+        raise ValueError(f"its class {qualname} is defined in the script being run ({path.name}), and {problem}; "
+                         f"or {move}")
+    return f"{module}.{qualname}"
+
+
+def _module_of_file(path: Path) -> tuple[str | None, str]:
+    """The module name ``path`` is imported under from ``sys.path`` (the shortest, when several
+    entries hold it), or None and why not."""
+    names = []
+    for entry in sys.path:
+        try:
+            relative = path.with_suffix("").relative_to(Path(entry or os.getcwd()).resolve())
+        except (ValueError, OSError):
+            continue
+        names.append(relative.parts)
+    if not names:
+        return None, "its folder is not on sys.path (add it to PYTHONPATH)"
+    parts = min(names, key=len)
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+        return None, (f"its path {'/'.join(parts)}.py is not a module name (letters, digits and _ only: "
+                      f"rename it, e.g. {'_'.join(re.findall(r'[A-Za-z0-9]+', parts[-1])) or 'flow'}.py)")
+    name = ".".join(parts)
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or found.origin is None or Path(found.origin).resolve() != path:
+        where = f" ({found.origin})" if found is not None and found.origin else ""
+        return None, f"importing '{name}' finds another module{where}: rename the script"
+    return name, ""
+
+
 def resolve_processor_type(type_name: Any) -> type[Processor]:
     """The Processor class named ``package.module.Class`` (standard processors may be named alone)."""
     if not isinstance(type_name, str) or not type_name:
@@ -499,6 +559,22 @@ def _property_texts(processor_type: type[Processor], values: dict[str, Any]) -> 
             problems.append(f"property '{key}' is {_json_kind(value)}; give its value as a string "
                             f"(\"{key}\": \"...\"), or {leave_out}")
     return texts, problems
+
+
+def _entries(entries: Any, kind: str, own: tuple[str, ...], fields: tuple[str, ...], problems: list[str]
+             ) -> Iterable[tuple[str, dict, dict]]:
+    """Each object of a definition's list of processors or connections, as (a label naming it,
+    the object, its ``fields``); an entry that is not an object, and a key that is neither one of
+    ``own`` nor a field, are problems."""
+    for number, entry in enumerate(entries or [], 1):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        label = f"{kind} '{name}'" if name else f"{kind} {number}"
+        if not isinstance(entry, dict):
+            problems.append(f"{label}: must be an object, not {_json_kind(entry)}")
+            continue
+        problems.extend(f"{label}: {_unknown_key(k, (*own, *fields), f'a {kind} field')}"
+                        for k in entry if k not in own and k not in fields)
+        yield label, entry, {k: v for k, v in entry.items() if k in fields}
 
 
 def _json_kind(value: Any) -> str:
