@@ -166,6 +166,7 @@ def test_bad_settings_are_problems_of_the_flow():
 def test_a_definitions_mistakes_name_the_processor_and_property():
     data = valid_flow().to_dict()
     data["procesors"] = []
+    data["settings"] = ["always_sync"]
     data["processors"][0]["properties"].update({"Batch Size": None, "Data Format": ["Text"]})
     data["processors"][0]["batch_sise"] = 5
     data["processors"][1]["properties"] = "big"
@@ -175,6 +176,7 @@ def test_a_definitions_mistakes_name_the_processor_and_property():
         Flow.from_json(orjson.dumps(data))
     assert caught.value.problems == [
         "'procesors' is not a field of the flow definition; did you mean 'processors'?",
+        "'settings' must be an object of setting names and values, not a list",
         "processor 'generate': 'batch_sise' is not a processor field; did you mean 'batch_size'?",
         "processor 'route': 'properties' must be an object of property names and values, not 'big'",
         "connection 'generate.success.route': 'prioritiser' is not a connection field; did you mean 'prioritizers'?",
@@ -184,7 +186,7 @@ def test_a_definitions_mistakes_name_the_processor_and_property():
         "processor 'generate': property 'Data Format' is a list; give its value as a string "
         "(\"Data Format\": \"...\"), or leave it out to take its default ('Text')",
     ]
-    assert str(caught.value).startswith("flow 'valid' is not valid (7 problem(s)):\n  - 'procesors' is not")
+    assert str(caught.value).startswith("flow 'valid' is not valid (8 problem(s)):\n  - 'procesors' is not")
 
 
 def test_a_misspelt_property_gets_a_suggestion():

@@ -368,8 +368,11 @@ class Flow:
             raise FlowValidationError(str(data.get("name", "?")), [
                 f"'flowactors_flow' is {version!r}; this flowactors reads definition versions "
                 f"{', '.join(map(str, READABLE_VERSIONS))}"])
-        flow = cls(data.get("name") or "flow", data.get("settings") or {},
-                   parameter_context=data.get("parameter_context"))
+        settings = data.get("settings") or {}
+        if not isinstance(settings, dict):
+            problems.append(f"'settings' must be an object of setting names and values, not {_json_kind(settings)}")
+            settings = {}
+        flow = cls(data.get("name") or "flow", settings, parameter_context=data.get("parameter_context"))
         for entry in data.get("parameter_contexts") or []:
             try:
                 context = params.ParameterContext.from_dict(entry)
