@@ -112,7 +112,7 @@ def test_show_prints_every_field_and_the_attribute_changes(ran, capsys):
     fields = {line[2:19].strip(): line[20:] for line in lines[1:16]}
     assert fields["component"] == "split (SplitText, id lineage-test/split)"
     assert fields["FlowFile"] == fork.flowfile_uuid and fields["children"] == ", ".join(fork.child_uuids)
-    assert fields["source queue"] == "generate:success->split"
+    assert fields["source queue"] == "generate.success.split"
     assert fields["time"] == f"{utc(fork.timestamp)} ({fork.timestamp})"
     claim = fork.previous_claim
     assert fields["input content"] == (f"17 bytes, available (archived) (claim {claim.resource.container}/"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from flowactors.sdk.expression import ExpressionError, compile_value
+from flowactors.sdk.suggest import closest
 from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import FlowFile
 
@@ -240,7 +241,9 @@ class Processor:
             if name in descriptors:
                 continue
             if not cls.dynamic_properties:
+                match = closest(name, descriptors)
                 problems.append(
+                    f"'{name}' is not a property of {cls.__name__}; did you mean '{match}'?" if match else
                     f"'{name}' is not a property of {cls.__name__} "
                     f"(its properties: {', '.join(sorted(descriptors)) or 'none'})"
                 )

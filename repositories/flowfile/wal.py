@@ -966,37 +966,57 @@ class WriteAheadFlowFileRepository:
             if raw is None:
                 return 0
             entry = self._swap_entry(raw, location)
-            queue = entry["queue"]
-            prefix = self._prefix(queue)
-            okeys = []
-            cur = txn.cursor(db=self._order)
-            if cur.set_range(swap_prefix):
-                for okey in cur.iternext(keys=True, values=False):
-                    if not okey.startswith(swap_prefix):
-                        break
-                    okeys.append(okey)
-            cur.close()
-            moved_size = 0
-            for okey in okeys:
-                ukey = okey[-16:]
-                value = txn.get(ukey, db=self._ff)
-                if value is None:
-                    raise RepositoryCorruptError(
-                        self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record"
-                    )
-                try:
-                    moved_size += rec.peek(value)[3]
-                    new_value, order = rec.with_queue(value, prefix)
-                except rec.RecordError as e:
-                    raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
-                txn.put(ukey, new_value, db=self._ff)
-                txn.delete(okey, db=self._order)
-                txn.put(order + ukey, b"", db=self._order)
-            if okeys:
-                self._apply_queues(txn, {swap_prefix: [-len(okeys), -moved_size], prefix: [len(okeys), moved_size]})
+            moved = self._move_records(txn, swap_prefix, self._prefix(entry["queue"]))
             txn.delete(skey, db=self._swap)
             seq = self._load_counter(txn, _K_SEQ) + 1
             txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return moved
+
+    def rename_queue(self, old: str, new: str) -> int:
+        """Move every FlowFile of queue ``old`` to queue ``new``, each keeping its FIFO position,
+        and the swap files ``old`` registered, in one transaction: how a connection whose id
+        changed keeps what was queued under the former one. Returns how many records moved."""
+        with self._write("renaming a queue") as txn:
+            self._fold(txn)
+            moved = self._move_records(txn, self._prefix(old), self._prefix(new))
+            for key, raw in list(txn.cursor(db=self._swap)):
+                entry = self._swap_entry(raw, key.decode())
+                if entry["queue"] == old:
+                    txn.put(key, rec.encode_swap_entry(new, entry["count"], entry["size"], entry["seq"],
+                                                       entry.get("registered", 0)), db=self._swap)
+            seq = self._load_counter(txn, _K_SEQ) + 1
+            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return moved
+
+    def _move_records(self, txn: lmdb.Transaction, source: bytes, target: bytes) -> int:
+        """Move the records of the queue of prefix ``source`` to that of ``target`` (FIFO position
+        kept, counts and sizes moved with them); how many moved."""
+        okeys = []
+        cur = txn.cursor(db=self._order)
+        if cur.set_range(source):
+            for okey in cur.iternext(keys=True, values=False):
+                if not okey.startswith(source):
+                    break
+                okeys.append(okey)
+        cur.close()
+        moved_size = 0
+        for okey in okeys:
+            ukey = okey[-16:]
+            value = txn.get(ukey, db=self._ff)
+            if value is None:
+                raise RepositoryCorruptError(
+                    self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record"
+                )
+            try:
+                moved_size += rec.peek(value)[3]
+                new_value, order = rec.with_queue(value, target)
+            except rec.RecordError as e:
+                raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+            txn.put(ukey, new_value, db=self._ff)
+            txn.delete(okey, db=self._order)
+            txn.put(order + ukey, b"", db=self._order)
+        if okeys:
+            self._apply_queues(txn, {source: [-len(okeys), -moved_size], target: [len(okeys), moved_size]})
         return len(okeys)
 
     def swap_files(self) -> list[dict]:
