@@ -140,7 +140,7 @@ class ProcessContext:
     values: Mapping[str, str]
     #: the relationships connected downstream or auto-terminated (all, once a flow validates)
     relationships: Sequence[Relationship] = ()
-    #: dynamic properties: set by the user but not declared by the processor (e.g. UpdateAttribute)
+    #: which of the processor's concurrent tasks this context belongs to (0 to concurrent_tasks - 1)
     instance: int = 0
     concurrent_tasks: int = 1
     batch_size: int = 1000
@@ -189,7 +189,7 @@ class Processor:
     input_required: ClassVar[bool] = True
     #: trigger even when the input queues are empty (e.g. to flush bins that reached their max age)
     trigger_when_empty: ClassVar[bool] = False
-    #: a processor that never changes content or attributes may say so; purely informative
+    #: what the processor does, in a sentence (shown with its type; purely informative)
     description: ClassVar[str] = ""
     #: a Ray ``runtime_env`` every use of this processor type needs (a NiFi Python processor's
     #: dependencies): merged with the node's own, it gives each task an actor of its own
