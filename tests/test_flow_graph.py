@@ -6,8 +6,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-import typer
 from typer.testing import CliRunner
+from ui_commands import ui_app
 
 from flowactors import Flow
 from flowactors.cli import ui as ui_cli
@@ -92,17 +92,6 @@ def test_a_connection_to_no_processor_is_named():
 # ---------------------------------------------------------------------- flowactors graph
 
 
-def graph_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """flowactors"""
-
-    ui_cli.register(app)
-    return app
-
-
 FLOW_FILE = """
 from flowactors import Flow
 from flowactors.processors import Funnel, GenerateFlowFile
@@ -115,7 +104,7 @@ def test_graph_writes_the_flow_as_svg(tmp_path):
     source = tmp_path / "flow.py"
     source.write_text(FLOW_FILE)
     out = tmp_path / "flow.svg"
-    result = CliRunner().invoke(graph_app(), ["graph", str(source), "-o", str(out)])
+    result = CliRunner().invoke(ui_app(), ["graph", str(source), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "flow 'drawn': 2 processors, 1 connections, drawn to" in result.output
     root = ET.fromstring(out.read_text())
@@ -126,7 +115,7 @@ def test_graph_writes_the_flow_as_svg(tmp_path):
 def test_graph_says_before_any_work_that_png_needs_a_renderer(tmp_path, monkeypatch):
     monkeypatch.setattr(ui_cli.shutil, "which", lambda name: None)
     out = tmp_path / "flow.png"
-    result = CliRunner().invoke(graph_app(), ["graph", str(tmp_path / "not-even-there.py"), "-o", str(out)])
+    result = CliRunner().invoke(ui_app(), ["graph", str(tmp_path / "not-even-there.py"), "-o", str(out)])
     assert result.exit_code == 1
     assert "writing a .png needs rsvg-convert (apt-get install librsvg2-bin)" in result.output
     assert not out.exists()
@@ -140,12 +129,12 @@ def test_graph_says_before_any_work_that_png_needs_a_renderer(tmp_path, monkeypa
 def test_graph_refuses_bad_options_in_one_line(tmp_path, monkeypatch, arguments, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "flow.py").write_text(FLOW_FILE)
-    result = CliRunner().invoke(graph_app(), ["graph", "flow.py", *arguments])
+    result = CliRunner().invoke(ui_app(), ["graph", "flow.py", *arguments])
     assert result.exit_code == 2
     assert result.output.strip() == f"flowactors: {message}"
 
 
 def test_graph_of_a_missing_flow_file(tmp_path):
-    result = CliRunner().invoke(graph_app(), ["graph", str(tmp_path / "gone.py"), "-o", str(tmp_path / "g.svg")])
+    result = CliRunner().invoke(ui_app(), ["graph", str(tmp_path / "gone.py"), "-o", str(tmp_path / "g.svg")])
     assert result.exit_code == 2
     assert result.output.strip() == f"flowactors: no flow file at {tmp_path / 'gone.py'}"

@@ -11,11 +11,10 @@ import urllib.error
 import urllib.request
 
 import pytest
-import typer
 from typer.testing import CliRunner
+from ui_commands import ui_app
 
 from flowactors import Flow
-from flowactors.cli import ui as ui_cli
 from flowactors.ops.web.address import ADDRESS_FILE, NoPageError, PageAddress, read_address, write_address
 from flowactors.ops.web.server import FlowPage, StatusHistory, bulletin_line, is_loopback
 from flowactors.processors import Funnel, GenerateFlowFile
@@ -34,17 +33,6 @@ def get(url: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
             return answer.status, answer.read(), dict(answer.headers)
     except urllib.error.HTTPError as err:
         return err.code, err.read(), dict(err.headers)
-
-
-def ui_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """flowactors"""
-
-    ui_cli.register(app)
-    return app
 
 
 def test_bound_beyond_loopback_a_page_gets_a_token():
