@@ -129,3 +129,47 @@ def test_an_error_is_one_line_in_the_bulletins_and_whole_on_click():
     bulletin, = history.view()["bulletins"]
     assert bulletin["line"] == "RuntimeError: boom" and "\x1b" not in bulletin["text"]
     assert "Traceback ..." in bulletin["text"]
+
+
+def test_provenance_and_lineage_of_a_flow_on_the_in_process_engine(repository):
+    """The page reaches the running flow's provenance through its controller on the in-process
+    engine too (the browser test runs the Ray engine)."""
+    import threading
+
+    from flowactors.engine.runner import processor_totals, run_flow
+
+    flow = Flow("page-in-process", settings={"administrative_yield": 0.1})
+    flow.connect(flow.add(GenerateFlowFile, "make", properties={"Max FlowFiles": 3}),
+                 flow.add(Funnel, "sink", auto_terminate=["success"]), name="made")
+    made = threading.Event()
+    with FlowPage(flow, repository) as page:
+        def on_status(status: dict) -> None:
+            page.on_status(status)
+            if processor_totals(status)["sink"]["flowfiles_in"] == 3:
+                made.set()
+
+        def run() -> None:
+            run_flow(flow, repository, engine="in-process", on_started=page.on_started, on_status=on_status,
+                     until=lambda status: stopping.is_set())
+
+        stopping = threading.Event()
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
+            assert made.wait(60)
+            status, body, _ = get(page.url + "api/provenance?type=create&component=make")
+            assert status == 200, body
+            events = json.loads(body)["events"]
+            assert len(events) == 3 and {e["event_type"] for e in events} == {"CREATE"}
+            assert [e["event_id"] for e in events] == sorted((e["event_id"] for e in events), reverse=True)
+            status, body, headers = get(page.url + f"api/lineage?uuid={events[0]['flowfile_uuid']}")
+            assert status == 200 and headers["Content-Type"].startswith("image/svg+xml")
+            assert b"CREATE by make" in body and b"DROP by sink" in body
+            for query, message in [("api/provenance?type=NOPE", "no event type 'NOPE'"),
+                                   ("api/provenance?limit=0", "limit must be between 1 and 1000, not 0"),
+                                   ("api/lineage?uuid=nobody", "no provenance events name FlowFile nobody")]:
+                status, body, _ = get(page.url + query)
+                assert status in (400, 404) and json.loads(body)["error"].startswith(message), body
+        finally:
+            stopping.set()
+            runner.join(60)
