@@ -59,6 +59,16 @@ def test_a_request_without_the_token_is_refused(tmp_path):
         assert status == 200 and json.loads(body)["processors"] == ["make", "sink"]
 
 
+def test_a_page_without_a_token_answers_to_loopback_names_only(tmp_path):
+    with FlowPage(small_flow(), tmp_path) as page:
+        assert get(page.url + "api/meta")[0] == 200
+        assert get(page.url.replace("127.0.0.1", "localhost") + "api/meta")[0] == 200
+        status, body, _ = get(page.url + "api/meta", {"Host": "attacker.example:80"})
+        assert status == 403
+        assert json.loads(body)["error"] == ("this flow page answers to 127.0.0.1 and localhost only, "
+                                             "not attacker.example:80")
+
+
 def test_the_address_file_lives_while_the_page_does(tmp_path):
     page = FlowPage(small_flow(), tmp_path).start()
     try:

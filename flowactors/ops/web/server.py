@@ -48,6 +48,8 @@ RATE_WINDOW = 5.0
 #: bulletins kept, newest last (NiFi's bulletin board keeps a few per component)
 BULLETINS = 50
 SEARCH_LIMIT = 1000
+#: the names a page without a token answers to (a DNS rebinding attack names another)
+LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1", "[::1]"}
 STATIC = ("index.html", "page.js", "page.css")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
@@ -182,17 +184,30 @@ class FlowPage:
         ready = threading.Event()
         self._loop = asyncio.new_event_loop()
 
+        failed: list[BaseException] = []
+
         def serve() -> None:
             asyncio.set_event_loop(self._loop)
-            self._runner = web.AppRunner(self._app(), access_log=None)
-            self._loop.run_until_complete(self._runner.setup())
-            self._loop.run_until_complete(web.SockSite(self._runner, sock).start())
-            ready.set()
+            try:
+                self._runner = web.AppRunner(self._app(), access_log=None)
+                self._loop.run_until_complete(self._runner.setup())
+                self._loop.run_until_complete(web.SockSite(self._runner, sock).start())
+            except BaseException as err:   # said by start, in the caller's thread
+                failed.append(err)
+                sock.close()
+                return
+            finally:
+                ready.set()
             self._loop.run_forever()
 
         self._thread = threading.Thread(target=serve, name="flowactors-page", daemon=True)
         self._thread.start()
         ready.wait()
+        if failed:
+            self._thread.join()
+            self._loop.close()
+            self._loop = self._thread = None
+            raise PageError(f"cannot serve the flow page on {self.host}:{port}: {failed[0]}")
         self._address = PageAddress(url=self.url, flow=self.flow.name, pid=os.getpid(),
                                     hostname=socket.gethostname(), started=time.time())
         write_address(self.repository, self._address)
@@ -231,6 +246,9 @@ class FlowPage:
     @web.middleware
     async def _check_token(self, request: web.Request, handler):
         if self.token is None:
+            if request.url.host not in LOOPBACK_NAMES:   # a page of another site, its name rebound here
+                return web.json_response({"error": f"this flow page answers to 127.0.0.1 and localhost only, "
+                                                   f"not {request.host}"}, status=403)
             return await handler(request)
         given = (request.query.get("token") or request.headers.get(TOKEN_HEADER)
                  or request.cookies.get(TOKEN_COOKIE) or "")
