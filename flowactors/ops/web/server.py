@@ -36,7 +36,8 @@ from flowactors.engine.controller import FlowController
 from flowactors.engine.transport import ActorLink, Link, call_now
 from flowactors.ops.flow_graph import to_svg as flow_svg
 from flowactors.ops.web.address import PageAddress, remove_address, write_address
-from flowactors.ops.web.lineage_view import lineage_svg
+from flowactors.ops.lineage_render import to_svg
+from flowactors.ops.lineage_view import condense
 from flowactors.sdk.flow import Flow
 from repositories.provenance import ProvenanceEventType
 from repositories.provenance.event import event_to_dict
@@ -324,7 +325,8 @@ class FlowPage:
         lineage = await asyncio.get_running_loop().run_in_executor(None, call_now, provenance, "lineage", uuid)
         if not lineage.nodes:
             return _refusal(f"no provenance events name FlowFile {uuid}", status=404)
-        return web.Response(text=lineage_svg(lineage, expanded), content_type="image/svg+xml")
+        view = condense(lineage, uuid, expand=expanded)   # fork/join groups collapsed unless opened
+        return web.Response(text=to_svg(view), content_type="image/svg+xml")
 
     async def _provenance_link(self) -> Link | web.Response:
         """The running flow's provenance repository, or the answer saying why there is none."""

@@ -200,8 +200,8 @@ async function drawLineage() {
     const query = new URLSearchParams({ uuid: lineageUuid, expand: [...expanded].join(",") });
     holder.innerHTML = await (await api("api/lineage?" + query)).text();
     note.textContent = `lineage of FlowFile ${lineageUuid}`;
-    holder.querySelectorAll(".lineage-group").forEach((group) => {
-      group.addEventListener("click", () => { expanded.add(group.dataset.group); drawLineage(); });
+    holder.querySelectorAll("g.node.group").forEach((group) => {
+      group.addEventListener("click", () => { expanded.add(group.dataset.node); drawLineage(); });
     });
   } catch (err) {
     holder.replaceChildren();
