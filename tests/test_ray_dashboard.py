@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import pytest
 import yaml
 
 from flowactors.ops import ray_dashboard
-from tests.test_cluster import _kill_head, _scrape
+from tests.test_cluster import _free_ports, _kill_head, _scrape
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = json.loads(ray_dashboard.GRAFANA_DASHBOARD.read_text())
@@ -132,6 +134,26 @@ def test_the_dashboard_needs_the_ray_engine(tmp_path):
 
 
 # ------------------------------------------------------------------------------ real runs on Ray
+@pytest.mark.ray
+def test_a_ray_without_its_dashboard_is_said_in_one_line_and_the_run_goes_on(ray_session, tmp_path, capsys):
+    """The test session's Ray runs without a dashboard, as a Ray started elsewhere may: the run
+    says so and runs the flow anyway."""
+    from flowactors.engine.runner import run_flow
+    from flowactors.processors import GenerateFlowFile, HashContent
+    from flowactors.sdk.flow import Flow
+
+    flow = Flow("no-dashboard")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 5})
+    flow.connect(generate, flow.add(HashContent, "hash", auto_terminate=["success", "failure"]))
+    final = run_flow(flow, tmp_path / "repository", dashboard=True, timeout=120)
+    assert final["dashboard"] == {}
+    assert not final.get("timed_out")
+    assert {p["name"]: p["flowfiles_in"] for p in final["processors"]}["hash"] == 5
+    assert capsys.readouterr().err.splitlines() == [
+        "flowactors: this Ray runs without its dashboard; let flowactors start Ray (no --address), "
+        "or start one with `ray start --head --include-dashboard=true`"]
+
+
 class Driver:
     """tests/dashboard_driver.py in a child process with a Ray temp dir of its own."""
 
@@ -252,3 +274,47 @@ def test_without_the_dashboard_a_run_starts_none(driver):
     assert not (Path(started["session_dir"]) / "metrics" / "grafana").exists()
     final = run.finish()
     assert final["dashboard"] is None and "Ray dashboard" not in run.stderr()
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="no Prometheus here (apt-get install prometheus)")
+def test_every_panel_query_runs_on_a_prometheus_that_scrapes_the_run(driver, tmp_path):
+    """A real Prometheus, started on the configuration Ray's dashboard wrote for the session, answers
+    every query of the dashboard (its variables as Grafana fills them for the flow), with data for
+    each but the restarts panel (nothing restarts in a healthy run)."""
+    run = driver(dashboard=True)
+    session = Path(run.line("started")["session_dir"])
+    port = _free_ports(1)[0]
+    prometheus = subprocess.Popen(
+        ["prometheus", f"--config.file={session}/metrics/prometheus/prometheus.yml",
+         f"--storage.tsdb.path={tmp_path}/prometheus", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"))
+    variables = {"$flow": "dashboard-demo", "$SessionName": ".+", "$__rate_interval": "1m"}
+    queries = {}
+    for panel in _panels(DASHBOARD):
+        for target in panel.get("targets", ()):
+            expr = target["expr"]
+            for name, value in variables.items():
+                expr = expr.replace(name, value)
+            queries[f"{panel['title']} {target['refId']}"] = expr
+    empty = set(queries)
+    try:
+        deadline = time.monotonic() + 120
+        while empty - {"Component restarts (5 min) A"} and time.monotonic() < deadline:
+            for key in sorted(empty):
+                try:
+                    _, text = _get(f"http://127.0.0.1:{port}/api/v1/query?query={urllib.parse.quote(queries[key])}")
+                except urllib.error.HTTPError as err:  # 400: Prometheus refuses the query
+                    raise AssertionError(f"{key}: {queries[key]}: {err.read().decode()}") from err
+                except OSError:
+                    break  # Prometheus is starting
+                answer = json.loads(text)
+                assert answer["status"] == "success", (key, answer)
+                if answer["data"]["result"]:
+                    empty.discard(key)
+            time.sleep(2)
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=30)
+    assert empty == {"Component restarts (5 min) A"}
+    run.finish()
