@@ -38,7 +38,9 @@ def started(dashboard: bool) -> None:
     if dashboard:
         from ray.util.state import list_actors
 
-        report["actors"] = sorted(a.name for a in list_actors(filters=[("state", "=", "ALIVE")]) if a.name)
+        # this Ray's own address: other Rays on the machine (the test session's) must not be asked
+        alive = list_actors(address=node.gcs_address, filters=[("state", "=", "ALIVE")])
+        report["actors"] = sorted(a.name for a in alive if a.name)
     print(json.dumps({"started": report}), flush=True)
 
 
