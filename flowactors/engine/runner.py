@@ -127,8 +127,10 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                                   CONTROLLER_CONCURRENCY, name=f"{flow.name}.controller")
     began = time.monotonic()
     live = show_status and sys.stdout.isatty()
-    final: dict = {"dashboard": open_dashboard(started_ray)} if dashboard else {}
+    final: dict = {}
     try:
+        if dashboard:
+            final["dashboard"] = open_dashboard(started_ray)
         starting = controller.call("start")
         if show_status:
             show_start(flow.name, controller, starting)
