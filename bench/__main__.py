@@ -61,6 +61,7 @@ SCENARIOS = (
     Scenario("stateless", 11, "The stateless engine: one process, and a Ray Data fan-out (issue 16)",
              "bench.stateless"),
     Scenario("nodes", 12, "One flow across Ray nodes: transfers, and spreading scenario 1 (issue 17)", "bench.nodes"),
+    Scenario("lineage", 13, "Lineage of a split and merge, condensed and drawn (issue 19)", "bench.lineage"),
 )
 
 

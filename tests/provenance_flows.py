@@ -65,7 +65,7 @@ class EmitText(Processor):
         self.left -= 1
 
 
-PUT_QUEUE = "emit:success->put"
+PUT_QUEUE = "emit.success.put"
 
 
 def send_flow(out: Path, count: int, name: str = "replay-test") -> Flow:

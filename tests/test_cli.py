@@ -82,7 +82,7 @@ def test_bad_setting_is_refused_with_known_names(tmp_path, capsys, ray_session):
     assert main(["run", str(path), "--repository", str(tmp_path / "repo"), "--quiet",
                  "--setting", "checkpoint_intervall=5"]) == 2
     err = capsys.readouterr().err
-    assert "unknown settings ['checkpoint_intervall']" in err and "checkpoint_interval" in err
+    assert "unknown setting 'checkpoint_intervall'; did you mean 'checkpoint_interval'?" in err
 
 
 @pytest.mark.ray

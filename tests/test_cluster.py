@@ -300,8 +300,8 @@ def test_submit_the_demo_follow_it_and_read_its_metrics(head, metrics_watch, tmp
         ("ray_flowactors_processor_bytes_written_total", "fetch"),
         ("ray_flowactors_processor_tasks_total", "write"),
         ("ray_flowactors_processor_task_seconds_total", "merge by severity"),
-        ("ray_flowactors_queue_flowfiles", "split lines:splits->route by level"),
-        ("ray_flowactors_queue_back_pressure", "gzip:success->write"),
+        ("ray_flowactors_queue_flowfiles", "split-lines.splits.route-by-level"),
+        ("ray_flowactors_queue_back_pressure", "gzip.success.write"),
         ("ray_flowactors_flowfile_repository_commits_total", "flowfile-repository"),
         ("ray_flowactors_flowfile_repository_checkpoint_seconds_count", "flowfile-repository"),
         ("ray_flowactors_content_archive_bytes", "content-repository"),
@@ -373,7 +373,7 @@ def test_stop_leaves_queued_flowfiles_durable_for_the_next_start(head, tmp_path)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     queued = int(re.search(r"stopped: (\d+) FlowFiles stay queued", stopped.stdout).group(1))
     per_queue = {q: int(n) for q, n in re.findall(r"^  (.+): (\d+)$", stopped.stdout, re.MULTILINE)}
-    assert sum(per_queue.values()) == queued and per_queue.get("get:success->slow", 0) > 0, stopped.stdout
+    assert sum(per_queue.values()) == queued and per_queue.get("get.success.slow", 0) > 0, stopped.stdout
     after_stop = head.status("slow-drain", tmp_path)
     assert after_stop["state"] == "succeeded" and after_stop["stopped_by"] == "flowactors stop", after_stop
 

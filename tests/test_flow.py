@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from flowactors import Flow, FlowValidationError, Processor, PropertyDescriptor, Relationship
@@ -82,8 +83,13 @@ def test_bad_queue_settings_are_problems():
 
 
 def test_unknown_scheduling_setting_is_refused_at_once():
-    with pytest.raises(TypeError, match="unknown scheduling settings"):
-        Flow("x").add(GenerateFlowFile, "g", run_every="1 sec")
+    with pytest.raises(TypeError) as caught:
+        Flow("x").add(GenerateFlowFile, "g", run_shedule="1 sec")
+    assert str(caught.value) == "processor 'g': 'run_shedule' is not a processor field; did you mean 'run_schedule'?"
+    with pytest.raises(TypeError) as caught:
+        Flow("x").connect("a", "b", prioritiser=["FIFO"])
+    assert str(caught.value) == "connection 'a.success.b': 'prioritiser' is not a connection field; " \
+                                "did you mean 'prioritizers'?"
     with pytest.raises(TypeError, match="not a Processor"):
         Flow("x").add(dict, "g")
 
@@ -153,6 +159,40 @@ def test_bad_settings_are_problems_of_the_flow():
     flow = valid_flow()
     flow.settings.update(checkpoint_intervall=5, always_sync="yes")
     problems = flow.problems()
-    assert any("unknown settings ['checkpoint_intervall']" in p for p in problems)
-    flow.settings.pop("checkpoint_intervall")
-    assert any("setting 'always_sync' must be bool, not 'yes'" in p for p in flow.problems())
+    assert "unknown setting 'checkpoint_intervall'; did you mean 'checkpoint_interval'?" in problems
+    assert "setting 'always_sync' must be true or false, not 'yes'" in problems
+
+
+def test_a_definitions_mistakes_name_the_processor_and_property():
+    data = valid_flow().to_dict()
+    data["procesors"] = []
+    data["settings"] = ["always_sync"]
+    data["processors"][0]["properties"].update({"Batch Size": None, "Data Format": ["Text"]})
+    data["processors"][0]["batch_sise"] = 5
+    data["processors"][1]["properties"] = "big"
+    data["connections"][0]["prioritiser"] = ["FIFO"]
+    del data["connections"][1]["destination"]
+    with pytest.raises(FlowValidationError) as caught:
+        Flow.from_json(orjson.dumps(data))
+    assert caught.value.problems == [
+        "'procesors' is not a field of the flow definition; did you mean 'processors'?",
+        "'settings' must be an object of setting names and values, not a list",
+        "processor 'generate': 'batch_sise' is not a processor field; did you mean 'batch_size'?",
+        "processor 'route': 'properties' must be an object of property names and values, not 'big'",
+        "connection 'generate.success.route': 'prioritiser' is not a connection field; did you mean 'prioritizers'?",
+        "connection 'route.big.put': 'destination' is missing",
+        "processor 'generate': property 'Batch Size' is null; give its value as a string "
+        "(\"Batch Size\": \"...\"), or leave it out to take its default ('1')",
+        "processor 'generate': property 'Data Format' is a list; give its value as a string "
+        "(\"Data Format\": \"...\"), or leave it out to take its default ('Text')",
+    ]
+    assert str(caught.value).startswith("flow 'valid' is not valid (8 problem(s)):\n  - 'procesors' is not")
+
+
+def test_a_misspelt_property_gets_a_suggestion():
+    data = valid_flow().to_dict()
+    data["processors"][2]["properties"]["Conflict Resolution Stratgy"] = "replace"
+    with pytest.raises(FlowValidationError) as caught:
+        Flow.from_json(orjson.dumps(data)).validate()
+    assert caught.value.problems == ["processor 'put': 'Conflict Resolution Stratgy' is not a property of "
+                                     "PutFile; did you mean 'Conflict Resolution Strategy'?"]

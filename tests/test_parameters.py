@@ -9,6 +9,7 @@ import pytest
 from flowactors import Flow, FlowValidationError
 from flowactors.processors import GenerateFlowFile, PutFile, RouteOnAttribute, UpdateAttribute
 from flowactors.sdk.parameters import ParameterError, environment_variable, references, substitute
+from flowactors.sdk.processor import Processor, PropertyDescriptor, Relationship
 
 VALUES = {"p": "it's ${x}", "n": "5", "my param": "M", "dir": "/data/out"}
 
@@ -139,3 +140,39 @@ def test_a_problem_never_shows_a_sensitive_value(monkeypatch):
         flow.validate()
     text = str(caught.value)
     assert "Batch Size" in text and "********" in text and "hunter2" not in text
+
+
+class _Signer(Processor):
+    """A source with a sensitive property (a key checked for digits)."""
+
+    properties = [PropertyDescriptor("Key", required=True, sensitive=True,
+                                     validator=lambda v: None if v.isdigit() else f"must be digits, not {v!r}")]
+    relationships = [Relationship("success")]
+    input_required = False
+
+    def on_trigger(self, context, session) -> None:
+        return None
+
+
+def test_a_sensitive_property_is_never_saved_nor_shown(monkeypatch):
+    """NiFi's sensitive properties: a literal value is refused at save time (never written to a
+    definition) and redacted from problems; a sensitive parameter reference saves as itself."""
+    bad = Flow("keys")
+    bad.add(_Signer, "sign", properties={"Key": "hunter2"}, auto_terminate=["success"])
+    with pytest.raises(FlowValidationError) as caught:
+        bad.validate()
+    assert caught.value.problems == ["processor 'sign': property 'Key': must be digits, not '********'"]
+    literal = Flow("keys")
+    literal.add(_Signer, "sign", properties={"Key": "1234"}, auto_terminate=["success"])
+    with pytest.raises(FlowValidationError) as caught:
+        literal.to_json()
+    assert "1234" not in str(caught.value)
+    assert "property 'Key' is sensitive, and a definition never holds a sensitive value" in str(caught.value)
+    referenced = Flow("keys")
+    referenced.add_parameter_context("secrets", {"key": None}, sensitive=["key"])
+    referenced.parameter_context = "secrets"
+    referenced.add(_Signer, "sign", properties={"Key": "#{key}"}, auto_terminate=["success"])
+    monkeypatch.setenv(environment_variable("key"), "9876")
+    referenced.validate()
+    saved = referenced.to_json()
+    assert "9876" not in saved and orjson.loads(saved)["processors"][0]["properties"] == {"Key": "#{key}"}

@@ -251,7 +251,7 @@ def test_flowfiles_no_processor_takes_fail_the_trigger_with_where_they_are():
     with StatelessFlow(flow) as stateless:
         result = stateless.trigger([b"x"])
     assert not result.success and result.failure.kind == "left over"
-    assert "1 in 'penalize:success->again'" in result.reason
+    assert "1 in 'penalize.success.again'" in result.reason
 
 
 #: files opened for writing while ``WATCHING`` is set (an audit hook cannot be removed, so it is
@@ -436,7 +436,7 @@ def test_a_failed_trigger_leaves_nothing_in_a_processors_bins():
     flow.connect(merge, flow.add_output_port("out"), "merged")
     with StatelessFlow(flow) as stateless:
         failed = stateless.trigger([b"a", b"b"])
-        assert not failed.success and failed.failure.kind == "left over" and "'in:success->merge'" in failed.reason
+        assert not failed.success and failed.failure.kind == "left over" and "'in.success.merge'" in failed.reason
         result = stateless.trigger([b"c", b"d", b"e"])
     assert result.success and [o.content for o in result.outputs["out"]] == [b"cde"]
 

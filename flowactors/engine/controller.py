@@ -190,6 +190,8 @@ class FlowController:
         self._starting("recovering the FlowFile repository", 1, 3)
         self.recovery = call_now(self.flowfile_repository, "open")
         self._opened.append(self.flowfile_repository)
+        # FlowFiles an older version queued under a connection's former default name move to it
+        self.recovery.update(call_now(self.flowfile_repository, "rename_queues", self.flow.renamed_queues()))
         unknown = unknown_queues(self.recovery, set(configs))
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))

@@ -62,6 +62,21 @@ class FlowFileRepositoryService(Service):
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files(), "run": run}
 
+    def rename_queues(self, renames: dict[str, str]) -> dict:
+        """Move what the log holds under each former queue id of ``renames`` (and under its
+        load-balance partitions, ``<id>@<node>``) to the current id: FlowFiles an older version
+        queued under a connection's former default name (``Flow.renamed_queues``) are recovered,
+        not refused. Returns ``renamed_queues`` (each former queue id that held any, with how many
+        records moved) and, when any did, ``open``'s ``queues`` and ``swap_files`` afresh."""
+        held = set(self.repo.queue_counts()) | {e["queue"] for e in self.repo.swap_files()}
+        moved = {}
+        for former, current in renames.items():
+            for queue in sorted(q for q in held if q == former or q.startswith(former + "@")):
+                moved[queue] = self.repo.rename_queue(queue, current + queue[len(former):])
+        if not moved:
+            return {}
+        return {"renamed_queues": moved, "queues": self.repo.queue_counts(), "swap_files": self.repo.swap_files()}
+
     def remove_orphans(self) -> int:
         """Delete claim files no FlowFile in the log references (content written by sessions that
         never committed); only while no session runs (start-up, a repair)."""

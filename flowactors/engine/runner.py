@@ -20,6 +20,7 @@ from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.error_log import ErrorLog
+from flowactors.ops.ray_dashboard import LOCAL_DASHBOARD, open_dashboard
 from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import flow_settings
@@ -47,18 +48,19 @@ def start_local_ray(**options: Any) -> None:
                 "_system_config": RAY_SYSTEM_CONFIG, **options})
 
 
-def ensure_ray(address: str | None = None, **init_options: Any) -> bool:
+def ensure_ray(address: str | None = None, dashboard: bool = False, **init_options: Any) -> bool:
     """Connect to Ray (an embedded local one unless ``address``); True if this call started it.
 
     A running Ray (``address``, ``RAY_ADDRESS`` or the cluster ``ray start`` left on this machine)
-    keeps the configuration it was started with; otherwise one is started (``start_local_ray``).
+    keeps the configuration it was started with, its dashboard or none; otherwise one is started
+    (``start_local_ray``), with its dashboard on this machine only if ``dashboard``.
     """
     if ray.is_initialized():
         return False
     if address or _running_ray_address():
         ray.init(address=address, **{"namespace": NAMESPACE, "log_to_driver": True, **init_options})
     else:
-        start_local_ray(**{"log_to_driver": True, **init_options})
+        start_local_ray(**{"log_to_driver": True, **(LOCAL_DASHBOARD if dashboard else {}), **init_options})
     return True
 
 
@@ -74,7 +76,8 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
              engine: str = "ray", stall_seconds: float = STALL_SECONDS,
              on_status: Callable[[dict], None] | None = None, failure_ports: Sequence[str] = (),
-             trigger_timeout: float | None = None, nodes: Any = None, log_level: str | None = None) -> dict:
+             trigger_timeout: float | None = None, nodes: Any = None, dashboard: bool = False,
+             log_level: str | None = None) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
@@ -90,6 +93,9 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     ``nodes`` (``"all"``, a count or a list of node names; the Ray engine) runs the flow on
     several nodes of the Ray cluster, each over ``<repository>/nodes/<name>`` on its own disk,
     with load-balanced connections between them (``flowactors.engine.cluster``, docs/cluster.md).
+    ``dashboard`` (the Ray engine): a Ray started for the run starts its dashboard; the run prints
+    the dashboard's address and installs flowactors' Grafana dashboard beside Ray's
+    (``flowactors.ops.ray_dashboard.open_dashboard``: ``final["dashboard"]``).
     ``show_status`` shows the live view (``flowactors.ops.status_view``) and the final table;
     ``log_level`` (a logging level's name) shows the processors' Python logging at that level,
     those in Ray's actors too when this call starts Ray or connects to it. Every processor error
@@ -97,6 +103,8 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+    if dashboard and engine != "ray":
+        raise ValueError(f"the Ray dashboard shows flows on the Ray engine only, not engine={engine!r}")
     flow.validate()
     if engine == "stateless":
         from flowactors.engine.stateless import run_stateless
@@ -114,13 +122,13 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     if nodes is not None:
         from flowactors.engine.cluster.coordinator import ClusterController
 
-        started_ray = ensure_ray(address, **ray_options)
+        started_ray = ensure_ray(address, dashboard, **ray_options)
         controller: Link = ThreadedLink(ClusterController(flow, str(Path(repository).resolve()), resolved, nodes),
                                         CONTROLLER_CONCURRENCY, name=f"{flow.name}.cluster")
     elif engine == "ray":
         from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 
-        started_ray = ensure_ray(address, **ray_options)
+        started_ray = ensure_ray(address, dashboard, **ray_options)
         controller = ActorLink(FlowControllerActor.options(name=f"{flow.name}.controller").remote(
             flow, str(repository), resolved, RayHosting()))
     else:
@@ -134,6 +142,8 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     errors = ErrorLog(repository)
     final: dict = {}
     try:
+        if dashboard:
+            final["dashboard"] = open_dashboard(started_ray)
         starting = controller.call("start")
         view.start()
         if show_status:

@@ -1,7 +1,10 @@
 """Reading a stopped flow's repository: its provenance events, and the content of any past version.
 
 ``StoppedRepository`` opens the repositories of a folder no flow is running on (it holds the
-repository lock, so a flow cannot start meanwhile; see ``repositories.lock``). A past
+repository lock, so a flow cannot start meanwhile; see ``repositories.lock``). By default it only
+reads, changing nothing (the lock held shared, every repository opened read-only: unmerged
+provenance journals are searched where they lie); ``writable=True`` (replay, repair) holds the
+lock exclusively and lets provenance recovery merge the journals. A past
 version's content is read through the event that recorded it: ``input`` is the content the
 component received (the event's previous claim), ``output`` what it left (the updated claim).
 The content repository keeps a claim while a FlowFile references it and then, archived, until
@@ -91,23 +94,31 @@ def _size(n: int) -> str:
     return f"{n} byte" + ("" if n == 1 else "s")
 
 
+#: the purposes today's CLI opens for writing without saying ``writable`` (see ``StoppedRepository``)
+WRITING_PURPOSES = frozenset({"flowactors provenance repair"})
+
+
 class StoppedRepository:
     """The repositories of a folder with no flow running, opened under the repository lock.
 
     ``provenance`` and ``content`` open on first use; ``flowfile`` (the write-ahead log) only for
-    replay. Close it (or use ``with``) to let a flow start again.
+    replay. ``writable``: None takes it from ``purpose`` (``WRITING_PURPOSES``), else read-only
+    unless True. Read-only, nothing in the folder is created or changed, so it works on a
+    read-only folder, and two readers may share it. Close it (or use ``with``) to let a flow
+    start again.
     """
 
     def __init__(self, repository: str | os.PathLike, settings: Settings | None = None, *,
-                 purpose: str = "flowactors provenance"):
+                 purpose: str = "flowactors provenance", writable: bool | None = None):
         self.root = Path(repository)
         self.settings = settings or Settings()
+        self.writable = purpose in WRITING_PURPOSES if writable is None else writable
         if not (self.root / "provenance").is_dir():
             raise FileNotFoundError(
                 f"no provenance repository in {self.root} (expected {self.root / 'provenance'}); "
                 f"give the --repository folder a flow ran with")
         try:
-            self._lock = RepositoryLock(self.root, purpose).acquire()
+            self._lock = RepositoryLock(self.root, purpose, shared=not self.writable).acquire()
         except RepositoryInUseError as err:
             raise RepositoryInUseError(f"{err}, or, while a flow runs, use its FlowController from the SDK "
                                        f"(docs/provenance.md)") from None
@@ -118,13 +129,14 @@ class StoppedRepository:
     @property
     def provenance(self) -> ProvenanceRepository:
         if self._provenance is None:
-            self._provenance = ProvenanceRepository.from_settings(self.root, self.settings)
+            self._provenance = ProvenanceRepository.from_settings(self.root, self.settings,
+                                                                  readonly=not self.writable)
         return self._provenance
 
     @property
     def content(self) -> ContentRepository:
         if self._content is None:
-            self._content = ContentRepository.from_settings(self.root, self.settings)
+            self._content = ContentRepository.from_settings(self.root, self.settings, create=self.writable)
         return self._content
 
     @property
@@ -135,7 +147,8 @@ class StoppedRepository:
 
             if not (self.root / "flowfile" / "data.mdb").exists():
                 raise FileNotFoundError(f"no FlowFile repository in {self.root} (expected {self.root / 'flowfile'})")
-            self._flowfile = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
+            self._flowfile = WriteAheadFlowFileRepository.from_settings(self.root, self.settings,
+                                                                        readonly=not self.writable)
         return self._flowfile
 
     def event(self, event_id: int) -> ProvenanceEvent:

@@ -8,7 +8,8 @@ Two ways in, the same results:
   drop; the controller removes them from the write-ahead log and records a DROP event for each.
 * a stopped flow's repository folder: ``list_queue`` / ``empty_queue`` here (and ``flowactors
   queue list|empty``), which read and change the write-ahead log directly, under the repository
-  lock (``repositories.lock``), so they refuse while a flow runs on the folder. They list
+  lock (``repositories.lock``), so they refuse while a flow runs on the folder. Listing only reads:
+  it holds the lock shared and opens the log read-only, changing nothing in the folder. They list
   in the log's order (when each FlowFile entered the queue), swapped FlowFiles after the others:
   a stopped flow's prioritizers are not known here.
 
@@ -82,6 +83,43 @@ def _user() -> str:
 # ---------------------------------------------------------------------------------- stopped flows
 
 
+def stopped_status(repository: str | os.PathLike) -> dict:
+    """What a stopped flow's write-ahead log holds, read-only (``flowactors status``):
+    ``{"queued": {queue: count}, "swap_files": [...], "damaged": None or what is wrong}``.
+    A log that cannot be read is reported as damaged, with the library's message."""
+    from repositories.flowfile import FlowFileRepositoryError
+
+    root = Path(repository)
+    check_repository(root)
+    with RepositoryLock(root, "flowactors status", shared=True):
+        try:
+            with open_log(root, readonly=True) as wal:
+                counts = wal.queue_counts()
+                return {"queued": counts, "swap_files": wal.swap_files(), "damaged": verify_records(wal, counts)}
+        except FlowFileRepositoryError as err:
+            return {"queued": {}, "swap_files": [], "damaged": str(err)}
+
+
+def verify_records(wal: WriteAheadFlowFileRepository, counts: dict[str, int]) -> str | None:
+    """Read every queued record, as the next start will: None if each decodes and every queue's
+    count matches its records, else what is wrong (the library's message names the file)."""
+    from repositories.flowfile import FlowFileRepositoryError
+
+    found: dict[str, int] = {}
+    try:
+        for queue, batch in wal.recover(include_swapped=True):
+            found[queue] = found.get(queue, 0) + len(batch)
+    except FlowFileRepositoryError as err:
+        return str(err)
+    wrong = {q: (counts.get(q, 0), n) for q, n in found.items() if counts.get(q, 0) != n}
+    wrong.update({q: (c, 0) for q, c in counts.items() if c and q not in found})
+    if wrong:
+        listing = ", ".join(f"'{q}' counts {c} but holds {n}" for q, (c, n) in sorted(wrong.items()))
+        return (f"queue counts do not match the records in {wal.path}: {listing}. Starting the flow "
+                f"rebuilds the counts from the records")
+    return None
+
+
 def check_repository(root: Path) -> None:
     """Before taking the lock (which would create the folder): is there a log at all?"""
     if not (root / "flowfile" / "data.mdb").exists():
@@ -89,9 +127,10 @@ def check_repository(root: Path) -> None:
                                 f"give the --repository folder a flow ran with")
 
 
-def open_log(root: Path) -> WriteAheadFlowFileRepository:
-    """The log of a stopped flow's repository folder (the caller holds the repository lock)."""
-    return WriteAheadFlowFileRepository(root / "flowfile", create=False)
+def open_log(root: Path, *, readonly: bool = False) -> WriteAheadFlowFileRepository:
+    """The log of a stopped flow's repository folder (the caller holds the repository lock,
+    shared for ``readonly``)."""
+    return WriteAheadFlowFileRepository(root / "flowfile", create=False, readonly=readonly)
 
 
 def _swap_files(wal: WriteAheadFlowFileRepository, queue_id: str) -> list[dict]:
@@ -124,8 +163,8 @@ def list_queue(repository: str | os.PathLike, queue_id: str, limit: int = DEFAUL
         raise ValueError(f"limit must be at least 1, not {limit}")
     root = Path(repository)
     check_repository(root)
-    with RepositoryLock(root, "flowactors queue list"):
-        wal = open_log(root)
+    with RepositoryLock(root, "flowactors queue list", shared=True):
+        wal = open_log(root, readonly=True)
         try:
             _require_queue(wal, queue_id, root)
             rows: list[dict] = []

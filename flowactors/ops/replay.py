@@ -62,7 +62,7 @@ def replay_stopped(repository: str | os.PathLike, event_id: int, settings: Setti
     ``connections``, when known (the flow's connection ids), are checked so a replay into a
     connection the flow no longer has is refused now rather than at the next start.
     """
-    with StoppedRepository(repository, settings, purpose="flowactors replay") as repo:
+    with StoppedRepository(repository, settings, purpose="flowactors replay", writable=True) as repo:
         event = repo.event(event_id)
         wal = repo.flowfile
         return _replay(

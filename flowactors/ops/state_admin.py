@@ -2,7 +2,8 @@
 state" and "Clear state"; ``flowactors state list|clear``).
 
 Works on the repository folder under the repository lock, as the queue tools do: while a flow
-runs there it refuses and names the flow. Clearing writes an empty map at the next version, in
+runs there it refuses and names the flow. Listing only reads (the lock shared, the log opened
+read-only): it changes nothing in the folder. Clearing writes an empty map at the next version, in
 one transaction of the write-ahead log, so a processor that reads its state next starts over
 (ListFile lists every file again).
 """
@@ -27,8 +28,8 @@ def list_states(repository: str | os.PathLike) -> dict[str, StateMap | str]:
     the error that says what is wrong with it (``clear`` repairs it)."""
     root = Path(repository)
     check_repository(root)
-    with RepositoryLock(root, "flowactors state list"):
-        with open_log(root) as wal:
+    with RepositoryLock(root, "flowactors state list", shared=True):
+        with open_log(root, readonly=True) as wal:
             states: dict[str, StateMap | str] = {}
             for component in wal.state_ids():
                 try:

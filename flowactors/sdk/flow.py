@@ -9,6 +9,11 @@ process). Nothing here touches Ray: the engines are on the other side of ``flowa
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import keyword
+import os
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -18,6 +23,7 @@ import orjson
 from flowactors.sdk import parameters as params
 from flowactors.sdk.processor import Processor
 from flowactors.sdk.settings import Settings, SettingsError
+from flowactors.sdk.suggest import did_you_mean
 from flowactors.sdk.units import parse_data_size, parse_duration
 
 DEFINITION_VERSION = 2
@@ -28,6 +34,8 @@ PRIORITIZERS = ("FIFO", "OldestFlowFileFirst", "NewestFlowFileFirst", "PriorityA
 LOAD_BALANCE_STRATEGIES = ("none", "round-robin", "single-node", "partition-by-attribute")
 #: what a load-balanced transfer compresses
 LOAD_BALANCE_COMPRESSION = ("none", "attributes", "attributes-and-content")
+#: what a default connection name replaces (``default_connection_name``)
+_NOT_SHELL_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
 #: NiFi's names of the same (flow definitions exported from NiFi spell them so)
 _NIFI_NAMES = {"DO_NOT_LOAD_BALANCE": "none", "ROUND_ROBIN": "round-robin", "SINGLE_NODE": "single-node",
                "PARTITION_BY_ATTRIBUTE": "partition-by-attribute", "DO_NOT_COMPRESS": "none",
@@ -79,14 +87,23 @@ class ProcessorNode:
         return self.properties if self.resolved is None else self.resolved
 
     def to_dict(self) -> dict[str, Any]:
+        try:
+            type_name = saved_type_name(self.type)
+        except ValueError:   # said by Flow.to_json, which saves; a picture of the flow needs none
+            type_name = self.type.type_name()
         return {
-            "name": self.name, "type": self.type.type_name(), "properties": dict(self.properties),
+            "name": self.name, "type": type_name, "properties": dict(self.properties),
             "run_schedule": self.run_schedule, "concurrent_tasks": self.concurrent_tasks,
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
             "num_cpus": self.num_cpus, "isolated": self.isolated, "runtime_env": self.runtime_env,
             "primary_node_only": self.primary_node_only, "parameter_context": self.parameter_context,
         }
+
+
+#: what ``Flow.add`` takes besides the type, name and properties (a definition's processor keys)
+PROCESSOR_FIELDS = tuple(f for f in ProcessorNode.__dataclass_fields__ if f not in ("name", "type", "properties",
+                                                                                   "resolved"))
 
 
 @dataclass
@@ -130,6 +147,14 @@ class Connection:
         }
 
 
+#: what ``Flow.connect`` takes besides the ends and relationships (a definition's connection keys)
+CONNECTION_FIELDS = tuple(f for f in Connection.__dataclass_fields__
+                          if f not in ("source", "destination", "relationships"))
+#: the keys of a definition's object (``Flow.to_dict``)
+DEFINITION_KEYS = ("flowactors_flow", "name", "settings", "parameter_context", "parameter_contexts", "processors",
+                   "connections")
+
+
 class Flow:
     def __init__(self, name: str, settings: dict[str, Any] | None = None, *, parameter_context: str | None = None):
         self.name = name
@@ -153,13 +178,15 @@ class Flow:
         if name in self.processors:
             self._problems.append(f"two processors are named '{name}'; names must be unique")
             name = f"{name}#{len(self.processors)}"
-        unknown = set(scheduling) - set(ProcessorNode.__dataclass_fields__) - {"name", "type", "properties"}
+        unknown = sorted(set(scheduling) - set(PROCESSOR_FIELDS))
         if unknown:
-            raise TypeError(f"unknown scheduling settings {sorted(unknown)} for processor '{name}'")
+            raise TypeError("; ".join(f"processor '{name}': {_unknown_key(k, PROCESSOR_FIELDS, 'a processor field')}"
+                                      for k in unknown))
         if "auto_terminate" in scheduling:
             scheduling["auto_terminate"] = _names(scheduling["auto_terminate"])
-        node = ProcessorNode(name, processor_type, {k: _as_text(v) for k, v in (properties or {}).items()},
-                             **scheduling)
+        texts, problems = _property_texts(processor_type, properties or {})
+        self._problems.extend(f"processor '{name}': {p}" for p in problems)
+        node = ProcessorNode(name, processor_type, texts, **scheduling)
         self.processors[name] = node
         return node
 
@@ -208,7 +235,11 @@ class Flow:
         source_name = source if isinstance(source, str) else source.name
         destination_name = destination if isinstance(destination, str) else destination.name
         rels = _names(relationships)
-        name = name or f"{source_name}:{'+'.join(rels)}->{destination_name}"
+        name = name or default_connection_name(source_name, rels, destination_name)
+        unknown = sorted(set(queue_settings) - set(CONNECTION_FIELDS))
+        if unknown:
+            raise TypeError("; ".join(f"connection '{name}': {_unknown_key(k, CONNECTION_FIELDS, 'a connection field')}"
+                                      for k in unknown))
         connection = Connection(source_name, destination_name, rels, name, **queue_settings)
         connection.prioritizers = tuple(connection.prioritizers)
         for attribute in ("load_balance", "load_balance_compression"):  # NiFi's spelling accepted
@@ -224,7 +255,7 @@ class Flow:
         try:
             Settings.from_dict(self.settings)
         except SettingsError as err:
-            problems.append(str(err))
+            problems.extend(err.problems)
         if not self.processors:
             problems.append("the flow has no processors")
         resolving, secrets = self._resolve_parameters()
@@ -290,7 +321,8 @@ class Flow:
                               for p in unresolved]
             problems.extend(f"processor '{node.name}': {p}" for p in unresolved)
             node.resolved = resolved
-            secrets[node.name] = params.sensitive_values(node.properties, available)
+            secrets[node.name] = params.sensitive_values(node.properties, available) + [
+                value for name, value in resolved.items() if value and _is_sensitive(node, name)]
         return problems, secrets
 
     def validate(self) -> "Flow":
@@ -310,6 +342,23 @@ class Flow:
         }
 
     def to_json(self) -> str:
+        """The definition as JSON text; ``FlowValidationError`` when a processor class could not
+        be imported by whoever loads it (``saved_type_name`` says why and what to do)."""
+        problems = []
+        for node in self.processors.values():
+            try:
+                saved_type_name(node.type)
+            except ValueError as err:
+                problems.append(f"processor '{node.name}': {err}")
+            problems.extend(
+                f"processor '{node.name}': property '{name}' is sensitive, and a definition never holds a "
+                f"sensitive value; give it as a sensitive parameter instead (\"{name}\": \"#{{name}}\" with "
+                f"flow.add_parameter_context(..., sensitive=[...]); its value then comes from code or "
+                f"FLOWACTORS_PARAMETER_<NAME>)"
+                for name, value in node.properties.items()
+                if _is_sensitive(node, name) and params.substitute(value, {p: "" for p in params.references(value)}))
+        if problems:
+            raise FlowValidationError(self.name, problems)
         return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
 
     @classmethod
@@ -320,14 +369,18 @@ class Flow:
 
         if is_nifi_definition(data):
             return flow_from_nifi(data, extensions=extensions)
-        problems: list[str] = []
+        problems: list[str] = [_unknown_key(k, DEFINITION_KEYS, "a field of the flow definition")
+                               for k in data if k not in DEFINITION_KEYS]
         version = data.get("flowactors_flow")
         if version not in READABLE_VERSIONS:
             raise FlowValidationError(str(data.get("name", "?")), [
                 f"'flowactors_flow' is {version!r}; this flowactors reads definition versions "
                 f"{', '.join(map(str, READABLE_VERSIONS))}"])
-        flow = cls(data.get("name") or "flow", data.get("settings") or {},
-                   parameter_context=data.get("parameter_context"))
+        settings = data.get("settings") or {}
+        if not isinstance(settings, dict):
+            problems.append(f"'settings' must be an object of setting names and values, not {_json_kind(settings)}")
+            settings = {}
+        flow = cls(data.get("name") or "flow", settings, parameter_context=data.get("parameter_context"))
         for entry in data.get("parameter_contexts") or []:
             try:
                 context = params.ParameterContext.from_dict(entry)
@@ -335,27 +388,26 @@ class Flow:
                 problems.append(f"parameter context {entry.get('name', '?') if isinstance(entry, dict) else '?'}: {err}")
                 continue
             flow.parameter_contexts[context.name] = context
-        for entry in data.get("processors", []):
-            entry = dict(entry)
-            type_name = entry.pop("type", None)
+        for label, entry, fields in _entries(data.get("processors"), "processor", ("name", "type", "properties"),
+                                             PROCESSOR_FIELDS, problems):
             try:
-                processor_type = resolve_processor_type(type_name)
+                processor_type = resolve_processor_type(entry.get("type"))
             except (ImportError, AttributeError, TypeError, ValueError) as err:
-                problems.append(f"processor '{entry.get('name')}': {err}")
+                problems.append(f"{label}: {err}")
                 continue
-            name = entry.pop("name", None)
-            properties = entry.pop("properties", {})
-            try:
-                flow.add(processor_type, name, properties=properties, **entry)
-            except TypeError as err:
-                problems.append(f"processor '{name}': {err}")
-        for entry in data.get("connections", []):
-            entry = dict(entry)
-            try:
-                flow.connect(entry.pop("source"), entry.pop("destination"), entry.pop("relationships"),
-                             name=entry.pop("name", None), **entry)
-            except (KeyError, TypeError) as err:
-                problems.append(f"connection {entry.get('name', '?')}: {err}")
+            properties = entry.get("properties") or {}
+            if not isinstance(properties, dict):
+                problems.append(f"{label}: 'properties' must be an object of property names and values, "
+                                f"not {_json_kind(properties)}")
+                properties = {}
+            flow.add(processor_type, entry.get("name"), properties=properties, **fields)
+        ends = ("source", "destination", "relationships")
+        for label, entry, fields in _entries(data.get("connections"), "connection", ends, CONNECTION_FIELDS, problems):
+            missing = [k for k in ends if k not in entry]
+            problems.extend(f"{label}: '{k}' is missing" for k in missing)
+            if not missing:
+                flow.connect(entry["source"], entry["destination"], entry["relationships"], **fields)
+        problems.extend(flow._problems)   # building problems (a null property value, a name used twice)
         if problems:
             raise FlowValidationError(flow.name, problems)
         return flow
@@ -390,12 +442,91 @@ class Flow:
     def connections_to(self, processor: str) -> list[Connection]:
         return [c for c in self.connections if c.destination == processor]
 
+    def renamed_queues(self) -> dict[str, str]:
+        """The queue id each connection named by default had before default names became
+        shell-safe (``former_default_name``) -> its id now: what was queued under the former is
+        recovered under the latter when the flow starts (``FlowController.start``)."""
+        return {former_default_name(c.source, c.relationships, c.destination): c.id for c in self.connections
+                if c.name == default_connection_name(c.source, c.relationships, c.destination)}
+
     def destinations(self, processor: str) -> dict[str, list[str]]:
         """Each relationship of ``processor`` -> the ids of the connections it feeds (none when
         auto-terminated)."""
         node = self.processors[processor]
         return {rel: [c.id for c in self.connections_from(processor) if rel in c.relationships]
                 for rel in node.type.relationship_names(node.property_values)}
+
+
+def default_connection_name(source: str, relationships: Sequence[str], destination: str) -> str:
+    """A connection's name unless it is given one: ``<source>.<relationships>.<destination>``
+    (``generate.success.put``), relationships joined by ``-``, every character but letters,
+    digits, ``_`` and ``-`` written as ``-`` within each part: safe to type in a shell command
+    (``flowactors queue list generate.success.put``) without quotes."""
+    parts = (source, "-".join(relationships), destination)
+    return ".".join(_NOT_SHELL_SAFE.sub("-", part).strip("-") or "_" for part in parts)
+
+
+def former_default_name(source: str, relationships: Sequence[str], destination: str) -> str:
+    """The default name flowactors gave a connection before ``default_connection_name``
+    (``generate:success->put``), which the shell reads as a redirection; FlowFiles queued under it
+    are moved to the new name (``Flow.renamed_queues``)."""
+    return f"{source}:{'+'.join(relationships)}->{destination}"
+
+
+def saved_type_name(processor_type: type[Processor]) -> str:
+    """The name a definition stores for ``processor_type``: its ``type_name()``, except for a class
+    defined in the script being run (``__main__``), which no other process can import by that
+    name: then the name of the script's module as it is importable from ``sys.path`` (its
+    ``__spec__`` under ``python -m``, else its file's path below an entry of ``sys.path``).
+    ``ValueError`` says why there is none and what to do."""
+    if processor_type.__module__ != "__main__":
+        return processor_type.type_name()
+    qualname = processor_type.__qualname__
+    move = (f"move class {qualname} to a module of its own (e.g. processors.py beside the flow) and import "
+            f"it from there")
+    if "<locals>" in qualname:
+        raise ValueError(f"its class {qualname} is defined inside a function, which nothing can import; {move}")
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and not spec.name.endswith("__main__"):
+        return f"{spec.name}.{qualname}"   # run as ``python -m package.module``
+    path = getattr(main, "__file__", None)
+    if path is None:
+        raise ValueError(f"its class {qualname} is defined in an interactive session, which no other process "
+                         f"can import; {move}")
+    path = Path(path).resolve()
+    module, problem = _module_of_file(path)
+    if module is None:
+        raise ValueError(f"its class {qualname} is defined in the script being run ({path.name}), and {problem}; "
+                         f"or {move}")
+    return f"{module}.{qualname}"
+
+
+def _module_of_file(path: Path) -> tuple[str | None, str]:
+    """The module name ``path`` is imported under from ``sys.path`` (the shortest, when several
+    entries hold it), or None and why not."""
+    names = []
+    for entry in sys.path:
+        try:
+            relative = path.with_suffix("").relative_to(Path(entry or os.getcwd()).resolve())
+        except (ValueError, OSError):
+            continue
+        names.append(relative.parts)
+    if not names:
+        return None, "its folder is not on sys.path (add it to PYTHONPATH)"
+    parts = min(names, key=len)
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+        return None, (f"its path {'/'.join(parts)}.py is not a module name (letters, digits and _ only: "
+                      f"rename it, e.g. {'_'.join(re.findall(r'[A-Za-z0-9]+', parts[-1])) or 'flow'}.py)")
+    name = ".".join(parts)
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or found.origin is None or Path(found.origin).resolve() != path:
+        where = f" ({found.origin})" if found is not None and found.origin else ""
+        return None, f"importing '{name}' finds another module{where}: rename the script"
+    return name, ""
 
 
 def resolve_processor_type(type_name: Any) -> type[Processor]:
@@ -419,14 +550,64 @@ def resolve_processor_type(type_name: Any) -> type[Processor]:
     return processor_type
 
 
+def _is_sensitive(node: ProcessorNode, name: str) -> bool:
+    """Whether ``node``'s processor declares property ``name`` sensitive: its value is never
+    written to a definition nor shown in a problem (NiFi's sensitive properties)."""
+    descriptor = node.type.descriptor_map().get(name)
+    return descriptor is not None and descriptor.sensitive
+
+
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def _property_texts(processor_type: type[Processor], values: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """Property values as the text processors read (numbers and booleans written as text), and
+    a problem for each value that has none to give (null, a list, an object), which is left out."""
+    texts, problems = {}, []
+    descriptors = processor_type.descriptor_map()
+    for key, value in values.items():
+        if isinstance(value, bool):
+            texts[key] = "true" if value else "false"
+        elif isinstance(value, (str, int, float)):
+            texts[key] = str(value)
+        else:
+            default = getattr(descriptors.get(key), "default", None)
+            leave_out = f"leave it out to take its default ({default!r})" if default is not None else "leave it out"
+            problems.append(f"property '{key}' is {_json_kind(value)}; give its value as a string "
+                            f"(\"{key}\": \"...\"), or {leave_out}")
+    return texts, problems
+
+
+def _entries(entries: Any, kind: str, own: tuple[str, ...], fields: tuple[str, ...], problems: list[str]
+             ) -> Iterable[tuple[str, dict, dict]]:
+    """Each object of a definition's list of processors or connections, as (a label naming it,
+    the object, its ``fields``); an entry that is not an object, and a key that is neither one of
+    ``own`` nor a field, are problems."""
+    for number, entry in enumerate(entries or [], 1):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        label = f"{kind} '{name}'" if name else f"{kind} {number}"
+        if not isinstance(entry, dict):
+            problems.append(f"{label}: must be an object, not {_json_kind(entry)}")
+            continue
+        problems.extend(f"{label}: {_unknown_key(k, (*own, *fields), f'a {kind} field')}"
+                        for k in entry if k not in own and k not in fields)
+        yield label, entry, {k: v for k, v in entry.items() if k in fields}
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in the definition's words."""
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return repr(value)
+
+
+def _unknown_key(key: str, known: Sequence[str], what: str) -> str:
+    return f"'{key}' is not {what}; {did_you_mean(key, known, 'the fields are')}"
 
 
 def _scheduling_problems(node: ProcessorNode) -> list[str]:

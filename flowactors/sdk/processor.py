@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from flowactors.sdk.expression import ExpressionError, compile_value
+from flowactors.sdk.suggest import closest
 from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import FlowFile
 
@@ -139,7 +140,7 @@ class ProcessContext:
     values: Mapping[str, str]
     #: the relationships connected downstream or auto-terminated (all, once a flow validates)
     relationships: Sequence[Relationship] = ()
-    #: dynamic properties: set by the user but not declared by the processor (e.g. UpdateAttribute)
+    #: which of the processor's concurrent tasks this context belongs to (0 to concurrent_tasks - 1)
     instance: int = 0
     concurrent_tasks: int = 1
     batch_size: int = 1000
@@ -188,7 +189,7 @@ class Processor:
     input_required: ClassVar[bool] = True
     #: trigger even when the input queues are empty (e.g. to flush bins that reached their max age)
     trigger_when_empty: ClassVar[bool] = False
-    #: a processor that never changes content or attributes may say so; purely informative
+    #: what the processor does, in a sentence (shown with its type; purely informative)
     description: ClassVar[str] = ""
     #: a Ray ``runtime_env`` every use of this processor type needs (a NiFi Python processor's
     #: dependencies): merged with the node's own, it gives each task an actor of its own
@@ -240,7 +241,9 @@ class Processor:
             if name in descriptors:
                 continue
             if not cls.dynamic_properties:
+                match = closest(name, descriptors)
                 problems.append(
+                    f"'{name}' is not a property of {cls.__name__}; did you mean '{match}'?" if match else
                     f"'{name}' is not a property of {cls.__name__} "
                     f"(its properties: {', '.join(sorted(descriptors)) or 'none'})"
                 )

@@ -1,146 +1,192 @@
 """All tunable settings in one object, with NiFi's defaults (docs/configuration.md lists them).
 
-A ``Settings`` is a frozen dataclass so it can be passed to every actor unchanged and written to
-JSON; ``Settings.from_dict`` rejects unknown keys with the list of known ones.
+``Settings`` is a pydantic model: each setting's type, range, default and description are
+declared once, in its ``Field``, and both the checks and docs/configuration.md (compared with the
+model by tests/test_settings.py) follow from them. It is frozen, so it can be passed to every
+actor unchanged, and ``to_dict`` gives plain values for JSON. Every problem with the values given
+is reported at once, in one ``SettingsError``, a misspelt key with the setting it probably meant.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from flowactors.sdk.suggest import did_you_mean
+
+#: a list of names (JSON has no tuples): read as a tuple, each name a string
+Names = Annotated[tuple[str, ...], Field(strict=False, min_length=1)]
 
 
 class SettingsError(ValueError):
-    """A setting that does not exist or has a value of the wrong kind."""
+    """Settings that do not exist or have values of the wrong kind; ``problems`` lists each, one
+    sentence each, and the message joins them."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
 
 
-#: the lowest value each numeric setting takes, and whether that value itself is allowed
-LIMITS: dict[str, tuple[float, bool]] = {
-    "checkpoint_interval": (0, False), "flowfile_map_size": (1024**2, True), "content_sections": (1, True),
-    "max_appendable_claim_size": (1, True), "max_flowfiles_per_claim": (0, True),
-    "archive_max_retention": (0, True), "archive_max_usage_percent": (0, True), "archive_check_interval": (0, False),
-    "swap_threshold": (1, True), "swap_batch_size": (1, True), "partition_swap_threshold": (1, True),
-    "partition_swap_batch_size": (1, True), "back_pressure_object_threshold": (0, True),
-    "back_pressure_data_size_threshold": (0, True), "provenance_rollover_interval": (0, False),
-    "provenance_rollover_bytes": (1, True), "provenance_journal_count": (1, True),
-    "provenance_block_size": (1, True), "provenance_index_shard_size": (1, True),
-    "provenance_max_storage_time": (0, False), "provenance_max_storage_size": (1, True),
-    "default_batch_size": (1, True), "administrative_yield": (0, True), "executors": (0, True),
-}
+class Settings(BaseModel):
+    """Every setting with its default; ``Settings(name=value, ...)`` or ``from_dict`` check the values."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-@dataclass(frozen=True)
-class Settings:
     # --- FlowFile repository (write-ahead log) ---
-    #: fsync the content and the WAL at every commit (survives power loss); off survives the death
-    #: of every process (the data is in the OS page cache), as NiFi's ``always.sync``.
-    always_sync: bool = False
-    #: seconds between checkpoints (NiFi 2.x: 20 s).
-    checkpoint_interval: float = 20.0
-    #: maximum size the LMDB map may grow to, in bytes.
-    flowfile_map_size: int = 64 * 1024**3
+    always_sync: bool = Field(False, description=(
+        "fsync the content and the write-ahead log at every commit (survives power loss); off survives "
+        "the death of every process, the data being in the OS page cache (NiFi's always.sync)"))
+    checkpoint_interval: float = Field(20.0, gt=0, description="seconds between checkpoints (NiFi 2.x: 20 s)")
+    flowfile_map_size: int = Field(64 * 1024**3, ge=1024**2, description=(
+        "the largest the LMDB map may grow to, in bytes"))
 
     # --- content repository ---
-    #: names of the content containers, relative to ``<repository>/content`` unless absolute.
-    content_containers: tuple[str, ...] = ("default",)
-    #: sections (subdirectories) a container is split into.
-    content_sections: int = 1024
-    #: contents are appended into one resource claim until it reaches this size (NiFi 2.x: 50 KB).
-    max_appendable_claim_size: int = 50 * 1024
-    #: at most this many contents per resource claim (0: no limit).
-    max_flowfiles_per_claim: int = 100
-    archive_enabled: bool = True
-    #: seconds an archived claim is kept (NiFi 2.x: 3 h).
-    archive_max_retention: float = 3 * 3600.0
-    #: archived claims are removed, oldest first, while the disk is fuller than this (NiFi: 90 %).
-    archive_max_usage_percent: float = 90.0
-    #: seconds between runs of the archive age-off.
-    archive_check_interval: float = 60.0
+    content_containers: Names = Field(("default",), description=(
+        "names of the content containers, relative to <repository>/content unless absolute"))
+    content_sections: int = Field(1024, ge=1, description="sections (subdirectories) a container is split into")
+    max_appendable_claim_size: int = Field(50 * 1024, ge=1, description=(
+        "bytes appended into one resource claim before a new one starts (NiFi 2.x: 50 KB)"))
+    max_flowfiles_per_claim: int = Field(100, ge=0, description="contents per resource claim at most (0: no limit)")
+    archive_enabled: bool = Field(True, description="keep released claims in the archive")
+    archive_max_retention: float = Field(3 * 3600.0, ge=0, description=(
+        "seconds an archived claim is kept (NiFi 2.x: 3 h)"))
+    archive_max_usage_percent: float = Field(90.0, ge=0, le=100, description=(
+        "archived claims are removed, oldest first, while the disk is fuller than this (NiFi: 90 %)"))
+    archive_check_interval: float = Field(60.0, gt=0, description="seconds between runs of the archive age-off")
 
     # --- connection queues ---
-    swap_threshold: int = 20_000
-    swap_batch_size: int = 10_000
-    #: the same for a load-balanced connection's partition for another node, which swaps early
-    #: (as NiFi's remote partitions do): data waiting for a node should not hold memory
-    partition_swap_threshold: int = 1_000
-    partition_swap_batch_size: int = 1_000
-    back_pressure_object_threshold: int = 10_000
-    back_pressure_data_size_threshold: int = 1024**3
+    swap_threshold: int = Field(20_000, ge=1, description="FlowFiles a connection keeps in memory before swapping")
+    swap_batch_size: int = Field(10_000, ge=1, description="FlowFiles per swap file")
+    partition_swap_threshold: int = Field(1_000, ge=1, description=(
+        "the swap threshold of a load-balanced connection's partition for another node, which swaps "
+        "early (as NiFi's remote partitions do): data waiting for a node should not hold memory"))
+    partition_swap_batch_size: int = Field(1_000, ge=1, description="FlowFiles per swap file of such a partition")
+    back_pressure_object_threshold: int = Field(10_000, ge=0, description="default FlowFile count of back pressure")
+    back_pressure_data_size_threshold: int = Field(1024**3, ge=0, description="default byte size of back pressure")
 
     # --- provenance repository ---
-    provenance_enabled: bool = True
-    #: names of the provenance containers, relative to ``<repository>/provenance`` unless absolute.
-    provenance_containers: tuple[str, ...] = ("default",)
-    #: seconds between journal rollovers (the seed's 30 s; NiFi 2.x: 10 min or 100 MB).
-    provenance_rollover_interval: float = 30.0
-    #: journals also roll over once they hold this many bytes (NiFi 2.x: 100 MB).
-    provenance_rollover_bytes: int = 100 * 1024**2
-    provenance_journal_count: int = 4
-    provenance_block_size: int = 1024 * 1024
-    provenance_index_shard_size: int = 500 * 1024**2
-    #: seconds events are kept (the seed: 24 h; NiFi 2.x: 30 days).
-    provenance_max_storage_time: float = 24 * 3600.0
-    provenance_max_storage_size: int = 10 * 1024**3
-    #: attributes indexed for search beyond the built-in fields (uuid, filename, ...).
-    provenance_indexed_attributes: tuple[str, ...] = ()
+    provenance_enabled: bool = Field(True, description="record provenance events")
+    provenance_containers: Names = Field(("default",), description=(
+        "names of the provenance containers, relative to <repository>/provenance unless absolute"))
+    provenance_rollover_interval: float = Field(30.0, gt=0, description=(
+        "seconds between journal rollovers (the seed's 30 s; NiFi 2.x: 10 min or 100 MB)"))
+    provenance_rollover_bytes: int = Field(100 * 1024**2, ge=1, description=(
+        "journals also roll over once they hold this many bytes (NiFi 2.x: 100 MB)"))
+    provenance_journal_count: int = Field(4, ge=1, description="journals written round-robin")
+    provenance_block_size: int = Field(1024 * 1024, ge=1, description=(
+        "uncompressed bytes per compressed block of an event file"))
+    provenance_index_shard_size: int = Field(500 * 1024**2, ge=1, description="bytes per index shard")
+    provenance_max_storage_time: float = Field(24 * 3600.0, gt=0, description=(
+        "seconds events are kept (the seed: 24 h; NiFi 2.x: 30 days)"))
+    provenance_max_storage_size: int = Field(10 * 1024**3, ge=1, description="bytes of events kept at most")
+    provenance_indexed_attributes: Annotated[tuple[str, ...], Field(strict=False)] = Field((), description=(
+        "attributes indexed for search beyond the built-in fields (uuid, filename, ...)"))
 
     # --- processors ---
-    #: FlowFiles a session takes from its queue at once when the processor does not say.
-    default_batch_size: int = 1000
-    #: seconds a processor sleeps after ``on_trigger`` raised (NiFi's administrative yield: 30 s).
-    administrative_yield: float = 1.0
+    default_batch_size: int = Field(1000, ge=1, description=(
+        "FlowFiles a session takes from its queue at once when the processor does not say"))
+    administrative_yield: float = Field(1.0, ge=0, description=(
+        "seconds a processor sleeps after on_trigger raised (NiFi's administrative yield: 30 s)"))
 
     # --- placement (flowactors.engine.placement) ---
-    #: "shared": a few executor actors per node host many processor tasks and the queues beside
-    #: them; "isolated": an actor per processor task and per queue (the first version's mapping).
-    placement: str = "shared"
-    #: executor actors per node with the shared placement; 0: one per CPU Ray gives the node.
-    executors: int = 0
+    placement: Literal["shared", "isolated"] = Field("shared", description=(
+        "shared: a few executor actors per node host many processor tasks and the queues beside "
+        "them; isolated: an actor per processor task and per queue"))
+    executors: int = Field(0, ge=0, description=(
+        "executor actors per node with the shared placement; 0: one per CPU Ray gives the node"))
 
     # --- Spark (flowactors.spark; docs/spark.md lists the keys) ---
-    #: the flow's Spark service: executors, executor_cores, executor_memory, start, configs, ...
-    spark: dict[str, Any] = field(default_factory=dict)
+    spark: dict[str, Any] = Field(default_factory=dict, description=(
+        "the flow's Spark service: executors, executor_cores, executor_memory, start, configs, ..."))
 
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict, description=(
+        "free-form values for extensions; flowactors itself reads none"))
 
-    def __post_init__(self) -> None:
-        for name, (low, inclusive) in LIMITS.items():
-            value = getattr(self, name)
-            if isinstance(value, (int, float)) and (value < low or (value == low and not inclusive)):
-                bound = f"at least {low}" if inclusive else f"more than {low}"
-                raise SettingsError(f"setting '{name}' must be {bound}, not {value!r}")
-        if self.archive_max_usage_percent > 100:
-            raise SettingsError(f"setting 'archive_max_usage_percent' is a percentage (0-100), "
-                                f"not {self.archive_max_usage_percent!r}")
-        for name in ("content_containers", "provenance_containers"):
-            if not getattr(self, name):
-                raise SettingsError(f"setting '{name}' needs at least one container name")
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as err:
+            raise SettingsError(_problems(err)) from None
 
     def replace(self, **changes: Any) -> "Settings":
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``, checked as any settings are."""
+        return type(self)(**{**self.to_dict(), **changes})
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.model_dump()
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "Settings":
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise SettingsError(f"unknown settings {unknown}; known settings are {sorted(known)}")
-        converted = {}
-        for name, value in values.items():
-            default = known[name].default
-            if isinstance(default, tuple):
-                value = tuple(value) if isinstance(value, (list, tuple)) else value
-            expected = type(default) if default is not dataclasses.MISSING else dict
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                raise SettingsError(f"setting '{name}' must be {expected.__name__}, not {value!r}")
-            converted[name] = value
-        return cls(**converted)
+        """Settings from a flow's ``settings`` object: JSON values (lists for tuples) checked."""
+        if not isinstance(values, dict):
+            raise SettingsError([f"settings must be an object of setting names and values, not {values!r}"])
+        return cls(**{str(name): value for name, value in values.items()})
+
+
+def value_range(name: str) -> str:
+    """The range a numeric setting takes, in words ("at least 1", "from 0 to 100"); empty for
+    other settings. Said in the message of a value outside it, and in docs/configuration.md."""
+    low = high = None
+    inclusive = True
+    for rule in Settings.model_fields[name].metadata:
+        if getattr(rule, "ge", None) is not None:
+            low = rule.ge
+        if getattr(rule, "gt", None) is not None:
+            low, inclusive = rule.gt, False
+        if getattr(rule, "le", None) is not None:
+            high = rule.le
+    if low is None:
+        return ""
+    low, high = _number(low), _number(high)
+    if high is not None:
+        return f"from {low} to {high}"
+    return f"at least {low}" if inclusive else f"more than {low}"
+
+
+def _number(value: float | None) -> int | float | None:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _kind(field: FieldInfo) -> str:
+    """What a setting's value must be, as a user writes it in JSON."""
+    annotation = field.annotation
+    if annotation is bool:
+        return "true or false"
+    if annotation is int:
+        return "a whole number"
+    if annotation is float:
+        return "a number"
+    if getattr(annotation, "__origin__", None) is Literal:
+        return "one of " + ", ".join(repr(v) for v in annotation.__args__)
+    if getattr(annotation, "__origin__", None) is tuple:
+        return "a list of strings"
+    return "an object"
+
+
+def _problems(err: ValidationError) -> list[str]:
+    """One sentence per problem pydantic found, in the words of docs/configuration.md: unknown
+    names first, then wrong values in the order of the table."""
+    known = list(Settings.model_fields)
+    unknown, problems = [], []
+    for error in err.errors():
+        name = str(error["loc"][0]) if error["loc"] else "?"
+        if error["type"] == "extra_forbidden":
+            unknown.append(f"unknown setting '{name}'; {did_you_mean(name, known, 'the settings are')}")
+            continue
+        field = Settings.model_fields.get(name)
+        if field is None:
+            problems.append(f"setting '{name}': {error['msg']}")
+        elif error["type"] in ("greater_than", "greater_than_equal", "less_than_equal"):
+            problems.append(f"setting '{name}' must be {value_range(name)}, not {error['input']!r}")
+        elif error["type"] == "too_short":
+            problems.append(f"setting '{name}' needs at least one name")
+        elif len(error["loc"]) > 1:   # an item of a list
+            problems.append(f"setting '{name}' must be {_kind(field)} (item {error['loc'][1]} is {error['input']!r})")
+        else:
+            problems.append(f"setting '{name}' must be {_kind(field)}, not {error['input']!r}")
+    return unknown + list(dict.fromkeys(problems))
 
 
 def flow_settings(flow: Any, overrides: dict[str, Any] | None = None) -> Settings:

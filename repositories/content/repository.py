@@ -283,8 +283,11 @@ class ContentRepository(ContentRepositoryOptions):
         *,
         containers: Sequence[str] | Mapping[str, str | os.PathLike[str]] = ("default",),
         archive_candidates_per_pass: int = ARCHIVE_CANDIDATES_PER_PASS,
+        create: bool = True,
         **options: Any,
     ) -> None:
+        """``create=False``: make no container directory (a reader of a stopped flow's folder,
+        which must not change it; a missing container then holds no content)."""
         super().__init__(**options)
         if archive_candidates_per_pass < 1:
             raise ValueError("archive_candidates_per_pass must be >= 1")
@@ -309,6 +312,8 @@ class ContentRepository(ContentRepositoryOptions):
         self._round_robin = itertools.count()
         self._known_dirs: set[str] = set()
         self._dirs_lock = threading.Lock()
+        if not create:
+            return
         for path in self._containers.values():
             os.makedirs(path, exist_ok=True)
         if self.always_sync:
@@ -317,10 +322,11 @@ class ContentRepository(ContentRepositoryOptions):
                 fsync_dir(os.path.dirname(path))
 
     @classmethod
-    def from_settings(cls, repository_dir: str | os.PathLike[str], settings: "Settings") -> "ContentRepository":
+    def from_settings(cls, repository_dir: str | os.PathLike[str], settings: "Settings", *,
+                      create: bool = True) -> "ContentRepository":
         """The content repository of a flow's repository folder: ``<repository>/content``, with the
         settings' content options (the same convention as the other repositories)."""
-        return cls(Path(repository_dir) / "content", **options_from_settings(settings))
+        return cls(Path(repository_dir) / "content", create=create, **options_from_settings(settings))
 
     def __reduce__(self) -> tuple[Any, ...]:
         config = dict(self._config)

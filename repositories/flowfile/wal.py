@@ -21,6 +21,9 @@ Durability (verified in tests/test_flowfile_crash.py, documented in the format d
 One instance per repository directory per process (LMDB must not be opened twice in one process:
 ``open_shared``); several processes may open and write the same directory (the engine's executors
 commit in their own processes). Methods are safe to call from several threads.
+
+``readonly=True`` (the read-only commands on a stopped flow's folder) writes nothing at all, not
+even LMDB's lock file: see ``_open_readonly`` and the format doc's "Reading without writing".
 """
 
 from __future__ import annotations
@@ -96,6 +99,10 @@ class _CallerError(ValueError):
     """A caller's mistake found inside a write transaction (the transaction is aborted)."""
 
 
+class _ReadFromCopy(Exception):
+    """Opening read-only: the log cannot be read as it lies on disk (the message says why)."""
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -126,9 +133,15 @@ class WriteAheadFlowFileRepository:
         always_sync: bool = False,
         map_size: int = 64 * 1024**3,
         create: bool = True,
+        readonly: bool = False,
     ) -> None:
         self.path = Path(path)
         self.always_sync = bool(always_sync)
+        self.readonly = bool(readonly)
+        #: why writes are refused (set once a read-only open is done; None: writable)
+        self._writes_refused: str | None = None
+        #: read-only, from a private copy: its temporary directory (``_open_readonly``)
+        self._copy: Path | None = None
         self._lock = threading.RLock()
         self._env: lmdb.Environment | None = None
         self._closed = True
@@ -174,11 +187,14 @@ class WriteAheadFlowFileRepository:
         return cls(path, **options)
 
     @classmethod
-    def from_settings(cls, root_dir: str | Path, settings: Any, *, shared: bool = False) -> "WriteAheadFlowFileRepository":
+    def from_settings(cls, root_dir: str | Path, settings: Any, *, shared: bool = False,
+                      readonly: bool = False) -> "WriteAheadFlowFileRepository":
         """The repository at ``<root_dir>/flowfile`` configured from a ``Settings``; ``shared``:
         an existing one only (``create=False``), the instance this process has open if any
-        (``open_shared``)."""
+        (``open_shared``); ``readonly``: an existing one, opened read-only."""
         options = {"always_sync": settings.always_sync, "map_size": settings.flowfile_map_size}
+        if readonly:
+            return cls(Path(root_dir) / "flowfile", create=False, readonly=True, **options)
         if shared:
             return cls.open_shared(Path(root_dir) / "flowfile", create=False, **options)
         return cls(Path(root_dir) / "flowfile", **options)
@@ -195,6 +211,9 @@ class WriteAheadFlowFileRepository:
             )
         data = p / "data.mdb"
         if not data.exists():
+            if self.readonly:
+                raise FlowFileRepositoryError(
+                    f"no FlowFile repository at {p} ({data} does not exist); check the repository directory", p)
             if not create:
                 raise FlowFileRepositoryError(
                     f"no FlowFile repository at {p} ({data} does not exist) and create=False; "
@@ -202,24 +221,66 @@ class WriteAheadFlowFileRepository:
                     p,
                 )
             self._initialize(map_size)
-        self._remove_stale_creations()
         file_size = data.stat().st_size
         if file_size == 0:
             raise RepositoryCorruptError(p, f"{data} is empty (0 bytes); it was truncated")
+        if self.readonly:
+            self._open_readonly(map_size, file_size)
+            return
+        self._remove_stale_creations()
+        self._open_env(p, map_size, file_size)
+
+    def _open_readonly(self, map_size: int, file_size: int) -> None:
+        """Open without writing a byte: LMDB ``readonly`` and ``lock=False`` (no ``lock.mdb`` reader
+        slot). Without the lock file LMDB cannot tell a writer which pages a reader still uses, so
+        this is only safe while nobody writes: the caller holds the repository lock shared
+        (``repositories.lock``), which every writer of the log (a running flow, the tools that
+        change a stopped one) holds exclusively. A log that cannot be read as it lies - commits
+        not yet applied to the tables (its flow did not stop cleanly), an older format version, a
+        file shorter than its last page - is copied to a private temporary directory, brought up
+        to date there and read from the copy (deleted at ``close``); the folder is never touched.
+        Damage and unsupported versions give the same errors as a writable open."""
+        try:
+            self._open_env(self.path, map_size, file_size, in_place=True)
+        except _ReadFromCopy as why:
+            if self._env is not None:
+                self._env.close()
+                self._env = None
+            self._copy = Path(tempfile.mkdtemp(prefix="flowactors-readonly-log-"))
+            log.info("FlowFile repository at %s is read from a private copy (%s): nothing in it is changed",
+                     self.path, why)
+            try:
+                shutil.copyfile(self.path / "data.mdb", self._copy / "data.mdb")
+            except OSError as e:
+                raise FlowFileRepositoryError(
+                    f"FlowFile repository at {self.path} {why}, so reading it without changing it needs a "
+                    f"private copy, which could not be made in {self._copy.parent}: {e}; open it with write "
+                    f"access (start the flow) instead", self.path) from None
+            self._open_env(self._copy, map_size, file_size)
+            self._settle()
+        self._writes_refused = (f"FlowFile repository at {self.path} is open read-only"
+                                + (" (read from a private copy)" if self._copy is not None else ""))
+
+    def _open_env(self, directory: Path, map_size: int, file_size: int, *, in_place: bool = False) -> None:
+        """Open the LMDB environment in ``directory`` (the repository's, or a private copy's) and
+        its sub-databases; ``in_place``: read-only, raising ``_ReadFromCopy`` where a read-only
+        open cannot go on (see ``_open_readonly``). Errors name the repository, not a copy."""
+        p = self.path
+        data, shown = directory / "data.mdb", p / "data.mdb"
         try:
             env = lmdb.open(
-                str(p),
+                str(directory),
                 map_size=map_size,
                 subdir=True,
                 create=False,
-                readonly=False,
+                readonly=in_place,
                 sync=self.always_sync,
                 metasync=self.always_sync,
                 writemap=False,
                 map_async=False,
                 meminit=True,
                 readahead=True,
-                lock=True,
+                lock=not in_place,
                 max_readers=self.MAX_READERS,
                 max_dbs=self.MAX_DBS,
             )
@@ -227,7 +288,8 @@ class WriteAheadFlowFileRepository:
             raise self._wrap(e, "opening") from e
         self._env = env
         try:
-            env.reader_check()  # free the reader slots of processes that died (kill -9)
+            if not in_place:
+                env.reader_check()  # free the reader slots of processes that died (kill -9)
             psize = env.stat()["psize"]
             end = (env.info()["last_pgno"] + 1) * psize
         except lmdb.Error as e:
@@ -239,6 +301,8 @@ class WriteAheadFlowFileRepository:
         # if one of them was missing is the file called truncated (given back its size: it is left
         # as it was found).
         short = file_size < end
+        if short and in_place:
+            raise _ReadFromCopy(f"has a data.mdb shorter than its last page ({file_size} < {end} bytes)")
         if short:  # zeros past the end only: never shrinks the file or touches a byte in it
             fd = os.open(data, os.O_WRONLY | os.O_CLOEXEC)
             try:
@@ -256,7 +320,7 @@ class WriteAheadFlowFileRepository:
             self._env = None
             os.truncate(data, file_size)  # as it was found
             raise RepositoryCorruptError(
-                p, f"{data} has {file_size} bytes but its last page ends at byte {end}; it was truncated"
+                p, f"{shown} has {file_size} bytes but its last page ends at byte {end}; it was truncated"
             ) from None
         self._ff = dbs[_FLOWFILES]
         self._order = dbs[_ORDER]
@@ -269,6 +333,9 @@ class WriteAheadFlowFileRepository:
         with self._read() as txn:
             self._load_counter(txn, _K_NEXT_ID)
             self._load_counter(txn, _K_SEQ)
+            pending = txn.stat(self._journal)["entries"]
+        if pending and in_place:
+            raise _ReadFromCopy(f"holds {pending} commits not yet applied to its tables (its flow did not stop cleanly)")
 
     def _initialize(self, map_size: int) -> None:
         """Create an empty repository atomically: build it in a temporary directory, then link
@@ -341,6 +408,8 @@ class WriteAheadFlowFileRepository:
         if raw is None or len(raw) != 1:
             raise RepositoryCorruptError(p, "the meta sub-database has no format version")
         if raw[0] in self.UPGRADABLE_VERSIONS:
+            if self.readonly and self._copy is None:
+                raise _ReadFromCopy(f"has format version {raw[0]} (this release upgrades it to {self.FORMAT_VERSION})")
             self._upgrade(env)
         elif raw[0] != self.FORMAT_VERSION:
             raise UnsupportedFormatVersionError(p, raw[0], self.FORMAT_VERSION)
@@ -433,6 +502,8 @@ class WriteAheadFlowFileRepository:
         """One write transaction under the instance lock: committed on success, aborted (nothing
         written) on any exception."""
         env = self._check_open()
+        if self._writes_refused:
+            raise FlowFileRepositoryError(f"{self._writes_refused}: {doing} needs write access", self.path)
         with self._lock:
             try:
                 txn = env.begin(write=True)
@@ -895,37 +966,57 @@ class WriteAheadFlowFileRepository:
             if raw is None:
                 return 0
             entry = self._swap_entry(raw, location)
-            queue = entry["queue"]
-            prefix = self._prefix(queue)
-            okeys = []
-            cur = txn.cursor(db=self._order)
-            if cur.set_range(swap_prefix):
-                for okey in cur.iternext(keys=True, values=False):
-                    if not okey.startswith(swap_prefix):
-                        break
-                    okeys.append(okey)
-            cur.close()
-            moved_size = 0
-            for okey in okeys:
-                ukey = okey[-16:]
-                value = txn.get(ukey, db=self._ff)
-                if value is None:
-                    raise RepositoryCorruptError(
-                        self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record"
-                    )
-                try:
-                    moved_size += rec.peek(value)[3]
-                    new_value, order = rec.with_queue(value, prefix)
-                except rec.RecordError as e:
-                    raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
-                txn.put(ukey, new_value, db=self._ff)
-                txn.delete(okey, db=self._order)
-                txn.put(order + ukey, b"", db=self._order)
-            if okeys:
-                self._apply_queues(txn, {swap_prefix: [-len(okeys), -moved_size], prefix: [len(okeys), moved_size]})
+            moved = self._move_records(txn, swap_prefix, self._prefix(entry["queue"]))
             txn.delete(skey, db=self._swap)
             seq = self._load_counter(txn, _K_SEQ) + 1
             txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return moved
+
+    def rename_queue(self, old: str, new: str) -> int:
+        """Move every FlowFile of queue ``old`` to queue ``new``, each keeping its FIFO position,
+        and the swap files ``old`` registered, in one transaction: how a connection whose id
+        changed keeps what was queued under the former one. Returns how many records moved."""
+        with self._write("renaming a queue") as txn:
+            self._fold(txn)
+            moved = self._move_records(txn, self._prefix(old), self._prefix(new))
+            for key, raw in list(txn.cursor(db=self._swap)):
+                entry = self._swap_entry(raw, key.decode())
+                if entry["queue"] == old:
+                    txn.put(key, rec.encode_swap_entry(new, entry["count"], entry["size"], entry["seq"],
+                                                       entry.get("registered", 0)), db=self._swap)
+            seq = self._load_counter(txn, _K_SEQ) + 1
+            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return moved
+
+    def _move_records(self, txn: lmdb.Transaction, source: bytes, target: bytes) -> int:
+        """Move the records of the queue of prefix ``source`` to that of ``target`` (FIFO position
+        kept, counts and sizes moved with them); how many moved."""
+        okeys = []
+        cur = txn.cursor(db=self._order)
+        if cur.set_range(source):
+            for okey in cur.iternext(keys=True, values=False):
+                if not okey.startswith(source):
+                    break
+                okeys.append(okey)
+        cur.close()
+        moved_size = 0
+        for okey in okeys:
+            ukey = okey[-16:]
+            value = txn.get(ukey, db=self._ff)
+            if value is None:
+                raise RepositoryCorruptError(
+                    self.path, f"the order index names FlowFile {rec.key_uuid(ukey)}, which has no record"
+                )
+            try:
+                moved_size += rec.peek(value)[3]
+                new_value, order = rec.with_queue(value, target)
+            except rec.RecordError as e:
+                raise self._record_error(e, f"record of FlowFile {rec.key_uuid(ukey)}") from None
+            txn.put(ukey, new_value, db=self._ff)
+            txn.delete(okey, db=self._order)
+            txn.put(order + ukey, b"", db=self._order)
+        if okeys:
+            self._apply_queues(txn, {source: [-len(okeys), -moved_size], target: [len(okeys), moved_size]})
         return len(okeys)
 
     def swap_files(self) -> list[dict]:
@@ -951,6 +1042,8 @@ class WriteAheadFlowFileRepository:
 
     def _sync(self) -> None:
         """Flush every committed transaction to disk (``fdatasync`` of data.mdb)."""
+        if self._writes_refused:
+            raise FlowFileRepositoryError(f"{self._writes_refused}: a checkpoint needs write access", self.path)
         try:
             self._check_open().sync(True)
         except lmdb.Error as e:
@@ -1357,6 +1450,9 @@ class WriteAheadFlowFileRepository:
             if env is not None:
                 env.close()
             self._closed = True
+            if self._copy is not None:
+                shutil.rmtree(self._copy, ignore_errors=True)
+                self._copy = None
         with _open_lock:
             ref = _open_paths.get(self._key)
             if ref is not None and ref() in (self, None):

@@ -404,15 +404,23 @@ def _leapfrog(postings: list[_Posting], upper: int, lower: int) -> Iterator[int]
 class IndexShard:
     """One LMDB environment holding the index entries of a range of event ids."""
 
-    def __init__(self, path: Path, *, map_size: int, sync: bool, create: bool = False):
+    def __init__(self, path: Path, *, map_size: int, sync: bool, create: bool = False, readonly: bool = False):
+        """``readonly``: LMDB ``readonly`` without its lock file, writing nothing (safe while no
+        process writes the index: the repository lock, see ``ProvenanceRepository``); a shard
+        that never got its tables raises ``lmdb.NotFoundError``."""
         self.path = Path(path)
         self.env = lmdb.open(str(self.path), map_size=map_size, max_dbs=len(TERM_TABLES) + 4,
-                             subdir=True, sync=sync, metasync=sync, readahead=False, create=create,
-                             lock=True)
-        self.meta = self.env.open_db(b"meta")
-        self.events = self.env.open_db(b"events")
-        self.terms = {name: self.env.open_db(name, dupsort=True, dupfixed=True) for name in TERM_TABLES}
-        self.zones = self.env.open_db(b"zones")
+                             subdir=True, sync=sync, metasync=sync, readahead=False, create=create and not readonly,
+                             lock=not readonly, readonly=readonly)
+        try:
+            make = not readonly
+            self.meta = self.env.open_db(b"meta", create=make)
+            self.events = self.env.open_db(b"events", create=make)
+            self.terms = {name: self.env.open_db(name, dupsort=True, dupfixed=True, create=make) for name in TERM_TABLES}
+            self.zones = self.env.open_db(b"zones", create=make)
+        except BaseException:
+            self.env.close()
+            raise
         self.files: set[int] = set()
         self.min_id = -1
         self.max_id = -1
@@ -420,9 +428,11 @@ class IndexShard:
         self.max_ts = -_MAX_U63
         self.full = False
         self.legacy = False
-        with self.env.begin(write=True) as txn:
+        with self.env.begin(write=not readonly) as txn:
             version = txn.get(b"format", db=self.meta)
-            if version is None:
+            if version is None and readonly:
+                pass   # made, never written: empty
+            elif version is None:
                 txn.put(b"format", str(INDEX_FORMAT_VERSION).encode(), db=self.meta)
                 txn.put(b"created", _I64.pack(int(time.time() * 1000)), db=self.meta)
             elif version == str(LEGACY_INDEX_FORMAT).encode():
@@ -625,9 +635,13 @@ class ProvenanceIndex:
     """
 
     def __init__(self, directory: str | Path, *, shard_size: int, indexed_attributes: Sequence[str] = (),
-                 sync: bool = True):
+                 sync: bool = True, readonly: bool = False):
+        """``readonly``: open the shards read-only, skip empty or unfinished ones (deleted when
+        writable) and never write, so nothing may be added."""
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        if not readonly:
+            self.directory.mkdir(parents=True, exist_ok=True)
         self.shard_size = shard_size
         self.attributes = tuple(dict.fromkeys(("filename", *indexed_attributes)))
         self.sync = sync
@@ -635,11 +649,21 @@ class ProvenanceIndex:
         self.map_size = max(2 * shard_size, 64 << 20) + (64 << 20)
         self._lock = threading.Lock()
         self._shards: list[IndexShard] = []
-        for path in sorted(p for p in self.directory.iterdir() if p.is_dir()):
-            shard = IndexShard(path, map_size=self.map_size, sync=sync)
+        found = sorted(p for p in self.directory.iterdir() if p.is_dir()) if self.directory.is_dir() else []
+        for path in found:
+            if readonly:
+                if not (path / "data.mdb").exists():
+                    continue   # a shard whose creation was cut short: empty
+                try:
+                    shard = IndexShard(path, map_size=self.map_size, sync=sync, readonly=True)
+                except lmdb.NotFoundError:   # its tables were never made: empty too
+                    continue
+            else:
+                shard = IndexShard(path, map_size=self.map_size, sync=sync)
             if shard.empty and not shard.files:
                 shard.close()
-                shutil.rmtree(path, ignore_errors=True)
+                if not readonly:
+                    shutil.rmtree(path, ignore_errors=True)
                 continue
             self._shards.append(shard)
         self._shards.sort(key=lambda s: (s.min_id, s.path.name))
@@ -654,6 +678,8 @@ class ProvenanceIndex:
             return list(self._shards)
 
     def _writable_shard(self, first_id: int) -> IndexShard:
+        if self.readonly:
+            raise RuntimeError(f"the provenance index at {self.directory} is open read-only")
         with self._lock:
             if self._shards and not self._shards[-1].full:
                 return self._shards[-1]

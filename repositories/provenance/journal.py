@@ -261,11 +261,16 @@ class JournalFile:
         return cls(path, generation, fd, HEADER_SIZE)
 
     @classmethod
-    def open_existing(cls, path: Path) -> tuple["JournalFile | None", JournalScan]:
-        """Open a journal left by an earlier run, cutting a torn tail; None if it holds nothing."""
+    def open_existing(cls, path: Path, *, readonly: bool = False) -> tuple["JournalFile | None", JournalScan]:
+        """Open a journal left by an earlier run, cutting a torn tail; None if it holds nothing.
+        ``readonly``: only to read its records, the file left exactly as it is (a torn tail too)."""
         scan = scan_journal(path)
         if not scan.records:
             return None, scan
+        if readonly:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            assert scan.generation is not None
+            return cls(path, scan.generation, fd, scan.valid_end, scan.records, scan.version), scan
         if scan.valid_end < scan.file_size:
             os.truncate(path, scan.valid_end)
         fd = os.open(path, os.O_RDWR)

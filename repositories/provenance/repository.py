@@ -25,6 +25,13 @@ partial event files (``.part``) are deleted with their index entries; journals w
 committed event file are deleted; the other journals have any torn tail cut and are merged again;
 the id generator continues one past the largest id found anywhere.
 
+Read-only (``readonly=True``: the read-only commands on a stopped flow's folder): nothing is
+created, cut, merged, deleted or written, LMDB index shards are opened ``readonly`` without their
+lock file, and the journals recovery would merge are searched where they lie (as a running
+repository searches its unmerged journals); a torn journal tail is stepped over, not cut. Safe
+only while no process writes the folder, which the caller ensures by holding the repository lock
+shared (``repositories.lock``). Writes raise ``ProvenanceReadOnlyError``.
+
 Threads: every method is thread-safe. ``register`` only waits for the short seal and commit steps
 of a rollover, never for the merge itself, so an actor may run ``rollover`` in a background thread.
 """
@@ -96,6 +103,11 @@ log = logging.getLogger(__name__)
 
 NEXT_ID_FILE = "next-event-id"
 _TIMESTAMP = FIELD_INDEX["timestamp"]
+
+
+class ProvenanceReadOnlyError(RuntimeError):
+    """A write to a repository opened with ``readonly=True``."""
+
 
 #: Steps of a merge at which a fault hook is called (tests stop there to simulate a crash).
 MERGE_STEPS = (
@@ -183,16 +195,22 @@ class ProvenanceRepository:
         compression_level: int = 3,
         fault_hook: Callable[[str], None] | None = None,
         gap_timeout: float = 10.0,
+        readonly: bool = False,
     ):
         if journal_count < 1:
             raise ValueError("journal_count must be at least 1")
         if not containers:
             raise ValueError("at least one container is needed")
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
         self.containers = [Path(c) if Path(c).is_absolute() else self.root / c for c in containers]
-        for container in self.containers:
-            (container / "journals").mkdir(parents=True, exist_ok=True)
+        if readonly:
+            if not self.root.is_dir():
+                raise FileNotFoundError(f"no provenance repository at {self.root}")
+        else:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for container in self.containers:
+                (container / "journals").mkdir(parents=True, exist_ok=True)
         self.journal_count = journal_count
         self.rollover_interval = rollover_interval
         self.block_size = block_size
@@ -217,7 +235,8 @@ class ProvenanceRepository:
         self._container_turn = 0
         self._closed = False
         self._index = ProvenanceIndex(self.root / "index", shard_size=index_shard_size,
-                                      indexed_attributes=self.indexed_attributes, sync=fsync_rollover)
+                                      indexed_attributes=self.indexed_attributes, sync=fsync_rollover,
+                                      readonly=readonly)
         self._searchable = set(self._index.attributes)
         self.recovery: dict[str, Any] = {}
         self._next_id = 0   # every id below is visible, or was given up
@@ -235,7 +254,8 @@ class ProvenanceRepository:
 
     @classmethod
     def from_settings(cls, repository_dir: str | Path, settings: Any, **overrides: Any) -> "ProvenanceRepository":
-        """The repository at ``<repository_dir>/provenance`` configured by a ``Settings``."""
+        """The repository at ``<repository_dir>/provenance`` configured by a ``Settings``
+        (``overrides``: constructor arguments, e.g. ``readonly=True``)."""
         values: dict[str, Any] = dict(
             containers=tuple(settings.provenance_containers),
             rollover_bytes=settings.provenance_rollover_bytes,
@@ -291,7 +311,7 @@ class ProvenanceRepository:
         check_batches([batch for _, batch in numbered])
         late: list[int] = []
         with self._lock:
-            self._check_open()
+            self._check_writable()
             now = time.monotonic()
             for position, (first, batch) in enumerate(numbered):
                 if batch.count == 0:
@@ -310,7 +330,7 @@ class ProvenanceRepository:
 
     def _append_locked(self, batches: Sequence[EncodedBatch]) -> tuple[int, int]:
         """Append encoded batches, their ids the next ones, to one journal in one record."""
-        self._check_open()
+        self._check_writable()
         self._skip_gaps(time.monotonic(), force=True)  # not mixed with a flow's numbered ids
         first = next_id = self._next_id
         if not batches:
@@ -411,7 +431,7 @@ class ProvenanceRepository:
         """
         with self._merge_lock:
             with self._lock:
-                self._check_open()
+                self._check_writable()
                 active = self._active
                 if active.journals:   # it holds records, visible or waiting for lower ids
                     end = max([active.first_id, self._next_id,
@@ -538,6 +558,8 @@ class ProvenanceRepository:
         partial_found = False
         # 1. committed event files (a .prov with its .toc); partial ones are noted
         for container in self.containers:
+            if not container.is_dir():   # read-only: a container never written
+                continue
             for path in sorted(container.iterdir()):
                 name = path.name
                 if name.endswith(PART_SUFFIX):
@@ -552,7 +574,8 @@ class ProvenanceRepository:
                 except (FileNotFoundError, ProvenanceFormatError) as err:
                     log.warning("provenance: rebuilding the table of contents of %s (%s)", path, err)
                     toc = rebuild_toc(path)
-                    _write_atomically(toc_path, toc.encode())
+                    if not self.readonly:   # read-only: rebuilt in memory for this reader
+                        _write_atomically(toc_path, toc.encode())
                     report["tocs_rebuilt"].append(str(path))
                 self._add_file(_EventFile(file_id, path, toc_path, toc))
         # 2. journals: cut torn tails; delete the empty and the already merged
@@ -560,26 +583,25 @@ class ProvenanceRepository:
         damaged: set[int] = set()   # generations with a journal that lost records
         max_id = -1
         for container in self.containers:
-            for path in sorted((container / "journals").iterdir()):
+            journals = container / "journals"
+            for path in sorted(journals.iterdir()) if journals.is_dir() else ():
                 parsed = parse_journal_name(path.name)
                 if parsed is None:
                     continue
-                journal, scan = JournalFile.open_existing(path)
+                journal, scan = JournalFile.open_existing(path, readonly=self.readonly)
                 if scan.problem:
-                    report["torn_bytes_cut"] += scan.torn_bytes
-                    problem = f"{path}: {scan.problem}; {scan.torn_bytes} bytes cut at the end"
+                    report["torn_bytes_cut"] += 0 if self.readonly else scan.torn_bytes
+                    cut = "stepped over (read-only)" if self.readonly else "cut"
+                    problem = f"{path}: {scan.problem}; {scan.torn_bytes} bytes {cut} at the end"
                     report["problems"].append(problem)
                     log.warning("provenance: damaged journal: %s", problem)
-                if journal is None:
-                    _unlink(path)
-                    report["journals_deleted"] += 1
-                    continue
-                first = min(r.first_id for r in journal.records)
-                holder = self._file_holding(first)
-                if holder is not None:       # merged and committed before the crash
-                    journal.close()
-                    _unlink(path)
-                    report["journals_deleted"] += 1
+                first = min(r.first_id for r in journal.records) if journal is not None else -1
+                if journal is None or self._file_holding(first) is not None:  # empty, or merged before a crash
+                    if journal is not None:
+                        journal.close()
+                    if not self.readonly:
+                        _unlink(path)
+                        report["journals_deleted"] += 1
                     continue
                 generation = leftovers.setdefault(journal.generation, _Generation(journal.generation))
                 generation.journals[parsed[1]] = journal
@@ -602,14 +624,25 @@ class ProvenanceRepository:
                 generations.append(generation)
                 self._count_lost(generation, records, report, first in damaged)
             self._sealed = generations
-            result = self._merge(generations, redo=True)
-            report["journals_merged"] = sum(len(g.journals) for g in generations)
-            report["events_recovered"] = result["events"]
-        elif partial_found:
+            if self.readonly:   # searched where they lie, as a running repository's unmerged journals
+                report["events_recovered"] = sum(g.count for g in generations)
+            else:
+                result = self._merge(generations, redo=True)
+                report["journals_merged"] = sum(len(g.journals) for g in generations)
+                report["events_recovered"] = result["events"]
+        elif partial_found and not self.readonly:
             self._discard_partial_merge([], -1)
         # 5. index files that are committed but missing from the index (e.g. index deleted)
         indexed = set().union(*(s.files for s in self._index.shards)) if self._index.shards else set()
-        for file_id in sorted(set(self._files) - indexed):
+        unindexed = sorted(set(self._files) - indexed)
+        if self.readonly:
+            if unindexed:
+                raise ProvenanceFormatError(
+                    f"{self.root}: event files {', '.join(map(str, unindexed[:10]))} are not in the index (it was "
+                    f"deleted or damaged), so a search would miss their events; reading without writing cannot "
+                    f"rebuild it: run 'flowactors provenance repair' with write access, or start the flow")
+            return
+        for file_id in unindexed:
             self._reindex(self._files[file_id])
             report.setdefault("files_reindexed", []).append(file_id)
         self._index.drop_unreferenced(self._files)
@@ -694,6 +727,11 @@ class ProvenanceRepository:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the provenance repository is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.readonly:
+            raise ProvenanceReadOnlyError(f"the provenance repository at {self.root} is open read-only")
 
     # ------------------------------------------------------------------ reads
 
@@ -888,7 +926,7 @@ class ProvenanceRepository:
         dropped: list[str] = []
         freed = 0
         with self._merge_lock:
-            self._check_open()
+            self._check_writable()
             usage = self._usage()
             if usage > self.max_storage_size:
                 target = 0.9 * self.max_storage_size
