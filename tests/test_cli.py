@@ -119,3 +119,127 @@ def test_run_says_what_is_starting_before_the_flow_runs(tmp_path, capsys, ray_se
     assert steps == ["repositories 0/3", "recovering the FlowFile repository 1/3",
                      "opening the provenance repository 2/3", "executors 0/2", "executors 1/2", "executors 2/2",
                      "restoring queued FlowFiles", "processor tasks 0/3", "running 3/3", "started"]
+
+
+# ---------------------------------------------------------------------- the command line itself
+
+def every_command(app=None, path=()):
+    """Every command path of the flowactors command group, groups included."""
+    import typer.main
+
+    from flowactors.cli.main import build_app
+
+    group = typer.main.get_command(build_app()) if app is None else app
+    yield path
+    for name, command in getattr(group, "commands", {}).items():
+        yield from every_command(command, (*path, name))
+
+
+def test_flowactors_alone_prints_the_help_not_an_error(capsys):
+    assert main([]) == 0
+    captured = capsys.readouterr()
+    assert "Usage: flowactors [OPTIONS] COMMAND" in captured.out and captured.err == ""
+    for command in ("run", "validate", "status", "errors", "provenance", "lineage", "queue", "state", "submit"):
+        assert f" {command} " in captured.out
+    assert main(["queue"]) == 0 and "Usage: flowactors queue [OPTIONS] COMMAND" in capsys.readouterr().out
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    import importlib.metadata
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"flowactors {importlib.metadata.version('flowactors')}\n"
+
+
+def test_every_help_is_plain_text_and_offers_completion(capsys):
+    paths = list(every_command())
+    assert ("provenance", "search") in paths and ("queue", "list") in paths and ("stop",) in paths
+    for path in paths:
+        assert main([*path, "--help"]) == 0, path
+        out = capsys.readouterr().out
+        assert "``" not in out and ":class:" not in out, (path, out)
+        assert f"Usage: flowactors {' '.join(path)}".rstrip() in out
+    main(["--help"])
+    assert "--install-completion" in capsys.readouterr().out
+    assert main(["--show-completion", "bash"]) == 0
+    assert "_FLOWACTORS_COMPLETE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run"], "flowactors: Missing argument 'FLOW'. (see flowactors run --help)"),
+    (["run", "f.py", "--engine", "fast"], "'fast' is not one of ray, in-process, stateless"),
+    (["run", "f.py", "--log-level", "loud"], "'loud' is not one of DEBUG, INFO, WARNING, ERROR"),
+    (["run", "f.py", "--duration", "2", "--until-idle"], "--until-idle and --duration exclude each other"),
+    (["nosuch"], "flowactors: No such command 'nosuch'."),
+    (["errors", "--repository", "nowhere"], "flowactors: no repository folder nowhere"),
+])
+def test_command_line_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------- errors: one line live, in full on demand
+
+FAILING_FLOW = textwrap.dedent('''
+    from flowactors import Flow, Processor, Relationship
+    from flowactors.processors import GenerateFlowFile
+
+    class Explode(Processor):
+        relationships = [Relationship("success")]
+
+        def on_trigger(self, context, session):
+            if session.get() is not None:
+                trace = "\\n".join(f"  File 'deep.py', line {n}, in frame{n}" for n in range(139))
+                raise RuntimeError("\\x1b[31mray::Executor.trigger() failed\\x1b[0m\\n" + trace + "\\nValueError: boom")
+
+    flow = Flow("explodes")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 1})
+    explode = flow.add(Explode, "explode", auto_terminate=["success"])
+    flow.connect(generate, explode)
+''')
+
+
+def test_an_error_is_one_line_in_the_table_and_whole_in_flowactors_errors(tmp_path, capsys):
+    (tmp_path / "flow.py").write_text(FAILING_FLOW)
+    repo = tmp_path / "repo"
+    assert main(["run", str(tmp_path / "flow.py"), "--engine", "in-process", "--repository", str(repo),
+                 "--stall-seconds", "1"]) == 4
+    out = capsys.readouterr().out
+    assert "\x1b" not in out  # not a terminal: no colour, no cursor movement
+    lines = out.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("recent errors"))
+    assert f"flowactors errors --repository {repo}" in lines[heading]
+    shown = lines[heading + 1:]
+    assert shown and all(line == "  explode: on_trigger: RuntimeError: ray::Executor.trigger() failed"
+                         for line in shown), shown
+    assert "frame" not in out
+
+    assert main(["errors", "--repository", str(repo), "--last", "1"]) == 0
+    full = capsys.readouterr().out
+    assert full.splitlines()[0].startswith("--- ") and "explode: on_trigger" in full.splitlines()[0]
+    assert "line 138, in frame138" in full and "ValueError: boom" in full and "\x1b[31m" in full
+    assert main(["errors", "--repository", str(repo), "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert entries and {e["processor"] for e in entries} == {"explode"} and entries[0]["version"] == 1
+    assert len({e["at"] for e in entries}) == len(entries)  # each error once, however often it was looked at
+
+
+def test_processor_logs_show_at_the_run_log_level(tmp_path, capsys):
+    flow = tmp_path / "flow.py"
+    flow.write_text(textwrap.dedent('''
+        from flowactors import Flow
+        from flowactors.processors import GenerateFlowFile, LogAttribute
+
+        flow = Flow("logs")
+        generate = flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 1})
+        log = flow.add(LogAttribute, "log", properties={"Log prefix": "SEEN-BY-USER"}, auto_terminate=["success"])
+        flow.connect(generate, log)
+    '''))
+    run = ["run", str(flow), "--engine", "in-process", "--quiet"]
+    assert main([*run, "--repository", str(tmp_path / "r1")]) == 0  # LogAttribute's default level: info
+    err = capsys.readouterr().err
+    assert "INFO flowactors.processors.LogAttribute:" in err and "SEEN-BY-USER" in err
+    assert main([*run, "--repository", str(tmp_path / "r2"), "--log-level", "warning"]) == 0
+    assert "SEEN-BY-USER" not in capsys.readouterr().err

@@ -247,7 +247,7 @@ def test_sigterm_stops_a_run_as_gracefully_as_ctrl_c(tmp_path):
     flow.connect(get, "never", name="q")
     flow.save(tmp_path / "flow.json")
     sources(tmp_path / "in", 5, [])
-    child = subprocess.Popen([sys.executable, "-m", "flowactors.cli.main", "run", str(tmp_path / "flow.json"), "--engine",
+    child = subprocess.Popen([sys.executable, "-m", "flowactors.cli", "run", str(tmp_path / "flow.json"), "--engine",
                               "in-process", "--repository", str(tmp_path / "repository"), "--quiet",
                               "--stall-seconds", "600"], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

@@ -1,5 +1,5 @@
-"""The ``flowactors`` command: ``main`` (run, validate, status, submit, ...), with the provenance and
-queue commands in modules of their own."""
+"""The flowactors command: ``main`` (run, validate, status, errors, submit, ...), with the provenance,
+queue and state commands in modules of their own (Typer; ``flowactors --help`` lists them)."""
 
 from flowactors.cli.main import main
 

@@ -1,18 +1,24 @@
-"""The ``flowactors`` command: run, validate and inspect flows.
+"""The flowactors command group (Typer): run, validate and inspect flows; the provenance, queue,
+state and cluster commands register themselves on it from their own modules (``add_commands``).
 
 A user mistake (a bad flow, a missing file, a repository that cannot be opened) ends with one clear
-message and exit status 2 (bad input) or 1 (could not run), never a traceback.
+line ``flowactors: ...`` on stderr and exit status 2 (bad input) or 1 (could not run), never a
+traceback; ``run`` adds 3, 4 and 5, and an interrupted command ends with 130. ``main(argv)`` is the
+entry point (the ``flowactors`` script), returning the exit status.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.metadata
 import importlib.util
 import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from types import SimpleNamespace
+from typing import Annotated, Any, Callable, NoReturn, Optional, Sequence
+
+import typer
 
 from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.sdk.flow import Flow, FlowValidationError
@@ -71,14 +77,14 @@ def _settings(pairs: Sequence[str]) -> dict[str, Any]:
     return settings
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def cmd_validate(args: SimpleNamespace) -> int:
     flow = load_flow(args.flow, args.extensions)
     flow.validate()
     print(f"flow '{flow.name}' is valid: {len(flow.processors)} processors, {len(flow.connections)} connections")
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: SimpleNamespace) -> int:
     """Exit status: 0 done, 1 timed out, 3 a processor reported errors (``--fail-on-error``),
     4 stalled (FlowFiles left that the processors keep failing on; they stay queued), 5 a
     stateless trigger failed (nothing of it was kept)."""
@@ -92,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                          show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
                          timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds,
                          failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout,
-                         nodes=_nodes(args.nodes))
+                         nodes=_nodes(args.nodes), log_level=args.log_level)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:
@@ -134,7 +140,7 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def cmd_status(args: SimpleNamespace) -> int:
     """Queued FlowFiles per connection, read from a (stopped) flow's repository; or, given a flow's
     name or ``--address``, the state of a flow on a Ray cluster (``flowactors.ops.cluster_client``)."""
     if args.flow or args.address:
@@ -191,82 +197,60 @@ def verify_records(repo, counts: dict[str, int]) -> str | None:
     return None
 
 
+def cmd_errors(args: SimpleNamespace) -> int:
+    """The run errors kept in a repository's error log (``flowactors.ops.error_log``), in full:
+    what the live view shows as one line each."""
+    from flowactors.ops.error_log import FILE_NAME, read_errors
+
+    if not Path(args.repository).is_dir():
+        raise CliError(f"no repository folder {args.repository}", 2)
+    errors = [e for e in read_errors(args.repository) if args.processor in (None, e.get("processor"))]
+    errors = errors[-args.last:] if args.last else errors
+    if args.json:
+        print(json.dumps(errors, indent=2))
+        return 0
+    if not errors:
+        print(f"no errors recorded in {Path(args.repository) / FILE_NAME}")
+        return 0
+    from flowactors.cli.provenance import format_time
+
+    for error in errors:
+        node = f" on node {error['node']}" if error.get("node") else ""
+        print(f"--- {format_time(int(error['at'] * 1000))} {error['processor']}{node}: {error['where']}")
+        print(error["error"].rstrip())
+        if error.get("traceback") and error["traceback"].strip() != "NoneType: None":
+            print(error["traceback"].rstrip())
+    return 0
+
+
+# ---------------------------------------------------------------------- the command group
+
 EXTENSIONS_HELP = ("a folder of NiFi Python processors that a NiFi flow definition uses (repeatable; "
                    "default: FLOWACTORS_PYTHON_EXTENSIONS, folders separated by the path separator)")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flowactors", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    run = sub.add_parser("run", help="run a flow on Ray until it is idle or for a duration")
-    run.add_argument("flow", help="flow.py or flow.json")
-    run.add_argument("--repository", default="repository", help="folder of the repositories (default: ./repository)")
-    mode = run.add_mutually_exclusive_group()
-    mode.add_argument("--until-idle", action="store_true", help="stop once nothing is left to do (default)")
-    mode.add_argument("--duration", type=float, help="run for this many seconds")
-    run.add_argument("--timeout", type=float, help="give up an until-idle run after this many seconds")
-    run.add_argument("--address", help="Ray address (default: an embedded local Ray)")
-    run.add_argument("--engine", choices=ENGINES, default="ray",
-                     help="ray (default): processors in Ray actors; in-process: this process, no Ray; "
-                          "stateless: the whole flow as one transaction a trigger, in memory")
-    run.add_argument("--stateless", dest="engine", action="store_const", const="stateless",
-                     help="the same as --engine stateless: trigger until the sources have nothing left")
-    run.add_argument("--failure-port", action="append", default=[], metavar="PORT",
-                     help="stateless: an output port whose FlowFiles fail the trigger (repeatable)")
-    run.add_argument("--trigger-timeout", type=float, metavar="S", help="stateless: the longest one trigger may take")
-    run.add_argument("--nodes", metavar="all|N|NAME,...",
-                     help="run the flow on several nodes of the Ray cluster (--address), each over "
-                          "REPOSITORY/nodes/NAME, with load-balanced connections between them (docs/cluster.md)")
-    run.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a setting (docs/configuration.md), e.g. always_sync=true")
-    run.add_argument("--quiet", action="store_true", help="no status table")
-    run.add_argument("--extensions", action="append", metavar="DIR", help=EXTENSIONS_HELP)
-    run.add_argument("--json", action="store_true", help="print the final status as JSON")
-    run.add_argument("--fail-on-error", action="store_true", help="exit 3 if any processor reported an error")
-    run.add_argument("--stall-seconds", type=float, default=STALL_SECONDS, metavar="S",
-                     help="end an until-idle run (exit 4) once nothing moved for S seconds while processors "
-                          f"kept failing (default {STALL_SECONDS:g})")
-    run.set_defaults(handler=cmd_run)
-
-    validate = sub.add_parser("validate", help="check a flow and list every problem")
-    validate.add_argument("flow")
-    validate.add_argument("--extensions", action="append", metavar="DIR", help=EXTENSIONS_HELP)
-    validate.set_defaults(handler=cmd_validate)
-
-    status = sub.add_parser("status", help="what a stopped flow's repository holds, or a flow's state on a cluster")
-    status.add_argument("flow", nargs="?", help="a flow submitted to a cluster (with --address)")
-    status.add_argument("--repository", default="repository", help="a stopped flow's repository folder")
-    status.add_argument("--address", help="the cluster's Ray dashboard, e.g. http://HEAD:8265")
-    status.add_argument("--json", action="store_true", help="print JSON")
-    status.set_defaults(handler=cmd_status)
-
-    from flowactors.cli.provenance import add_subcommands
-
-    add_subcommands(sub)  # provenance search|show, lineage, replay
-
-    from flowactors.cli.queue import add_subcommands as add_queue_subcommands
-
-    add_queue_subcommands(sub)  # queue list|empty
-
-    from flowactors.cli.state import add_subcommands as add_state_subcommands
-
-    add_state_subcommands(sub)  # state list|clear
-
-    from flowactors.ops.cluster_client import add_subcommands as add_cluster_subcommands
-
-    add_cluster_subcommands(sub)  # submit, stop, logs (status FLOW --address is above)
-    return parser
+def one_of(choices: Sequence[str], normalize: Callable[[str], str] = str) -> Callable[[str], str]:
+    """An option's parser that takes one of ``choices`` (after ``normalize``), or says which."""
+    def parse(text: str) -> str:
+        value = normalize(text)
+        if value not in choices:
+            raise typer.BadParameter(f"{text!r} is not one of {', '.join(choices)}")
+        return value
+    return parse
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def invoke(handler: Callable[[SimpleNamespace], int], **options: Any) -> NoReturn:
+    """Run a command's ``handler`` on its options and end the command with its exit status."""
+    raise typer.Exit(exit_status(handler, SimpleNamespace(**options)))
+
+
+def exit_status(handler: Callable[[SimpleNamespace], int], args: SimpleNamespace) -> int:
+    """``handler(args)``, or the exit status of what it raised, said in one line on stderr: what
+    a user can act on (bad input: 2; a repository or start-up failure: 1; interrupted: 130)."""
     try:
-        return args.handler(args)
-    except FlowValidationError as err:
-        print(f"flowactors: {err}", file=sys.stderr)
-        return 2
-    except SettingsError as err:
+        return handler(args)
+    except (FlowValidationError, SettingsError) as err:
         print(f"flowactors: {err}", file=sys.stderr)
         return 2
     except CliError as err:
@@ -291,5 +275,122 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def help_without_command(ctx: typer.Context) -> None:
+    """A command group called alone shows its help (exit 0) rather than an error."""
+    if ctx.invoked_subcommand is None:
+        print(ctx.get_help(), end="")  # Typer's rich help prints itself and returns ""
+        raise typer.Exit(0)
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        try:
+            version = importlib.metadata.version("flowactors")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown (not installed: pip install -e . records it)"
+        print(f"flowactors {version}")
+        raise typer.Exit(0)
+
+
+def build_app() -> typer.Typer:
+    """The ``flowactors`` command group with every command on it."""
+    app = typer.Typer(name="flowactors", help="Run, inspect and repair flowactors flows: NiFi's dataflow model on Ray.",
+                      pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+    @app.callback(invoke_without_command=True)
+    def root(ctx: typer.Context,
+             version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
+                                                   help="print flowactors' version and exit")] = False) -> None:
+        help_without_command(ctx)
+
+    @app.command("run", help="Run a flow until it is idle (or for a duration), with a live view of its "
+                             "processors and queues on a terminal.")
+    def run(flow: Annotated[str, typer.Argument(metavar="FLOW", help="flow.py or flow.json", show_default=False)],
+            repository: Annotated[str, typer.Option(help="folder of the repositories")] = "repository",
+            until_idle: Annotated[bool, typer.Option("--until-idle", help="stop once nothing is left to do "
+                                                                          "(the default)")] = False,
+            duration: Annotated[Optional[float], typer.Option(help="run for this many seconds")] = None,
+            timeout: Annotated[Optional[float], typer.Option(help="give up an until-idle run after this many "
+                                                                  "seconds")] = None,
+            address: Annotated[Optional[str], typer.Option(help="Ray address (default: an embedded local Ray)")] = None,
+            engine: Annotated[str, typer.Option(parser=one_of(ENGINES), metavar="ENGINE", help=(
+                "ray: processors in Ray actors; in-process: this process, no Ray; stateless: the whole flow "
+                "as one transaction a trigger, in memory"))] = "ray",
+            stateless: Annotated[bool, typer.Option("--stateless", help="the same as --engine stateless: trigger "
+                                                                        "until the sources have nothing left")] = False,
+            failure_port: Annotated[Optional[list[str]], typer.Option(
+                metavar="PORT", help="stateless: an output port whose FlowFiles fail the trigger (repeatable)")] = None,
+            trigger_timeout: Annotated[Optional[float], typer.Option(
+                metavar="S", help="stateless: the longest one trigger may take")] = None,
+            nodes: Annotated[Optional[str], typer.Option(metavar="all|N|NAME,...", help=(
+                "run the flow on several nodes of the Ray cluster (--address), each over REPOSITORY/nodes/NAME, "
+                "with load-balanced connections between them (docs/cluster.md)"))] = None,
+            setting: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
+                "override a setting (docs/configuration.md), e.g. always_sync=true; repeatable"))] = None,
+            log_level: Annotated[str, typer.Option(parser=one_of(LOG_LEVELS, str.upper), metavar="LEVEL", help=(
+                "show the processors' log lines at this level and above: DEBUG, INFO, WARNING, ERROR"))] = "INFO",
+            quiet: Annotated[bool, typer.Option("--quiet", help="no live view and no final table")] = False,
+            extensions: Annotated[Optional[list[str]], typer.Option(metavar="DIR", help=EXTENSIONS_HELP)] = None,
+            json: Annotated[bool, typer.Option("--json", help="print the final status as JSON")] = False,
+            fail_on_error: Annotated[bool, typer.Option("--fail-on-error", help="exit 3 if any processor "
+                                                                                "reported an error")] = False,
+            stall_seconds: Annotated[float, typer.Option(metavar="S", help=(
+                "end an until-idle run (exit 4) once nothing moved for S seconds while processors kept "
+                "failing"))] = STALL_SECONDS) -> None:
+        if until_idle and duration is not None:
+            raise typer.BadParameter("--until-idle and --duration exclude each other")
+        invoke(cmd_run, flow=flow, repository=repository, duration=duration, timeout=timeout, address=address,
+               engine="stateless" if stateless else engine, failure_port=failure_port or [],
+               trigger_timeout=trigger_timeout, nodes=nodes, setting=setting or [], quiet=quiet,
+               extensions=extensions, json=json, fail_on_error=fail_on_error, stall_seconds=stall_seconds,
+               log_level=log_level)
+
+    @app.command("validate", help="Check a flow and list every problem.")
+    def validate(flow: Annotated[str, typer.Argument(metavar="FLOW", help="flow.py or flow.json", show_default=False)],
+                 extensions: Annotated[Optional[list[str]], typer.Option(metavar="DIR", help=EXTENSIONS_HELP)] = None
+                 ) -> None:
+        invoke(cmd_validate, flow=flow, extensions=extensions)
+
+    @app.command("status", help="What a stopped flow's repository holds, or a flow's state on a cluster.")
+    def status(flow: Annotated[Optional[str], typer.Argument(metavar="FLOW", help="a flow submitted to a cluster (with --address)",
+                                                             show_default=False)] = None,
+               repository: Annotated[str, typer.Option(help="a stopped flow's repository folder")] = "repository",
+               address: Annotated[Optional[str], typer.Option(help="the cluster's Ray dashboard, e.g. "
+                                                                   "http://HEAD:8265")] = None,
+               json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+        invoke(cmd_status, flow=flow, repository=repository, address=address, json=json)
+
+    @app.command("errors", help="The processor errors the runs on a repository saw, in full (the live "
+                                "view shows each as one line).")
+    def errors(repository: Annotated[str, typer.Option(help="the flow's repository folder")] = "repository",
+               processor: Annotated[Optional[str], typer.Option(help="only this processor's errors")] = None,
+               last: Annotated[int, typer.Option(min=0, help="only the last N (0: all)")] = 0,
+               json: Annotated[bool, typer.Option("--json", help="the errors as a JSON array")] = False) -> None:
+        invoke(cmd_errors, repository=repository, processor=processor, last=last, json=json)
+
+    from flowactors.cli import provenance, queue, state
+    from flowactors.ops import cluster_client
+
+    provenance.add_commands(app)      # provenance search|show|repair, lineage, replay
+    queue.add_commands(app)           # queue list|empty
+    state.add_commands(app)           # state list|clear
+    cluster_client.add_commands(app)  # submit, stop, logs (status FLOW --address is above)
+    return app
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``flowactors`` command on ``argv`` (default: the process's arguments); its exit status."""
+    try:
+        result = build_app()(args=list(sys.argv[1:] if argv is None else argv), prog_name="flowactors",
+                             standalone_mode=False)
+    except typer.TyperException as err:  # the command line itself is wrong: an unknown option, a bad value
+        ctx = getattr(err, "ctx", None)
+        where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        print(f"flowactors: {err.format_message()}{where}", file=sys.stderr)
+        return 2 if err.exit_code == 2 else err.exit_code
+    except typer.Abort:
+        print("flowactors: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as done:  # --show-completion and --install-completion end the process themselves
+        return done.code if isinstance(done.code, int) else 0
+    return result if isinstance(result, int) else 0

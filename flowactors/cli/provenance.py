@@ -10,7 +10,6 @@ milliseconds since the epoch.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import re
@@ -18,9 +17,12 @@ import shutil
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Annotated, Callable, Optional
 
-from flowactors.cli.main import CliError, _settings, load_flow
+import typer
+
+from flowactors.cli.main import CliError, _settings, help_without_command, invoke, load_flow, one_of
 from flowactors.sdk.flow import Flow
 from flowactors.engine.cluster.topology import TOPOLOGY_FILE
 from flowactors.ops.cluster_lineage import cluster_lineage
@@ -39,71 +41,84 @@ from repositories.provenance.event import event_to_dict
 EVENT_TYPES = [t.value for t in ProvenanceEventType]
 DEFAULT_LIMIT = 100
 
-# ---------------------------------------------------------------------- parsers
+# ---------------------------------------------------------------------- commands
+
+Repository = Annotated[str, typer.Option(help="the flow's repository folder")]
+FlowOption = Annotated[Optional[str], typer.Option("--flow", help="the flow (.py/.json), for its settings and "
+                                                                   "connections")]
+SettingOption = Annotated[Optional[list[str]], typer.Option(
+    "--setting", metavar="KEY=VALUE", help="a setting the flow ran with (docs/configuration.md), e.g. "
+                                           "content_containers; repeatable")]
 
 
-def add_subcommands(sub: Any) -> None:
-    """Register ``provenance``, ``lineage`` and ``replay`` on the ``flowactors`` command's subparsers."""
-    provenance = sub.add_parser("provenance", help="search provenance events and show one, with its content")
-    commands = provenance.add_subparsers(dest="provenance_command", required=True)
+def add_commands(app: typer.Typer) -> None:
+    """Register ``provenance search|show|repair``, ``lineage`` and ``replay`` on the command group."""
+    provenance = typer.Typer(help="Search provenance events and show one, with its content (stopped flow).")
+    provenance.callback(invoke_without_command=True)(help_without_command)
+    app.add_typer(provenance, name="provenance")
 
-    search = commands.add_parser("search", help="events matching every filter, newest first")
-    _repository_options(search)
-    search.add_argument("--uuid", help="a FlowFile uuid (also matches events naming it as parent or child)")
-    search.add_argument("--type", type=str.upper, choices=EVENT_TYPES, metavar="TYPE",
-                        help=f"event type: {', '.join(EVENT_TYPES)}")
-    search.add_argument("--component", help="component (processor) name")
-    search.add_argument("--component-id", help="component id (<flow>/<processor>)")
-    search.add_argument("--relationship")
-    search.add_argument("--filename", help="the filename attribute")
-    search.add_argument("--attribute", action="append", default=[], type=_pair, metavar="KEY=VALUE",
-                        help="an indexed attribute (provenance_indexed_attributes); repeat for several")
-    search.add_argument("--since", type=_time_ms, metavar="TIME", help="ISO 8601 (UTC unless offset) or epoch ms")
-    search.add_argument("--until", type=_time_ms, metavar="TIME")
-    search.add_argument("--min-size", type=_data_size, metavar="SIZE", help="content size after the event, e.g. 10 KB")
-    search.add_argument("--max-size", type=_data_size, metavar="SIZE")
-    search.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"most events shown (default {DEFAULT_LIMIT})")
-    search.add_argument("--json", action="store_true", help="the events as a JSON array")
-    search.set_defaults(handler=_guarded(cmd_search))
+    @provenance.command("search", help="Events matching every filter, newest first.")
+    def search(repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None,
+               uuid: Annotated[Optional[str], typer.Option(help="a FlowFile uuid (also matches events naming it "
+                                                              "as parent or child)")] = None,
+               type: Annotated[Optional[str], typer.Option(parser=one_of(EVENT_TYPES, str.upper), metavar="TYPE",
+                                                           help=f"event type: {', '.join(EVENT_TYPES)}")] = None,
+               component: Annotated[Optional[str], typer.Option(help="component (processor) name")] = None,
+               component_id: Annotated[Optional[str], typer.Option(help="component id (flow/processor)")] = None,
+               relationship: Annotated[Optional[str], typer.Option(help="the relationship it went to")] = None,
+               filename: Annotated[Optional[str], typer.Option(help="the filename attribute")] = None,
+               attribute: Annotated[Optional[list[str]], typer.Option(
+                   metavar="KEY=VALUE", help="an indexed attribute (provenance_indexed_attributes); repeatable")] = None,
+               since: Annotated[Optional[int], typer.Option(parser=_time_ms, metavar="TIME", help=(
+                   "ISO 8601 (UTC unless it has an offset) or milliseconds since the epoch"))] = None,
+               until: Annotated[Optional[int], typer.Option(parser=_time_ms, metavar="TIME",
+                                                            help="as --since")] = None,
+               min_size: Annotated[Optional[int], typer.Option(parser=_data_size, metavar="SIZE", help=(
+                   "content size after the event, e.g. '10 KB'"))] = None,
+               max_size: Annotated[Optional[int], typer.Option(parser=_data_size, metavar="SIZE",
+                                                               help="as --min-size")] = None,
+               limit: Annotated[int, typer.Option(help="most events shown")] = DEFAULT_LIMIT,
+               json: Annotated[bool, typer.Option("--json", help="the events as a JSON array")] = False) -> None:
+        invoke(_guarded(cmd_search), repository=repository, flow=flow, setting=setting or [], uuid=uuid, type=type,
+               component=component, component_id=component_id, relationship=relationship, filename=filename,
+               attribute=[_pair(a) for a in attribute or []], since=since, until=until, min_size=min_size,
+               max_size=max_size, limit=limit, json=json)
 
-    show = commands.add_parser("show", help="one event in full, or the content it received or left")
-    show.add_argument("event_id", type=int, metavar="EVENT_ID")
-    _repository_options(show)
-    show.add_argument("--content", choices=("input", "output"),
-                      help="write the content the component received (input) or left (output) instead")
-    show.add_argument("--out", metavar="FILE", help="with --content: write to FILE, not standard output")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(handler=_guarded(cmd_show))
+    @provenance.command("show", help="One event in full, or the content it received or left.")
+    def show(event_id: Annotated[int, typer.Argument(metavar="EVENT_ID", show_default=False)],
+             repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None,
+             content: Annotated[Optional[str], typer.Option(parser=one_of(("input", "output")), metavar="input|output",
+                                                            help="write the content the component received (input) "
+                                                                 "or left (output) instead")] = None,
+             out: Annotated[Optional[str], typer.Option(metavar="FILE", help="with --content: write to FILE, not "
+                                                                             "standard output")] = None,
+             json: Annotated[bool, typer.Option("--json", help="the event as JSON")] = False) -> None:
+        invoke(_guarded(cmd_show), event_id=event_id, repository=repository, flow=flow, setting=setting or [],
+               content=content, out=out, json=json)
 
-    repair = commands.add_parser("repair", help="recover a stopped flow's provenance: read every journal, "
-                                                "keep what can be read, say what could not")
-    _repository_options(repair)
-    repair.set_defaults(handler=_guarded(cmd_repair))
+    @provenance.command("repair", help="Recover a stopped flow's provenance: read every journal, keep what can "
+                                       "be read, say what could not.")
+    def repair(repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
+        invoke(_guarded(cmd_repair), repository=repository, flow=flow, setting=setting or [])
 
-    lineage = sub.add_parser("lineage", help="the lineage of a FlowFile: a text tree, and a picture")
-    lineage.add_argument("uuid", metavar="UUID")
-    _repository_options(lineage)
-    lineage.add_argument("--output", metavar="FILE", help=f"also draw it to FILE ({', '.join(FORMATS)})")
-    lineage.set_defaults(handler=_guarded(cmd_lineage))
+    @app.command("lineage", help="The lineage of a FlowFile: a text tree, and a picture.")
+    def lineage(uuid: Annotated[str, typer.Argument(metavar="UUID", show_default=False)],
+                repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None,
+                output: Annotated[Optional[str], typer.Option(metavar="FILE", help=(
+                    f"also draw it to FILE ({', '.join(FORMATS)})"))] = None) -> None:
+        invoke(_guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting or [],
+               output=output)
 
-    replay = sub.add_parser("replay", help="queue a FlowFile again with an event's input (flow stopped)")
-    replay.add_argument("event_id", type=int, metavar="EVENT_ID")
-    _repository_options(replay)
-    replay.set_defaults(handler=_guarded(cmd_replay))
-
-
-def _repository_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repository", default="repository",
-                        help="the flow's repository folder (default: ./repository)")
-    parser.add_argument("--flow", help="the flow (.py/.json), for its settings and connections")
-    parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting the flow ran with (docs/configuration.md), e.g. content_containers")
+    @app.command("replay", help="Queue a FlowFile again with an event's input (flow stopped).")
+    def replay(event_id: Annotated[int, typer.Argument(metavar="EVENT_ID", show_default=False)],
+               repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
+        invoke(_guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting or [])
 
 
 def _pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+        raise CliError(f"--attribute takes KEY=VALUE, not {text!r}", 2)
     return key, value
 
 
@@ -114,7 +129,7 @@ def _time_ms(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(
+        raise typer.BadParameter(
             f"{text!r} is not a time: give ISO 8601 (2024-05-01T12:00:00Z) or milliseconds since the epoch") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
@@ -125,14 +140,14 @@ def _data_size(text: str) -> int:
     try:
         return parse_data_size(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise typer.BadParameter(str(err)) from None
 
 
-def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def _guarded(handler: Callable[[SimpleNamespace], int]) -> Callable[[SimpleNamespace], int]:
     """Turn the repositories' refusals into one-line messages (exit 2: bad input, 1: cannot)."""
 
     @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
+    def run(args: SimpleNamespace) -> int:
         try:
             return handler(args)
         except (NoSuchEventError, FileNotFoundError, RenderError) as err:
@@ -148,15 +163,15 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     return run
 
 
-def _open(args: argparse.Namespace, purpose: str) -> StoppedRepository:
+def _open(args: SimpleNamespace, purpose: str) -> StoppedRepository:
     return StoppedRepository(args.repository, _resolve_settings(args, _flow(args)), purpose=purpose)
 
 
-def _flow(args: argparse.Namespace) -> Flow | None:
+def _flow(args: SimpleNamespace) -> Flow | None:
     return load_flow(args.flow) if args.flow else None
 
 
-def _resolve_settings(args: argparse.Namespace, flow: Flow | None) -> Settings:
+def _resolve_settings(args: SimpleNamespace, flow: Flow | None) -> Settings:
     """The settings the flow ran with: the flow's own, then ``--setting`` overrides."""
     overrides = _settings(args.setting)
     if flow is not None:
@@ -169,7 +184,7 @@ def _resolve_settings(args: argparse.Namespace, flow: Flow | None) -> Settings:
 # ---------------------------------------------------------------------- search
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def cmd_search(args: SimpleNamespace) -> int:
     if args.limit < 1:
         raise CliError("--limit must be at least 1", 2)
     with _open(args, "flowactors provenance search") as repo:
@@ -213,7 +228,7 @@ def format_time(ms: int) -> str:
 # ---------------------------------------------------------------------- show
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def cmd_show(args: SimpleNamespace) -> int:
     if args.out and not args.content:
         raise CliError("--out goes with --content input|output", 2)
     with _open(args, "flowactors provenance show") as repo:
@@ -312,7 +327,7 @@ def attribute_changes(event: ProvenanceEvent) -> list[tuple[str, str, str | None
 # ---------------------------------------------------------------------- lineage and replay
 
 
-def cmd_repair(args: argparse.Namespace) -> int:
+def cmd_repair(args: SimpleNamespace) -> int:
     """Open the provenance repository offline: recovery reads every journal, steps over damaged
     records to the readable ones after them, merges what it read into an event file, and reports.
     Exit 0 when nothing was lost, 1 when events could not be read (named and counted)."""
@@ -330,7 +345,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return 1
 
 
-def cmd_lineage(args: argparse.Namespace) -> int:
+def cmd_lineage(args: SimpleNamespace) -> int:
     if args.output and Path(args.output).suffix.lower() not in FORMATS:
         raise CliError(f"--output must end in one of {', '.join(FORMATS)}, not {args.output!r}", 2)
     if (Path(args.repository) / TOPOLOGY_FILE).exists():  # a flow run on several nodes: follow it across them
@@ -352,7 +367,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
+def cmd_replay(args: SimpleNamespace) -> int:
     flow = _flow(args)
     connections = [c.id for c in flow.connections] if flow is not None else None
     result = replay_stopped(args.repository, args.event_id, _resolve_settings(args, flow), connections=connections)

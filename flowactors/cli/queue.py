@@ -6,36 +6,45 @@ flow runs there it refuses and names the flow (use ``FlowController.list_queue``
 
 from __future__ import annotations
 
-import argparse
 import json
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated
 
-from flowactors.cli.main import CliError
-from flowactors.cli.provenance import _flow, _guarded, _repository_options, _resolve_settings
+import typer
+
+from flowactors.cli.main import CliError, help_without_command, invoke
+from flowactors.cli.provenance import (FlowOption, Repository, SettingOption, _flow, _guarded,
+                                       _resolve_settings)
 from flowactors.ops.queue_admin import DEFAULT_LIMIT, NoSuchQueueError, empty_queue, list_queue
 
 
-def add_subcommands(sub: Any) -> None:
-    """Register ``queue list`` and ``queue empty`` on the ``flowactors`` command's subparsers."""
-    queue = sub.add_parser("queue", help="list or empty a connection's queue (stopped flow)")
-    commands = queue.add_subparsers(dest="queue_command", required=True)
+QueueName = Annotated[str, typer.Argument(metavar="QUEUE", help="the connection's name", show_default=False)]
 
-    listing = commands.add_parser("list", help="the first FlowFiles waiting in a queue")
-    listing.add_argument("queue", metavar="QUEUE", help="the connection's name")
-    _repository_options(listing)
-    listing.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"most shown (default {DEFAULT_LIMIT})")
-    listing.add_argument("--json", action="store_true", help="the FlowFiles as a JSON array")
-    listing.set_defaults(handler=_guarded(_queue_errors(cmd_list)))
 
-    empty = commands.add_parser("empty", help="drop every FlowFile of a queue (DROP events recorded)")
-    empty.add_argument("queue", metavar="QUEUE", help="the connection's name")
-    _repository_options(empty)
-    empty.add_argument("--json", action="store_true")
-    empty.set_defaults(handler=_guarded(_queue_errors(cmd_empty)))
+def add_commands(app: typer.Typer) -> None:
+    """Register ``queue list`` and ``queue empty`` on the command group."""
+    queue = typer.Typer(help="List or empty a connection's queue (stopped flow).")
+    queue.callback(invoke_without_command=True)(help_without_command)
+    app.add_typer(queue, name="queue")
+
+    @queue.command("list", help="The first FlowFiles waiting in a queue.")
+    def listing(name: QueueName, repository: Repository = "repository", flow: FlowOption = None,
+                setting: SettingOption = None,
+                limit: Annotated[int, typer.Option(help="most shown")] = DEFAULT_LIMIT,
+                json: Annotated[bool, typer.Option("--json", help="the FlowFiles as a JSON array")] = False) -> None:
+        invoke(_guarded(_queue_errors(cmd_list)), queue=name, repository=repository, flow=flow,
+               setting=setting or [], limit=limit, json=json)
+
+    @queue.command("empty", help="Drop every FlowFile of a queue (DROP events recorded).")
+    def empty(name: QueueName, repository: Repository = "repository", flow: FlowOption = None,
+              setting: SettingOption = None,
+              json: Annotated[bool, typer.Option("--json", help="what was dropped, as JSON")] = False) -> None:
+        invoke(_guarded(_queue_errors(cmd_empty)), queue=name, repository=repository, flow=flow,
+               setting=setting or [], json=json)
 
 
 def _queue_errors(handler):
-    def run(args: argparse.Namespace) -> int:
+    def run(args: SimpleNamespace) -> int:
         try:
             return handler(args)
         except NoSuchQueueError as err:
@@ -43,7 +52,7 @@ def _queue_errors(handler):
     return run
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: SimpleNamespace) -> int:
     if args.limit < 1:
         raise CliError("--limit must be at least 1", 2)
     rows = list_queue(args.repository, args.queue, args.limit)
@@ -60,7 +69,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_empty(args: argparse.Namespace) -> int:
+def cmd_empty(args: SimpleNamespace) -> int:
     settings = _resolve_settings(args, _flow(args))
     result = empty_queue(args.repository, args.queue, settings)
     if args.json:

@@ -2,35 +2,39 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated
 
-from flowactors.cli.main import CliError
-from flowactors.cli.provenance import _guarded
+import typer
+
+from flowactors.cli.main import CliError, help_without_command, invoke
+from flowactors.cli.provenance import Repository, _guarded
 from flowactors.ops.state_admin import NoSuchStateError, clear_state, list_states
 
 #: keys shown a processor, characters shown a value (``--json`` shows everything)
 SHOWN, WIDTH = 20, 120
 
 
-def add_subcommands(sub: Any) -> None:
-    """Register ``state list`` and ``state clear`` on the ``flowactors`` command's subparsers."""
-    state = sub.add_parser("state", help="view or clear what processors keep in their state (stopped flow)")
-    commands = state.add_subparsers(dest="state_command", required=True)
+def add_commands(app: typer.Typer) -> None:
+    """Register ``state list`` and ``state clear`` on the command group."""
+    state = typer.Typer(help="View or clear what processors keep in their state (stopped flow).")
+    state.callback(invoke_without_command=True)(help_without_command)
+    app.add_typer(state, name="state")
 
-    listing = commands.add_parser("list", help="each processor's stored state")
-    listing.add_argument("--repository", default="repository", help="the flow's repository folder")
-    listing.add_argument("--json", action="store_true", help="the states as JSON")
-    listing.set_defaults(handler=_guarded(cmd_list))
+    @state.command("list", help="Each processor's stored state.")
+    def listing(repository: Repository = "repository",
+                json: Annotated[bool, typer.Option("--json", help="the states as JSON")] = False) -> None:
+        invoke(_guarded(cmd_list), repository=repository, json=json)
 
-    clear = commands.add_parser("clear", help="clear one processor's state (it starts over)")
-    clear.add_argument("processor", metavar="PROCESSOR", help="<flow>/<processor>, or a processor name")
-    clear.add_argument("--repository", default="repository", help="the flow's repository folder")
-    clear.set_defaults(handler=_guarded(cmd_clear))
+    @state.command("clear", help="Clear one processor's state (it starts over).")
+    def clear(processor: Annotated[str, typer.Argument(metavar="PROCESSOR", show_default=False,
+                                                       help="flow/processor, or a processor name")],
+              repository: Repository = "repository") -> None:
+        invoke(_guarded(cmd_clear), processor=processor, repository=repository)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: SimpleNamespace) -> int:
     states = list_states(args.repository)
     if args.json:
         print(json.dumps({c: {"damaged": s} if isinstance(s, str) else {"version": s.version, "values": dict(s.values)}
@@ -50,7 +54,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_clear(args: argparse.Namespace) -> int:
+def cmd_clear(args: SimpleNamespace) -> int:
     try:
         component, before = clear_state(args.repository, args.processor)
     except NoSuchStateError as err:

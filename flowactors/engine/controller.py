@@ -77,7 +77,7 @@ PROCESSOR_COUNTS = ("tasks", "flowfiles_in", "flowfiles_out", "bytes_read", "byt
                     "expired", "state_conflicts")
 #: a queue's counts that add up over its partitions (and over a cluster's nodes)
 QUEUE_COUNTS = ("queued", "in_flight", "count", "bytes", "penalized", "swapped", "swapped_bytes", "total_in",
-                "total_out")
+                "total_out", "bytes_in")
 
 
 def fold_partitions(queue_status: dict[str, dict], load_balanced: set[str]) -> None:

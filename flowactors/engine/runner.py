@@ -7,6 +7,7 @@ the in-process engine. The driver talks to it through a link either way.
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -18,8 +19,9 @@ import ray
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
+from flowactors.ops.error_log import ErrorLog
 from flowactors.ops.ray_dashboard import LOCAL_DASHBOARD, open_dashboard
-from flowactors.ops.status_table import render
+from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import flow_settings
 
@@ -27,7 +29,7 @@ NAMESPACE = "flowactors"
 IDLE_CHECKS = 3
 #: seconds between two looks at the running flow's status (idle takes ``IDLE_CHECKS`` looks)
 POLL_INTERVAL = 0.1
-#: seconds between two redraws of the live status table
+#: seconds between two redraws of the live status view
 REDRAW_INTERVAL = 0.5
 #: seconds to wait for a controller that died to be back (Ray restarts its actor)
 CONTROLLER_WAIT = 120.0
@@ -74,7 +76,8 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
              engine: str = "ray", stall_seconds: float = STALL_SECONDS,
              on_status: Callable[[dict], None] | None = None, failure_ports: Sequence[str] = (),
-             trigger_timeout: float | None = None, nodes: Any = None, dashboard: bool = False) -> dict:
+             trigger_timeout: float | None = None, nodes: Any = None, dashboard: bool = False,
+             log_level: str | None = None) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
@@ -93,6 +96,10 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     ``dashboard`` (the Ray engine): a Ray started for the run starts its dashboard; the run prints
     the dashboard's address and installs flowactors' Grafana dashboard beside Ray's
     (``flowactors.ops.ray_dashboard.open_dashboard``: ``final["dashboard"]``).
+    ``show_status`` shows the live view (``flowactors.ops.status_view``) and the final table;
+    ``log_level`` (a logging level's name) shows the processors' Python logging at that level,
+    those in Ray's actors too when this call starts Ray or connects to it. Every processor error
+    the run sees is kept in full in the repository's error log (``flowactors.ops.error_log``).
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
@@ -106,18 +113,22 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                              failure_ports=failure_ports, trigger_timeout=trigger_timeout)
     resolved = flow_settings(flow, settings)
     started_ray = False
+    ray_options = {}
+    if log_level is not None:  # the actors log at that level too, in lines Ray forwards to this driver
+        ray_options["runtime_env"] = {"worker_process_setup_hook": f"{log_in_worker.__module__}.log_in_worker",
+                                      "env_vars": {LOG_LEVEL_ENV: log_level}}
     if nodes is not None and engine != "ray":
         raise ValueError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
     if nodes is not None:
         from flowactors.engine.cluster.coordinator import ClusterController
 
-        started_ray = ensure_ray(address, dashboard)
+        started_ray = ensure_ray(address, dashboard, **ray_options)
         controller: Link = ThreadedLink(ClusterController(flow, str(Path(repository).resolve()), resolved, nodes),
                                         CONTROLLER_CONCURRENCY, name=f"{flow.name}.cluster")
     elif engine == "ray":
         from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 
-        started_ray = ensure_ray(address, dashboard)
+        started_ray = ensure_ray(address, dashboard, **ray_options)
         controller = ActorLink(FlowControllerActor.options(name=f"{flow.name}.controller").remote(
             flow, str(repository), resolved, RayHosting()))
     else:
@@ -126,14 +137,17 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         controller = ThreadedLink(FlowController(flow, str(repository), resolved, InProcessHosting()),
                                   CONTROLLER_CONCURRENCY, name=f"{flow.name}.controller")
     began = time.monotonic()
-    live = show_status and sys.stdout.isatty()
+    view = StatusView(live=show_status, log_level=log_level,
+                      errors_command=f"flowactors errors --repository {shlex.quote(str(repository))}")
+    errors = ErrorLog(repository)
     final: dict = {}
     try:
         if dashboard:
             final["dashboard"] = open_dashboard(started_ray)
         starting = controller.call("start")
+        view.start()
         if show_status:
-            show_start(flow.name, controller, starting)
+            show_start(flow.name, controller, starting, view)
         final["recovery"] = resolve([starting])[0]
         if on_started is not None:
             on_started(controller)
@@ -147,11 +161,11 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
             restarts = status.get("restarts", {})
             if on_status is not None:
                 on_status(status)
+            errors.record(status)
             elapsed = time.monotonic() - began
-            if live and elapsed - drawn >= REDRAW_INTERVAL:
+            if elapsed - drawn >= REDRAW_INTERVAL:
                 drawn = elapsed
-                sys.stdout.write("\x1b[H\x1b[2J" + render(status, elapsed) + "\n")
-                sys.stdout.flush()
+                view.show(status, elapsed)
             if duration is not None and elapsed >= duration:
                 return True
             if until is not None and until(status):
@@ -183,6 +197,7 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 break
             time.sleep(POLL_INTERVAL)
     finally:
+        view.stop()
         try:
             final.update(call_now(controller, "stop"))
         finally:
@@ -192,9 +207,11 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 controller.close()
             if started_ray:
                 ray.shutdown()
+            view.release_logging()
     final["seconds"] = time.monotonic() - began
+    errors.record(final)
     if show_status:
-        print(render(final, final["seconds"]))
+        view.close(final, final["seconds"])
     return final
 
 
@@ -218,10 +235,9 @@ def restart_controller(controller: ActorLink, restarts: dict) -> dict:
     return recovery
 
 
-def show_start(flow_name: str, controller: Link, starting: Any, interval: float = 0.2) -> None:
+def show_start(flow_name: str, controller: Link, starting: Any, view: StatusView, interval: float = 0.2) -> None:
     """Say each step the controller takes to start the flow, how many of how many, until
-    ``starting`` is done (on stderr: in place on a terminal, a line a step otherwise)."""
-    tty = sys.stderr.isatty()
+    ``starting`` is done: in the live ``view`` on a terminal, else a line a step on stderr."""
     shown = 0
     while True:
         done = finished(starting, interval)
@@ -231,12 +247,12 @@ def show_start(flow_name: str, controller: Link, starting: Any, interval: float 
         for progress in steps:
             counts = f" {progress['done']:,}/{progress['total']:,}" if progress["total"] else ""
             line = f"starting flow '{flow_name}': {progress['step']}{counts}"
-            sys.stderr.write(("\r\x1b[K" + line) if tty else line + "\n")
+            if view.live:
+                view.note(line)
+            else:
+                print(line, file=sys.stderr, flush=True)
         shown += len(steps)
-        sys.stderr.flush()
         if done:
-            if tty:
-                sys.stderr.write("\n")
             return
 
 

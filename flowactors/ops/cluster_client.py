@@ -10,7 +10,6 @@ its flow by its metadata (``flowactors_flow``), so the CLI finds a flow again by
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -20,9 +19,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated, Any, Optional
 
-from flowactors.cli.main import CliError, _settings, load_flow
+import typer
+
+from flowactors.cli.main import CliError, _settings, invoke, load_flow
 from flowactors.engine.actors.job import RESULT_PREFIX
 
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"
@@ -130,7 +132,7 @@ def _control(client, flow_job, command: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------- submit
-def cmd_submit(args: argparse.Namespace) -> int:
+def cmd_submit(args: SimpleNamespace) -> int:
     flow_path = Path(args.flow)
     flow = load_flow(flow_path)  # the same checks as a local run, before anything is uploaded
     flow.validate()
@@ -218,8 +220,8 @@ def _describe(client, job) -> dict:
     return info
 
 
-def cmd_cluster_status(args: argparse.Namespace) -> int:
-    from flowactors.ops.status_table import render
+def cmd_cluster_status(args: SimpleNamespace) -> int:
+    from flowactors.ops.status_view import status_text
 
     client = connect(args.address)
     if not args.flow:
@@ -250,12 +252,12 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
         if info.get("error") or (info["job_status"] == "FAILED" and info.get("job_message")):
             print(f"error: {info.get('error') or info['job_message']}")
         if info["status"]:
-            print(render(info["status"]))
+            print(status_text(info["status"]))
     return 1 if info["job_status"] == "FAILED" else 0
 
 
 # ---------------------------------------------------------------------------------- stop
-def cmd_stop(args: argparse.Namespace) -> int:
+def cmd_stop(args: SimpleNamespace) -> int:
     client = connect(args.address)
     job = latest_job(client, args.flow)
     if job is None:
@@ -285,7 +287,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------- logs
-def cmd_logs(args: argparse.Namespace) -> int:
+def cmd_logs(args: SimpleNamespace) -> int:
     client = connect(args.address)
     job = latest_job(client, args.flow)
     if job is None:
@@ -303,43 +305,55 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------------- parsers
-def _address_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--address", help=f"the Ray dashboard, e.g. http://HEAD:8265 (default: ${ADDRESS_ENV})")
+# ---------------------------------------------------------------------------------- commands
+Address = Annotated[Optional[str], typer.Option(help=f"the Ray dashboard, e.g. http://HEAD:8265 "
+                                                     f"(default: ${ADDRESS_ENV})")]
+FlowName = Annotated[str, typer.Argument(metavar="FLOW", help="the flow's name", show_default=False)]
 
 
-def add_subcommands(sub) -> None:
-    submit = sub.add_parser("submit", help="run a flow on a Ray cluster as a Ray job")
-    submit.add_argument("flow", help="flow.py or flow.json; its folder is uploaded as the job's working directory")
-    _address_option(submit)
-    submit.add_argument("--repository", help=f"absolute repository folder on the node "
-                                             f"(default: {DEFAULT_REPOSITORY})")
-    mode = submit.add_mutually_exclusive_group()
-    mode.add_argument("--duration", type=float, help="run for this many seconds (default: until idle)")
-    mode.add_argument("--keep-running", action="store_true", help="run until flowactors stop")
-    submit.add_argument("--timeout", type=float, help="give up an until-idle run after this many seconds")
-    submit.add_argument("--node", help="run on this node (IP address, host name or node id; default: the node "
-                                       "the job's driver runs on, normally the head)")
-    submit.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a setting (docs/configuration.md)")
-    submit.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="an environment variable for the flow's processes (nothing secret: it is "
-                             "visible in the job's details)")
-    submit.add_argument("--working-dir", help="upload this folder instead of the flow file's")
-    submit.add_argument("--ship-flowactors", action="store_true",
-                        help="upload this flowactors with the job (py_modules) instead of using the cluster's")
-    submit.add_argument("--python", default="python", help="the cluster's Python command (default: python)")
-    submit.set_defaults(handler=cmd_submit)
+def add_commands(app: typer.Typer) -> None:
+    """Register ``submit``, ``stop`` and ``logs`` on the command group (``status FLOW --address`` is
+    ``status``'s)."""
 
-    stop = sub.add_parser("stop", help="stop a flow running on a cluster; queued FlowFiles stay for the next start")
-    stop.add_argument("flow", help="the flow's name")
-    _address_option(stop)
-    stop.add_argument("--timeout", type=float, default=60.0,
-                      help="seconds to wait for the flow's job to end before stopping the job")
-    stop.set_defaults(handler=cmd_stop)
+    @app.command("submit", help="Run a flow on a Ray cluster as a Ray job.")
+    def submit(flow: Annotated[str, typer.Argument(metavar="FLOW", show_default=False, help=(
+                   "flow.py or flow.json; its folder is uploaded as the job's working directory"))],
+               address: Address = None,
+               repository: Annotated[Optional[str], typer.Option(help=(
+                   f"absolute repository folder on the node (default: {DEFAULT_REPOSITORY})"))] = None,
+               duration: Annotated[Optional[float], typer.Option(help="run for this many seconds (default: "
+                                                                      "until idle)")] = None,
+               keep_running: Annotated[bool, typer.Option("--keep-running", help="run until flowactors "
+                                                                                 "stop")] = False,
+               timeout: Annotated[Optional[float], typer.Option(help="give up an until-idle run after this many "
+                                                                     "seconds")] = None,
+               node: Annotated[Optional[str], typer.Option(help=(
+                   "run on this node (IP address, host name or node id; default: the node the job's driver "
+                   "runs on, normally the head)"))] = None,
+               setting: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
+                   "override a setting (docs/configuration.md); repeatable"))] = None,
+               env: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
+                   "an environment variable for the flow's processes (nothing secret: it is visible in the "
+                   "job's details); repeatable"))] = None,
+               working_dir: Annotated[Optional[str], typer.Option(help="upload this folder instead of the flow "
+                                                                       "file's")] = None,
+               ship_flowactors: Annotated[bool, typer.Option("--ship-flowactors", help=(
+                   "upload this flowactors with the job (py_modules) instead of using the cluster's"))] = False,
+               python: Annotated[str, typer.Option(help="the cluster's Python command")] = "python") -> None:
+        if duration is not None and keep_running:
+            raise typer.BadParameter("--duration and --keep-running exclude each other")
+        invoke(cmd_submit, flow=flow, address=address, repository=repository, duration=duration,
+               keep_running=keep_running, timeout=timeout, node=node, setting=setting or [], env=env or [],
+               working_dir=working_dir, ship_flowactors=ship_flowactors, python=python)
 
-    logs = sub.add_parser("logs", help="the log of a flow's latest job on a cluster")
-    logs.add_argument("flow", help="the flow's name")
-    _address_option(logs)
-    logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
-    logs.set_defaults(handler=cmd_logs)
+    @app.command("stop", help="Stop a flow running on a cluster; queued FlowFiles stay for the next start.")
+    def stop(flow: FlowName, address: Address = None,
+             timeout: Annotated[float, typer.Option(help="seconds to wait for the flow's job to end before "
+                                                         "stopping the job")] = 60.0) -> None:
+        invoke(cmd_stop, flow=flow, address=address, timeout=timeout)
+
+    @app.command("logs", help="The log of a flow's latest job on a cluster.")
+    def logs(flow: FlowName, address: Address = None,
+             follow: Annotated[bool, typer.Option("--follow", help="keep printing until the job ends")] = False
+             ) -> None:
+        invoke(cmd_logs, flow=flow, address=address, follow=follow)

@@ -119,7 +119,7 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
     from flowactors.cli.main import load_flow
     from flowactors.engine.runner import IdleWatch
     from flowactors.sdk.settings import flow_settings
-    from flowactors.ops.status_table import render
+    from flowactors.ops.status_view import status_text
 
     flow = load_flow(flow_path)
     flow.validate()
@@ -207,7 +207,7 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
     outcome["seconds"] = round(time.monotonic() - began, 3)
     final = outcome["final"]
     if final:
-        print(render(final, outcome["seconds"]), flush=True)
+        print(status_text(final, outcome["seconds"]), flush=True)
         print(_summary(final), flush=True)
     print(f"flow '{flow.name}' stopped by {stopper} after {outcome['seconds']:.1f} s", flush=True)
     if outcome.get("stalled"):

@@ -137,6 +137,7 @@ class ConnectionQueue:
         self._in_flight_bytes = 0
         self.total_in = 0
         self.total_out = 0
+        self.total_bytes_in = 0  # content bytes taken in so far: the live view's bytes/s
 
     # ------------------------------------------------------------------ state
     @property
@@ -166,7 +167,9 @@ class ConnectionQueue:
 
     # ------------------------------------------------------------------ producers
     def offer(self, flowfiles: Iterable[FlowFile]) -> QueueState:
+        before = self.local.size
         self.total_in += self.local.add_all(flowfiles)
+        self.total_bytes_in += self.local.size - before
         return self.state()
 
     def restore(self, flowfiles: Iterable[FlowFile]) -> QueueState:
@@ -227,7 +230,7 @@ class ConnectionQueue:
             "id": self.config.queue_id, "queued": self.queued, "in_flight": self.in_flight,
             "count": self.count, "bytes": self.size, "back_pressure": self.is_full(),
             "penalized": p.penalized_count(now_millis()), "total_in": self.total_in, "total_out": self.total_out,
-            "in_memory": p.memory, "swapped": p.swapped, "swapped_bytes": p.swapped_bytes,
+            "bytes_in": self.total_bytes_in, "in_memory": p.memory, "swapped": p.swapped, "swapped_bytes": p.swapped_bytes,
             "swap_files": p.run_count,
         }
 
