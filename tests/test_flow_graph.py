@@ -3,14 +3,15 @@ connection drawn, every text inside its box and the canvas, bad input refused in
 
 from __future__ import annotations
 
+import struct
 import xml.etree.ElementTree as ET
 
 import pytest
 from typer.testing import CliRunner
-from ui_commands import ui_app
 
 from flowactors import Flow
-from flowactors.cli import ui as ui_cli
+from flowactors.cli.main import build_app, load_flow
+from flowactors.ops import png
 from flowactors.ops.flow_graph import CHAR_WIDTH, layout, to_svg
 from flowactors.processors import Funnel, GenerateFlowFile, MergeContent, RouteOnAttribute, SplitText, UpdateAttribute
 
@@ -104,7 +105,7 @@ def test_graph_writes_the_flow_as_svg(tmp_path):
     source = tmp_path / "flow.py"
     source.write_text(FLOW_FILE)
     out = tmp_path / "flow.svg"
-    result = CliRunner().invoke(ui_app(), ["graph", str(source), "-o", str(out)])
+    result = CliRunner().invoke(build_app(), ["graph", str(source), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "flow 'drawn': 2 processors, 1 connections, drawn to" in result.output
     root = ET.fromstring(out.read_text())
@@ -113,12 +114,25 @@ def test_graph_writes_the_flow_as_svg(tmp_path):
 
 
 def test_graph_says_before_any_work_that_png_needs_a_renderer(tmp_path, monkeypatch):
-    monkeypatch.setattr(ui_cli.shutil, "which", lambda name: None)
+    monkeypatch.setattr(png, "PNG_PACKAGE", "resvg_py_not_installed")
     out = tmp_path / "flow.png"
-    result = CliRunner().invoke(ui_app(), ["graph", str(tmp_path / "not-even-there.py"), "-o", str(out)])
+    result = CliRunner().invoke(build_app(), ["graph", str(tmp_path / "not-even-there.py"), "-o", str(out)])
     assert result.exit_code == 1
-    assert "writing a .png needs rsvg-convert (apt-get install librsvg2-bin)" in result.output
+    assert "writing a .png picture needs the Python package resvg-py" in result.output
     assert not out.exists()
+
+
+def test_graph_draws_a_png(tmp_path):
+    source = tmp_path / "flow.py"
+    source.write_text(FLOW_FILE)
+    out = tmp_path / "flow.png"
+    result = CliRunner().invoke(build_app(), ["graph", str(source), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])   # IHDR: the SVG's own size
+    svg = ET.fromstring(to_svg(load_flow(source)))
+    assert (width, height) == (round(float(svg.get("width"))), round(float(svg.get("height"))))
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -129,12 +143,12 @@ def test_graph_says_before_any_work_that_png_needs_a_renderer(tmp_path, monkeypa
 def test_graph_refuses_bad_options_in_one_line(tmp_path, monkeypatch, arguments, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "flow.py").write_text(FLOW_FILE)
-    result = CliRunner().invoke(ui_app(), ["graph", "flow.py", *arguments])
+    result = CliRunner().invoke(build_app(), ["graph", "flow.py", *arguments])
     assert result.exit_code == 2
     assert result.output.strip() == f"flowactors: {message}"
 
 
 def test_graph_of_a_missing_flow_file(tmp_path):
-    result = CliRunner().invoke(ui_app(), ["graph", str(tmp_path / "gone.py"), "-o", str(tmp_path / "g.svg")])
+    result = CliRunner().invoke(build_app(), ["graph", str(tmp_path / "gone.py"), "-o", str(tmp_path / "g.svg")])
     assert result.exit_code == 2
     assert result.output.strip() == f"flowactors: no flow file at {tmp_path / 'gone.py'}"

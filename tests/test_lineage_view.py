@@ -15,7 +15,7 @@ import pytest
 
 from bench.lineage import split_merge_flow
 from flowactors.engine.runner import run_flow
-from flowactors.ops import lineage_render
+from flowactors.ops import png
 from flowactors.ops.lineage_render import RenderError, check_output, to_dot, to_svg, write_picture
 from flowactors.ops.lineage_view import condense, to_text
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceRepository
@@ -127,9 +127,9 @@ def test_png_is_written_by_resvg(family, tmp_path):
     provenance, fork, join = family
     lineage = provenance.lineage(join.flowfile_uuid)
     svg = ET.fromstring(to_svg(condense(lineage)))
-    png = write_picture(lineage, tmp_path / "lineage.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
-    assert struct.unpack(">II", png[16:24]) == (int(svg.get("width")), int(svg.get("height")))
+    data = write_picture(lineage, tmp_path / "lineage.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    assert struct.unpack(">II", data[16:24]) == (int(svg.get("width")), int(svg.get("height")))
     dot = write_picture(lineage, tmp_path / "lineage.dot").read_text()
     assert dot == to_dot(condense(lineage)) and '[shape=box, style=dashed, label="… 997 more splits"]' in dot
 
@@ -141,10 +141,10 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path, m
     with pytest.raises(RenderError, match="the folder .*nowhere does not exist"):
         check_output(tmp_path / "nowhere" / "l.svg")
     assert check_output(tmp_path / "l.PNG") == tmp_path / "l.PNG"
-    monkeypatch.setattr(lineage_render, "PNG_PACKAGE", "resvg_py_not_installed")
+    monkeypatch.setattr(png, "PNG_PACKAGE", "resvg_py_not_installed")
     with pytest.raises(RenderError, match=r"writing a \.png picture needs the Python package resvg-py \(pip install "
                                           r"'resvg-py>=0\.5,<0\.6': a wheel, no system library\), which is not "
-                                          r"installed; write \.svg or \.dot instead"):
+                                          r"installed; write \.svg instead \(any browser shows it\)"):
         check_output(tmp_path / "l.png")
     assert not list(tmp_path.iterdir())
 

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 from typer.testing import CliRunner
-from ui_commands import ui_app
+from flowactors.cli.main import build_app
 
 from flowactors import Flow
 from flowactors.ops.web.address import ADDRESS_FILE, NoPageError, PageAddress, read_address, write_address
@@ -75,7 +75,7 @@ def test_the_address_file_lives_while_the_page_does(tmp_path):
         address = read_address(tmp_path)
         assert address.url == page.url and address.flow == "page-test" and address.pid == os.getpid()
         assert oct((tmp_path / ADDRESS_FILE).stat().st_mode & 0o777) == "0o600"
-        result = CliRunner().invoke(ui_app(), ["ui", "--repository", str(tmp_path)])
+        result = CliRunner().invoke(build_app(), ["ui", "--repository", str(tmp_path)])
         assert result.exit_code == 0, result.output
         assert result.output.strip() == f"flow 'page-test': {page.url}"
         status, body, _ = get(page.url + "api/status")
@@ -83,7 +83,7 @@ def test_the_address_file_lives_while_the_page_does(tmp_path):
     finally:
         page.stop()
     assert not (tmp_path / ADDRESS_FILE).exists()
-    result = CliRunner().invoke(ui_app(), ["ui", "--repository", str(tmp_path)])
+    result = CliRunner().invoke(build_app(), ["ui", "--repository", str(tmp_path)])
     assert result.exit_code == 1
     assert result.output.strip() == (f"flowactors: no flow with a page runs on {tmp_path} (no {ADDRESS_FILE}); start one "
                                      f"with 'flowactors run FLOW --ui --repository {tmp_path}'")
@@ -96,7 +96,7 @@ def test_ui_says_a_flow_that_left_its_address_behind_has_stopped(tmp_path):
 
     write_address(tmp_path, PageAddress(url="http://127.0.0.1:9/", flow="old", pid=pid,
                                         hostname=socket.gethostname(), started=0.0))
-    result = CliRunner().invoke(ui_app(), ["ui", "--repository", str(tmp_path)])
+    result = CliRunner().invoke(build_app(), ["ui", "--repository", str(tmp_path)])
     assert result.exit_code == 1
     assert result.output.strip() == (f"flowactors: the flow 'old' that served a page on {tmp_path} (pid {pid}) has "
                                      f"stopped; no flow runs there")

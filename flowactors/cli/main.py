@@ -20,6 +20,7 @@ from typing import Annotated, Any, Callable, NoReturn, Optional, Sequence
 
 import typer
 
+from flowactors.cli.ui import UiFlag, UiHost, UiPort
 from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.settings import SettingsError
@@ -88,17 +89,23 @@ def cmd_run(args: SimpleNamespace) -> int:
     """Exit status: 0 done, 1 timed out, 3 a processor reported errors (``--fail-on-error``),
     4 stalled (FlowFiles left that the processors keep failing on; they stay queued), 5 a
     stateless trigger failed (nothing of it was kept)."""
+    from flowactors.cli.ui import flow_page
     from flowactors.engine.runner import run_flow, stall_message
 
+    if args.dashboard and args.engine != "ray":
+        raise CliError(f"--dashboard shows flows on the Ray engine only, not --engine {args.engine}", 2)
     flow = load_flow(args.flow, args.extensions)
     duration = args.duration
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:
-        final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
-                         show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
-                         timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds,
-                         failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout,
-                         nodes=_nodes(args.nodes), log_level=args.log_level)
+        with flow_page(flow, args.repository, enabled=args.ui, host=args.ui_host, port=args.ui_port,
+                       engine=args.engine) as page_hooks:
+            final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
+                             show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
+                             timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds,
+                             failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout,
+                             nodes=_nodes(args.nodes), log_level=args.log_level, dashboard=args.dashboard,
+                             **page_hooks)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:
@@ -147,21 +154,13 @@ def cmd_status(args: SimpleNamespace) -> int:
         from flowactors.ops.cluster_client import cmd_cluster_status
 
         return cmd_cluster_status(args)
-    from repositories.flowfile import FlowFileRepositoryError, WriteAheadFlowFileRepository
+    from flowactors.ops.queue_admin import stopped_status
 
     path = Path(args.repository)
     if not (path / "flowfile").exists():
         raise CliError(f"no FlowFile repository in {path} (expected {path / 'flowfile'})", 2)
-    try:
-        repo = WriteAheadFlowFileRepository(path / "flowfile", create=False)
-        try:
-            counts = repo.queue_counts()
-            swapped = repo.swap_files()
-            problem = verify_records(repo, counts)
-        finally:
-            repo.close()
-    except FlowFileRepositoryError as err:
-        counts, swapped, problem = {}, [], str(err)
+    found = stopped_status(path)   # read-only: changes nothing, works on a read-only folder
+    counts, swapped, problem = found["queued"], found["swap_files"], found["damaged"]
     if args.json:
         print(json.dumps({"repository": str(path), "queued": counts, "swap_files": swapped,
                           "damaged": problem}, default=str))
@@ -175,26 +174,6 @@ def cmd_status(args: SimpleNamespace) -> int:
     for entry in swapped:
         print(f"  swapped: {entry}")
     return 0
-
-
-def verify_records(repo, counts: dict[str, int]) -> str | None:
-    """Read every queued record, as the next start will: None if each decodes and every queue's
-    count matches its records, else what is wrong (the library's message names the file)."""
-    from repositories.flowfile import FlowFileRepositoryError
-
-    found: dict[str, int] = {}
-    try:
-        for queue, batch in repo.recover(include_swapped=True):
-            found[queue] = found.get(queue, 0) + len(batch)
-    except FlowFileRepositoryError as err:
-        return str(err)
-    wrong = {q: (counts.get(q, 0), n) for q, n in found.items() if counts.get(q, 0) != n}
-    wrong.update({q: (c, 0) for q, c in counts.items() if c and q not in found})
-    if wrong:
-        listing = ", ".join(f"'{q}' counts {c} but holds {n}" for q, (c, n) in sorted(wrong.items()))
-        return (f"queue counts do not match the records in {repo.path}: {listing}. Starting the flow "
-                f"rebuilds the counts from the records")
-    return None
 
 
 def cmd_errors(args: SimpleNamespace) -> int:
@@ -262,13 +241,10 @@ def exit_status(handler: Callable[[SimpleNamespace], int], args: SimpleNamespace
     except Exception as err:  # repository and start-up errors carry their own advice
         from flowactors.engine.controller import FlowStartError
 
-        known = (FlowStartError, OSError)
-        try:
-            from repositories.flowfile import FlowFileRepositoryError
+        from repositories.flowfile import FlowFileRepositoryError
+        from repositories.lock import RepositoryInUseError
 
-            known += (FlowFileRepositoryError,)
-        except ImportError:
-            pass
+        known = (FlowStartError, OSError, FlowFileRepositoryError, RepositoryInUseError)
         if isinstance(err, known):
             print(f"flowactors: {getattr(err, 'cause', None) or err}", file=sys.stderr)  # Ray: the remote error
             return 1
@@ -336,14 +312,18 @@ def build_app() -> typer.Typer:
                                                                                 "reported an error")] = False,
             stall_seconds: Annotated[float, typer.Option(metavar="S", help=(
                 "end an until-idle run (exit 4) once nothing moved for S seconds while processors kept "
-                "failing"))] = STALL_SECONDS) -> None:
+                "failing"))] = STALL_SECONDS,
+            ui: UiFlag = False, ui_host: UiHost = "127.0.0.1", ui_port: UiPort = 0,
+            dashboard: Annotated[bool, typer.Option("--dashboard", help=(
+                "start Ray with its dashboard on 127.0.0.1, print its address and place flowactors' Grafana "
+                "dashboard where Ray's Grafana finds it (docs/cluster.md)"))] = False) -> None:
         if until_idle and duration is not None:
             raise typer.BadParameter("--until-idle and --duration exclude each other")
         invoke(cmd_run, flow=flow, repository=repository, duration=duration, timeout=timeout, address=address,
                engine="stateless" if stateless else engine, failure_port=failure_port or [],
                trigger_timeout=trigger_timeout, nodes=nodes, setting=setting or [], quiet=quiet,
                extensions=extensions, json=json, fail_on_error=fail_on_error, stall_seconds=stall_seconds,
-               log_level=log_level)
+               log_level=log_level, ui=ui, ui_host=ui_host, ui_port=ui_port, dashboard=dashboard)
 
     @app.command("validate", help="Check a flow and list every problem.")
     def validate(flow: Annotated[str, typer.Argument(metavar="FLOW", help="flow.py or flow.json", show_default=False)],
@@ -368,9 +348,10 @@ def build_app() -> typer.Typer:
                json: Annotated[bool, typer.Option("--json", help="the errors as a JSON array")] = False) -> None:
         invoke(cmd_errors, repository=repository, processor=processor, last=last, json=json)
 
-    from flowactors.cli import provenance, queue, state
+    from flowactors.cli import provenance, queue, state, ui
     from flowactors.ops import cluster_client
 
+    ui.add_commands(app)              # ui, graph
     provenance.add_commands(app)      # provenance search|show|repair, lineage, replay
     queue.add_commands(app)           # queue list|empty
     state.add_commands(app)           # state list|clear

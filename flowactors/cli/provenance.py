@@ -26,7 +26,8 @@ from flowactors.cli.main import CliError, _settings, help_without_command, invok
 from flowactors.sdk.flow import Flow
 from flowactors.engine.cluster.topology import TOPOLOGY_FILE
 from flowactors.ops.cluster_lineage import cluster_lineage
-from flowactors.ops.lineage_render import FORMATS, RenderError, write_picture
+from flowactors.ops.lineage_render import FORMATS, RenderError, check_output, write_picture
+from flowactors.ops.lineage_view import condense, to_text
 from flowactors.ops.provenance_tools import (ContentGoneError, NoSuchEventError, StoppedRepository, claim_state,
                                          open_event_content)
 from flowactors.ops.replay import ReplayError, replay_stopped
@@ -105,9 +106,14 @@ def add_commands(app: typer.Typer) -> None:
     def lineage(uuid: Annotated[str, typer.Argument(metavar="UUID", show_default=False)],
                 repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None,
                 output: Annotated[Optional[str], typer.Option(metavar="FILE", help=(
-                    f"also draw it to FILE ({', '.join(FORMATS)})"))] = None) -> None:
+                    f"also draw it to FILE ({', '.join(FORMATS)})"))] = None,
+                expand: Annotated[Optional[list[str]], typer.Option(metavar="GROUP", help=(
+                    "show a collapsed group of forks or joins in full (its id, from --json or the picture); "
+                    "repeatable"))] = None,
+                json: Annotated[bool, typer.Option("--json", help="the condensed lineage as JSON (nodes, edges, "
+                                                                  "groups with their members)")] = False) -> None:
         invoke(_guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting or [],
-               output=output)
+               output=output, expand=expand or [], json=json)
 
     @app.command("replay", help="Queue a FlowFile again with an event's input (flow stopped).")
     def replay(event_id: Annotated[int, typer.Argument(metavar="EVENT_ID", show_default=False)],
@@ -163,8 +169,10 @@ def _guarded(handler: Callable[[SimpleNamespace], int]) -> Callable[[SimpleNames
     return run
 
 
-def _open(args: SimpleNamespace, purpose: str) -> StoppedRepository:
-    return StoppedRepository(args.repository, _resolve_settings(args, _flow(args)), purpose=purpose)
+def _open(args: SimpleNamespace, purpose: str, writable: bool = False) -> StoppedRepository:
+    """The stopped repository, read-only unless ``writable`` (repair): a read changes nothing."""
+    return StoppedRepository(args.repository, _resolve_settings(args, _flow(args)), purpose=purpose,
+                             writable=writable)
 
 
 def _flow(args: SimpleNamespace) -> Flow | None:
@@ -331,7 +339,7 @@ def cmd_repair(args: SimpleNamespace) -> int:
     """Open the provenance repository offline: recovery reads every journal, steps over damaged
     records to the readable ones after them, merges what it read into an event file, and reports.
     Exit 0 when nothing was lost, 1 when events could not be read (named and counted)."""
-    with _open(args, "flowactors provenance repair") as repo:
+    with _open(args, "flowactors provenance repair", writable=True) as repo:
         recovery = repo.provenance.recovery
     lost, problems = recovery.get("events_lost", 0), recovery.get("problems", [])
     for problem in problems:
@@ -346,8 +354,13 @@ def cmd_repair(args: SimpleNamespace) -> int:
 
 
 def cmd_lineage(args: SimpleNamespace) -> int:
-    if args.output and Path(args.output).suffix.lower() not in FORMATS:
-        raise CliError(f"--output must end in one of {', '.join(FORMATS)}, not {args.output!r}", 2)
+    """The condensed lineage (``flowactors.ops.lineage_view``) as a text tree from the FlowFile
+    asked for, or as JSON; ``--output`` also draws it, refused before any work when it cannot be."""
+    if args.output:
+        try:
+            check_output(args.output)
+        except RenderError as err:
+            raise CliError(str(err), 2) from None
     if (Path(args.repository) / TOPOLOGY_FILE).exists():  # a flow run on several nodes: follow it across them
         lineage = cluster_lineage(args.repository, args.uuid, _resolve_settings(args, _flow(args)))
     else:
@@ -357,13 +370,18 @@ def cmd_lineage(args: SimpleNamespace) -> int:
         raise CliError(f"no provenance events name FlowFile {args.uuid} in {args.repository} (find uuids with "
                        f"'flowactors provenance search'; events older than provenance_max_storage_time are "
                        f"aged off)", 2)
-    print(lineage.to_text())
-    if lineage.truncated:
-        print("(truncated: the family has more events than were read)")
+    try:
+        view = condense(lineage, args.uuid, expand=args.expand)
+    except ValueError as err:
+        raise CliError(str(err), 2) from None
+    print(json.dumps(view.to_dict(), indent=2) if args.json else to_text(view))
     if args.output:
-        write_picture(lineage, args.output)
-        print(f"lineage of {args.uuid}: {len(lineage.nodes)} nodes, {len(lineage.edges)} edges, drawn to "
-              f"{args.output}", file=sys.stderr)
+        try:
+            write_picture(view, args.output)
+        except RenderError as err:
+            raise CliError(str(err), 1) from None
+        print(f"lineage of {args.uuid}: {len(view.nodes)} of {view.lineage_nodes} nodes drawn to {args.output}",
+              file=sys.stderr)
     return 0
 
 

@@ -1,16 +1,13 @@
 """``flowactors ui`` (find a running flow's page) and ``flowactors graph`` (draw a flow), and the
 ``flowactors run --ui`` side: ``flow_page`` serves the page for the length of a run.
 
-``register(app)`` adds the two commands to the Typer application. Every mistake is one line on
+``add_commands(app)`` adds the two commands to the Typer application. Every mistake is one line on
 standard error and exit status 2 (bad input) or 1 (cannot be done), never a traceback.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 import webbrowser
@@ -22,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from flowactors.ops.flow_graph import DIRECTIONS, to_svg
+from flowactors.ops.png import PngError, require_png, svg_to_png
 from flowactors.ops.web.address import NoPageError, on_this_machine, process_alive, read_address
 
 PICTURES = (".svg", ".png")
@@ -113,9 +111,11 @@ def graph(flow: Annotated[Path, typer.Argument(help="flow.py or flow.json")],
         raise _fail(f"--output must end in one of {', '.join(PICTURES)}, not {output.name!r}", 2)
     if direction not in DIRECTIONS:
         raise _fail(f"--direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}", 2)
-    if suffix == ".png" and not shutil.which("rsvg-convert"):
-        raise _fail("writing a .png needs rsvg-convert (apt-get install librsvg2-bin), which is not installed; "
-                    "write .svg instead (any browser shows it)", 1)
+    if suffix == ".png":
+        try:
+            require_png()
+        except PngError as err:
+            raise _fail(str(err), 1) from None
     if not output.parent.is_dir():
         raise _fail(f"no folder {output.parent} to write {output.name} into", 2)
     from flowactors.cli.main import CliError, load_flow
@@ -133,18 +133,15 @@ def graph(flow: Annotated[Path, typer.Argument(help="flow.py or flow.json")],
     if suffix == ".svg":
         output.write_text(svg, encoding="utf-8")
     else:
-        with tempfile.NamedTemporaryFile("w", suffix=".svg", encoding="utf-8") as source:
-            source.write(svg)
-            source.flush()
-            done = subprocess.run(["rsvg-convert", "-f", "png", "-o", str(output), source.name],
-                                  capture_output=True, text=True, timeout=120)
-        if done.returncode:
-            raise _fail(f"rsvg-convert could not draw {output}: {done.stderr.strip()}", 1)
+        try:
+            output.write_bytes(svg_to_png(svg))
+        except PngError as err:
+            raise _fail(str(err), 1) from None
     typer.echo(f"flow '{loaded.name}': {len(loaded.processors)} processors, {len(loaded.connections)} "
                f"connections, drawn to {output}", err=True)
 
 
-def register(app: typer.Typer) -> None:
+def add_commands(app: typer.Typer) -> None:
     """Add ``ui`` and ``graph`` to the ``flowactors`` Typer application."""
     app.command("ui")(ui)
     app.command("graph")(graph)

@@ -19,7 +19,6 @@ writes it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from datetime import datetime, timezone
@@ -27,6 +26,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from flowactors.ops.lineage_view import LineageView, ViewNode, condense
+from flowactors.ops.png import PngError, require_png, svg_to_png
 from repositories.provenance.lineage import Lineage
 
 FORMATS = (".svg", ".dot", ".png")
@@ -51,7 +51,6 @@ _COLOURS = {
 _EVENT_COLOUR = "#f7f7f2"
 _FLOWFILE_COLOUR = "#fff6c8"
 _GROUP_COLOUR = "#eef2f7"
-PNG_PACKAGE = "resvg_py"
 
 
 class RenderError(RuntimeError):
@@ -68,10 +67,11 @@ def check_output(path: str | os.PathLike) -> Path:
                           f"{', '.join(FORMATS)}")
     if not path.parent.is_dir():
         raise RenderError(f"cannot write {path}: the folder {path.parent} does not exist")
-    if suffix == ".png" and importlib.util.find_spec(PNG_PACKAGE) is None:
-        raise RenderError("writing a .png picture needs the Python package resvg-py (pip install "
-                          "'resvg-py>=0.5,<0.6': a wheel, no system library), which is not installed; "
-                          "write .svg or .dot instead")
+    if suffix == ".png":
+        try:
+            require_png()
+        except PngError as err:
+            raise RenderError(str(err)) from None
     return path
 
 
@@ -92,13 +92,10 @@ def write_picture(lineage: Lineage | LineageView, path: str | os.PathLike, flowf
 
 def to_png(view: LineageView) -> bytes:
     """The SVG rasterised by resvg, at its own size (``RenderError`` without resvg-py)."""
-    check_output("lineage.png")
-    import resvg_py
-
     try:
-        return bytes(resvg_py.svg_to_bytes(svg_string=to_svg(view), background="white"))
-    except ValueError as err:
-        raise RenderError(f"resvg could not draw the picture: {err}") from None
+        return svg_to_png(to_svg(view))
+    except PngError as err:
+        raise RenderError(str(err)) from None
 
 
 def to_dot(view: LineageView) -> str:

@@ -94,25 +94,20 @@ def _size(n: int) -> str:
     return f"{n} byte" + ("" if n == 1 else "s")
 
 
-#: the purposes today's CLI opens for writing without saying ``writable`` (see ``StoppedRepository``)
-WRITING_PURPOSES = frozenset({"flowactors provenance repair"})
-
-
 class StoppedRepository:
     """The repositories of a folder with no flow running, opened under the repository lock.
 
     ``provenance`` and ``content`` open on first use; ``flowfile`` (the write-ahead log) only for
-    replay. ``writable``: None takes it from ``purpose`` (``WRITING_PURPOSES``), else read-only
-    unless True. Read-only, nothing in the folder is created or changed, so it works on a
-    read-only folder, and two readers may share it. Close it (or use ``with``) to let a flow
+    replay. Read-only unless ``writable`` (repair, replay): nothing in the folder is created or
+    changed, so it works on a read-only folder, and two readers may share it. Close it (or use ``with``) to let a flow
     start again.
     """
 
     def __init__(self, repository: str | os.PathLike, settings: Settings | None = None, *,
-                 purpose: str = "flowactors provenance", writable: bool | None = None):
+                 purpose: str = "flowactors provenance", writable: bool = False):
         self.root = Path(repository)
         self.settings = settings or Settings()
-        self.writable = purpose in WRITING_PURPOSES if writable is None else writable
+        self.writable = writable
         if not (self.root / "provenance").is_dir():
             raise FileNotFoundError(
                 f"no provenance repository in {self.root} (expected {self.root / 'provenance'}); "
