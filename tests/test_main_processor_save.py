@@ -97,3 +97,27 @@ def test_a_script_no_one_can_import_is_refused_at_save_with_what_to_do(tmp_path)
         "beside the flow) and import it from there",
     ]
     assert not (tmp_path / "flow.json").exists()
+
+
+def test_the_command_runs_the_saved_definition_from_the_scripts_folder(tmp_path):
+    """``flowactors run flow.json`` next to the script that saved it imports the processor it
+    names (the folder of the definition and the current folder are importable, as for ``python
+    script.py``), and runs it on Ray with the class sent by value (no actor imports the script)."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "shout_flow.py").write_text(SCRIPT)
+    saved = python(["shout_flow.py"], cwd=folder)
+    assert saved.returncode == 0, saved.stderr
+    assert json.loads((folder / "flow.json").read_text())["processors"][1]["type"] == "shout_flow.Shout"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for cwd, definition in ((folder, "flow.json"), (elsewhere, str(folder / "flow.json"))):
+        validated = python(["-m", "flowactors.cli", "validate", definition], cwd=cwd)
+        assert validated.returncode == 0, validated.stderr
+        assert validated.stdout.startswith("flow 'shouting' is valid: 2 processors")
+    for engine in ("in-process", "ray"):   # the generator never stops: a short run of each engine
+        ran = python(["-m", "flowactors.cli", "run", "flow.json", "--engine", engine, "--duration", "2", "--json",
+                      "--repository", str(tmp_path / engine)], cwd=folder)
+        assert ran.returncode == 0, ran.stderr
+        shout = next(p for p in json.loads(ran.stdout[ran.stdout.index("{"):])["processors"] if p["name"] == "shout")
+        assert shout["errors"] == 0 and shout["type"].endswith("Shout")

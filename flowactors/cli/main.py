@@ -36,22 +36,62 @@ class CliError(Exception):
 
 def load_flow(path: str | Path, extensions: Sequence[str] | None = None) -> Flow:
     """A Flow from a ``.json`` definition (a NiFi one too, its Python processors found in
-    ``extensions``) or a ``.py`` file (its ``flow`` variable or ``build_flow()``)."""
+    ``extensions``) or a ``.py`` file (its ``flow`` variable or ``build_flow()``).
+
+    As ``python`` does for a script, the flow file's folder (and, for a definition, the current
+    folder) comes first on ``sys.path``, so a definition saved by a script finds the processors
+    it names (``shout_flow.Shout``); a ``.py`` flow is imported under its own name when that
+    name finds this file, so a flow it saves names its processors as any process imports them.
+    Processors from modules outside the installed packages travel to the actors by value."""
     path = Path(path)
     if not path.is_file():
         raise CliError(f"no flow file at {path}", 2)
     if path.suffix == ".json":
-        return Flow.from_json(path.read_bytes(), extensions=extensions)
+        folders = _importable_first(path.parent.resolve(), Path.cwd())
+        flow = Flow.from_json(path.read_bytes(), extensions=extensions)
+        _by_value(node.type.__module__ for node in flow.processors.values() if _defined_in(node.type, folders))
+        return flow
     if path.suffix != ".py":
         raise CliError(f"{path}: a flow is a .py or .json file", 2)
-    module_name = f"flowactors_user_flow_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    folder = path.parent.resolve()
+    _importable_first(folder)
+    module_name = path.stem
+    found = importlib.util.find_spec(module_name) if module_name.isidentifier() else None
+    if found is None or found.origin is None or Path(found.origin).resolve() != path.resolve():
+        module_name = f"flowactors_user_flow_{path.stem}"   # its own name finds another module
+    spec =  importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
+    _by_value([module_name])  # processors defined in the file reach the actors
+    return _flow_of(module, path)
+
+
+def _importable_first(*folders: Path) -> tuple[Path, ...]:
+    """Put ``folders`` first on ``sys.path`` (once each); returns them."""
+    for folder in reversed(folders):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    return folders
+
+
+def _defined_in(processor_type: type, folders: Sequence[Path]) -> bool:
+    """Whether ``processor_type``'s module is a file below one of ``folders`` (not installed)."""
+    module = sys.modules.get(processor_type.__module__)
+    source = getattr(module, "__file__", None)
+    return source is not None and any(Path(source).resolve().is_relative_to(f) for f in folders)
+
+
+def _by_value(module_names) -> None:
+    """Let Ray pickle these modules' classes by value: an actor need not import them."""
     import ray.cloudpickle
 
-    ray.cloudpickle.register_pickle_by_value(module)  # processors defined in the file reach the actors
+    for name in set(module_names):
+        ray.cloudpickle.register_pickle_by_value(sys.modules[name])
+
+
+def _flow_of(module, path: Path) -> Flow:
+    """The flow a ``.py`` file defines: its ``flow``, ``build_flow()``, or its only Flow."""
     if isinstance(getattr(module, "flow", None), Flow):
         return module.flow
     if callable(getattr(module, "build_flow", None)):
