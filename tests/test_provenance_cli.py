@@ -19,7 +19,7 @@ from flowactors import Flow
 from flowactors.cli.main import main
 from flowactors.engine.runner import run_flow
 from flowactors.ops.lineage_render import to_dot
-from flowactors.ops.lineage_view import condense
+from flowactors.ops.lineage_view import condense, to_text
 from flowactors.processors import GetFile
 from flowactors.sdk.settings import Settings
 from provenance_flows import LETTERS, all_events, only, split_merge_clone_flow
@@ -160,11 +160,13 @@ def test_lineage_prints_a_tree_and_draws_it(ran, capsys, tmp_path):
     original = only(events, event_type="CREATE").flowfile_uuid
     with ProvenanceRepository(repository / "provenance") as provenance:
         lineage = provenance.lineage(original)
+    view = condense(lineage, original)   # a small family: nothing to group, every node shown
+    assert not view.groups and len(view.nodes) == len(lineage.nodes) == 22
     svg, dot = tmp_path / "lineage.svg", tmp_path / "lineage.dot"
     status, out, err = cli(capsys, "lineage", original, "--repository", str(repository), "--output", str(svg))
-    assert status == 0 and out == lineage.to_text() + "\n"
-    assert out.splitlines()[0] == f"FlowFile {original}"
-    assert err.strip() == f"lineage of {original}: 22 nodes, 23 edges, drawn to {svg}"
+    assert status == 0 and out == to_text(view) + "\n"
+    assert original in out.splitlines()[0]   # the text starts at the FlowFile asked for
+    assert err.strip() == f"lineage of {original}: 22 of 22 nodes drawn to {svg}"
     root = ET.parse(svg).getroot()
     assert root.tag == f"{SVG}svg"
     nodes = [g for g in root.iter(f"{SVG}g") if g.get("class", "").startswith("node ")]
@@ -173,6 +175,8 @@ def test_lineage_prints_a_tree_and_draws_it(ran, capsys, tmp_path):
     assert len(nodes) == 22 and len(edges) == 23
     assert sorted((g.get("data-source"), g.get("data-target")) for g in edges) == \
         sorted((e.source, e.target) for e in lineage.edges)
+    status, out, _ = cli(capsys, "lineage", original, "--repository", str(repository), "--json")
+    assert status == 0 and json.loads(out) == json.loads(json.dumps(view.to_dict()))
     assert sum(g.get("class") == "node flowfile" for g in nodes) == 8
     assert cli(capsys, "lineage", original, "--repository", str(repository), "--output", str(dot))[0] == 0
     assert dot.read_text() == to_dot(condense(lineage))
@@ -185,8 +189,21 @@ def test_lineage_mistakes(ran, capsys, tmp_path):
     repository, _ = ran
     status, _, err = cli(capsys, "lineage", "no-such-uuid", "--repository", str(repository))
     assert status == 2 and "no provenance events name FlowFile no-such-uuid" in err
-    status, _, err = cli(capsys, "lineage", "x", "--repository", str(repository), "--output", "lineage.txt")
-    assert status == 2 and "--output must end in one of .svg, .dot, .png" in err
+    status, out, err = cli(capsys, "lineage", "x", "--repository", str(repository), "--output", "lineage.txt")
+    assert status == 2 and not out
+    assert err == "flowactors: cannot draw a lineage as 'lineage.txt': the file name must end in one of .svg, .dot, .png\n"
+
+
+def test_lineage_says_before_any_work_that_png_needs_its_renderer(ran, capsys, tmp_path, monkeypatch):
+    from flowactors.ops import png
+
+    repository, events = ran
+    monkeypatch.setattr(png, "PNG_PACKAGE", "resvg_py_not_installed")
+    picture = tmp_path / "lineage.png"
+    status, out, err = cli(capsys, "lineage", events[0].flowfile_uuid, "--repository", str(repository),
+                           "--output", str(picture))
+    assert status == 2 and not out and not picture.exists()   # nothing printed, nothing drawn
+    assert err.startswith("flowactors: writing a .png picture needs the Python package resvg-py")
 
 
 def _damaged_journals(root: Path) -> int:
