@@ -4,6 +4,7 @@ connection drawn, every text inside its box and the canvas, bad input refused in
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -101,13 +102,19 @@ flow.connect(flow.add(GenerateFlowFile, "make"), flow.add(Funnel, "sink", auto_t
 """
 
 
-def test_graph_writes_the_flow_as_svg(tmp_path):
+def drawn(tmp_path, name: str) -> tuple[Path, Path]:
+    """``flowactors graph`` of FLOW_FILE to ``name``: (the flow file, the picture written)."""
     source = tmp_path / "flow.py"
     source.write_text(FLOW_FILE)
-    out = tmp_path / "flow.svg"
+    out = tmp_path / name
     result = CliRunner().invoke(build_app(), ["graph", str(source), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "flow 'drawn': 2 processors, 1 connections, drawn to" in result.output
+    return source, out
+
+
+def test_graph_writes_the_flow_as_svg(tmp_path):
+    _, out = drawn(tmp_path, "flow.svg")
     root = ET.fromstring(out.read_text())
     assert {g.get("data-processor") for g in root.iter(f"{SVG}g") if g.get("class") == "processor"} == {"make", "sink"}
     assert [g.get("data-connection") for g in root.iter(f"{SVG}g") if g.get("class") == "connection"] == ["made"]
@@ -123,11 +130,7 @@ def test_graph_says_before_any_work_that_png_needs_a_renderer(tmp_path, monkeypa
 
 
 def test_graph_draws_a_png(tmp_path):
-    source = tmp_path / "flow.py"
-    source.write_text(FLOW_FILE)
-    out = tmp_path / "flow.png"
-    result = CliRunner().invoke(build_app(), ["graph", str(source), "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    source, out = drawn(tmp_path, "flow.png")
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])   # IHDR: the SVG's own size
