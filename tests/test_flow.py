@@ -196,3 +196,22 @@ def test_a_misspelt_property_gets_a_suggestion():
         Flow.from_json(orjson.dumps(data)).validate()
     assert caught.value.problems == ["processor 'put': 'Conflict Resolution Stratgy' is not a property of "
                                      "PutFile; did you mean 'Conflict Resolution Strategy'?"]
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda d: d["processors"][0].update(auto_terminate=5),
+     "processor 'generate': 'auto_terminate' must be a list of names, not 5"),
+    (lambda d: d["connections"][0].update(relationships=5),
+     "connection 'generate.success.route': 'relationships' must be a list of names, not 5"),
+    (lambda d: d["connections"][0].update(prioritizers=[1]),
+     "connection 'generate.success.route': 'prioritizers' must be a list of names, not a list"),
+    (lambda d: d["connections"][0].update(source=["generate"]),
+     "connection 'generate.success.route': 'source' must be a string, not a list"),
+    (lambda d: d.update(processors="abc"), "'processors' must be a list of objects, not 'abc'"),
+])
+def test_a_field_of_the_wrong_kind_is_one_problem_not_a_traceback(change, problem):
+    data = valid_flow().to_dict()
+    change(data)
+    with pytest.raises(FlowValidationError) as caught:
+        Flow.from_json(orjson.dumps(data))
+    assert any(p.startswith(problem) for p in caught.value.problems), caught.value.problems

@@ -35,7 +35,7 @@ LOAD_BALANCE_STRATEGIES = ("none", "round-robin", "single-node", "partition-by-a
 #: what a load-balanced transfer compresses
 LOAD_BALANCE_COMPRESSION = ("none", "attributes", "attributes-and-content")
 #: what a default connection name replaces (``default_connection_name``)
-_NOT_SHELL_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_NOT_SHELL_SAFE = re.compile(r"[^\w-]+")   # letters of any script are one shell word too
 #: NiFi's names of the same (flow definitions exported from NiFi spell them so)
 _NIFI_NAMES = {"DO_NOT_LOAD_BALANCE": "none", "ROUND_ROBIN": "round-robin", "SINGLE_NODE": "single-node",
                "PARTITION_BY_ATTRIBUTE": "partition-by-attribute", "DO_NOT_COMPRESS": "none",
@@ -400,13 +400,25 @@ class Flow:
                 problems.append(f"{label}: 'properties' must be an object of property names and values, "
                                 f"not {_json_kind(properties)}")
                 properties = {}
-            flow.add(processor_type, entry.get("name"), properties=properties, **fields)
+            wrong = _kind_problems(entry, texts=("name",), lists=("auto_terminate",))
+            problems.extend(f"{label}: {p}" for p in wrong)
+            if not wrong:
+                try:
+                    flow.add(processor_type, entry.get("name"), properties=properties, **fields)
+                except (TypeError, AttributeError, ValueError) as err:   # a field of the wrong JSON kind
+                    problems.append(f"{label}: {err}")
         ends = ("source", "destination", "relationships")
         for label, entry, fields in _entries(data.get("connections"), "connection", ends, CONNECTION_FIELDS, problems):
             missing = [k for k in ends if k not in entry]
             problems.extend(f"{label}: '{k}' is missing" for k in missing)
-            if not missing:
-                flow.connect(entry["source"], entry["destination"], entry["relationships"], **fields)
+            wrong = _kind_problems(entry, texts=("source", "destination", "name"),
+                                   lists=("relationships", "prioritizers"))
+            problems.extend(f"{label}: {p}" for p in wrong)
+            if not missing and not wrong:
+                try:
+                    flow.connect(entry["source"], entry["destination"], entry["relationships"], **fields)
+                except (TypeError, AttributeError, ValueError, KeyError) as err:   # a field of the wrong JSON kind
+                    problems.append(f"{label}: {err}")
         problems.extend(flow._problems)   # building problems (a null property value, a name used twice)
         if problems:
             raise FlowValidationError(flow.name, problems)
@@ -584,6 +596,9 @@ def _entries(entries: Any, kind: str, own: tuple[str, ...], fields: tuple[str, .
     """Each object of a definition's list of processors or connections, as (a label naming it,
     the object, its ``fields``); an entry that is not an object, and a key that is neither one of
     ``own`` nor a field, are problems."""
+    if entries is not None and not isinstance(entries, list):
+        problems.append(f"'{kind}s' must be a list of objects, not {_json_kind(entries)}")
+        return
     for number, entry in enumerate(entries or [], 1):
         name = entry.get("name") if isinstance(entry, dict) else None
         label = f"{kind} '{name}'" if name else f"{kind} {number}"
@@ -593,6 +608,20 @@ def _entries(entries: Any, kind: str, own: tuple[str, ...], fields: tuple[str, .
         problems.extend(f"{label}: {_unknown_key(k, (*own, *fields), f'a {kind} field')}"
                         for k in entry if k not in own and k not in fields)
         yield label, entry, {k: v for k, v in entry.items() if k in fields}
+
+
+def _kind_problems(entry: dict, texts: Sequence[str], lists: Sequence[str]) -> list[str]:
+    """The fields of ``entry`` of the wrong JSON kind: ``texts`` must be strings, ``lists`` lists of
+    strings (a relationship may be one string); absent fields are another problem's."""
+    problems = [f"'{k}' must be a string, not {_json_kind(entry[k])}" for k in texts
+                if k in entry and entry[k] is not None and not isinstance(entry[k], str)]
+    for k in lists:
+        value = entry.get(k)
+        if value is None or (k == "relationships" and isinstance(value, str)):
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            problems.append(f"'{k}' must be a list of names, not {_json_kind(value)}")
+    return problems
 
 
 def _json_kind(value: Any) -> str:
