@@ -226,6 +226,43 @@ def test_an_error_is_one_line_in_the_table_and_whole_in_flowactors_errors(tmp_pa
     assert len({e["at"] for e in entries}) == len(entries)  # each error once, however often it was looked at
 
 
+def test_a_damaged_error_log_is_read_around_and_another_version_refused(tmp_path, capsys):
+    from flowactors.ops.error_log import ErrorLog
+
+    log = ErrorLog(tmp_path)
+    status = {"flow": "f", "processors": [{"name": "p", "recent_errors": [
+        {"at": 1.5, "where": "on_trigger", "error": "ValueError: first"}]}]}
+    assert log.record(status) == 1
+    with open(log.path, "ab") as f:
+        f.write(b'5\n{"version": 1, "at": "x"}\n\xff\xfe\n{"version": 1, "at": 2.0, "proc')   # damaged, then cut short
+    status["processors"][0]["recent_errors"].append({"at": 3.0, "where": "on_trigger", "error": "ValueError: second"})
+    assert log.record(status) == 1   # appended on a line of its own after the cut one
+    assert main(["errors", "--repository", str(tmp_path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [e["error"] for e in json.loads(out)] == ["ValueError: first", "ValueError: second"]
+    assert err == (f"flowactors: warning: 4 line(s) of {log.path} could not be read (cut short by a crash, or "
+                   f"damaged) and are left out: line 2, 3, 4, 5\n")
+    with open(log.path, "ab") as f:
+        f.write(b'{"version": 2, "at": 4.0}\n')
+    assert main(["errors", "--repository", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"flowactors: {log.path}, line 7: an error log entry of version 2; this "
+                                       f"flowactors reads version 1 (docs/formats/error-log.md)\n")
+
+
+def test_an_error_log_that_cannot_be_written_never_stops_the_run(tmp_path, capsys):
+    from flowactors.ops.error_log import ErrorLog
+
+    log = ErrorLog(tmp_path)
+    log.path.mkdir()   # an errors.jsonl the run cannot open for writing
+    status = {"flow": "f", "processors": [{"name": "p", "recent_errors": [
+        {"at": 1.5, "where": "on_trigger", "error": "ValueError: first"}]}]}
+    assert log.record(status) == 1
+    status["processors"][0]["recent_errors"].append({"at": 2.5, "where": "on_trigger", "error": "ValueError: b"})
+    assert log.record(status) == 1
+    err = capsys.readouterr().err
+    assert err.count("flowactors: warning: the errors of this run are not kept in") == 1   # said once
+
+
 def test_processor_logs_show_at_the_run_log_level(tmp_path, capsys):
     flow = tmp_path / "flow.py"
     flow.write_text(textwrap.dedent('''

@@ -219,11 +219,19 @@ def cmd_status(args: SimpleNamespace) -> int:
 def cmd_errors(args: SimpleNamespace) -> int:
     """The run errors kept in a repository's error log (``flowactors.ops.error_log``), in full:
     what the live view shows as one line each."""
-    from flowactors.ops.error_log import FILE_NAME, read_errors
+    from flowactors.ops.error_log import FILE_NAME, ErrorLogError, read_errors
 
     if not Path(args.repository).is_dir():
         raise CliError(f"no repository folder {args.repository}", 2)
-    errors = [e for e in read_errors(args.repository) if args.processor in (None, e.get("processor"))]
+    try:
+        found, unreadable = read_errors(args.repository)
+    except ErrorLogError as err:
+        raise CliError(str(err), 1) from None
+    if unreadable:
+        lines = ", ".join(map(str, unreadable[:5])) + (", ..." if len(unreadable) > 5 else "")
+        print(f"flowactors: warning: {len(unreadable)} line(s) of {Path(args.repository) / FILE_NAME} could not be "
+              f"read (cut short by a crash, or damaged) and are left out: line {lines}", file=sys.stderr)
+    errors = [e for e in found if args.processor in (None, e["processor"])]
     errors = errors[-args.last:] if args.last else errors
     if args.json:
         print(json.dumps(errors, indent=2))
