@@ -195,6 +195,7 @@ def lineage(base: Path, nodes: Nodes) -> dict:
     """A FlowFile listed on n0 and fetched on n1: its lineage, asked on either side."""
     from flowactors.ops.cluster_lineage import cluster_lineage
     from flowactors.ops.provenance_tools import StoppedRepository
+    from flowactors.ops.lineage_view import condense, to_text
     from flowactors.engine.cluster.topology import node_repository
 
     make_files(base / "in", 30)
@@ -214,7 +215,8 @@ def lineage(base: Path, nodes: Nodes) -> dict:
                           "--repository", str(base / "repo")], capture_output=True, text=True, timeout=120)
     return {**summary(final), "received_uuid": received_uuid, "sent_uuid": listed.flowfile_uuid,
             "lineage": [n.label for n in lineage.nodes], "edges": len(lineage.edges),
-            "from_sender": [n.label for n in from_sender.nodes], "text": lineage.to_text(),
+            "from_sender": [n.label for n in from_sender.nodes], "text": to_text(condense(lineage, received_uuid)),
+            "view_relatives": [n.label for n in condense(lineage, received_uuid).nodes if n.relation == "relative"],
             "cli": {"exit": cli.returncode, "stdout": cli.stdout, "stderr": cli.stderr[-2000:]}}
 
 
