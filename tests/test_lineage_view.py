@@ -153,3 +153,35 @@ def test_condense_refuses_settings_that_cannot_group(family):
     provenance, fork, _ = family
     with pytest.raises(ValueError, match="need 1 <= shown <= collapse_over, not shown=0, collapse_over=5"):
         condense(provenance.lineage(fork.flowfile_uuid), shown=0)
+
+
+def test_the_text_view_of_a_small_family_is_its_whole_tree():
+    """A fork and a join (tests/test_provenance_repository.py's history): every node once, the
+    JOIN reached a second time said so."""
+    from repositories.provenance import InMemoryProvenanceRepository
+    from test_provenance_repository import lineage_history
+
+    repo = InMemoryProvenanceRepository()
+    repo.register(lineage_history())
+    view = condense(repo.lineage("A"))
+    assert to_text(view) == "\n".join([
+        "FlowFile A",
+        "ancestors (nearest first): none",
+        "descendants:",
+        "└── #0 CREATE by Gen",
+        "    └── #1 ATTRIBUTES_MODIFIED by Gen",
+        "        └── #3 FORK by Gen",
+        "            ├── FlowFile B",
+        "            │   └── #4 ROUTE by Gen -> success",
+        "            │       └── #7 JOIN by Gen",
+        "            │           └── FlowFile E",
+        "            │               └── #8 SEND by Gen",
+        "            │                   └── #9 DROP by Gen",
+        "            ├── FlowFile C",
+        "            │   └── #5 CLONE by Gen",
+        "            │       └── FlowFile D",
+        "            │           └── #7 JOIN by Gen (see above)",
+        "            └── #6 DROP by Gen",
+        "(14 of the family's 14 nodes shown)",
+    ])
+    assert '"event:3" -> "flowfile:B"' in to_dot(view)

@@ -385,34 +385,7 @@ def test_lineage_graph_is_exact_from_any_member(tmp_path, start, kind):
     assert {(e.source, e.target, e.flowfile_uuid) for e in lineage.edges} == EXPECTED_EDGES
     assert len(lineage.edges) == len(EXPECTED_EDGES) and not lineage.truncated
     assert lineage.node("event:7").event_type is T.JOIN
-    text = lineage.to_text()
-    assert text.splitlines()[0] == "FlowFile A"
-    assert "#7 JOIN by Gen (see above)" in text and "X" not in text
-    dot = lineage.to_dot()
-    assert dot.startswith("digraph lineage {") and '"event:3" -> "flowfile:B"' in dot
     repo.close()
-
-
-def test_lineage_text_rendering(tmp_path):
-    repo = InMemoryProvenanceRepository()
-    repo.register(lineage_history())
-    assert repo.lineage("A").to_text() == "\n".join([
-        "FlowFile A",
-        "└── #0 CREATE by Gen",
-        "    └── #1 ATTRIBUTES_MODIFIED by Gen",
-        "        └── #3 FORK by Gen",
-        "            ├── FlowFile B",
-        "            │   └── #4 ROUTE by Gen -> success",
-        "            │       └── #7 JOIN by Gen",
-        "            │           └── FlowFile E",
-        "            │               └── #8 SEND by Gen",
-        "            │                   └── #9 DROP by Gen",
-        "            ├── FlowFile C",
-        "            │   └── #5 CLONE by Gen",
-        "            │       └── FlowFile D",
-        "            │           └── #7 JOIN by Gen (see above)",
-        "            └── #6 DROP by Gen",
-    ])
 
 
 def test_replay_links_lineage(tmp_path):

@@ -2,8 +2,8 @@
 
 "What happened to this file?" from the command line, on the repository folder of a stopped flow
 (docs/provenance.md walks through it). The repositories are opened under the repository lock
-(``repositories.lock``): while a flow runs on the folder these commands refuse, naming
-the flow, because opening the provenance repository merges the journals the flow is writing.
+(``repositories.lock``; shared by the read-only commands, which change nothing): while a flow
+runs on the folder these commands refuse, naming the flow, because what they read is being written.
 Times are shown in UTC; ``--since``/``--until`` take ISO 8601 (UTC unless it has an offset) or
 milliseconds since the epoch.
 """

@@ -28,12 +28,10 @@ def add_commands(app: typer.Typer) -> None:
     app.add_typer(queue, name="queue")
 
     @queue.command("list", help="The first FlowFiles waiting in a queue.")
-    def listing(name: QueueName, repository: Repository = "repository", flow: FlowOption = None,
-                setting: SettingOption = None,
+    def listing(name: QueueName, repository: Repository = "repository",
                 limit: Annotated[int, typer.Option(help="most shown")] = DEFAULT_LIMIT,
                 json: Annotated[bool, typer.Option("--json", help="the FlowFiles as a JSON array")] = False) -> None:
-        invoke(_guarded(_queue_errors(cmd_list)), queue=name, repository=repository, flow=flow,
-               setting=setting or [], limit=limit, json=json)
+        invoke(_guarded(_queue_errors(cmd_list)), queue=name, repository=repository, limit=limit, json=json)
 
     @queue.command("empty", help="Drop every FlowFile of a queue (DROP events recorded).")
     def empty(name: QueueName, repository: Repository = "repository", flow: FlowOption = None,

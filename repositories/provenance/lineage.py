@@ -67,47 +67,6 @@ class Lineage:
                 return n
         raise KeyError(node_id)
 
-    def to_text(self) -> str:
-        """An indented tree from each root; a node reached a second time (a JOIN) says so."""
-        children: dict[str, list[str]] = {n.id: [] for n in self.nodes}
-        has_parent: set[str] = set()
-        for edge in self.edges:
-            children[edge.source].append(edge.target)
-            has_parent.add(edge.target)
-        labels = {n.id: n.label for n in self.nodes}
-        lines: list[str] = []
-        shown: set[str] = set()
-        for root in [n.id for n in self.nodes if n.id not in has_parent]:
-            stack = [(root, "", "")]
-            while stack:
-                node_id, line_prefix, child_prefix = stack.pop()
-                if node_id in shown:
-                    lines.append(f"{line_prefix}{labels[node_id]} (see above)")
-                    continue
-                shown.add(node_id)
-                lines.append(f"{line_prefix}{labels[node_id]}")
-                kids = children[node_id]
-                for i in range(len(kids) - 1, -1, -1):
-                    last = i == len(kids) - 1
-                    stack.append((kids[i], child_prefix + ("└── " if last else "├── "),
-                                  child_prefix + ("    " if last else "│   ")))
-        return "\n".join(lines)
-
-    def to_dot(self) -> str:
-        """Graphviz source: FlowFiles as ellipses, events as boxes, edges labelled by uuid prefix."""
-        out = ["digraph lineage {", "  rankdir=TB;"]
-        for n in self.nodes:
-            shape = "ellipse" if n.kind == "flowfile" else "box"
-            out.append(f"  {_quote(n.id)} [shape={shape}, label={_quote(n.label)}];")
-        for e in self.edges:
-            out.append(f"  {_quote(e.source)} -> {_quote(e.target)} [label={_quote(e.flowfile_uuid[:8])}];")
-        out.append("}")
-        return "\n".join(out) + "\n"
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
 
 def named_uuids(event: ProvenanceEvent) -> tuple[str, ...]:
     """The uuids an event names: its FlowFile, parents and children (what a uuid search matches)."""
