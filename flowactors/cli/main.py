@@ -75,8 +75,16 @@ def _importable_first(*folders: Path) -> tuple[Path, ...]:
     return folders
 
 
+#: flowactors' own packages: every actor imports them, so they are never sent by value (a class
+#: sent by value is another class there: ``isinstance`` checks against ours would fail)
+OWN_PACKAGES = ("flowactors", "nifiapi", "repositories")
+
+
 def _defined_in(processor_type: type, folders: Sequence[Path]) -> bool:
-    """Whether ``processor_type``'s module is a file below one of ``folders`` (not installed)."""
+    """Whether ``processor_type``'s module is a user's file below one of ``folders`` (not installed,
+    not one of flowactors' own packages, which a checkout run from its root also holds)."""
+    if processor_type.__module__.partition(".")[0] in OWN_PACKAGES:
+        return False
     module = sys.modules.get(processor_type.__module__)
     source = getattr(module, "__file__", None)
     return source is not None and any(Path(source).resolve().is_relative_to(f) for f in folders)
