@@ -12,8 +12,10 @@ from flowactors.engine.runner import run_flow
 from flowactors.processors import GetFile, PutFile, RouteOnAttribute
 from flowactors.sdk.flow import default_connection_name, former_default_name
 from flowactors.sdk.settings import Settings
+from repositories.flowfile.swapfile import swap_directory, write_swap_file
 from repositories.flowfile.wal import WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile
+from repositories.provenance import ProvenanceEventType, ProvenanceRepository
 
 
 def old_flowfile(number: int) -> FlowFile:
@@ -49,17 +51,16 @@ def test_the_renames_are_those_of_default_names_only():
     assert former_default_name("gen", ["a", "b"], "badel") == "gen:a+b->badel"
 
 
-def test_a_queue_renamed_in_the_log_keeps_its_order_and_swap_files(tmp_path):
+def test_a_queue_renamed_in_the_log_keeps_its_order_and_takes_its_swap_files_back(tmp_path):
     old = [old_flowfile(i) for i in range(5)]
     with WriteAheadFlowFileRepository.from_settings(tmp_path, Settings()) as log:
         for flowfile in old:
             log.commit([QueuedFlowFile(flowfile, "gen:success->badel")], [])
-        log.register_swap_file("gen:success->badel", "swapped-1", 2, 0, flowfiles=old[3:])
-        assert log.rename_queue("gen:success->badel", "gen.success.badel") == 3
-        assert log.queue_counts() == {"gen.success.badel": 3, "swap:swapped-1": 2}
-        assert [f.uuid for f in log.iter_queue("gen.success.badel").__next__()] == [f.uuid for f in old[:3]]
-        assert [e["queue"] for e in log.swap_files()] == ["gen.success.badel"]
-        assert log.unregister_swap_file("swapped-1") == 2
+        log.register_swap_file("gen:success->badel", "swapped-1", 2, 0, flowfiles=old[1:3])
+        assert log.rename_queue("gen:success->badel", "gen.success.badel") == 5
+        # the swap file's header names the former queue: its records are back in the queue, in place
+        assert log.queue_counts() == {"gen.success.badel": 5}
+        assert log.swap_files() == []
         assert [f.uuid for f in log.iter_queue("gen.success.badel").__next__()] == [f.uuid for f in old]
 
 
@@ -68,7 +69,8 @@ def test_flowfiles_queued_under_a_former_default_name_are_delivered(tmp_path):
     queued = [old_flowfile(i) for i in range(6)]
     with WriteAheadFlowFileRepository.from_settings(repository, Settings()) as log:  # an older version's run
         log.commit([QueuedFlowFile(f, "gen:success->badel") for f in queued], [])
-        log.register_swap_file("gen:success->badel", "gen-swap-1", 2, 0, flowfiles=queued[4:])
+        log.register_swap_file("gen:success->badel", "gen-swap-1.swap", 2, 0, flowfiles=queued[4:])
+    write_swap_file(swap_directory(repository), "gen-swap-1.swap", "gen:success->badel", queued[4:])
     (tmp_path / "in").mkdir()
     flow = Flow("renamed")
     gen = flow.add(GetFile, "gen", properties={"Input Directory": str(tmp_path / "in")}, run_schedule="1 sec")
@@ -77,6 +79,12 @@ def test_flowfiles_queued_under_a_former_default_name_are_delivered(tmp_path):
     flow.connect(gen, put)
     final = run_flow(flow, repository, engine="in-process", timeout=120, stall_seconds=30)
     assert not final.get("timed_out") and "stalled" not in final
+    assert [q.get("swap_errors") for q in final["queues"]] == [[]]
+    assert not (swap_directory(repository) / "gen-swap-1.swap").exists()  # an orphan once the move forgot it
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"old-{i}" for i in range(6)]
+    with ProvenanceRepository.from_settings(repository, Settings()) as provenance:
+        sent = [e.updated_attributes["filename"] for e in provenance.events(0, 100)
+                if e.event_type == ProvenanceEventType.SEND]
+    assert sent == [f"old-{i}" for i in range(6)]  # each once, in the order queued
     with WriteAheadFlowFileRepository.from_settings(repository, Settings()) as log:
         assert log.queue_counts() == {} and log.swap_files() == []

@@ -974,16 +974,19 @@ class WriteAheadFlowFileRepository:
 
     def rename_queue(self, old: str, new: str) -> int:
         """Move every FlowFile of queue ``old`` to queue ``new``, each keeping its FIFO position,
-        and the swap files ``old`` registered, in one transaction: how a connection whose id
-        changed keeps what was queued under the former one. Returns how many records moved."""
+        in one transaction: how a connection whose id changed keeps what was queued under the
+        former one. The swap files ``old`` registered are unregistered in the same transaction
+        (as ``unregister_swap_file``: their records join ``new`` in their FIFO position), since
+        each file's header names ``old``; the files are then orphans, deleted at start-up.
+        Returns how many records moved, swapped ones included."""
+        target = self._prefix(new)
         with self._write("renaming a queue") as txn:
             self._fold(txn)
-            moved = self._move_records(txn, self._prefix(old), self._prefix(new))
+            moved = self._move_records(txn, self._prefix(old), target)
             for key, raw in list(txn.cursor(db=self._swap)):
-                entry = self._swap_entry(raw, key.decode())
-                if entry["queue"] == old:
-                    txn.put(key, rec.encode_swap_entry(new, entry["count"], entry["size"], entry["seq"],
-                                                       entry.get("registered", 0)), db=self._swap)
+                if self._swap_entry(raw, key.decode())["queue"] == old:
+                    moved += self._move_records(txn, self._prefix(SWAP_QUEUE_PREFIX + key.decode()), target)
+                    txn.delete(key, db=self._swap)
             seq = self._load_counter(txn, _K_SEQ) + 1
             txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
         return moved
