@@ -18,6 +18,10 @@ while it reads no flow or tool can write (its exclusive lock is refused), which 
 readers open LMDB without its lock file (docs/formats/flowfile-repository.md, "Reading without
 writing"). A folder without the lock file has never had a flow of this release run on it: there
 is nothing to lock, and the reader goes on.
+
+Refused, the message names who holds the lock: an exclusive lock refused while a shared one
+would be granted is held by readers only (a reader writes nothing, so the file still names its
+last writer); otherwise the file names the writer that holds it.
 """
 
 from __future__ import annotations
@@ -69,14 +73,15 @@ class RepositoryLock:
 
     def _flock(self, fd: int, operation: int, need: str) -> int:
         """``flock`` the open file without waiting and return it; refused, it is closed and
-        ``RepositoryInUseError`` names the holder."""
+        ``RepositoryInUseError`` names the holder (see the module docstring)."""
         try:
-            fcntl.flock(fd, operation | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe(os.pread(fd, 4096, 0), readers_possible=operation == fcntl.LOCK_EX)
-            os.close(fd)
-            raise RepositoryInUseError(f"the repository {self.path.parent} is in use by {holder}; "
-                                       f"{self.owner} {need}: stop that first") from None
+            try:
+                fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            except BlockingIOError:
+                readers_only = operation == fcntl.LOCK_EX and _grants_shared(fd)
+                holder = _READERS if readers_only else _named(os.pread(fd, 4096, 0))
+                raise RepositoryInUseError(f"the repository {self.path.parent} is in use by {holder}; "
+                                           f"{self.owner} {need}: stop that first") from None
         except BaseException:
             os.close(fd)
             raise
@@ -99,24 +104,23 @@ class RepositoryLock:
         self.release()
 
 
-def _describe(raw: bytes, *, readers_possible: bool) -> str:
-    """The holder the file names. A shared holder writes nothing, so when an exclusive lock is
-    refused and the named process is gone (on this host), the holder is a reading command."""
+_READERS = "a command reading it (flowactors status, provenance, lineage, queue list or state list)"
+
+
+def _grants_shared(fd: int) -> bool:
+    """Whether a shared lock on ``fd`` is granted now (then let go): only readers hold the file."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
+
+
+def _named(raw: bytes) -> str:
+    """The writer the lock file names (the one holding it exclusively)."""
     try:
         info = json.loads(raw.decode())
-        named = f"{info['owner']} (pid {info['pid']} on {info['host']}, since {info['since']})"
+        return f"{info['owner']} (pid {info['pid']} on {info['host']}, since {info['since']})"
     except (ValueError, KeyError, TypeError):
         return "another process"
-    if readers_possible and info["host"] == socket.gethostname() and not _alive(info["pid"]):
-        return "a command reading it (flowactors status, provenance, lineage, queue list or state list)"
-    return named
-
-
-def _alive(pid: object) -> bool:
-    try:
-        os.kill(int(pid), 0)  # type: ignore[call-overload]
-    except ProcessLookupError:
-        return False
-    except (OSError, ValueError, TypeError, OverflowError):
-        pass  # not ours to signal, or not a pid: say what the file says
-    return True

@@ -176,13 +176,24 @@ def test_two_readers_share_the_repository_and_a_running_flow_is_refused_clearly(
             list_states(repository)
 
 
-def test_a_flow_refused_by_a_reader_is_told_a_command_reads_it(tmp_path):
-    subprocess.run([sys.executable, "-c", "import sys; from repositories.lock import RepositoryLock; "
-                    "RepositoryLock(sys.argv[1], \"flow 'x'\").acquire()", str(tmp_path)], check=True, timeout=60,
-                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})   # the file names a flow that has ended
+@pytest.mark.parametrize("former_holder", ["ended", "alive"])
+def test_a_flow_refused_by_a_reader_is_told_a_command_reads_it(tmp_path, former_holder):
+    if former_holder == "ended":   # the file names a flow that has ended
+        subprocess.run([sys.executable, "-c", "import sys; from repositories.lock import RepositoryLock; "
+                        "RepositoryLock(sys.argv[1], \"flow 'x'\").acquire()", str(tmp_path)], check=True,
+                       timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    else:   # the file names this process, alive, which let go of it
+        RepositoryLock(tmp_path, "flow 'x'").acquire().release()
     with RepositoryLock(tmp_path, "flowactors state list", shared=True):
         with pytest.raises(RepositoryInUseError, match="in use by a command reading it"):
             RepositoryLock(tmp_path, "flow 'y'").acquire()
+
+
+def test_a_writer_refused_by_a_writer_is_told_which(tmp_path):
+    with RepositoryLock(tmp_path, "flow 'x'"):
+        with pytest.raises(RepositoryInUseError, match=rf"in use by flow 'x' \(pid {os.getpid()} .*flowactors "
+                                                       r"queue empty needs it to itself"):
+            RepositoryLock(tmp_path, "flowactors queue empty").acquire()
 
 
 def unprivileged_user() -> str | None:
