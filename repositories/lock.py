@@ -13,11 +13,13 @@ host, what it is, since when), for the message only.
 
 A command that only reads (``flowactors status``, ``provenance search|show``, ``lineage``, ``queue
 list``, ``state list``) takes the same lock *shared* (``shared=True``): it opens the file read-only
-and writes nothing, so it works on a read-only repository; readers do not exclude each other, and
-while it reads no flow or tool can write (its exclusive lock is refused), which is what lets the
-readers open LMDB without its lock file (docs/formats/flowfile-repository.md, "Reading without
-writing"). A folder without the lock file has never had a flow of this release run on it: there
-is nothing to lock, and the reader goes on.
+and writes nothing to it, so it works on a read-only repository; readers do not exclude each
+other, and while it reads no flow or tool can write (its exclusive lock is refused), which is what
+lets the readers open LMDB without its lock file (docs/formats/flowfile-repository.md, "Reading
+without writing"). A folder without the lock file (no flow of this release ran on it) gets an
+empty one from the reader, so that a flow starting meanwhile is refused as well; only where the
+file cannot be created (a read-only folder or file system, where no flow can write either) does
+the reader go on without a lock.
 
 Refused, the message names who holds the lock: an exclusive lock refused while a shared one
 would be granted is held by readers only (a reader writes nothing, so the file still names its
@@ -26,6 +28,7 @@ last writer); otherwise the file names the writer that holds it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -53,11 +56,13 @@ class RepositoryLock:
         """Take the lock or raise ``RepositoryInUseError`` naming the holder; never waits."""
         if self._fd is not None:
             return self
-        if self.shared:   # read-only: the file is opened without creating or writing it
+        if self.shared:   # read-only: the file is opened (created if missing) but never written
             try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                self._fd = -1   # no flow ever held this folder (see the module docstring)
+                fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as err:
+                if err.errno not in (errno.EACCES, errno.EROFS):
+                    raise
+                self._fd = -1   # a read-only folder: nobody can write it (see the module docstring)
                 return self
             self._fd = self._flock(fd, fcntl.LOCK_SH, "reads a stopped repository only")
             return self

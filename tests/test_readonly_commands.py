@@ -196,6 +196,14 @@ def test_a_writer_refused_by_a_writer_is_told_which(tmp_path):
             RepositoryLock(tmp_path, "flowactors queue empty").acquire()
 
 
+def test_a_reader_of_a_folder_without_the_lock_file_still_keeps_a_flow_out(tmp_path):
+    with RepositoryLock(tmp_path, "flowactors status", shared=True):
+        assert (tmp_path / "repository.lock").read_bytes() == b""   # created, written by nobody
+        with pytest.raises(RepositoryInUseError, match="in use by a command reading it"):
+            RepositoryLock(tmp_path, "flow 'y'").acquire()
+    RepositoryLock(tmp_path, "flow 'y'").acquire().release()
+
+
 def unprivileged_user() -> str | None:
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         return None
@@ -228,6 +236,26 @@ def test_the_commands_work_for_a_user_who_cannot_write_the_repository(stopped):
     assert "3 event(s), newest first" in done.stdout
     assert result["status"]["queued"] == {"listed": 3, "generated": 2} and result["status"]["damaged"] is None
     assert snapshot(repository) == before
+
+
+@pytest.mark.skipif(unprivileged_user() is None, reason="needs root, setpriv and a 'nobody' user")
+def test_a_read_only_folder_without_the_lock_file_is_read_without_a_lock_and_unchanged():
+    folder = Path(tempfile.mkdtemp(prefix="flowactors-readonly-test-"))
+    try:
+        folder.chmod(0o555)   # read-only for nobody (root ignores modes and would create the file)
+        before = snapshot(folder)
+        script = ("import sys\n"
+                  "from repositories.lock import RepositoryLock\n"
+                  "lock = RepositoryLock(sys.argv[1], 'flowactors status', shared=True).acquire()\n"
+                  "print(lock.held)\n")
+        done = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable,
+                               "-c", script, str(folder)], capture_output=True, text=True, timeout=60,
+                              env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
+                                   "PYTHONDONTWRITEBYTECODE": "1"})
+        assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
+        assert snapshot(folder) == before
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- the repositories themselves
