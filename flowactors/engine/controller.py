@@ -37,6 +37,7 @@ from flowactors.engine.cluster.topology import connection_of, partition_of
 from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
+from flowactors.engine.repository_services import renamed_queue_moves
 from flowactors.engine.metrics import RestartMetrics
 from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.transport import HostedLink, Link, call_now, causes, component_lost, finished, resolve
@@ -191,7 +192,9 @@ class FlowController:
         self.recovery = call_now(self.flowfile_repository, "open")
         self._opened.append(self.flowfile_repository)
         # FlowFiles an older version queued under a connection's former default name move to it
-        self.recovery.update(call_now(self.flowfile_repository, "rename_queues", self.flow.renamed_queues()))
+        moves = renamed_queue_moves(self.flow.renamed_queues(), self.recovery)
+        if moves:
+            self.recovery.update(call_now(self.flowfile_repository, "rename_queues", moves))
         unknown = unknown_queues(self.recovery, set(configs))
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))

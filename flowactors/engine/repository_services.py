@@ -24,6 +24,15 @@ from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import EncodedBatch, ProvenanceEvent
 
 
+def renamed_queue_moves(renames: dict[str, str], recovery: dict) -> dict[str, str]:
+    """The queue ids ``open`` found holding FlowFiles or swap files (``recovery``: its answer) that
+    ``renames`` renamed (a former id, or one of its load-balance partitions ``<id>@<node>``), each
+    with its new id: what ``FlowFileRepositoryService.rename_queues`` is to move, usually nothing."""
+    held = set(recovery["queues"]) | {e["queue"] for e in recovery["swap_files"]}
+    return {queue: current + queue[len(former):] for former, current in renames.items()
+            for queue in sorted(q for q in held if q == former or q.startswith(former + "@"))}
+
+
 class Service:
     """What every repository service answers the controller's watch (``FlowController.watch``)."""
 
@@ -62,19 +71,12 @@ class FlowFileRepositoryService(Service):
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files(), "run": run}
 
-    def rename_queues(self, renames: dict[str, str]) -> dict:
-        """Move what the log holds under each former queue id of ``renames`` (and under its
-        load-balance partitions, ``<id>@<node>``) to the current id: FlowFiles an older version
-        queued under a connection's former default name (``Flow.renamed_queues``) are recovered,
-        not refused. Returns ``renamed_queues`` (each former queue id that held any, with how many
-        records moved) and, when any did, ``open``'s ``queues`` and ``swap_files`` afresh."""
-        held = set(self.repo.queue_counts()) | {e["queue"] for e in self.repo.swap_files()}
-        moved = {}
-        for former, current in renames.items():
-            for queue in sorted(q for q in held if q == former or q.startswith(former + "@")):
-                moved[queue] = self.repo.rename_queue(queue, current + queue[len(former):])
-        if not moved:
-            return {}
+    def rename_queues(self, moves: dict[str, str]) -> dict:
+        """Move what the log holds under each queue id of ``moves`` to its new id (``renamed_queue_moves``):
+        FlowFiles an older version queued under a connection's former default name
+        (``Flow.renamed_queues``) are recovered, not refused. Returns ``renamed_queues`` (each
+        former queue id with how many records moved) and ``open``'s ``queues`` and ``swap_files`` afresh."""
+        moved = {queue: self.repo.rename_queue(queue, new) for queue, new in moves.items()}
         return {"renamed_queues": moved, "queues": self.repo.queue_counts(), "swap_files": self.repo.swap_files()}
 
     def remove_orphans(self) -> int:
