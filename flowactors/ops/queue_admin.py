@@ -21,6 +21,7 @@ checkpoint itself).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 from pathlib import Path
@@ -89,15 +90,12 @@ def stopped_status(repository: str | os.PathLike) -> dict:
     A log that cannot be read is reported as damaged, with the library's message."""
     from repositories.flowfile import FlowFileRepositoryError
 
-    root = Path(repository)
-    check_repository(root)
-    with RepositoryLock(root, "flowactors status", shared=True):
-        try:
-            with open_log(root, readonly=True) as wal:
-                counts = wal.queue_counts()
-                return {"queued": counts, "swap_files": wal.swap_files(), "damaged": verify_records(wal, counts)}
-        except FlowFileRepositoryError as err:
-            return {"queued": {}, "swap_files": [], "damaged": str(err)}
+    try:
+        with stopped_log(repository, "flowactors status", readonly=True) as wal:
+            counts = wal.queue_counts()
+            return {"queued": counts, "swap_files": wal.swap_files(), "damaged": verify_records(wal, counts)}
+    except FlowFileRepositoryError as err:
+        return {"queued": {}, "swap_files": [], "damaged": str(err)}
 
 
 def verify_records(wal: WriteAheadFlowFileRepository, counts: dict[str, int]) -> str | None:
@@ -120,17 +118,20 @@ def verify_records(wal: WriteAheadFlowFileRepository, counts: dict[str, int]) ->
     return None
 
 
-def check_repository(root: Path) -> None:
-    """Before taking the lock (which would create the folder): is there a log at all?"""
+@contextlib.contextmanager
+def stopped_log(repository: str | os.PathLike, owner: str, *,
+                readonly: bool = False) -> Iterator[WriteAheadFlowFileRepository]:
+    """The write-ahead log of a stopped flow's repository folder, open under the repository lock
+    held by ``owner``: exclusively, or for ``readonly`` shared and the log opened read-only (the
+    two always go together, see ``repositories.lock``). Refuses while a flow runs there; no log
+    in the folder is a ``FileNotFoundError`` (checked before the lock, which would create the folder)."""
+    root = Path(repository)
     if not (root / "flowfile" / "data.mdb").exists():
         raise FileNotFoundError(f"no FlowFile repository in {root} (expected {root / 'flowfile' / 'data.mdb'}); "
                                 f"give the --repository folder a flow ran with")
-
-
-def open_log(root: Path, *, readonly: bool = False) -> WriteAheadFlowFileRepository:
-    """The log of a stopped flow's repository folder (the caller holds the repository lock,
-    shared for ``readonly``)."""
-    return WriteAheadFlowFileRepository(root / "flowfile", create=False, readonly=readonly)
+    with RepositoryLock(root, owner, shared=readonly):
+        with WriteAheadFlowFileRepository(root / "flowfile", create=False, readonly=readonly) as wal:
+            yield wal
 
 
 def _swap_files(wal: WriteAheadFlowFileRepository, queue_id: str) -> list[dict]:
@@ -162,21 +163,16 @@ def list_queue(repository: str | os.PathLike, queue_id: str, limit: int = DEFAUL
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
     root = Path(repository)
-    check_repository(root)
-    with RepositoryLock(root, "flowactors queue list", shared=True):
-        wal = open_log(root, readonly=True)
-        try:
-            _require_queue(wal, queue_id, root)
-            rows: list[dict] = []
-            now = now_millis()
-            for flowfiles, swapped in _stored(wal, queue_id, min(limit, 10_000)):
-                for f in flowfiles[: limit - len(rows)]:
-                    rows.append(describe(f, position=len(rows) + 1, swapped=swapped, now=now))
-                if len(rows) >= limit:
-                    break
-            return rows
-        finally:
-            wal.close()
+    with stopped_log(root, "flowactors queue list", readonly=True) as wal:
+        _require_queue(wal, queue_id, root)
+        rows: list[dict] = []
+        now = now_millis()
+        for flowfiles, swapped in _stored(wal, queue_id, min(limit, 10_000)):
+            for f in flowfiles[: limit - len(rows)]:
+                rows.append(describe(f, position=len(rows) + 1, swapped=swapped, now=now))
+            if len(rows) >= limit:
+                break
+        return rows
 
 
 def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings | None = None, *,
@@ -189,9 +185,7 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
 
     root = Path(repository)
     settings = settings or Settings()
-    check_repository(root)
-    with RepositoryLock(root, "flowactors queue empty"):
-        wal = open_log(root)
+    with stopped_log(root, "flowactors queue empty") as wal:
         provenance = None
         try:
             _require_queue(wal, queue_id, root)
@@ -220,5 +214,4 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
         finally:
             if provenance is not None:
                 provenance.close()
-            wal.close()
 

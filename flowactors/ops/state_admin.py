@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flowactors.ops.queue_admin import check_repository, open_log
-from repositories.lock import RepositoryLock
+from flowactors.ops.queue_admin import stopped_log
 from repositories.flowfile import FlowFileRepositoryError
 from repositories.model import StateChange, StateMap
 
@@ -26,17 +25,14 @@ class NoSuchStateError(LookupError):
 def list_states(repository: str | os.PathLike) -> dict[str, StateMap | str]:
     """Every processor's stored state, by component id (``<flow>/<processor>``); a damaged one as
     the error that says what is wrong with it (``clear`` repairs it)."""
-    root = Path(repository)
-    check_repository(root)
-    with RepositoryLock(root, "flowactors state list", shared=True):
-        with open_log(root, readonly=True) as wal:
-            states: dict[str, StateMap | str] = {}
-            for component in wal.state_ids():
-                try:
-                    states[component] = wal.get_state(component)
-                except FlowFileRepositoryError as err:
-                    states[component] = str(err)
-            return states
+    with stopped_log(repository, "flowactors state list", readonly=True) as wal:
+        states: dict[str, StateMap | str] = {}
+        for component in wal.state_ids():
+            try:
+                states[component] = wal.get_state(component)
+            except FlowFileRepositoryError as err:
+                states[component] = str(err)
+        return states
 
 
 def clear_state(repository: str | os.PathLike, processor: str) -> tuple[str, StateMap | None]:
@@ -44,20 +40,18 @@ def clear_state(repository: str | os.PathLike, processor: str) -> tuple[str, Sta
     the folder has); returns the component id and the state as it was (None: it was damaged, and
     the clear repaired it)."""
     root = Path(repository)
-    check_repository(root)
-    with RepositoryLock(root, "flowactors state clear"):
-        with open_log(root) as wal:
-            states = wal.state_ids()
-            matches = [c for c in states if c == processor] or [c for c in states if c.split("/", 1)[-1] == processor]
-            if len(matches) != 1:
-                known = ", ".join(sorted(states)) or "none"
-                how = "no processor" if not matches else "several processors"
-                raise NoSuchStateError(f"{how} with stored state named '{processor}' in {root} (stored: {known}); "
-                                       f"give the full <flow>/<processor> id")
-            component = matches[0]
-            try:
-                before: StateMap | None = wal.get_state(component)
-            except FlowFileRepositoryError:
-                before = None
-            wal.commit([], [], state=StateChange(component, {}))
-            return component, before
+    with stopped_log(root, "flowactors state clear") as wal:
+        states = wal.state_ids()
+        matches = [c for c in states if c == processor] or [c for c in states if c.split("/", 1)[-1] == processor]
+        if len(matches) != 1:
+            known = ", ".join(sorted(states)) or "none"
+            how = "no processor" if not matches else "several processors"
+            raise NoSuchStateError(f"{how} with stored state named '{processor}' in {root} (stored: {known}); "
+                                   f"give the full <flow>/<processor> id")
+        component = matches[0]
+        try:
+            before: StateMap | None = wal.get_state(component)
+        except FlowFileRepositoryError:
+            before = None
+        wal.commit([], [], state=StateChange(component, {}))
+        return component, before
