@@ -34,6 +34,7 @@ from repositories.lock import RepositoryInUseError, RepositoryLock
 from repositories.model import FlowFile, QueuedFlowFile, now_millis
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError, ProvenanceRepository
 from repositories.provenance.repository import ProvenanceReadOnlyError
+from tmpfs import mount_tmpfs, unmount
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JOURNAL_ONLY = "journal-only"   # the component name of the events that live only in journals
@@ -291,6 +292,21 @@ def test_a_log_with_unapplied_commits_is_read_from_a_private_copy(tmp_path):
     assert not list(Path(tempfile.gettempdir()).glob("flowactors-readonly-log-*"))   # the copy is gone
     with WriteAheadFlowFileRepository(path, create=False) as writable:   # the log itself still holds them
         assert writable.queue_counts() == {"q": 5}
+
+
+def test_status_is_not_told_damaged_when_the_private_copy_finds_no_room(tmp_path, monkeypatch, capsys):
+    repository, small = tmp_path / "repository", tmp_path / "small-tmp"
+    log_with_unapplied_commits(repository / "flowfile")   # read only from a private copy
+    small.mkdir()
+    if not mount_tmpfs(small, 4096):
+        pytest.skip("needs root and mount for a file system that fills up")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(small))   # where the private copy goes
+        status, out, err = run_cli(capsys, "status", "--repository", str(repository))
+        assert (status, out) == (1, ""), out   # the command ends; nothing says the log is DAMAGED
+        assert "private copy, which could not be made" in err and "No space left on device" in err
+    finally:
+        unmount(small)
 
 
 def test_a_read_only_log_refuses_writes_and_writes_no_lock_file(tmp_path):

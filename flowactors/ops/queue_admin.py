@@ -29,12 +29,15 @@ from typing import Iterator, Sequence
 
 from repositories.lock import RepositoryLock
 from flowactors.sdk.settings import Settings
-from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
+from repositories.flowfile import (SWAP_QUEUE_PREFIX, RepositoryCorruptError, UnsupportedFormatVersionError,
+                                   WriteAheadFlowFileRepository)
 from repositories.flowfile.swapfile import swap_directory
 from repositories.model import FlowFile, now_millis, total_size
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType
 
 DEFAULT_LIMIT = 100
+#: the errors that say the log itself is damaged (``flowactors status`` reports it DAMAGED)
+DAMAGE = (RepositoryCorruptError, UnsupportedFormatVersionError)
 
 
 class NoSuchQueueError(LookupError):
@@ -87,27 +90,26 @@ def _user() -> str:
 def stopped_status(repository: str | os.PathLike) -> dict:
     """What a stopped flow's write-ahead log holds, read-only (``flowactors status``):
     ``{"queued": {queue: count}, "swap_files": [...], "damaged": None or what is wrong}``.
-    A log that cannot be read is reported as damaged, with the library's message."""
-    from repositories.flowfile import FlowFileRepositoryError
-
+    A damaged log or one of an unsupported version is reported as damaged, with the library's
+    message; any other ``FlowFileRepositoryError`` (no room for the private copy a read-only open
+    may need, say) says nothing about the log and is raised, ending the command."""
     try:
         with stopped_log(repository, "flowactors status", readonly=True) as wal:
             counts = wal.queue_counts()
             return {"queued": counts, "swap_files": wal.swap_files(), "damaged": verify_records(wal, counts)}
-    except FlowFileRepositoryError as err:
+    except DAMAGE as err:
         return {"queued": {}, "swap_files": [], "damaged": str(err)}
 
 
 def verify_records(wal: WriteAheadFlowFileRepository, counts: dict[str, int]) -> str | None:
     """Read every queued record, as the next start will: None if each decodes and every queue's
-    count matches its records, else what is wrong (the library's message names the file)."""
-    from repositories.flowfile import FlowFileRepositoryError
-
+    count matches its records, else what is wrong (the library's message names the file); other
+    errors are raised (see ``stopped_status``)."""
     found: dict[str, int] = {}
     try:
         for queue, batch in wal.recover(include_swapped=True):
             found[queue] = found.get(queue, 0) + len(batch)
-    except FlowFileRepositoryError as err:
+    except DAMAGE as err:
         return str(err)
     wrong = {q: (counts.get(q, 0), n) for q, n in found.items() if counts.get(q, 0) != n}
     wrong.update({q: (c, 0) for q, c in counts.items() if c and q not in found})
