@@ -5,7 +5,7 @@ merged; events registered afterwards stay in journals, unmerged, as after a stop
 over. Then the repository is made read-only (``chmod -R a-w``) and each read-only command runs:
 as root, which ignores file modes, so the real assertion is a snapshot of every name, byte, mode
 and mtime under the folder taken before and compared after; and as ``nobody``, for whom the modes
-hold, in a child process. ``flowactors status`` goes through ``stopped_status``, which the CLI is to call.
+hold, in a child process.
 """
 
 from __future__ import annotations
@@ -50,12 +50,23 @@ class Closed(Processor):
         context.yield_()
 
 
+class Broken(Processor):
+    """Fails each time it runs: the error log has something to show."""
+
+    input_required = False
+    relationships = [Relationship("success")]
+
+    def on_trigger(self, context, session):
+        raise RuntimeError("broken on purpose")
+
+
 def held_flow(source: Path) -> Flow:
     flow = Flow("ro", settings={"archive_max_usage_percent": 100.0})
     listing = flow.add(ListFile, "list", properties={"Input Directory": str(source)})
     generate = flow.add(GenerateFlowFile, "generate", properties={
         "Custom Text": "hello", "Max FlowFiles": 2, "filename": "hello.txt"})
     closed = flow.add(Closed, "closed", auto_terminate=["success"])
+    flow.add(Broken, "broken", auto_terminate=["success"], run_schedule="1 sec")
     flow.connect(listing, closed, name="listed")
     flow.connect(generate, closed, name="generated")
     return flow
@@ -90,7 +101,8 @@ def stopped(tmp_path_factory):
             (source / name).write_text(name)
         final = run_flow(held_flow(source), repository, engine="in-process", timeout=60,
                          until=lambda status: queue_totals(status)["listed"]["count"] == 3
-                         and queue_totals(status)["generated"]["count"] == 2)
+                         and queue_totals(status)["generated"]["count"] == 2
+                         and any(p["errors"] for p in status["processors"]))
         assert not final.get("timed_out")
         provenance = ProvenanceRepository(repository / "provenance")
         merged_ids = {e.event_id for e in provenance.search(limit=None)}
@@ -162,7 +174,15 @@ def test_every_read_only_command_reads_a_read_only_repository_and_changes_nothin
     listed = json.loads(out)["ro/list"]["values"]
     assert {str(Path(p).name) for p in listed if p.endswith(".txt")} == {"a.txt", "b.txt", "c.txt"}
 
-    assert stopped_status(repository) == {"queued": {"listed": 3, "generated": 2}, "swap_files": [], "damaged": None}
+    status, out, err = run_cli(capsys, "status", *at, "--json")
+    assert status == 0, err
+    assert json.loads(out) == {"repository": str(repository), "queued": {"listed": 3, "generated": 2},
+                               "swap_files": [], "damaged": None}
+
+    status, out, err = run_cli(capsys, "errors", *at, "--json")
+    assert status == 0, err
+    assert {(e["processor"], e["error"]) for e in json.loads(out)} == {("broken", "RuntimeError: broken on purpose")}
+
     assert snapshot(repository) == before
     assert sorted((repository / "provenance" / "default" / "journals").iterdir()) == facts["journals"]
 
@@ -221,11 +241,11 @@ def test_the_commands_work_for_a_user_who_cannot_write_the_repository(stopped):
     script = (
         "import json, sys\n"
         "from flowactors.cli.main import main\n"
-        "from flowactors.ops.queue_admin import stopped_status\n"
         "r = sys.argv[1]\n"
         "codes = [main(['provenance', 'search', '--repository', r, '--component', sys.argv[2]]),\n"
-        "         main(['queue', 'list', 'listed', '--repository', r]), main(['state', 'list', '--repository', r])]\n"
-        "print(json.dumps({'codes': codes, 'status': stopped_status(r)}))\n")
+        "         main(['queue', 'list', 'listed', '--repository', r]), main(['state', 'list', '--repository', r]),\n"
+        "         main(['status', '--repository', r]), main(['errors', '--repository', r, '--last', '1'])]\n"
+        "print(json.dumps({'codes': codes}))\n")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT), "HOME": "/tmp",
            "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c",
@@ -233,9 +253,10 @@ def test_the_commands_work_for_a_user_who_cannot_write_the_repository(stopped):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["codes"] == [0, 0, 0], done.stdout
+    assert result["codes"] == [0, 0, 0, 0, 0], done.stdout
     assert "3 event(s), newest first" in done.stdout
-    assert result["status"]["queued"] == {"listed": 3, "generated": 2} and result["status"]["damaged"] is None
+    assert f"repository {repository}: 5 FlowFiles queued\n  generated: 2\n  listed: 3\n" in done.stdout
+    assert "broken: on_trigger\nRuntimeError: broken on purpose" in done.stdout
     assert snapshot(repository) == before
 
 
