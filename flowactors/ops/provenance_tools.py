@@ -97,10 +97,10 @@ def _size(n: int) -> str:
 class StoppedRepository:
     """The repositories of a folder with no flow running, opened under the repository lock.
 
-    ``provenance`` and ``content`` open on first use; ``flowfile`` (the write-ahead log) only for
-    replay. Read-only unless ``writable`` (repair, replay): nothing in the folder is created or
-    changed, so it works on a read-only folder, and two readers may share it. Close it (or use ``with``) to let a flow
-    start again.
+    ``provenance`` and ``content`` open on first use; ``flowfile`` (the write-ahead log, opened
+    for writing) only for replay, which is ``writable``. Read-only unless ``writable`` (repair,
+    replay): nothing in the folder is created or changed, so it works on a read-only folder, and
+    two readers may share it. Close it (or use ``with``) to let a flow start again.
     """
 
     def __init__(self, repository: str | os.PathLike, settings: Settings | None = None, *,
@@ -136,14 +136,13 @@ class StoppedRepository:
 
     @property
     def flowfile(self):
-        """The FlowFile write-ahead log (``WriteAheadFlowFileRepository``)."""
+        """The FlowFile write-ahead log (``WriteAheadFlowFileRepository``), for replay (``writable``)."""
         if self._flowfile is None:
             from repositories.flowfile import WriteAheadFlowFileRepository
 
             if not (self.root / "flowfile" / "data.mdb").exists():
                 raise FileNotFoundError(f"no FlowFile repository in {self.root} (expected {self.root / 'flowfile'})")
-            self._flowfile = WriteAheadFlowFileRepository.from_settings(self.root, self.settings,
-                                                                        readonly=not self.writable)
+            self._flowfile = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
         return self._flowfile
 
     def event(self, event_id: int) -> ProvenanceEvent:

@@ -187,14 +187,12 @@ class WriteAheadFlowFileRepository:
         return cls(path, **options)
 
     @classmethod
-    def from_settings(cls, root_dir: str | Path, settings: Any, *, shared: bool = False,
-                      readonly: bool = False) -> "WriteAheadFlowFileRepository":
+    def from_settings(cls, root_dir: str | Path, settings: Any, *,
+                      shared: bool = False) -> "WriteAheadFlowFileRepository":
         """The repository at ``<root_dir>/flowfile`` configured from a ``Settings``; ``shared``:
         an existing one only (``create=False``), the instance this process has open if any
-        (``open_shared``); ``readonly``: an existing one, opened read-only."""
+        (``open_shared``)."""
         options = {"always_sync": settings.always_sync, "map_size": settings.flowfile_map_size}
-        if readonly:
-            return cls(Path(root_dir) / "flowfile", create=False, readonly=True, **options)
         if shared:
             return cls.open_shared(Path(root_dir) / "flowfile", create=False, **options)
         return cls(Path(root_dir) / "flowfile", **options)
