@@ -308,7 +308,7 @@ class WriteAheadFlowFileRepository:
             finally:
                 os.close(fd)
         try:
-            dbs = self._open_dbs(env, p)
+            dbs = self._open_dbs(env, p, in_place)
             if short:
                 self._walk(env, [self._meta, *dbs.values()])
         except (lmdb.Error, FlowFileRepositoryError):
@@ -391,8 +391,9 @@ class WriteAheadFlowFileRepository:
 
     # --- transactions and errors --------------------------------------------------------------
 
-    def _open_dbs(self, env: lmdb.Environment, p: Path) -> dict:
-        """Open the meta sub-database (checking the format version) and the others, by name."""
+    def _open_dbs(self, env: lmdb.Environment, p: Path, in_place: bool) -> dict:
+        """Open the meta sub-database (checking the format version) and the others, by name;
+        ``in_place`` as for ``_open_env`` (an older version is then read from a copy)."""
         try:
             self._meta = env.open_db(_META, create=False)
         except lmdb.NotFoundError:
@@ -406,7 +407,7 @@ class WriteAheadFlowFileRepository:
         if raw is None or len(raw) != 1:
             raise RepositoryCorruptError(p, "the meta sub-database has no format version")
         if raw[0] in self.UPGRADABLE_VERSIONS:
-            if self.readonly and self._copy is None:
+            if in_place:
                 raise _ReadFromCopy(f"has format version {raw[0]} (this release upgrades it to {self.FORMAT_VERSION})")
             self._upgrade(env)
         elif raw[0] != self.FORMAT_VERSION:
