@@ -410,7 +410,7 @@ class IndexShard:
         that never got its tables raises ``lmdb.NotFoundError``."""
         self.path = Path(path)
         self.env = lmdb.open(str(self.path), map_size=map_size, max_dbs=len(TERM_TABLES) + 4,
-                             subdir=True, sync=sync, metasync=sync, readahead=False, create=create and not readonly,
+                             subdir=True, sync=sync, metasync=sync, readahead=False, create=create,
                              lock=not readonly, readonly=readonly)
         try:
             make = not readonly
@@ -637,9 +637,9 @@ class ProvenanceIndex:
     def __init__(self, directory: str | Path, *, shard_size: int, indexed_attributes: Sequence[str] = (),
                  sync: bool = True, readonly: bool = False):
         """``readonly``: open the shards read-only, skip empty or unfinished ones (deleted when
-        writable) and never write, so nothing may be added."""
+        writable) and never write: nothing may be added, removed or dropped (``ProvenanceRepository``
+        refuses every write of a read-only repository before it reaches the index)."""
         self.directory = Path(directory)
-        self.readonly = readonly
         if not readonly:
             self.directory.mkdir(parents=True, exist_ok=True)
         self.shard_size = shard_size
@@ -678,8 +678,6 @@ class ProvenanceIndex:
             return list(self._shards)
 
     def _writable_shard(self, first_id: int) -> IndexShard:
-        if self.readonly:
-            raise RuntimeError(f"the provenance index at {self.directory} is open read-only")
         with self._lock:
             if self._shards and not self._shards[-1].full:
                 return self._shards[-1]
