@@ -267,14 +267,10 @@ class JournalFile:
         scan = scan_journal(path)
         if not scan.records:
             return None, scan
-        if readonly:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            assert scan.generation is not None
-            return cls(path, scan.generation, fd, scan.valid_end, scan.records, scan.version), scan
-        if scan.valid_end < scan.file_size:
+        if not readonly and scan.valid_end < scan.file_size:
             os.truncate(path, scan.valid_end)
-        fd = os.open(path, os.O_RDWR)
-        os.lseek(fd, scan.valid_end, os.SEEK_SET)
+        fd = os.open(path, (os.O_RDONLY | os.O_CLOEXEC) if readonly else os.O_RDWR)
+        os.lseek(fd, scan.valid_end, os.SEEK_SET)   # appends go after the last whole record (reads use pread)
         assert scan.generation is not None
         return cls(path, scan.generation, fd, scan.valid_end, scan.records, scan.version), scan
 
