@@ -46,6 +46,11 @@ def test_every_problem_is_said_in_one_message():
         "setting 'placement' must be one of 'shared', 'isolated', not 'everywhere'")
 
 
+def test_a_list_with_a_wrong_name_is_not_also_said_to_be_empty():
+    assert refused({"content_containers": [1]}) == (
+        "setting 'content_containers' must be a list of strings (item 0 is 1)")
+
+
 def test_json_values_become_the_settings_types():
     settings = Settings.from_dict({"checkpoint_interval": 5, "content_containers": ["a", "b"], "executors": 2})
     assert settings.checkpoint_interval == 5.0 and isinstance(settings.checkpoint_interval, float)

@@ -180,8 +180,9 @@ def _problems(err: ValidationError) -> list[str]:
             problems.append(f"setting '{name}': {error['msg']}")
         elif error["type"] in ("greater_than", "greater_than_equal", "less_than_equal"):
             problems.append(f"setting '{name}' must be {value_range(name)}, not {error['input']!r}")
-        elif error["type"] == "too_short":
-            problems.append(f"setting '{name}' needs at least one name")
+        elif error["type"] == "too_short":   # pydantic says it of [1] too, counting the names that passed
+            if not error["input"]:
+                problems.append(f"setting '{name}' needs at least one name")
         elif len(error["loc"]) > 1:   # an item of a list
             problems.append(f"setting '{name}' must be {_kind(field)} (item {error['loc'][1]} is {error['input']!r})")
         else:
