@@ -120,8 +120,6 @@ class Settings(BaseModel):
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "Settings":
         """Settings from a flow's ``settings`` object: JSON values (lists for tuples) checked."""
-        if not isinstance(values, dict):
-            raise SettingsError([f"settings must be an object of setting names and values, not {values!r}"])
         return cls(**{str(name): value for name, value in values.items()})
 
 
