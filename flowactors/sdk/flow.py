@@ -89,13 +89,11 @@ class ProcessorNode:
         """The values the processor runs with: parameters resolved once the flow validated."""
         return self.properties if self.resolved is None else self.resolved
 
-    def to_dict(self) -> dict[str, Any]:
-        try:
-            type_name = saved_type_name(self.type)
-        except ValueError:   # said by Flow.to_json, which saves; a picture of the flow needs none
-            type_name = self.type.type_name()
+    def to_dict(self, type_name: str | None = None) -> dict[str, Any]:
+        """The node's object in a definition, its processor named ``type_name`` (``Flow.to_json``
+        passes ``saved_type_name``'s), else by its ``type_name()``: see ``Flow.to_dict``."""
         return {
-            "name": self.name, "type": type_name, "properties": dict(self.properties),
+            "name": self.name, "type": type_name or self.type.type_name(), "properties": dict(self.properties),
             "run_schedule": self.run_schedule, "concurrent_tasks": self.concurrent_tasks,
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
@@ -335,22 +333,28 @@ class Flow:
         return self
 
     # ------------------------------------------------------------------ JSON definition
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, type_names: dict[str, str] | None = None) -> dict[str, Any]:
+        """The definition as a dict, each processor's class named by ``type_names`` (processor name
+        -> name; ``to_json`` passes the names other processes import, ``saved_type_name``), else by
+        its ``type_name()``: the same for every class but one defined in the script being run,
+        named ``__main__.<Class>`` then, which only this process resolves (``to_json`` is what
+        saves, and refuses a class no other process can import)."""
+        type_names = type_names or {}
         return {
             "flowactors_flow": DEFINITION_VERSION, "name": self.name, "settings": dict(self.settings),
             "parameter_context": self.parameter_context,
             "parameter_contexts": [c.to_dict() for c in self.parameter_contexts.values()],
-            "processors": [n.to_dict() for n in self.processors.values()],
+            "processors": [n.to_dict(type_names.get(n.name)) for n in self.processors.values()],
             "connections": [c.to_dict() for c in self.connections],
         }
 
     def to_json(self) -> str:
         """The definition as JSON text; ``FlowValidationError`` when a processor class could not
         be imported by whoever loads it (``saved_type_name`` says why and what to do)."""
-        problems = []
+        problems, type_names = [], {}
         for node in self.processors.values():
             try:
-                saved_type_name(node.type)
+                type_names[node.name] = saved_type_name(node.type)
             except ValueError as err:
                 problems.append(f"processor '{node.name}': {err}")
             problems.extend(
@@ -362,7 +366,7 @@ class Flow:
                 if _is_sensitive(node, name) and params.substitute(value, {p: "" for p in params.references(value)}))
         if problems:
             raise FlowValidationError(self.name, problems)
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
+        return orjson.dumps(self.to_dict(type_names), option=orjson.OPT_INDENT_2).decode()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, extensions: Sequence[str | Path] | None = None) -> "Flow":
