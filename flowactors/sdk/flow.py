@@ -322,8 +322,9 @@ class Flow:
                               for p in unresolved]
             problems.extend(f"processor '{node.name}': {p}" for p in unresolved)
             node.resolved = resolved
+            sensitive = _sensitive_names(node)
             secrets[node.name] = params.sensitive_values(node.properties, available) + [
-                value for name, value in resolved.items() if value and _is_sensitive(node, name)]
+                value for name, value in resolved.items() if value and name in sensitive]
         return problems, secrets
 
     def validate(self) -> "Flow":
@@ -357,13 +358,14 @@ class Flow:
                 type_names[node.name] = saved_type_name(node.type)
             except ValueError as err:
                 problems.append(f"processor '{node.name}': {err}")
+            sensitive = _sensitive_names(node)
             problems.extend(
                 f"processor '{node.name}': property '{name}' is sensitive, and a definition never holds a "
                 f"sensitive value; give it as a sensitive parameter instead (\"{name}\": \"#{{name}}\" with "
                 f"flow.add_parameter_context(..., sensitive=[...]); its value then comes from code or "
                 f"FLOWACTORS_PARAMETER_<NAME>)"
                 for name, value in node.properties.items()
-                if _is_sensitive(node, name) and params.substitute(value, {p: "" for p in params.references(value)}))
+                if name in sensitive and params.substitute(value, {p: "" for p in params.references(value)}))
         if problems:
             raise FlowValidationError(self.name, problems)
         return orjson.dumps(self.to_dict(type_names), option=orjson.OPT_INDENT_2).decode()
@@ -556,11 +558,10 @@ def resolve_processor_type(type_name: Any) -> type[Processor]:
     return processor_type
 
 
-def _is_sensitive(node: ProcessorNode, name: str) -> bool:
-    """Whether ``node``'s processor declares property ``name`` sensitive: its value is never
-    written to a definition nor shown in a problem (NiFi's sensitive properties)."""
-    descriptor = node.type.descriptor_map().get(name)
-    return descriptor is not None and descriptor.sensitive
+def _sensitive_names(node: ProcessorNode) -> set[str]:
+    """The properties ``node``'s processor declares sensitive: their values are never written to
+    a definition nor shown in a problem (NiFi's sensitive properties)."""
+    return {name for name, descriptor in node.type.descriptor_map().items() if descriptor.sensitive}
 
 
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
