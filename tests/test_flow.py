@@ -208,6 +208,16 @@ def test_a_misspelt_property_gets_a_suggestion():
     (lambda d: d["connections"][0].update(source=["generate"]),
      "connection 'generate.success.route': 'source' must be a string, not a list"),
     (lambda d: d.update(processors="abc"), "'processors' must be a list of objects, not 'abc'"),
+    (lambda d: d["connections"][0].update(relationships=None),
+     "connection 'generate.success.route': 'relationships' must be a list of names, not null"),
+    (lambda d: d["connections"][0].update(load_balance=["x"]),
+     "connection 'generate.success.route': 'load_balance' must be a string, not a list"),
+    (lambda d: d["connections"][0].update(partition_attribute=3),
+     "connection 'generate.success.route': 'partition_attribute' must be a string, not 3"),
+    (lambda d: d["processors"][0].update(run_schedule=5),
+     "processor 'generate': 'run_schedule' must be a string, not 5"),
+    (lambda d: d["processors"][0].update(concurrent_tasks=True),
+     "processor 'generate': 'concurrent_tasks' must be a whole number, not True"),
 ])
 def test_a_field_of_the_wrong_kind_is_one_problem_not_a_traceback(change, problem):
     data = valid_flow().to_dict()
@@ -215,3 +225,13 @@ def test_a_field_of_the_wrong_kind_is_one_problem_not_a_traceback(change, proble
     with pytest.raises(FlowValidationError) as caught:
         Flow.from_json(orjson.dumps(data))
     assert any(p.startswith(problem) for p in caught.value.problems), caught.value.problems
+
+
+def test_null_in_a_field_with_a_default_takes_the_default():
+    data = valid_flow().to_dict()
+    data["processors"][1].update(auto_terminate=None, run_schedule=None, batch_size=None)
+    data["connections"][0].update(load_balance=None, prioritizers=None, name=None)
+    flow = Flow.from_json(orjson.dumps(data))
+    route, first = flow.processors["route"], flow.connections[0]
+    assert (route.auto_terminate, route.run_schedule, route.batch_size) == ((), "0 sec", None)
+    assert (first.load_balance, first.prioritizers, first.name) == ("none", (), "generate.success.route")

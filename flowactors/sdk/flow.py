@@ -8,15 +8,18 @@ process). Nothing here touches Ray: the engines are on the other side of ``flowa
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import keyword
 import os
 import re
 import sys
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import orjson
 
@@ -86,13 +89,11 @@ class ProcessorNode:
         """The values the processor runs with: parameters resolved once the flow validated."""
         return self.properties if self.resolved is None else self.resolved
 
-    def to_dict(self) -> dict[str, Any]:
-        try:
-            type_name = saved_type_name(self.type)
-        except ValueError:   # said by Flow.to_json, which saves; a picture of the flow needs none
-            type_name = self.type.type_name()
+    def to_dict(self, type_name: str | None = None) -> dict[str, Any]:
+        """The node's object in a definition, its processor named ``type_name`` (``Flow.to_json``
+        passes ``saved_type_name``'s), else by its ``type_name()``: see ``Flow.to_dict``."""
         return {
-            "name": self.name, "type": type_name, "properties": dict(self.properties),
+            "name": self.name, "type": type_name or self.type.type_name(), "properties": dict(self.properties),
             "run_schedule": self.run_schedule, "concurrent_tasks": self.concurrent_tasks,
             "batch_size": self.batch_size, "penalty_duration": self.penalty_duration,
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
@@ -321,8 +322,9 @@ class Flow:
                               for p in unresolved]
             problems.extend(f"processor '{node.name}': {p}" for p in unresolved)
             node.resolved = resolved
+            sensitive = _sensitive_names(node)
             secrets[node.name] = params.sensitive_values(node.properties, available) + [
-                value for name, value in resolved.items() if value and _is_sensitive(node, name)]
+                value for name, value in resolved.items() if value and name in sensitive]
         return problems, secrets
 
     def validate(self) -> "Flow":
@@ -332,34 +334,41 @@ class Flow:
         return self
 
     # ------------------------------------------------------------------ JSON definition
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, type_names: dict[str, str] | None = None) -> dict[str, Any]:
+        """The definition as a dict, each processor's class named by ``type_names`` (processor name
+        -> name; ``to_json`` passes the names other processes import, ``saved_type_name``), else by
+        its ``type_name()``: the same for every class but one defined in the script being run,
+        named ``__main__.<Class>`` then, which only this process resolves (``to_json`` is what
+        saves, and refuses a class no other process can import)."""
+        type_names = type_names or {}
         return {
             "flowactors_flow": DEFINITION_VERSION, "name": self.name, "settings": dict(self.settings),
             "parameter_context": self.parameter_context,
             "parameter_contexts": [c.to_dict() for c in self.parameter_contexts.values()],
-            "processors": [n.to_dict() for n in self.processors.values()],
+            "processors": [n.to_dict(type_names.get(n.name)) for n in self.processors.values()],
             "connections": [c.to_dict() for c in self.connections],
         }
 
     def to_json(self) -> str:
         """The definition as JSON text; ``FlowValidationError`` when a processor class could not
         be imported by whoever loads it (``saved_type_name`` says why and what to do)."""
-        problems = []
+        problems, type_names = [], {}
         for node in self.processors.values():
             try:
-                saved_type_name(node.type)
+                type_names[node.name] = saved_type_name(node.type)
             except ValueError as err:
                 problems.append(f"processor '{node.name}': {err}")
+            sensitive = _sensitive_names(node)
             problems.extend(
                 f"processor '{node.name}': property '{name}' is sensitive, and a definition never holds a "
                 f"sensitive value; give it as a sensitive parameter instead (\"{name}\": \"#{{name}}\" with "
                 f"flow.add_parameter_context(..., sensitive=[...]); its value then comes from code or "
                 f"FLOWACTORS_PARAMETER_<NAME>)"
                 for name, value in node.properties.items()
-                if _is_sensitive(node, name) and params.substitute(value, {p: "" for p in params.references(value)}))
+                if name in sensitive and params.substitute(value, {p: "" for p in params.references(value)}))
         if problems:
             raise FlowValidationError(self.name, problems)
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
+        return orjson.dumps(self.to_dict(type_names), option=orjson.OPT_INDENT_2).decode()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, extensions: Sequence[str | Path] | None = None) -> "Flow":
@@ -388,8 +397,8 @@ class Flow:
                 problems.append(f"parameter context {entry.get('name', '?') if isinstance(entry, dict) else '?'}: {err}")
                 continue
             flow.parameter_contexts[context.name] = context
-        for label, entry, fields in _entries(data.get("processors"), "processor", ("name", "type", "properties"),
-                                             PROCESSOR_FIELDS, problems):
+        for label, entry, fields in _entries(data.get("processors"), "processor", ("type", "properties"),
+                                             _PROCESSOR_TABLE, problems):
             try:
                 processor_type = resolve_processor_type(entry.get("type"))
             except (ImportError, AttributeError, TypeError, ValueError) as err:
@@ -400,25 +409,12 @@ class Flow:
                 problems.append(f"{label}: 'properties' must be an object of property names and values, "
                                 f"not {_json_kind(properties)}")
                 properties = {}
-            wrong = _kind_problems(entry, texts=("name",), lists=("auto_terminate",))
-            problems.extend(f"{label}: {p}" for p in wrong)
-            if not wrong:
-                try:
-                    flow.add(processor_type, entry.get("name"), properties=properties, **fields)
-                except (TypeError, AttributeError, ValueError) as err:   # a field of the wrong JSON kind
-                    problems.append(f"{label}: {err}")
-        ends = ("source", "destination", "relationships")
-        for label, entry, fields in _entries(data.get("connections"), "connection", ends, CONNECTION_FIELDS, problems):
-            missing = [k for k in ends if k not in entry]
-            problems.extend(f"{label}: '{k}' is missing" for k in missing)
-            wrong = _kind_problems(entry, texts=("source", "destination", "name"),
-                                   lists=("relationships", "prioritizers"))
-            problems.extend(f"{label}: {p}" for p in wrong)
-            if not missing and not wrong:
-                try:
-                    flow.connect(entry["source"], entry["destination"], entry["relationships"], **fields)
-                except (TypeError, AttributeError, ValueError, KeyError) as err:   # a field of the wrong JSON kind
-                    problems.append(f"{label}: {err}")
+            if fields is not None:
+                flow.add(processor_type, fields.pop("name", None), properties=properties, **fields)
+        for _label, _entry, fields in _entries(data.get("connections"), "connection", (), _CONNECTION_TABLE,
+                                               problems):
+            if fields is not None:
+                flow.connect(fields.pop("source"), fields.pop("destination"), fields.pop("relationships"), **fields)
         problems.extend(flow._problems)   # building problems (a null property value, a name used twice)
         if problems:
             raise FlowValidationError(flow.name, problems)
@@ -562,11 +558,10 @@ def resolve_processor_type(type_name: Any) -> type[Processor]:
     return processor_type
 
 
-def _is_sensitive(node: ProcessorNode, name: str) -> bool:
-    """Whether ``node``'s processor declares property ``name`` sensitive: its value is never
-    written to a definition nor shown in a problem (NiFi's sensitive properties)."""
-    descriptor = node.type.descriptor_map().get(name)
-    return descriptor is not None and descriptor.sensitive
+def _sensitive_names(node: ProcessorNode) -> set[str]:
+    """The properties ``node``'s processor declares sensitive: their values are never written to
+    a definition nor shown in a problem (NiFi's sensitive properties)."""
+    return {name for name, descriptor in node.type.descriptor_map().items() if descriptor.sensitive}
 
 
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -591,37 +586,89 @@ def _property_texts(processor_type: type[Processor], values: dict[str, Any]) -> 
     return texts, problems
 
 
-def _entries(entries: Any, kind: str, own: tuple[str, ...], fields: tuple[str, ...], problems: list[str]
-             ) -> Iterable[tuple[str, dict, dict]]:
+def _entries(entries: Any, kind: str, own: tuple[str, ...], table: dict[str, _JsonField], problems: list[str]
+             ) -> Iterable[tuple[str, dict, dict | None]]:
     """Each object of a definition's list of processors or connections, as (a label naming it,
-    the object, its ``fields``); an entry that is not an object, and a key that is neither one of
-    ``own`` nor a field, are problems."""
+    the object, its fields read by ``_read_fields``, or None when one is wrong); an entry that is
+    not an object, and a key that is neither one of ``own`` nor of ``table``, are problems."""
     if entries is not None and not isinstance(entries, list):
         problems.append(f"'{kind}s' must be a list of objects, not {_json_kind(entries)}")
         return
     for number, entry in enumerate(entries or [], 1):
         name = entry.get("name") if isinstance(entry, dict) else None
-        label = f"{kind} '{name}'" if name else f"{kind} {number}"
+        label = f"{kind} '{name}'" if isinstance(name, str) and name else f"{kind} {number}"
         if not isinstance(entry, dict):
             problems.append(f"{label}: must be an object, not {_json_kind(entry)}")
             continue
-        problems.extend(f"{label}: {_unknown_key(k, (*own, *fields), f'a {kind} field')}"
-                        for k in entry if k not in own and k not in fields)
-        yield label, entry, {k: v for k, v in entry.items() if k in fields}
+        problems.extend(f"{label}: {_unknown_key(k, (*own, *table), f'a {kind} field')}"
+                        for k in entry if k not in own and k not in table)
+        fields, wrong = _read_fields(entry, table)
+        problems.extend(f"{label}: {p}" for p in wrong)
+        yield label, entry, None if wrong else fields
 
 
-def _kind_problems(entry: dict, texts: Sequence[str], lists: Sequence[str]) -> list[str]:
-    """The fields of ``entry`` of the wrong JSON kind: ``texts`` must be strings, ``lists`` lists of
-    strings (a relationship may be one string); absent fields are another problem's."""
-    problems = [f"'{k}' must be a string, not {_json_kind(entry[k])}" for k in texts
-                if k in entry and entry[k] is not None and not isinstance(entry[k], str)]
-    for k in lists:
-        value = entry.get(k)
-        if value is None or (k == "relationships" and isinstance(value, str)):
+class _JsonField(NamedTuple):
+    """What a definition's field takes: ``kind`` is ``str``, ``int``, ``float``, ``bool``,
+    ``tuple`` (a list of names) or ``dict`` (an object); a ``required`` one must be given."""
+
+    kind: type
+    required: bool
+
+
+def _json_fields(cls: type, leave_out: Sequence[str]) -> dict[str, _JsonField]:
+    """The definition's fields of dataclass ``cls`` (but ``leave_out``), from its annotations: the
+    one table of JSON kinds ``_read_fields`` checks. A field without a default is required, but
+    ``name`` (a name left out is made up by ``Flow.add`` and ``Flow.connect``)."""
+    hints = typing.get_type_hints(cls)
+    table = {}
+    for f in dataclasses.fields(cls):
+        if f.name in leave_out:
             continue
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            problems.append(f"'{k}' must be a list of names, not {_json_kind(value)}")
-    return problems
+        hint = hints[f.name]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):   # ``X | None``
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        required = (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                    and f.name != "name")
+        table[f.name] = _JsonField(typing.get_origin(hint) or hint, required)
+    return table
+
+
+#: words for each JSON kind, in a problem
+_KIND_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false",
+               tuple: "a list of names", dict: "an object"}
+
+
+def _read_fields(entry: dict, table: dict[str, _JsonField]) -> tuple[dict[str, Any], list[str]]:
+    """The fields of a definition's ``entry`` that ``table`` names, and a problem for each one of
+    the wrong JSON kind (naming the field and the kind it takes) or required and not given. Null
+    in a field that is not required takes its default, as if left out; a relationship may be
+    one string."""
+    values, problems = {}, []
+    for key, (kind, required) in table.items():
+        value = entry.get(key)
+        if value is None:
+            if required:
+                problems.append(f"'{key}' must be {_KIND_WORDS[kind]}, not null" if key in entry else
+                                f"'{key}' is missing")
+            continue
+        if key == "relationships" and isinstance(value, str):
+            value = [value]
+        if kind is tuple:
+            right = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        elif kind in (int, float):   # JSON's true and false are not numbers; a float takes 5 too
+            right = isinstance(value, (int, kind)) and not isinstance(value, bool)
+        else:
+            right = isinstance(value, kind)
+        if right:
+            values[key] = value
+        else:
+            problems.append(f"'{key}' must be {_KIND_WORDS[kind]}, not {_json_kind(value)}")
+    return values, problems
+
+
+#: the JSON kind of each field of a definition's processor and connection (``_read_fields``)
+_PROCESSOR_TABLE = _json_fields(ProcessorNode, ("type", "properties", "resolved"))
+_CONNECTION_TABLE = _json_fields(Connection, ())
 
 
 def _json_kind(value: Any) -> str:

@@ -1,10 +1,11 @@
 """All tunable settings in one object, with NiFi's defaults (docs/configuration.md lists them).
 
-``Settings`` is a pydantic model: each setting's type, range, default and description are
-declared once, in its ``Field``, and both the checks and docs/configuration.md (compared with the
-model by tests/test_settings.py) follow from them. It is frozen, so it can be passed to every
-actor unchanged, and ``to_dict`` gives plain values for JSON. Every problem with the values given
-is reported at once, in one ``SettingsError``, a misspelt key with the setting it probably meant.
+``Settings`` is a pydantic model: each setting's type, range and default are declared once, in
+its annotation and ``Field``, and the checks follow from them; docs/configuration.md's table,
+compared with the model by tests/test_settings.py (names, defaults, ranges), is the one place
+saying what each setting does. It is frozen, so it can be passed to every actor unchanged, and
+``to_dict`` gives plain values for JSON. Every problem with the values given is reported at once,
+in one ``SettingsError``, a misspelt key with the setting it probably meant.
 """
 
 from __future__ import annotations
@@ -30,79 +31,58 @@ class SettingsError(ValueError):
 
 
 class Settings(BaseModel):
-    """Every setting with its default; ``Settings(name=value, ...)`` or ``from_dict`` check the values."""
+    """Every setting with its default; ``Settings(name=value, ...)`` or ``from_dict`` check the values.
+    What each does: docs/configuration.md."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     # --- FlowFile repository (write-ahead log) ---
-    always_sync: bool = Field(False, description=(
-        "fsync the content and the write-ahead log at every commit (survives power loss); off survives "
-        "the death of every process, the data being in the OS page cache (NiFi's always.sync)"))
-    checkpoint_interval: float = Field(20.0, gt=0, description="seconds between checkpoints (NiFi 2.x: 20 s)")
-    flowfile_map_size: int = Field(64 * 1024**3, ge=1024**2, description=(
-        "the largest the LMDB map may grow to, in bytes"))
+    always_sync: bool = False
+    checkpoint_interval: float = Field(20.0, gt=0)
+    flowfile_map_size: int = Field(64 * 1024**3, ge=1024**2)
 
     # --- content repository ---
-    content_containers: Names = Field(("default",), description=(
-        "names of the content containers, relative to <repository>/content unless absolute"))
-    content_sections: int = Field(1024, ge=1, description="sections (subdirectories) a container is split into")
-    max_appendable_claim_size: int = Field(50 * 1024, ge=1, description=(
-        "bytes appended into one resource claim before a new one starts (NiFi 2.x: 50 KB)"))
-    max_flowfiles_per_claim: int = Field(100, ge=0, description="contents per resource claim at most (0: no limit)")
-    archive_enabled: bool = Field(True, description="keep released claims in the archive")
-    archive_max_retention: float = Field(3 * 3600.0, ge=0, description=(
-        "seconds an archived claim is kept (NiFi 2.x: 3 h)"))
-    archive_max_usage_percent: float = Field(90.0, ge=0, le=100, description=(
-        "archived claims are removed, oldest first, while the disk is fuller than this (NiFi: 90 %)"))
-    archive_check_interval: float = Field(60.0, gt=0, description="seconds between runs of the archive age-off")
+    content_containers: Names = ("default",)
+    content_sections: int = Field(1024, ge=1)
+    max_appendable_claim_size: int = Field(50 * 1024, ge=1)
+    max_flowfiles_per_claim: int = Field(100, ge=0)
+    archive_enabled: bool = True
+    archive_max_retention: float = Field(3 * 3600.0, ge=0)
+    archive_max_usage_percent: float = Field(90.0, ge=0, le=100)
+    archive_check_interval: float = Field(60.0, gt=0)
 
     # --- connection queues ---
-    swap_threshold: int = Field(20_000, ge=1, description="FlowFiles a connection keeps in memory before swapping")
-    swap_batch_size: int = Field(10_000, ge=1, description="FlowFiles per swap file")
-    partition_swap_threshold: int = Field(1_000, ge=1, description=(
-        "the swap threshold of a load-balanced connection's partition for another node, which swaps "
-        "early (as NiFi's remote partitions do): data waiting for a node should not hold memory"))
-    partition_swap_batch_size: int = Field(1_000, ge=1, description="FlowFiles per swap file of such a partition")
-    back_pressure_object_threshold: int = Field(10_000, ge=0, description="default FlowFile count of back pressure")
-    back_pressure_data_size_threshold: int = Field(1024**3, ge=0, description="default byte size of back pressure")
+    swap_threshold: int = Field(20_000, ge=1)
+    swap_batch_size: int = Field(10_000, ge=1)
+    partition_swap_threshold: int = Field(1_000, ge=1)
+    partition_swap_batch_size: int = Field(1_000, ge=1)
+    back_pressure_object_threshold: int = Field(10_000, ge=0)
+    back_pressure_data_size_threshold: int = Field(1024**3, ge=0)
 
     # --- provenance repository ---
-    provenance_enabled: bool = Field(True, description="record provenance events")
-    provenance_containers: Names = Field(("default",), description=(
-        "names of the provenance containers, relative to <repository>/provenance unless absolute"))
-    provenance_rollover_interval: float = Field(30.0, gt=0, description=(
-        "seconds between journal rollovers (the seed's 30 s; NiFi 2.x: 10 min or 100 MB)"))
-    provenance_rollover_bytes: int = Field(100 * 1024**2, ge=1, description=(
-        "journals also roll over once they hold this many bytes (NiFi 2.x: 100 MB)"))
-    provenance_journal_count: int = Field(4, ge=1, description="journals written round-robin")
-    provenance_block_size: int = Field(1024 * 1024, ge=1, description=(
-        "uncompressed bytes per compressed block of an event file"))
-    provenance_index_shard_size: int = Field(500 * 1024**2, ge=1, description="bytes per index shard")
-    provenance_max_storage_time: float = Field(24 * 3600.0, gt=0, description=(
-        "seconds events are kept (the seed: 24 h; NiFi 2.x: 30 days)"))
-    provenance_max_storage_size: int = Field(10 * 1024**3, ge=1, description="bytes of events kept at most")
-    provenance_indexed_attributes: Annotated[tuple[str, ...], Field(strict=False)] = Field((), description=(
-        "attributes indexed for search beyond the built-in fields (uuid, filename, ...)"))
+    provenance_enabled: bool = True
+    provenance_containers: Names = ("default",)
+    provenance_rollover_interval: float = Field(30.0, gt=0)
+    provenance_rollover_bytes: int = Field(100 * 1024**2, ge=1)
+    provenance_journal_count: int = Field(4, ge=1)
+    provenance_block_size: int = Field(1024 * 1024, ge=1)
+    provenance_index_shard_size: int = Field(500 * 1024**2, ge=1)
+    provenance_max_storage_time: float = Field(24 * 3600.0, gt=0)
+    provenance_max_storage_size: int = Field(10 * 1024**3, ge=1)
+    provenance_indexed_attributes: Annotated[tuple[str, ...], Field(strict=False)] = ()
 
     # --- processors ---
-    default_batch_size: int = Field(1000, ge=1, description=(
-        "FlowFiles a session takes from its queue at once when the processor does not say"))
-    administrative_yield: float = Field(1.0, ge=0, description=(
-        "seconds a processor sleeps after on_trigger raised (NiFi's administrative yield: 30 s)"))
+    default_batch_size: int = Field(1000, ge=1)
+    administrative_yield: float = Field(1.0, ge=0)
 
     # --- placement (flowactors.engine.placement) ---
-    placement: Literal["shared", "isolated"] = Field("shared", description=(
-        "shared: a few executor actors per node host many processor tasks and the queues beside "
-        "them; isolated: an actor per processor task and per queue"))
-    executors: int = Field(0, ge=0, description=(
-        "executor actors per node with the shared placement; 0: one per CPU Ray gives the node"))
+    placement: Literal["shared", "isolated"] = "shared"
+    executors: int = Field(0, ge=0)
 
     # --- Spark (flowactors.spark; docs/spark.md lists the keys) ---
-    spark: dict[str, Any] = Field(default_factory=dict, description=(
-        "the flow's Spark service: executors, executor_cores, executor_memory, start, configs, ..."))
+    spark: dict[str, Any] = Field(default_factory=dict)
 
-    extra: dict[str, Any] = Field(default_factory=dict, description=(
-        "free-form values for extensions; flowactors itself reads none"))
+    extra: dict[str, Any] = Field(default_factory=dict)
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -120,8 +100,6 @@ class Settings(BaseModel):
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "Settings":
         """Settings from a flow's ``settings`` object: JSON values (lists for tuples) checked."""
-        if not isinstance(values, dict):
-            raise SettingsError([f"settings must be an object of setting names and values, not {values!r}"])
         return cls(**{str(name): value for name, value in values.items()})
 
 
@@ -180,8 +158,9 @@ def _problems(err: ValidationError) -> list[str]:
             problems.append(f"setting '{name}': {error['msg']}")
         elif error["type"] in ("greater_than", "greater_than_equal", "less_than_equal"):
             problems.append(f"setting '{name}' must be {value_range(name)}, not {error['input']!r}")
-        elif error["type"] == "too_short":
-            problems.append(f"setting '{name}' needs at least one name")
+        elif error["type"] == "too_short":   # pydantic says it of [1] too, counting the names that passed
+            if not error["input"]:
+                problems.append(f"setting '{name}' needs at least one name")
         elif len(error["loc"]) > 1:   # an item of a list
             problems.append(f"setting '{name}' must be {_kind(field)} (item {error['loc'][1]} is {error['input']!r})")
         else:
