@@ -172,6 +172,9 @@ def test_every_help_is_plain_text_and_offers_completion(capsys):
     (["run", "f.py", "--duration", "2", "--until-idle"], "--until-idle and --duration exclude each other"),
     (["nosuch"], "flowactors: No such command 'nosuch'."),
     (["errors", "--repository", "nowhere"], "flowactors: no repository folder nowhere"),
+    (["provenance", "search", "--attribute", "colour"],
+     "flowactors: Invalid value for '--attribute': takes KEY=VALUE, not 'colour'"),
+    (["submit", "f.py", "--env", "=x"], "flowactors: Invalid value for '--env': takes KEY=VALUE, not '=x'"),
 ])
 def test_command_line_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)

@@ -275,6 +275,14 @@ def one_of(choices: Sequence[str], normalize: Callable[[str], str] = str) -> Cal
     return parse
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """An option's parser for ``KEY=VALUE`` (a value may hold ``=``), or says what it takes."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f"takes KEY=VALUE, not {text!r}")
+    return key, value
+
+
 def invoke(handler: Callable[[SimpleNamespace], int], **options: Any) -> NoReturn:
     """Run a command's ``handler`` on its options and end the command with its exit status."""
     raise typer.Exit(exit_status(handler, SimpleNamespace(**options)))

@@ -22,7 +22,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from flowactors.cli.main import CliError, _settings, help_without_command, invoke, load_flow, one_of
+from flowactors.cli.main import CliError, _settings, help_without_command, invoke, key_value, load_flow, one_of
 from flowactors.sdk.flow import Flow
 from flowactors.engine.cluster.topology import TOPOLOGY_FILE
 from flowactors.ops.cluster_lineage import cluster_lineage
@@ -69,7 +69,7 @@ def add_commands(app: typer.Typer) -> None:
                relationship: Annotated[Optional[str], typer.Option(help="the relationship it went to")] = None,
                filename: Annotated[Optional[str], typer.Option(help="the filename attribute")] = None,
                attribute: Annotated[Optional[list[str]], typer.Option(
-                   metavar="KEY=VALUE", help="an indexed attribute (provenance_indexed_attributes); repeatable")] = None,
+                   parser=key_value, metavar="KEY=VALUE", help="an indexed attribute (provenance_indexed_attributes); repeatable")] = None,
                since: Annotated[Optional[int], typer.Option(parser=_time_ms, metavar="TIME", help=(
                    "ISO 8601 (UTC unless it has an offset) or milliseconds since the epoch"))] = None,
                until: Annotated[Optional[int], typer.Option(parser=_time_ms, metavar="TIME",
@@ -82,7 +82,7 @@ def add_commands(app: typer.Typer) -> None:
                json: Annotated[bool, typer.Option("--json", help="the events as a JSON array")] = False) -> None:
         invoke(_guarded(cmd_search), repository=repository, flow=flow, setting=setting or [], uuid=uuid, type=type,
                component=component, component_id=component_id, relationship=relationship, filename=filename,
-               attribute=[_pair(a) for a in attribute or []], since=since, until=until, min_size=min_size,
+               attribute=attribute or [], since=since, until=until, min_size=min_size,
                max_size=max_size, limit=limit, json=json)
 
     @provenance.command("show", help="One event in full, or the content it received or left.")
@@ -119,13 +119,6 @@ def add_commands(app: typer.Typer) -> None:
     def replay(event_id: Annotated[int, typer.Argument(metavar="EVENT_ID", show_default=False)],
                repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
         invoke(_guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting or [])
-
-
-def _pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise CliError(f"--attribute takes KEY=VALUE, not {text!r}", 2)
-    return key, value
 
 
 def _time_ms(text: str) -> int:

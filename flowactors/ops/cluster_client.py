@@ -24,7 +24,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from flowactors.cli.main import CliError, _settings, invoke, load_flow
+from flowactors.cli.main import CliError, _settings, invoke, key_value, load_flow
 from flowactors.engine.actors.job import RESULT_PREFIX
 
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"
@@ -146,11 +146,7 @@ def cmd_submit(args: SimpleNamespace) -> int:
                        f"not {repository!r}: a relative one would land in the job's temporary working "
                        f"directory and be lost", 2)
     env_vars = {"RAY_JOB_STOP_WAIT_TIME_S": str(STOP_GRACE_SECONDS)}
-    for pair in args.env:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CliError(f"--env takes KEY=VALUE, not {pair!r}", 2)
-        env_vars[key] = value
+    env_vars.update(args.env)
     working_dir = Path(args.working_dir or flow_path.resolve().parent)
     try:
         relative = flow_path.resolve().relative_to(working_dir.resolve())
@@ -332,7 +328,7 @@ def add_commands(app: typer.Typer) -> None:
                    "runs on, normally the head)"))] = None,
                setting: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
                    "override a setting (docs/configuration.md); repeatable"))] = None,
-               env: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
+               env: Annotated[Optional[list[str]], typer.Option(parser=key_value, metavar="KEY=VALUE", help=(
                    "an environment variable for the flow's processes (nothing secret: it is visible in the "
                    "job's details); repeatable"))] = None,
                working_dir: Annotated[Optional[str], typer.Option(help="upload this folder instead of the flow "
