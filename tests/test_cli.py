@@ -183,6 +183,22 @@ def test_command_line_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args,
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("options, message", [
+    (["--nodes", "2", "--engine", "in-process"], "a flow runs on several nodes on the Ray engine only, not "
+                                                 "engine='in-process'"),
+    (["--nodes", "2", "--stateless"], "a flow runs on several nodes on the Ray engine only, not engine='stateless'"),
+    (["--dashboard", "--engine", "in-process"], "the Ray dashboard shows flows on the Ray engine only, not "
+                                                "engine='in-process'"),
+])
+def test_run_options_an_engine_has_not_are_one_line(tmp_path, capsys, options, message):
+    """run_flow's own checks (RunOptionError) end the command with exit 2, before anything runs."""
+    flow, out = write_flow(tmp_path)
+    assert main(["run", str(flow), "--repository", str(tmp_path / "repository"), *options]) == 2
+    err = capsys.readouterr().err
+    assert err == f"flowactors: {message}\n"
+    assert not out.exists() and not (tmp_path / "repository").exists()
+
+
 # ---------------------------------------------------------------------- errors: one line live, in full on demand
 
 FAILING_FLOW = textwrap.dedent('''

@@ -140,8 +140,6 @@ def cmd_run(args: SimpleNamespace) -> int:
     from flowactors.cli.ui import flow_page
     from flowactors.engine.runner import run_flow, stall_message
 
-    if args.dashboard and args.engine != "ray":
-        raise CliError(f"--dashboard shows flows on the Ray engine only, not --engine {args.engine}", 2)
     flow = load_flow(args.flow, args.extensions)
     duration = args.duration
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
@@ -304,10 +302,14 @@ def exit_status(handler: Callable[[SimpleNamespace], int], args: SimpleNamespace
         return 130
     except Exception as err:  # repository and start-up errors carry their own advice
         from flowactors.engine.controller import FlowStartError
+        from flowactors.engine.runner import RunOptionError
 
         from repositories.flowfile import FlowFileRepositoryError
         from repositories.lock import RepositoryInUseError
 
+        if isinstance(err, RunOptionError):
+            print(f"flowactors: {err}", file=sys.stderr)
+            return 2
         known = (FlowStartError, OSError, FlowFileRepositoryError, RepositoryInUseError)
         if isinstance(err, known):
             print(f"flowactors: {getattr(err, 'cause', None) or err}", file=sys.stderr)  # Ray: the remote error
