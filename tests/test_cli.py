@@ -299,3 +299,9 @@ def test_processor_logs_show_at_the_run_log_level(tmp_path, capsys):
     assert "INFO flowactors.processors.LogAttribute:" in err and "SEEN-BY-USER" in err
     assert main([*run, "--repository", str(tmp_path / "r2"), "--log-level", "warning"]) == 0
     assert "SEEN-BY-USER" not in capsys.readouterr().err
+    stateless = ["run", str(flow), "--stateless", "--quiet"]  # the stateless engine logs here too
+    assert main(stateless) == 0
+    err = capsys.readouterr().err
+    assert "INFO flowactors.processors.LogAttribute:" in err and "SEEN-BY-USER" in err
+    assert main([*stateless, "--log-level", "warning"]) == 0
+    assert "SEEN-BY-USER" not in capsys.readouterr().err

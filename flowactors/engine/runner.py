@@ -21,7 +21,7 @@ from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.error_log import ErrorLog
 from flowactors.ops.ray_dashboard import LOCAL_DASHBOARD, open_dashboard
-from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker
+from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker, route_logging
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import flow_settings
 
@@ -114,11 +114,15 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     if nodes is not None and engine != "ray":
         raise RunOptionError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
     flow.validate()
-    if engine == "stateless":
+    if engine == "stateless":  # no live view: its log lines go to stderr as they come
         from flowactors.engine.stateless import run_stateless
 
-        return run_stateless(flow, settings=settings, duration=duration, timeout=timeout,
-                             failure_ports=failure_ports, trigger_timeout=trigger_timeout)
+        release_logging = route_logging(log_level, None) if log_level is not None else (lambda: None)
+        try:
+            return run_stateless(flow, settings=settings, duration=duration, timeout=timeout,
+                                 failure_ports=failure_ports, trigger_timeout=trigger_timeout)
+        finally:
+            release_logging()
     resolved = flow_settings(flow, settings)
     started_ray = False
     ray_options = {}
