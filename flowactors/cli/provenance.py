@@ -31,11 +31,9 @@ from flowactors.ops.lineage_view import condense, to_text
 from flowactors.ops.provenance_tools import (ContentGoneError, NoSuchEventError, StoppedRepository, claim_state,
                                          open_event_content)
 from flowactors.ops.replay import ReplayError, replay_stopped
-from repositories.lock import RepositoryInUseError
 from flowactors.sdk.settings import Settings
 from flowactors.sdk.units import parse_data_size
 from repositories.content import ContentRepositoryError
-from repositories.flowfile import FlowFileRepositoryError
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError
 from repositories.provenance.event import event_to_dict
 
@@ -143,7 +141,8 @@ def _data_size(text: str) -> int:
 
 
 def _guarded(handler: Callable[[SimpleNamespace], int]) -> Callable[[SimpleNamespace], int]:
-    """Turn the repositories' refusals into one-line messages (exit 2: bad input, 1: cannot)."""
+    """Turn the repositories' refusals into one-line messages (exit 2: bad input, 1: cannot);
+    the flow repository's and the lock's are ``invoke``'s own (exit 1)."""
 
     @functools.wraps(handler)
     def run(args: SimpleNamespace) -> int:
@@ -155,8 +154,7 @@ def _guarded(handler: Callable[[SimpleNamespace], int]) -> Callable[[SimpleNames
             if isinstance(err, ProvenanceFormatError):
                 raise CliError(str(err), 1) from None
             raise CliError(str(err), 2) from None
-        except (RepositoryInUseError, ContentGoneError, ReplayError, ContentRepositoryError,
-                FlowFileRepositoryError) as err:
+        except (ContentGoneError, ReplayError, ContentRepositoryError) as err:
             raise CliError(str(err), 1) from None
 
     return run
@@ -350,10 +348,7 @@ def cmd_lineage(args: SimpleNamespace) -> int:
     """The condensed lineage (``flowactors.ops.lineage_view``) as a text tree from the FlowFile
     asked for, or as JSON; ``--output`` also draws it, refused before any work when it cannot be."""
     if args.output:
-        try:
-            check_output(args.output)
-        except RenderError as err:
-            raise CliError(str(err), 2) from None
+        check_output(args.output)
     if (Path(args.repository) / TOPOLOGY_FILE).exists():  # a flow run on several nodes: follow it across them
         lineage = cluster_lineage(args.repository, args.uuid, _resolve_settings(args, _flow(args)))
     else:
@@ -363,10 +358,7 @@ def cmd_lineage(args: SimpleNamespace) -> int:
         raise CliError(f"no provenance events name FlowFile {args.uuid} in {args.repository} (find uuids with "
                        f"'flowactors provenance search'; events older than provenance_max_storage_time are "
                        f"aged off)", 2)
-    try:
-        view = condense(lineage, args.uuid, expand=args.expand)
-    except ValueError as err:
-        raise CliError(str(err), 2) from None
+    view = condense(lineage, args.uuid, expand=args.expand)
     print(json.dumps(view.to_dict(), indent=2) if args.json else to_text(view))
     if args.output:
         try:
