@@ -22,7 +22,8 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from flowactors.cli.main import CliError, _settings, help_without_command, invoke, key_value, load_flow, one_of
+from flowactors.cli.main import (CliError, Repository, SettingOption, _settings, command_group, invoke, key_value,
+                                 load_flow, one_of)
 from flowactors.sdk.flow import Flow
 from flowactors.engine.cluster.topology import TOPOLOGY_FILE
 from flowactors.ops.cluster_lineage import cluster_lineage
@@ -42,19 +43,14 @@ DEFAULT_LIMIT = 100
 
 # ---------------------------------------------------------------------- commands
 
-Repository = Annotated[str, typer.Option(help="the flow's repository folder")]
 FlowOption = Annotated[Optional[str], typer.Option("--flow", help="the flow (.py/.json), for its settings and "
                                                                    "connections")]
-SettingOption = Annotated[Optional[list[str]], typer.Option(
-    "--setting", metavar="KEY=VALUE", help="a setting the flow ran with (docs/configuration.md), e.g. "
-                                           "content_containers; repeatable")]
 
 
 def add_commands(app: typer.Typer) -> None:
     """Register ``provenance search|show|repair``, ``lineage`` and ``replay`` on the command group."""
-    provenance = typer.Typer(help="Search provenance events and show one, with its content (stopped flow).")
-    provenance.callback(invoke_without_command=True)(help_without_command)
-    app.add_typer(provenance, name="provenance")
+    provenance = command_group(app, "provenance",
+                               "Search provenance events and show one, with its content (stopped flow).")
 
     @provenance.command("search", help="Events matching every filter, newest first.")
     def search(repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None,
@@ -78,7 +74,7 @@ def add_commands(app: typer.Typer) -> None:
                                                                help="as --min-size")] = None,
                limit: Annotated[int, typer.Option(help="most events shown")] = DEFAULT_LIMIT,
                json: Annotated[bool, typer.Option("--json", help="the events as a JSON array")] = False) -> None:
-        invoke(_guarded(cmd_search), repository=repository, flow=flow, setting=setting or [], uuid=uuid, type=type,
+        invoke(_guarded(cmd_search), repository=repository, flow=flow, setting=setting, uuid=uuid, type=type,
                component=component, component_id=component_id, relationship=relationship, filename=filename,
                attribute=attribute or [], since=since, until=until, min_size=min_size,
                max_size=max_size, limit=limit, json=json)
@@ -92,13 +88,13 @@ def add_commands(app: typer.Typer) -> None:
              out: Annotated[Optional[str], typer.Option(metavar="FILE", help="with --content: write to FILE, not "
                                                                              "standard output")] = None,
              json: Annotated[bool, typer.Option("--json", help="the event as JSON")] = False) -> None:
-        invoke(_guarded(cmd_show), event_id=event_id, repository=repository, flow=flow, setting=setting or [],
+        invoke(_guarded(cmd_show), event_id=event_id, repository=repository, flow=flow, setting=setting,
                content=content, out=out, json=json)
 
     @provenance.command("repair", help="Recover a stopped flow's provenance: read every journal, keep what can "
                                        "be read, say what could not.")
     def repair(repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
-        invoke(_guarded(cmd_repair), repository=repository, flow=flow, setting=setting or [])
+        invoke(_guarded(cmd_repair), repository=repository, flow=flow, setting=setting)
 
     @app.command("lineage", help="The lineage of a FlowFile: a text tree, and a picture.")
     def lineage(uuid: Annotated[str, typer.Argument(metavar="UUID", show_default=False)],
@@ -110,13 +106,13 @@ def add_commands(app: typer.Typer) -> None:
                     "repeatable"))] = None,
                 json: Annotated[bool, typer.Option("--json", help="the condensed lineage as JSON (nodes, edges, "
                                                                   "groups with their members)")] = False) -> None:
-        invoke(_guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting or [],
+        invoke(_guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting,
                output=output, expand=expand or [], json=json)
 
     @app.command("replay", help="Queue a FlowFile again with an event's input (flow stopped).")
     def replay(event_id: Annotated[int, typer.Argument(metavar="EVENT_ID", show_default=False)],
                repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
-        invoke(_guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting or [])
+        invoke(_guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting)
 
 
 def _time_ms(text: str) -> int:
