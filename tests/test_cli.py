@@ -172,12 +172,31 @@ def test_every_help_is_plain_text_and_offers_completion(capsys):
     (["run", "f.py", "--duration", "2", "--until-idle"], "--until-idle and --duration exclude each other"),
     (["nosuch"], "flowactors: No such command 'nosuch'."),
     (["errors", "--repository", "nowhere"], "flowactors: no repository folder nowhere"),
+    (["provenance", "search", "--attribute", "colour"],
+     "flowactors: Invalid value for '--attribute': takes KEY=VALUE, not 'colour'"),
+    (["submit", "f.py", "--env", "=x"], "flowactors: Invalid value for '--env': takes KEY=VALUE, not '=x'"),
 ])
 def test_command_line_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--nodes", "2", "--engine", "in-process"], "a flow runs on several nodes on the Ray engine only, not "
+                                                 "engine='in-process'"),
+    (["--nodes", "2", "--stateless"], "a flow runs on several nodes on the Ray engine only, not engine='stateless'"),
+    (["--dashboard", "--engine", "in-process"], "the Ray dashboard shows flows on the Ray engine only, not "
+                                                "engine='in-process'"),
+])
+def test_run_options_an_engine_has_not_are_one_line(tmp_path, capsys, options, message):
+    """run_flow's own checks (RunOptionError) end the command with exit 2, before anything runs."""
+    flow, out = write_flow(tmp_path)
+    assert main(["run", str(flow), "--repository", str(tmp_path / "repository"), *options]) == 2
+    err = capsys.readouterr().err
+    assert err == f"flowactors: {message}\n"
+    assert not out.exists() and not (tmp_path / "repository").exists()
 
 
 # ---------------------------------------------------------------------- errors: one line live, in full on demand
@@ -279,4 +298,10 @@ def test_processor_logs_show_at_the_run_log_level(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "INFO flowactors.processors.LogAttribute:" in err and "SEEN-BY-USER" in err
     assert main([*run, "--repository", str(tmp_path / "r2"), "--log-level", "warning"]) == 0
+    assert "SEEN-BY-USER" not in capsys.readouterr().err
+    stateless = ["run", str(flow), "--stateless", "--quiet"]  # the stateless engine logs here too
+    assert main(stateless) == 0
+    err = capsys.readouterr().err
+    assert "INFO flowactors.processors.LogAttribute:" in err and "SEEN-BY-USER" in err
+    assert main([*stateless, "--log-level", "warning"]) == 0
     assert "SEEN-BY-USER" not in capsys.readouterr().err

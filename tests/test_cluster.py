@@ -248,6 +248,40 @@ def test_queue_gauges_are_throttled_and_end_on_the_latest_state(monkeypatch):
     assert 2 <= len(sent) <= 20 and sent[-1] == 500
 
 
+def test_a_submitted_flows_controller_keeps_its_errors_in_the_repositorys_error_log(tmp_path):
+    """The controller a submitted flow runs under (the job's driver only looks at its statuses)
+    records each status's errors, and the final one's, where ``flowactors errors`` reads them."""
+    from flowactors.engine.actors.job import ClusterFlowController
+    from flowactors.engine.in_process import InProcessHosting
+    from flowactors.ops.error_log import read_errors
+    from flowactors.processors import GenerateFlowFile
+    from flowactors.sdk.flow import Flow
+    from flowactors.sdk.processor import Processor, Relationship
+    from flowactors.sdk.settings import flow_settings
+
+    class Explode(Processor):
+        relationships = [Relationship("success")]
+
+        def on_trigger(self, context, session):
+            if session.get() is not None:
+                raise ValueError("boom in a submitted flow")
+
+    flow = Flow("submitted-errors")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 1})
+    flow.connect(generate, flow.add(Explode, "explode", auto_terminate=["success"]))
+    controller = ClusterFlowController(flow, str(tmp_path), flow_settings(flow, {}), InProcessHosting())
+    controller.start()
+    deadline = time.monotonic() + 60
+    while not any(p["errors"] for p in controller.status()["processors"]):
+        assert time.monotonic() < deadline, "the processor never failed"
+        time.sleep(0.05)
+    seen, unreadable = read_errors(tmp_path)
+    assert unreadable == [] and seen and {e["processor"] for e in seen} == {"explode"}
+    assert "ValueError: boom in a submitted flow" in seen[0]["error"]
+    final = controller.stop_once("the test")
+    assert final["processors"] and read_errors(tmp_path)[0][:len(seen)] == seen
+
+
 # ---------------------------------------------------------------------------------- on a cluster
 @pytest.mark.ray
 @pytest.mark.timeout(600)

@@ -113,9 +113,10 @@ def _flow_of(module, path: Path) -> Flow:
                    f"returning a flowactors.Flow", 2)
 
 
-def _settings(pairs: Sequence[str]) -> dict[str, Any]:
+def _settings(pairs: Sequence[str] | None) -> dict[str, Any]:
+    """``--setting KEY=VALUE`` pairs as settings: a value that reads as JSON is that value."""
     settings: dict[str, Any] = {}
-    for pair in pairs:
+    for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep:
             raise CliError(f"--setting takes KEY=VALUE, not {pair!r}", 2)
@@ -140,8 +141,6 @@ def cmd_run(args: SimpleNamespace) -> int:
     from flowactors.cli.ui import flow_page
     from flowactors.engine.runner import run_flow, stall_message
 
-    if args.dashboard and args.engine != "ray":
-        raise CliError(f"--dashboard shows flows on the Ray engine only, not --engine {args.engine}", 2)
     flow = load_flow(args.flow, args.extensions)
     duration = args.duration
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
@@ -264,6 +263,14 @@ EXTENSIONS_HELP = ("a folder of NiFi Python processors that a NiFi flow definiti
                    "default: FLOWACTORS_PYTHON_EXTENSIONS, folders separated by the path separator)")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
+# the arguments and options several commands take, declared once
+FlowArgument = Annotated[str, typer.Argument(metavar="FLOW", help="flow.py or flow.json", show_default=False)]
+ExtensionsOption = Annotated[Optional[list[str]], typer.Option(metavar="DIR", help=EXTENSIONS_HELP)]
+Repository = Annotated[str, typer.Option(help="the flow's repository folder")]
+SettingOption = Annotated[Optional[list[str]], typer.Option(
+    "--setting", metavar="KEY=VALUE", help="a setting the flow runs (or ran) with, over its own "
+                                           "(docs/configuration.md), e.g. always_sync=true; repeatable")]
+
 
 def one_of(choices: Sequence[str], normalize: Callable[[str], str] = str) -> Callable[[str], str]:
     """An option's parser that takes one of ``choices`` (after ``normalize``), or says which."""
@@ -273,6 +280,14 @@ def one_of(choices: Sequence[str], normalize: Callable[[str], str] = str) -> Cal
             raise typer.BadParameter(f"{text!r} is not one of {', '.join(choices)}")
         return value
     return parse
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """An option's parser for ``KEY=VALUE`` (a value may hold ``=``), or says what it takes."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f"takes KEY=VALUE, not {text!r}")
+    return key, value
 
 
 def invoke(handler: Callable[[SimpleNamespace], int], **options: Any) -> NoReturn:
@@ -296,10 +311,14 @@ def exit_status(handler: Callable[[SimpleNamespace], int], args: SimpleNamespace
         return 130
     except Exception as err:  # repository and start-up errors carry their own advice
         from flowactors.engine.controller import FlowStartError
+        from flowactors.engine.runner import RunOptionError
 
         from repositories.flowfile import FlowFileRepositoryError
         from repositories.lock import RepositoryInUseError
 
+        if isinstance(err, RunOptionError):
+            print(f"flowactors: {err}", file=sys.stderr)
+            return 2
         known = (FlowStartError, OSError, FlowFileRepositoryError, RepositoryInUseError)
         if isinstance(err, known):
             print(f"flowactors: {getattr(err, 'cause', None) or err}", file=sys.stderr)  # Ray: the remote error
@@ -312,6 +331,14 @@ def help_without_command(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:
         print(ctx.get_help(), end="")  # Typer's rich help prints itself and returns ""
         raise typer.Exit(0)
+
+
+def command_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
+    """A group of commands ``flowactors NAME ...`` on ``app``; called alone it shows its help."""
+    group = typer.Typer(help=help)
+    group.callback(invoke_without_command=True)(help_without_command)
+    app.add_typer(group, name=name)
+    return group
 
 
 def _version(shown: bool) -> None:
@@ -337,7 +364,7 @@ def build_app() -> typer.Typer:
 
     @app.command("run", help="Run a flow until it is idle (or for a duration), with a live view of its "
                              "processors and queues on a terminal.")
-    def run(flow: Annotated[str, typer.Argument(metavar="FLOW", help="flow.py or flow.json", show_default=False)],
+    def run(flow: FlowArgument,
             repository: Annotated[str, typer.Option(help="folder of the repositories")] = "repository",
             until_idle: Annotated[bool, typer.Option("--until-idle", help="stop once nothing is left to do "
                                                                           "(the default)")] = False,
@@ -357,12 +384,11 @@ def build_app() -> typer.Typer:
             nodes: Annotated[Optional[str], typer.Option(metavar="all|N|NAME,...", help=(
                 "run the flow on several nodes of the Ray cluster (--address), each over REPOSITORY/nodes/NAME, "
                 "with load-balanced connections between them (docs/cluster.md)"))] = None,
-            setting: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
-                "override a setting (docs/configuration.md), e.g. always_sync=true; repeatable"))] = None,
+            setting: SettingOption = None,
             log_level: Annotated[str, typer.Option(parser=one_of(LOG_LEVELS, str.upper), metavar="LEVEL", help=(
                 "show the processors' log lines at this level and above: DEBUG, INFO, WARNING, ERROR"))] = "INFO",
             quiet: Annotated[bool, typer.Option("--quiet", help="no live view and no final table")] = False,
-            extensions: Annotated[Optional[list[str]], typer.Option(metavar="DIR", help=EXTENSIONS_HELP)] = None,
+            extensions: ExtensionsOption = None,
             json: Annotated[bool, typer.Option("--json", help="print the final status as JSON")] = False,
             fail_on_error: Annotated[bool, typer.Option("--fail-on-error", help="exit 3 if any processor "
                                                                                 "reported an error")] = False,
@@ -377,14 +403,12 @@ def build_app() -> typer.Typer:
             raise typer.BadParameter("--until-idle and --duration exclude each other")
         invoke(cmd_run, flow=flow, repository=repository, duration=duration, timeout=timeout, address=address,
                engine="stateless" if stateless else engine, failure_port=failure_port or [],
-               trigger_timeout=trigger_timeout, nodes=nodes, setting=setting or [], quiet=quiet,
+               trigger_timeout=trigger_timeout, nodes=nodes, setting=setting, quiet=quiet,
                extensions=extensions, json=json, fail_on_error=fail_on_error, stall_seconds=stall_seconds,
                log_level=log_level, ui=ui, ui_host=ui_host, ui_port=ui_port, dashboard=dashboard)
 
     @app.command("validate", help="Check a flow and list every problem.")
-    def validate(flow: Annotated[str, typer.Argument(metavar="FLOW", help="flow.py or flow.json", show_default=False)],
-                 extensions: Annotated[Optional[list[str]], typer.Option(metavar="DIR", help=EXTENSIONS_HELP)] = None
-                 ) -> None:
+    def validate(flow: FlowArgument, extensions: ExtensionsOption = None) -> None:
         invoke(cmd_validate, flow=flow, extensions=extensions)
 
     @app.command("status", help="What a stopped flow's repository holds, or a flow's state on a cluster.")
@@ -398,7 +422,7 @@ def build_app() -> typer.Typer:
 
     @app.command("errors", help="The processor errors the runs on a repository saw, in full (the live "
                                 "view shows each as one line).")
-    def errors(repository: Annotated[str, typer.Option(help="the flow's repository folder")] = "repository",
+    def errors(repository: Repository = "repository",
                processor: Annotated[Optional[str], typer.Option(help="only this processor's errors")] = None,
                last: Annotated[int, typer.Option(min=0, help="only the last N (0: all)")] = 0,
                json: Annotated[bool, typer.Option("--json", help="the errors as a JSON array")] = False) -> None:

@@ -22,7 +22,8 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from flowactors.cli.main import CliError, _settings, help_without_command, invoke, load_flow, one_of
+from flowactors.cli.main import (CliError, Repository, SettingOption, _settings, command_group, invoke, key_value,
+                                 load_flow, one_of)
 from flowactors.sdk.flow import Flow
 from flowactors.engine.cluster.topology import TOPOLOGY_FILE
 from flowactors.ops.cluster_lineage import cluster_lineage
@@ -31,11 +32,9 @@ from flowactors.ops.lineage_view import condense, to_text
 from flowactors.ops.provenance_tools import (ContentGoneError, NoSuchEventError, StoppedRepository, claim_state,
                                          open_event_content)
 from flowactors.ops.replay import ReplayError, replay_stopped
-from repositories.lock import RepositoryInUseError
 from flowactors.sdk.settings import Settings
 from flowactors.sdk.units import parse_data_size
 from repositories.content import ContentRepositoryError
-from repositories.flowfile import FlowFileRepositoryError
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError
 from repositories.provenance.event import event_to_dict
 
@@ -44,19 +43,14 @@ DEFAULT_LIMIT = 100
 
 # ---------------------------------------------------------------------- commands
 
-Repository = Annotated[str, typer.Option(help="the flow's repository folder")]
 FlowOption = Annotated[Optional[str], typer.Option("--flow", help="the flow (.py/.json), for its settings and "
                                                                    "connections")]
-SettingOption = Annotated[Optional[list[str]], typer.Option(
-    "--setting", metavar="KEY=VALUE", help="a setting the flow ran with (docs/configuration.md), e.g. "
-                                           "content_containers; repeatable")]
 
 
 def add_commands(app: typer.Typer) -> None:
     """Register ``provenance search|show|repair``, ``lineage`` and ``replay`` on the command group."""
-    provenance = typer.Typer(help="Search provenance events and show one, with its content (stopped flow).")
-    provenance.callback(invoke_without_command=True)(help_without_command)
-    app.add_typer(provenance, name="provenance")
+    provenance = command_group(app, "provenance",
+                               "Search provenance events and show one, with its content (stopped flow).")
 
     @provenance.command("search", help="Events matching every filter, newest first.")
     def search(repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None,
@@ -69,7 +63,7 @@ def add_commands(app: typer.Typer) -> None:
                relationship: Annotated[Optional[str], typer.Option(help="the relationship it went to")] = None,
                filename: Annotated[Optional[str], typer.Option(help="the filename attribute")] = None,
                attribute: Annotated[Optional[list[str]], typer.Option(
-                   metavar="KEY=VALUE", help="an indexed attribute (provenance_indexed_attributes); repeatable")] = None,
+                   parser=key_value, metavar="KEY=VALUE", help="an indexed attribute (provenance_indexed_attributes); repeatable")] = None,
                since: Annotated[Optional[int], typer.Option(parser=_time_ms, metavar="TIME", help=(
                    "ISO 8601 (UTC unless it has an offset) or milliseconds since the epoch"))] = None,
                until: Annotated[Optional[int], typer.Option(parser=_time_ms, metavar="TIME",
@@ -80,9 +74,9 @@ def add_commands(app: typer.Typer) -> None:
                                                                help="as --min-size")] = None,
                limit: Annotated[int, typer.Option(help="most events shown")] = DEFAULT_LIMIT,
                json: Annotated[bool, typer.Option("--json", help="the events as a JSON array")] = False) -> None:
-        invoke(_guarded(cmd_search), repository=repository, flow=flow, setting=setting or [], uuid=uuid, type=type,
+        invoke(_guarded(cmd_search), repository=repository, flow=flow, setting=setting, uuid=uuid, type=type,
                component=component, component_id=component_id, relationship=relationship, filename=filename,
-               attribute=[_pair(a) for a in attribute or []], since=since, until=until, min_size=min_size,
+               attribute=attribute or [], since=since, until=until, min_size=min_size,
                max_size=max_size, limit=limit, json=json)
 
     @provenance.command("show", help="One event in full, or the content it received or left.")
@@ -94,13 +88,13 @@ def add_commands(app: typer.Typer) -> None:
              out: Annotated[Optional[str], typer.Option(metavar="FILE", help="with --content: write to FILE, not "
                                                                              "standard output")] = None,
              json: Annotated[bool, typer.Option("--json", help="the event as JSON")] = False) -> None:
-        invoke(_guarded(cmd_show), event_id=event_id, repository=repository, flow=flow, setting=setting or [],
+        invoke(_guarded(cmd_show), event_id=event_id, repository=repository, flow=flow, setting=setting,
                content=content, out=out, json=json)
 
     @provenance.command("repair", help="Recover a stopped flow's provenance: read every journal, keep what can "
                                        "be read, say what could not.")
     def repair(repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
-        invoke(_guarded(cmd_repair), repository=repository, flow=flow, setting=setting or [])
+        invoke(_guarded(cmd_repair), repository=repository, flow=flow, setting=setting)
 
     @app.command("lineage", help="The lineage of a FlowFile: a text tree, and a picture.")
     def lineage(uuid: Annotated[str, typer.Argument(metavar="UUID", show_default=False)],
@@ -112,20 +106,13 @@ def add_commands(app: typer.Typer) -> None:
                     "repeatable"))] = None,
                 json: Annotated[bool, typer.Option("--json", help="the condensed lineage as JSON (nodes, edges, "
                                                                   "groups with their members)")] = False) -> None:
-        invoke(_guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting or [],
+        invoke(_guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting,
                output=output, expand=expand or [], json=json)
 
     @app.command("replay", help="Queue a FlowFile again with an event's input (flow stopped).")
     def replay(event_id: Annotated[int, typer.Argument(metavar="EVENT_ID", show_default=False)],
                repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
-        invoke(_guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting or [])
-
-
-def _pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise CliError(f"--attribute takes KEY=VALUE, not {text!r}", 2)
-    return key, value
+        invoke(_guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting)
 
 
 def _time_ms(text: str) -> int:
@@ -150,7 +137,8 @@ def _data_size(text: str) -> int:
 
 
 def _guarded(handler: Callable[[SimpleNamespace], int]) -> Callable[[SimpleNamespace], int]:
-    """Turn the repositories' refusals into one-line messages (exit 2: bad input, 1: cannot)."""
+    """Turn the repositories' refusals into one-line messages (exit 2: bad input, 1: cannot);
+    the flow repository's and the lock's are ``invoke``'s own (exit 1)."""
 
     @functools.wraps(handler)
     def run(args: SimpleNamespace) -> int:
@@ -162,8 +150,7 @@ def _guarded(handler: Callable[[SimpleNamespace], int]) -> Callable[[SimpleNames
             if isinstance(err, ProvenanceFormatError):
                 raise CliError(str(err), 1) from None
             raise CliError(str(err), 2) from None
-        except (RepositoryInUseError, ContentGoneError, ReplayError, ContentRepositoryError,
-                FlowFileRepositoryError) as err:
+        except (ContentGoneError, ReplayError, ContentRepositoryError) as err:
             raise CliError(str(err), 1) from None
 
     return run
@@ -357,10 +344,7 @@ def cmd_lineage(args: SimpleNamespace) -> int:
     """The condensed lineage (``flowactors.ops.lineage_view``) as a text tree from the FlowFile
     asked for, or as JSON; ``--output`` also draws it, refused before any work when it cannot be."""
     if args.output:
-        try:
-            check_output(args.output)
-        except RenderError as err:
-            raise CliError(str(err), 2) from None
+        check_output(args.output)
     if (Path(args.repository) / TOPOLOGY_FILE).exists():  # a flow run on several nodes: follow it across them
         lineage = cluster_lineage(args.repository, args.uuid, _resolve_settings(args, _flow(args)))
     else:
@@ -370,10 +354,7 @@ def cmd_lineage(args: SimpleNamespace) -> int:
         raise CliError(f"no provenance events name FlowFile {args.uuid} in {args.repository} (find uuids with "
                        f"'flowactors provenance search'; events older than provenance_max_storage_time are "
                        f"aged off)", 2)
-    try:
-        view = condense(lineage, args.uuid, expand=args.expand)
-    except ValueError as err:
-        raise CliError(str(err), 2) from None
+    view = condense(lineage, args.uuid, expand=args.expand)
     print(json.dumps(view.to_dict(), indent=2) if args.json else to_text(view))
     if args.output:
         try:

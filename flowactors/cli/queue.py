@@ -12,9 +12,8 @@ from typing import Annotated
 
 import typer
 
-from flowactors.cli.main import CliError, help_without_command, invoke
-from flowactors.cli.provenance import (FlowOption, Repository, SettingOption, _flow, _guarded,
-                                       _resolve_settings)
+from flowactors.cli.main import CliError, Repository, SettingOption, command_group, invoke
+from flowactors.cli.provenance import FlowOption, _flow, _guarded, _resolve_settings
 from flowactors.ops.queue_admin import DEFAULT_LIMIT, NoSuchQueueError, empty_queue, list_queue
 
 
@@ -23,9 +22,7 @@ QueueName = Annotated[str, typer.Argument(metavar="QUEUE", help="the connection'
 
 def add_commands(app: typer.Typer) -> None:
     """Register ``queue list`` and ``queue empty`` on the command group."""
-    queue = typer.Typer(help="List or empty a connection's queue (stopped flow).")
-    queue.callback(invoke_without_command=True)(help_without_command)
-    app.add_typer(queue, name="queue")
+    queue = command_group(app, "queue", "List or empty a connection's queue (stopped flow).")
 
     @queue.command("list", help="The first FlowFiles waiting in a queue.")
     def listing(name: QueueName, repository: Repository = "repository",
@@ -38,7 +35,7 @@ def add_commands(app: typer.Typer) -> None:
               setting: SettingOption = None,
               json: Annotated[bool, typer.Option("--json", help="what was dropped, as JSON")] = False) -> None:
         invoke(_guarded(_queue_errors(cmd_empty)), queue=name, repository=repository, flow=flow,
-               setting=setting or [], json=json)
+               setting=setting, json=json)
 
 
 def _queue_errors(handler):

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from flowactors.cli.main import CliError, help_without_command, invoke
-from flowactors.cli.provenance import Repository, _guarded
+from flowactors.cli.main import CliError, Repository, command_group, invoke
+from flowactors.cli.provenance import _guarded
 from flowactors.ops.state_admin import NoSuchStateError, clear_state, list_states
 
 #: keys shown a processor, characters shown a value (``--json`` shows everything)
@@ -18,9 +18,7 @@ SHOWN, WIDTH = 20, 120
 
 def add_commands(app: typer.Typer) -> None:
     """Register ``state list`` and ``state clear`` on the command group."""
-    state = typer.Typer(help="View or clear what processors keep in their state (stopped flow).")
-    state.callback(invoke_without_command=True)(help_without_command)
-    app.add_typer(state, name="state")
+    state = command_group(app, "state", "View or clear what processors keep in their state (stopped flow).")
 
     @state.command("list", help="Each processor's stored state.")
     def listing(repository: Repository = "repository",

@@ -21,7 +21,7 @@ from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.error_log import ErrorLog
 from flowactors.ops.ray_dashboard import LOCAL_DASHBOARD, open_dashboard
-from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker
+from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker, route_logging
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import flow_settings
 
@@ -71,6 +71,11 @@ def _running_ray_address() -> str | None:
     return canonicalize_bootstrap_address(None)
 
 
+class RunOptionError(ValueError):
+    """``run_flow``'s options do not go together (an engine that has no such option); the
+    message names them."""
+
+
 def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,
              show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
@@ -96,29 +101,34 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     ``dashboard`` (the Ray engine): a Ray started for the run starts its dashboard; the run prints
     the dashboard's address and installs flowactors' Grafana dashboard beside Ray's
     (``flowactors.ops.ray_dashboard.open_dashboard``: ``final["dashboard"]``).
+    Options that do not go together are ``RunOptionError``, before anything starts.
     ``show_status`` shows the live view (``flowactors.ops.status_view``) and the final table;
     ``log_level`` (a logging level's name) shows the processors' Python logging at that level,
     those in Ray's actors too when this call starts Ray or connects to it. Every processor error
     the run sees is kept in full in the repository's error log (``flowactors.ops.error_log``).
     """
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+        raise RunOptionError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     if dashboard and engine != "ray":
-        raise ValueError(f"the Ray dashboard shows flows on the Ray engine only, not engine={engine!r}")
+        raise RunOptionError(f"the Ray dashboard shows flows on the Ray engine only, not engine={engine!r}")
+    if nodes is not None and engine != "ray":
+        raise RunOptionError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
     flow.validate()
-    if engine == "stateless":
+    if engine == "stateless":  # no live view: its log lines go to stderr as they come
         from flowactors.engine.stateless import run_stateless
 
-        return run_stateless(flow, settings=settings, duration=duration, timeout=timeout,
-                             failure_ports=failure_ports, trigger_timeout=trigger_timeout)
+        release_logging = route_logging(log_level, None) if log_level is not None else (lambda: None)
+        try:
+            return run_stateless(flow, settings=settings, duration=duration, timeout=timeout,
+                                 failure_ports=failure_ports, trigger_timeout=trigger_timeout)
+        finally:
+            release_logging()
     resolved = flow_settings(flow, settings)
     started_ray = False
     ray_options = {}
     if log_level is not None:  # the actors log at that level too, in lines Ray forwards to this driver
         ray_options["runtime_env"] = {"worker_process_setup_hook": f"{log_in_worker.__module__}.log_in_worker",
                                       "env_vars": {LOG_LEVEL_ENV: log_level}}
-    if nodes is not None and engine != "ray":
-        raise ValueError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
     if nodes is not None:
         from flowactors.engine.cluster.coordinator import ClusterController
 

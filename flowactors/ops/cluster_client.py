@@ -24,7 +24,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from flowactors.cli.main import CliError, _settings, invoke, load_flow
+from flowactors.cli.main import CliError, SettingOption, _settings, invoke, key_value, load_flow
 from flowactors.engine.actors.job import RESULT_PREFIX
 
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"
@@ -146,11 +146,7 @@ def cmd_submit(args: SimpleNamespace) -> int:
                        f"not {repository!r}: a relative one would land in the job's temporary working "
                        f"directory and be lost", 2)
     env_vars = {"RAY_JOB_STOP_WAIT_TIME_S": str(STOP_GRACE_SECONDS)}
-    for pair in args.env:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CliError(f"--env takes KEY=VALUE, not {pair!r}", 2)
-        env_vars[key] = value
+    env_vars.update(args.env)
     working_dir = Path(args.working_dir or flow_path.resolve().parent)
     try:
         relative = flow_path.resolve().relative_to(working_dir.resolve())
@@ -330,9 +326,8 @@ def add_commands(app: typer.Typer) -> None:
                node: Annotated[Optional[str], typer.Option(help=(
                    "run on this node (IP address, host name or node id; default: the node the job's driver "
                    "runs on, normally the head)"))] = None,
-               setting: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
-                   "override a setting (docs/configuration.md); repeatable"))] = None,
-               env: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", help=(
+               setting: SettingOption = None,
+               env: Annotated[Optional[list[str]], typer.Option(parser=key_value, metavar="KEY=VALUE", help=(
                    "an environment variable for the flow's processes (nothing secret: it is visible in the "
                    "job's details); repeatable"))] = None,
                working_dir: Annotated[Optional[str], typer.Option(help="upload this folder instead of the flow "
@@ -343,7 +338,7 @@ def add_commands(app: typer.Typer) -> None:
         if duration is not None and keep_running:
             raise typer.BadParameter("--duration and --keep-running exclude each other")
         invoke(cmd_submit, flow=flow, address=address, repository=repository, duration=duration,
-               keep_running=keep_running, timeout=timeout, node=node, setting=setting or [], env=env or [],
+               keep_running=keep_running, timeout=timeout, node=node, setting=setting, env=env or [],
                working_dir=working_dir, ship_flowactors=ship_flowactors, python=python)
 
     @app.command("stop", help="Stop a flow running on a cluster; queued FlowFiles stay for the next start.")

@@ -137,10 +137,12 @@ def status_tables(status: dict, elapsed: float | None = None,
     return Group(*parts)
 
 
-def status_text(status: dict, elapsed: float | None = None, width: int = PLAIN_WIDTH) -> str:
-    """The status tables as plain text (no colour, no control codes), e.g. for a job's log."""
+def status_text(status: dict, elapsed: float | None = None, width: int = PLAIN_WIDTH,
+                errors_command: str = "flowactors errors") -> str:
+    """The status tables as plain text (no colour, no control codes), e.g. for a job's log;
+    ``errors_command`` as ``status_tables``'."""
     console = Console(file=io.StringIO(), width=width, no_color=True, color_system=None, force_terminal=False)
-    console.print(status_tables(status, elapsed))
+    console.print(status_tables(status, elapsed, errors_command=errors_command))
     return console.file.getvalue().rstrip("\n")
 
 

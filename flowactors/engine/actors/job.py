@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -29,6 +30,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from flowactors.engine.actors.ray_hosting import RayHosting
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController, FlowStartError
 from flowactors.engine.transport import ActorLink
+from flowactors.ops.error_log import ErrorLog
 
 RESULT_PREFIX = "FLOWACTORS-RESULT "
 POLL_INTERVAL = 0.5
@@ -46,13 +48,27 @@ def controller_name(flow_name: str) -> str:
 
 class ClusterFlowController(FlowController):
     """The controller of a submitted flow. Whoever asks first (the job's driver, ``flowactors stop``,
-    a SIGTERM) stops it; the others wait for that same stop and get its final status."""
+    a SIGTERM) stops it; the others wait for that same stop and get its final status.
+
+    Every status it gives (the driver looks at one each ``POLL_INTERVAL``) and the final one go to
+    the repository's error log (``flowactors.ops.error_log``), as a local run's do: it is written
+    here, on the flow's node, where the repository is, and ``flowactors errors`` reads it there."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._stop_once_lock = threading.Lock()
         self.stop_requested_by: str | None = None
         self.final: dict | None = None
+        self._errors, self._errors_lock = ErrorLog(self.root), threading.Lock()
+
+    def status(self) -> dict:
+        found = super().status()
+        self._record(found)
+        return found
+
+    def _record(self, status: dict) -> None:
+        with self._errors_lock:  # the actor answers calls on several threads
+            self._errors.record(status)
 
     def stopping(self) -> str | None:
         """Who asked for the stop, once someone has (answered even while the stop runs)."""
@@ -63,6 +79,7 @@ class ClusterFlowController(FlowController):
         with self._stop_once_lock:
             if self.final is None:
                 self.final = self.stop() if self.started else {}
+                self._record(self.final)
         return self.final
 
     def where(self) -> dict:
@@ -207,7 +224,8 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
     outcome["seconds"] = round(time.monotonic() - began, 3)
     final = outcome["final"]
     if final:
-        print(status_text(final, outcome["seconds"]), flush=True)
+        where = f"flowactors errors --repository {shlex.quote(repository)} on node {outcome['node_ip']}"
+        print(status_text(final, outcome["seconds"], errors_command=where), flush=True)
         print(_summary(final), flush=True)
     print(f"flow '{flow.name}' stopped by {stopper} after {outcome['seconds']:.1f} s", flush=True)
     if outcome.get("stalled"):
