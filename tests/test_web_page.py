@@ -183,3 +183,19 @@ def test_provenance_and_lineage_of_a_flow_on_the_in_process_engine(repository):
         finally:
             stopping.set()
             runner.join(60)
+
+
+def test_run_ui_lists_a_broken_flow_before_drawing_it(tmp_path, monkeypatch):
+    """The page draws the flow as it starts: a connection to no processor is the usual listing
+    (exit 2), not a traceback from the drawing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flow.py").write_text(
+        "from flowactors import Flow\n"
+        "from flowactors.processors import Funnel\n"
+        "flow = Flow('broken')\n"
+        "flow.add(Funnel, 'a', auto_terminate=['success'])\n"
+        "flow.connect('a', 'nowhere', name='lost')\n")
+    result = CliRunner().invoke(build_app(), ["run", "flow.py", "--ui", "--repository", str(tmp_path / "repo")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("flowactors: flow 'broken' is not valid")
+    assert "'nowhere'" in result.output and not (tmp_path / "repo" / ADDRESS_FILE).exists()

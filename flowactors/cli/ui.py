@@ -54,6 +54,7 @@ def flow_page(flow: Any, repository: str | Path, *, enabled: bool, host: str = "
     if engine == "stateless":
         raise _fail("--ui shows a flow on the ray or in-process engine; the stateless engine runs no "
                     "flow controller to watch", 2)
+    flow.validate()   # the page draws the flow: a broken one is listed (FlowValidationError), not drawn
     from flowactors.ops.web.server import FlowPage, PageError
 
     Path(repository).mkdir(parents=True, exist_ok=True)
