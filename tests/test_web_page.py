@@ -69,6 +69,17 @@ def test_a_page_without_a_token_answers_to_loopback_names_only(tmp_path):
                                              "not attacker.example:80")
 
 
+def test_a_page_bound_to_another_loopback_address_answers_its_own_address(tmp_path):
+    """127.0.1.1 (the machine's name on Debian) is loopback: no token, and the printed address answers."""
+    with FlowPage(small_flow(), tmp_path, host="127.0.1.1") as page:
+        assert page.token is None and page.url.startswith("http://127.0.1.1:")
+        assert get(page.url + "api/meta")[0] == 200
+        status, body, _ = get(page.url + "api/meta", {"Host": "attacker.example:80"})
+        assert status == 403
+        assert json.loads(body)["error"] == ("this flow page answers to 127.0.1.1, 127.0.0.1 and localhost only, "
+                                             "not attacker.example:80")
+
+
 def test_the_address_file_lives_while_the_page_does(tmp_path):
     page = FlowPage(small_flow(), tmp_path).start()
     try:

@@ -49,7 +49,8 @@ RATE_WINDOW = 5.0
 #: bulletins kept, newest last (NiFi's bulletin board keeps a few per component)
 BULLETINS = 50
 SEARCH_LIMIT = 1000
-#: the names a page without a token answers to (a DNS rebinding attack names another)
+#: the names a page without a token answers to, besides the loopback address it is bound to
+#: (127.0.1.1 names the machine on Debian); a DNS rebinding attack names another
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1", "[::1]"}
 STATIC = ("index.html", "page.js", "page.css")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -247,8 +248,8 @@ class FlowPage:
     @web.middleware
     async def _check_token(self, request: web.Request, handler):
         if self.token is None:
-            if request.url.host not in LOOPBACK_NAMES:   # a page of another site, its name rebound here
-                return web.json_response({"error": f"this flow page answers to 127.0.0.1 and localhost only, "
+            if request.url.host not in LOOPBACK_NAMES | {self.host}:   # another site's name, rebound here
+                return web.json_response({"error": f"this flow page answers to {self._answers_to()} only, "
                                                    f"not {request.host}"}, status=403)
             return await handler(request)
         given = (request.query.get("token") or request.headers.get(TOKEN_HEADER)
@@ -260,6 +261,10 @@ class FlowPage:
         if request.query.get("token"):
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="Strict")
         return response
+
+    def _answers_to(self) -> str:
+        """The names a page without a token answers to, for its refusal."""
+        return "127.0.0.1 and localhost" if self.host in LOOPBACK_NAMES else f"{self.host}, 127.0.0.1 and localhost"
 
     async def _static(self, request: web.Request) -> web.Response:
         name = request.match_info.get("name", "index.html")
