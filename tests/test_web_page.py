@@ -100,6 +100,19 @@ def test_the_address_file_lives_while_the_page_does(tmp_path):
                                      f"with 'flowactors run FLOW --ui --repository {tmp_path}'")
 
 
+def test_a_page_whose_address_cannot_be_written_stops_serving(tmp_path):
+    import socket
+    import threading
+
+    page = FlowPage(small_flow(), tmp_path / "no-such-folder")
+    with pytest.raises(FileNotFoundError):
+        page.start()
+    assert not [t for t in threading.enumerate() if t.name == "flowactors-page"]
+    port = int(page.url.rsplit(":", 1)[1].strip("/"))
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
 def test_ui_says_a_flow_that_left_its_address_behind_has_stopped(tmp_path):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(gone.stdout)

@@ -210,9 +210,14 @@ class FlowPage:
             self._loop.close()
             self._loop = self._thread = None
             raise PageError(f"cannot serve the flow page on {self.host}:{port}: {failed[0]}")
-        self._address = PageAddress(url=self.url, flow=self.flow.name, pid=os.getpid(),
-                                    hostname=socket.gethostname(), started=time.time())
-        write_address(self.repository, self._address)
+        address = PageAddress(url=self.url, flow=self.flow.name, pid=os.getpid(),
+                              hostname=socket.gethostname(), started=time.time())
+        try:
+            write_address(self.repository, address)
+        except BaseException:
+            self.stop()   # nobody could find the page: its server, thread and port go with it
+            raise
+        self._address = address
         return self
 
     def stop(self) -> None:
