@@ -20,7 +20,6 @@ import asyncio
 import hmac
 import ipaddress
 import os
-import re
 import secrets
 import socket
 import threading
@@ -38,6 +37,7 @@ from flowactors.ops.flow_graph import to_svg as flow_svg
 from flowactors.ops.web.address import PageAddress, remove_address, write_address
 from flowactors.ops.lineage_render import to_svg
 from flowactors.ops.lineage_view import condense
+from flowactors.ops.status_view import CONTROL_CODES, one_line
 from flowactors.sdk.flow import Flow
 from repositories.provenance import ProvenanceEventType
 from repositories.provenance.event import event_to_dict
@@ -53,7 +53,6 @@ SEARCH_LIMIT = 1000
 #: (127.0.1.1 names the machine on Debian); a DNS rebinding attack names another
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1", "[::1]"}
 STATIC = ("index.html", "page.js", "page.css")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
@@ -68,12 +67,6 @@ def is_loopback(host: str) -> bool:
     except socket.gaierror as err:
         raise PageError(f"cannot bind the flow page to {host!r}: {err.strerror}") from None
     return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
-
-
-def bulletin_line(text: str) -> str:
-    """An error as one line: colour codes out, its first line only (a traceback's stays on click)."""
-    plain = _ANSI.sub("", text).strip()
-    return plain.splitlines()[0] if plain else ""
 
 
 class StatusHistory:
@@ -94,8 +87,8 @@ class StatusHistory:
                 for e in p.get("recent_errors", []):
                     self._bulletins[(p["name"], e["at"], e["error"])] = {
                         "processor": p["name"], "at": e["at"], "where": e["where"],
-                        "line": bulletin_line(e["error"]),
-                        "text": _ANSI.sub("", e["error"] + "\n\n" + e.get("traceback", "")).strip()}
+                        "line": one_line(e["error"]),
+                        "text": CONTROL_CODES.sub("", e["error"] + "\n\n" + e.get("traceback", "")).strip()}
             if len(self._bulletins) > BULLETINS:
                 for key in sorted(self._bulletins, key=lambda k: k[1])[:len(self._bulletins) - BULLETINS]:
                     del self._bulletins[key]
