@@ -83,9 +83,12 @@ class StatusHistory:
             self._looks.append((now, status))
             while len(self._looks) > 2 and now - self._looks[1][0] >= RATE_WINDOW:
                 self._looks.popleft()
-            for p in status.get("processors", []):
+            for p in status.get("processors", []):   # ten a second: a bulletin is built once
                 for e in p.get("recent_errors", []):
-                    self._bulletins[(p["name"], e["at"], e["error"])] = {
+                    key = (p["name"], e["at"], e["error"])
+                    if key in self._bulletins:
+                        continue
+                    self._bulletins[key] = {
                         "processor": p["name"], "at": e["at"], "where": e["where"],
                         "line": one_line(e["error"]),
                         "text": CONTROL_CODES.sub("", e["error"] + "\n\n" + e.get("traceback", "")).strip()}
