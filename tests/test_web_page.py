@@ -138,7 +138,7 @@ def test_rates_come_from_the_statuses_of_the_window():
 
     def status(out: int, queued_in: int) -> dict:
         processor = {"name": "make", "flowfiles_in": 0, "flowfiles_out": out, "bytes_written": out * 10,
-                     "recent_errors": []}
+                     "bytes_read": out * 2, "recent_errors": []}
         return {"flow": "f", "started": True, "processors": [processor],
                 "queues": [{"id": "made", "count": 1, "total_in": queued_in, "total_out": 0}]}
 
@@ -147,10 +147,28 @@ def test_rates_come_from_the_statuses_of_the_window():
     history.add(status(50, 40), now=102.0)
     view = history.view()
     assert view["processors"][0]["out_per_second"] == 25.0
-    assert view["processors"][0]["bytes_written_per_second"] == 250.0
+    assert view["processors"][0]["bytes_per_second"] == 300.0   # read and written, as the terminal counts
     assert view["queues"][0]["in_per_second"] == 20.0
     history.add(status(100, 80), now=110.0)   # the first look left the window
     assert history.view()["processors"][0]["out_per_second"] == pytest.approx(50 / 8)
+
+
+def test_a_restarted_component_s_counters_count_from_zero():
+    """A component restarted by the controller starts its counters again: its rate is what it did
+    since, never negative."""
+    history = StatusHistory()
+
+    def status(out: int) -> dict:
+        return {"processors": [{"name": "p", "flowfiles_in": out, "flowfiles_out": out, "bytes_written": out,
+                                "bytes_read": 0, "recent_errors": []}],
+                "queues": [{"id": "q", "count": 0, "total_in": out, "total_out": out}]}
+
+    history.add(status(1000), now=100.0)
+    history.add(status(40), now=104.0)   # restarted: 40 since
+    processor, = history.view()["processors"]
+    queue, = history.view()["queues"]
+    assert processor["in_per_second"] == processor["out_per_second"] == processor["bytes_per_second"] == 10.0
+    assert queue["in_per_second"] == queue["out_per_second"] == 10.0
 
 
 def test_an_error_is_one_line_in_the_bulletins_and_whole_on_click():

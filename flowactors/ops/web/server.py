@@ -37,7 +37,7 @@ from flowactors.ops.flow_graph import to_svg as flow_svg
 from flowactors.ops.web.address import PageAddress, remove_address, write_address
 from flowactors.ops.lineage_render import to_svg
 from flowactors.ops.lineage_view import condense
-from flowactors.ops.status_view import CONTROL_CODES, one_line
+from flowactors.ops.status_view import CONTROL_CODES, one_line, rates
 from flowactors.sdk.flow import Flow
 from repositories.provenance import ProvenanceEventType
 from repositories.provenance.event import event_to_dict
@@ -97,32 +97,25 @@ class StatusHistory:
                     del self._bulletins[key]
 
     def view(self) -> dict | None:
-        """The latest status with rates (per second, over the window) on every processor and queue,
-        and the bulletins; None before the first status."""
+        """The latest status with rates (per second, over the window, as ``status_view.rates``
+        gives them) on every processor and queue, and the bulletins; None before the first status."""
         with self._lock:
             if not self._looks:
                 return None
             (then, first), (now, last) = self._looks[0], self._looks[-1]
             bulletins = sorted(self._bulletins.values(), key=lambda b: b["at"])
         seconds = now - then
-        before_p = {p["name"]: p for p in first.get("processors", [])}
-        before_q = {q["id"]: q for q in first.get("queues", [])}
+        per_second = rates(first, last, seconds)   # the terminal's rates: a restarted counter counts from zero
+        none = {"in": 0.0, "out": 0.0, "bytes": 0.0}
 
-        def rate(now_value: int, then_value: int) -> float:
-            return round((now_value - then_value) / seconds, 2) if seconds > 0 else 0.0
+        def with_rates(item: dict, key: tuple[str, str]) -> dict:
+            r = per_second.get(key, none)
+            return item | {"in_per_second": round(r["in"], 2), "out_per_second": round(r["out"], 2),
+                           "bytes_per_second": round(r["bytes"], 2)}
 
-        processors = []
-        for p in last.get("processors", []):
-            b = before_p.get(p["name"], p)
-            processors.append({k: v for k, v in p.items() if k != "recent_errors"} | {
-                "in_per_second": rate(p["flowfiles_in"], b["flowfiles_in"]),
-                "out_per_second": rate(p["flowfiles_out"], b["flowfiles_out"]),
-                "bytes_written_per_second": rate(p["bytes_written"], b["bytes_written"])})
-        queues = []
-        for q in last.get("queues", []):
-            b = before_q.get(q["id"], q)
-            queues.append(q | {"in_per_second": rate(q["total_in"], b["total_in"]),
-                               "out_per_second": rate(q["total_out"], b["total_out"])})
+        processors = [with_rates({k: v for k, v in p.items() if k != "recent_errors"}, ("processor", p["name"]))
+                      for p in last.get("processors", [])]
+        queues = [with_rates(q, ("queue", q["id"])) for q in last.get("queues", [])]
         return {"flow": last.get("flow"), "started": last.get("started", False), "repairing": last.get("repairing"),
                 "window_seconds": round(seconds, 2), "processors": processors, "queues": queues,
                 "bulletins": bulletins}

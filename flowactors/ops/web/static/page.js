@@ -60,7 +60,7 @@ function paint(status) {
     const group = graph.querySelector(`g.processor[data-processor="${escapeSelector(p.name)}"]`);
     if (!group) continue;
     setLines(group, [`in ${count(p.flowfiles_in)} · out ${count(p.flowfiles_out)}`,
-                     `${count(p.out_per_second)}/s · ${size(p.bytes_written_per_second)}/s`]);
+                     `${count(p.out_per_second)}/s · ${size(p.bytes_per_second)}/s`]);
     group.classList.toggle("has-errors", p.errors > 0);
     group.classList.toggle("running", !p.idle && p.running > 0);
     group.dataset.flowfilesIn = p.flowfiles_in;
