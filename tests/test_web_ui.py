@@ -24,7 +24,6 @@ from flowactors.cli.ui import flow_page
 from flowactors.engine.runner import processor_totals, queue_totals, run_flow
 from flowactors.engine.transport import call_now
 from flowactors.ops.lineage_view import condense
-from flowactors.ops.web import server
 from flowactors.ops.web.address import read_address
 from flowactors.processors import Funnel, GenerateFlowFile, MergeContent, SplitText
 
@@ -228,7 +227,7 @@ def test_the_page_shows_the_running_flow(running, browser, tmp_path):
 
     # provenance search: the FORK events of 'split', as the flow's own provenance repository says
     provenance = call_now(controller, "repositories")["provenance"]
-    forks = server.call_with_keywords(provenance, "search", component_name="split", event_type="FORK")
+    forks = call_now(provenance, "search_with", {"component_name": "split", "event_type": "FORK"}, 1000)
     assert len(forks) == GENERATED
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="provenance"]').click()
     Select(browser.find_element(By.NAME, "component")).select_by_value("split")

@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from flowactors.engine.controller import FlowController
-from flowactors.engine.transport import ActorLink, Link, call_now
+from flowactors.engine.transport import Link, call_now
 from flowactors.ops.flow_graph import to_svg as flow_svg
 from flowactors.ops.web.address import PageAddress, remove_address, write_address
 from flowactors.ops.lineage_render import to_svg
@@ -119,16 +119,6 @@ class StatusHistory:
         return {"flow": last.get("flow"), "started": last.get("started", False), "repairing": last.get("repairing"),
                 "window_seconds": round(seconds, 2), "processors": processors, "queues": queues,
                 "bulletins": bulletins}
-
-
-def call_with_keywords(link: Link, method: str, **keywords: Any) -> Any:
-    """``method(**keywords)`` on a component behind ``link`` (links pass positional arguments only):
-    an actor call on Ray, else the object the link serves (a thread-safe repository service)."""
-    if isinstance(link, ActorLink):
-        import ray
-
-        return ray.get(getattr(link.handle, method).remote(**keywords))
-    return getattr(link.target, method)(**keywords)
 
 
 class FlowPage:
@@ -308,7 +298,7 @@ class FlowPage:
             return provenance
         try:
             events = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: call_with_keywords(provenance, "search", **filters, limit=limit + 1))
+                None, call_now, provenance, "search_with", filters, limit + 1)
         except ValueError as err:   # a filter the index cannot answer
             return _refusal(str(err))
         return web.json_response({"events": [_event_json(e) for e in events[:limit]], "more": len(events) > limit})
