@@ -107,12 +107,15 @@ def _describe(raw: bytes, *, readers_possible: bool) -> str:
         named = f"{info['owner']} (pid {info['pid']} on {info['host']}, since {info['since']})"
     except (ValueError, KeyError, TypeError):
         return "another process"
-    if readers_possible and info["host"] == socket.gethostname() and not _alive(info["pid"]):
+    if readers_possible and info["host"] == socket.gethostname() and not process_alive(info["pid"]):
         return "a command reading it (flowactors status, provenance, lineage, queue list or state list)"
     return named
 
 
-def _alive(pid: object) -> bool:
+def process_alive(pid: object) -> bool:
+    """Whether the process ``pid`` may still run on this machine (signal 0 checks, sends nothing):
+    False only when no such process exists; one owned by someone else, or a value that is no pid,
+    counts as alive (say what a file says rather than guess)."""
     try:
         os.kill(int(pid), 0)  # type: ignore[call-overload]
     except ProcessLookupError:

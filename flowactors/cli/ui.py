@@ -20,7 +20,8 @@ import typer
 
 from flowactors.ops.flow_graph import DIRECTIONS, to_svg
 from flowactors.ops.png import PngError, require_png, svg_to_png
-from flowactors.ops.web.address import NoPageError, on_this_machine, process_alive, read_address
+from flowactors.ops.web.address import NoPageError, on_this_machine, read_address
+from repositories.lock import process_alive
 
 PICTURES = (".svg", ".png")
 #: seconds ``flowactors ui`` waits for a page to answer
