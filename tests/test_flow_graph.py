@@ -139,9 +139,8 @@ def test_graph_draws_a_png(tmp_path):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["-o", "flow.pdf"], "--output must end in one of .svg, .png, not 'flow.pdf'"),
-    (["-o", "flow.svg", "--direction", "up"], "--direction must be one of lr, tb, not 'up'"),
-    (["-o", "missing-folder/flow.svg"], "no folder missing-folder to write flow.svg into"),
+    (["-o", "flow.pdf"], "cannot draw a flow as 'flow.pdf': the file name must end in one of .svg, .png"),
+    (["-o", "missing-folder/flow.svg"], "cannot write missing-folder/flow.svg: the folder missing-folder does not exist"),
 ])
 def test_graph_refuses_bad_options_in_one_line(tmp_path, monkeypatch, arguments, message):
     monkeypatch.chdir(tmp_path)
@@ -149,6 +148,16 @@ def test_graph_refuses_bad_options_in_one_line(tmp_path, monkeypatch, arguments,
     result = CliRunner().invoke(build_app(), ["graph", "flow.py", *arguments])
     assert result.exit_code == 2
     assert result.output.strip() == f"flowactors: {message}"
+    assert not list(tmp_path.glob("*.pdf"))
+
+
+def test_graph_refuses_an_unknown_direction(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flow.py").write_text(FLOW_FILE)
+    result = CliRunner().invoke(build_app(), ["graph", "flow.py", "-o", "flow.svg", "--direction", "up"])
+    assert result.exit_code == 2
+    assert "'up' is not one of lr, tb" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "flow.svg").exists()
 
 
 def test_graph_of_a_missing_flow_file(tmp_path):
