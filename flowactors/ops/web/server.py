@@ -40,7 +40,7 @@ from flowactors.ops.lineage_view import condense
 from flowactors.ops.status_view import CONTROL_CODES, one_line, rates
 from flowactors.sdk.flow import Flow
 from repositories.provenance import ProvenanceEventType
-from repositories.provenance.event import event_to_dict
+from repositories.provenance.event import ProvenanceEvent
 
 TOKEN_HEADER = "X-Flowactors-Token"
 TOKEN_COOKIE = "flowactors_token"
@@ -334,8 +334,10 @@ def _refusal(message: str, status: int = 400) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def _event_json(event) -> dict:
-    data = event_to_dict(event)
-    return {k: data[k] for k in ("event_id", "timestamp", "event_type", "component_name", "component_id",
-                                 "flowfile_uuid", "relationship", "updated_size", "parent_uuids", "child_uuids")} | {
-        "filename": event.filename}
+#: the fields of an event the page's search shows
+EVENT_FIELDS = ("event_id", "timestamp", "component_name", "component_id", "flowfile_uuid", "updated_size", "filename")
+
+
+def _event_json(event: ProvenanceEvent) -> dict:
+    """What the page's table shows of an event, and no more (a search answers up to SEARCH_LIMIT)."""
+    return {name: getattr(event, name) for name in EVENT_FIELDS} | {"event_type": event.event_type.value}
