@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from flowactors import Flow
 from flowactors.cli.main import build_app, load_flow
 from flowactors.ops import png
-from flowactors.ops.flow_graph import CHAR_WIDTH, layout, to_svg
+from flowactors.ops.flow_graph import layout, to_svg
 from flowactors.processors import Funnel, GenerateFlowFile, MergeContent, RouteOnAttribute, SplitText, UpdateAttribute
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -40,11 +40,16 @@ def branching_flow() -> Flow:
     return flow
 
 
+#: advance of a DejaVu Sans Mono character (regular and bold), in em (1233 / 2048): the font's own
+#: metric, not the layout's constant, so a layout that measures too little is caught
+EM = 0.602
+
+
 def text_extent(text: ET.Element) -> tuple[float, float, float, float]:
-    """Left, right, top and bottom of a text element, as the layout measures a character."""
+    """Left, right, top and bottom of a text element in the picture's font."""
     size = float(text.get("font-size", 12))
     x, y = float(text.get("x")), float(text.get("y"))
-    return x, x + len(text.text or "") * CHAR_WIDTH * size / 12, y - size, y + 4
+    return x, x + len(text.text or "") * EM * size, y - size, y + 4
 
 
 @pytest.mark.parametrize("direction", ["lr", "tb"])
