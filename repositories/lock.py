@@ -129,3 +129,4 @@ def _named(raw: bytes) -> str:
         return f"{info['owner']} (pid {info['pid']} on {info['host']}, since {info['since']})"
     except (ValueError, KeyError, TypeError):
         return "another process"
+

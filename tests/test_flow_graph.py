@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from flowactors import Flow
 from flowactors.cli.main import build_app, load_flow
 from flowactors.ops import png
-from flowactors.ops.flow_graph import CHAR_WIDTH, layout, to_svg
+from flowactors.ops.flow_graph import layout, to_svg
 from flowactors.processors import Funnel, GenerateFlowFile, MergeContent, RouteOnAttribute, SplitText, UpdateAttribute
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -40,11 +40,16 @@ def branching_flow() -> Flow:
     return flow
 
 
+#: advance of a DejaVu Sans Mono character (regular and bold), in em (1233 / 2048): the font's own
+#: metric, not the layout's constant, so a layout that measures too little is caught
+EM = 0.602
+
+
 def text_extent(text: ET.Element) -> tuple[float, float, float, float]:
-    """Left, right, top and bottom of a text element, as the layout measures a character."""
+    """Left, right, top and bottom of a text element in the picture's font."""
     size = float(text.get("font-size", 12))
     x, y = float(text.get("x")), float(text.get("y"))
-    return x, x + len(text.text or "") * CHAR_WIDTH * size / 12, y - size, y + 4
+    return x, x + len(text.text or "") * EM * size, y - size, y + 4
 
 
 @pytest.mark.parametrize("direction", ["lr", "tb"])
@@ -139,9 +144,8 @@ def test_graph_draws_a_png(tmp_path):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (["-o", "flow.pdf"], "--output must end in one of .svg, .png, not 'flow.pdf'"),
-    (["-o", "flow.svg", "--direction", "up"], "--direction must be one of lr, tb, not 'up'"),
-    (["-o", "missing-folder/flow.svg"], "no folder missing-folder to write flow.svg into"),
+    (["-o", "flow.pdf"], "cannot draw a flow as 'flow.pdf': the file name must end in one of .svg, .png"),
+    (["-o", "missing-folder/flow.svg"], "cannot write missing-folder/flow.svg: the folder missing-folder does not exist"),
 ])
 def test_graph_refuses_bad_options_in_one_line(tmp_path, monkeypatch, arguments, message):
     monkeypatch.chdir(tmp_path)
@@ -149,6 +153,16 @@ def test_graph_refuses_bad_options_in_one_line(tmp_path, monkeypatch, arguments,
     result = CliRunner().invoke(build_app(), ["graph", "flow.py", *arguments])
     assert result.exit_code == 2
     assert result.output.strip() == f"flowactors: {message}"
+    assert not list(tmp_path.glob("*.pdf"))
+
+
+def test_graph_refuses_an_unknown_direction(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flow.py").write_text(FLOW_FILE)
+    result = CliRunner().invoke(build_app(), ["graph", "flow.py", "-o", "flow.svg", "--direction", "up"])
+    assert result.exit_code == 2
+    assert "'up' is not one of lr, tb" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "flow.svg").exists()
 
 
 def test_graph_of_a_missing_flow_file(tmp_path):

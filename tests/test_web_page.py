@@ -16,7 +16,7 @@ from flowactors.cli.main import build_app
 
 from flowactors import Flow
 from flowactors.ops.web.address import ADDRESS_FILE, NoPageError, PageAddress, read_address, write_address
-from flowactors.ops.web.server import FlowPage, StatusHistory, bulletin_line, is_loopback
+from flowactors.ops.web.server import FlowPage, StatusHistory, is_loopback
 from flowactors.processors import Funnel, GenerateFlowFile
 
 
@@ -69,6 +69,17 @@ def test_a_page_without_a_token_answers_to_loopback_names_only(tmp_path):
                                              "not attacker.example:80")
 
 
+def test_a_page_bound_to_another_loopback_address_answers_its_own_address(tmp_path):
+    """127.0.1.1 (the machine's name on Debian) is loopback: no token, and the printed address answers."""
+    with FlowPage(small_flow(), tmp_path, host="127.0.1.1") as page:
+        assert page.token is None and page.url.startswith("http://127.0.1.1:")
+        assert get(page.url + "api/meta")[0] == 200
+        status, body, _ = get(page.url + "api/meta", {"Host": "attacker.example:80"})
+        assert status == 403
+        assert json.loads(body)["error"] == ("this flow page answers to 127.0.1.1, 127.0.0.1 and localhost only, "
+                                             "not attacker.example:80")
+
+
 def test_the_address_file_lives_while_the_page_does(tmp_path):
     page = FlowPage(small_flow(), tmp_path).start()
     try:
@@ -87,6 +98,19 @@ def test_the_address_file_lives_while_the_page_does(tmp_path):
     assert result.exit_code == 1
     assert result.output.strip() == (f"flowactors: no flow with a page runs on {tmp_path} (no {ADDRESS_FILE}); start one "
                                      f"with 'flowactors run FLOW --ui --repository {tmp_path}'")
+
+
+def test_a_page_whose_address_cannot_be_written_stops_serving(tmp_path):
+    import socket
+    import threading
+
+    page = FlowPage(small_flow(), tmp_path / "no-such-folder")
+    with pytest.raises(FileNotFoundError):
+        page.start()
+    assert not [t for t in threading.enumerate() if t.name == "flowactors-page"]
+    port = int(page.url.rsplit(":", 1)[1].strip("/"))
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 def test_ui_says_a_flow_that_left_its_address_behind_has_stopped(tmp_path):
@@ -114,7 +138,7 @@ def test_rates_come_from_the_statuses_of_the_window():
 
     def status(out: int, queued_in: int) -> dict:
         processor = {"name": "make", "flowfiles_in": 0, "flowfiles_out": out, "bytes_written": out * 10,
-                     "recent_errors": []}
+                     "bytes_read": out * 2, "recent_errors": []}
         return {"flow": "f", "started": True, "processors": [processor],
                 "queues": [{"id": "made", "count": 1, "total_in": queued_in, "total_out": 0}]}
 
@@ -123,15 +147,32 @@ def test_rates_come_from_the_statuses_of_the_window():
     history.add(status(50, 40), now=102.0)
     view = history.view()
     assert view["processors"][0]["out_per_second"] == 25.0
-    assert view["processors"][0]["bytes_written_per_second"] == 250.0
+    assert view["processors"][0]["bytes_per_second"] == 300.0   # read and written, as the terminal counts
     assert view["queues"][0]["in_per_second"] == 20.0
     history.add(status(100, 80), now=110.0)   # the first look left the window
     assert history.view()["processors"][0]["out_per_second"] == pytest.approx(50 / 8)
 
 
+def test_a_restarted_component_s_counters_count_from_zero():
+    """A component restarted by the controller starts its counters again: its rate is what it did
+    since, never negative."""
+    history = StatusHistory()
+
+    def status(out: int) -> dict:
+        return {"processors": [{"name": "p", "flowfiles_in": out, "flowfiles_out": out, "bytes_written": out,
+                                "bytes_read": 0, "recent_errors": []}],
+                "queues": [{"id": "q", "count": 0, "total_in": out, "total_out": out}]}
+
+    history.add(status(1000), now=100.0)
+    history.add(status(40), now=104.0)   # restarted: 40 since
+    processor, = history.view()["processors"]
+    queue, = history.view()["queues"]
+    assert processor["in_per_second"] == processor["out_per_second"] == processor["bytes_per_second"] == 10.0
+    assert queue["in_per_second"] == queue["out_per_second"] == 10.0
+
+
 def test_an_error_is_one_line_in_the_bulletins_and_whole_on_click():
     raw = "RuntimeError: \x1b[31mboom\x1b[0m\nTraceback (most recent call last):\n  line 2"
-    assert bulletin_line(raw) == "RuntimeError: boom"
     history = StatusHistory()
     history.add({"processors": [{"name": "p", "flowfiles_in": 0, "flowfiles_out": 0, "bytes_written": 0,
                                  "recent_errors": [{"at": 1.0, "where": "on_trigger", "error": raw,
@@ -183,3 +224,19 @@ def test_provenance_and_lineage_of_a_flow_on_the_in_process_engine(repository):
         finally:
             stopping.set()
             runner.join(60)
+
+
+def test_run_ui_lists_a_broken_flow_before_drawing_it(tmp_path, monkeypatch):
+    """The page draws the flow as it starts: a connection to no processor is the usual listing
+    (exit 2), not a traceback from the drawing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flow.py").write_text(
+        "from flowactors import Flow\n"
+        "from flowactors.processors import Funnel\n"
+        "flow = Flow('broken')\n"
+        "flow.add(Funnel, 'a', auto_terminate=['success'])\n"
+        "flow.connect('a', 'nowhere', name='lost')\n")
+    result = CliRunner().invoke(build_app(), ["run", "flow.py", "--ui", "--repository", str(tmp_path / "repo")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("flowactors: flow 'broken' is not valid")
+    assert "'nowhere'" in result.output and not (tmp_path / "repo" / ADDRESS_FILE).exists()

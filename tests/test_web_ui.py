@@ -3,7 +3,7 @@ on real Ray: the graph's live counts against the controller's status, back press
 provenance search, a lineage and a group opened.
 
 ``FLOWACTORS_SCREENSHOTS=docs/images`` makes the test write the README's screenshots there
-(otherwise into the test's temporary folder).
+(otherwise it takes none).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from flowactors.cli.ui import flow_page
 from flowactors.engine.runner import processor_totals, queue_totals, run_flow
 from flowactors.engine.transport import call_now
 from flowactors.ops.lineage_view import condense
-from flowactors.ops.web import server
 from flowactors.ops.web.address import read_address
 from flowactors.processors import Funnel, GenerateFlowFile, MergeContent, SplitText
+from tests.provenance_flows import FAST
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -45,7 +45,6 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-FAST = {"checkpoint_interval": 1.0, "administrative_yield": 0.1, "archive_max_usage_percent": 100.0}
 GENERATED = 4
 #: 8 lines: each FORK has more splits than a lineage view shows, so the lineage has a group to open
 TEXT = "".join(f"line {i}\n" for i in range(8))
@@ -149,12 +148,15 @@ def running(ray_session, repository):
         finally:
             stop.set()
             thread.join(WAIT)
+    assert not thread.is_alive(), f"the flow did not stop within {WAIT} s"
     assert not failure, failure
 
 
-def shoot(driver, name: str, tmp_path: Path) -> None:
-    folder = Path(os.environ.get("FLOWACTORS_SCREENSHOTS") or tmp_path)
-    assert driver.save_screenshot(str(folder / name))
+def shoot(driver, name: str) -> None:
+    """A screenshot for the README, when ``FLOWACTORS_SCREENSHOTS`` names the folder for it."""
+    folder = os.environ.get("FLOWACTORS_SCREENSHOTS")
+    if folder:
+        assert driver.save_screenshot(str(Path(folder) / name))
 
 
 def wait_for(driver, condition, message: str):
@@ -182,7 +184,7 @@ return out;
 """
 
 
-def test_the_page_shows_the_running_flow(running, browser, tmp_path):
+def test_the_page_shows_the_running_flow(running, browser):
     url, controller = running
     browser.get(url)
     graph = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#graph g.processor"), "no graph")
@@ -224,11 +226,11 @@ def test_the_page_shows_the_running_flow(running, browser, tmp_path):
     assert "second line of the story" in full.text and "Traceback" in full.text
     line.click()
     browser.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'})", held)
-    shoot(browser, "ui-flow.png", tmp_path)
+    shoot(browser, "ui-flow.png")
 
     # provenance search: the FORK events of 'split', as the flow's own provenance repository says
     provenance = call_now(controller, "repositories")["provenance"]
-    forks = server.call_with_keywords(provenance, "search", component_name="split", event_type="FORK")
+    forks = call_now(provenance, "search_with", {"component_name": "split", "event_type": "FORK"}, 1000)
     assert len(forks) == GENERATED
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="provenance"]').click()
     Select(browser.find_element(By.NAME, "component")).select_by_value("split")
@@ -238,7 +240,7 @@ def test_the_page_shows_the_running_flow(running, browser, tmp_path):
     assert [int(r.get_attribute("data-event-id")) for r in rows] == [e.event_id for e in forks]
     assert {r.find_elements(By.TAG_NAME, "td")[2].text for r in rows} == {"FORK"}
     assert browser.find_element(By.ID, "search-note").text == f"{GENERATED} event(s), newest first"
-    shoot(browser, "ui-provenance.png", tmp_path)
+    shoot(browser, "ui-provenance.png")
 
     # a lineage, opened from a row: the page draws the condensed view of the FlowFile's family,
     # its FORK's splits beyond the first few collapsed into a group
@@ -248,7 +250,7 @@ def test_the_page_shows_the_running_flow(running, browser, tmp_path):
     assert view.groups, "8 splits of one FlowFile make a group"
     rows[-1].find_element(By.CSS_SELECTOR, "a.uuid").click()
     wait_for(browser, lambda d: drawn_lineage(d) == {n.id for n in view.nodes}, "the lineage was not drawn")
-    shoot(browser, "ui-lineage.png", tmp_path)
+    shoot(browser, "ui-lineage.png")
 
     # the group opens on click: the page asks for the lineage with it expanded and draws that view
     group = view.groups[0]
@@ -257,12 +259,10 @@ def test_the_page_shows_the_running_flow(running, browser, tmp_path):
     assert set(group.members) <= opened
     wait_for(browser, lambda d: drawn_lineage(d) == opened, "the group did not open")
 
-
-def test_a_search_the_page_cannot_answer_is_said_on_the_page(running, browser):
-    url, _ = running
-    browser.get(url)
-    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="lineage"]').click()
-    browser.find_element(By.CSS_SELECTOR, "#lineage-form input").send_keys("no-such-flowfile")
+    # a lineage the flow's provenance cannot answer is said on the page (the same run: one flow a module)
+    uuid_field = browser.find_element(By.CSS_SELECTOR, "#lineage-form input")
+    uuid_field.clear()
+    uuid_field.send_keys("no-such-flowfile")
     browser.find_element(By.CSS_SELECTOR, "#lineage-form button").click()
     wait_for(browser, lambda d: "no provenance events name FlowFile no-such-flowfile" in
              d.find_element(By.ID, "lineage-note").text, "no message for an unknown uuid")

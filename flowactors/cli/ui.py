@@ -1,8 +1,10 @@
 """``flowactors ui`` (find a running flow's page) and ``flowactors graph`` (draw a flow), and the
 ``flowactors run --ui`` side: ``flow_page`` serves the page for the length of a run.
 
-``add_commands(app)`` adds the two commands to the Typer application. Every mistake is one line on
-standard error and exit status 2 (bad input) or 1 (cannot be done), never a traceback.
+``add_commands(app)`` adds the two commands to the Typer application. Every mistake is a
+``CliError`` said by ``flowactors.cli.main.invoke``: one line on standard error and exit status 2
+(bad input) or 1 (cannot be done), never a traceback. (``cli.main`` imports this module as it
+loads, for the run command's options, so its helpers are imported where they are called.)
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ import webbrowser
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
 
 from flowactors.ops.flow_graph import DIRECTIONS, to_svg
-from flowactors.ops.png import PngError, require_png, svg_to_png
+from flowactors.ops.png import PictureError, PngError, check_picture, svg_to_png
 from flowactors.ops.web.address import NoPageError, on_this_machine, process_alive, read_address
 
+#: what ``flowactors graph`` writes
 PICTURES = (".svg", ".png")
 #: seconds ``flowactors ui`` waits for a page to answer
 ANSWER_WAIT = 3.0
@@ -34,9 +38,11 @@ UiHost = Annotated[str, typer.Option("--ui-host", help="address the page listens
 UiPort = Annotated[int, typer.Option("--ui-port", min=0, max=65535, help="port of the page (0: a free one)")]
 
 
-def _fail(message: str, status: int) -> typer.Exit:
-    typer.echo(f"flowactors: {message}", err=True)
-    return typer.Exit(status)
+def _direction(text: str) -> str:
+    """``--direction``: one of ``DIRECTIONS`` (``cli.main.one_of``)."""
+    from flowactors.cli.main import one_of
+
+    return one_of(DIRECTIONS)(text)
 
 
 @contextmanager
@@ -51,16 +57,19 @@ def flow_page(flow: Any, repository: str | Path, *, enabled: bool, host: str = "
     if not enabled:
         yield {}
         return
+    from flowactors.cli.main import CliError
+
     if engine == "stateless":
-        raise _fail("--ui shows a flow on the ray or in-process engine; the stateless engine runs no "
-                    "flow controller to watch", 2)
+        raise CliError("--ui shows a flow on the ray or in-process engine; the stateless engine runs no "
+                       "flow controller to watch", 2)
+    flow.validate()   # the page draws the flow: a broken one is listed (FlowValidationError), not drawn
     from flowactors.ops.web.server import FlowPage, PageError
 
     Path(repository).mkdir(parents=True, exist_ok=True)
     try:
         page = FlowPage(flow, repository, host=host, port=port).start()
     except PageError as err:
-        raise _fail(str(err), 2) from None
+        raise CliError(str(err), 2) from None
     typer.echo(f"flow page: {page.url}", err=True)
     try:
         yield {"on_started": page.on_started, "on_status": page.on_status}
@@ -74,13 +83,21 @@ def ui(repository: Annotated[Path, typer.Option("--repository", help="the runnin
        as_json: Annotated[bool, typer.Option("--json", help="print the address file's fields as JSON")] = False,
        ) -> None:
     """Print the address of the page of the flow running on a repository (started with run --ui)."""
+    from flowactors.cli.main import invoke
+
+    invoke(cmd_ui, repository=repository, open_browser=open_browser, json=as_json)
+
+
+def cmd_ui(args: SimpleNamespace) -> int:
+    from flowactors.cli.main import CliError
+
     try:
-        address = read_address(repository)
+        address = read_address(args.repository)
     except NoPageError as err:
-        raise _fail(str(err), 1) from None
+        raise CliError(str(err), 1) from None
     if on_this_machine(address) and not process_alive(address.pid):
-        raise _fail(f"the flow '{address.flow}' that served a page on {repository} (pid {address.pid}) has "
-                    f"stopped; no flow runs there", 1)
+        raise CliError(f"the flow '{address.flow}' that served a page on {args.repository} (pid {address.pid}) "
+                       f"has stopped; no flow runs there", 1)
     request = urllib.request.Request(address.url.split("?")[0] + "api/meta",
                                      headers={"X-Flowactors-Token": address.url.partition("?token=")[2]})
     try:
@@ -88,57 +105,60 @@ def ui(repository: Annotated[Path, typer.Option("--repository", help="the runnin
         with direct.open(request, timeout=ANSWER_WAIT) as answer:
             json.load(answer)
     except (urllib.error.URLError, OSError, ValueError) as err:
-        raise _fail(f"the page of flow '{address.flow}' at {address.url} does not answer "
-                    f"({getattr(err, 'reason', err)}); is the flow still running?", 1) from None
-    if as_json:
+        raise CliError(f"the page of flow '{address.flow}' at {address.url} does not answer "
+                       f"({getattr(err, 'reason', err)}); is the flow still running?", 1) from None
+    if args.json:
         typer.echo(json.dumps({"url": address.url, "flow": address.flow, "pid": address.pid,
                                "hostname": address.hostname, "started": address.started}))
     else:
         typer.echo(f"flow '{address.flow}': {address.url}")
-    if open_browser:
+    if args.open_browser:
         webbrowser.open(address.url)
+    return 0
 
 
 def graph(flow: Annotated[Path, typer.Argument(help="flow.py or flow.json")],
           output: Annotated[Path, typer.Option("--output", "-o", help="the picture to write: .svg, or .png")],
-          direction: Annotated[str, typer.Option("--direction", help="lr: left to right; tb: top down")] = "lr",
+          direction: Annotated[str, typer.Option("--direction", parser=_direction, metavar="DIRECTION",
+                                                 help="lr: left to right; tb: top down")] = "lr",
           extensions: Annotated[list[str] | None, typer.Option(
               "--extensions", help="a folder of NiFi Python processors the flow definition uses")] = None,
           ) -> None:
     """Draw a flow's processors and connections, as the flow page shows them."""
-    suffix = output.suffix.lower()
-    if suffix not in PICTURES:
-        raise _fail(f"--output must end in one of {', '.join(PICTURES)}, not {output.name!r}", 2)
-    if direction not in DIRECTIONS:
-        raise _fail(f"--direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}", 2)
-    if suffix == ".png":
-        try:
-            require_png()
-        except PngError as err:
-            raise _fail(str(err), 1) from None
-    if not output.parent.is_dir():
-        raise _fail(f"no folder {output.parent} to write {output.name} into", 2)
+    from flowactors.cli.main import invoke
+
+    invoke(cmd_graph, flow=flow, output=output, direction=direction, extensions=extensions)
+
+
+def cmd_graph(args: SimpleNamespace) -> int:
     from flowactors.cli.main import CliError, load_flow
 
     try:
-        loaded = load_flow(flow, extensions)
-    except CliError as err:
-        raise _fail(str(err), err.status) from None
-    except Exception as err:   # a definition that does not load: its own message
-        raise _fail(f"{flow}: {err}", 2) from None
+        output = check_picture(args.output, PICTURES, "a flow")   # before any work
+    except PngError as err:
+        raise CliError(str(err), 1) from None
+    except PictureError as err:
+        raise CliError(str(err), 2) from None
     try:
-        svg = to_svg(loaded, direction)
+        loaded = load_flow(args.flow, args.extensions)
+    except CliError:
+        raise
+    except Exception as err:   # a definition that does not load: its own message
+        raise CliError(f"{args.flow}: {err}", 2) from None
+    try:
+        svg = to_svg(loaded, args.direction)
     except ValueError as err:
-        raise _fail(str(err), 2) from None
-    if suffix == ".svg":
+        raise CliError(str(err), 2) from None
+    if output.suffix.lower() == ".svg":
         output.write_text(svg, encoding="utf-8")
     else:
         try:
             output.write_bytes(svg_to_png(svg))
         except PngError as err:
-            raise _fail(str(err), 1) from None
+            raise CliError(str(err), 1) from None
     typer.echo(f"flow '{loaded.name}': {len(loaded.processors)} processors, {len(loaded.connections)} "
                f"connections, drawn to {output}", err=True)
+    return 0
 
 
 def add_commands(app: typer.Typer) -> None:

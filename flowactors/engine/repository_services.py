@@ -243,8 +243,10 @@ class ProvenanceRepositoryService(Service):
     def events(self, start_id: int, count: int) -> list[ProvenanceEvent]:
         return self.repo.events(start_id, count)
 
-    def search(self, **filters) -> list[ProvenanceEvent]:
-        return self.repo.search(**filters)
+    def search_with(self, filters: dict, limit: int | None) -> list[ProvenanceEvent]:
+        """``ProvenanceRepository.search(**filters, limit=limit)``, newest first; the filters come as
+        one dict since a link passes positional arguments only (the flow page's search)."""
+        return self.repo.search(**filters, limit=limit)
 
     def lineage(self, flowfile_uuid: str):
         return self.repo.lineage(flowfile_uuid)

@@ -13,8 +13,8 @@ uuids of one family share their time-ordered start) and the canvas is as wide as
 row or its title, whichever is wider, so nothing is cut.
 
 PNG: the SVG rendered by resvg (the ``resvg-py`` wheel: no system library to install).
-``check_output(path)`` says, before any work, whether a path can be written; ``write_picture``
-writes it.
+``check_output(path)`` (``flowactors.ops.png.check_picture`` for a lineage) says, before any
+work, whether a path can be written; ``write_picture`` writes it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from flowactors.ops.lineage_view import LineageView, ViewNode, condense
-from flowactors.ops.png import PngError, require_png, svg_to_png
+from flowactors.ops.png import PictureError, check_picture, svg_to_png
 from repositories.provenance.lineage import Lineage
 
 FORMATS = (".svg", ".dot", ".png")
@@ -53,31 +53,21 @@ _FLOWFILE_COLOUR = "#fff6c8"
 _GROUP_COLOUR = "#eef2f7"
 
 
-class RenderError(RuntimeError):
-    """The picture cannot be written there or in that format here (the message says why)."""
+#: what a lineage's picture that cannot be written raises (``PngError`` is one too)
+RenderError = PictureError
 
 
 def check_output(path: str | os.PathLike) -> Path:
-    """Refuse, before any work, a path the picture cannot be written to: an unknown suffix, a
-    folder that does not exist, or .png without its renderer. Returns the path."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise RenderError(f"cannot draw a lineage as '{path.name}': the file name must end in one of "
-                          f"{', '.join(FORMATS)}")
-    if not path.parent.is_dir():
-        raise RenderError(f"cannot write {path}: the folder {path.parent} does not exist")
-    if suffix == ".png":
-        try:
-            require_png()
-        except PngError as err:
-            raise RenderError(str(err)) from None
-    return path
+    """``check_picture`` for a lineage: refuse, before any work, a path its picture cannot be
+    written to (a suffix not in ``FORMATS``, a missing folder, .png without its renderer)."""
+    return check_picture(path, FORMATS, "a lineage")
 
 
 def write_picture(lineage: Lineage | LineageView, path: str | os.PathLike, flowfile_uuid: str | None = None) -> Path:
     """Write the view to ``path`` in the format its suffix names (.svg, .dot or .png); a
-    ``Lineage`` is condensed first, from ``flowfile_uuid`` (default: the uuid it was read for)."""
+    ``Lineage`` is condensed first, from ``flowfile_uuid`` (default: the uuid it was read for).
+    The path is checked first as ``check_output`` checks it (a suffix, a stat: cheap), so a
+    caller that did not check it gets the same refusal as the command, before any drawing."""
     path = check_output(path)
     view = lineage if isinstance(lineage, LineageView) else condense(lineage, flowfile_uuid)
     suffix = path.suffix.lower()
@@ -91,11 +81,8 @@ def write_picture(lineage: Lineage | LineageView, path: str | os.PathLike, flowf
 
 
 def to_png(view: LineageView) -> bytes:
-    """The SVG rasterised by resvg, at its own size (``RenderError`` without resvg-py)."""
-    try:
-        return svg_to_png(to_svg(view))
-    except PngError as err:
-        raise RenderError(str(err)) from None
+    """The SVG rasterised by resvg, at its own size (``PngError``, a ``RenderError``, without resvg-py)."""
+    return svg_to_png(to_svg(view))
 
 
 def to_dot(view: LineageView) -> str:

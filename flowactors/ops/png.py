@@ -1,19 +1,44 @@
-"""SVG pictures as PNG, for every picture the operations tools draw (lineage, the flow's graph).
+"""SVG pictures as PNG, for every picture the operations tools draw (lineage, the flow's graph),
+and the check every picture's path passes before any work.
 
 The renderer is resvg, through the ``resvg-py`` wheel (a dependency: no system library to
-install). ``require_png`` says before any work whether PNG can be written here; ``svg_to_png``
-rasterises at the SVG's own size on white.
+install). ``check_picture`` says before any work whether a picture can be written at a path
+(``require_png`` whether PNG can be written here); ``svg_to_png`` rasterises at the SVG's own
+size on white.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
 
 PNG_PACKAGE = "resvg_py"
 
 
-class PngError(RuntimeError):
+class PictureError(RuntimeError):
+    """The picture cannot be written there or in that format here (the message says why)."""
+
+
+class PngError(PictureError):
     """PNG cannot be written here, or resvg could not draw the picture (the message says which)."""
+
+
+def check_picture(path: str | os.PathLike, formats: Sequence[str], what: str) -> Path:
+    """Refuse, before any work, a path a picture of ``what`` ("a flow") cannot be written to: a
+    suffix not in ``formats`` or a folder that does not exist (``PictureError``), or .png without
+    its renderer (``PngError``). Returns the path."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in formats:
+        raise PictureError(f"cannot draw {what} as '{path.name}': the file name must end in one of "
+                           f"{', '.join(formats)}")
+    if not path.parent.is_dir():
+        raise PictureError(f"cannot write {path}: the folder {path.parent} does not exist")
+    if suffix == ".png":
+        require_png()
+    return path
 
 
 def require_png() -> None:

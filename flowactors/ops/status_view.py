@@ -32,13 +32,13 @@ PLAIN_WIDTH = 200
 LOG_LEVEL_ENV = "FLOWACTORS_LOG_LEVEL"
 #: recent errors shown under the tables
 ERRORS_SHOWN = 8
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
+CONTROL_CODES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def one_line(error: str) -> str:
     """The first non-blank line of an error's text, without terminal control codes (Ray colours
     its tracebacks), cut to ``ERROR_WIDTH`` characters."""
-    lines = [line.strip() for line in _CONTROL.sub("", error).splitlines() if line.strip()]
+    lines = [line.strip() for line in CONTROL_CODES.sub("", error).splitlines() if line.strip()]
     first = lines[0] if lines else ""
     return first if len(first) <= ERROR_WIDTH else first[:ERROR_WIDTH - 3] + "..."
 

@@ -51,7 +51,7 @@ from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
 import orjson
 
-from repositories.fsutil import fsync_dir
+from repositories.fsutil import fsync_dir, write_atomically
 from repositories.provenance.event import (
     FIELD_INDEX,
     EncodedBatch,
@@ -575,7 +575,7 @@ class ProvenanceRepository:
                     log.warning("provenance: rebuilding the table of contents of %s (%s)", path, err)
                     toc = rebuild_toc(path)
                     if not self.readonly:   # read-only: rebuilt in memory for this reader
-                        _write_atomically(toc_path, toc.encode())
+                        write_atomically(toc_path, toc.encode())
                     report["tocs_rebuilt"].append(str(path))
                 self._add_file(_EventFile(file_id, path, toc_path, toc))
         # 2. journals: cut torn tails; delete the empty and the already merged
@@ -694,8 +694,8 @@ class ProvenanceRepository:
 
     def _write_next_id(self, next_id: int) -> None:
         """Keep the id high-water mark, so ids never repeat even after every file aged off."""
-        _write_atomically(self.root / NEXT_ID_FILE,
-                          orjson.dumps({"version": 1, "next_event_id": next_id}), fsync=self.fsync_rollover)
+        write_atomically(self.root / NEXT_ID_FILE,
+                         orjson.dumps({"version": 1, "next_event_id": next_id}), fsync=self.fsync_rollover)
 
     # ------------------------------------------------------------------ file bookkeeping
 
@@ -1126,16 +1126,6 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def _write_atomically(path: Path, data: bytes, fsync: bool = True) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        if fsync:
-            os.fsync(out.fileno())
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------- in memory

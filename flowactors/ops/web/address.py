@@ -1,7 +1,7 @@
 """Where a running flow's page is: the address file it keeps in the repository folder.
 
 ``<repository>/ui-address.json`` (docs/ui.md, "The address file", describes it byte by byte):
-written when the page starts (to a temporary name, then renamed, so a reader never sees half of
+written when the page starts (``repositories.fsutil.write_atomically``: to a temporary name, then renamed, so a reader never sees half of
 it; mode 0600, since it holds the token of a page bound beyond this machine) and removed when it
 stops. A flow that died leaves it behind: ``flowactors ui`` then finds nobody answering there and
 says so, changing nothing.
@@ -14,6 +14,8 @@ import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from repositories.fsutil import write_atomically
 
 ADDRESS_FILE = "ui-address.json"
 VERSION = 1
@@ -36,17 +38,9 @@ class PageAddress:
 
 
 def write_address(repository: str | os.PathLike, address: PageAddress) -> Path:
-    """Write the address file atomically; returns its path."""
+    """Write the address file atomically, mode 0600; returns its path."""
     path = Path(repository) / ADDRESS_FILE
-    temporary = path.with_name(f".{ADDRESS_FILE}.{os.getpid()}")
-    data = json.dumps(asdict(address), indent=2, sort_keys=True).encode() + b"\n"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(asdict(address), indent=2, sort_keys=True).encode() + b"\n", mode=0o600)
     return path
 
 
@@ -85,12 +79,14 @@ def on_this_machine(address: PageAddress) -> bool:
     return address.hostname == socket.gethostname()
 
 
-def process_alive(pid: int) -> bool:
-    """Whether a process with that id runs on this machine (signal 0 checks, sends nothing)."""
+def process_alive(pid: object) -> bool:
+    """Whether the process ``pid`` may still run on this machine (signal 0 checks, sends nothing):
+    False only when no such process exists; one owned by someone else, or a value that is no pid,
+    counts as alive (say what a file says rather than guess)."""
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)  # type: ignore[call-overload]
     except ProcessLookupError:
         return False
-    except PermissionError:   # it exists, owned by someone else
-        return True
+    except (OSError, ValueError, TypeError, OverflowError):
+        pass  # not ours to signal, or not a pid: say what the file says
     return True

@@ -20,7 +20,6 @@ import asyncio
 import hmac
 import ipaddress
 import os
-import re
 import secrets
 import socket
 import threading
@@ -33,14 +32,15 @@ from typing import Any
 from aiohttp import web
 
 from flowactors.engine.controller import FlowController
-from flowactors.engine.transport import ActorLink, Link, call_now
+from flowactors.engine.transport import Link, call_now
 from flowactors.ops.flow_graph import to_svg as flow_svg
 from flowactors.ops.web.address import PageAddress, remove_address, write_address
 from flowactors.ops.lineage_render import to_svg
 from flowactors.ops.lineage_view import condense
+from flowactors.ops.status_view import CONTROL_CODES, one_line, rates
 from flowactors.sdk.flow import Flow
 from repositories.provenance import ProvenanceEventType
-from repositories.provenance.event import event_to_dict
+from repositories.provenance.event import ProvenanceEvent
 
 TOKEN_HEADER = "X-Flowactors-Token"
 TOKEN_COOKIE = "flowactors_token"
@@ -49,10 +49,10 @@ RATE_WINDOW = 5.0
 #: bulletins kept, newest last (NiFi's bulletin board keeps a few per component)
 BULLETINS = 50
 SEARCH_LIMIT = 1000
-#: the names a page without a token answers to (a DNS rebinding attack names another)
+#: the names a page without a token answers to, besides the loopback address it is bound to
+#: (127.0.1.1 names the machine on Debian); a DNS rebinding attack names another
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1", "[::1]"}
 STATIC = ("index.html", "page.js", "page.css")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
@@ -69,12 +69,6 @@ def is_loopback(host: str) -> bool:
     return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
-def bulletin_line(text: str) -> str:
-    """An error as one line: colour codes out, its first line only (a traceback's stays on click)."""
-    plain = _ANSI.sub("", text).strip()
-    return plain.splitlines()[0] if plain else ""
-
-
 class StatusHistory:
     """The statuses of the last ``RATE_WINDOW`` seconds, and the rates they give."""
 
@@ -89,56 +83,42 @@ class StatusHistory:
             self._looks.append((now, status))
             while len(self._looks) > 2 and now - self._looks[1][0] >= RATE_WINDOW:
                 self._looks.popleft()
-            for p in status.get("processors", []):
+            for p in status.get("processors", []):   # ten a second: a bulletin is built once
                 for e in p.get("recent_errors", []):
-                    self._bulletins[(p["name"], e["at"], e["error"])] = {
+                    key = (p["name"], e["at"], e["error"])
+                    if key in self._bulletins:
+                        continue
+                    self._bulletins[key] = {
                         "processor": p["name"], "at": e["at"], "where": e["where"],
-                        "line": bulletin_line(e["error"]),
-                        "text": _ANSI.sub("", e["error"] + "\n\n" + e.get("traceback", "")).strip()}
+                        "line": one_line(e["error"]),
+                        "text": CONTROL_CODES.sub("", e["error"] + "\n\n" + e.get("traceback", "")).strip()}
             if len(self._bulletins) > BULLETINS:
                 for key in sorted(self._bulletins, key=lambda k: k[1])[:len(self._bulletins) - BULLETINS]:
                     del self._bulletins[key]
 
     def view(self) -> dict | None:
-        """The latest status with rates (per second, over the window) on every processor and queue,
-        and the bulletins; None before the first status."""
+        """The latest status with rates (per second, over the window, as ``status_view.rates``
+        gives them) on every processor and queue, and the bulletins; None before the first status."""
         with self._lock:
             if not self._looks:
                 return None
             (then, first), (now, last) = self._looks[0], self._looks[-1]
             bulletins = sorted(self._bulletins.values(), key=lambda b: b["at"])
         seconds = now - then
-        before_p = {p["name"]: p for p in first.get("processors", [])}
-        before_q = {q["id"]: q for q in first.get("queues", [])}
+        per_second = rates(first, last, seconds)   # the terminal's rates: a restarted counter counts from zero
+        none = {"in": 0.0, "out": 0.0, "bytes": 0.0}
 
-        def rate(now_value: int, then_value: int) -> float:
-            return round((now_value - then_value) / seconds, 2) if seconds > 0 else 0.0
+        def with_rates(item: dict, key: tuple[str, str]) -> dict:
+            r = per_second.get(key, none)
+            return item | {"in_per_second": round(r["in"], 2), "out_per_second": round(r["out"], 2),
+                           "bytes_per_second": round(r["bytes"], 2)}
 
-        processors = []
-        for p in last.get("processors", []):
-            b = before_p.get(p["name"], p)
-            processors.append({k: v for k, v in p.items() if k != "recent_errors"} | {
-                "in_per_second": rate(p["flowfiles_in"], b["flowfiles_in"]),
-                "out_per_second": rate(p["flowfiles_out"], b["flowfiles_out"]),
-                "bytes_written_per_second": rate(p["bytes_written"], b["bytes_written"])})
-        queues = []
-        for q in last.get("queues", []):
-            b = before_q.get(q["id"], q)
-            queues.append(q | {"in_per_second": rate(q["total_in"], b["total_in"]),
-                               "out_per_second": rate(q["total_out"], b["total_out"])})
+        processors = [with_rates({k: v for k, v in p.items() if k != "recent_errors"}, ("processor", p["name"]))
+                      for p in last.get("processors", [])]
+        queues = [with_rates(q, ("queue", q["id"])) for q in last.get("queues", [])]
         return {"flow": last.get("flow"), "started": last.get("started", False), "repairing": last.get("repairing"),
                 "window_seconds": round(seconds, 2), "processors": processors, "queues": queues,
                 "bulletins": bulletins}
-
-
-def call_with_keywords(link: Link, method: str, **keywords: Any) -> Any:
-    """``method(**keywords)`` on a component behind ``link`` (links pass positional arguments only):
-    an actor call on Ray, else the object the link serves (a thread-safe repository service)."""
-    if isinstance(link, ActorLink):
-        import ray
-
-        return ray.get(getattr(link.handle, method).remote(**keywords))
-    return getattr(link.target, method)(**keywords)
 
 
 class FlowPage:
@@ -209,9 +189,14 @@ class FlowPage:
             self._loop.close()
             self._loop = self._thread = None
             raise PageError(f"cannot serve the flow page on {self.host}:{port}: {failed[0]}")
-        self._address = PageAddress(url=self.url, flow=self.flow.name, pid=os.getpid(),
-                                    hostname=socket.gethostname(), started=time.time())
-        write_address(self.repository, self._address)
+        address = PageAddress(url=self.url, flow=self.flow.name, pid=os.getpid(),
+                              hostname=socket.gethostname(), started=time.time())
+        try:
+            write_address(self.repository, address)
+        except BaseException:
+            self.stop()   # nobody could find the page: its server, thread and port go with it
+            raise
+        self._address = address
         return self
 
     def stop(self) -> None:
@@ -247,8 +232,8 @@ class FlowPage:
     @web.middleware
     async def _check_token(self, request: web.Request, handler):
         if self.token is None:
-            if request.url.host not in LOOPBACK_NAMES:   # a page of another site, its name rebound here
-                return web.json_response({"error": f"this flow page answers to 127.0.0.1 and localhost only, "
+            if request.url.host not in LOOPBACK_NAMES | {self.host}:   # another site's name, rebound here
+                return web.json_response({"error": f"this flow page answers to {self._answers_to()} only, "
                                                    f"not {request.host}"}, status=403)
             return await handler(request)
         given = (request.query.get("token") or request.headers.get(TOKEN_HEADER)
@@ -260,6 +245,10 @@ class FlowPage:
         if request.query.get("token"):
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="Strict")
         return response
+
+    def _answers_to(self) -> str:
+        """The names a page without a token answers to, for its refusal."""
+        return "127.0.0.1 and localhost" if self.host in LOOPBACK_NAMES else f"{self.host}, 127.0.0.1 and localhost"
 
     async def _static(self, request: web.Request) -> web.Response:
         name = request.match_info.get("name", "index.html")
@@ -309,7 +298,7 @@ class FlowPage:
             return provenance
         try:
             events = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: call_with_keywords(provenance, "search", **filters, limit=limit + 1))
+                None, call_now, provenance, "search_with", filters, limit + 1)
         except ValueError as err:   # a filter the index cannot answer
             return _refusal(str(err))
         return web.json_response({"events": [_event_json(e) for e in events[:limit]], "more": len(events) > limit})
@@ -345,8 +334,10 @@ def _refusal(message: str, status: int = 400) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def _event_json(event) -> dict:
-    data = event_to_dict(event)
-    return {k: data[k] for k in ("event_id", "timestamp", "event_type", "component_name", "component_id",
-                                 "flowfile_uuid", "relationship", "updated_size", "parent_uuids", "child_uuids")} | {
-        "filename": event.filename}
+#: the fields of an event the page's search shows
+EVENT_FIELDS = ("event_id", "timestamp", "component_name", "component_id", "flowfile_uuid", "updated_size", "filename")
+
+
+def _event_json(event: ProvenanceEvent) -> dict:
+    """What the page's table shows of an event, and no more (a search answers up to SEARCH_LIMIT)."""
+    return {name: getattr(event, name) for name in EVENT_FIELDS} | {"event_type": event.event_type.value}

@@ -52,30 +52,24 @@ function setLines(group, lines) {
   group.querySelectorAll("text.stats").forEach((text) => { text.textContent = lines[Number(text.dataset.line)] || ""; });
 }
 
-function escapeSelector(value) { return CSS.escape(value); }
-
 function paint(status) {
   const graph = document.getElementById("graph");
   for (const p of status.processors) {
-    const group = graph.querySelector(`g.processor[data-processor="${escapeSelector(p.name)}"]`);
+    const group = graph.querySelector(`g.processor[data-processor="${CSS.escape(p.name)}"]`);
     if (!group) continue;
     setLines(group, [`in ${count(p.flowfiles_in)} · out ${count(p.flowfiles_out)}`,
-                     `${count(p.out_per_second)}/s · ${size(p.bytes_written_per_second)}/s`]);
+                     `${count(p.out_per_second)}/s · ${size(p.bytes_per_second)}/s`]);
     group.classList.toggle("has-errors", p.errors > 0);
     group.classList.toggle("running", !p.idle && p.running > 0);
-    group.dataset.flowfilesIn = p.flowfiles_in;
-    group.dataset.flowfilesOut = p.flowfiles_out;
   }
   for (const q of status.queues) {
-    const group = graph.querySelector(`g.connection[data-connection="${escapeSelector(q.id)}"]`);
+    const group = graph.querySelector(`g.connection[data-connection="${CSS.escape(q.id)}"]`);
     if (!group) continue;
     setLines(group, [`queued ${count(q.count)} · ${size(q.bytes)}`,
                      `in ${count(q.in_per_second)}/s out ${count(q.out_per_second)}/s`]);
     group.classList.toggle("back-pressure", q.back_pressure);
-    graph.querySelectorAll(`path.edge[data-connection="${escapeSelector(q.id)}"]`)
+    graph.querySelectorAll(`path.edge[data-connection="${CSS.escape(q.id)}"]`)
       .forEach((edge) => edge.classList.toggle("back-pressure", q.back_pressure));
-    group.dataset.queued = q.count;
-    group.dataset.backPressure = q.back_pressure;
   }
   paintBulletins(status.bulletins || []);
 }
