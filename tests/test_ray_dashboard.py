@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from flowactors.ops import ray_dashboard
-from tests.test_cluster import _free_ports, _kill_head, _scrape
+from tests.cluster_helpers import free_ports, kill_head, scrape
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = json.loads(ray_dashboard.GRAFANA_DASHBOARD.read_text())
@@ -193,7 +193,7 @@ class Driver:
             self.process.kill()
             self.process.wait(timeout=30)
         self._stderr.close()
-        _kill_head(self.temp_dir)
+        kill_head(self.temp_dir)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
@@ -251,10 +251,10 @@ def test_a_run_with_the_dashboard_prints_its_address_and_places_the_grafana_dash
     while not wanted <= seen and time.monotonic() < deadline:
         for target in targets:
             try:
-                series = _scrape(f"http://{target}/metrics")
+                series = scrape(f"http://{target}/metrics")
             except OSError:
                 continue
-            # _scrape leaves out a histogram's buckets: its _sum stands for them
+            # scrape leaves out a histogram's buckets: its _sum stands for them
             seen |= {re.sub(r"_sum$", "_bucket", name) for name, flow, _ in series if flow == "dashboard-demo"}
         time.sleep(1)
     assert wanted - seen == set()
@@ -284,7 +284,7 @@ def test_every_panel_query_runs_on_a_prometheus_that_scrapes_the_run(driver, tmp
     each but the restarts panel (nothing restarts in a healthy run)."""
     run = driver(dashboard=True)
     session = Path(run.line("started")["session_dir"])
-    port = _free_ports(1)[0]
+    port = free_ports(1)[0]
     prometheus = subprocess.Popen(
         ["prometheus", f"--config.file={session}/metrics/prometheus/prometheus.yml",
          f"--storage.tsdb.path={tmp_path}/prometheus", f"--web.listen-address=127.0.0.1:{port}"],
