@@ -319,6 +319,26 @@ def test_a_run_with_the_dashboard_prints_its_address_and_places_the_grafana_dash
 
 
 @pytest.mark.ray
+def test_the_content_gauges_stay_exported_between_their_measurements(dashboard_run):
+    """The content repository measures its disk use every 10 s, and the metrics agent drops a gauge
+    not sent again within two report intervals (4 s here): the gauges are sent again meanwhile, so
+    every scrape over more than a measurement interval has them."""
+    dashboard_run.running()
+    gauges = {"ray_flowactors_content_live_bytes", "ray_flowactors_content_archive_bytes",
+              "ray_flowactors_content_disk_used_percent"}
+    deadline = time.monotonic() + 60
+    while not any(gauges <= names for names in _agent_series(dashboard_run)):  # the first measurement
+        assert time.monotonic() < deadline, "the content gauges were never exported"
+        time.sleep(1)
+    missing = []
+    for _ in range(15):  # 15 s: more than the 10 s between measurements plus the 4 s a gauge is kept
+        time.sleep(1)
+        exported = set().union(*_agent_series(dashboard_run))
+        missing.append(sorted(gauges - exported))
+    assert missing == [[]] * 15
+
+
+@pytest.mark.ray
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="no Prometheus here (apt-get install prometheus)")
 def test_every_panel_query_runs_on_a_prometheus_that_scrapes_the_run(dashboard_run):
     """A real Prometheus, started on the configuration Ray's dashboard wrote for the session, answers
