@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,58 +23,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
 
 from flowactors.engine.runner import RAY_SYSTEM_CONFIG
+from tests.cluster_helpers import free_ports, kill_head, scrape
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 FLOWACTORS = str(BIN / "flowactors")
 TERMINAL_STATES = ("succeeded", "failed", "stopped")
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def _kill_head(temp_dir: str) -> None:
-    """Stop exactly this head: the processes naming its temp dir, and everything they started."""
-    marker = temp_dir.rstrip("/") + "/"
-    me = psutil.Process()
-    mine = {me.pid, *(p.pid for p in me.parents())}
-    roots = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.pid not in mine and any(marker in arg for arg in proc.info["cmdline"] or ()):
-                roots.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    procs = {}
-    for root in roots:
-        procs[root.pid] = root
-        try:
-            procs.update((c.pid, c) for c in root.children(recursive=True))
-        except psutil.NoSuchProcess:
-            pass
-    for proc in procs.values():
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(list(procs.values()), timeout=15)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
 
 
 class Head:
@@ -110,7 +66,7 @@ class Head:
 @pytest.fixture(scope="module")
 def head():
     temp_dir = tempfile.mkdtemp(prefix="fa-ray-", dir="/tmp")  # short: Ray's socket paths live under it
-    gcs, dashboard, metrics, client, agent, agent_grpc, runtime_env, node_manager = _free_ports(8)
+    gcs, dashboard, metrics, client, agent, agent_grpc, runtime_env, node_manager = free_ports(8)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     # the head runs flowactors from this virtualenv: `python` of the job entrypoints is this one
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
@@ -140,7 +96,7 @@ def head():
             time.sleep(1)
         yield head
     finally:
-        _kill_head(temp_dir)
+        kill_head(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
@@ -157,23 +113,6 @@ def _job_id(submitted: subprocess.CompletedProcess) -> str:
     return found.group(1)
 
 
-def _scrape(url: str) -> dict[tuple[str, str, str], float]:
-    """flowactors series of the Prometheus text, summed over Ray's per-worker labels."""
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    values: dict[tuple[str, str, str], float] = {}
-    for line in text.splitlines():
-        if not line.startswith("ray_flowactors_"):
-            continue
-        name, labels, value = re.match(r"^(\w+)\{(.*)\} (\S+)$", line).groups()
-        tags = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels))
-        if "le" in tags:
-            continue
-        key = (name, tags.get("flow", ""), tags.get("component", ""))
-        values[key] = values.get(key, 0.0) + float(value)
-    return values
-
-
 class MetricsWatch:
     """Scrapes the head's Prometheus endpoint every ``interval`` s in a thread: the latest value of
     every flowactors series ever exported. Ray drops the gauges of actors that ended, so gauges are
@@ -188,7 +127,7 @@ class MetricsWatch:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.seen = {**self.seen, **_scrape(self.url)}  # rebound whole: readers never see it change
+                self.seen = {**self.seen, **scrape(self.url)}  # rebound whole: readers never see it change
             except OSError:
                 pass  # the metrics agent is not up yet, or busy
             self._stop.wait(self.interval)
@@ -204,7 +143,7 @@ class MetricsWatch:
 
 # ---------------------------------------------------------------------------------- no cluster
 def test_an_address_where_nothing_listens_is_one_line(tmp_path):
-    port = _free_ports(1)[0]
+    port = free_ports(1)[0]
     done = subprocess.run([FLOWACTORS, "submit", str(ROOT / "examples" / "demo.py"), "--address",
                            f"http://127.0.0.1:{port}", "--repository", str(tmp_path / "repo")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)

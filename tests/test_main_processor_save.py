@@ -102,7 +102,9 @@ def test_a_script_no_one_can_import_is_refused_at_save_with_what_to_do(tmp_path)
 def test_the_command_runs_the_saved_definition_from_the_scripts_folder(tmp_path):
     """``flowactors run flow.json`` next to the script that saved it imports the processor it
     names (the folder of the definition and the current folder are importable, as for ``python
-    script.py``), and runs it on Ray with the class sent by value (no actor imports the script)."""
+    script.py``), and runs it on Ray with the class sent by value: the Ray run starts in another
+    folder (Ray puts the driver's current folder on its workers' path), so no actor can import the
+    script and only the class sent by value reaches them."""
     folder = tmp_path / "app"
     folder.mkdir()
     (folder / "shout_flow.py").write_text(SCRIPT)
@@ -115,9 +117,10 @@ def test_the_command_runs_the_saved_definition_from_the_scripts_folder(tmp_path)
         validated = python(["-m", "flowactors.cli", "validate", definition], cwd=cwd)
         assert validated.returncode == 0, validated.stderr
         assert validated.stdout.startswith("flow 'shouting' is valid: 2 processors")
-    for engine in ("in-process", "ray"):   # the generator never stops: a short run of each engine
-        ran = python(["-m", "flowactors.cli", "run", "flow.json", "--engine", engine, "--duration", "2", "--json",
-                      "--repository", str(tmp_path / engine)], cwd=folder)
+    # the generator never stops: a short run of each engine
+    for engine, cwd, definition in (("in-process", folder, "flow.json"), ("ray", elsewhere, str(folder / "flow.json"))):
+        ran = python(["-m", "flowactors.cli", "run", definition, "--engine", engine, "--duration", "2", "--json",
+                      "--repository", str(tmp_path / engine)], cwd=cwd)
         assert ran.returncode == 0, ran.stderr
         shout = next(p for p in json.loads(ran.stdout[ran.stdout.index("{"):])["processors"] if p["name"] == "shout")
         assert shout["errors"] == 0 and shout["type"].endswith("Shout")

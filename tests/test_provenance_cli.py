@@ -23,6 +23,7 @@ from flowactors.processors import GetFile
 from flowactors.sdk.settings import Settings
 from provenance_flows import LETTERS, all_events, only, split_merge_clone_flow
 from repositories.provenance import ProvenanceRepository
+from tests.cli_helpers import run_cli as cli
 
 pytestmark = pytest.mark.ray
 SVG = "{http://www.w3.org/2000/svg}"
@@ -34,12 +35,6 @@ def ran(ray_session, tmp_path_factory):
     repository = tmp_path_factory.mktemp("provenance-cli") / "repository"
     run_flow(split_merge_clone_flow(), repository, timeout=60)
     return repository, all_events(repository)
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    status = main(list(args))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def utc(ms: int) -> str:

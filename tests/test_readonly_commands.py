@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship
-from flowactors.cli.main import main
 from flowactors.engine.runner import queue_totals, run_flow
 from flowactors.ops.queue_admin import stopped_status
 from flowactors.ops.state_admin import list_states
@@ -34,6 +33,7 @@ from repositories.lock import RepositoryInUseError, RepositoryLock
 from repositories.model import FlowFile, QueuedFlowFile, now_millis
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError, ProvenanceRepository
 from repositories.provenance.repository import ProvenanceReadOnlyError
+from tests.cli_helpers import run_cli
 from tmpfs import mount_tmpfs, unmount
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -122,12 +122,6 @@ def stopped(tmp_path_factory):
         chmod_tree(repository, writable=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    status = main(list(args))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def test_every_read_only_command_reads_a_read_only_repository_and_changes_nothing(stopped, capsys):

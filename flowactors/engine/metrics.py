@@ -8,13 +8,15 @@ task actor, so sum them by ``flow, component``. The catalogue is in docs/cluster
 
 Recording a value is a local call (~3 us here), so the actors record per session or per change,
 never per FlowFile, and queues throttle their gauges to a few updates a second (always sending
-the last value). ``FLOWACTORS_METRICS=off`` in the environment turns every update into a no-op.
+the last value). Gauges are set only on change, so each process re-sends its gauges' last values
+(``_GaugeKeeper``). ``FLOWACTORS_METRICS=off`` in the environment turns every update into a no-op.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -54,6 +56,42 @@ def _get(kind: str, name: str, description: str, **options: Any):
     return metric
 
 
+class _GaugeKeeper:
+    """Keeps this process's gauges alive between changes. A Ray 2.60 worker sends a gauge's value to
+    its metrics agent once after each set, and the agent drops a series not sent again within two
+    report intervals (``RAY_metrics_report_interval_ms``, 10 s by default): a gauge set only on
+    change (an idle queue, content measured every 10 s) vanished from Prometheus between changes.
+    A daemon thread sets every gauge's last value again twice a report interval, so a series lasts
+    as long as the process that sets it (an actor's gauges still end with the actor)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[tuple, tuple[Any, float, dict[str, str]]] = {}
+        self._thread: threading.Thread | None = None
+
+    def set(self, gauge: Any, value: float, tags: dict[str, str]) -> None:
+        gauge.set(value, tags)
+        with self._lock:
+            self._last[(id(gauge), *sorted(tags.items()))] = (gauge, value, tags)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._resend, name="flowactors-gauges", daemon=True)
+                self._thread.start()
+
+    def _resend(self) -> None:
+        import ray
+
+        period = max(ray._config.metrics_report_interval_ms(), 1000) / 2000  # Ray floors the interval at 1 s
+        while True:
+            time.sleep(period)
+            with self._lock:
+                kept = list(self._last.values())
+            for gauge, value, tags in kept:
+                gauge.set(value, tags)
+
+
+_gauges = _GaugeKeeper()
+
+
 def tags(flow: str, component: str) -> dict[str, str]:
     return {"flow": flow, "component": component}
 
@@ -91,7 +129,7 @@ class QueueMetrics:
     def publish(self, status: dict) -> None:
         self._last = time.monotonic()
         for key, gauge in self._gauges.items():
-            gauge.set(float(status.get(key) or 0), self.tags)
+            _gauges.set(gauge, float(status.get(key) or 0), self.tags)
 
     def changed(self, status: Callable[[], dict]) -> None:
         self._status = status  # read when the update is sent, so it is the latest state
@@ -173,7 +211,7 @@ class ContentRepositoryMetrics:
                   "archive_bytes": sum(c["archive_bytes"] for c in containers),
                   "disk_percent": max((c.get("disk_percent", 0.0) for c in containers), default=0.0)}
         for key, gauge in self._gauges.items():
-            gauge.set(float(values[key]), self.tags)
+            _gauges.set(gauge, float(values[key]), self.tags)
 
 
 class ProvenanceMetrics:
@@ -201,4 +239,4 @@ class ProvenanceMetrics:
             lag = stats().get("index_lag", 0)
         except Exception:  # closed meanwhile: nothing to report, and never fail a rollover for it
             return
-        self._lag.set(float(lag), self.tags)
+        _gauges.set(self._lag, float(lag), self.tags)
