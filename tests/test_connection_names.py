@@ -37,8 +37,9 @@ def test_default_names_are_one_shell_word():
         assert shlex.split(f"flowactors queue list {connection.name}")[-1] == connection.name
     assert default_connection_name("a:b", ["x y"], "c>d") == "a-b.x-y.c-d"
     # letters of any script stay: two processors named in Cyrillic do not collide as '_'
-    assert default_connection_name("генератор", ["success"], "журнал") == "генератор.success.журнал"
-    assert shlex.split("flowactors queue list генератор.success.журнал")[-1] == "генератор.success.журнал"
+    cyrillic = default_connection_name("генератор", ["success"], "журнал")
+    assert cyrillic == "генератор.success.журнал"
+    assert shlex.split(f"flowactors queue list {cyrillic}")[-1] == cyrillic
 
 
 def test_the_renames_are_those_of_default_names_only():
