@@ -153,7 +153,7 @@ def test_list_and_empty_a_running_flows_queue_with_swapped_flowfiles(ray_session
         assert after["queued"] == 0 and after["swapped"] == 0 and after["count"] == in_flight
         assert call_now(controller.flowfile_repository, "queue_counts") == ({"waiting": in_flight} if in_flight else {})
         assert call_now(controller.flowfile_repository, "swap_files") == []
-        drops = ray.get(controller.provenance_repository.handle.search.remote(event_type="DROP", limit=1000))
+        drops = ray.get(controller.provenance_repository.handle.search_with.remote({"event_type": "DROP"}, 1000))
         assert len(drops) == result["dropped"] and all(d.details == "FlowFile Queue emptied by tester" for d in drops)
         assert {d.component_id for d in drops} == {"waiting"}
         assert controller.checkpoint() >= 1  # claims of dropped FlowFiles are released by the checkpoint

@@ -160,7 +160,7 @@ def test_replay_while_the_flow_runs(ray_session, repository, tmp_path, capsys):
 
     def during_run(controller):
         provenance = call_now(controller, "repositories")["provenance"]
-        sends = _wait_for(lambda: ray.get(provenance.handle.search.remote(event_type="SEND")))
+        sends = _wait_for(lambda: ray.get(provenance.handle.search_with.remote({"event_type": "SEND"}, 1000)))
         (out / "sent.txt").unlink()
         # the CLI must not open the repositories under a running flow
         assert main(["provenance", "search", "--repository", str(repository)]) == 1
