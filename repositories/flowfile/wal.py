@@ -958,15 +958,12 @@ class WriteAheadFlowFileRepository:
         transaction, keeping their FIFO position; returns how many moved. An unknown location is
         ignored (returns 0), so a retried call is harmless."""
         skey = location.encode()
-        swap_prefix = self._prefix(SWAP_QUEUE_PREFIX + location)
         with self._write("unregistering a swap file") as txn:
             self._fold(txn)
             raw = txn.get(skey, db=self._swap)
             if raw is None:
                 return 0
-            entry = self._swap_entry(raw, location)
-            moved = self._move_records(txn, swap_prefix, self._prefix(entry["queue"]))
-            txn.delete(skey, db=self._swap)
+            moved = self._unregister_in(txn, location, self._prefix(self._swap_entry(raw, location)["queue"]))
             seq = self._load_counter(txn, _K_SEQ) + 1
             txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
         return moved
@@ -984,10 +981,16 @@ class WriteAheadFlowFileRepository:
             moved = self._move_records(txn, self._prefix(old), target)
             for key, raw in list(txn.cursor(db=self._swap)):
                 if self._swap_entry(raw, key.decode())["queue"] == old:
-                    moved += self._move_records(txn, self._prefix(SWAP_QUEUE_PREFIX + key.decode()), target)
-                    txn.delete(key, db=self._swap)
+                    moved += self._unregister_in(txn, key.decode(), target)
             seq = self._load_counter(txn, _K_SEQ) + 1
             txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return moved
+
+    def _unregister_in(self, txn: lmdb.Transaction, location: str, target: bytes) -> int:
+        """Within ``txn``: forget swap file ``location``, its records still in the log moving to
+        the queue of prefix ``target`` in their FIFO position; how many moved."""
+        moved = self._move_records(txn, self._prefix(SWAP_QUEUE_PREFIX + location), target)
+        txn.delete(location.encode(), db=self._swap)
         return moved
 
     def _move_records(self, txn: lmdb.Transaction, source: bytes, target: bytes) -> int:
