@@ -6,22 +6,28 @@ STAMP  := $(VENV)/.installed
 # where bench writes RESULTS.md and results.json (CI points it at a temporary folder)
 BENCH_OUT ?= bench
 
-.PHONY: demo demo-spark test test-crash bench bench-quick prereqs browser clean
+.PHONY: demo demo-spark test test-crash bench bench-quick prereqs test-packages clean
 
 prereqs:
 	@$(PYTHON) -c 'import sys; v=sys.version_info; sys.exit(0 if v >= (3, 11) else "flowactors needs Python 3.11 or newer; found %d.%d (set PYTHON=/path/to/python3.11)" % v[:2])'
 	@command -v java >/dev/null 2>&1 || { echo "flowactors needs Java 17 for Spark (java not found on PATH; e.g. apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@java -version 2>&1 | head -n 1 | grep -Eq '"17[."]' || { echo "flowactors needs Java 17 for Spark; found: $$(java -version 2>&1 | head -n 1)"; exit 1; }
 
-# the web page's tests drive a real headless Chromium from the system's packages; installed here
-# when we may (root with apt-get), else the tests skip with a message naming these packages
-browser:
-	@if command -v chromium >/dev/null 2>&1; then :; \
+# system programs some tests drive: the web page's tests a real headless Chromium, the dashboard's
+# a real Prometheus (Debian packages). Installed here when we may (root with apt-get), else those
+# tests skip with a message naming the packages. A Prometheus service the package would start is
+# stopped and disabled: the test starts its own on a port of its own.
+test-packages:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing Chromium for the web page's tests (apt-get install chromium chromium-driver)"; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
-	  || echo "WARNING: could not install Chromium; the web page's tests will be SKIPPED"; \
-	else echo "WARNING: no Chromium and no root to install it (apt-get install chromium chromium-driver); the web page's tests will be SKIPPED"; fi
+	  echo "installing what the browser and dashboard tests drive (apt-get install$$missing)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	  || echo "WARNING: could not install$$missing; the tests that need them will be SKIPPED"; \
+	  case "$$missing" in *prometheus*) systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
+	else echo "WARNING: no root to install$$missing (apt-get install$$missing); the tests that need them will be SKIPPED"; fi
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory prereqs
@@ -36,7 +42,7 @@ demo: $(STAMP)
 demo-spark: $(STAMP)
 	$(PY) examples/spark_demo.py
 
-test: $(STAMP) browser
+test: $(STAMP) test-packages
 	$(PY) -m pytest -q --durations=15
 
 test-crash: $(STAMP)

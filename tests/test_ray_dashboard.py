@@ -339,7 +339,7 @@ def test_the_content_gauges_stay_exported_between_their_measurements(dashboard_r
 
 
 @pytest.mark.ray
-@pytest.mark.skipif(shutil.which("prometheus") is None, reason="no Prometheus here (apt-get install prometheus)")
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="no Prometheus here (apt-get install prometheus, which `make test` does as root)")
 def test_every_panel_query_runs_on_a_prometheus_that_scrapes_the_run(dashboard_run):
     """A real Prometheus, started on the configuration Ray's dashboard wrote for the session, answers
     every query of the dashboard (its variables as Grafana fills them for the flow), with data for
