@@ -622,10 +622,9 @@ class WriteAheadFlowFileRepository:
             if run is not None and run != (current := self._load_counter(txn, _K_RUN, missing=0)):
                 raise RunReplacedError(self.path, run, current)
             if prepared or rkeys or new_ckeys:
-                seq = self._load_counter(txn, _K_SEQ) + 1
+                seq = self._next_seq(txn)
                 txn.put(rec.pack_u64(seq), rec.encode_journal_entry(len(prepared), columns, rkeys, new_ckeys),
                         db=self._journal, append=True)
-                txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
                 journal = txn.stat(self._journal)
                 fold = (journal["entries"] >= self.FOLD_ENTRIES
                         or (journal["leaf_pages"] + journal["overflow_pages"]) * journal["psize"] >= self.FOLD_BYTES)
@@ -946,9 +945,8 @@ class WriteAheadFlowFileRepository:
             if txn.get(skey, db=self._swap) is not None:
                 raise ValueError(f"swap file {location} is already registered")
             self._fold(txn)
-            seq = self._load_counter(txn, _K_SEQ) + 1
+            seq = self._next_seq(txn)
             self._apply(txn, seq, [(prepared, [], [])], self._prefix(queue) if flowfiles is not None else None)
-            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
             txn.put(skey, rec.encode_swap_entry(queue, count, size, seq, _now_ms()), db=self._swap)
 
     def unregister_swap_file(self, location: str) -> int:
@@ -964,8 +962,7 @@ class WriteAheadFlowFileRepository:
             if raw is None:
                 return 0
             moved = self._unregister_in(txn, location, self._prefix(self._swap_entry(raw, location)["queue"]))
-            seq = self._load_counter(txn, _K_SEQ) + 1
-            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+            self._next_seq(txn)
         return moved
 
     def rename_queue(self, old: str, new: str) -> int:
@@ -982,9 +979,15 @@ class WriteAheadFlowFileRepository:
             for key, raw in list(txn.cursor(db=self._swap)):
                 if self._swap_entry(raw, key.decode())["queue"] == old:
                     moved += self._unregister_in(txn, key.decode(), target)
-            seq = self._load_counter(txn, _K_SEQ) + 1
-            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+            self._next_seq(txn)
         return moved
+
+    def _next_seq(self, txn: lmdb.Transaction) -> int:
+        """Take the next change sequence number in ``txn`` (stored at once; the transaction
+        decides whether it counts)."""
+        seq = self._load_counter(txn, _K_SEQ) + 1
+        txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
+        return seq
 
     def _unregister_in(self, txn: lmdb.Transaction, location: str, target: bytes) -> int:
         """Within ``txn``: forget swap file ``location``, its records still in the log moving to
@@ -1292,7 +1295,7 @@ class WriteAheadFlowFileRepository:
         index_missing = 0
         with self._write("rebuilding claimant counts") as txn:
             self._fold(txn)
-            seq = self._load_counter(txn, _K_SEQ) + 1
+            seq = self._next_seq(txn)
             ukey = b""
             try:
                 for ukey, value in txn.cursor(db=self._ff):
@@ -1375,7 +1378,6 @@ class WriteAheadFlowFileRepository:
             next_id_raised = max_id >= next_id
             if next_id_raised:
                 txn.put(_K_NEXT_ID, rec.pack_u64(max_id + 1), db=self._meta)
-            txn.put(_K_SEQ, rec.pack_u64(seq), db=self._meta)
             claims_total = txn.stat(self._claims)["entries"]
         return {
             "flowfiles": n,
