@@ -120,6 +120,14 @@ def ray_session(**options: Any) -> Iterator[Any]:
         ray.shutdown()
 
 
+def median_run(runs: list[dict]) -> tuple[dict, str]:
+    """Of timed runs (dicts with ``flowfiles_per_s``): the run with the median rate, carrying the
+    ``problems`` of every run, and every run's rate ("a / b / c", slowest first) for a row's notes."""
+    ordered = sorted(runs, key=lambda run: run["flowfiles_per_s"])
+    median = {**ordered[len(ordered) // 2], "problems": [p for run in runs for p in run.get("problems", ())]}
+    return median, " / ".join(f"{run['flowfiles_per_s']:,.0f}" for run in ordered)
+
+
 def mib(nbytes: float) -> float:
     return nbytes / 1024**2
 

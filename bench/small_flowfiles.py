@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import PeakRss, mib, ray_session, retire, row
+from bench import PeakRss, median_run, mib, ray_session, retire, row
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
@@ -113,16 +113,6 @@ def _checked(notes: str, result: dict) -> str:
 #: runs of each side of the always_sync off rows (flowactors, the bare loop, Ray Data); each row
 #: compares the medians: one run of a side drifts by 15 % on these shared machines
 TIMED_RUNS = 3
-
-
-def median_run(runs: list[dict]) -> tuple[dict, str]:
-    """The run with the median rate (carrying the problems of every run), and every run's rate
-    for the notes."""
-    ordered = sorted(runs, key=lambda run: run["flowfiles_per_s"])
-    median = ordered[len(ordered) // 2]
-    if "problems" in median:
-        median = {**median, "problems": [p for run in runs for p in run["problems"]]}
-    return median, " / ".join(f"{run['flowfiles_per_s']:,.0f}" for run in ordered)
 
 
 def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:

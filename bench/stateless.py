@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import ray_session, row
+from bench import median_run, ray_session, row
 from bench.baselines import LARGE, measure_bare_flow
 from bench.small_flowfiles import small_flow
 from flowactors.engine.stateless import StatelessBatches, run_stateless
@@ -112,15 +112,14 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
                            f"engine, the bare loop writes content, WAL and journal",
                            *(f"PROBLEM: {p}" for p in problems)]))]
     with ray_session():
-        rates = {}
+        medians = {}
         for stateless in (True, False):
             fan_out(flowfiles, stateless)  # warm-up, not timed
-            runs = sorted(fan_out(flowfiles, stateless)["flowfiles_per_s"] for _ in range(RUNS))
-            rates[stateless] = runs
-    median = {k: v[len(v) // 2] for k, v in rates.items()}
-    rows.append(row(S11, "FlowFiles/s, Ray Data fan-out of a stateless flow (each batch a trigger)", median[True],
-                    median[False], "Ray Data, the same transform as a plain callable", "FlowFiles/s",
+            medians[stateless] = median_run([fan_out(flowfiles, stateless) for _ in range(RUNS)])
+    (stateless_median, stateless_rates), (plain_median, plain_rates) = medians[True], medians[False]
+    rows.append(row(S11, "FlowFiles/s, Ray Data fan-out of a stateless flow (each batch a trigger)",
+                    stateless_median["flowfiles_per_s"], plain_median["flowfiles_per_s"],
+                    "Ray Data, the same transform as a plain callable", "FlowFiles/s",
                     f"{flowfiles:,} inputs of 1 KiB, batches of {BATCH:,}, 2 actors each; median of {RUNS} after a "
-                    f"warm-up run (stateless {' / '.join(f'{r:,.0f}' for r in rates[True])}, plain "
-                    f"{' / '.join(f'{r:,.0f}' for r in rates[False])} FlowFiles/s)"))
+                    f"warm-up run (stateless {stateless_rates}, plain {plain_rates} FlowFiles/s)"))
     return rows
