@@ -261,7 +261,9 @@ class ProcessorTask:
         self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} {outcome}")
 
     def _record_error(self, where: str, err: BaseException, outcome: str = "") -> None:
-        self.counters.errors += 1
+        # listed before it is counted: a status read meanwhile (on another thread) that counts an
+        # error also shows it, so whoever keeps errors (the error log) finds it there
         self.errors.append({"at": time.time(), "where": where, "error": f"{type(err).__name__}: {err}{outcome}",
                             "traceback": traceback.format_exc(limit=5)})
+        self.counters.errors += 1
 
