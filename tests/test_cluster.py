@@ -210,14 +210,16 @@ def test_a_submitted_flows_controller_keeps_its_errors_in_the_repositorys_error_
     flow.connect(generate, flow.add(Explode, "explode", auto_terminate=["success"]))
     controller = ClusterFlowController(flow, str(tmp_path), flow_settings(flow, {}), InProcessHosting())
     controller.start()
-    deadline = time.monotonic() + 60
-    while not any(p["errors"] for p in controller.status()["processors"]):
-        assert time.monotonic() < deadline, "the processor never failed"
-        time.sleep(0.05)
-    seen, unreadable = read_errors(tmp_path)
-    assert unreadable == [] and seen and {e["processor"] for e in seen} == {"explode"}
-    assert "ValueError: boom in a submitted flow" in seen[0]["error"]
-    final = controller.stop_once("the test")
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p["errors"] for p in controller.status()["processors"]):
+            assert time.monotonic() < deadline, "the processor never failed"
+            time.sleep(0.05)
+        seen, unreadable = read_errors(tmp_path)
+        assert unreadable == [] and seen and {e["processor"] for e in seen} == {"explode"}
+        assert "ValueError: boom in a submitted flow" in seen[0]["error"]
+    finally:   # a failed check must not leave the flow running in this process for the next tests
+        final = controller.stop_once("the test")
     assert final["processors"] and read_errors(tmp_path)[0][:len(seen)] == seen
 
 
