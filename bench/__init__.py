@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import statistics
 import threading
+import time
 import uuid
 from numbers import Real
 from pathlib import Path
@@ -162,3 +164,31 @@ def retire(path: Path) -> None:
         path.rename(path.with_name(f".retired-{path.name}-{uuid.uuid4().hex[:8]}"))
     except OSError:
         shutil.rmtree(path, ignore_errors=True)
+
+
+#: files the claim-file probe creates, each as large as a default claim file (50 KiB)
+PROBE_FILES, PROBE_BYTES = 200, 50 * 1024
+
+
+def claim_file_cost(workdir: Path) -> float:
+    """What creating, writing and closing one claim-sized file costs in ``workdir`` now, in µs
+    (the median of ``PROBE_FILES``).
+
+    A flow makes one claim file for every 50 KiB of content and the baselines make none, so this cost is
+    in the flow's side of every ratio, and on this machine it swings several-fold with what was
+    deleted in the minutes before (``retire``): scenario 1 notes it beside its ratios. The probe's
+    own files are set aside like a run's, not deleted."""
+    directory = Path(workdir) / f"claim-probe-{uuid.uuid4().hex[:8]}"
+    directory.mkdir(parents=True)
+    data = bytes(PROBE_BYTES)
+    times = []
+    for i in range(PROBE_FILES):
+        started = time.perf_counter()
+        fd = os.open(directory / str(i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        times.append(time.perf_counter() - started)
+    retire(directory)
+    return statistics.median(times) * 1e6

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import PeakRss, median_run, mib, ray_session, retire, row
+from bench import PROBE_FILES, PeakRss, claim_file_cost, median_run, mib, ray_session, retire, row
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
@@ -119,12 +119,14 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     flowfiles = size or (10_000 if quick else 200_000)
     batch = 1000
     rows = []
+    claim_before = claim_file_cost(workdir)
     with ray_session():
         durable = measure_flow(small_flow(flowfiles, batch, always_sync=True, name="bench-small-sync"),
                                flowfiles, workdir / "sync", timeout=900, sample_rss=True)
         default, default_rates = median_run([
             measure_flow(small_flow(flowfiles, batch, always_sync=False, name=f"bench-small-{i}"),
                          flowfiles, workdir / "default", timeout=900) for i in range(TIMED_RUNS)])
+        claim_after = claim_file_cost(workdir)
         with PeakRss() as data_rss:
             # Ray Data's first run at full size is much slower than the next ones (its workers and
             # operators warm up: 91k FlowFiles/s, then 152k-166k, in one session on this machine),
@@ -146,7 +148,10 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
                     "bare loop without fsync (LMDB sync off)", "FlowFiles/s",
                     _checked(f"{what}; both survive a process kill, not a power loss; the median of {TIMED_RUNS} "
                              f"runs on each side (flowactors {default_rates}, bare loop {bare_rates} FlowFiles/s); "
-                             f"median run's flow time {default['seconds']:.2f} s, task time: {default['busy']}",
+                             f"median run's flow time {default['seconds']:.2f} s, task time: {default['busy']}; "
+                             f"a claim-sized file (50 KiB) cost {claim_before:.0f} µs to create here before the "
+                             f"flow runs and {claim_after:.0f} µs after them (the median of {PROBE_FILES}; the flow "
+                             f"makes one for every 50 KiB of content, the bare loop none)",
                              default)))
     rows.append(row(S1, "provenance events/s, always_sync off", default["events_per_s"], bare["events_per_s"],
                     "bare loop without fsync", "events/s", f"{default['events']:,} events registered"))

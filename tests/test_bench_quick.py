@@ -115,3 +115,16 @@ def test_a_retired_run_directory_is_set_aside_not_deleted(tmp_path):
     assert not run.exists()
     [kept] = list(tmp_path.iterdir())
     assert kept.name.startswith(".retired-flow-1000-") and (kept / "content" / "claim").read_bytes() == b"x"
+
+
+def test_the_claim_file_probe_times_real_files_and_sets_them_aside(tmp_path):
+    """``claim_file_cost`` creates ``PROBE_FILES`` claim-sized files and keeps them (retired, not
+    deleted, for the same reason as a run's); its figure is a time, in µs, of real creations."""
+    from bench import PROBE_BYTES, PROBE_FILES, claim_file_cost
+
+    cost = claim_file_cost(tmp_path)
+    [kept] = list(tmp_path.iterdir())
+    assert kept.name.startswith(".retired-claim-probe-")
+    files = list(kept.iterdir())
+    assert len(files) == PROBE_FILES and all(f.stat().st_size == PROBE_BYTES for f in files)
+    assert 0 < cost < 1_000_000  # a creation takes some time, and not a second
