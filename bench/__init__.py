@@ -22,6 +22,8 @@ from typing import Any, Iterator
 
 import psutil
 
+from flowactors.sdk.settings import Settings
+
 ROW_KEYS = ("scenario", "metric", "flowactors", "baseline", "baseline_name", "unit", "ratio", "notes")
 NOT_BUILT = "not built"
 
@@ -166,18 +168,19 @@ def retire(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-#: files the claim-file probe creates, each as large as a default claim file (50 KiB)
-PROBE_FILES, PROBE_BYTES = 200, 50 * 1024
+#: files the claim-file probe creates, each as large as a claim file with the default settings
+PROBE_FILES = 200
+PROBE_BYTES = Settings.model_fields["max_appendable_claim_size"].default
 
 
 def claim_file_cost(workdir: Path) -> float:
     """What creating, writing and closing one claim-sized file costs in ``workdir`` now, in µs
     (the median of ``PROBE_FILES``).
 
-    A flow makes one claim file for every 50 KiB of content and the baselines make none, so this cost is
-    in the flow's side of every ratio, and on this machine it swings several-fold with what was
-    deleted in the minutes before (``retire``): scenario 1 notes it beside its ratios. The probe's
-    own files are set aside like a run's, not deleted."""
+    A flow makes one claim file for every ``PROBE_BYTES`` of content and the baselines make none,
+    so this cost is in the flow's side of every ratio, and on this machine it swings several-fold
+    with what was deleted in the minutes before (``retire``): scenario 1 notes it beside its
+    ratios. The probe's own files are set aside like a run's, not deleted."""
     directory = Path(workdir) / f"claim-probe-{uuid.uuid4().hex[:8]}"
     directory.mkdir(parents=True)
     data = bytes(PROBE_BYTES)

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import PROBE_FILES, PeakRss, claim_file_cost, median_run, mib, ray_session, retire, row
+from bench import PROBE_BYTES, PROBE_FILES, PeakRss, claim_file_cost, median_run, mib, ray_session, retire, row
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
@@ -149,9 +149,10 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
                     _checked(f"{what}; both survive a process kill, not a power loss; the median of {TIMED_RUNS} "
                              f"runs on each side (flowactors {default_rates}, bare loop {bare_rates} FlowFiles/s); "
                              f"median run's flow time {default['seconds']:.2f} s, task time: {default['busy']}; "
-                             f"a claim-sized file (50 KiB) cost {claim_before:.0f} µs to create here before the "
-                             f"flow runs and {claim_after:.0f} µs after them (the median of {PROBE_FILES}; the flow "
-                             f"makes one for every 50 KiB of content, the bare loop none)",
+                             f"a claim-sized file ({PROBE_BYTES // 1024} KiB) cost {claim_before:.0f} µs to create "
+                             f"here before the flow runs and {claim_after:.0f} µs after them (the median of "
+                             f"{PROBE_FILES}; the flow makes one for every {PROBE_BYTES // 1024} KiB of content, the "
+                             f"bare loop none)",
                              default)))
     rows.append(row(S1, "provenance events/s, always_sync off", default["events_per_s"], bare["events_per_s"],
                     "bare loop without fsync", "events/s", f"{default['events']:,} events registered"))
