@@ -222,6 +222,33 @@ def test_claim_referenced_again_before_the_checkpoint_is_not_released(h):
     assert h.repo.checkpoint() == [R1]
 
 
+@pytest.mark.parametrize("reopened", [False, True], ids=["entries-in-memory", "entries-decoded"])
+def test_flowfiles_created_and_removed_before_the_log_is_applied_leave_nothing_behind(h, reopened):
+    """FlowFiles born and gone between two applications of the journal are skipped when it is
+    applied (``_passing_through``): what they took (claims, queue counts) is given back, a claim
+    only they referenced is released at the next checkpoint, a second removal is still an
+    unknown one, and the FlowFiles around them (one stored before, one written again after its
+    removal) are applied as always. ``reopened``: the journal
+    is applied by another open, which decodes the entries instead of holding them."""
+    e = h.ff(R3, offset=30)
+    h.repo.commit([q(e)], [])
+    assert h.repo.queue_counts() == {"q1": 1}   # applied: e is in the tables before the others
+    a, b, c, d, f = h.ff(R1), h.ff(R1, offset=10), h.ff(R3), h.ff(R2), h.ff(R3, offset=40)
+    h.repo.commit([q(a), q(b), q(c), q(d), q(f)], [])
+    a2 = a.with_claim(ContentClaim(R2, 20, 5))
+    h.repo.commit([q(a2, "q2"), q(c, "q2"), q(e, "q2")], [b.uuid])
+    h.repo.commit([], [a.uuid, d.uuid, e.uuid, f.uuid])
+    h.repo.commit([q(f, "q3")], [b.uuid])   # b already removed: unknown; f written again after its removal
+    if reopened:
+        h.reopen()
+    assert h.repo.queue_counts() == {"q2": 1, "q3": 1}
+    assert everything(h.repo) == {c.uuid: ("q2", c), f.uuid: ("q3", f)}
+    assert [h.repo.claimant_count(r) for r in (R1, R2, R3)] == [0, 0, 2]
+    assert sorted(h.repo.checkpoint()) == sorted([R1, R2])
+    if not reopened:   # the count lives in the process that applied the journal
+        assert h.repo.stats()["unknown_removals"] == 1
+
+
 def test_removing_an_unknown_or_already_removed_flowfile_changes_nothing(h):
     """NIFI-6110: a repeated decrement after a failure."""
     a, b = h.ff(R1), h.ff(R1, offset=10)

@@ -36,8 +36,9 @@ import tempfile
 import threading
 import time
 import weakref
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -711,13 +712,23 @@ class WriteAheadFlowFileRepository:
         ff_db, order_db = self._ff, self._order
         # each FlowFile as the tables hold it and as the entries so far leave it (None: not
         # there), both shaped as an update (the stored one with its order key in place of a record)
-        stored: dict[bytes, tuple | None] = {}
-        for updates, rkeys, _news in entries:
-            stored.update(dict.fromkeys([u[0] for u in updates]))
-            stored.update(dict.fromkeys(rkeys))
-        olds = txn.cursor(db=ff_db).getmulti(list(stored)) if stored else []
-        peek = rec.peek
+        update_keys = [[u[0] for u in updates] for updates, _rkeys, _news in entries]
+        keys: set[bytes] = set()
+        removed: list[bytes] = []
+        for updated, (_updates, rkeys, _news) in zip(update_keys, entries):
+            keys.update(updated)
+            removed += rkeys
+        keys.update(removed)
+        olds = txn.cursor(db=ff_db).getmulti(list(keys)) if keys else []
         deltas: defaultdict[bytes, int] = defaultdict(int)
+        if expect_prefix is None and removed:
+            passing = _passing_through(entries, update_keys, removed, {ukey for ukey, _old in olds})
+            if passing:
+                entries, touched = _without(entries, update_keys, passing)
+                deltas.update(dict.fromkeys(touched, 0))
+                keys -= passing
+        stored: dict[bytes, tuple | None] = dict.fromkeys(keys)
+        peek = rec.peek
         queues: defaultdict[bytes, list] = defaultdict(lambda: [0, 0])
         news: set[bytes] = set()
         ukey = b""
@@ -1474,6 +1485,51 @@ class WriteAheadFlowFileRepository:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<WriteAheadFlowFileRepository {self.path} {state} always_sync={self.always_sync}>"
+
+
+#: an update's claim key (``records.encode_commit``'s shape)
+_CLAIM_KEY = itemgetter(4)
+
+
+def _passing_through(entries: Sequence[tuple], update_keys: list[list[bytes]], removed: list[bytes],
+                     stored: set[bytes]) -> set[bytes]:
+    """The FlowFiles that ``entries`` create and then remove: not in the tables before them,
+    updated one or more times, then removed once and never updated again. They leave nothing in
+    the records, the order index, the queue sizes or the claimant counts (each claim and queue
+    they took they gave back), so applying the entries can skip them; in a flow of short-lived
+    FlowFiles that is nearly all of them (docs/performance.md). Found with set operations, not a
+    Python step a FlowFile. (A FlowFile removed twice is not one of them: its second removal is
+    an unknown one, which ``_apply`` counts.)"""
+    once = set(removed)
+    if len(once) != len(removed):
+        once -= {ukey for ukey, n in Counter(removed).items() if n > 1}
+    gone: set[bytes] = set()
+    late: set[bytes] = set()  # updated after a removal: not passing through
+    for updated, (_updates, rkeys, _news) in zip(update_keys, entries):
+        if gone and not gone.isdisjoint(updated):
+            late.update(gone.intersection(updated))
+        gone.update(rkeys)
+    return (once & set().union(*update_keys)) - stored - late
+
+
+def _without(entries: Sequence[tuple], update_keys: list[list[bytes]],
+             passing: set[bytes]) -> tuple[list[tuple], set[bytes]]:
+    """``entries`` without the FlowFiles of ``passing``, and the claim keys those referenced (their
+    counts must still be looked at: a claim with no other claimant becomes destructible)."""
+    kept: list[tuple] = []
+    touched: set[bytes] = set()
+    for updated, (updates, rkeys, new_ckeys) in zip(update_keys, entries):
+        if passing.issuperset(updated):   # the usual case: a whole commit passes
+            touched.update(map(_CLAIM_KEY, updates))
+            updates = []
+        elif not passing.isdisjoint(updated):
+            touched.update([u[4] for u in updates if u[0] in passing])
+            updates = [u for u in updates if u[0] not in passing]
+        if not passing.isdisjoint(rkeys):
+            rkeys = [ukey for ukey in rkeys if ukey not in passing]
+        kept.append((updates, rkeys, new_ckeys))
+    touched.discard(b"")
+    return kept, touched
 
 
 def _claim_name(ckey: bytes) -> str:
