@@ -164,7 +164,12 @@ def test_uuid_keys_of_a_batch_are_each_uuid_key():
     assert keys == [rec.uuid_key(u) for u in many] and joined == b"".join(keys)
     assert rec.uuid_keys([]) == (b"", [])
     # 31 and 33 hex digits would join to 64: each uuid is checked on its own
-    for bad in ([U[:-1], U + "0"], [U, "not-a-uuid"], [U, 12]):
+    canonical = ["00000000-0000-7000-8000-%012x" % i for i in range(50)] + [U.upper()]
+    joined, keys = rec.uuid_keys(canonical)   # the canonical form: split in one call
+    assert keys == [rec.uuid_key(u) for u in canonical] and joined == b"".join(keys)
+    assert rec.uuid_keys(iter(canonical))[1] == keys
+    # a digit short in one and over in the next join to two well-placed uuids: still refused
+    for bad in ([U[:-1], U + "0"], [U[:-1], "f" + U], [U, "not-a-uuid"], [U, 12]):
         with pytest.raises(ValueError, match="is not a UUID"):
             rec.uuid_keys(bad)
 

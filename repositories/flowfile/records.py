@@ -34,6 +34,7 @@ followed by its own CRC (little-endian) is always 0x2144DF1C.
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 import zlib
@@ -114,9 +115,19 @@ def key_uuid(key: bytes) -> str:
 
 
 def uuid_keys(uuids: Sequence[str]) -> tuple[bytes, list[bytes]]:
-    """``(every key joined, the keys)``: ``uuid_key`` of each uuid, in three C calls for the batch;
-    a uuid that is not one is named as ``uuid_key`` names it."""
+    """``(every key joined, the keys)``: ``uuid_key`` of each uuid, with a few C calls for the
+    batch; a uuid that is not one is named as ``uuid_key`` names it."""
+    if not isinstance(uuids, (list, tuple)):
+        uuids = list(uuids)
+    n = len(uuids)
     try:
+        text = "".join(uuids)
+        # the canonical form, each uuid 36 characters with its four dashes in place: checked on
+        # the joined text by strides, so the batch is stripped and parsed in one call each
+        if (len(text) == 36 * n and text.count("-") == 4 * n and set(map(len, uuids)) <= {36}
+                and text[8::36] == text[13::36] == text[18::36] == text[23::36] == "-" * n):
+            joined = bytes.fromhex(text.replace("-", ""))
+            return joined, list(_keys_struct(n).unpack(joined)) if n else []
         stripped = [u.replace("-", "") for u in uuids]
         joined = bytes.fromhex("".join(stripped))
         if set(map(len, stripped)) - {32}:
@@ -126,6 +137,12 @@ def uuid_keys(uuids: Sequence[str]) -> tuple[bytes, list[bytes]]:
             uuid_key(uuid)
         raise
     return joined, [joined[i : i + 16] for i in range(0, len(joined), 16)]
+
+
+@functools.lru_cache(maxsize=16)
+def _keys_struct(count: int) -> struct.Struct:
+    """Splits ``count`` joined 16-byte keys (a batch's count repeats: its Struct is kept)."""
+    return struct.Struct("16s" * count)
 
 
 # --- queue prefixes and the order index --------------------------------------------------------
@@ -255,10 +272,6 @@ _TABLES = struct.Struct(">II")  # queue prefixes, claim keys
 _COLUMNS = 10  # id, entry, lineage, penalized, queue date, queue index, offset, length, queue no, claim no
 
 
-def _i64_column(values: Iterable[int]) -> array:
-    return array("q", values)
-
-
 def encode_commit(
     updates: Sequence[QueuedFlowFile], removals: Iterable[str], prefix_of: Callable[[str], bytes] = queue_prefix
 ) -> tuple[list[tuple[bytes, FlowFile, str, bytes, bytes, int]], list[bytes], bytes]:
@@ -271,40 +284,50 @@ def encode_commit(
     uuid keys, the updates' columns)``: an *update* each (the shape the FlowFile repository
     applies; ``update_record`` makes its record when it is written), and the updates as the
     columns of a journal entry (``encode_journal_entry``), built for the whole batch at once."""
-    flowfiles = [u[0] for u in updates]
-    queues = [u[1] for u in updates]
-    n = len(flowfiles)
-    joined, ukeys = uuid_keys([f[1] for f in flowfiles])
-    # the batch's queues and resource claims, each numbered once (claim 0: no content)
-    if n and queues.count(queues[0]) == n:
-        queue_numbers = [0] * n
-        prefixes = [prefix_of(queues[0])]
-        prefix_each = prefixes * n
+    n = len(updates)
+    if not n:
+        flowfiles, queues, joined, ukeys, columns, attributes = [], [], b"", [], [array("q")] * _COLUMNS, b"[]"
+        prefixes: list[bytes] = []
+        ckeys = [b""]
+        prepared: list = []
     else:
-        numbered: dict[str, int] = {}
-        queue_numbers = [numbered.setdefault(q, len(numbered)) for q in queues]
-        prefixes = [prefix_of(q) for q in numbered]
-        prefix_each = [prefixes[i] for i in queue_numbers]
-    claims = [f[3] for f in flowfiles]
-    resources: dict[tuple, int] = {}
-    claim_numbers = [0 if c is None else resources.setdefault(c[0], len(resources) + 1) for c in claims]
-    ckeys = [b"", *map(claim_key, resources)]
-    sizes = [0 if c is None else c[2] for c in claims]
-    try:
-        columns = [_i64_column([f[0] for f in flowfiles]), _i64_column([f[4] for f in flowfiles]),
-                   _i64_column([f[5] for f in flowfiles]), _i64_column([f[6] for f in flowfiles]),
-                   _i64_column([f[7] for f in flowfiles]), _i64_column([f[8] for f in flowfiles]),
-                   _i64_column([0 if c is None else c[1] for c in claims]), _i64_column(sizes),
-                   _i64_column(queue_numbers), _i64_column(claim_numbers)]
-        attributes = _dumps([f[2] for f in flowfiles], default=_default)
-    except (TypeError, OverflowError) as e:
-        for ff in flowfiles:   # names the FlowFile, as encoding one at a time would
-            try:
-                encode_flowfile(ff, b"", b"", b"")
-            except TypeError as each:
-                raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {each}") from None
-        raise ValueError(f"a FlowFile of the commit cannot be stored: {e}") from None
-    prepared = list(zip(ukeys, flowfiles, queues, prefix_each, [ckeys[i] for i in claim_numbers], sizes))
+        flowfiles, queues = map(list, zip(*updates))
+        # the FlowFiles' fields as columns: one C-level transposition, not a pass a field
+        ids, uuids, attribute_maps, claims, entry, lineage, penalized, qdates, qindexes = zip(*flowfiles)
+        joined, ukeys = uuid_keys(uuids)
+        # the batch's queues and resource claims, each numbered once (claim 0: no content)
+        if queues.count(queues[0]) == n:
+            queue_numbers = [0] * n
+            prefixes = [prefix_of(queues[0])]
+            prefix_each = prefixes * n
+        else:
+            numbered: dict[str, int] = {}
+            queue_numbers = [numbered.setdefault(q, len(numbered)) for q in queues]
+            prefixes = [prefix_of(q) for q in numbered]
+            prefix_each = [prefixes[i] for i in queue_numbers]
+        if None in claims:
+            resources: dict[tuple, int] = {}
+            claim_numbers = [0 if c is None else resources.setdefault(c[0], len(resources) + 1) for c in claims]
+            offsets = [0 if c is None else c[1] for c in claims]
+            sizes = [0 if c is None else c[2] for c in claims]
+        else:
+            owners, offsets, sizes = zip(*claims)
+            resources = {r: i for i, r in enumerate(dict.fromkeys(owners), 1)}
+            claim_numbers = list(map(resources.__getitem__, owners))
+        ckeys = [b"", *map(claim_key, resources)]
+        try:
+            columns = [array("q", ids), array("q", entry), array("q", lineage), array("q", penalized),
+                       array("q", qdates), array("q", qindexes), array("q", offsets), array("q", sizes),
+                       array("q", queue_numbers), array("q", claim_numbers)]
+            attributes = _dumps(attribute_maps, default=_default)
+        except (TypeError, OverflowError) as e:
+            for ff in flowfiles:   # names the FlowFile, as encoding one at a time would
+                try:
+                    encode_flowfile(ff, b"", b"", b"")
+                except TypeError as each:
+                    raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {each}") from None
+            raise ValueError(f"a FlowFile of the commit cannot be stored: {e}") from None
+        prepared = list(zip(ukeys, flowfiles, queues, prefix_each, map(ckeys.__getitem__, claim_numbers), sizes))
     rkeys = uuid_keys(removals)[1]
     keys = ukeys + rkeys
     if len(set(keys)) != len(keys):  # checked at once; the loop below only names the culprit
