@@ -186,14 +186,40 @@ def new_flowfile_uuid() -> str:
 
 
 _VARIANT = "89ab89ab89ab89ab"   # a hex digit's two low bits -> the digit with the RFC variant bits 10
+_VERSION_7 = bytes((b & 0x0F) | 0x70 for b in range(256))   # a byte -> version 7 in its high nibble
+_RFC_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))  # a byte -> the variant bits 10 on top
+#: the hex digits of a uuid's five groups: where each starts in the text and how many it has
+_GROUPS = ((0, 8), (9, 4), (14, 4), (19, 4), (24, 12))
+#: from this many uuids on, ``new_flowfile_uuids`` lays the batch out a column at a time
+_COLUMNWISE = 64
 
 
 def new_flowfile_uuids(count: int) -> list[str]:
     """``count`` uuids as ``new_flowfile_uuid`` describes, all of this millisecond, 74 random bits
-    each, formatted from one read of the random source (0.6 µs a uuid in a batch; building each
-    through ``uuid.UUID`` took 3.5)."""
-    stamp = now_millis().to_bytes(6, "big").hex()
-    prefix = f"{stamp[:8]}-{stamp[8:]}-7"
-    random = os.urandom(10 * count).hex()
-    return [f"{prefix}{r[1:4]}-{_VARIANT[int(r[4], 16)]}{r[5:8]}-{r[8:20]}"
-            for r in (random[i:i + 20] for i in range(0, 20 * count, 20))]
+    each, from one read of the random source. A batch is laid out a byte column at a time
+    (strided slices of one buffer: the version and variant bits by ``translate``, the dashes in
+    place), then cut into strings: 0.24 µs a uuid for 1,000, where formatting each took 0.7 and
+    building each through ``uuid.UUID`` 3.5; a few are formatted one by one."""
+    stamp = now_millis().to_bytes(6, "big")
+    if count < _COLUMNWISE:
+        prefix = f"{stamp.hex()[:8]}-{stamp.hex()[8:]}-7"
+        random = os.urandom(10 * count).hex()
+        return [f"{prefix}{r[1:4]}-{_VARIANT[int(r[4], 16)]}{r[5:8]}-{r[8:20]}"
+                for r in (random[i:i + 20] for i in range(0, 20 * count, 20))]
+    raw = bytearray(os.urandom(10 * count))
+    raw[0::10] = raw[0::10].translate(_VERSION_7)
+    raw[2::10] = raw[2::10].translate(_RFC_VARIANT)
+    octets = bytearray(16 * count)
+    for k in range(6):
+        octets[k::16] = stamp[k:k + 1] * count
+    for k in range(10):
+        octets[6 + k::16] = raw[k::10]
+    digits = octets.hex().encode()
+    text = bytearray(b"-" * (36 * count))
+    used = 0
+    for start, length in _GROUPS:
+        for k in range(length):
+            text[start + k::36] = digits[used + k::32]
+        used += length
+    joined = text.decode()
+    return [joined[i:i + 36] for i in range(0, 36 * count, 36)]

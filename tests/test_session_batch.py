@@ -8,13 +8,14 @@ relationship (attributes, content, order), the provenance events, and the errors
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 
 from flowactors import FlowFileHandlingError, Processor, Relationship
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.testing import ProcessorRunner
-from repositories.model import new_flowfile_uuid, new_flowfile_uuids
+from repositories.model import new_flowfile_uuid, new_flowfile_uuids, now_millis
 
 RELATIONSHIPS = ("success", "other")
 UUID_7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -140,9 +141,14 @@ def test_batch_calls_refuse_what_the_per_flowfile_calls_refuse():
     assert runner.input_count == 3
 
 
-def test_flowfile_uuids_made_in_a_batch_are_version_7_unique_and_time_ordered():
-    first = new_flowfile_uuids(2000)
-    assert all(UUID_7.match(u) for u in first) and len(set(first)) == 2000
+@pytest.mark.parametrize("count", [1, 63, 64, 2000])   # formatted one by one, laid out by columns
+def test_flowfile_uuids_made_in_a_batch_are_version_7_unique_and_time_ordered(count):
+    before = now_millis()
+    first = new_flowfile_uuids(count)
+    assert all(UUID_7.match(u) for u in first) and len(set(first)) == count
+    assert all(uuid.UUID(u).version == 7 and uuid.UUID(u).variant == uuid.RFC_4122 for u in first)
+    stamps = {int(u[:8] + u[9:13], 16) for u in first}   # the 48-bit milliseconds: all of one
+    assert len(stamps) == 1 and before <= stamps.pop() <= now_millis()
     later = new_flowfile_uuid()
     assert UUID_7.match(later) and later[:13] >= first[0][:13]   # the millisecond prefix never goes back
 
