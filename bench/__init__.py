@@ -132,6 +132,47 @@ def median_run(runs: list[dict]) -> tuple[dict, str]:
     return median, " / ".join(f"{run['flowfiles_per_s']:,.0f}" for run in ordered)
 
 
+class StolenTime:
+    """The share of the machine's CPU time the hypervisor gave to others (``steal`` in
+    ``/proc/stat``) between entering and leaving, in % (None where there is no ``/proc/stat``).
+
+    On the shared 2-core VMs the bench runs on it swings from 0 to 30 % within minutes and a run
+    meeting it is that much slower, whichever side it measures: scenario 1 notes it for every
+    timed run so that a ratio can be read against the state each side met."""
+
+    def __init__(self) -> None:
+        self.percent: float | None = None
+        self._start: list[int] | None = None
+
+    @staticmethod
+    def _read() -> list[int] | None:
+        try:
+            with open("/proc/stat") as stat:
+                fields = stat.readline().split()
+        except OSError:
+            return None
+        return [int(v) for v in fields[1:9]] if fields and fields[0] == "cpu" and len(fields) >= 9 else None
+
+    def __enter__(self) -> "StolenTime":
+        self._start = self._read()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = self._read()
+        if self._start is None or end is None:
+            return
+        spent = [b - a for a, b in zip(self._start, end)]
+        self.percent = 100.0 * spent[7] / sum(spent) if sum(spent) > 0 else 0.0
+
+
+def stolen(runs: list[dict]) -> str:
+    """The steal each of these runs met (``steal_percent``), "a / b / c %" in their order."""
+    values = [run.get("steal_percent") for run in runs]
+    if any(v is None for v in values):
+        return "not measured"
+    return " / ".join(f"{v:.0f}" for v in values) + " %"
+
+
 def mib(nbytes: float) -> float:
     return nbytes / 1024**2
 

@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench import PROBE_BYTES, PROBE_FILES, PeakRss, claim_file_cost, median_run, mib, ray_session, retire, row
+from bench import (PROBE_BYTES, PROBE_FILES, PeakRss, StolenTime, claim_file_cost, median_run, mib, ray_session,
+                   retire, row, stolen)
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
@@ -85,7 +86,7 @@ def measure_flow(flow: Flow, flowfiles: int, root: Path, timeout: float, sample_
     """Run ``flow`` in the current Ray session to idle; FlowFiles/s, events/s, peak RSS, checks."""
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    with PeakRss() if sample_rss else contextlib.nullcontext() as sampler:
+    with PeakRss() if sample_rss else contextlib.nullcontext() as sampler, StolenTime() as steal:
         final = run_flow(flow, root, timeout=timeout)
     totals = processor_totals(final)
     window = flow_window(root)
@@ -102,7 +103,8 @@ def measure_flow(flow: Flow, flowfiles: int, root: Path, timeout: float, sample_
     busy = ", ".join(f"{name} {p['task_seconds']:.1f} s" for name, p in totals.items())
     return {"flowfiles_per_s": flowfiles / window["seconds"], "events_per_s": window["events"] / window["seconds"],
             "seconds": window["seconds"], "events": window["events"], "problems": problems, "busy": busy,
-            "peak_rss": sampler.peak if sampler else None, "rss_before": sampler.first if sampler else None}
+            "peak_rss": sampler.peak if sampler else None, "rss_before": sampler.first if sampler else None,
+            "steal_percent": steal.percent}
 
 
 def _checked(notes: str, result: dict) -> str:
@@ -123,19 +125,31 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     with ray_session():
         durable = measure_flow(small_flow(flowfiles, batch, always_sync=True, name="bench-small-sync"),
                                flowfiles, workdir / "sync", timeout=900, sample_rss=True)
-        default, default_rates = median_run([
-            measure_flow(small_flow(flowfiles, batch, always_sync=False, name=f"bench-small-{i}"),
-                         flowfiles, workdir / "default", timeout=900) for i in range(TIMED_RUNS)])
-        claim_after = claim_file_cost(workdir)
         with PeakRss() as data_rss:
             # Ray Data's first run at full size is much slower than the next ones (its workers and
             # operators warm up: 91k FlowFiles/s, then 152k-166k, in one session on this machine),
             # so one full-size run is not timed and the median of three is the baseline
             ray_data_transform(flowfiles, batch)
-            data, data_rates = median_run([ray_data_transform(flowfiles, batch) for _ in range(TIMED_RUNS)])
+        # the two sides' runs alternate, so that a minute of the hypervisor's steal (StolenTime)
+        # falls on both rather than on whichever side ran then
+        flow_runs, data_runs = [], []
+        for i in range(TIMED_RUNS):
+            flow_runs.append(measure_flow(small_flow(flowfiles, batch, always_sync=False, name=f"bench-small-{i}"),
+                                          flowfiles, workdir / "default", timeout=900))
+            with PeakRss() as data_rss_run, StolenTime() as steal:
+                data_run = ray_data_transform(flowfiles, batch)
+            data_runs.append({**data_run, "steal_percent": steal.percent})
+            data_rss.peak = max(data_rss.peak, data_rss_run.peak)
+        default, default_rates = median_run(flow_runs)
+        data, data_rates = median_run(data_runs)
+        claim_after = claim_file_cost(workdir)
     bare_sync = measure_bare_flow(flowfiles, batch, workdir / "bare-sync", sync=True)
-    bare, bare_rates = median_run([measure_bare_flow(flowfiles, batch, workdir / "bare", sync=False)
-                                   for _ in range(TIMED_RUNS)])
+    bare_runs = []
+    for _ in range(TIMED_RUNS):
+        with StolenTime() as steal:
+            bare_run = measure_bare_flow(flowfiles, batch, workdir / "bare", sync=False)
+        bare_runs.append({**bare_run, "steal_percent": steal.percent})
+    bare, bare_rates = median_run(bare_runs)
     what = f"{flowfiles:,} FlowFiles of 1 KiB, batches of {batch}, 1 task per processor"
     rows.append(row(S1, "FlowFiles/s, always_sync on", durable["flowfiles_per_s"], bare_sync["flowfiles_per_s"],
                     "bare durable loop (fdatasync + LMDB sync a batch)", "FlowFiles/s",
@@ -152,14 +166,17 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
                              f"a claim-sized file ({PROBE_BYTES // 1024} KiB) cost {claim_before:.0f} µs to create "
                              f"here before the flow runs and {claim_after:.0f} µs after them (the median of "
                              f"{PROBE_FILES}; the flow makes one for every {PROBE_BYTES // 1024} KiB of content, the "
-                             f"bare loop none)",
+                             f"bare loop none); the hypervisor's steal during each run, in the same order as run: "
+                             f"flowactors {stolen(flow_runs)}, bare loop {stolen(bare_runs)}",
                              default)))
     rows.append(row(S1, "provenance events/s, always_sync off", default["events_per_s"], bare["events_per_s"],
                     "bare loop without fsync", "events/s", f"{default['events']:,} events registered"))
     rows.append(row(S1, "FlowFiles/s vs Ray Data, always_sync off", default["flowfiles_per_s"], data["flowfiles_per_s"],
                     "Ray Data, same transform, nothing durable", "FlowFiles/s",
                     f"Ray Data: range -> 3 map_batches (fused); the median of {TIMED_RUNS} runs ({data_rates} "
-                    f"FlowFiles/s) after one full-size warm-up run; content rides the object store"))
+                    f"FlowFiles/s) after one full-size warm-up run, each after one of flowactors' runs; content rides "
+                    f"the object store; steal during the runs: flowactors {stolen(flow_runs)}, Ray Data "
+                    f"{stolen(data_runs)}"))
     rows.append(row(S1, "peak RSS of all Ray processes", mib(durable["peak_rss"]), mib(data_rss.peak),
                     "Ray Data run, same sampling", "MiB",
                     f"sum of RSS over the Ray session's processes and the driver, sampled every 0.2 s (shared pages "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,17 @@ def test_the_claim_file_probe_times_real_files_and_sets_them_aside(tmp_path):
     files = list(kept.iterdir())
     assert len(files) == PROBE_FILES and all(f.stat().st_size == PROBE_BYTES for f in files)
     assert 0 < cost < 1_000_000  # a creation takes some time, and not a second
+
+
+def test_stolen_time_reads_the_machines_steal_share_around_a_block():
+    """``StolenTime`` is the hypervisor's share of the CPU time between entering and leaving,
+    read from the kernel's counters; ``stolen`` lists it for a side's runs, in their order."""
+    from bench import StolenTime, stolen
+
+    with StolenTime() as steal:
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:   # CPU time passes, so the share has a denominator
+            pass
+    assert isinstance(steal.percent, float) and 0.0 <= steal.percent <= 100.0
+    assert stolen([{"steal_percent": 0.4}, {"steal_percent": 12.6}]) == "0 / 13 %"
+    assert stolen([{"steal_percent": 3.0}, {}]) == "not measured"
