@@ -712,22 +712,23 @@ class WriteAheadFlowFileRepository:
         ff_db, order_db = self._ff, self._order
         # each FlowFile as the tables hold it and as the entries so far leave it (None: not
         # there), both shaped as an update (the stored one with its order key in place of a record)
+        # (in the order the entries name them: uuids grow with time, so the records and index
+        # entries below go to the B-trees' right edges in order, not to random pages)
+        stored: dict[bytes, tuple | None] = {}
         update_keys = [[u[0] for u in updates] for updates, _rkeys, _news in entries]
-        keys: set[bytes] = set()
         removed: list[bytes] = []
         for updated, (_updates, rkeys, _news) in zip(update_keys, entries):
-            keys.update(updated)
+            stored.update(dict.fromkeys(updated))
+            stored.update(dict.fromkeys(rkeys))
             removed += rkeys
-        keys.update(removed)
-        olds = txn.cursor(db=ff_db).getmulti(list(keys)) if keys else []
+        olds = txn.cursor(db=ff_db).getmulti(list(stored)) if stored else []
         deltas: defaultdict[bytes, int] = defaultdict(int)
         if expect_prefix is None and removed:
             passing = _passing_through(entries, update_keys, removed, {ukey for ukey, _old in olds})
             if passing:
                 entries, touched = _without(entries, update_keys, passing)
                 deltas.update(dict.fromkeys(touched, 0))
-                keys -= passing
-        stored: dict[bytes, tuple | None] = dict.fromkeys(keys)
+                stored = {ukey: None for ukey in stored if ukey not in passing}
         peek = rec.peek
         queues: defaultdict[bytes, list] = defaultdict(lambda: [0, 0])
         news: set[bytes] = set()
