@@ -211,7 +211,8 @@ def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dic
                                 bare_by_batch[batch]["flowfiles_per_s"], f"bare loop, batch {batch:,}, no fsync",
                                 "FlowFiles/s", _checked(f"{flowfiles:,} FlowFiles in {result['seconds']:.1f} s; always_sync "
                                                         f"off; {tasks} task(s) per processor; task time: "
-                                                        f"{result['busy']}", result)))
+                                                        f"{result['busy']}; the hypervisor's steal during the "
+                                                        f"run: {stolen([result])}", result)))
     profile_n = size or (5_000 if quick else 50_000)
     rows.extend(_profile_rows(profile_n, 1000, workdir))
     return rows
