@@ -124,10 +124,10 @@ def uuid_keys(uuids: Sequence[str]) -> tuple[bytes, list[bytes]]:
         text = "".join(uuids)
         # the canonical form, each uuid 36 characters with its four dashes in place: checked on
         # the joined text by strides, so the batch is stripped and parsed in one call each
-        if (len(text) == 36 * n and text.count("-") == 4 * n and set(map(len, uuids)) <= {36}
+        if (set(map(len, uuids)) <= {36} and text.count("-") == 4 * n
                 and text[8::36] == text[13::36] == text[18::36] == text[23::36] == "-" * n):
             joined = bytes.fromhex(text.replace("-", ""))
-            return joined, list(_keys_struct(n).unpack(joined)) if n else []
+            return joined, list(_keys_struct(n).unpack(joined))
         stripped = [u.replace("-", "") for u in uuids]
         joined = bytes.fromhex("".join(stripped))
         if set(map(len, stripped)) - {32}:

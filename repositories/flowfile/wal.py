@@ -711,9 +711,9 @@ class WriteAheadFlowFileRepository:
         the FlowFiles that stay); records and index entries go out in ``putmulti`` calls."""
         ff_db, order_db = self._ff, self._order
         # each FlowFile as the tables hold it and as the entries so far leave it (None: not
-        # there), both shaped as an update (the stored one with its order key in place of a record)
-        # (in the order the entries name them: uuids grow with time, so the records and index
-        # entries below go to the B-trees' right edges in order, not to random pages)
+        # there), both shaped as an update (the stored one with its order key in place of a
+        # record), in the order the entries name them: uuids grow with time, so the records and
+        # index entries below reach the B-trees' right edges in order, not random pages
         stored: dict[bytes, tuple | None] = {}
         update_keys = [[u[0] for u in updates] for updates, _rkeys, _news in entries]
         removed: list[bytes] = []
@@ -1493,8 +1493,8 @@ _CLAIM_KEY = itemgetter(4)
 
 
 def _passing_through(entries: Sequence[tuple], update_keys: list[list[bytes]], removed: list[bytes],
-                     stored: set[bytes]) -> set[bytes]:
-    """The FlowFiles that ``entries`` create and then remove: not in the tables before them,
+                     in_tables: set[bytes]) -> set[bytes]:
+    """The FlowFiles that ``entries`` create and then remove: not ``in_tables`` before them,
     updated one or more times, then removed once and never updated again. They leave nothing in
     the records, the order index, the queue sizes or the claimant counts (each claim and queue
     they took they gave back), so applying the entries can skip them; in a flow of short-lived
@@ -1510,7 +1510,7 @@ def _passing_through(entries: Sequence[tuple], update_keys: list[list[bytes]], r
         if gone and not gone.isdisjoint(updated):
             late.update(gone.intersection(updated))
         gone.update(rkeys)
-    return (once & set().union(*update_keys)) - stored - late
+    return (once & set().union(*update_keys)) - in_tables - late
 
 
 def _without(entries: Sequence[tuple], update_keys: list[list[bytes]],
