@@ -18,7 +18,7 @@ import time
 import uuid
 from numbers import Real
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import psutil
 
@@ -163,6 +163,13 @@ class StolenTime:
             return
         spent = [b - a for a, b in zip(self._start, end)]
         self.percent = 100.0 * spent[7] / sum(spent) if sum(spent) > 0 else 0.0
+
+
+def with_steal(measure: Callable[[], dict]) -> dict:
+    """``measure()``'s result with the steal it met (``steal_percent``, ``StolenTime``)."""
+    with StolenTime() as steal:
+        result = measure()
+    return {**result, "steal_percent": steal.percent}
 
 
 def stolen(runs: list[dict]) -> str:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench import (PROBE_BYTES, PROBE_FILES, PeakRss, StolenTime, claim_file_cost, median_run, mib, ray_session,
-                   retire, row, stolen)
+                   retire, row, stolen, with_steal)
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
@@ -130,25 +130,22 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
             # operators warm up: 91k FlowFiles/s, then 152k-166k, in one session on this machine),
             # so one full-size run is not timed and the median of three is the baseline
             ray_data_transform(flowfiles, batch)
+        data_peak = data_rss.peak
         # the two sides' runs alternate, so that a minute of the hypervisor's steal (StolenTime)
         # falls on both rather than on whichever side ran then
         flow_runs, data_runs = [], []
         for i in range(TIMED_RUNS):
             flow_runs.append(measure_flow(small_flow(flowfiles, batch, always_sync=False, name=f"bench-small-{i}"),
                                           flowfiles, workdir / "default", timeout=900))
-            with PeakRss() as data_rss_run, StolenTime() as steal:
-                data_run = ray_data_transform(flowfiles, batch)
-            data_runs.append({**data_run, "steal_percent": steal.percent})
-            data_rss.peak = max(data_rss.peak, data_rss_run.peak)
+            with PeakRss() as data_rss:
+                data_runs.append(with_steal(lambda: ray_data_transform(flowfiles, batch)))
+            data_peak = max(data_peak, data_rss.peak)
         default, default_rates = median_run(flow_runs)
         data, data_rates = median_run(data_runs)
         claim_after = claim_file_cost(workdir)
     bare_sync = measure_bare_flow(flowfiles, batch, workdir / "bare-sync", sync=True)
-    bare_runs = []
-    for _ in range(TIMED_RUNS):
-        with StolenTime() as steal:
-            bare_run = measure_bare_flow(flowfiles, batch, workdir / "bare", sync=False)
-        bare_runs.append({**bare_run, "steal_percent": steal.percent})
+    bare_runs = [with_steal(lambda: measure_bare_flow(flowfiles, batch, workdir / "bare", sync=False))
+                 for _ in range(TIMED_RUNS)]
     bare, bare_rates = median_run(bare_runs)
     what = f"{flowfiles:,} FlowFiles of 1 KiB, batches of {batch}, 1 task per processor"
     rows.append(row(S1, "FlowFiles/s, always_sync on", durable["flowfiles_per_s"], bare_sync["flowfiles_per_s"],
@@ -177,7 +174,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
                     f"FlowFiles/s) after one full-size warm-up run, each after one of flowactors' runs; content rides "
                     f"the object store; steal during the runs: flowactors {stolen(flow_runs)}, Ray Data "
                     f"{stolen(data_runs)}"))
-    rows.append(row(S1, "peak RSS of all Ray processes", mib(durable["peak_rss"]), mib(data_rss.peak),
+    rows.append(row(S1, "peak RSS of all Ray processes", mib(durable["peak_rss"]), mib(data_peak),
                     "Ray Data run, same sampling", "MiB",
                     f"sum of RSS over the Ray session's processes and the driver, sampled every 0.2 s (shared pages "
                     f"counted per process); idle session before the flow: {mib(durable['rss_before']):.0f} MiB; "

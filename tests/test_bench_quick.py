@@ -134,7 +134,7 @@ def test_the_claim_file_probe_times_real_files_and_sets_them_aside(tmp_path):
 def test_stolen_time_reads_the_machines_steal_share_around_a_block():
     """``StolenTime`` is the hypervisor's share of the CPU time between entering and leaving,
     read from the kernel's counters; ``stolen`` lists it for a side's runs, in their order."""
-    from bench import StolenTime, stolen
+    from bench import StolenTime, stolen, with_steal
 
     with StolenTime() as steal:
         deadline = time.monotonic() + 0.3
@@ -143,3 +143,5 @@ def test_stolen_time_reads_the_machines_steal_share_around_a_block():
     assert isinstance(steal.percent, float) and 0.0 <= steal.percent <= 100.0
     assert stolen([{"steal_percent": 0.4}, {"steal_percent": 12.6}]) == "0 / 13 %"
     assert stolen([{"steal_percent": 3.0}, {}]) == "not measured"
+    measured = with_steal(lambda: {"flowfiles_per_s": 7.0})
+    assert measured["flowfiles_per_s"] == 7.0 and 0.0 <= measured["steal_percent"] <= 100.0
