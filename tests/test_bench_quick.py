@@ -145,3 +145,37 @@ def test_stolen_time_reads_the_machines_steal_share_around_a_block():
     assert stolen([{"steal_percent": 3.0}, {}]) == "not measured"
     measured = with_steal(lambda: {"flowfiles_per_s": 7.0})
     assert measured["flowfiles_per_s"] == 7.0 and 0.0 <= measured["steal_percent"] <= 100.0
+
+
+def test_scaling_takes_the_closest_cells_in_turns_and_reports_their_medians(tmp_path, monkeypatch):
+    """Full mode: from batch 1,000 up each cell runs TIMED_RUNS times, the task counts in turns
+    (1, 2, 4, 1, 2, 4, ...) so drift reaches all of them alike, and its row is the median run;
+    smaller batches run once. The flow runs are stubbed: this checks the grid, not the numbers."""
+    import contextlib
+
+    from bench import small_flowfiles as scaling
+
+    order = []
+    rates = iter(range(1000, 100_000, 1000))
+
+    def fake_flow(flow, flowfiles, root, timeout):
+        order.append(flow.name)
+        return {"flowfiles_per_s": float(next(rates)), "seconds": 1.0, "busy": "generate 1.0 s",
+                "problems": [], "steal_percent": 1.0}
+
+    monkeypatch.setattr(scaling, "FULL_GRID", {10: 100, 1000: 2000})
+    monkeypatch.setattr(scaling, "measure_flow", fake_flow)
+    monkeypatch.setattr(scaling, "measure_bare_flow", lambda *a, **k: {"flowfiles_per_s": 1000.0})
+    monkeypatch.setattr(scaling, "ray_session", contextlib.nullcontext)
+    monkeypatch.setattr(scaling, "_profile_rows", lambda *a: [])
+    rows = scaling.run_scaling(quick=False, workdir=tmp_path)
+    rounds = scaling.TIMED_RUNS
+    assert order == ["bench-b10-t1-r0", "bench-b10-t2-r0", "bench-b10-t4-r0"] + [
+        f"bench-b1000-t{tasks}-r{turn}" for turn in range(rounds) for tasks in (1, 2, 4)]
+    by_metric = {r["metric"]: r for r in rows}
+    one_task = by_metric["FlowFiles/s, batch 1,000, 1 task(s)"]
+    # its runs were the 4th, 7th and 10th flows: rates 4,000 / 7,000 / 10,000, median 7,000
+    assert one_task["flowactors"] == 7000.0
+    assert f"the median of {rounds} runs (4,000 / 7,000 / 10,000 FlowFiles/s)" in one_task["notes"]
+    assert "steal during each run: 1 / 1 / 1 %" in one_task["notes"]
+    assert "median" not in by_metric["FlowFiles/s, batch 10, 2 task(s)"]["notes"]
