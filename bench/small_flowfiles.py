@@ -125,21 +125,21 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     with ray_session():
         durable = measure_flow(small_flow(flowfiles, batch, always_sync=True, name="bench-small-sync"),
                                flowfiles, workdir / "sync", timeout=900, sample_rss=True)
-        with PeakRss() as data_rss:
+        with PeakRss() as warm_up_rss:
             # Ray Data's first run at full size is much slower than the next ones (its workers and
             # operators warm up: 91k FlowFiles/s, then 152k-166k, in one session on this machine),
             # so one full-size run is not timed and the median of three is the baseline
             ray_data_transform(flowfiles, batch)
-        data_peak = data_rss.peak
+        data_peak = warm_up_rss.peak  # the highest of all Ray Data's runs, the warm-up's included
         # the two sides' runs alternate, so that a minute of the hypervisor's steal (StolenTime)
         # falls on both rather than on whichever side ran then
         flow_runs, data_runs = [], []
         for i in range(TIMED_RUNS):
             flow_runs.append(measure_flow(small_flow(flowfiles, batch, always_sync=False, name=f"bench-small-{i}"),
                                           flowfiles, workdir / "default", timeout=900))
-            with PeakRss() as data_rss:
+            with PeakRss() as run_rss:
                 data_runs.append(with_steal(lambda: ray_data_transform(flowfiles, batch)))
-            data_peak = max(data_peak, data_rss.peak)
+            data_peak = max(data_peak, run_rss.peak)
         default, default_rates = median_run(flow_runs)
         data, data_rates = median_run(data_runs)
         claim_after = claim_file_cost(workdir)
