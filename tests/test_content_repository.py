@@ -8,6 +8,7 @@ import io
 import multiprocessing
 import os
 import pickle
+import threading
 import time
 from collections import namedtuple
 from pathlib import Path
@@ -76,6 +77,36 @@ def test_a_section_directory_is_made_once_a_process_not_once_a_claim(make_repo, 
     writer.flush(sync=False)
     assert len(more) == run and len(made) == 1
     assert not {Path(p).name for p in made} & sections  # a section already made is never made again
+
+
+def test_threads_writing_at_once_make_their_claim_files_in_different_sections(any_repo):
+    """Two tasks of one executor never create claim files in the same directory at once: ext4
+    holds a directory's lock through a create, and the other thread spun on it (a flow's system
+    time went up a third with two tasks a processor). Each thread still makes its runs."""
+    repo = any_repo(sections=64, max_flowfiles_per_claim=1)
+    run = repository_module.CLAIMS_PER_SECTION
+    both_running = threading.Barrier(2)
+    sections: dict[int, list[int]] = {}
+
+    def write(name: int) -> None:
+        writer = repo.writer()
+        both_running.wait()
+        claims = [writer.write_bytes(b"z") for _ in range(2 * run)]  # a claim file each: two runs
+        writer.flush(sync=False)
+        sections[name] = [int(c.resource.section) for c in claims]
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(sections) == [0, 1]
+    assert not set(sections[0]) & set(sections[1])
+    for made in sections.values():
+        assert made == [made[0]] * run + [(made[0] + 1) % 64] * run
+    starts = sorted(made[0] for made in sections.values())
+    assert (starts[1] - starts[0]) % 64 in {repository_module.THREAD_SECTION_STRIDE % 64,
+                                             -repository_module.THREAD_SECTION_STRIDE % 64}
 
 
 

@@ -44,6 +44,9 @@ READ_BUFFER = 256 * 1024
 #: new claims a repository object (a process) puts in one section before it moves on to the next
 #: (``ContentRepositoryOptions.next_section``)
 CLAIMS_PER_SECTION = 64
+#: sections between where two threads of one process start their runs of sections: two threads'
+#: runs share a directory only once one has made this many runs more than the other
+THREAD_SECTION_STRIDE = 97
 
 _SECTION_NAME = re.compile(r"[0-9]{1,9}\Z")
 _CLAIM_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,199}\Z")
@@ -254,15 +257,28 @@ class ContentRepositoryOptions:
         self.archive_max_retention = archive_max_retention
         self.archive_max_usage_percent = archive_max_usage_percent
         self._first_section = random.randrange(sections)
-        self._section_turns = itertools.count()
+        self._writer_threads = itertools.count()  # threads that made a claim, in turn
+        self._section_turns = threading.local()  # each thread's own runs (``next_section``)
 
     def next_section(self) -> str:
         """The section of the next new claim: runs of ``CLAIMS_PER_SECTION`` claims in one section,
         the sections in turn from a random one. Consecutive claim files share a directory, so a
         process makes one section directory a run instead of nearly one a claim, and a new file
         lands where the file system's metadata was just used (docs/performance.md); over time every
-        section gets its share. Readers never compute a section: it is part of the claim."""
-        return str((self._first_section + next(self._section_turns) // CLAIMS_PER_SECTION) % self.sections)
+        section gets its share. Readers never compute a section: it is part of the claim.
+
+        Each thread has runs of its own, the k-th thread's starting ``k * THREAD_SECTION_STRIDE``
+        sections after the first's: two tasks of one executor that create claim files at once
+        create them in different directories, so neither spins on the other's directory lock,
+        which ext4 holds through a create that can take hundreds of µs (docs/performance.md)."""
+        turns = self._section_turns
+        try:
+            turn = next(turns.count)
+        except AttributeError:  # this thread's first claim
+            turns.first = self._first_section + next(self._writer_threads) * THREAD_SECTION_STRIDE
+            turns.count = itertools.count()
+            turn = next(turns.count)
+        return str((turns.first + turn // CLAIMS_PER_SECTION) % self.sections)
 
 
 class ContentRepository(ContentRepositoryOptions):
