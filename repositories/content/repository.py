@@ -45,7 +45,8 @@ READ_BUFFER = 256 * 1024
 #: (``ContentRepositoryOptions.next_section``)
 CLAIMS_PER_SECTION = 64
 #: sections between where two threads of one process start their runs of sections: two threads'
-#: runs share a directory only once one has made this many runs more than the other
+#: runs share a directory only once one has made this many runs more than the other (modulo the
+#: number of sections)
 THREAD_SECTION_STRIDE = 97
 
 _SECTION_NAME = re.compile(r"[0-9]{1,9}\Z")
@@ -274,11 +275,11 @@ class ContentRepositoryOptions:
         turns = self._section_turns
         try:
             turn = next(turns.count)
-        except AttributeError:  # this thread's first claim
-            turns.first = self._first_section + next(self._writer_threads) * THREAD_SECTION_STRIDE
-            turns.count = itertools.count()
+        except AttributeError:  # this thread's first claim: its count starts at its first section's run
+            first = self._first_section + next(self._writer_threads) * THREAD_SECTION_STRIDE
+            turns.count = itertools.count(first * CLAIMS_PER_SECTION)
             turn = next(turns.count)
-        return str((turns.first + turn // CLAIMS_PER_SECTION) % self.sections)
+        return str(turn // CLAIMS_PER_SECTION % self.sections)
 
 
 class ContentRepository(ContentRepositoryOptions):
