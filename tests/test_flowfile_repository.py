@@ -876,6 +876,41 @@ def test_while_applying_fails_commits_go_on_and_what_a_process_holds_stays_bound
     assert w.repo.stats()["unknown_removals"] == 0 and not w.repo._recent
 
 
+
+def test_what_a_process_holds_as_encoded_is_bounded_in_flowfiles_too(w):
+    """Besides twice FOLD_ENTRIES commits, the process holds at most RECENT_UPDATES FlowFile
+    updates as encoded; the commits past it are decoded when the journal is applied."""
+    w.repo.RECENT_UPDATES = 5
+    w.repo._fold_retry_at = float("inf")   # nothing applied while the commits go in
+    batches = [[w.ff(R1, offset=10 * i + j) for j in range(3)] for i in range(4)]
+    for batch in batches:
+        w.repo.commit([q(ff) for ff in batch], [], [R1])
+    assert sum(len(entry[0]) for entry in w.repo._recent.values()) == 3   # a second commit of 3 would pass 5
+    w.repo.commit([], [batches[0][0].uuid])
+    kept = {ff.uuid for batch in batches for ff in batch} - {batches[0][0].uuid}
+    assert set(everything(w.repo)) == kept and w.repo.claimant_count(R1) == len(kept)
+
+
+def test_a_pipeline_at_batch_10000_writes_none_of_its_flowfiles_to_the_tables(w, monkeypatch):
+    """Three processors at batch 10,000 (create, update into another queue, remove), their
+    commits interleaved as a pipeline's are: every FlowFile is created and removed inside the
+    window the journal is applied over (FOLD_BYTES), so none is written to the record and order
+    tables, only to the journal. At 8 MiB the journal was applied every few entries and most of
+    them were written and deleted again (docs/performance.md)."""
+    written = []
+    record_of = rec.update_record
+    monkeypatch.setattr(rec, "update_record", lambda update: written.append(update[0]) or record_of(update))
+    batches = [[w.ff(R1, offset=10 * j, path="./", mime="text/plain") for j in range(10_000)] for _ in range(4)]
+    for i in range(len(batches) + 2):   # stage k handles batch i - k
+        if i - 2 >= 0:
+            w.repo.commit([], [ff.uuid for ff in batches[i - 2]])
+        if 0 <= i - 1 < len(batches):
+            w.repo.commit([q(ff.with_attributes({"seen": "yes"}), "q2") for ff in batches[i - 1]], [])
+        if i < len(batches):
+            w.repo.commit([q(ff) for ff in batches[i]], [], [R1])
+    assert w.repo.queue_counts() == {} and not everything(w.repo)
+    assert written == [] and w.repo.claimant_count(R1) == 0
+
 # --- processor state ---------------------------------------------------------------------------
 
 

@@ -117,9 +117,17 @@ class WriteAheadFlowFileRepository:
     UPGRADABLE_VERSIONS = (1, 2)
     #: Journal entries (commits), or bytes of them, after which a commit applies the journal to
     #: the tables: bounds the journal, the time the applying holds the writer lock, and what one
-    #: application (or one part of a long journal's) holds in memory.
+    #: application (or one part of a long journal's) holds in memory. The window must also hold
+    #: several lives of a FlowFile (its commits from creation to removal), since only one that
+    #: is created and removed inside it never reaches the tables: at 8 MiB a pipeline of three
+    #: processors at batch 10,000 (2.3 MB an entry that creates or updates 10,000) applied every
+    #: few entries, and most FlowFiles were written and deleted again. 64 MiB saved no more than
+    #: 32 and held the writer lock twice as long when nothing passes through (docs/performance.md).
     FOLD_ENTRIES = 64
-    FOLD_BYTES = 8 * 1024**2
+    FOLD_BYTES = 32 * 1024**2
+    #: At most this many FlowFile updates of this process's commits are held as encoded (with at
+    #: most twice FOLD_ENTRIES commits); applying decodes the others from the journal.
+    RECENT_UPDATES = 131_072
     #: After applying failed (a damaged record, a full map), commits wait this long to try again.
     FOLD_RETRY_SECONDS = 10
     #: Reader slots in ``lock.mdb``: enough for the repository actor plus tools on the node.
@@ -641,7 +649,8 @@ class WriteAheadFlowFileRepository:
         self._commits += 1
         if seq:
             with self._lock:
-                if len(self._recent) < 2 * self.FOLD_ENTRIES:  # more only while applying fails
+                held = sum(len(entry[0]) for entry in self._recent.values())
+                if len(self._recent) < 2 * self.FOLD_ENTRIES and held + len(prepared) <= self.RECENT_UPDATES:
                     self._recent[seq] = (prepared, rkeys, new_ckeys)
         if fold and time.monotonic() >= self._fold_retry_at:
             self._fold_after_commit()
