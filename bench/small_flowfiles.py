@@ -277,12 +277,21 @@ def _run_in_process(flow: Flow, root: Path) -> dict:
     return {"seconds": seconds, "events": events}
 
 
-def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
-    flow = small_flow(flowfiles, batch, name="bench-in-process")
-    root = workdir / "in-process"
-    timed = run_in_process(flow, root)
+def _timed_in_process(flowfiles: int, batch: int, root: Path) -> dict:
+    result = with_steal(lambda: run_in_process(small_flow(flowfiles, batch, name="bench-in-process"), root))
     retire(root)
-    bare = measure_bare_flow(flowfiles, batch, workdir / "bare-timed", sync=False)
+    return {**result, "flowfiles_per_s": flowfiles / result["seconds"]}
+
+
+def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
+    root = workdir / "in-process"
+    # the two sides in turns, the median of each: a single run drifts by a fifth on these machines
+    flow_runs, bare_runs = [], []
+    for _ in range(TIMED_RUNS):
+        flow_runs.append(_timed_in_process(flowfiles, batch, root))
+        bare_runs.append(with_steal(lambda: measure_bare_flow(flowfiles, batch, workdir / "bare-timed", sync=False)))
+    timed, flow_rates = median_run(flow_runs)
+    bare, bare_rates = median_run(bare_runs)
     profiler = cProfile.Profile()
     profiler.enable()
     run_in_process(small_flow(flowfiles, batch, name="bench-in-process"), root)
@@ -301,11 +310,14 @@ def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
         f"**In-process flow, top 15 by cumulative time**\n\n{top_functions(profiler, 'cumulative')}\n\n"
         f"**In-process flow, top 15 by own time**\n\n{top_functions(profiler, 'tottime')}\n\n"
         f"**Bare loop, top 15 by own time**\n\n{top_functions(bare_profiler, 'tottime')}")
-    return [row(S2, "FlowFiles/s in one process (LocalBackend, no Ray)", flowfiles / timed["seconds"],
+    return [row(S2, "FlowFiles/s in one process (LocalBackend, no Ray)", timed["flowfiles_per_s"],
                 bare["flowfiles_per_s"], "bare loop, batch 1,000, no fsync", "FlowFiles/s",
                 f"{flowfiles:,} FlowFiles, {timed['events']:,} events; the framework's cost without actors "
                 f"(profile below); the events are journaled, not indexed, in the timed window (the bare loop "
-                f"indexes nothing either; on Ray the provenance actor indexes during the flow)", details=details)]
+                f"indexes nothing either; on Ray the provenance actor indexes during the flow); the median of "
+                f"{TIMED_RUNS} runs on each side, in turns (in one process {flow_rates}, bare loop {bare_rates} "
+                f"FlowFiles/s, slowest first); the steal each run met, in the order run: in one process "
+                f"{stolen(flow_runs)}, bare loop {stolen(bare_runs)}", details=details)]
 
 
 def top_functions(profiler: cProfile.Profile, key: str, limit: int = 15) -> str:
