@@ -121,12 +121,17 @@ class WriteAheadFlowFileRepository:
     #: several lives of a FlowFile (its commits from creation to removal), since only one that
     #: is created and removed inside it never reaches the tables: at 8 MiB a pipeline of three
     #: processors at batch 10,000 (2.3 MB an entry that creates or updates 10,000) applied every
-    #: few entries, and most FlowFiles were written and deleted again. 64 MiB saved no more than
-    #: 32 and held the writer lock twice as long when nothing passes through (docs/performance.md).
+    #: few entries, and most FlowFiles were written and deleted again. 64 MiB was no faster than
+    #: 32 on Ray and held the writer lock twice as long when nothing passes through
+    #: (docs/performance.md).
     FOLD_ENTRIES = 64
     FOLD_BYTES = 32 * 1024**2
-    #: At most this many FlowFile updates of this process's commits are held as encoded (with at
-    #: most twice FOLD_ENTRIES commits); applying decodes the others from the journal.
+    #: At most this many FlowFile updates of this process's commits are held as encoded (besides
+    #: at most twice FOLD_ENTRIES commits); applying decodes the others from the journal. A
+    #: window of FOLD_BYTES holds about 145,000 updates (230 bytes each), so this keeps what a
+    #: process holds near one window's worth even while applying fails, when the entries bound
+    #: alone would let it hold 128 commits of any size; in one process at batch 10,000 the last
+    #: commit or so of a window is decoded.
     RECENT_UPDATES = 131_072
     #: After applying failed (a damaged record, a full map), commits wait this long to try again.
     FOLD_RETRY_SECONDS = 10
@@ -649,9 +654,10 @@ class WriteAheadFlowFileRepository:
         self._commits += 1
         if seq:
             with self._lock:
-                held = sum(len(entry[0]) for entry in self._recent.values())
-                if len(self._recent) < 2 * self.FOLD_ENTRIES and held + len(prepared) <= self.RECENT_UPDATES:
-                    self._recent[seq] = (prepared, rkeys, new_ckeys)
+                if len(self._recent) < 2 * self.FOLD_ENTRIES:  # more only while applying fails
+                    held_updates = sum(len(entry[0]) for entry in self._recent.values())
+                    if held_updates + len(prepared) <= self.RECENT_UPDATES:
+                        self._recent[seq] = (prepared, rkeys, new_ckeys)
         if fold and time.monotonic() >= self._fold_retry_at:
             self._fold_after_commit()
         return first_event
