@@ -278,6 +278,8 @@ def _run_in_process(flow: Flow, root: Path) -> dict:
 
 
 def _timed_in_process(flowfiles: int, batch: int, root: Path) -> dict:
+    """One timed in-process run of scenario 1's flow (``run_in_process``) with its rate and the
+    steal it met; its repositories are set aside afterwards, as the bench does with a flow's."""
     result = with_steal(lambda: run_in_process(small_flow(flowfiles, batch, name="bench-in-process"), root))
     retire(root)
     return {**result, "flowfiles_per_s": flowfiles / result["seconds"]}
@@ -285,7 +287,7 @@ def _timed_in_process(flowfiles: int, batch: int, root: Path) -> dict:
 
 def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
     root = workdir / "in-process"
-    # the two sides in turns, the median of each: a single run drifts by a fifth on these machines
+    # the two sides in turns, the median of each: one run of a side drifts by 15 % (TIMED_RUNS)
     flow_runs, bare_runs = [], []
     for _ in range(TIMED_RUNS):
         flow_runs.append(_timed_in_process(flowfiles, batch, root))
