@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A real local Ray, started once for the whole test session and shut down at its end."""
+    """A real local Ray, started once for the whole test session and shut down at its end.
+
+    Its session folder keeps Ray's logs but loses ``runtime_resources``: the virtualenvs Ray built
+    for the tests' pip runtime_envs, a copy of the whole .venv each (about 1 GB)."""
     import ray
 
     from flowactors.engine.runner import start_local_ray
 
     if not ray.is_initialized():
         start_local_ray(num_cpus=2, namespace="flowactors-tests", log_to_driver=False, configure_logging=False)
+    session = Path(ray._private.worker.global_worker.node.get_session_dir_path())
     yield ray
     from flowactors.sdk.testing import ProcessorRunner
 
     ProcessorRunner.close_ray()  # the actors processor tests on Ray shared
     ray.shutdown()
+    shutil.rmtree(session / "runtime_resources", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
