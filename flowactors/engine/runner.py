@@ -7,6 +7,7 @@ the in-process engine. The driver talks to it through a link either way.
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import time
@@ -29,6 +30,10 @@ NAMESPACE = "flowactors"
 IDLE_CHECKS = 3
 #: seconds between two looks at the running flow's status (idle takes ``IDLE_CHECKS`` looks)
 POLL_INTERVAL = 0.1
+#: seconds between two looks while the flow works (it did work since the look before) and no
+#: ``until`` waits for a moment of it: a look is three or four Ray calls (the controller asks
+#: every executor), 1.5-2 ms of CPU each while the flow keeps the machine busy (docs/performance.md)
+BUSY_POLL_INTERVAL = 0.5
 #: seconds between two redraws of the live status view
 REDRAW_INTERVAL = 0.5
 #: seconds to wait for a controller that died to be back (Ray restarts its actor)
@@ -191,6 +196,8 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 return True
             return False
 
+        end = min(t for t in (duration, timeout, math.inf) if t is not None)
+        last_work = None
         while True:
             # every call to the controller in one look: its process can die at any of them
             try:
@@ -205,7 +212,10 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 continue
             if ended:
                 break
-            time.sleep(POLL_INTERVAL)
+            previous, last_work = last_work, work_done(status)
+            working = until is None and previous not in (None, last_work) and not status.get("repairing")
+            time.sleep(max(POLL_INTERVAL, min(BUSY_POLL_INTERVAL, end - (time.monotonic() - began)))
+                       if working else POLL_INTERVAL)
     finally:
         view.stop()
         try:
@@ -310,7 +320,7 @@ class IdleWatch:
         work = work_done(status)
         if work != self._last_work or status.get("repairing"):  # a repair is progress
             self._since, self._errors_then = time.monotonic(), errors_of(status)
-        idle = call_now(self._controller, "is_idle", status) and work == self._last_work
+        idle = work == self._last_work and call_now(self._controller, "is_idle", status)
         self._streak, self._last_work = (self._streak + 1 if idle else 0), work
         return self._streak >= IDLE_CHECKS
 
