@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # where bench writes RESULTS.md and results.json (CI points it at a temporary folder)
 BENCH_OUT ?= bench
 
-.PHONY: demo demo-spark test test-crash bench bench-quick prereqs test-packages clean
+.PHONY: demo demo-spark test test-crash bench bench-quick prereqs test-packages test-disk clean
 
 prereqs:
 	@$(PYTHON) -c 'import sys; v=sys.version_info; sys.exit(0 if v >= (3, 11) else "flowactors needs Python 3.11 or newer; found %d.%d (set PYTHON=/path/to/python3.11)" % v[:2])'
@@ -42,7 +42,12 @@ demo: $(STAMP)
 demo-spark: $(STAMP)
 	$(PY) examples/spark_demo.py
 
-test: $(STAMP) test-packages
+# the suite writes up to about 4 GB at once in the temp folder (two tests stream a 2 GiB FlowFile;
+# Ray builds a copy of .venv for each pip runtime_env, 1 GB each, removed at the end)
+test-disk:
+	@$(PY) -c 'import shutil, tempfile; t = tempfile.gettempdir(); free = shutil.disk_usage(t).free / 1e9; raise SystemExit(0 if free >= 5 else f"make test needs about 5 GB free in {t}; it has {free:.1f} GB: free some space there, or point TMPDIR at a larger disk")'
+
+test: $(STAMP) test-packages test-disk
 	$(PY) -m pytest -q --durations=15
 
 test-crash: $(STAMP)
