@@ -6,13 +6,15 @@ engine, where the looks are the driver's own calls."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.engine import runner
-from flowactors.engine.runner import BUSY_POLL_INTERVAL, IDLE_CHECKS, POLL_INTERVAL, processor_totals, run_flow
+from flowactors.engine.runner import (BUSY_POLL_INTERVAL, IDLE_CHECKS, POLL_INTERVAL, next_look_in, processor_totals,
+                                      run_flow)
 
 COUNT = 60
 #: a gap between two looks this long or longer is a busy wait; a quick one is far shorter
@@ -79,3 +81,10 @@ def test_a_run_with_until_is_looked_at_quickly_while_the_flow_works(tmp_path, lo
     assert processor_totals(final)["trickle"]["commits"] == COUNT and not final.get("timed_out")
     between = gaps(looks)
     assert len(between) >= 10 and all(gap < LONG_GAP for gap in between), between
+
+
+def test_a_busy_wait_never_runs_past_the_runs_duration_or_timeout():
+    assert next_look_in(True, math.inf) == BUSY_POLL_INTERVAL
+    assert next_look_in(True, 0.25) == 0.25  # the run ends in 0.25 s: the last look is then
+    assert next_look_in(True, -1.0) == POLL_INTERVAL  # past its end: looked at again at once, as before
+    assert next_look_in(False, math.inf) == POLL_INTERVAL

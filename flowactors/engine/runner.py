@@ -214,8 +214,7 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
                 break
             previous, last_work = last_work, work_done(status)
             working = until is None and previous not in (None, last_work) and not status.get("repairing")
-            time.sleep(max(POLL_INTERVAL, min(BUSY_POLL_INTERVAL, end - (time.monotonic() - began)))
-                       if working else POLL_INTERVAL)
+            time.sleep(next_look_in(working, end - (time.monotonic() - began)))
     finally:
         view.stop()
         try:
@@ -233,6 +232,12 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
     if show_status:
         view.close(final, final["seconds"])
     return final
+
+
+def next_look_in(working: bool, left: float) -> float:
+    """Seconds until ``run_flow``'s next look: ``BUSY_POLL_INTERVAL`` while the flow works, never
+    past the run's end (``left`` seconds away); ``POLL_INTERVAL`` otherwise."""
+    return max(POLL_INTERVAL, min(BUSY_POLL_INTERVAL, left)) if working else POLL_INTERVAL
 
 
 def restart_controller(controller: ActorLink, restarts: dict) -> dict:
