@@ -248,11 +248,11 @@ def test_kill_one_actor_at_a_time_30_times_while_30k_files_move(tmp_path):
         assert sum(again[:k + 1]) <= (k + 1) * BATCH and sum(retaken[:k + 1]) <= (k + 1) * GET_BATCH, (
             k, again, retaken)
 
-    # provenance: events whose call failed are sent again when provenance is back; only the events
-    # of a commit in doubt (the log died during it) or cut with the controller may be missing
+    # provenance: a commit's events are kept in the log's outbox by the commit's own transaction
+    # until provenance's journal has them, so no kill of any component loses the events of a
+    # session that committed, and a session cut before its commit is done again (its events then)
     no_receive, no_send = provenance_gaps(repository, names)
-    cutting = sum(TARGETS[k["kind"]][1] in ("flowfile-repository", "controller") for k in kills)
-    assert len(no_receive) <= cutting * GET_BATCH and len(no_send) <= cutting * BATCH, (len(no_receive), len(no_send))
+    assert not no_receive and not no_send, (len(no_receive), sorted(no_receive)[:5], len(no_send), sorted(no_send)[:5])
 
     heal = collections.defaultdict(list)
     for k in kills:

@@ -665,10 +665,11 @@ def test_a_newer_format_version_asks_for_an_upgrade(w):
     assert str(w.path) in str(err.value) and err.value.found == newer
 
 
-@pytest.mark.parametrize("version, lacks", [(1, (b"journal", b"state")), (2, (b"state",))])
+@pytest.mark.parametrize("version, lacks", [(1, (b"journal", b"state", b"provenance_outbox")),
+                                            (2, (b"state", b"provenance_outbox")), (3, (b"provenance_outbox",))])
 def test_an_older_repository_opens_with_its_flowfiles_and_gains_what_it_lacks(w, version, lacks):
-    """Version 1 had no journal and no state, version 2 no state: their tables are current, so
-    adding the empty sub-databases upgrades them."""
+    """Version 1 had no journal and no state, version 2 no state, version 3 no provenance
+    outbox: their tables are current, so adding the empty sub-databases upgrades them."""
     ffs = _filled(w, 5)
     env = lmdb.open(str(w.path), max_dbs=16)
     with env.begin(write=True) as txn:
@@ -682,7 +683,7 @@ def test_an_older_repository_opens_with_its_flowfiles_and_gains_what_it_lacks(w,
     repo.close()
     env = lmdb.open(str(w.path), max_dbs=16, readonly=True)
     with env.begin() as txn:
-        assert txn.get(b"format_version", db=env.open_db(b"meta", txn=txn)) == bytes([3])
+        assert txn.get(b"format_version", db=env.open_db(b"meta", txn=txn)) == bytes([4])
     env.close()
     repo = w.reopen()
     assert repo.claimant_count(R1) == 4
@@ -979,3 +980,50 @@ def test_a_damaged_state_value_gives_a_clear_error_and_a_blind_write_repairs_it(
         return
     repo.commit([], [], state=StateChange("flow/list", {"a": "c"}))  # set / clear: how it is repaired
     assert repo.get_state("flow/list") == StateMap(1 if header_ok else 0, {"a": "c"})
+
+
+def _batch(count: int, fill: bytes = b"e"):
+    from repositories.provenance.event import EncodedBatch
+
+    return EncodedBatch(b"FAPB" + fill * (10 * count), count, 1_700_000_000_000, 1_700_000_000_000 + count)
+
+
+def test_a_commits_events_are_kept_in_the_outbox_with_the_commit_under_their_reserved_ids(w):
+    """The outbox entry is written in the commit's own transaction: a refused commit reserves
+    no ids and keeps no events; entries come back in id order with what was written."""
+    repo = w.repo
+    a, b = w.ff(R1), w.ff(R1)
+    assert repo.commit([q(a)], [], event_batch=_batch(3)) == 0
+    repo.reserve_event_ids(2)  # events made outside a session: no outbox entry
+    with pytest.raises(ValueError):
+        repo.commit([q(b), q(b)], [], event_batch=_batch(4))  # refused: nothing written
+    assert repo.commit([q(b)], [a.uuid], event_batch=_batch(1, b"f")) == 5
+    entries = repo.outbox_entries()
+    assert [(first, entry[:3]) for first, entry in entries] == [
+        (0, (3, 1_700_000_000_000, 1_700_000_000_003)), (5, (1, 1_700_000_000_000, 1_700_000_000_001))]
+    assert entries[1][1][3] == _batch(1, b"f").data and repo.outbox_entries(start=1)[0][0] == 5
+    assert repo.stats()["provenance_outbox"] == 2 and repo.stats()["next_event_id"] == 6
+    assert repo.remove_from_outbox([0, 99]) == 1
+    assert [first for first, _ in w.reopen().outbox_entries()] == [5]  # durable like the commit
+
+
+def test_a_damaged_outbox_entry_is_named_and_the_others_still_read(w):
+    repo = w.repo
+    for _ in range(3):
+        repo.commit([q(w.ff(R1))], [], event_batch=_batch(2))
+    repo.close()
+    env = lmdb.open(str(w.path), max_dbs=16)
+    db = env.open_db(b"provenance_outbox")
+    with env.begin(write=True) as txn:
+        key = rec.pack_u64(2)
+        value = bytearray(txn.get(key, db=db))
+        value[20] ^= 0xFF
+        txn.put(key, bytes(value), db=db)
+        newer = bytearray(txn.get(rec.pack_u64(4), db=db))
+        newer[0] = 9
+        txn.put(rec.pack_u64(4), bytes(newer), db=db)
+    env.close()
+    entries = w.reopen().outbox_entries()
+    assert entries[0][0] == 0 and entries[0][1][0] == 2
+    assert entries[1][0] == 2 and "event id 2 is damaged: provenance outbox entry checksum" in entries[1][1]
+    assert entries[2][0] == 4 and "record version 9" in entries[2][1]

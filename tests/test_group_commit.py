@@ -37,7 +37,7 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
     twice = new_flowfile_uuid()
     good = [CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]) for i in range(20)]
     bad = CommitBatch(updates=[QueuedFlowFile(flowfile(100, twice), "q")], removals=[twice])
-    log = GroupLog(wal, None)
+    log = GroupLog(wal, False)
     start = threading.Barrier(len(good) + 1)
 
     def commit(batch):
@@ -58,7 +58,7 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
 def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
     closed = WriteAheadFlowFileRepository(tmp_path / "flowfile")
     closed.close()
-    log = GroupLog(closed, None)
+    log = GroupLog(closed, False)
     with pytest.raises(CommitError, match="the FlowFile repository refused the commit: .*is closed") as refused:
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     assert not isinstance(refused.value, CommitInDoubt)
@@ -70,7 +70,7 @@ def test_a_group_log_of_a_replaced_run_refuses_its_sessions(wal):
     run it was wired with; once the new controller began its run, those sessions are refused and
     roll back, so the log the new run recovered from stays as it read it."""
     old = wal.begin_run()
-    log = GroupLog(wal, None, run=old)
+    log = GroupLog(wal, False, run=old)
     log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     wal.begin_run()  # the new controller's start
     with pytest.raises(CommitError, match="has started since"):
@@ -105,7 +105,7 @@ def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_
         child.wait(10)
     finally:
         child.kill()
-    log = GroupLog(wal, None)
+    log = GroupLog(wal, False)
     log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(2), "q")]))
     log.close()
     assert wal.queue_counts() == {"q": 2}
@@ -137,48 +137,54 @@ def test_a_failed_call_the_log_answered_refuses_the_session(ray_session, tmp_pat
     ray.kill(unopened)
 
 
-def test_events_provenance_did_not_take_are_kept_and_sent_again(wal, tmp_path):
-    """The provenance call of a group fails (its process died): the commit stands (its task did
-    not wait for provenance), and its events wait in ``unrecorded`` until the next log (after the
-    repair) sends them again, under the ids the log reserved for them."""
-    from flowactors.engine.repository_services import ProvenanceRepositoryService
-    from flowactors.engine.transport import ObjectLink
+def _created(ff: FlowFile) -> list:
     from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
 
-    class DiesOnce(ProvenanceRepositoryService):
-        died = False
+    return [event_fields(ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(),
+                                         flowfile_uuid=ff.uuid, component_id="t/p", component_name="p",
+                                         component_type="T"))]
 
-        def register_numbered(self, numbered):
-            if not self.died:
-                self.died = True
-                raise RuntimeError("the provenance repository's process died")
-            return super().register_numbered(numbered)
 
-    provenance = DiesOnce(str(tmp_path / "prov"), Settings())
-    provenance.open()
-    ff = flowfile(1)
-    event = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(), flowfile_uuid=ff.uuid,
-                            component_id="t/p", component_name="p", component_type="T")
-    log = GroupLog(wal, ObjectLink(provenance))
-    log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event_fields(event)]))
+def test_events_wait_in_the_log_until_provenance_takes_them_and_a_second_take_adds_none(wal, tmp_path, monkeypatch):
+    """A commit's events are kept in the log's outbox in the commit's own transaction, under the
+    ids it reserved: no provenance process is needed for the commit to stand. Provenance that
+    died after registering them but before removing them from the outbox (its process killed)
+    takes them again after its restart, and drops them as already held: each event once."""
+    from flowactors.engine.repository_services import ProvenanceRepositoryService
+
+    ffs = [flowfile(1), flowfile(2)]
+    log = GroupLog(wal, True)
+    for ff in ffs:
+        log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
     log.close()
-    assert wal.get(ff.uuid) is not None  # the commit stands
-    assert [first for first, _ in log.unrecorded] == [0] and provenance.stats()["max_event_id"] == -1
-    again = GroupLog(wal, ObjectLink(provenance))
-    again.resend(log.unrecorded)
-    again.close()
-    assert [(e.event_id, e.flowfile_uuid) for e in provenance.events(0, 10)] == [(0, ff.uuid)]
-    provenance.close()
+    assert wal.get(ffs[0].uuid) is not None and wal.stats()["provenance_outbox"] == 2  # no provenance yet
+    assert [first for first, _ in wal.outbox_entries()] == [0, 1]
+
+    def dies(first_ids):
+        raise RuntimeError("the process died")
+
+    provenance = ProvenanceRepositoryService(str(tmp_path), Settings())
+    provenance.open()
+    with monkeypatch.context() as patch:
+        patch.setattr(wal, "remove_from_outbox", dies)
+        with pytest.raises(RuntimeError, match="died"):
+            provenance.follow_log()  # registered, not removed
+    assert provenance.repo.stats()["max_event_id"] == 1 and wal.stats()["provenance_outbox"] == 2
+    provenance.repo.close()
+
+    restarted = ProvenanceRepositoryService(str(tmp_path), Settings())
+    restarted.open()
+    assert restarted.follow_log() == 2
+    assert [(e.event_id, e.flowfile_uuid) for e in restarted.events(0, 10)] == [(0, ffs[0].uuid), (1, ffs[1].uuid)]
+    assert wal.stats()["provenance_outbox"] == 0
+    restarted.close()
 
 
-def test_a_task_does_not_wait_for_provenance_and_close_does(wal, tmp_path):
-    """``record`` returns once the log has the commit, while its events are still on their way to
-    provenance; ``close`` waits for them, so a stopped flow's events are all searchable."""
-    import threading
-
+def test_a_task_does_not_wait_for_provenance_and_provenance_closes_only_with_every_event(wal, tmp_path):
+    """``record`` returns once the log has the commit, while provenance is still busy with the
+    events before; closing provenance (a flow's stop) takes every event left in the outbox first,
+    so a stopped flow's events are all searchable, in the order of their commits."""
     from flowactors.engine.repository_services import ProvenanceRepositoryService
-    from flowactors.engine.transport import ThreadedLink
-    from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
 
     release = threading.Event()
 
@@ -187,24 +193,24 @@ def test_a_task_does_not_wait_for_provenance_and_close_does(wal, tmp_path):
             release.wait(10)
             return super().register_numbered(numbered)
 
-    provenance = Slow(str(tmp_path / "prov"), Settings())
+    provenance = Slow(str(tmp_path), Settings())
     provenance.open()
-    link = ThreadedLink(provenance)
-    log = GroupLog(wal, link)
+    provenance.follow_log()
+    log = GroupLog(wal, True)
     flowfiles = [flowfile(i) for i in range(1, 4)]
     for ff in flowfiles:  # each returns with its events not yet registered
-        log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event_fields(ProvenanceEvent(
-            event_type=ProvenanceEventType.CREATE, timestamp=now_millis(), flowfile_uuid=ff.uuid,
-            component_id="t/p", component_name="p", component_type="T"))]))
-    assert provenance.stats()["max_event_id"] == -1 and wal.stats()["next_event_id"] == 3
-    closing = threading.Thread(target=log.close)
+        log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
+    log.close()
+    assert provenance.repo.stats()["max_event_id"] == -1 and wal.stats()["next_event_id"] == 3
+    closing = threading.Thread(target=provenance.close)
     closing.start()
     closing.join(0.5)
-    assert closing.is_alive()  # waiting for provenance's answers
+    assert closing.is_alive()  # taking the events first
     release.set()
     closing.join(10)
-    assert not closing.is_alive() and not log.unrecorded
-    assert [(e.event_id, e.flowfile_uuid) for e in provenance.events(0, 10)] == [
+    assert not closing.is_alive() and wal.stats()["provenance_outbox"] == 0
+    reopened = ProvenanceRepositoryService(str(tmp_path), Settings())
+    reopened.open()
+    assert [(e.event_id, e.flowfile_uuid) for e in reopened.events(0, 10)] == [
         (i, ff.uuid) for i, ff in enumerate(flowfiles)]
-    link.close()
-    provenance.close()
+    reopened.close()

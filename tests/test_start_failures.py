@@ -8,6 +8,7 @@ error), and ``flowactors status`` called the damaged repository healthy.
 from __future__ import annotations
 
 import pickle
+import struct
 
 import pytest
 
@@ -57,14 +58,21 @@ def truncate(root):
 
 
 def garble(root):
-    with open(root / "flowfile" / "data.mdb", "r+b") as f:
-        f.seek(3 * 4096)
-        f.write(b"\xde\xad\xbe\xef" * 2048)
+    """Overwrite the page every open reads first: the root of LMDB's main database, which lists the
+    sub-databases (read from the newer of the two meta pages: its txnid, and the main database's
+    root page, at their offsets in LMDB's ``MDB_meta`` after the 16-byte page header)."""
+    path = root / "flowfile" / "data.mdb"
+    data = path.read_bytes()
+    newest = max((0, 4096), key=lambda meta: struct.unpack_from("<Q", data, meta + 144)[0])
+    (main_root,) = struct.unpack_from("<Q", data, newest + 128)
+    with open(path, "r+b") as f:
+        f.seek(main_root * 4096)
+        f.write(b"\xde\xad\xbe\xef" * 1024)
 
 
 @pytest.mark.parametrize("engine", ["in-process", "ray"])
-# a garbled page is reported as LMDB sees it (MDB_CORRUPTED on a data page, MDB_BAD_TXN on the meta
-# sub-database's page, which the 4th page is since every start records its run there)
+# a garbled page is reported as LMDB sees it (here the main database's root, which names the
+# sub-databases: MDB_CORRUPTED or MDB_BAD_TXN as LMDB finds it)
 @pytest.mark.parametrize("damage, says", [(truncate, "was truncated"), (garble, "LMDB reports")])
 def test_a_damaged_log_is_one_message_naming_the_file_and_what_to_do(request, repository, tmp_path, capsys,
                                                                     engine, damage, says):

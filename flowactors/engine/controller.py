@@ -572,11 +572,14 @@ class FlowController:
         return first
 
     def _align_event_ids(self) -> None:
-        """Start provenance's numbering where the log's is: event ids below the log's next one
-        that never arrived (a commit whose process died before its events reached provenance)
-        are not waited for, and the log never hands out an id provenance already holds."""
+        """Have provenance take the commits' events from the log's outbox from now on (those a
+        run that died left there first), then start its numbering where the log's is: event ids
+        below the log's next one that never arrived (reserved outside a commit by a process that
+        died before registering them) are not waited for, and the log never hands out an id
+        provenance already holds."""
         if self.provenance_repository is None:
             return
+        call_now(self.provenance_repository, "follow_log")
         call_now(self.provenance_repository, "settle")
         held = call_now(self.provenance_repository, "stats")["next_event_id"]
         call_now(self.provenance_repository, "continue_from",
@@ -604,9 +607,10 @@ class FlowController:
         final = self.status()
         if self.flowfile_repository is not None:
             self.maintenance_once(force=True)
-            call_now(self.flowfile_repository, "close")
-        if self.provenance_repository is not None:
+        if self.provenance_repository is not None:  # first: it takes the last events from the log
             call_now(self.provenance_repository, "close")
+        if self.flowfile_repository is not None:
+            call_now(self.flowfile_repository, "close")
         self.hosting.close()
         self._repository_lock.release()
         self.started = False
@@ -622,7 +626,8 @@ class FlowController:
             from flowactors.spark.service import stop_service
 
             steps.append(lambda: stop_service(self.spark_service))
-        steps += [lambda link=link: call_now(link, "close") for link in self._opened]
+        # newest first: provenance takes the log's last events before the log closes
+        steps += [lambda link=link: call_now(link, "close") for link in reversed(self._opened)]
         steps += [self.hosting.close, self._repository_lock.release]
         for step in steps:
             try:

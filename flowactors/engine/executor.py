@@ -63,7 +63,6 @@ class Executor:
         self.tasks: dict[str, ProcessorTask] = {}
         self.log: GroupLog | None = None  # the hosted tasks' group commit (``wire``)
         self._wal: WriteAheadFlowFileRepository | None = None  # the log, written from this process
-        self._unrecorded: list = []  # provenance a replaced group log could not send (``reset``)
         self._counters: dict = {}  # the tasks' counters and metrics, kept across a repair (``reset``)
         #: on a flow across several nodes: this node's view of the cluster (``set_cluster``), the
         #: receivers of the load-balanced connections hosted here (``receive_transfer``)
@@ -87,14 +86,9 @@ class Executor:
         if self._wal is None:  # kept across repairs: the log's file outlives its actor
             self._wal = await loop.run_in_executor(
                 None, lambda: WriteAheadFlowFileRepository.from_settings(self.root, self.settings, shared=True))
-        self.log = GroupLog(self._wal, self.provenance_repository, name=f"group-commit-{self.plan.name}",
-                            flow=self.flow.name, run=run)
-        unrecorded, self._unrecorded = self._unrecorded, []
+        self.log = GroupLog(self._wal, self.provenance_repository is not None,
+                            name=f"group-commit-{self.plan.name}", flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}
-        try:
-            await loop.run_in_executor(None, self.log.resend, unrecorded)
-        except Exception:  # provenance is not back yet: kept for the next repair, which is due
-            self.log.unrecorded += unrecorded
 
         def link(queue_id: str) -> Link:
             return LoopLink(self.queues[queue_id], loop) if queue_id in self.queues else queues[queue_id]
@@ -213,13 +207,10 @@ class Executor:
 
     async def reset(self) -> None:
         """After ``stop``, before a repair's ``wire``: forget the tasks and empty every hosted queue
-        (``QueueHost.reset``), to be refilled from the log; provenance the old group log could not
-        send is kept for the next one."""
+        (``QueueHost.reset``), to be refilled from the log."""
         for queue in self.queues.values():
             await queue.reset()
-        if self.log is not None:
-            self._unrecorded += self.log.unrecorded
-            self.log = None
+        self.log = None
         self._counters = {key: (task.counters, task.metrics) for key, task in self.tasks.items()}
         self.tasks = {}
 

@@ -9,6 +9,8 @@ back to the caller as the library's own exception (with the path and what to do)
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -18,10 +20,12 @@ from flowactors.engine import gc_policy
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
-from repositories.flowfile import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
+from repositories.flowfile import SWAP_QUEUE_PREFIX, FlowFileRepositoryError, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import EncodedBatch, ProvenanceEvent
+
+log = logging.getLogger(__name__)
 
 
 def renamed_queue_moves(renames: dict[str, str], recovery: dict) -> dict[str, str]:
@@ -185,10 +189,21 @@ class ContentRepositoryService(Service):
 
 
 PROVENANCE_CONCURRENCY = 4
+#: seconds between two looks at the log's provenance outbox while the service follows it
+OUTBOX_LOOK_INTERVAL = 0.05
+#: bytes of outbox entries taken in one read (and one journal record a batch)
+OUTBOX_READ_BYTES = 16 * 1024**2
 
 
 class ProvenanceRepositoryService(Service):
     """Appends each commit's events to a journal; rollover, indexing and age-off run on timers.
+
+    The commits' events come from the write-ahead log's provenance outbox (``follow_log``: each
+    session's transaction keeps its events there, ``GroupLog``), taken every
+    ``OUTBOX_LOOK_INTERVAL`` seconds on a thread of this service and before every read, so a
+    search sees every event of the commits made before it. An entry leaves the outbox only once
+    the journal has it (fsynced first with ``always_sync``); one taken twice (this process died
+    between the two) is dropped the second time.
 
     Threaded (``PROVENANCE_CONCURRENCY`` calls at once): a rollover (merge, compress, index) runs while ``register`` keeps appending, so
     provenance never stalls a commit (NiFi bug NIFI-7646); the library locks what must not overlap.
@@ -200,6 +215,13 @@ class ProvenanceRepositoryService(Service):
         self.settings = settings
         self.repo: ProvenanceRepository | None = None
         self.metrics = ProvenanceMetrics(flow)
+        self._log: WriteAheadFlowFileRepository | None = None  # the outbox's log (``follow_log``)
+        self._owns_log = False  # opened here, not shared with a FlowFile repository service
+        self._taking = threading.Lock()
+        self._stop_following = threading.Event()
+        self._follower: threading.Thread | None = None
+        #: damaged outbox entries met (their events could not be read): what, for the status
+        self.outbox_problems: list[str] = []
 
     def open(self) -> dict:
         """Open (recovering journals) and report: the stats, and what recovery could not read."""
@@ -215,10 +237,84 @@ class ProvenanceRepositoryService(Service):
         self.metrics.registered(sum(batch.count for _, batch in numbered))
         return late
 
+    def follow_log(self) -> int:
+        """Take the events waiting in the FlowFile repository's outbox now, then every
+        ``OUTBOX_LOOK_INTERVAL`` seconds on a thread (once: calling it again only takes what is
+        waiting). Called by a flow's start, once the log is open. Returns how many were taken."""
+        if self._log is None or self._log.closed:
+            path = Path(self.root) / "flowfile"
+            self._owns_log = WriteAheadFlowFileRepository.open_here(path) is None
+            self._log = WriteAheadFlowFileRepository.from_settings(self.root, self.settings, shared=True)
+        taken = self.take_events()
+        if self._follower is None or not self._follower.is_alive():
+            self._stop_following.clear()
+            self._follower = threading.Thread(target=self._follow, name="provenance-outbox", daemon=True)
+            self._follower.start()
+        return taken
+
+    def _follow(self) -> None:
+        said = None
+        while not self._stop_following.wait(OUTBOX_LOOK_INTERVAL):
+            try:
+                self.take_events()
+                said = None
+            except Exception as err:  # the entries stay in the outbox: taken at the next look
+                if str(err) != said:
+                    said = str(err)
+                    log.error("provenance could not take the commits' events from the log (tried again "
+                              "every %g s; they stay in the log until then): %s", OUTBOX_LOOK_INTERVAL, err)
+
+    def take_events(self) -> int:
+        """Register the outbox's events in id order, then remove them from it; returns how many."""
+        with self._taking:
+            wal = self._log
+            if wal is None or self.repo is None:
+                return 0
+            taken = 0
+            for _ in range(64):  # bounded: a flow that commits faster than this is looked at again
+                entries = wal.outbox_entries(max_bytes=OUTBOX_READ_BYTES)
+                if not entries:
+                    break
+                numbered = [(first, EncodedBatch(entry[3], *entry[:3])) for first, entry in entries
+                            if not isinstance(entry, str)]
+                for first, problem in entries:
+                    if isinstance(problem, str):
+                        log.error("%s; its events are lost (the others are kept)", problem)
+                        self.outbox_problems = (self.outbox_problems + [problem])[-20:]
+                taken += sum(batch.count for _, batch in numbered)
+                late = self.register_numbered(numbered) if numbered else []
+                while late:  # their ids were given up meanwhile: new ids from the log, as a resend's
+                    numbered = [(wal.reserve_event_ids(numbered[i][1].count), numbered[i][1]) for i in late]
+                    late = self.register_numbered(numbered)
+                if self.settings.always_sync:
+                    self.repo.sync_journals()
+                wal.remove_from_outbox(first for first, _ in entries)
+            return taken
+
+    def _catch_up(self) -> None:
+        """Before a read: the events of every commit made so far (if the log is still open)."""
+        if self._log is not None and not self._log.closed:
+            try:
+                self.take_events()
+            except FlowFileRepositoryError as err:  # read what is here; the follower says why
+                log.debug("provenance read without catching up: %s", err)
+
+    def _stop_follow(self) -> None:
+        """Stop the thread and take what is left, while the log is still open."""
+        self._stop_following.set()
+        if self._follower is not None:
+            self._follower.join(30)
+            self._follower = None
+        self._catch_up()
+        if self._log is not None and self._owns_log:
+            self._log.close()
+        self._log = None
+
     def continue_from(self, next_id: int) -> None:
         self.repo.continue_from(next_id)
 
     def settle(self) -> None:
+        self._catch_up()
         self.repo.settle()
 
     def wait_visible(self, event_id: int, timeout: float) -> bool:
@@ -238,23 +334,31 @@ class ProvenanceRepositoryService(Service):
         return self.repo.age_off()
 
     def get(self, event_id: int) -> ProvenanceEvent | None:
+        self._catch_up()
         return self.repo.get(event_id)
 
     def events(self, start_id: int, count: int) -> list[ProvenanceEvent]:
+        self._catch_up()
         return self.repo.events(start_id, count)
 
     def search_with(self, filters: dict, limit: int | None) -> list[ProvenanceEvent]:
         """``ProvenanceRepository.search(**filters, limit=limit)``, newest first; the filters come as
         one dict since a link passes positional arguments only (the flow page's search)."""
+        self._catch_up()
         return self.repo.search(**filters, limit=limit)
 
     def lineage(self, flowfile_uuid: str):
+        self._catch_up()
         return self.repo.lineage(flowfile_uuid)
 
     def stats(self) -> dict:
-        return self.repo.stats()
+        self._catch_up()
+        return {**self.repo.stats(), "outbox_problems": list(self.outbox_problems)}
 
     def close(self) -> None:
+        """Take the log's last events (if it is still open: else they wait there for the next
+        start), then close with a rollover."""
+        self._stop_follow()
         if self.repo is not None:
             self.repo.settle()
             self.repo.rollover()

@@ -297,9 +297,10 @@ class RayComponents:
         self.executor = self.hosting.executor(f"{name}.executor", ExecutorPlan(0, "executor"), self.flow, self.root,
                                               settings, {}, self.flowfiles, self.provenance)
         resolve([self.flowfiles.call("open"), self.provenance.call("open")])
+        call_now(self.provenance, "follow_log")  # the commits' events, from the log's outbox
         self.content = ContentRepository.from_settings(self.root, settings)
         self.wal = WriteAheadFlowFileRepository.from_settings(self.root, settings, shared=True)
-        self.log = GroupLog(self.wal, self.provenance, name=f"group-commit-{name}", flow=name)
+        self.log = GroupLog(self.wal, True, name=f"group-commit-{name}", flow=name)
 
     def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
         from flowactors.engine.transport import HostedLink
@@ -311,8 +312,8 @@ class RayComponents:
         self.log.close()
         self.wal.close()
         try:
+            call_now(self.provenance, "close")  # first: it takes the last events from the log
             call_now(self.flowfiles, "close")
-            call_now(self.provenance, "close")
         finally:
             self.hosting.close()
             shutil.rmtree(self.root, ignore_errors=True)

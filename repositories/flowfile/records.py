@@ -427,6 +427,41 @@ def encode_journal_entry(updates: int, columns: bytes, rkeys: Sequence[bytes], n
     return body + _CRC.pack(_crc32(body))
 
 
+#: a provenance outbox entry's head: version, event count (u32 BE), earliest and latest event
+#: time (i64 BE, ms); then the encoded event batch and a CRC-32 of everything before it
+_OUTBOX_HEAD = struct.Struct(">BIqq")
+OUTBOX_VERSION = 1
+
+
+def _check_framed(value: bytes, head: int, newest: int, what: str) -> None:
+    """A value that starts with its version byte and a ``head``-byte header and ends with a CRC-32
+    of the rest: whole and unchanged, or a ``RecordError`` saying which (a newer version than
+    ``newest`` whose checksum fails is reported as that version, whatever its layout)."""
+    if len(value) < head + 4:
+        raise RecordError(f"{what} of {len(value)} bytes is shorter than its header")
+    if _crc32(value) != _CRC_RESIDUE:
+        if value[0] > newest:
+            raise RecordVersionError(value[0])
+        raise RecordError(f"{what} checksum does not match its bytes")
+
+
+def encode_outbox_entry(count: int, min_timestamp: int, max_timestamp: int, data: bytes) -> bytes:
+    """A commit's provenance events (an encoded batch of ``count`` events) as the log keeps them
+    until the provenance repository takes them (docs/formats/flowfile-repository.md, ``outbox``)."""
+    head = _OUTBOX_HEAD.pack(OUTBOX_VERSION, count, min_timestamp, max_timestamp)
+    return b"".join((head, data, _CRC.pack(_crc32(data, _crc32(head)))))
+
+
+def decode_outbox_entry(value: bytes) -> tuple[int, int, int, bytes]:
+    """``(count, min_timestamp, max_timestamp, batch)`` of an outbox entry, its checksum checked."""
+    _check_framed(value, _OUTBOX_HEAD.size, OUTBOX_VERSION, "provenance outbox entry")
+    version, count, min_timestamp, max_timestamp = _OUTBOX_HEAD.unpack_from(value)
+    if version != OUTBOX_VERSION:
+        raise RecordVersionError(version) if version > OUTBOX_VERSION else RecordError(
+            f"provenance outbox entry version byte is {version}")
+    return count, min_timestamp, max_timestamp, bytes(value[_OUTBOX_HEAD.size:-4])
+
+
 def update_record(update: tuple) -> tuple[bytes, bytes]:
     """``(record, order-index key)`` of an update (``encode_commit``'s or ``decode_journal_entry``'s
     shape): made when the update is written to the tables, so a FlowFile that a later commit
@@ -493,12 +528,7 @@ def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[b
     ``encode_commit`` makes it with something that makes its record (``update_record``) in place
     of its FlowFile, and no queue id. The entry's checksum covers everything in it."""
     n = len(value)
-    if n < _ENTRY_HEAD.size + 4:
-        raise RecordError(f"journal entry of {n} bytes is shorter than its header")
-    if _crc32(value) != _CRC_RESIDUE:
-        if value[0] > JOURNAL_VERSION:
-            raise RecordVersionError(value[0])
-        raise RecordError("journal entry checksum does not match its bytes")
+    _check_framed(value, _ENTRY_HEAD.size, JOURNAL_VERSION, "journal entry")
     version, nu, nr, nc = _ENTRY_HEAD.unpack_from(value)
     if version not in (1, JOURNAL_VERSION):
         raise RecordVersionError(version) if version > JOURNAL_VERSION else RecordError(

@@ -2,8 +2,9 @@
 
 One LMDB environment at ``<repository>/flowfile`` holds the live FlowFile records, a per-queue
 FIFO index, per-queue sizes, resource-claim claimant counts, the claims waiting to be released at
-the next checkpoint, the swap-file registry, and the journal of commits not yet applied to those
-tables (docs/formats/flowfile-repository.md has every byte). Every public write is one LMDB write
+the next checkpoint, the swap-file registry, the journal of commits not yet applied to those
+tables, and the commits' provenance events until the provenance repository takes them (the
+outbox; docs/formats/flowfile-repository.md has every byte). Every public write is one LMDB write
 transaction, so a session commit is all or nothing. A commit writes one journal entry; the
 journal is applied to the tables a few dozen commits at a time, and before anything reads them,
 so a FlowFile created and removed in between is never written to them (NiFi's journal of deltas,
@@ -68,7 +69,8 @@ _DESTRUCTIBLE = b"destructible"
 _SWAP = b"swap_files"
 _JOURNAL = b"journal"
 _STATE = b"state"
-_DB_NAMES = (_FLOWFILES, _ORDER, _QUEUES, _CLAIMS, _DESTRUCTIBLE, _SWAP, _JOURNAL, _STATE)
+_OUTBOX = b"provenance_outbox"
+_DB_NAMES = (_FLOWFILES, _ORDER, _QUEUES, _CLAIMS, _DESTRUCTIBLE, _SWAP, _JOURNAL, _STATE, _OUTBOX)
 
 _K_FORMAT = b"format_version"
 _K_NEXT_ID = b"next_id"
@@ -112,9 +114,10 @@ class WriteAheadFlowFileRepository:
     """FlowFile records, queue order, claimant counts and swap files in one LMDB environment."""
 
     #: On-disk format of the whole environment (meta key ``format_version``).
-    FORMAT_VERSION = 3
-    #: Format versions opened and upgraded in place (1: no journal sub-database, 2: no state).
-    UPGRADABLE_VERSIONS = (1, 2)
+    FORMAT_VERSION = 4
+    #: Format versions opened and upgraded in place (1: no journal sub-database, 2: no state,
+    #: 3: no provenance outbox).
+    UPGRADABLE_VERSIONS = (1, 2, 3)
     #: Journal entries (commits), or bytes of them, after which a commit applies the journal to
     #: the tables: bounds the journal, the time the applying holds the writer lock, and what one
     #: application (or one part of a long journal's) holds in memory. The window must also hold
@@ -137,7 +140,7 @@ class WriteAheadFlowFileRepository:
     FOLD_RETRY_SECONDS = 10
     #: Reader slots in ``lock.mdb``: enough for the repository actor plus tools on the node.
     MAX_READERS = 256
-    #: Named sub-databases allowed (eight used, room for later versions).
+    #: Named sub-databases allowed (nine used, room for later versions).
     MAX_DBS = 16
 
     def __init__(
@@ -193,12 +196,16 @@ class WriteAheadFlowFileRepository:
         """The instance open on ``path`` in this process, else a new one (``options`` as for the
         constructor). Several processes write one log (LMDB serializes their write transactions
         and frees the lock of a writer that died), but one process must share a single instance."""
+        shared = cls.open_here(path)
+        return shared if shared is not None else cls(path, **options)
+
+    @classmethod
+    def open_here(cls, path: str | Path) -> "WriteAheadFlowFileRepository | None":
+        """The instance this process has open on ``path``, if any."""
         with _open_lock:
             other = _open_paths.get(os.path.realpath(path))
             shared = other() if other is not None else None
-            if shared is not None and not shared._closed:
-                return shared
-        return cls(path, **options)
+            return shared if shared is not None and not shared._closed else None
 
     @classmethod
     def from_settings(cls, root_dir: str | Path, settings: Any, *,
@@ -342,6 +349,7 @@ class WriteAheadFlowFileRepository:
         self._swap = dbs[_SWAP]
         self._journal = dbs[_JOURNAL]
         self._state = dbs[_STATE]
+        self._outbox = dbs[_OUTBOX]
         with self._read() as txn:
             self._load_counter(txn, _K_NEXT_ID)
             self._load_counter(txn, _K_SEQ)
@@ -437,11 +445,11 @@ class WriteAheadFlowFileRepository:
         return dbs
 
     def _upgrade(self, env: lmdb.Environment) -> None:
-        """Version 1 or 2 to 3: add the sub-databases it lacks (1: the journal, 1 and 2: state),
-        empty, in one transaction."""
+        """Version 1, 2 or 3 to 4: add the sub-databases it lacks (1: the journal, 1 and 2: state,
+        all: the provenance outbox), empty, in one transaction."""
         try:
             with env.begin(write=True) as txn:
-                for name in (_JOURNAL, _STATE):
+                for name in (_JOURNAL, _STATE, _OUTBOX):
                     env.open_db(name, txn=txn, create=True)
                 txn.put(_K_FORMAT, bytes((self.FORMAT_VERSION,)), db=self._meta)
         except lmdb.Error as e:
@@ -603,6 +611,7 @@ class WriteAheadFlowFileRepository:
         events: int = 0,
         run: int | None = None,
         state: StateChange | None = None,
+        event_batch: Any = None,
     ) -> int | None:
         """Record one session's changes in one LMDB write transaction (all or nothing).
 
@@ -619,13 +628,22 @@ class WriteAheadFlowFileRepository:
         ``events``: how many provenance events the session made. Their ids are reserved in the
         same transaction and the first is returned (None without events), so event ids follow
         the order the log puts commits in: a FlowFile's events are numbered in the order they
-        happened, whichever processes made them.
+        happened, whichever processes made them. ``event_batch``: those events, encoded (an
+        ``EncodedBatch``: ``data``, ``count``, ``min_timestamp``, ``max_timestamp``; ``events``
+        is then its count), kept in the same transaction in the provenance outbox under their
+        first id until the provenance repository takes them (``outbox_entries``,
+        ``remove_from_outbox``): a commit's events are as durable as the commit itself.
 
         ``state``: the session's change of its processor's state, written in the same transaction
         (``StateConflictError``, nothing written, when its ``expected`` version is not the stored one).
         """
         prepared, rkeys, columns = rec.encode_commit(updates, removals, self._prefix)  # errors before writing
         new_ckeys = [rec.claim_key(r) for r in new_claims]
+        outbox = None
+        if event_batch is not None:
+            events = event_batch.count
+            outbox = rec.encode_outbox_entry(events, event_batch.min_timestamp, event_batch.max_timestamp,
+                                             event_batch.data)
         if not (prepared or rkeys or new_ckeys or events or state):
             self._check_open()
             return None
@@ -649,6 +667,8 @@ class WriteAheadFlowFileRepository:
                     self._recent = {s: e for s, e in self._recent.items() if s >= oldest}
             if events:
                 first_event = self._take_event_ids(txn, events)
+                if outbox is not None:
+                    txn.put(rec.pack_u64(first_event), outbox, db=self._outbox, append=True)
             if state is not None:
                 self._put_state(txn, state)
         self._commits += 1
@@ -899,6 +919,37 @@ class WriteAheadFlowFileRepository:
     # --- swap files ---------------------------------------------------------------------------
 
     # --- processor state ----------------------------------------------------------------------
+
+    # --- the provenance outbox ----------------------------------------------------------------
+
+    def outbox_entries(self, start: int = 0, max_bytes: int = 64 * 1024**2
+                       ) -> list[tuple[int, tuple[int, int, int, bytes] | str]]:
+        """Commits' provenance events the provenance repository has not taken yet (``commit``'s
+        ``event_batch``), from first event id ``start`` on, in id order, about ``max_bytes`` at
+        most (always at least one): ``(first id, (count, min_timestamp, max_timestamp, batch))``,
+        or ``(first id, problem)`` for a damaged entry (its events cannot be read). The journal
+        is not applied for this: the outbox is read as it is."""
+        found: list = []
+        size = 0
+        with self._read() as txn, txn.cursor(db=self._outbox) as cur:
+            if not cur.set_range(rec.pack_u64(start)):
+                return found
+            for key, value in cur:
+                first = rec.unpack_u64(key)
+                try:
+                    found.append((first, rec.decode_outbox_entry(value)))
+                except rec.RecordError as e:
+                    found.append((first, f"{self.path}: the provenance outbox entry of event id {first} is damaged: {e}"))
+                size += len(value)
+                if size >= max_bytes:
+                    break
+        return found
+
+    def remove_from_outbox(self, first_ids: Iterable[int]) -> int:
+        """Delete the outbox entries of these first event ids (the provenance repository has
+        them); returns how many were there."""
+        with self._write("removing events the provenance repository took") as txn:
+            return sum(txn.delete(rec.pack_u64(first), db=self._outbox) for first in first_ids)
 
     def get_state(self, component_id: str) -> StateMap:
         """The stored state of a processor (version -1 and no values when it has none)."""
@@ -1429,6 +1480,7 @@ class WriteAheadFlowFileRepository:
             pending = txn.stat(self._destructible)["entries"]
             swap = txn.stat(self._swap)["entries"]
             queues = txn.stat(self._queues)["entries"]
+            outbox = txn.stat(self._outbox)["entries"]
             seq = self._load_counter(txn, _K_SEQ)
             next_id = self._load_counter(txn, _K_NEXT_ID)
             next_event_id = self._load_counter(txn, _K_NEXT_EVENT, missing=0)
@@ -1450,6 +1502,7 @@ class WriteAheadFlowFileRepository:
             "claims": claims,
             "pending_release": pending,
             "swap_files": swap,
+            "provenance_outbox": outbox,
             "commit_seq": seq,
             "commits": self._commits,
             "checkpoints": self._checkpoints,

@@ -1006,6 +1006,15 @@ class ProvenanceRepository:
         with self._lock:
             self._skip_gaps(time.monotonic(), force=True)
 
+    def sync_journals(self) -> None:
+        """fsync every journal not merged yet: what ``register`` wrote survives a power loss
+        (a caller that must keep that promise before it forgets the events: ``always_sync``)."""
+        with self._lock:
+            self._check_open()
+            for generation in self._unmerged():
+                for journal in generation.journals.values():
+                    journal.fsync()
+
     def close(self) -> None:
         """Close every file (no rollover: the next open merges what the journals hold)."""
         with self._merge_lock, self._lock:
@@ -1186,6 +1195,9 @@ class InMemoryProvenanceRepository:
             self._next_id = max(self._next_id, next_id)
 
     def settle(self) -> None:
+        pass
+
+    def sync_journals(self) -> None:
         pass
 
     def wait_visible(self, event_id: int, timeout: float) -> bool:
