@@ -228,6 +228,46 @@ def test_repair_names_the_damaged_journal_and_counts_what_it_lost(tmp_path, caps
     assert "intact" in capsys.readouterr().out
 
 
+def test_repair_takes_the_events_a_killed_run_left_in_the_logs_outbox(tmp_path, capsys):
+    """Commits whose events provenance had not taken when the run was killed: their events wait in
+    the FlowFile repository's outbox, so a search does not show them yet; repair (as the next
+    start would) takes them under the ids their commits reserved, and empties the outbox."""
+    from flowactors.engine.group_commit import GroupLog
+    from flowactors.sdk.session import CommitBatch
+    from repositories.flowfile import WriteAheadFlowFileRepository
+    from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
+    from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
+
+    root = tmp_path / "repository"
+    ProvenanceRepository(root / "provenance").close()
+    wal = WriteAheadFlowFileRepository(root / "flowfile")
+    log = GroupLog(wal, True)
+    uuids = [new_flowfile_uuid() for _ in range(3)]
+    now = now_millis()
+    for n, uuid in enumerate(uuids):
+        ff = FlowFile(n, uuid, {"filename": f"f{n}"}, None, now, now, queue_date=now, queue_index=n)
+        event = ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now, flowfile_uuid=uuid,
+                                component_id="killed/gen", component_name="gen", component_type="T",
+                                updated_attributes=dict(ff.attributes))
+        log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=[event_fields(event)]))
+    log.close()
+    wal.close()
+    repo = ["--repository", str(root)]
+    assert main(["provenance", "search", *repo]) == 0
+    assert "no events match" in capsys.readouterr().out
+    assert main(["provenance", "repair", *repo]) == 0
+    out = capsys.readouterr().out
+    assert "3 events of the last commits of a run that did not stop cleanly" in out and "intact" in out
+    assert main(["provenance", "search", "--filename", "f1", "--json", *repo]) == 0
+    assert [(e["event_id"], e["flowfile_uuid"]) for e in json.loads(capsys.readouterr().out)] == [(1, uuids[1])]
+    assert main(["provenance", "search", "--json", *repo]) == 0
+    assert sorted(e["event_id"] for e in json.loads(capsys.readouterr().out)) == [0, 1, 2]
+    with WriteAheadFlowFileRepository(root / "flowfile") as wal:
+        assert wal.stats()["provenance_outbox"] == 0
+    assert main(["provenance", "repair", *repo]) == 0  # taken once: nothing again
+    assert "outbox" not in capsys.readouterr().out
+
+
 def test_a_run_on_damaged_provenance_warns_on_stderr(tmp_path, capsys):
     root = tmp_path / "repository"
     _damaged_journals(root)

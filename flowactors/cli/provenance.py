@@ -324,13 +324,18 @@ def attribute_changes(event: ProvenanceEvent) -> list[tuple[str, str, str | None
 
 def cmd_repair(args: SimpleNamespace) -> int:
     """Open the provenance repository offline: recovery reads every journal, steps over damaged
-    records to the readable ones after them, merges what it read into an event file, and reports.
-    Exit 0 when nothing was lost, 1 when events could not be read (named and counted)."""
+    records to the readable ones after them, merges what it read into an event file, takes the
+    events a killed run left in the FlowFile repository's outbox, and reports. Exit 0 when nothing
+    was lost, 1 when events could not be read (named and counted)."""
     with _open(args, "flowactors provenance repair", writable=True) as repo:
         recovery = repo.provenance.recovery
-    lost, problems = recovery.get("events_lost", 0), recovery.get("problems", [])
+        taken, damaged = repo.take_outbox()
+    lost, problems = recovery.get("events_lost", 0), recovery.get("problems", []) + damaged
     for problem in problems:
         print(f"  {problem}")
+    if taken:
+        print(f"provenance in {args.repository}: {taken} events of the last commits of a run that did not stop "
+              f"cleanly were taken from the FlowFile repository's outbox")
     merged = recovery.get("events_recovered", 0)
     if not problems:
         print(f"provenance in {args.repository}: intact ({merged} events merged from journals)")

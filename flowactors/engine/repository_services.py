@@ -24,6 +24,7 @@ from repositories.flowfile import SWAP_QUEUE_PREFIX, FlowFileRepositoryError, Wr
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import EncodedBatch, ProvenanceEvent
+from repositories.provenance.outbox import take_from_outbox
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +192,6 @@ class ContentRepositoryService(Service):
 PROVENANCE_CONCURRENCY = 4
 #: seconds between two looks at the log's provenance outbox while the service follows it
 OUTBOX_LOOK_INTERVAL = 0.05
-#: bytes of outbox entries taken in one read (and one journal record a batch)
-OUTBOX_READ_BYTES = 16 * 1024**2
 
 
 class ProvenanceRepositoryService(Service):
@@ -267,28 +266,12 @@ class ProvenanceRepositoryService(Service):
     def take_events(self) -> int:
         """Register the outbox's events in id order, then remove them from it; returns how many."""
         with self._taking:
-            wal = self._log
-            if wal is None or self.repo is None:
+            if self._log is None or self.repo is None:
                 return 0
-            taken = 0
-            for _ in range(64):  # bounded: a flow that commits faster than this is looked at again
-                entries = wal.outbox_entries(max_bytes=OUTBOX_READ_BYTES)
-                if not entries:
-                    break
-                numbered = [(first, EncodedBatch(entry[3], *entry[:3])) for first, entry in entries
-                            if not isinstance(entry, str)]
-                for first, problem in entries:
-                    if isinstance(problem, str):
-                        log.error("%s; its events are lost (the others are kept)", problem)
-                        self.outbox_problems = (self.outbox_problems + [problem])[-20:]
-                taken += sum(batch.count for _, batch in numbered)
-                late = self.register_numbered(numbered) if numbered else []
-                while late:  # their ids were given up meanwhile: new ids from the log, as a resend's
-                    numbered = [(wal.reserve_event_ids(numbered[i][1].count), numbered[i][1]) for i in late]
-                    late = self.register_numbered(numbered)
-                if self.settings.always_sync:
-                    self.repo.sync_journals()
-                wal.remove_from_outbox(first for first, _ in entries)
+            taken, problems = take_from_outbox(self._log, self.repo, self.register_numbered,
+                                               sync=self.settings.always_sync)
+            if problems:
+                self.outbox_problems = (self.outbox_problems + problems)[-20:]
             return taken
 
     def _catch_up(self) -> None:

@@ -24,6 +24,7 @@ from flowactors.sdk.settings import Settings
 from repositories.content import ContentNotFoundError, ContentRepository
 from repositories.model import ContentClaim
 from repositories.provenance import ProvenanceEvent, ProvenanceRepository
+from repositories.provenance.outbox import take_from_outbox
 
 SIDES = ("input", "output")
 
@@ -144,6 +145,16 @@ class StoppedRepository:
                 raise FileNotFoundError(f"no FlowFile repository in {self.root} (expected {self.root / 'flowfile'})")
             self._flowfile = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
         return self._flowfile
+
+    def take_outbox(self) -> tuple[int, list[str]]:
+        """Move into provenance the events a run that did not stop cleanly left in the FlowFile
+        repository's outbox (``repositories.provenance.outbox``; ``writable`` only): how many,
+        and the problems of damaged entries. Nothing to take without a FlowFile repository."""
+        if not (self.root / "flowfile" / "data.mdb").exists():
+            return 0, []
+        taken, problems = take_from_outbox(self.flowfile, self.provenance)
+        self.provenance.settle()  # nothing more is on its way: no id below them is waited for
+        return taken, problems
 
     def event(self, event_id: int) -> ProvenanceEvent:
         """The event, or ``NoSuchEventError`` saying what the repository holds."""
