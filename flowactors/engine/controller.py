@@ -338,7 +338,7 @@ class FlowController:
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
                 resolve([link.call("reset") for link in self.executors + own])
                 resolve([e.call("wire", self.queues, self.run) for e in self.executors])
-                self._align_event_ids()  # after the events the old logs kept were sent again
+                self._align_event_ids()  # a restarted provenance actor follows the log again
                 restored = restore_queues(self.flowfile_repository, self.queues, self.root)
                 resolve([e.call("start") for e in self.executors])
         finally:
