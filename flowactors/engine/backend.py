@@ -41,6 +41,7 @@ from repositories.flowfile import StateConflictError
 from repositories.model import FlowFile, FlowFileBatch, StateChange, StateMap, now_millis, total_size
 from repositories.provenance.event import (EncodedBatch, ProvenanceEvent, ProvenanceEventType, encode_batch,
                                            event_fields)
+from repositories.provenance.outbox import register_anew_if_late
 
 
 class Log(Protocol):
@@ -60,19 +61,14 @@ class Log(Protocol):
 
 #: seconds a caller that reads its events next waits for them to become visible
 VISIBLE_WAIT = 5.0
-#: events with the first of their ids, reserved in the log (-1: not yet numbered)
-Numbered = tuple[int, EncodedBatch]
+
+
 def register_numbered_now(reserve: Callable[[int], int], provenance_repository: Link,
-                          numbered: list[Numbered], visible: bool = False) -> None:
-    """Register numbered events and wait; those that came after provenance gave their ids up
-    (and those never numbered, id -1) get new ids from ``reserve`` and go again. ``visible``:
-    also wait (a moment at most) until search sees them, as a caller that reads them next needs."""
-    numbered = [(reserve(b.count), b) if first < 0 else (first, b) for first, b in numbered]
-    last = -1
-    while numbered:
-        last = max(last, *(first + b.count - 1 for first, b in numbered))
-        late = call_now(provenance_repository, "register_numbered", numbered)
-        numbered = [(reserve(numbered[i][1].count), numbered[i][1]) for i in late]
+                          numbered: list[tuple[int, EncodedBatch]], visible: bool = False) -> None:
+    """Register numbered events over a link and wait (``register_anew_if_late``: those that came
+    after provenance gave their ids up get new ids from ``reserve``). ``visible``: also wait (a
+    moment at most) until search sees them, as a caller that reads them next needs."""
+    last = register_anew_if_late(partial(call_now, provenance_repository, "register_numbered"), reserve, numbered)
     if visible and last >= 0:
         call_now(provenance_repository, "wait_visible", last, VISIBLE_WAIT)
 

@@ -6,7 +6,8 @@ the commit's own transaction, under the first event id it reserved
 ``take_from_outbox`` moves them into a provenance repository: registered in id order, then
 deleted from the outbox, so an event is always in one of the two, and one taken twice (the taker
 died between the two steps) is dropped the second time. The provenance service takes them while a
-flow runs; ``flowactors provenance repair`` takes what a killed flow left.
+flow runs; ``flowactors provenance repair`` takes what a killed flow left. ``register_anew_if_late``
+is the one way batches numbered by the log are registered, from the outbox or over a link.
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ READ_BYTES = 16 * 1024**2
 MAX_READS = 64
 
 Register = Callable[[Sequence[tuple[int, EncodedBatch]]], list[int]]
+
+
+def register_anew_if_late(register: Register, reserve: Callable[[int], int],
+                          numbered: list[tuple[int, EncodedBatch]]) -> int:
+    """Register batches under the ids the log reserved for them (``register``: a provenance
+    repository's ``register_numbered``, or a call to it); those that came after provenance gave
+    their ids up get new ids from ``reserve`` (the log's ``reserve_event_ids``) and go again.
+    Returns the highest id registered (-1: none)."""
+    last = -1
+    while numbered:
+        last = max(last, *(first + batch.count - 1 for first, batch in numbered))
+        late = register(numbered)
+        numbered = [(reserve(numbered[i][1].count), numbered[i][1]) for i in late]
+    return last
 
 
 def take_from_outbox(wal: Any, provenance: Any, register: Register | None = None,
@@ -49,10 +64,7 @@ def take_from_outbox(wal: Any, provenance: Any, register: Register | None = None
                 count, min_timestamp, max_timestamp, data = entry
                 numbered.append((first, EncodedBatch(data, count, min_timestamp, max_timestamp)))
         taken += sum(batch.count for _, batch in numbered)
-        late = register(numbered) if numbered else []
-        while late:
-            numbered = [(wal.reserve_event_ids(numbered[i][1].count), numbered[i][1]) for i in late]
-            late = register(numbered)
+        register_anew_if_late(register, wal.reserve_event_ids, numbered)
         if sync:
             provenance.sync_journals()
         wal.remove_from_outbox(first for first, _ in entries)
