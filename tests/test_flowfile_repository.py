@@ -1001,7 +1001,8 @@ def test_a_commits_events_are_kept_in_the_outbox_with_the_commit_under_their_res
     entries = repo.outbox_entries()
     assert [(first, entry[:3]) for first, entry in entries] == [
         (0, (3, 1_700_000_000_000, 1_700_000_000_003)), (5, (1, 1_700_000_000_000, 1_700_000_000_001))]
-    assert entries[1][1][3] == _batch(1, b"f").data and repo.outbox_entries(start=1)[0][0] == 5
+    assert entries[1][1][3] == _batch(1, b"f").data
+    assert [first for first, _ in repo.outbox_entries(max_bytes=1)] == [0]  # at least one, then the bound
     assert repo.stats()["provenance_outbox"] == 2 and repo.stats()["next_event_id"] == 6
     assert repo.remove_from_outbox([0, 99]) == 1
     assert [first for first, _ in w.reopen().outbox_entries()] == [5]  # durable like the commit

@@ -922,18 +922,15 @@ class WriteAheadFlowFileRepository:
 
     # --- the provenance outbox ----------------------------------------------------------------
 
-    def outbox_entries(self, start: int = 0, max_bytes: int = 64 * 1024**2
-                       ) -> list[tuple[int, tuple[int, int, int, bytes] | str]]:
+    def outbox_entries(self, max_bytes: int = 64 * 1024**2) -> list[tuple[int, tuple[int, int, int, bytes] | str]]:
         """Commits' provenance events the provenance repository has not taken yet (``commit``'s
-        ``event_batch``), from first event id ``start`` on, in id order, about ``max_bytes`` at
-        most (always at least one): ``(first id, (count, min_timestamp, max_timestamp, batch))``,
-        or ``(first id, problem)`` for a damaged entry (its events cannot be read). The journal
-        is not applied for this: the outbox is read as it is."""
+        ``event_batch``), in id order, about ``max_bytes`` at most (always at least one):
+        ``(first id, (count, min_timestamp, max_timestamp, batch))``, or ``(first id, problem)``
+        for a damaged entry (its events cannot be read). The journal is not applied for this: the
+        outbox is read as it is."""
         found: list = []
         size = 0
         with self._read() as txn, txn.cursor(db=self._outbox) as cur:
-            if not cur.set_range(rec.pack_u64(start)):
-                return found
             for key, value in cur:
                 first = rec.unpack_u64(key)
                 try:
