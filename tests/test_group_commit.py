@@ -174,7 +174,7 @@ def test_events_wait_in_the_log_until_provenance_takes_them_and_a_second_take_ad
 
     restarted = ProvenanceRepositoryService(str(tmp_path), Settings())
     restarted.open()
-    assert restarted.follow_log() == 2
+    assert restarted.follow_log() == {"taken": 2, "problems": []}
     assert [(e.event_id, e.flowfile_uuid) for e in restarted.events(0, 10)] == [(0, ffs[0].uuid), (1, ffs[1].uuid)]
     assert wal.stats()["provenance_outbox"] == 0
     restarted.close()
@@ -214,3 +214,123 @@ def test_a_task_does_not_wait_for_provenance_and_provenance_closes_only_with_eve
     assert [(e.event_id, e.flowfile_uuid) for e in reopened.events(0, 10)] == [
         (i, ff.uuid) for i, ff in enumerate(flowfiles)]
     reopened.close()
+
+
+def _commit_created(log: GroupLog, n: int) -> list[FlowFile]:
+    flowfiles = [flowfile(i) for i in range(1, n + 1)]
+    for ff in flowfiles:
+        log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
+    return flowfiles
+
+
+def test_the_follower_takes_events_on_its_own_within_its_interval(wal, tmp_path):
+    """Following the log, provenance takes a commit's events without being asked: the repository
+    itself (not a read through the service, which takes first) holds them within a few looks."""
+    import time
+
+    from flowactors.engine.repository_services import OUTBOX_LOOK_INTERVAL, ProvenanceRepositoryService
+
+    provenance = ProvenanceRepositoryService(str(tmp_path), Settings())
+    provenance.open()
+    assert provenance.follow_log() == {"taken": 0, "problems": []}
+    log = GroupLog(wal, True)
+    _commit_created(log, 3)
+    log.close()
+    deadline = time.monotonic() + 20 * OUTBOX_LOOK_INTERVAL
+    while provenance.repo.stats()["max_event_id"] < 2 and time.monotonic() < deadline:
+        time.sleep(OUTBOX_LOOK_INTERVAL / 5)
+    assert provenance.repo.stats()["max_event_id"] == 2 and wal.stats()["provenance_outbox"] == 0
+    provenance.close()
+
+
+def test_a_damaged_outbox_entry_is_reported_and_the_others_are_taken(wal, tmp_path):
+    from flowactors.engine.repository_services import ProvenanceRepositoryService
+    from repositories.flowfile import records as rec
+
+    log = GroupLog(wal, True)
+    flowfiles = _commit_created(log, 3)
+    log.close()
+    db = wal._env.open_db(b"provenance_outbox")
+    with wal._env.begin(write=True) as txn:
+        value = bytearray(txn.get(rec.pack_u64(1), db=db))
+        value[30] ^= 0xFF
+        txn.put(rec.pack_u64(1), bytes(value), db=db)
+    provenance = ProvenanceRepositoryService(str(tmp_path), Settings())
+    provenance.open()
+    taken = provenance.follow_log()
+    assert taken["taken"] == 2 and len(taken["problems"]) == 1
+    assert "event id 1 is damaged" in taken["problems"][0] and "checksum" in taken["problems"][0]
+    provenance.settle()  # id 1 never comes: the event after it becomes visible
+    assert [e.flowfile_uuid for e in provenance.events(0, 10)] == [flowfiles[0].uuid, flowfiles[2].uuid]
+    assert wal.stats()["provenance_outbox"] == 0  # the damaged one is not read again and again
+    provenance.close()
+
+
+def test_events_whose_ids_provenance_gave_up_are_taken_under_new_ids(wal, tmp_path):
+    """Provenance moved past the ids of entries still in the outbox (they were given up): taking
+    them gives them fresh ids from the log instead of dropping them."""
+    from repositories.provenance import ProvenanceRepository
+    from repositories.provenance.outbox import take_from_outbox
+
+    log = GroupLog(wal, True)
+    flowfiles = _commit_created(log, 2)
+    log.close()
+    provenance = ProvenanceRepository(tmp_path / "provenance")
+    provenance.continue_from(10)  # ids 0 and 1 are in the past for it now
+    assert take_from_outbox(wal, provenance) == (2, [])
+    events = provenance.events(0, 10)
+    assert [(e.event_id, e.flowfile_uuid) for e in events] == [(10, flowfiles[0].uuid), (11, flowfiles[1].uuid)]
+    assert wal.stats()["next_event_id"] == 12 and wal.stats()["provenance_outbox"] == 0
+    provenance.close()
+
+
+def test_with_always_sync_the_journals_are_fsynced_before_the_outbox_lets_go(wal, tmp_path, monkeypatch):
+    from repositories.provenance import ProvenanceRepository
+    from repositories.provenance.outbox import take_from_outbox
+
+    log = GroupLog(wal, True)
+    _commit_created(log, 2)
+    log.close()
+    provenance = ProvenanceRepository(tmp_path / "provenance")
+    steps: list[str] = []
+    sync, remove = provenance.sync_journals, wal.remove_from_outbox
+    monkeypatch.setattr(provenance, "sync_journals", lambda: (steps.append("fsync"), sync())[1])
+    monkeypatch.setattr(wal, "remove_from_outbox", lambda firsts: (steps.append("remove"), remove(firsts))[1])
+    assert take_from_outbox(wal, provenance, sync=True) == (2, [])
+    assert steps == ["fsync", "remove"]
+    steps.clear()
+    log = GroupLog(wal, True)
+    _commit_created(log, 1)
+    log.close()
+    assert take_from_outbox(wal, provenance) == (1, []) and steps == ["remove"]  # always_sync off: no fsync
+    provenance.close()
+
+
+def test_a_flows_start_reports_a_damaged_outbox_entry_a_killed_run_left(tmp_path):
+    """The events a killed run left in the outbox are taken at the next start; a damaged entry
+    among them is one of the start's provenance problems (``flowactors run`` warns of them)."""
+    from flowactors import Flow
+    from flowactors.engine.runner import run_flow
+    from flowactors.processors import GenerateFlowFile
+    from repositories.flowfile import records as rec
+
+    flow = Flow("outbox-left")
+    flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 1}, auto_terminate=["success"])
+    root = tmp_path / "repository"
+    run_flow(flow, root, engine="in-process", timeout=60)
+    with WriteAheadFlowFileRepository(root / "flowfile") as left:  # what a killed run would leave
+        log = GroupLog(left, True)
+        for ff in (flowfile(1), flowfile(2)):  # events alone: no FlowFile left in a queue
+            log.record(CommitBatch(events=_created(ff)))
+        log.close()
+        first = left.outbox_entries()[0][0]
+        db = left._env.open_db(b"provenance_outbox")
+        with left._env.begin(write=True) as txn:
+            value = bytearray(txn.get(rec.pack_u64(first), db=db))
+            value[30] ^= 0xFF
+            txn.put(rec.pack_u64(first), bytes(value), db=db)
+    final = run_flow(flow, root, engine="in-process", timeout=60)
+    problems = final["recovery"]["provenance_problems"]
+    assert len(problems) == 1 and f"event id {first} is damaged" in problems[0]
+    with WriteAheadFlowFileRepository(root / "flowfile") as after:
+        assert after.stats()["provenance_outbox"] == 0

@@ -209,7 +209,9 @@ class FlowController:
             if opened["problems"]:  # damaged journals: said, never silent (issue 14)
                 self.recovery["provenance_problems"] = opened["problems"]
                 self.recovery["provenance_events_lost"] = opened["events_lost"]
-            self._align_event_ids()
+            damaged = self._align_event_ids()
+            if damaged:  # damaged outbox entries a run that died left in the log: said the same way
+                self.recovery["provenance_problems"] = self.recovery.get("provenance_problems", []) + damaged
         self._starting("executors", 0, len(self.executors))
         self.run = self.recovery["run"]
         wired = [e.call("wire", self.queues, self.run) for e in self.executors]
@@ -571,19 +573,20 @@ class FlowController:
         register_numbered_now(reserve, self.provenance_repository, [(first, encoded)], visible=True)
         return first
 
-    def _align_event_ids(self) -> None:
+    def _align_event_ids(self) -> list[str]:
         """Have provenance take the commits' events from the log's outbox from now on (those a
         run that died left there first), then start its numbering where the log's is: event ids
         below the log's next one that never arrived (reserved outside a commit by a process that
         died before registering them) are not waited for, and the log never hands out an id
-        provenance already holds."""
+        provenance already holds. Returns the problems of damaged outbox entries taken now."""
         if self.provenance_repository is None:
-            return
-        call_now(self.provenance_repository, "follow_log")
+            return []
+        damaged = call_now(self.provenance_repository, "follow_log")["problems"]
         call_now(self.provenance_repository, "settle")
         held = call_now(self.provenance_repository, "stats")["next_event_id"]
         call_now(self.provenance_repository, "continue_from",
                  call_now(self.flowfile_repository, "raise_event_ids", held))
+        return damaged
 
     def repositories(self) -> dict[str, Link | None]:
         return {"flowfile": self.flowfile_repository, "content": self.content_repository,

@@ -219,8 +219,6 @@ class ProvenanceRepositoryService(Service):
         self._taking = threading.Lock()
         self._stop_following = threading.Event()
         self._follower: threading.Thread | None = None
-        #: damaged outbox entries met (their events could not be read): what, for the status
-        self.outbox_problems: list[str] = []
 
     def open(self) -> dict:
         """Open (recovering journals) and report: the stats, and what recovery could not read."""
@@ -236,20 +234,21 @@ class ProvenanceRepositoryService(Service):
         self.metrics.registered(sum(batch.count for _, batch in numbered))
         return late
 
-    def follow_log(self) -> int:
+    def follow_log(self) -> dict:
         """Take the events waiting in the FlowFile repository's outbox now, then every
         ``OUTBOX_LOOK_INTERVAL`` seconds on a thread (once: calling it again only takes what is
-        waiting). Called by a flow's start, once the log is open. Returns how many were taken."""
+        waiting). Called by a flow's start, once the log is open. Returns what was taken now:
+        ``taken`` events, and the ``problems`` of damaged entries (the start reports them)."""
         if self._log is None or self._log.closed:
             path = Path(self.root) / "flowfile"
             self._owns_log = WriteAheadFlowFileRepository.open_here(path) is None
             self._log = WriteAheadFlowFileRepository.from_settings(self.root, self.settings, shared=True)
-        taken = self.take_events()
+        taken, problems = self.take_events()
         if self._follower is None or not self._follower.is_alive():
             self._stop_following.clear()
             self._follower = threading.Thread(target=self._follow, name="provenance-outbox", daemon=True)
             self._follower.start()
-        return taken
+        return {"taken": taken, "problems": problems}
 
     def _follow(self) -> None:
         said = None
@@ -263,16 +262,13 @@ class ProvenanceRepositoryService(Service):
                     log.error("provenance could not take the commits' events from the log (tried again "
                               "every %g s; they stay in the log until then): %s", OUTBOX_LOOK_INTERVAL, err)
 
-    def take_events(self) -> int:
-        """Register the outbox's events in id order, then remove them from it; returns how many."""
+    def take_events(self) -> tuple[int, list[str]]:
+        """Register the outbox's events in id order, then remove them from it (``take_from_outbox``:
+        how many, and the problems of damaged entries, which it logs)."""
         with self._taking:
             if self._log is None or self.repo is None:
-                return 0
-            taken, problems = take_from_outbox(self._log, self.repo, self.register_numbered,
-                                               sync=self.settings.always_sync)
-            if problems:
-                self.outbox_problems = (self.outbox_problems + problems)[-20:]
-            return taken
+                return 0, []
+            return take_from_outbox(self._log, self.repo, self.register_numbered, sync=self.settings.always_sync)
 
     def _catch_up(self) -> None:
         """Before a read: the events of every commit made so far (if the log is still open)."""
@@ -336,7 +332,7 @@ class ProvenanceRepositoryService(Service):
 
     def stats(self) -> dict:
         self._catch_up()
-        return {**self.repo.stats(), "outbox_problems": list(self.outbox_problems)}
+        return self.repo.stats()
 
     def close(self) -> None:
         """Take the log's last events (if it is still open: else they wait there for the next
