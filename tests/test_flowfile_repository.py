@@ -890,6 +890,62 @@ def test_what_a_process_holds_as_encoded_is_bounded_in_flowfiles_too(w):
     assert set(everything(w.repo)) == kept and w.repo.claimant_count(R1) == len(kept)
 
 
+def _plan(repo):
+    """The journal's net effect worked out in a read transaction, as ``_settle`` does first."""
+    with repo._read() as txn:
+        return repo._plan_fold(txn)
+
+
+def _write_planned(repo, planned) -> None:
+    with repo._write("applying the journal") as txn:
+        repo._fold(txn, planned)
+
+
+def test_a_fold_worked_out_before_its_transaction_also_applies_what_came_in_meanwhile(w):
+    """Applying the journal works out its net effect outside LMDB's writer lock, in a read
+    transaction; the commits made between that and the write transaction (updates, moves and
+    removals of FlowFiles the plan saw, new ones) are applied after it, in the same transaction."""
+    w.repo.FOLD_ENTRIES = 1000  # nothing applied by the commits themselves
+    ffs = [w.ff(R1, offset=i, qindex=i) for i in range(6)]
+    for ff in ffs:
+        w.repo.commit([q(ff)], [], [R1])
+    w.repo.commit([], [ffs[0].uuid])
+    planned = _plan(w.repo)
+    assert (planned.first, planned.last) == (1, 7)
+    moved = ffs[1]._replace(claim=ContentClaim(R2, 0, 10), attributes={"uuid": ffs[1].uuid, "seen": "later"})
+    late = w.ff(R3)
+    w.repo.commit([q(moved, "q2"), q(late)], [ffs[2].uuid], [R2, R3])
+    _write_planned(w.repo, planned)
+    with w.repo._read() as txn:
+        assert txn.stat(w.repo._journal)["entries"] == 0 and not w.repo._recent
+    stored = everything(w.repo)
+    assert set(stored) == {ffs[1].uuid, *(f.uuid for f in ffs[3:]), late.uuid}
+    assert stored[ffs[1].uuid][0] == "q2" and stored[ffs[1].uuid][1].attributes["seen"] == "later"
+    assert (w.repo.claimant_count(R1), w.repo.claimant_count(R2), w.repo.claimant_count(R3)) == (3, 1, 1)
+    assert w.repo.queue_counts() == {"q1": 4, "q2": 1}
+    assert w.repo.stats()["unknown_removals"] == 0
+    assert w.repo.rebuild_claimant_counts()["fixed"] == 0
+
+
+def test_a_fold_worked_out_before_the_tables_changed_is_dropped(w):
+    """A plan is written only while the journal still starts where it started: here a swap
+    registration applied the journal and moved records in between, so the plan (which would
+    count every claimant twice and bring back a removed FlowFile) is dropped and the journal
+    applied in the write transaction itself."""
+    w.repo.FOLD_ENTRIES = 1000
+    ffs = [w.ff(R1, offset=i, qindex=i) for i in range(4)]
+    for ff in ffs:
+        w.repo.commit([q(ff)], [], [R1])
+    planned = _plan(w.repo)
+    w.repo.register_swap_file("q1", "swap-1", 2, 20, ffs[:2])
+    w.repo.commit([], [ffs[3].uuid])
+    _write_planned(w.repo, planned)
+    assert set(everything(w.repo)) == {f.uuid for f in ffs[:3]}
+    assert w.repo.claimant_count(R1) == 3
+    assert w.repo.queue_counts() == {"q1": 1, "swap:swap-1": 2}
+    assert w.repo.rebuild_claimant_counts()["fixed"] == 0
+
+
 def test_four_batches_of_a_pipeline_at_batch_10000_pass_through_one_window(w, monkeypatch):
     """Three processors at batch 10,000 (create, update into another queue, remove), their
     commits interleaved as a pipeline's are, four batches (about 19 MB of journal): every

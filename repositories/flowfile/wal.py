@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lmdb
 
@@ -693,20 +693,21 @@ class WriteAheadFlowFileRepository:
                       e, self.FOLD_RETRY_SECONDS)
 
     def _settle(self) -> None:
-        """Apply the journal to the tables before reading them (nothing to do when it is empty)."""
+        """Apply the journal to the tables before reading them (nothing to do when it is empty).
+
+        The net effect of the journal's first part is worked out in a read transaction
+        (``_plan_fold``), outside LMDB's writer lock, which every process's commits wait for; the
+        write transaction only writes it, then applies what came in meanwhile (``_fold``)."""
         with self._read() as txn:
-            pending = txn.stat(self._journal)["entries"]
-        if pending:
+            planned = self._plan_fold(txn)
+        if planned is not None:
             with self._write("applying the journal") as txn:
-                self._fold(txn)
+                self._fold(txn, planned)
 
-    def _fold(self, txn: lmdb.Transaction) -> int:
-        """Apply every journal entry, in commit order, to the tables and empty the journal; return
-        the sequence of the last entry applied (0: the journal was empty).
-
-        A FlowFile created and removed between two folds never reaches the ``flowfiles`` and
-        ``order`` tables: only each FlowFile's net change is written. A long journal (applying
-        failed for a while) is applied a part at a time, to bound the memory it takes."""
+    def _journal_part(self, txn: lmdb.Transaction) -> Iterator[tuple[int, list[tuple]]]:
+        """The journal in commit order, a part at a time: ``(last sequence, entries)``, each part
+        at most FOLD_ENTRIES entries or about FOLD_BYTES, to bound what applying holds in memory.
+        Entries this process committed come from ``_recent`` as they were encoded."""
         entries: list[tuple] = []
         held = 0
         seq = 0
@@ -723,28 +724,68 @@ class WriteAheadFlowFileRepository:
                 entries.append(entry)
                 held += len(value)
                 if len(entries) >= self.FOLD_ENTRIES or held >= self.FOLD_BYTES:
-                    self._apply(txn, seq, entries)
+                    yield seq, entries
                     entries, held = [], 0
+        if entries:
+            yield seq, entries
+
+    def _plan_fold(self, txn: lmdb.Transaction) -> "_PlannedFold | None":
+        """The net effect of the journal's first part as ``txn`` (a read transaction) sees it, to
+        be written by ``_fold`` (None: the journal is empty)."""
+        with txn.cursor(db=self._journal) as cur:
+            if not cur.first():
+                return None
+            first = rec.unpack_u64(cur.key())
+        for last, entries in self._journal_part(txn):
+            return _PlannedFold(first, last, self._net_effect(txn, entries))
+        return None
+
+    def _fold(self, txn: lmdb.Transaction, planned: "_PlannedFold | None" = None) -> int:
+        """Apply every journal entry, in commit order, to the tables and empty the journal; return
+        the sequence of the last entry applied (0: the journal was empty).
+
+        A FlowFile created and removed between two folds never reaches the ``flowfiles`` and
+        ``order`` tables: only each FlowFile's net change is written. A long journal (applying
+        failed for a while) is applied a part at a time, to bound the memory it takes.
+
+        ``planned``: the first part's effect, worked out in an earlier read transaction
+        (``_plan_fold``). It is written only when the journal still starts with the entry it
+        starts with: the tables change only by applying the journal (the swap and queue
+        operations apply it first), and applying removes the entries it applied, so the tables
+        are still as the plan read them; otherwise it is dropped and the journal applied here."""
+        seq = 0
+        if planned is not None:
+            with txn.cursor(db=self._journal) as cur:
+                if cur.first() and rec.unpack_u64(cur.key()) == planned.first:
+                    self._write_effect(txn, planned.last, planned.effect)
+                    while cur.key() and rec.unpack_u64(cur.key()) <= planned.last:
+                        cur.delete()
+                    seq = planned.last
+        for seq, entries in self._journal_part(txn):
+            self._apply(txn, seq, entries)
         if not seq:
             return 0
-        if entries:
-            self._apply(txn, seq, entries)
         txn.drop(self._journal, delete=False)
-        self._recent = {s: e for s, e in recent.items() if s > seq}
+        self._recent = {s: e for s, e in self._recent.items() if s > seq}
         return seq
 
     def _apply(self, txn: lmdb.Transaction, seq: int, entries: Sequence[tuple], expect_prefix: bytes | None = None) -> None:
-        """Write the net effect of ``entries`` (``(updates, removal keys, new claim keys)`` each,
-        in commit order; updates shaped as ``records.encode_commit`` makes them) to the records,
-        the order index, the claimant counts and the queue sizes; a count at 0 afterwards puts
-        its claim on the destructible list under ``seq``. With ``expect_prefix`` every update
-        must move a stored FlowFile out of that queue (a swap registration).
+        """Write the net effect of ``entries`` (``_net_effect``) in ``txn``."""
+        self._write_effect(txn, seq, self._net_effect(txn, entries, expect_prefix))
+
+    def _net_effect(self, txn: lmdb.Transaction, entries: Sequence[tuple],
+                    expect_prefix: bytes | None = None) -> "_Effect":
+        """The net effect of ``entries`` (``(updates, removal keys, new claim keys)`` each,
+        in commit order; updates shaped as ``records.encode_commit`` makes them) on the records,
+        the order index, the claimant counts and the queue sizes, from the records as ``txn``
+        holds them (it writes nothing, so a read transaction does). With ``expect_prefix`` every
+        update must move a stored FlowFile out of that queue (a swap registration).
 
         Previous records come in one ``getmulti`` call and are only sliced (``records.peek``);
         a FlowFile changed by several entries is followed in memory, so one created and removed
         among them costs no write and no record (``records.update_record`` makes the records of
-        the FlowFiles that stay); records and index entries go out in ``putmulti`` calls."""
-        ff_db, order_db = self._ff, self._order
+        the FlowFiles that stay)."""
+        ff_db = self._ff
         # each FlowFile as the tables hold it and as the entries so far leave it (None: not
         # there), both shaped as an update (the stored one with its order key in place of a
         # record), in the order the entries name them: uuids grow with time, so the records and
@@ -767,6 +808,7 @@ class WriteAheadFlowFileRepository:
         peek = rec.peek
         queues: defaultdict[bytes, list] = defaultdict(lambda: [0, 0])
         news: set[bytes] = set()
+        unknown = 0
         ukey = b""
         try:
             for ukey, old in olds:
@@ -805,7 +847,7 @@ class WriteAheadFlowFileRepository:
                 for ukey in rkeys:
                     prev = state[ukey]
                     if prev is None:
-                        self._unknown_removals += 1
+                        unknown += 1
                         continue
                     _ukey, _ff, _queue, pprefix, pckey, psize = prev
                     if pckey:
@@ -837,6 +879,15 @@ class WriteAheadFlowFileRepository:
                     index_puts.append((okey, b""))
         except rec.RecordError as e:
             raise self._record_error(e, f"journal entry holding FlowFile {rec.key_uuid(ukey)}") from None
+        return _Effect(removed, index_dels, record_puts, index_puts, deltas, news, queues, unknown)
+
+    def _write_effect(self, txn: lmdb.Transaction, seq: int, effect: "_Effect") -> None:
+        """Write ``effect`` (``_net_effect``) in ``txn``: records and index entries in ``putmulti``
+        calls, in key order (uuids grow with time, so they reach the B-trees' right edges); a
+        claim count at 0 afterwards puts its claim on the destructible list under ``seq``."""
+        removed, index_dels, record_puts, index_puts, deltas, news, queues, unknown = effect
+        self._unknown_removals += unknown
+        ff_db, order_db = self._ff, self._order
         delete = txn.delete
         for k in removed:
             delete(k, db=ff_db)
@@ -1555,6 +1606,26 @@ class WriteAheadFlowFileRepository:
 
 #: an update's claim key (``records.encode_commit``'s shape)
 _CLAIM_KEY = itemgetter(4)
+
+
+class _Effect(NamedTuple):
+    """What applying journal entries writes (``WriteAheadFlowFileRepository._net_effect``)."""
+    removed: list[bytes]            # records to delete
+    index_dels: list[bytes]         # order index entries to delete
+    record_puts: list[tuple]        # (uuid key, record)
+    index_puts: list[tuple]         # (order key, b"")
+    deltas: dict                    # claim key -> change of its claimant count
+    news: set[bytes]                # claims the entries created
+    queues: dict                    # queue prefix -> [count change, size change]
+    unknown: int                    # removals of FlowFiles not in the repository
+
+
+class _PlannedFold(NamedTuple):
+    """The journal's entries ``first`` to ``last`` and their ``effect``, worked out before the
+    write transaction that applies them (``WriteAheadFlowFileRepository._fold``)."""
+    first: int
+    last: int
+    effect: _Effect
 
 
 def _passing_through(entries: Sequence[tuple], update_keys: list[list[bytes]], removed: list[bytes],
