@@ -946,6 +946,31 @@ def test_a_fold_worked_out_before_the_tables_changed_is_dropped(w):
     assert w.repo.rebuild_claimant_counts()["fixed"] == 0
 
 
+def test_where_another_process_applies_the_journal_commits_apply_it_only_past_twice_its_bounds(w):
+    """An executor's commits on Ray leave the journal to the FlowFile repository's service
+    (``applied_elsewhere``) and keep none of their entries as encoded; should that service stop,
+    they apply it themselves at twice the bounds, so the journal stays bounded."""
+    w.repo.FOLD_ENTRIES = 4
+    w.repo.applied_elsewhere = True
+    ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
+    for ff in ffs[:7]:
+        w.repo.commit([q(ff)], [], [R1])
+    with w.repo._read() as txn:
+        assert txn.stat(w.repo._journal)["entries"] == 7 and not w.repo._recent
+    assert w.repo.apply_if_long() is True   # what the service's thread calls
+    with w.repo._read() as txn:
+        assert txn.stat(w.repo._journal)["entries"] == 0
+    assert w.repo.apply_if_long() is False
+    for ff in ffs[7:]:
+        w.repo.commit([q(ff)], [], [R1])
+    assert set(everything(w.repo)) == {f.uuid for f in ffs} and w.repo.claimant_count(R1) == 8
+    w.repo.FOLD_ENTRIES, w.repo._fold_retry_at = 1, 0.0
+    for i in range(8, 10):
+        w.repo.commit([q(w.ff(R1, offset=i, qindex=i))], [], [R1])
+    with w.repo._read() as txn:   # the second commit reached twice the bound (2) and applied it
+        assert txn.stat(w.repo._journal)["entries"] == 0
+
+
 def test_four_batches_of_a_pipeline_at_batch_10000_pass_through_one_window(w, monkeypatch):
     """Three processors at batch 10,000 (create, update into another queue, remove), their
     commits interleaved as a pipeline's are, four batches (about 19 MB of journal): every

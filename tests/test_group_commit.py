@@ -334,3 +334,36 @@ def test_a_flows_start_reports_a_damaged_outbox_entry_a_killed_run_left(tmp_path
     assert len(problems) == 1 and f"event id {first} is damaged" in problems[0]
     with WriteAheadFlowFileRepository(root / "flowfile") as after:
         assert after.stats()["provenance_outbox"] == 0
+
+
+def _journal_entries(wal: WriteAheadFlowFileRepository) -> int:
+    with wal._read() as txn:  # not stats(), which applies the journal first
+        return txn.stat(wal._journal)["entries"]
+
+
+def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(tmp_path, monkeypatch):
+    """On Ray the executors' commits leave the journal to the FlowFile repository's service
+    (``applied_elsewhere``: they apply it only past twice its bounds); the service's thread
+    applies it once it reaches them, without anyone reading."""
+    import time
+
+    from flowactors.engine.repository_services import JOURNAL_LOOK_INTERVAL, FlowFileRepositoryService
+
+    monkeypatch.setattr(WriteAheadFlowFileRepository, "FOLD_ENTRIES", 4)
+    service = FlowFileRepositoryService(str(tmp_path), Settings())
+    service.open()
+    try:
+        wal = service.repo
+        wal.applied_elsewhere = True  # as an executor's own instance is; here the service's one
+        log = GroupLog(wal, False)
+        for i in range(6):  # fewer than the 8 at which the commits would apply it themselves
+            log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]))
+        log.close()
+        deadline = time.monotonic() + 40 * JOURNAL_LOOK_INTERVAL
+        while _journal_entries(wal) >= 4 and time.monotonic() < deadline:
+            time.sleep(JOURNAL_LOOK_INTERVAL / 5)
+        assert _journal_entries(wal) < 4
+        assert wal.queue_counts() == {"q": 6}
+    finally:
+        service.close()
+    assert service._applier is None  # the thread stopped with the service

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 from flowactors.engine import STOP_TIMEOUT, gc_policy
@@ -84,8 +85,12 @@ class Executor:
         loop = asyncio.get_running_loop()
         content = ContentRepository.from_settings(self.root, self.settings)
         if self._wal is None:  # kept across repairs: the log's file outlives its actor
+            own = WriteAheadFlowFileRepository.open_here(Path(self.root) / "flowfile") is None
             self._wal = await loop.run_in_executor(
                 None, lambda: WriteAheadFlowFileRepository.from_settings(self.root, self.settings, shared=True))
+            # the FlowFile repository's service applies the journal (in another process on Ray;
+            # in this one the instance is the service's, and the commits apply it as they always did)
+            self._wal.applied_elsewhere = own
         self.log = GroupLog(self._wal, self.provenance_repository is not None,
                             name=f"group-commit-{self.plan.name}", flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}

@@ -28,6 +28,10 @@ from repositories.provenance.outbox import take_from_outbox
 
 log = logging.getLogger(__name__)
 
+#: seconds between two looks of the FlowFile repository's service at the log's journal
+#: (``FlowFileRepositoryService._apply_journal``): a look is one read transaction's ``stat``
+JOURNAL_LOOK_INTERVAL = 0.05
+
 
 def renamed_queue_moves(renames: dict[str, str], recovery: dict) -> dict[str, str]:
     """The queue ids ``open`` found holding FlowFiles or swap files (``recovery``: its answer) that
@@ -64,6 +68,8 @@ class FlowFileRepositoryService(Service):
         self.commits = 0
         self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
         self.metrics = FlowFileRepositoryMetrics(flow)
+        self._stop_applying = threading.Event()
+        self._applier: threading.Thread | None = None
 
     def open(self) -> dict:
         """Open the log and begin a new run of the flow over it (commits of an older run are
@@ -73,8 +79,33 @@ class FlowFileRepositoryService(Service):
         rebuilt = self.repo.rebuild_claimant_counts()  # reads every record: a damaged file says so here
         run = self.repo.begin_run()  # before the orphan cleanup: no older run commits what it deletes
         orphans = self.remove_orphans()
+        self._stop_applying.clear()
+        self._applier = threading.Thread(target=self._apply_journal, name="flowfile-journal", daemon=True)
+        self._applier.start()
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files(), "run": run}
+
+    def _apply_journal(self) -> None:
+        """Every ``JOURNAL_LOOK_INTERVAL`` seconds: apply the log's journal once it is long
+        (``apply_if_long``), so that the executors' commits need not (they set
+        ``applied_elsewhere`` and apply it only past twice the bounds, should this stop). An error
+        is logged once and tried again; the commits are decided already and wait in the journal."""
+        said = None
+        while not self._stop_applying.wait(JOURNAL_LOOK_INTERVAL):
+            try:
+                self.repo.apply_if_long()
+                said = None
+            except Exception as err:
+                if str(err) != said:
+                    said = str(err)
+                    log.error("the FlowFile repository could not apply its journal (tried again every %g s; "
+                              "the commits stay in the journal until then): %s", JOURNAL_LOOK_INTERVAL, err)
+
+    def _stop_applier(self) -> None:
+        self._stop_applying.set()
+        if self._applier is not None:
+            self._applier.join(30)
+            self._applier = None
 
     def rename_queues(self, moves: dict[str, str]) -> dict:
         """Move what the log holds under each queue id of ``moves`` to its new id (``renamed_queue_moves``):
@@ -154,6 +185,7 @@ class FlowFileRepositoryService(Service):
         return {**self.repo.stats(), "commits_via_actor": self.commits, "last_checkpoint": self.last_checkpoint}
 
     def close(self) -> None:
+        self._stop_applier()
         if self.repo is not None:
             self.repo.checkpoint()
             self.repo.close()

@@ -138,6 +138,11 @@ class WriteAheadFlowFileRepository:
     RECENT_UPDATES = 131_072
     #: After applying failed (a damaged record, a full map), commits wait this long to try again.
     FOLD_RETRY_SECONDS = 10
+    #: True where another process applies the journal once it is long (``apply_if_long``, which
+    #: the FlowFile repository's service calls on a thread): this process's commits then apply it
+    #: only past twice the bounds, a backstop while that process is down, and keep none of their
+    #: entries as encoded (they would only be used by the backstop).
+    applied_elsewhere = False
     #: Reader slots in ``lock.mdb``: enough for the repository actor plus tools on the node.
     MAX_READERS = 256
     #: Named sub-databases allowed (nine used, room for later versions).
@@ -658,8 +663,7 @@ class WriteAheadFlowFileRepository:
                 txn.put(rec.pack_u64(seq), rec.encode_journal_entry(len(prepared), columns, rkeys, new_ckeys),
                         db=self._journal, append=True)
                 journal = txn.stat(self._journal)
-                fold = (journal["entries"] >= self.FOLD_ENTRIES
-                        or (journal["leaf_pages"] + journal["overflow_pages"]) * journal["psize"] >= self.FOLD_BYTES)
+                fold = self._long(journal, 2 if self.applied_elsewhere else 1)
                 if self._recent and next(iter(self._recent)) < seq - journal["entries"] + 1:
                     # another process applied some of what this one holds: drop those
                     cur = txn.cursor(db=self._journal)
@@ -672,7 +676,7 @@ class WriteAheadFlowFileRepository:
             if state is not None:
                 self._put_state(txn, state)
         self._commits += 1
-        if seq:
+        if seq and not self.applied_elsewhere:
             with self._lock:
                 if len(self._recent) < 2 * self.FOLD_ENTRIES:  # more only while applying fails
                     held_updates = sum(len(entry[0]) for entry in self._recent.values())
@@ -681,6 +685,24 @@ class WriteAheadFlowFileRepository:
         if fold and time.monotonic() >= self._fold_retry_at:
             self._fold_after_commit()
         return first_event
+
+    def _long(self, journal: dict, factor: int = 1) -> bool:
+        """Whether the journal (its ``txn.stat``) has reached ``factor`` times the bounds at
+        which it is applied (FOLD_ENTRIES, FOLD_BYTES)."""
+        return (journal["entries"] >= factor * self.FOLD_ENTRIES
+                or (journal["leaf_pages"] + journal["overflow_pages"]) * journal["psize"] >= factor * self.FOLD_BYTES)
+
+    def apply_if_long(self) -> bool:
+        """Apply the journal if it has reached the bounds at which a commit would (FOLD_ENTRIES,
+        FOLD_BYTES); whether it did. For a process that applies it on behalf of the committing
+        ones (``applied_elsewhere``), off their path."""
+        with self._read() as txn:
+            if not self._long(txn.stat(self._journal)):
+                return False
+            planned = self._plan_fold(txn)
+        with self._write("applying the journal") as txn:
+            self._fold(txn, planned)
+        return True
 
     def _fold_after_commit(self) -> None:
         """Apply the journal once it is long; the commit is already decided, so an error here is
