@@ -957,10 +957,10 @@ def test_where_another_process_applies_the_journal_commits_apply_it_only_past_tw
         w.repo.commit([q(ff)], [], [R1])
     with w.repo._read() as txn:
         assert txn.stat(w.repo._journal)["entries"] == 7 and not w.repo._recent
-    assert w.repo.apply_if_long() is True   # what the service's thread calls
+    assert w.repo.apply_if_long() is True   # what the service's thread calls: the first part, 4 entries
     with w.repo._read() as txn:
-        assert txn.stat(w.repo._journal)["entries"] == 0
-    assert w.repo.apply_if_long() is False
+        assert txn.stat(w.repo._journal)["entries"] == 3
+    assert w.repo.apply_if_long() is False  # 3 is below the bound
     for ff in ffs[7:]:
         w.repo.commit([q(ff)], [], [R1])
     assert set(everything(w.repo)) == {f.uuid for f in ffs} and w.repo.claimant_count(R1) == 8
@@ -969,6 +969,43 @@ def test_where_another_process_applies_the_journal_commits_apply_it_only_past_tw
         w.repo.commit([q(w.ff(R1, offset=i, qindex=i))], [], [R1])
     with w.repo._read() as txn:   # the second commit reached twice the bound (2) and applied it
         assert txn.stat(w.repo._journal)["entries"] == 0
+
+
+def test_applying_for_others_writes_only_what_it_worked_out_and_nothing_when_another_applied_first(w, monkeypatch):
+    """``apply_if_long`` (the FlowFile repository service's thread) writes only the part it
+    worked out in its read transaction: the commits made meanwhile wait for the next look, and
+    when another process applied the journal meanwhile it writes nothing, never decoding or
+    applying entries while it holds the writer lock."""
+    w.repo.FOLD_ENTRIES = 4
+    w.repo.applied_elsewhere = True
+    ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
+    for ff in ffs[:5]:
+        w.repo.commit([q(ff)], [], [R1])
+    plan = w.repo._plan_fold
+
+    def meanwhile(txn):
+        planned = plan(txn)
+        w.repo.commit([q(ffs[5])], [ffs[0].uuid], [R1])   # while the plan is worked out
+        return planned
+
+    monkeypatch.setattr(w.repo, "_plan_fold", meanwhile)
+    assert w.repo.apply_if_long() is True
+    with w.repo._read() as txn:
+        assert txn.stat(w.repo._journal)["entries"] == 2   # the fifth commit and the one made meanwhile
+
+    def another_applies_first(txn):
+        planned = plan(txn)
+        with w.repo._write("applying the journal") as other:   # as another process would, between
+            w.repo._fold(other)                                 # the read and the write transaction
+        return planned
+
+    w.repo.commit([q(ffs[6])], [], [R1])
+    w.repo.commit([q(ffs[7])], [], [R1])
+    monkeypatch.setattr(w.repo, "_plan_fold", another_applies_first)
+    assert w.repo.apply_if_long() is False
+    monkeypatch.undo()
+    assert set(everything(w.repo)) == {f.uuid for f in ffs[1:]} and w.repo.claimant_count(R1) == 7
+    assert w.repo.queue_counts() == {"q1": 7} and w.repo.rebuild_claimant_counts()["fixed"] == 0
 
 
 def test_four_batches_of_a_pipeline_at_batch_10000_pass_through_one_window(w, monkeypatch):

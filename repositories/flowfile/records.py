@@ -35,10 +35,12 @@ followed by its own CRC (little-endian) is always 0x2144DF1C.
 from __future__ import annotations
 
 import functools
+import re
 import struct
 import sys
 import zlib
 from array import array
+from itertools import repeat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -63,6 +65,8 @@ _CRC_RESIDUE = 0x2144DF1C
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 _CRC = struct.Struct("<I")
+#: splits a run of uuid keys (16 bytes each) in one C call
+_SIXTEEN = re.compile(rb".{16}", re.DOTALL)
 #: after the queue: qdate, qindex, id (offset u64), entry, lineage, penalized, Lk, offset, length
 _FIXED = struct.Struct(">QQQqqqHqq")
 _ORDER = struct.Struct(">QQQ")  # queue_date, queue_index, id, each + 2**63
@@ -466,10 +470,10 @@ def update_record(update: tuple) -> tuple[bytes, bytes]:
     """``(record, order-index key)`` of an update (``encode_commit``'s or ``decode_journal_entry``'s
     shape): made when the update is written to the tables, so a FlowFile that a later commit
     changes or removes first never has its record made."""
-    ukey, source, _queue, prefix, ckey, _size = update
+    ukey, source, where, prefix, ckey, _size = update
     if isinstance(source, FlowFile):
         return encode_flowfile(source, prefix, ckey, ukey)
-    return source.record(prefix, ckey, ukey)
+    return source.record(where, prefix, ckey, ukey)
 
 
 class _Columns:
@@ -499,18 +503,6 @@ class _Columns:
         return body + _CRC.pack(_crc32(body)), prefix + fixed[:_ORDER_LEN] + ukey
 
 
-class _Row:
-    """One update of a decoded journal entry (``update_record`` asks it for its record)."""
-
-    __slots__ = ("columns", "i")
-
-    def __init__(self, columns: _Columns, i: int) -> None:
-        self.columns, self.i = columns, i
-
-    def record(self, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
-        return self.columns.record(self.i, prefix, ckey, ukey)
-
-
 class _Stored:
     """One update of a version-1 journal entry, which holds its record."""
 
@@ -519,14 +511,15 @@ class _Stored:
     def __init__(self, value: bytes, okey: bytes) -> None:
         self.value, self.okey = value, okey
 
-    def record(self, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
+    def record(self, _where: None, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
         return self.value, self.okey
 
 
 def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[bytes]]:
     """``(updates, removal keys, new claim keys)`` of a journal entry, each update shaped as
     ``encode_commit`` makes it with something that makes its record (``update_record``) in place
-    of its FlowFile, and no queue id. The entry's checksum covers everything in it."""
+    of its FlowFile, and in place of its queue id what that needs besides (the update's row in
+    the entry's columns, or None). The entry's checksum covers everything in it."""
     n = len(value)
     _check_framed(value, _ENTRY_HEAD.size, JOURNAL_VERSION, "journal entry")
     version, nu, nr, nc = _ENTRY_HEAD.unpack_from(value)
@@ -603,8 +596,10 @@ def _decode_columns(value: bytes, count: int, end: int) -> tuple[list[tuple], in
     if count and not (0 <= min(queue_numbers) and max(queue_numbers) < nq
                       and 0 <= min(claim_numbers) and max(claim_numbers) <= nk):
         raise RecordError("journal entry numbers a queue or claim it does not hold")
-    updates = [(joined[16 * i : 16 * i + 16], _Row(decoded, i), None, prefixes[q], ckeys[k], size)
-               for i, q, k, size in zip(range(count), queue_numbers, claim_numbers, sizes)]
+    # built by C-level iterators, no Python step an update: most are never looked at again
+    ukeys = _SIXTEEN.findall(joined)
+    updates = list(zip(ukeys, repeat(decoded), range(count), map(prefixes.__getitem__, queue_numbers),
+                       map(ckeys.__getitem__, claim_numbers), sizes))
     return updates, pos
 
 

@@ -693,16 +693,17 @@ class WriteAheadFlowFileRepository:
                 or (journal["leaf_pages"] + journal["overflow_pages"]) * journal["psize"] >= factor * self.FOLD_BYTES)
 
     def apply_if_long(self) -> bool:
-        """Apply the journal if it has reached the bounds at which a commit would (FOLD_ENTRIES,
-        FOLD_BYTES); whether it did. For a process that applies it on behalf of the committing
-        ones (``applied_elsewhere``), off their path."""
+        """Apply the journal's first part (``_journal_part``) if the journal has reached the
+        bounds at which a commit would apply it (FOLD_ENTRIES, FOLD_BYTES); whether it did (not
+        when another process applied it meanwhile). For a process that applies it on behalf of the
+        committing ones (``applied_elsewhere``), off their path: it holds the writer lock only to
+        write what it worked out before (``_plan_fold``)."""
         with self._read() as txn:
             if not self._long(txn.stat(self._journal)):
                 return False
             planned = self._plan_fold(txn)
         with self._write("applying the journal") as txn:
-            self._fold(txn, planned)
-        return True
+            return self._fold(txn, planned, rest=False) > 0
 
     def _fold_after_commit(self) -> None:
         """Apply the journal once it is long; the commit is already decided, so an error here is
@@ -762,7 +763,7 @@ class WriteAheadFlowFileRepository:
             return _PlannedFold(first, last, self._net_effect(txn, entries))
         return None
 
-    def _fold(self, txn: lmdb.Transaction, planned: "_PlannedFold | None" = None) -> int:
+    def _fold(self, txn: lmdb.Transaction, planned: "_PlannedFold | None" = None, rest: bool = True) -> int:
         """Apply every journal entry, in commit order, to the tables and empty the journal; return
         the sequence of the last entry applied (0: the journal was empty).
 
@@ -774,7 +775,9 @@ class WriteAheadFlowFileRepository:
         (``_plan_fold``). It is written only when the journal still starts with the entry it
         starts with: the tables change only by applying the journal (the swap and queue
         operations apply it first), and applying removes the entries it applied, so the tables
-        are still as the plan read them; otherwise it is dropped and the journal applied here."""
+        are still as the plan read them; otherwise it is dropped and the journal applied here.
+        With ``rest`` False only the plan is written (when it still holds): the entries after it,
+        or all of them, wait for the next application, and nothing is decoded under the lock."""
         seq = 0
         if planned is not None:
             with txn.cursor(db=self._journal) as cur:
@@ -783,11 +786,13 @@ class WriteAheadFlowFileRepository:
                     while cur.key() and rec.unpack_u64(cur.key()) <= planned.last:
                         cur.delete()
                     seq = planned.last
-        for seq, entries in self._journal_part(txn):
-            self._apply(txn, seq, entries)
+        if rest:
+            for seq, entries in self._journal_part(txn):
+                self._apply(txn, seq, entries)
+            if seq:
+                txn.drop(self._journal, delete=False)
         if not seq:
             return 0
-        txn.drop(self._journal, delete=False)
         self._recent = {s: e for s, e in self._recent.items() if s > seq}
         return seq
 
