@@ -367,3 +367,21 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
     finally:
         service.close()
     assert service._applier is None  # the thread stopped with the service
+
+
+def test_the_logs_commit_count_reaches_its_metric_at_most_every_interval_and_all_of_it_at_close(wal):
+    """A Ray metric update costs about what a small commit's transaction does, so the group log
+    sends its commit count at most every ``min_interval`` seconds, and what is held at close."""
+    log = GroupLog(wal, False)
+    sent = []
+
+    class Counter:
+        def inc(self, count, tags):
+            sent.append(count)
+
+    log.metrics._commits, log.metrics.min_interval = Counter(), 3600.0
+    for i in range(5):
+        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]))
+    assert sent == [1]  # the first at once, the next four held
+    log.close()
+    assert sent == [1, 4]

@@ -79,6 +79,7 @@ class GroupLog:
             self._closed = True
             self._ready.notify()
         self._thread.join(timeout)
+        self.metrics.flush()
 
     def _run(self) -> None:
         while True:

@@ -186,6 +186,7 @@ class FlowFileRepositoryService(Service):
 
     def close(self) -> None:
         self._stop_applier()
+        self.metrics.flush()
         if self.repo is not None:
             self.repo.checkpoint()
             self.repo.close()
