@@ -79,9 +79,10 @@ class FlowFileRepositoryService(Service):
         rebuilt = self.repo.rebuild_claimant_counts()  # reads every record: a damaged file says so here
         run = self.repo.begin_run()  # before the orphan cleanup: no older run commits what it deletes
         orphans = self.remove_orphans()
-        self._stop_applying.clear()
-        self._applier = threading.Thread(target=self._apply_journal, name="flowfile-journal", daemon=True)
-        self._applier.start()
+        if self._applier is None or not self._applier.is_alive():
+            self._stop_applying.clear()
+            self._applier = threading.Thread(target=self._apply_journal, name="flowfile-journal", daemon=True)
+            self._applier.start()
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files(), "run": run}
 
