@@ -385,3 +385,65 @@ def test_the_logs_commit_count_reaches_its_metric_at_most_every_interval_and_all
     assert sent == [1]  # the first at once, the next four held
     log.close()
     assert sent == [1, 4]
+
+
+def test_the_services_look_applies_a_long_journal_part_after_part_and_an_error_waits_like_a_commits(
+        tmp_path, monkeypatch):
+    """A look of the FlowFile repository's service applies the journal until it is short again,
+    so the executors' commits (which apply it only at twice the bounds) are not left to do it
+    under the writer lock when commits come faster than a part a look; after an error it waits
+    ``FOLD_RETRY_SECONDS`` before it tries again, as a commit would, instead of every look."""
+    import time
+
+    from flowactors.engine.repository_services import JOURNAL_LOOK_INTERVAL, FlowFileRepositoryService
+    from repositories.flowfile import FlowFileRepositoryError
+
+    monkeypatch.setattr(WriteAheadFlowFileRepository, "FOLD_ENTRIES", 4)
+    service = FlowFileRepositoryService(str(tmp_path), Settings())
+    service.open()
+    try:
+        service._stop_applier()  # the looks are made here, one at a time
+        service._stop_applying.clear()
+        wal = service.repo
+        wal.applied_elsewhere, wal._fold_retry_at = True, float("inf")  # no commit applies it
+        for i in range(13):
+            wal.commit([QueuedFlowFile(flowfile(i), "q")], [])
+        assert _journal_entries(wal) == 13
+        service._look_at_journal()
+        assert _journal_entries(wal) == 1 and wal.queue_counts() == {"q": 13}
+
+        calls = []
+
+        def fails():
+            calls.append(time.monotonic())
+            raise FlowFileRepositoryError("the map is full", wal.path)
+
+        monkeypatch.setattr(wal, "apply_if_long", fails)
+        service._applier = threading.Thread(target=service._apply_journal, daemon=True)
+        service._applier.start()
+        time.sleep(20 * JOURNAL_LOOK_INTERVAL)
+        assert len(calls) == 1  # then it waits FOLD_RETRY_SECONDS (10 s)
+    finally:
+        service.close()
+
+
+def test_an_idle_group_log_sends_what_its_commits_counted(wal):
+    """Held commit counts reach the metric once the log has been idle for ``min_interval``, not
+    only at the next commit or at close (a quiet flow's rate would read 0 meanwhile)."""
+    import time
+
+    log = GroupLog(wal, False)
+    sent = []
+
+    class Counter:
+        def inc(self, count, tags):
+            sent.append(count)
+
+    log.metrics._commits, log.metrics.min_interval = Counter(), 0.05
+    for i in range(3):
+        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]))
+    deadline = time.monotonic() + 5
+    while sum(sent) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sum(sent) == 3  # without a close
+    log.close()

@@ -85,7 +85,8 @@ class GroupLog:
         while True:
             with self._ready:
                 while not self._waiting and not self._closed:
-                    self._ready.wait()
+                    if not self._ready.wait(self.metrics.min_interval):
+                        self.metrics.flush()  # idle: what the last commits counted is sent
                 if not self._waiting:
                     return
                 group, self._waiting = self._waiting[:MAX_GROUP], self._waiting[MAX_GROUP:]

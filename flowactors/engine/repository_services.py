@@ -87,20 +87,29 @@ class FlowFileRepositoryService(Service):
                 "swap_files": self.repo.swap_files(), "run": run}
 
     def _apply_journal(self) -> None:
-        """Every ``JOURNAL_LOOK_INTERVAL`` seconds: apply the log's journal once it is long
-        (``apply_if_long``), so that the executors' commits need not (they set
-        ``applied_elsewhere`` and apply it only past twice the bounds, should this stop). An error
-        is logged once and tried again; the commits are decided already and wait in the journal."""
+        """Every ``JOURNAL_LOOK_INTERVAL`` seconds: apply the log's journal, a part after another
+        while it is long (``apply_if_long``), so that the executors' commits need not (they set
+        ``applied_elsewhere`` and apply it only past twice the bounds, should this fall behind or
+        stop). An error is logged once and tried again after ``FOLD_RETRY_SECONDS``, as a
+        commit's would be; the commits are decided already and wait in the journal."""
         said = None
-        while not self._stop_applying.wait(JOURNAL_LOOK_INTERVAL):
+        wait = JOURNAL_LOOK_INTERVAL
+        while not self._stop_applying.wait(wait):
+            wait = JOURNAL_LOOK_INTERVAL
             try:
-                self.repo.apply_if_long()
+                self._look_at_journal()
                 said = None
             except Exception as err:
+                wait = self.repo.FOLD_RETRY_SECONDS
                 if str(err) != said:
                     said = str(err)
                     log.error("the FlowFile repository could not apply its journal (tried again every %g s; "
-                              "the commits stay in the journal until then): %s", JOURNAL_LOOK_INTERVAL, err)
+                              "the commits stay in the journal until then): %s", wait, err)
+
+    def _look_at_journal(self) -> None:
+        """Apply the journal a part after another while it is long (a look of ``_apply_journal``)."""
+        while self.repo.apply_if_long() and not self._stop_applying.is_set():
+            pass
 
     def _stop_applier(self) -> None:
         self._stop_applying.set()
