@@ -369,17 +369,23 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
     assert service._applier is None  # the thread stopped with the service
 
 
-def test_the_logs_commit_count_reaches_its_metric_at_most_every_interval_and_all_of_it_at_close(wal):
-    """A Ray metric update costs about what a small commit's transaction does, so the group log
-    sends its commit count at most every ``min_interval`` seconds, and what is held at close."""
+def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tuple[GroupLog, list[int]]:
+    """A group log whose commit counter only lists what it is sent."""
     log = GroupLog(wal, False)
-    sent = []
+    sent: list[int] = []
 
     class Counter:
         def inc(self, count, tags):
             sent.append(count)
 
-    log.metrics._commits, log.metrics.min_interval = Counter(), 3600.0
+    log.metrics._commits, log.metrics.min_interval = Counter(), min_interval
+    return log, sent
+
+
+def test_the_logs_commit_count_reaches_its_metric_at_most_every_interval_and_all_of_it_at_close(wal):
+    """A Ray metric update costs about what a small commit's transaction does, so the group log
+    sends its commit count at most every ``min_interval`` seconds, and what is held at close."""
+    log, sent = _counted_log(wal, 3600.0)
     for i in range(5):
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]))
     assert sent == [1]  # the first at once, the next four held
@@ -432,14 +438,7 @@ def test_an_idle_group_log_sends_what_its_commits_counted(wal):
     only at the next commit or at close (a quiet flow's rate would read 0 meanwhile)."""
     import time
 
-    log = GroupLog(wal, False)
-    sent = []
-
-    class Counter:
-        def inc(self, count, tags):
-            sent.append(count)
-
-    log.metrics._commits, log.metrics.min_interval = Counter(), 0.05
+    log, sent = _counted_log(wal, 0.05)
     for i in range(3):
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]))
     deadline = time.monotonic() + 5
