@@ -366,7 +366,7 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
         assert wal.queue_counts() == {"q": 6}
     finally:
         service.close()
-    assert service._applier is None  # the thread stopped with the service
+    assert not service._applier.alive  # the thread stopped with the service
 
 
 def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tuple[GroupLog, list[int]]:
@@ -408,8 +408,7 @@ def test_the_services_look_applies_a_long_journal_part_after_part_and_an_error_w
     service = FlowFileRepositoryService(str(tmp_path), Settings())
     service.open()
     try:
-        service._stop_applier()  # the looks are made here, one at a time
-        service._stop_applying.clear()
+        service._applier.stop()  # the looks are made here, one at a time
         wal = service.repo
         wal.applied_elsewhere, wal._fold_retry_at = True, float("inf")  # no commit applies it
         for i in range(13):
@@ -425,7 +424,6 @@ def test_the_services_look_applies_a_long_journal_part_after_part_and_an_error_w
             raise FlowFileRepositoryError("the map is full", wal.path)
 
         monkeypatch.setattr(wal, "apply_if_long", fails)
-        service._applier = threading.Thread(target=service._apply_journal, daemon=True)
         service._applier.start()
         time.sleep(20 * JOURNAL_LOOK_INTERVAL)
         assert len(calls) == 1  # then it waits FOLD_RETRY_SECONDS (10 s)

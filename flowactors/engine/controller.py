@@ -39,6 +39,7 @@ from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
 from flowactors.engine.repository_services import renamed_queue_moves
 from flowactors.engine.metrics import RestartMetrics
+from flowactors.engine.periodic import Periodic
 from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.transport import HostedLink, Link, call_now, causes, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow
@@ -117,8 +118,8 @@ class FlowController:
         self.provenance_repository: Link | None = None
         self.recovery: dict = {}
         self._opened: list[Link] = []  # repository services opened so far (closed by stop)
-        self._stop = threading.Event()
-        self._maintenance: threading.Thread | None = None
+        self._maintenance = Periodic("maintenance", MAINTENANCE_TICK, self._maintain, self._maintenance_failed,
+                                     join=REPAIR_WAIT + 60)
         self._last = {"checkpoint": time.monotonic(), "archive": time.monotonic()}
         self.maintenance_errors: list[str] = []
         self.started = False
@@ -233,7 +234,6 @@ class FlowController:
         self._incarnations = {name: health["incarnation"]
                               for name, health in self._health(self._components()).items()}
         self._starting("running", tasks, tasks)
-        self._maintenance = threading.Thread(target=self._maintain, name="maintenance", daemon=True)
         self._maintenance.start()
         self.started = True
         return self.recovery
@@ -267,15 +267,16 @@ class FlowController:
 
     # ------------------------------------------------------------------ background jobs
     def _maintain(self) -> None:
-        while not self._stop.wait(MAINTENANCE_TICK):
-            try:
-                self._repair_due = self._repair_due or self.watch()
-                if self._repair_due:
-                    self.repair(self._repair_due)
-                    self._repair_due = []
-                self.maintenance_once()
-            except Exception as err:  # a failed job is retried next tick (NiFi bug NIFI-4322)
-                self.maintenance_errors = (self.maintenance_errors + [f"{type(err).__name__}: {err}"])[-10:]
+        """Every ``MAINTENANCE_TICK``: repair what the watch found dead, then the periodic jobs."""
+        self._repair_due = self._repair_due or self.watch()
+        if self._repair_due:
+            self.repair(self._repair_due)
+            self._repair_due = []
+        self.maintenance_once()
+
+    def _maintenance_failed(self, err: Exception) -> None:
+        """A failed job is retried next tick (NiFi bug NIFI-4322); the last ten errors are kept."""
+        self.maintenance_errors = (self.maintenance_errors + [f"{type(err).__name__}: {err}"])[-10:]
 
     # ------------------------------------------------------------------ healing
     def _components(self) -> dict[str, tuple[str, Link]]:
@@ -598,9 +599,7 @@ class FlowController:
         After a start that failed part-way, undo what it did instead (``_abandon_start``)."""
         if not self.started:
             return self._abandon_start()
-        self._stop.set()
-        if self._maintenance is not None:  # a repair under way finishes first
-            self._maintenance.join(REPAIR_WAIT + 60)
+        self._maintenance.stop()  # a repair under way finishes first
         resolve([e.call("stop") for e in self.executors])
         if self.spark_service is not None:  # after the processors: none of them is mid-job now
             from flowactors.spark.service import stop_service

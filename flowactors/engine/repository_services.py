@@ -18,6 +18,7 @@ from typing import Sequence
 
 from flowactors.engine import gc_policy
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
+from flowactors.engine.periodic import Periodic
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository
 from repositories.flowfile import SWAP_QUEUE_PREFIX, FlowFileRepositoryError, WriteAheadFlowFileRepository
@@ -29,7 +30,7 @@ from repositories.provenance.outbox import take_from_outbox
 log = logging.getLogger(__name__)
 
 #: seconds between two looks of the FlowFile repository's service at the log's journal
-#: (``FlowFileRepositoryService._apply_journal``): a look is one read transaction's ``stat``
+#: (``FlowFileRepositoryService._look_at_journal``): a look is one read transaction's ``stat``
 JOURNAL_LOOK_INTERVAL = 0.05
 
 
@@ -68,8 +69,10 @@ class FlowFileRepositoryService(Service):
         self.commits = 0
         self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
         self.metrics = FlowFileRepositoryMetrics(flow)
-        self._stop_applying = threading.Event()
-        self._applier: threading.Thread | None = None
+        #: applies the log's journal so that the executors' commits need not (``_look_at_journal``)
+        self._applier = Periodic("flowfile-journal", JOURNAL_LOOK_INTERVAL, self._look_at_journal,
+                                 self._journal_not_applied, each_error_once=True,
+                                 retry_after=WriteAheadFlowFileRepository.FOLD_RETRY_SECONDS)
 
     def open(self) -> dict:
         """Open the log and begin a new run of the flow over it (commits of an older run are
@@ -79,43 +82,23 @@ class FlowFileRepositoryService(Service):
         rebuilt = self.repo.rebuild_claimant_counts()  # reads every record: a damaged file says so here
         run = self.repo.begin_run()  # before the orphan cleanup: no older run commits what it deletes
         orphans = self.remove_orphans()
-        if self._applier is None or not self._applier.is_alive():
-            self._stop_applying.clear()
-            self._applier = threading.Thread(target=self._apply_journal, name="flowfile-journal", daemon=True)
-            self._applier.start()
+        self._applier.start()
         return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
                 "swap_files": self.repo.swap_files(), "run": run}
 
-    def _apply_journal(self) -> None:
+    def _look_at_journal(self) -> None:
         """Every ``JOURNAL_LOOK_INTERVAL`` seconds: apply the log's journal, a part after another
         while it is long (``apply_if_long``), so that the executors' commits need not (they set
         ``applied_elsewhere`` and apply it only past twice the bounds, should this fall behind or
-        stop). An error is logged once and tried again after ``FOLD_RETRY_SECONDS``, as a
-        commit's would be; the commits are decided already and wait in the journal."""
-        said = None
-        wait = JOURNAL_LOOK_INTERVAL
-        while not self._stop_applying.wait(wait):
-            wait = JOURNAL_LOOK_INTERVAL
-            try:
-                self._look_at_journal()
-                said = None
-            except Exception as err:
-                wait = self.repo.FOLD_RETRY_SECONDS
-                if str(err) != said:
-                    said = str(err)
-                    log.error("the FlowFile repository could not apply its journal (tried again every %g s; "
-                              "the commits stay in the journal until then): %s", wait, err)
-
-    def _look_at_journal(self) -> None:
-        """Apply the journal a part after another while it is long (a look of ``_apply_journal``)."""
-        while self.repo.apply_if_long() and not self._stop_applying.is_set():
+        stop)."""
+        while self.repo.apply_if_long() and not self._applier.stopping:
             pass
 
-    def _stop_applier(self) -> None:
-        self._stop_applying.set()
-        if self._applier is not None:
-            self._applier.join(30)
-            self._applier = None
+    def _journal_not_applied(self, err: Exception) -> None:
+        """Tried again after ``FOLD_RETRY_SECONDS``, as a commit's would be; the commits are decided
+        already and wait in the journal."""
+        log.error("the FlowFile repository could not apply its journal (tried again every %g s; "
+                  "the commits stay in the journal until then): %s", self._applier.retry_after, err)
 
     def rename_queues(self, moves: dict[str, str]) -> dict:
         """Move what the log holds under each queue id of ``moves`` to its new id (``renamed_queue_moves``):
@@ -195,7 +178,7 @@ class FlowFileRepositoryService(Service):
         return {**self.repo.stats(), "commits_via_actor": self.commits, "last_checkpoint": self.last_checkpoint}
 
     def close(self) -> None:
-        self._stop_applier()
+        self._applier.stop()
         self.metrics.flush()
         if self.repo is not None:
             self.repo.checkpoint()
@@ -260,8 +243,9 @@ class ProvenanceRepositoryService(Service):
         self._log: WriteAheadFlowFileRepository | None = None  # the outbox's log (``follow_log``)
         self._owns_log = False  # opened here, not shared with a FlowFile repository service
         self._taking = threading.Lock()
-        self._stop_following = threading.Event()
-        self._follower: threading.Thread | None = None
+        #: takes the outbox's events every ``OUTBOX_LOOK_INTERVAL`` seconds (``follow_log``)
+        self._follower = Periodic("provenance-outbox", OUTBOX_LOOK_INTERVAL, self.take_events,
+                                  self._events_not_taken, each_error_once=True)
 
     def open(self) -> dict:
         """Open (recovering journals) and report: the stats, and what recovery could not read."""
@@ -287,23 +271,14 @@ class ProvenanceRepositoryService(Service):
             self._owns_log = WriteAheadFlowFileRepository.open_here(path) is None
             self._log = WriteAheadFlowFileRepository.from_settings(self.root, self.settings, shared=True)
         taken, problems = self.take_events()
-        if self._follower is None or not self._follower.is_alive():
-            self._stop_following.clear()
-            self._follower = threading.Thread(target=self._follow, name="provenance-outbox", daemon=True)
-            self._follower.start()
+        self._follower.start()
         return {"taken": taken, "problems": problems}
 
-    def _follow(self) -> None:
-        said = None
-        while not self._stop_following.wait(OUTBOX_LOOK_INTERVAL):
-            try:
-                self.take_events()
-                said = None
-            except Exception as err:  # the entries stay in the outbox: taken at the next look
-                if str(err) != said:
-                    said = str(err)
-                    log.error("provenance could not take the commits' events from the log (tried again "
-                              "every %g s; they stay in the log until then): %s", OUTBOX_LOOK_INTERVAL, err)
+    @staticmethod
+    def _events_not_taken(err: Exception) -> None:
+        """The entries stay in the outbox: taken at the next look."""
+        log.error("provenance could not take the commits' events from the log (tried again every %g s; "
+                  "they stay in the log until then): %s", OUTBOX_LOOK_INTERVAL, err)
 
     def take_events(self) -> tuple[int, list[str]]:
         """Register the outbox's events in id order, then remove them from it (``take_from_outbox``:
@@ -323,10 +298,7 @@ class ProvenanceRepositoryService(Service):
 
     def _stop_follow(self) -> None:
         """Stop the thread and take what is left, while the log is still open."""
-        self._stop_following.set()
-        if self._follower is not None:
-            self._follower.join(30)
-            self._follower = None
+        self._follower.stop()
         self._catch_up()
         if self._log is not None and self._owns_log:
             self._log.close()

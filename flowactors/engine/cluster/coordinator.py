@@ -30,6 +30,7 @@ from flowactors.engine.cluster.topology import (RESOURCE_SHARE, ClusterNode, Top
                                                 ray_nodes, read_topology, resolve_nodes, write_topology)
 from flowactors.engine.controller import (CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, FlowStartError,
                                          cause_of)
+from flowactors.engine.periodic import Periodic
 from flowactors.engine.transport import ActorLink, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
@@ -65,8 +66,7 @@ class ClusterController:
         self._receivers: dict[str, dict] = {}
         self._restarting: set[str] = set()  # nodes whose flow is being started again (``_restart_node``)
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._watch = Periodic("cluster-watch", TICK, self.look, self._look_failed, join=NODE_WAIT + 5)
         self.maintenance_errors: list[str] = []
 
     @property
@@ -109,8 +109,7 @@ class ClusterController:
             self._starting("nodes started", done, len(names))
         self._spread_receivers()
         self.started = True
-        self._thread = threading.Thread(target=self._watch, name="cluster-watch", daemon=True)
-        self._thread.start()
+        self._watch.start()
         left = [n.name for n in previous if n.name not in names]
         joined = [n for n in names if previous and n not in {p.name for p in previous}]
         return {"nodes": names, "primary": self.primary, "left": left, "joined": joined,
@@ -177,12 +176,9 @@ class ClusterController:
         self.maintenance_errors = (self.maintenance_errors + [what])[-10:]
 
     # ------------------------------------------------------------------ watching the cluster
-    def _watch(self) -> None:
-        while not self._stop.wait(TICK):
-            try:
-                self.look()
-            except Exception as err:  # tried again next tick
-                self._note(f"watching the cluster: {type(err).__name__}: {err}")
+    def _look_failed(self, err: Exception) -> None:
+        """Tried again next tick."""
+        self._note(f"watching the cluster: {type(err).__name__}: {err}")
 
     def look(self) -> None:
         """One look at the cluster (see the module docstring). Ray says which nodes are alive; a
@@ -297,9 +293,7 @@ class ClusterController:
     def stop(self) -> dict:
         """Stop the flow on every node (each keeps what is queued in its own log), end the
         node controllers."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(NODE_WAIT + 5)
+        self._watch.stop()
         final = self.status() if self.started else {"flow": self.flow.name, "processors": [], "queues": []}
         stops = {name: link.call("stop") for name, link in self.controllers.items()
                  if name in self.connected or not self.started}
