@@ -43,7 +43,7 @@ LAYERS = (
     ("session", ("sdk/session.py",)),
     ("processors", ("flowactors/processors/",)),
     ("Ray calls and pickling", ("/ray/", "cloudpickle", "pickle", "msgpack")),
-    ("engine: task loop, group commit, links, metrics", ("flowactors/engine/",)),
+    ("engine: task loop, executor log, links, metrics", ("flowactors/engine/",)),
 )
 #: leaves of stacks that wait rather than work (Ray's idle loop, a blocked thread, an event loop's select)
 IDLE = ("Worker.main_loop", "Condition.wait", "Event.wait", "select (", "_wait_for_tstate_lock")

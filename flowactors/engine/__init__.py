@@ -1,7 +1,7 @@
 """The engines behind one seam. The core every engine shares: the session backend and its commit
 order (``backend``), the trigger loop (``task``), the executor that hosts tasks and queues
 (``executor``), the flow lifecycle (``controller``, driven by ``runner``), transports
-(``transport``), placement (``placement``), group commit (``group_commit``), the repository
+(``transport``), placement (``placement``), the executor's log (``executor_log``), the repository
 services (``repository_services``) and queues (``queues``). An engine only hosts components
 (``hosting``): the Ray engine in actors (``actors``), the in-process engine in this process
 (``in_process``). The stateless engine (``stateless``) runs the same tasks and backend over a

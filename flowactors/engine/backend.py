@@ -9,7 +9,7 @@ This is the one place the commit order is written (DESIGN.md, "The data path"):
    as decided;
 3. then offers downstream and acknowledgements upstream, and provenance: its events' ids were
    reserved in step 2's transaction, so they follow the order of commits whenever the events
-   reach the provenance repository, and a task does not wait for them (``GroupLog``). **The
+   reach the provenance repository, and a task does not wait for them (``ExecutorLog``). **The
    commit was decided at step 2**: a failure from here on raises ``DeliveryError``; the session does not roll back, no
    claim is deleted and nothing is requeued. The task's backend says it needs a repair
    (``lost``), and the controller repairs the flow from the log, which is the truth.
@@ -53,7 +53,7 @@ class Log(Protocol):
     def record(self, batch: CommitBatch) -> None:
         """Write the batch's FlowFile changes to the log (``CommitError`` if refused: nothing was
         written), its events' ids reserved and its state change made in the same transaction, and
-        see its provenance recorded (``GroupLog`` without making the task wait)."""
+        see its provenance recorded (``ExecutorLog`` without making the task wait)."""
 
     def get_state(self, component_id: str) -> StateMap:
         """A processor's state as the log holds it."""
@@ -94,7 +94,7 @@ class DirectLog:
     """Each commit in a call of its own to the FlowFile repository, then one to provenance that
     it waits for: the test runner's log. Over a link to another process, a call cut by that
     process's death leaves the commit in doubt (``not_written``); the engine's executors write
-    the log themselves (``GroupLog``)."""
+    the log themselves (``ExecutorLog``)."""
 
     def __init__(self, flowfile_repository: Link, provenance_repository: Link | None):
         self.flowfile_repository = flowfile_repository

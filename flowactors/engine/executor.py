@@ -4,7 +4,7 @@ As NiFi's JVM runs hundreds of processors on a thread pool, an executor runs eac
 processor task's trigger loop on a thread of its own and keeps each hosted queue on its event
 loop. A task reaches a queue hosted here with a local call (``LoopLink``: no pickling, no actor
 call) and one hosted elsewhere through that executor's ``call_hosted`` (``HostedLink``: on Ray one
-batched actor call); the hosted tasks' commits reach the repositories together (``GroupLog``).
+batched actor call); the hosted tasks each write their commits to the log in this process (``ExecutorLog``).
 Which executor hosts what is ``flowactors.engine.placement``'s decision; the controller creates
 the executors through its engine's hosting (an actor each on Ray, ``ExecutorActor``; objects on
 one event loop in process), hands each its plan, then starts them.
@@ -28,7 +28,7 @@ from flowactors.engine.cluster.partitioning import Partitioner
 from flowactors.engine.cluster.topology import ClusterView, connection_of, partition_id
 from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, ReceivePort, TransferReceiver,
                                                 TRANSFER_BATCH, TransferRefused, sender_name)
-from flowactors.engine.group_commit import GroupLog
+from flowactors.engine.executor_log import ExecutorLog
 from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.task import ProcessorTask, make_context
 from flowactors.engine.transport import Link, LoopLink
@@ -62,7 +62,7 @@ class Executor:
         self.queues: dict[str, QueueHost] = {}
         self._host({q: queue_configs[q] for q in plan.queues})
         self.tasks: dict[str, ProcessorTask] = {}
-        self.log: GroupLog | None = None  # the hosted tasks' group commit (``wire``)
+        self.log: ExecutorLog | None = None  # the log the hosted tasks write to (``wire``)
         self._wal: WriteAheadFlowFileRepository | None = None  # the log, written from this process
         self._counters: dict = {}  # the tasks' counters and metrics, kept across a repair (``reset``)
         #: on a flow across several nodes: this node's view of the cluster (``set_cluster``), the
@@ -91,8 +91,8 @@ class Executor:
             # the FlowFile repository's service applies the journal (in another process on Ray;
             # in this one the instance is the service's, and the commits apply it as they always did)
             self._wal.applied_elsewhere = own
-        self.log = GroupLog(self._wal, self.provenance_repository is not None,
-                            name=f"group-commit-{self.plan.name}", flow=self.flow.name, run=run)
+        self.log = ExecutorLog(self._wal, self.provenance_repository is not None,
+                            name=f"executor-log-{self.plan.name}", flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}
 
         def link(queue_id: str) -> Link:

@@ -171,6 +171,7 @@ class FlowFileRepositoryMetrics:
         self.min_interval = min_interval
         self._held = 0
         self._sent_at = float("-inf")
+        self._lock = threading.Lock()  # the tasks of an executor count at once
         self._commits = self._checkpoints = None
         if ENABLED:
             self._commits = _get("Counter", "flowactors_flowfile_repository_commits",
@@ -179,18 +180,24 @@ class FlowFileRepositoryMetrics:
                                      "seconds a write-ahead log checkpoint took", boundaries=CHECKPOINT_BOUNDARIES)
 
     def committed(self, count: int = 1) -> None:
+        """Count commits (from any thread), sending them when ``min_interval`` has passed."""
         if self._commits is None:
             return
-        self._held += count
-        now = time.monotonic()
-        if now - self._sent_at >= self.min_interval:
+        with self._lock:
+            self._held += count
+            now = time.monotonic()
+            if now - self._sent_at < self.min_interval:
+                return
             self._sent_at = now
-            self.flush()
+        self.flush()
 
     def flush(self) -> None:
         """Send the commits counted since the last update."""
-        if self._commits is not None and self._held:
+        if self._commits is None:
+            return
+        with self._lock:
             held, self._held = self._held, 0
+        if held:
             self._commits.inc(held, self.tags)
 
     def checkpointed(self, seconds: float) -> None:

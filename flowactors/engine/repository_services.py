@@ -58,7 +58,7 @@ class Service:
 
 class FlowFileRepositoryService(Service):
     """Owns ``<repository>/flowfile``: opening and recovery, checkpoints, the swap registry, paging.
-    The executors commit sessions themselves, in their own processes (``GroupLog``); ``commit``
+    The executors commit sessions themselves, in their own processes (``ExecutorLog``); ``commit``
     here serves the controller (emptying a queue) and the test runner."""
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
@@ -224,7 +224,7 @@ class ProvenanceRepositoryService(Service):
     """Appends each commit's events to a journal; rollover, indexing and age-off run on timers.
 
     The commits' events come from the write-ahead log's provenance outbox (``follow_log``: each
-    session's transaction keeps its events there, ``GroupLog``), taken every
+    session's transaction keeps its events there, ``ExecutorLog``), taken every
     ``OUTBOX_LOOK_INTERVAL`` seconds on a thread of this service and before every read, so a
     search sees every event of the commits made before it. An entry leaves the outbox only once
     the journal has it (fsynced first with ``always_sync``); one taken twice (this process died

@@ -11,7 +11,7 @@ repositories are, as between the engines:
   ``commit_async`` callbacks are kept only when it succeeded;
 * ``engine="ray"``: the Ray engine's components: the queues hosted in an executor actor, reached
   with ``HostedLink`` as a task in another executor reaches them, the FlowFile repository (LMDB)
-  and provenance in their actors, commits through a group commit, claim files on disk. Runners on
+  and provenance in their actors, commits through an executor's log, claim files on disk. Runners on
   Ray share one set of these actors (``RayComponents``, each runner with queues of its own), so a
   test pays no actor start-up; ``ProcessorRunner.close_ray`` ends them (``tests/conftest.py``).
 
@@ -275,11 +275,11 @@ class ProcessorRunner:
 class RayComponents:
     """The Ray engine's components that runners on Ray share: the FlowFile repository and
     provenance actors over a temporary folder, one executor actor hosting every runner's queues,
-    and one group commit (as an executor's tasks share one)."""
+    and one executor log (as an executor's tasks share one)."""
 
     def __init__(self) -> None:
         from flowactors.engine.actors.ray_hosting import RayHosting
-        from flowactors.engine.group_commit import GroupLog
+        from flowactors.engine.executor_log import ExecutorLog
         from flowactors.engine.placement import ExecutorPlan
         from flowactors.engine.transport import resolve
         from flowactors.sdk.flow import Flow
@@ -300,7 +300,7 @@ class RayComponents:
         call_now(self.provenance, "follow_log")  # the commits' events, from the log's outbox
         self.content = ContentRepository.from_settings(self.root, settings)
         self.wal = WriteAheadFlowFileRepository.from_settings(self.root, settings, shared=True)
-        self.log = GroupLog(self.wal, True, name=f"group-commit-{name}", flow=name)
+        self.log = ExecutorLog(self.wal, True, name=f"executor-log-{name}", flow=name)
 
     def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
         from flowactors.engine.transport import HostedLink

@@ -1,6 +1,6 @@
-"""Group commit (flowactors/engine/group_commit.py) over the real LMDB log, written from the
-executor's process: sessions sent together are still accepted or refused one by one; a log that
-cannot write refuses them. The test runner's ``DirectLog`` reaches the log in another process: a
+"""The executor's log (flowactors/engine/executor_log.py) over the real LMDB log, written from the
+executor's process by each task's own thread: sessions sent together are accepted or refused one
+by one; a log that cannot write refuses them; close waits for the commits under way. The test runner's ``DirectLog`` reaches the log in another process: a
 call cut by that process's death leaves the commit in doubt, one the log answered is refused."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
 from flowactors.engine.backend import DirectLog
-from flowactors.engine.group_commit import GroupLog
+from flowactors.engine.executor_log import ExecutorLog
 from flowactors.engine.transport import ActorLink
 from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt
 from flowactors.sdk.settings import Settings
@@ -37,11 +37,11 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
     twice = new_flowfile_uuid()
     good = [CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]) for i in range(20)]
     bad = CommitBatch(updates=[QueuedFlowFile(flowfile(100, twice), "q")], removals=[twice])
-    log = GroupLog(wal, False)
+    log = ExecutorLog(wal, False)
     start = threading.Barrier(len(good) + 1)
 
     def commit(batch):
-        start.wait()  # all at once, so that they share groups
+        start.wait()  # all at once, so that they take turns at the writer lock
         return log.record(batch)
 
     with concurrent.futures.ThreadPoolExecutor(len(good) + 1) as pool:
@@ -55,22 +55,68 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
         log.record(good[0])  # a closed log takes nothing more
 
 
+def test_a_commit_is_written_in_the_tasks_own_thread(wal, monkeypatch):
+    """No hand-over to a log thread and back (each a wake-up that waits for the GIL while another
+    task computes): the transaction runs in the thread that records the session."""
+    log = ExecutorLog(wal, False)
+    writers = []
+    commit = wal.commit
+
+    def noted(*args, **kwargs):
+        writers.append(threading.current_thread())
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(wal, "commit", noted)
+    log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
+    log.close()
+    assert writers == [threading.current_thread()]
+    assert wal.queue_counts() == {"q": 1}
+
+
+def test_close_waits_for_the_commits_under_way_and_takes_no_more(wal, monkeypatch):
+    """The executor closes its log before the log's file: a commit under way is written first,
+    one that comes later is refused and writes nothing."""
+    log = ExecutorLog(wal, False)
+    inside, go_on = threading.Event(), threading.Event()
+    commit = wal.commit
+
+    def slow(*args, **kwargs):
+        inside.set()
+        go_on.wait(10)
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(wal, "commit", slow)
+    writer = threading.Thread(target=log.record, args=(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]),))
+    writer.start()
+    assert inside.wait(10)
+    closing = threading.Thread(target=log.close)
+    closing.start()
+    closing.join(0.2)
+    assert closing.is_alive()  # waiting for the commit under way
+    with pytest.raises(CommitError, match="stopping"):
+        log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(2), "q")]))
+    go_on.set()
+    closing.join(10)
+    writer.join(10)
+    assert not closing.is_alive() and wal.queue_counts() == {"q": 1}
+
+
 def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
     closed = WriteAheadFlowFileRepository(tmp_path / "flowfile")
     closed.close()
-    log = GroupLog(closed, False)
+    log = ExecutorLog(closed, False)
     with pytest.raises(CommitError, match="the FlowFile repository refused the commit: .*is closed") as refused:
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     assert not isinstance(refused.value, CommitInDoubt)
     log.close()
 
 
-def test_a_group_log_of_a_replaced_run_refuses_its_sessions(wal):
+def test_an_executor_log_of_a_replaced_run_refuses_its_sessions(wal):
     """An executor that outlives its controller (Ray has not killed it yet) commits under the
     run it was wired with; once the new controller began its run, those sessions are refused and
     roll back, so the log the new run recovered from stays as it read it."""
     old = wal.begin_run()
-    log = GroupLog(wal, False, run=old)
+    log = ExecutorLog(wal, False, run=old)
     log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     wal.begin_run()  # the new controller's start
     with pytest.raises(CommitError, match="has started since"):
@@ -105,7 +151,7 @@ def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_
         child.wait(10)
     finally:
         child.kill()
-    log = GroupLog(wal, False)
+    log = ExecutorLog(wal, False)
     log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(2), "q")]))
     log.close()
     assert wal.queue_counts() == {"q": 2}
@@ -153,7 +199,7 @@ def test_events_wait_in_the_log_until_provenance_takes_them_and_a_second_take_ad
     from flowactors.engine.repository_services import ProvenanceRepositoryService
 
     ffs = [flowfile(1), flowfile(2)]
-    log = GroupLog(wal, True)
+    log = ExecutorLog(wal, True)
     for ff in ffs:
         log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
     log.close()
@@ -196,7 +242,7 @@ def test_a_task_does_not_wait_for_provenance_and_provenance_closes_only_with_eve
     provenance = Slow(str(tmp_path), Settings())
     provenance.open()
     provenance.follow_log()
-    log = GroupLog(wal, True)
+    log = ExecutorLog(wal, True)
     flowfiles = [flowfile(i) for i in range(1, 4)]
     for ff in flowfiles:  # each returns with its events not yet registered
         log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
@@ -216,7 +262,7 @@ def test_a_task_does_not_wait_for_provenance_and_provenance_closes_only_with_eve
     reopened.close()
 
 
-def _commit_created(log: GroupLog, n: int) -> list[FlowFile]:
+def _commit_created(log: ExecutorLog, n: int) -> list[FlowFile]:
     flowfiles = [flowfile(i) for i in range(1, n + 1)]
     for ff in flowfiles:
         log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
@@ -233,7 +279,7 @@ def test_the_follower_takes_events_on_its_own_within_its_interval(wal, tmp_path)
     provenance = ProvenanceRepositoryService(str(tmp_path), Settings())
     provenance.open()
     assert provenance.follow_log() == {"taken": 0, "problems": []}
-    log = GroupLog(wal, True)
+    log = ExecutorLog(wal, True)
     _commit_created(log, 3)
     log.close()
     deadline = time.monotonic() + 20 * OUTBOX_LOOK_INTERVAL
@@ -247,7 +293,7 @@ def test_a_damaged_outbox_entry_is_reported_and_the_others_are_taken(wal, tmp_pa
     from flowactors.engine.repository_services import ProvenanceRepositoryService
     from repositories.flowfile import records as rec
 
-    log = GroupLog(wal, True)
+    log = ExecutorLog(wal, True)
     flowfiles = _commit_created(log, 3)
     log.close()
     db = wal._env.open_db(b"provenance_outbox")
@@ -272,7 +318,7 @@ def test_events_whose_ids_provenance_gave_up_are_taken_under_new_ids(wal, tmp_pa
     from repositories.provenance import ProvenanceRepository
     from repositories.provenance.outbox import take_from_outbox
 
-    log = GroupLog(wal, True)
+    log = ExecutorLog(wal, True)
     flowfiles = _commit_created(log, 2)
     log.close()
     provenance = ProvenanceRepository(tmp_path / "provenance")
@@ -288,7 +334,7 @@ def test_with_always_sync_the_journals_are_fsynced_before_the_outbox_lets_go(wal
     from repositories.provenance import ProvenanceRepository
     from repositories.provenance.outbox import take_from_outbox
 
-    log = GroupLog(wal, True)
+    log = ExecutorLog(wal, True)
     _commit_created(log, 2)
     log.close()
     provenance = ProvenanceRepository(tmp_path / "provenance")
@@ -299,7 +345,7 @@ def test_with_always_sync_the_journals_are_fsynced_before_the_outbox_lets_go(wal
     assert take_from_outbox(wal, provenance, sync=True) == (2, [])
     assert steps == ["fsync", "remove"]
     steps.clear()
-    log = GroupLog(wal, True)
+    log = ExecutorLog(wal, True)
     _commit_created(log, 1)
     log.close()
     assert take_from_outbox(wal, provenance) == (1, []) and steps == ["remove"]  # always_sync off: no fsync
@@ -319,7 +365,7 @@ def test_a_flows_start_reports_a_damaged_outbox_entry_a_killed_run_left(tmp_path
     root = tmp_path / "repository"
     run_flow(flow, root, engine="in-process", timeout=60)
     with WriteAheadFlowFileRepository(root / "flowfile") as left:  # what a killed run would leave
-        log = GroupLog(left, True)
+        log = ExecutorLog(left, True)
         for ff in (flowfile(1), flowfile(2)):  # events alone: no FlowFile left in a queue
             log.record(CommitBatch(events=_created(ff)))
         log.close()
@@ -355,7 +401,7 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
     try:
         wal = service.repo
         wal.applied_elsewhere = True  # as an executor's own instance is; here the service's one
-        log = GroupLog(wal, False)
+        log = ExecutorLog(wal, False)
         for i in range(6):  # fewer than the 8 at which the commits would apply it themselves
             log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]))
         log.close()
@@ -369,9 +415,9 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
     assert not service._applier.alive  # the thread stopped with the service
 
 
-def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tuple[GroupLog, list[int]]:
-    """A group log whose commit counter only lists what it is sent."""
-    log = GroupLog(wal, False)
+def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tuple[ExecutorLog, list[int]]:
+    """An executor log whose commit counter only lists what it is sent."""
+    log = ExecutorLog(wal, False)
     sent: list[int] = []
 
     class Counter:
@@ -383,7 +429,7 @@ def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tupl
 
 
 def test_the_logs_commit_count_reaches_its_metric_at_most_every_interval_and_all_of_it_at_close(wal):
-    """A Ray metric update costs about what a small commit's transaction does, so the group log
+    """A Ray metric update costs about what a small commit's transaction does, so the executor log
     sends its commit count at most every ``min_interval`` seconds, and what is held at close."""
     log, sent = _counted_log(wal, 3600.0)
     for i in range(5):
@@ -431,7 +477,7 @@ def test_the_services_look_applies_a_long_journal_part_after_part_and_an_error_w
         service.close()
 
 
-def test_an_idle_group_log_sends_what_its_commits_counted(wal):
+def test_an_idle_executor_log_sends_what_its_commits_counted(wal):
     """Held commit counts reach the metric once the log has been idle for ``min_interval``, not
     only at the next commit or at close (a quiet flow's rate would read 0 meanwhile)."""
     import time

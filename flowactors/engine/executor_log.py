@@ -1,0 +1,103 @@
+"""The executor's log: every task of one executor writes its sessions to the write-ahead log
+itself, in its own thread, in the executor's own process.
+
+The write-ahead log is written in the executor's process: LMDB serializes write transactions
+across processes (and frees the lock of a writer that died), so each session's transaction runs
+here, without an actor call or pickling its records (bench scenario 10's way of sampling put 17 %
+of the busiest executor's samples in that call's pickling; docs/performance.md). The
+repository actor keeps what needs one owner: opening and recovery, checkpoints, the swap
+registry, paging queues in, applying the journal.
+
+Each commit runs in the task's own thread: no hand-over to a log thread and back. A hand-over
+is two wake-ups, and a woken thread waits for the GIL up to the switch interval (5 ms) while
+another task computes; at batch 100 that wait was a third of the flow's time (docs/performance.md,
+"the commit in the task's thread"). Tasks that commit at once take turns at the log's writer lock.
+
+Provenance costs the commit **no call at all**: each session's transaction reserves its events'
+ids and keeps the encoded events in the log's provenance outbox under the first of them
+(``WriteAheadFlowFileRepository.commit(event_batch=...)``). The provenance repository's service
+takes them from there in id order, many commits a read (``ProvenanceRepositoryService.follow_log``),
+and deletes them once its journal has them. So ids follow the order the log puts commits in
+across every executor, a commit's events are exactly as durable as the commit, and an executor or
+provenance process that dies loses none.
+
+Guarantees (as with ``DirectLog``): each session is its own LMDB transaction, refused or accepted
+alone (a refused one raises ``CommitError`` in its own task, which rolls back only that session);
+``record`` returns once the commit is in the log, before the task delivers anything; after
+``close`` no commit starts, and ``close`` returns once the commits under way are written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from flowactors.engine.backend import refused
+from flowactors.engine.metrics import FlowFileRepositoryMetrics
+from flowactors.engine.periodic import Periodic
+from flowactors.sdk.session import CommitBatch, CommitError
+from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.model import StateMap
+from repositories.provenance.event import encode_batch
+
+log = logging.getLogger(__name__)
+
+
+class ExecutorLog:
+    """The ``Log`` that every task of one executor shares (see the module docstring);
+    ``recording``: provenance is on, so commits keep their events in the log's outbox."""
+
+    def __init__(self, wal: WriteAheadFlowFileRepository, recording: bool,
+                 name: str = "executor-log", flow: str = "", run: int | None = None):
+        self.wal = wal  # open in this process (``WriteAheadFlowFileRepository.open_shared``)
+        self.recording = recording
+        #: the log's run these commits belong to: once a newer start began another (a controller
+        #: that died and came back while this process lives on), they are refused
+        self.run = run
+        self.metrics = FlowFileRepositoryMetrics(flow)
+        self._closed = False
+        self._writing = 0  # commits under way
+        self._state = threading.Condition()
+        #: an idle log's held commit count reaches its metric too, not only at the next commit
+        self._sender = Periodic(f"{name}-metrics", self.metrics.min_interval, self.metrics.flush,
+                                self._not_sent, each_error_once=True)
+        self._sender.start()
+
+    def record(self, batch: CommitBatch) -> None:
+        """Write one session's commit, in this thread; ``CommitError`` if the log refused it."""
+        with self._state:
+            if self._closed:
+                raise CommitError("the executor is stopping; the commit was not written")
+            self._writing += 1
+        try:
+            events = encode_batch(batch.events) if self.recording and batch.events else None
+            try:
+                self.wal.commit(batch.updates, batch.removals, batch.new_claims, run=self.run,
+                                state=batch.state, event_batch=events)
+            except Exception as err:  # nothing written: this session rolls back
+                raise refused(err) from err
+            self.metrics.committed()
+        finally:
+            with self._state:
+                self._writing -= 1
+                if not self._writing:
+                    self._state.notify_all()
+
+    def reserve_ids(self, count: int) -> int:
+        return self.wal.reserve_ids(count)
+
+    def get_state(self, component_id: str) -> StateMap:
+        return self.wal.get_state(component_id)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Take no more commits, wait up to ``timeout`` seconds for those under way, send the
+        held commit count."""
+        with self._state:
+            self._closed = True
+            self._state.wait_for(lambda: not self._writing, timeout)
+        self._sender.stop()
+        self.metrics.flush()
+
+    @staticmethod
+    def _not_sent(err: Exception) -> None:
+        log.warning("the executor's commit count could not reach its metric (tried again): %s", err)
