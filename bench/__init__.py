@@ -165,6 +165,46 @@ class StolenTime:
         self.percent = 100.0 * spent[7] / sum(spent) if sum(spent) > 0 else 0.0
 
 
+class BusyCores:
+    """How many of the machine's cores were busy (not idle, not waiting for I/O, not stolen) over
+    a stretch of wall-clock time inside the ``with`` block: ``/proc/stat`` sampled every
+    ``interval`` seconds on a thread. A flow's own window (from its provenance) is where the
+    question "could another task have used an idle core?" is answered; ``between`` gives it."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.samples: list[tuple[float, int, int]] = []  # (time.time(), busy ticks, all ticks)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="busy-cores", daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            fields = StolenTime._read()
+            if fields is None:
+                return
+            busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
+            self.samples.append((time.time(), busy, sum(fields)))
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> "BusyCores":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def between(self, start: float, end: float) -> float | None:
+        """Busy cores on average from ``start`` to ``end`` (``time.time()`` seconds); None when
+        fewer than two samples fall inside."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2 or inside[-1][2] == inside[0][2]:
+            return None
+        cores = os.cpu_count() or 1
+        return cores * (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
+
+
 def with_steal(measure: Callable[[], dict]) -> dict:
     """``measure()``'s result with the steal it met (``steal_percent``, ``StolenTime``)."""
     with StolenTime() as steal:

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import (PROBE_BYTES, PROBE_FILES, PeakRss, StolenTime, claim_file_cost, median_run, mib, ray_session,
+from bench import (PROBE_BYTES, PROBE_FILES, BusyCores, PeakRss, StolenTime, claim_file_cost, median_run, mib, ray_session,
                    retire, row, stolen, with_steal)
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
@@ -79,14 +79,14 @@ def flow_edges(root: Path) -> tuple[int, int, int]:
 def flow_window(root: Path) -> dict:
     """The flow's own time from its provenance: first FlowFile created to the newest event."""
     first, last, events = flow_edges(root)
-    return {"events": events, "seconds": max(last - first, 1) / 1000.0}
+    return {"events": events, "seconds": max(last - first, 1) / 1000.0, "first": first / 1000.0, "last": last / 1000.0}
 
 
 def measure_flow(flow: Flow, flowfiles: int, root: Path, timeout: float, sample_rss: bool = False) -> dict:
     """Run ``flow`` in the current Ray session to idle; FlowFiles/s, events/s, peak RSS, checks."""
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    with PeakRss() if sample_rss else contextlib.nullcontext() as sampler, StolenTime() as steal:
+    with PeakRss() if sample_rss else contextlib.nullcontext() as sampler, StolenTime() as steal, BusyCores() as cores:
         final = run_flow(flow, root, timeout=timeout)
     totals = processor_totals(final)
     window = flow_window(root)
@@ -104,7 +104,7 @@ def measure_flow(flow: Flow, flowfiles: int, root: Path, timeout: float, sample_
     return {"flowfiles_per_s": flowfiles / window["seconds"], "events_per_s": window["events"] / window["seconds"],
             "seconds": window["seconds"], "events": window["events"], "problems": problems, "busy": busy,
             "peak_rss": sampler.peak if sampler else None, "rss_before": sampler.first if sampler else None,
-            "steal_percent": steal.percent}
+            "steal_percent": steal.percent, "busy_cores": cores.between(window["first"], window["last"])}
 
 
 def _checked(notes: str, result: dict) -> str:
@@ -191,7 +191,7 @@ FULL_GRID = {1: 2_000, 10: 10_000, 100: 40_000, 1000: 100_000, 10_000: 200_000}
 QUICK_GRID = {1: 300, 100: 5_000, 1000: 10_000}
 #: from this batch size up (full mode) each cell is the median of TIMED_RUNS runs, the task
 #: counts in turns: there one task against two is within one run's drift (docs/performance.md)
-ROUNDS_FROM_BATCH = 1000
+ROUNDS_FROM_BATCH = 100
 
 
 def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
@@ -211,8 +211,10 @@ def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dic
                     runs[tasks].append(measure_flow(
                         small_flow(flowfiles, batch, tasks, name=f"bench-b{batch}-t{tasks}-r{turn}"),
                         flowfiles, workdir / f"flow-{batch}-{tasks}-{turn}", timeout=900))
+            medians = {}
             for tasks in tasks_list:
                 result, rates = median_run(runs[tasks])
+                medians[tasks] = result
                 repeated = (f"the median of {rounds} runs ({rates} FlowFiles/s), the task counts in turns; "
                             f"the median run's " if rounds > 1 else "")
                 rows.append(row(S2, f"FlowFiles/s, batch {batch:,}, {tasks} task(s)", result["flowfiles_per_s"],
@@ -221,9 +223,22 @@ def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dic
                                                         f"per processor; {repeated}flow time {result['seconds']:.1f} s, "
                                                         f"task time: {result['busy']}; the hypervisor's steal "
                                                         f"during each run: {stolen(runs[tasks])}", result)))
+            rows.append(row(S2, f"two tasks vs one, batch {batch:,}", medians[2]["flowfiles_per_s"],
+                            medians[1]["flowfiles_per_s"], "1 task per processor, same run", "FlowFiles/s",
+                            f"the two rows above ({'medians, the task counts in turns' if rounds > 1 else 'one run each'}); "
+                            f"cores busy during the flow (all processes): {_busy(runs[1])} with one task, "
+                            f"{_busy(runs[2])} with two (a second task can only add what the first leaves idle)"))
     profile_n = size or (5_000 if quick else 50_000)
     rows.extend(_profile_rows(profile_n, 1000, workdir))
     return rows
+
+
+def _busy(runs: list[dict]) -> str:
+    """How many cores were busy during each run's flow (``BusyCores``), "a / b of N"."""
+    values = [run.get("busy_cores") for run in runs]
+    if any(v is None for v in values):
+        return "not measured"
+    return " / ".join(f"{v:.2f}" for v in values) + f" of {os.cpu_count()}"
 
 
 def run_in_process(flow: Flow, root: Path) -> dict:
