@@ -92,7 +92,7 @@ class Executor:
             # in this one the instance is the service's, and the commits apply it as they always did)
             self._wal.applied_elsewhere = own
         self.log = ExecutorLog(self._wal, self.provenance_repository is not None,
-                            name=f"executor-log-{self.plan.name}", flow=self.flow.name, run=run)
+                               name=f"executor-log-{self.plan.name}", flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}
 
         def link(queue_id: str) -> Link:
