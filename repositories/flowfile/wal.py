@@ -675,13 +675,13 @@ class WriteAheadFlowFileRepository:
                     txn.put(rec.pack_u64(first_event), outbox, db=self._outbox, append=True)
             if state is not None:
                 self._put_state(txn, state)
-        self._commits += 1
-        if seq and not self.applied_elsewhere:
-            with self._lock:
-                if len(self._recent) < 2 * self.FOLD_ENTRIES:  # more only while applying fails
-                    held_updates = sum(len(entry[0]) for entry in self._recent.values())
-                    if held_updates + len(prepared) <= self.RECENT_UPDATES:
-                        self._recent[seq] = (prepared, rkeys, new_ckeys)
+        with self._lock:  # an executor's tasks commit through one instance at once
+            self._commits += 1
+            # (more than the bounds are held only while applying fails)
+            if seq and not self.applied_elsewhere and len(self._recent) < 2 * self.FOLD_ENTRIES:
+                held_updates = sum(len(entry[0]) for entry in self._recent.values())
+                if held_updates + len(prepared) <= self.RECENT_UPDATES:
+                    self._recent[seq] = (prepared, rkeys, new_ckeys)
         if fold and time.monotonic() >= self._fold_retry_at:
             self._fold_after_commit()
         return first_event
