@@ -101,6 +101,35 @@ def test_close_waits_for_the_commits_under_way_and_takes_no_more(wal, monkeypatc
     assert not closing.is_alive() and wal.queue_counts() == {"q": 1}
 
 
+def test_a_metric_that_fails_after_the_commit_is_written_does_not_fail_the_commit(wal, monkeypatch):
+    """Once the log has the commit, nothing may raise into the session: it would roll back (and
+    delete the content of) a commit the log keeps."""
+    log = ExecutorLog(wal, False)
+
+    def fails(count=1):
+        raise RuntimeError("the metrics agent is gone")
+
+    monkeypatch.setattr(log.metrics, "committed", fails)
+    log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))  # no error
+    log.close()
+    assert wal.queue_counts() == {"q": 1}
+
+
+def test_events_that_cannot_be_encoded_refuse_the_session_and_write_nothing(wal, monkeypatch):
+    import flowactors.engine.executor_log as executor_log
+
+    def fails(events):
+        raise ValueError("an attribute value is not text")
+
+    monkeypatch.setattr(executor_log, "encode_batch", fails)
+    log = ExecutorLog(wal, True)
+    ff = flowfile(1)
+    with pytest.raises(CommitError, match="refused the commit: ValueError: an attribute value is not text"):
+        log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
+    log.close()
+    assert wal.queue_counts() == {}
+
+
 def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
     closed = WriteAheadFlowFileRepository(tmp_path / "flowfile")
     closed.close()

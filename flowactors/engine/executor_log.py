@@ -24,8 +24,10 @@ provenance process that dies loses none.
 
 Guarantees (as with ``DirectLog``): each session is its own LMDB transaction, refused or accepted
 alone (a refused one raises ``CommitError`` in its own task, which rolls back only that session);
-``record`` returns once the commit is in the log, before the task delivers anything; after
-``close`` no commit starts, and ``close`` returns once the commits under way are written.
+``record`` returns once the commit is in the log, before the task delivers anything, and an
+error after that (the commit metric) is logged, never raised: a raise would roll back a written
+commit. After ``close`` no commit starts; ``close`` waits for the commits under way (up to its
+timeout, and says so when one is still running then).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class ExecutorLog:
         self._writing = 0  # commits under way
         self._state = threading.Condition()
         #: an idle log's held commit count reaches its metric too, not only at the next commit
-        self._sender = Periodic(f"{name}-metrics", self.metrics.min_interval, self.metrics.flush,
+        self._sender = Periodic(f"{name}-metrics", self.metrics.min_interval, self.metrics.send_due,
                                 self._not_sent, each_error_once=True)
         self._sender.start()
 
@@ -71,13 +73,16 @@ class ExecutorLog:
                 raise CommitError("the executor is stopping; the commit was not written")
             self._writing += 1
         try:
-            events = encode_batch(batch.events) if self.recording and batch.events else None
             try:
+                events = encode_batch(batch.events) if self.recording and batch.events else None
                 self.wal.commit(batch.updates, batch.removals, batch.new_claims, run=self.run,
                                 state=batch.state, event_batch=events)
             except Exception as err:  # nothing written: this session rolls back
                 raise refused(err) from err
-            self.metrics.committed()
+            try:  # the commit is in the log: nothing after it may raise
+                self.metrics.committed()
+            except Exception as err:
+                self._not_sent(err)
         finally:
             with self._state:
                 self._writing -= 1
@@ -95,9 +100,14 @@ class ExecutorLog:
         held commit count."""
         with self._state:
             self._closed = True
-            self._state.wait_for(lambda: not self._writing, timeout)
+            if not self._state.wait_for(lambda: not self._writing, timeout):
+                log.warning("%d commit(s) still under way %g s after the executor's log closed; "
+                            "each ends written or refused as its task is told", self._writing, timeout)
         self._sender.stop()
-        self.metrics.flush()
+        try:
+            self.metrics.flush()
+        except Exception as err:
+            self._not_sent(err)
 
     @staticmethod
     def _not_sent(err: Exception) -> None:

@@ -164,7 +164,7 @@ class FlowFileRepositoryMetrics:
     """Write-ahead log commits (a counter: its rate is commits/s) and checkpoint durations.
     Commits are sent at most every ``min_interval`` seconds (a Ray metric update costs about as
     much as a small commit's transaction: py-spy put 2-3 % of the busiest executor's samples in
-    them at batch 1,000, one a group of commits) and at ``flush``."""
+    them at batch 1,000, one a commit) and at ``flush``."""
 
     def __init__(self, flow: str, component: str = "flowfile-repository", min_interval: float = 0.5):
         self.tags = tags(flow, component)
@@ -180,23 +180,26 @@ class FlowFileRepositoryMetrics:
                                      "seconds a write-ahead log checkpoint took", boundaries=CHECKPOINT_BOUNDARIES)
 
     def committed(self, count: int = 1) -> None:
-        """Count commits (from any thread), sending them when ``min_interval`` has passed."""
+        """Count commits (from any thread), sending them if ``min_interval`` has passed."""
         if self._commits is None:
             return
         with self._lock:
             self._held += count
-            now = time.monotonic()
-            if now - self._sent_at < self.min_interval:
-                return
-            self._sent_at = now
-        self.flush()
+        self.send_due()
+
+    def send_due(self) -> None:
+        """Send the commits counted since the last update if ``min_interval`` has passed since it
+        (also what an idle log's timer calls, so held counts do not wait for the next commit)."""
+        if self._commits is not None and time.monotonic() - self._sent_at >= self.min_interval:
+            self.flush()
 
     def flush(self) -> None:
-        """Send the commits counted since the last update."""
+        """Send the commits counted since the last update, now."""
         if self._commits is None:
             return
         with self._lock:
             held, self._held = self._held, 0
+            self._sent_at = time.monotonic()
         if held:
             self._commits.inc(held, self.tags)
 
