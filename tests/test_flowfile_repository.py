@@ -971,6 +971,23 @@ def test_where_another_process_applies_the_journal_commits_apply_it_only_past_tw
         assert txn.stat(w.repo._journal)["entries"] == 0
 
 
+def test_a_commit_leaves_the_journal_to_the_thread_of_its_process_already_applying_it(w):
+    """An executor's tasks commit through one instance at once; while one of them applies the
+    journal, the others' commits go on without starting an application of their own (it would
+    plan the same part and be dropped, or wait for the writer lock behind it)."""
+    w.repo.FOLD_ENTRIES = 2
+    ffs = [w.ff(R1, offset=i, qindex=i) for i in range(4)]
+    with w.repo._applying:  # as a task thread in ``_fold_after_commit`` holds it
+        for ff in ffs[:3]:
+            w.repo.commit([q(ff)], [], [R1])
+        with w.repo._read() as txn:
+            assert txn.stat(w.repo._journal)["entries"] == 3  # past the bound, not applied
+    w.repo.commit([q(ffs[3])], [], [R1])  # nobody applying: this one applies it
+    with w.repo._read() as txn:
+        assert txn.stat(w.repo._journal)["entries"] == 0
+    assert set(everything(w.repo)) == {f.uuid for f in ffs} and w.repo.claimant_count(R1) == 4
+
+
 def test_applying_for_others_writes_only_what_it_worked_out_and_nothing_when_another_applied_first(w, monkeypatch):
     """``apply_if_long`` (the FlowFile repository service's thread) writes only the part it
     worked out in its read transaction: the commits made meanwhile wait for the next look, and

@@ -165,6 +165,7 @@ class WriteAheadFlowFileRepository:
         #: read-only, from a private copy: its temporary directory (``_open_readonly``)
         self._copy: Path | None = None
         self._lock = threading.RLock()
+        self._applying = threading.Lock()  # held by the commit that applies the journal (``commit``)
         self._env: lmdb.Environment | None = None
         self._closed = True
         self._commits = 0
@@ -655,35 +656,39 @@ class WriteAheadFlowFileRepository:
         first_event = None
         fold = False
         seq = 0
-        with self._write("committing") as txn:
-            if run is not None and run != (current := self._load_counter(txn, _K_RUN, missing=0)):
-                raise RunReplacedError(self.path, run, current)
-            if prepared or rkeys or new_ckeys:
-                seq = self._next_seq(txn)
-                txn.put(rec.pack_u64(seq), rec.encode_journal_entry(len(prepared), columns, rkeys, new_ckeys),
-                        db=self._journal, append=True)
-                journal = txn.stat(self._journal)
-                fold = self._long(journal, 2 if self.applied_elsewhere else 1)
-                if self._recent and next(iter(self._recent)) < seq - journal["entries"] + 1:
-                    # another process applied some of what this one holds: drop those
-                    cur = txn.cursor(db=self._journal)
-                    oldest = rec.unpack_u64(cur.key()) if cur.first() else seq
-                    self._recent = {s: e for s, e in self._recent.items() if s >= oldest}
-            if events:
-                first_event = self._take_event_ids(txn, events)
-                if outbox is not None:
-                    txn.put(rec.pack_u64(first_event), outbox, db=self._outbox, append=True)
-            if state is not None:
-                self._put_state(txn, state)
-        with self._lock:  # an executor's tasks commit through one instance at once
+        with self._lock:  # the bookkeeping in commit order: an executor's tasks commit at once
+            with self._write("committing") as txn:
+                if run is not None and run != (current := self._load_counter(txn, _K_RUN, missing=0)):
+                    raise RunReplacedError(self.path, run, current)
+                if prepared or rkeys or new_ckeys:
+                    seq = self._next_seq(txn)
+                    txn.put(rec.pack_u64(seq), rec.encode_journal_entry(len(prepared), columns, rkeys, new_ckeys),
+                            db=self._journal, append=True)
+                    journal = txn.stat(self._journal)
+                    fold = self._long(journal, 2 if self.applied_elsewhere else 1)
+                    if self._recent and next(iter(self._recent)) < seq - journal["entries"] + 1:
+                        # another process applied some of what this one holds: drop those
+                        cur = txn.cursor(db=self._journal)
+                        oldest = rec.unpack_u64(cur.key()) if cur.first() else seq
+                        self._recent = {s: e for s, e in self._recent.items() if s >= oldest}
+                if events:
+                    first_event = self._take_event_ids(txn, events)
+                    if outbox is not None:
+                        txn.put(rec.pack_u64(first_event), outbox, db=self._outbox, append=True)
+                if state is not None:
+                    self._put_state(txn, state)
             self._commits += 1
             # (more than the bounds are held only while applying fails)
             if seq and not self.applied_elsewhere and len(self._recent) < 2 * self.FOLD_ENTRIES:
                 held_updates = sum(len(entry[0]) for entry in self._recent.values())
                 if held_updates + len(prepared) <= self.RECENT_UPDATES:
                     self._recent[seq] = (prepared, rkeys, new_ckeys)
-        if fold and time.monotonic() >= self._fold_retry_at:
-            self._fold_after_commit()
+        # one application at a time in this process: the others' commits go on (it applies theirs too)
+        if fold and time.monotonic() >= self._fold_retry_at and self._applying.acquire(blocking=False):
+            try:
+                self._fold_after_commit()
+            finally:
+                self._applying.release()
         return first_event
 
     def _long(self, journal: dict, factor: int = 1) -> bool:
