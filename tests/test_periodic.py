@@ -78,3 +78,32 @@ def test_stop_waits_for_the_job_under_way_and_a_looping_job_sees_it_stopping():
     assert started.wait(5)
     periodic.stop()
     assert seen_stopping == [True] and not periodic.alive
+
+
+def test_a_stop_that_times_out_leaves_the_job_to_end_and_start_waits_for_it_or_says_why():
+    """A job still running past ``join`` is not run twice at once: ``start`` waits for it up to
+    ``join`` seconds again, then refuses with the job's name."""
+    release = threading.Event()
+    calls = []
+
+    def stuck():
+        calls.append(1)
+        release.wait(5)
+
+    periodic = Periodic("stuck-job", 0.005, stuck, lambda err: None, join=0.05)
+    periodic.start()
+    assert _until(lambda: calls)
+    periodic.stop()  # returns after 0.05 s, the job still in its call
+    assert periodic.alive and periodic.stopping
+    try:
+        periodic.start()
+    except RuntimeError as err:
+        assert "stuck-job cannot start again" in str(err)
+    else:
+        raise AssertionError("started a second thread beside the running job")
+    release.set()
+    assert _until(lambda: not periodic.alive)
+    periodic.start()  # the old one ended: a new thread
+    assert periodic.alive and not periodic.stopping
+    periodic.stop()
+    assert not periodic.alive

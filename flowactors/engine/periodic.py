@@ -42,10 +42,14 @@ class Periodic:
 
     def start(self) -> None:
         """Start the thread, unless it runs already (so an owner may call this more than once)."""
-        if self.alive:
+        previous = self._thread
+        if previous is not None and previous.is_alive():
             if not self.stopping:
                 return
-            self._thread.join()  # one that outlived stop's wait ends first
+            previous.join(self.join)  # one that outlived stop's wait ends first
+            if previous.is_alive():
+                raise RuntimeError(f"{self.name} cannot start again: its job is still running "
+                                   f"{self.join:g} s after it was asked to stop")
         self._stopping.clear()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
@@ -54,9 +58,10 @@ class Periodic:
         """Stop the thread: the job under way finishes first (up to ``join`` seconds). Once it has
         ended, it may be started again; one still in its job past ``join`` ends after it."""
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(self.join)
-            if self._thread.is_alive():
+        thread = self._thread
+        if thread is not None:
+            thread.join(self.join)
+            if thread.is_alive():
                 return
             self._thread = None
         self._stopping.clear()
