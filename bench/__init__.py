@@ -13,7 +13,6 @@ import contextlib
 import os
 import shutil
 import statistics
-import threading
 import time
 import uuid
 from numbers import Real
@@ -22,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 import psutil
 
+from flowactors.engine.periodic import Periodic
 from flowactors.sdk.settings import Settings
 
 ROW_KEYS = ("scenario", "metric", "flowactors", "baseline", "baseline_name", "unit", "ratio", "notes")
@@ -70,20 +70,45 @@ def process_tree_pss(root: psutil.Process) -> int:
     return _tree_sum(root, lambda p: p.memory_full_info().pss)
 
 
-class PeakRss:
+class Sampler:
+    """Calls ``_sample()`` on entering, every ``interval`` seconds on a thread (``Periodic``) and
+    on leaving the ``with`` block: what the bench's samplers share."""
+
+    name = "sampler"
+
+    def __init__(self, interval: float):
+        self._sampler = Periodic(self.name, interval, self._sample, self._failed)
+
+    def _sample(self) -> None:
+        raise NotImplementedError
+
+    def _failed(self, err: Exception) -> None:
+        print(f"    {self.name}: a sample failed ({type(err).__name__}: {err}); sampling goes on", flush=True)
+
+    def __enter__(self):
+        self._sample()
+        self._sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sampler.stop()
+        self._sample()
+
+
+class PeakRss(Sampler):
     """Samples the summed RSS of this process and its descendants every ``interval`` s in a thread.
 
     A Ray session started here (``ray_session``) has all its processes - GCS, raylet, workers,
     actors - below this process, so the sum is "all Ray processes together" plus this driver.
     """
 
+    name = "peak-rss"
+
     def __init__(self, interval: float = 0.2):
-        self.interval = interval
+        super().__init__(interval)
         self.peak = 0
         self.first = 0
         self.samples = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._root = psutil.Process(os.getpid())
 
     def _sample(self) -> None:
@@ -92,22 +117,6 @@ class PeakRss:
             self.first = value
         self.samples += 1
         self.peak = max(self.peak, value)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self) -> "PeakRss":
-        self._sample()
-        self._thread = threading.Thread(target=self._loop, name="peak-rss", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self._sample()
 
 
 @contextlib.contextmanager
@@ -165,35 +174,23 @@ class StolenTime:
         self.percent = 100.0 * spent[7] / sum(spent) if sum(spent) > 0 else 0.0
 
 
-class BusyCores:
+class BusyCores(Sampler):
     """How many of the machine's cores were busy (not idle, not waiting for I/O, not stolen) over
     a stretch of wall-clock time inside the ``with`` block: ``/proc/stat`` sampled every
     ``interval`` seconds on a thread. A flow's own window (from its provenance) is where the
     question "could another task have used an idle core?" is answered; ``between`` gives it."""
 
+    name = "busy-cores"
+
     def __init__(self, interval: float = 0.05) -> None:
-        self.interval = interval
+        super().__init__(interval)
         self.samples: list[tuple[float, int, int]] = []  # (time.time(), busy ticks, all ticks)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="busy-cores", daemon=True)
 
     def _sample(self) -> None:
-        while True:
-            fields = StolenTime._read()
-            if fields is None:
-                return
+        fields = StolenTime._read()
+        if fields is not None:
             busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
             self.samples.append((time.time(), busy, sum(fields)))
-            if self._stop.wait(self.interval):
-                return
-
-    def __enter__(self) -> "BusyCores":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def between(self, start: float, end: float) -> float | None:
         """Busy cores on average from ``start`` to ``end`` (``time.time()`` seconds); None when
@@ -212,12 +209,18 @@ def with_steal(measure: Callable[[], dict]) -> dict:
     return {**result, "steal_percent": steal.percent}
 
 
-def stolen(runs: list[dict]) -> str:
-    """The steal each of these runs met (``steal_percent``), "a / b / c %" in their order."""
-    values = [run.get("steal_percent") for run in runs]
+def each_run(runs: list[dict], key: str, spec: str, unit: str) -> str:
+    """One value of each run (``run[key]``), "a / b / c<unit>" in their order; "not measured" when
+    a run lacks it (no ``/proc/stat`` here)."""
+    values = [run.get(key) for run in runs]
     if any(v is None for v in values):
         return "not measured"
-    return " / ".join(f"{v:.0f}" for v in values) + " %"
+    return " / ".join(format(v, spec) for v in values) + unit
+
+
+def stolen(runs: list[dict]) -> str:
+    """The steal each of these runs met (``steal_percent``), "a / b / c %" in their order."""
+    return each_run(runs, "steal_percent", ".0f", " %")
 
 
 def mib(nbytes: float) -> float:

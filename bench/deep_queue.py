@@ -22,13 +22,12 @@ Measured:
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import psutil
 
-from bench import mib, ray_session, row
+from bench import Sampler, mib, ray_session, row
 from flowactors.engine.queues.connection import QueueActor, QueueConfig
 from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
 from flowactors.engine.transport import ActorLink
@@ -59,20 +58,22 @@ def flowfiles(first: int, count: int) -> list[FlowFile]:
     return out
 
 
-class ActorMemory:
+class ActorMemory(Sampler):
     """Samples the RSS of one process in a thread; ``peak`` is the largest sample."""
 
+    name = "actor-rss"
+
     def __init__(self, pid: int, interval: float = 0.1):
+        super().__init__(interval)
         self.process = psutil.Process(pid)
-        self.interval = interval
         self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="actor-rss", daemon=True)
 
     def sample(self) -> int:
         rss = self.process.memory_info().rss
         self.peak = max(self.peak, rss)
         return rss
+
+    _sample = sample
 
     def high_water_mark(self) -> int:
         """The kernel's peak RSS of the process (``VmHWM``), which no sampling can miss."""
@@ -84,19 +85,6 @@ class ActorMemory:
     def cpu(self) -> float:
         times = self.process.cpu_times()
         return times.user + times.system
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def __enter__(self) -> "ActorMemory":
-        self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 class Windows:

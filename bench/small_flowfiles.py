@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench import (PROBE_BYTES, PROBE_FILES, BusyCores, PeakRss, StolenTime, claim_file_cost, median_run, mib, ray_session,
-                   retire, row, stolen, with_steal)
+from bench import (PROBE_BYTES, PROBE_FILES, BusyCores, PeakRss, StolenTime, claim_file_cost, each_run, median_run, mib,
+                   ray_session, retire, row, stolen, with_steal)
 from bench.baselines import bare_durable_flow, measure_bare_flow, ray_data_transform
 from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
@@ -235,10 +235,7 @@ def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dic
 
 def _busy(runs: list[dict]) -> str:
     """How many cores were busy during each run's flow (``BusyCores``), "a / b of N"."""
-    values = [run.get("busy_cores") for run in runs]
-    if any(v is None for v in values):
-        return "not measured"
-    return " / ".join(f"{v:.2f}" for v in values) + f" of {os.cpu_count()}"
+    return each_run(runs, "busy_cores", ".2f", f" of {os.cpu_count()}")
 
 
 def run_in_process(flow: Flow, root: Path) -> dict:
