@@ -91,8 +91,7 @@ class Executor:
             # the FlowFile repository's service applies the journal (in another process on Ray;
             # in this one the instance is the service's, and the commits apply it as they always did)
             self._wal.applied_elsewhere = own
-        self.log = ExecutorLog(self._wal, self.provenance_repository is not None,
-                               name=f"executor-log-{self.plan.name}", flow=self.flow.name, run=run)
+        self.log = ExecutorLog(self._wal, self.provenance_repository is not None, flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}
 
         def link(queue_id: str) -> Link:

@@ -37,7 +37,6 @@ import threading
 
 from flowactors.engine.backend import refused
 from flowactors.engine.metrics import FlowFileRepositoryMetrics
-from flowactors.engine.periodic import Periodic
 from flowactors.sdk.session import CommitBatch, CommitError
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import StateMap
@@ -50,8 +49,7 @@ class ExecutorLog:
     """The ``Log`` that every task of one executor shares (see the module docstring);
     ``recording``: provenance is on, so commits keep their events in the log's outbox."""
 
-    def __init__(self, wal: WriteAheadFlowFileRepository, recording: bool,
-                 name: str = "executor-log", flow: str = "", run: int | None = None):
+    def __init__(self, wal: WriteAheadFlowFileRepository, recording: bool, flow: str = "", run: int | None = None):
         self.wal = wal  # open in this process (``WriteAheadFlowFileRepository.open_shared``)
         self.recording = recording
         #: the log's run these commits belong to: once a newer start began another (a controller
@@ -61,10 +59,6 @@ class ExecutorLog:
         self._closed = False
         self._writing = 0  # commits under way
         self._state = threading.Condition()
-        #: an idle log's held commit count reaches its metric too, not only at the next commit
-        self._sender = Periodic(f"{name}-metrics", self.metrics.min_interval, self.metrics.send_due,
-                                self._not_sent, each_error_once=True)
-        self._sender.start()
 
     def record(self, batch: CommitBatch) -> None:
         """Write one session's commit, in this thread; ``CommitError`` if the log refused it."""
@@ -103,7 +97,6 @@ class ExecutorLog:
             if not self._state.wait_for(lambda: not self._writing, timeout):
                 log.warning("%d commit(s) still under way %g s after the executor's log closed; "
                             "each ends written or refused as its task is told", self._writing, timeout)
-        self._sender.stop()
         try:
             self.metrics.flush()
         except Exception as err:

@@ -9,16 +9,22 @@ task actor, so sum them by ``flow, component``. The catalogue is in docs/cluster
 Recording a value is a local call (~3 us here), so the actors record per session or per change,
 never per FlowFile, and queues throttle their gauges to a few updates a second (always sending
 the last value). Gauges are set only on change, so each process re-sends its gauges' last values
-(``_GaugeKeeper``). ``FLOWACTORS_METRICS=off`` in the environment turns every update into a no-op.
+(``_Keeper``). ``FLOWACTORS_METRICS=off`` in the environment turns every update into a no-op.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any, Callable
+
+from flowactors.engine.periodic import Periodic
+
+log = logging.getLogger(__name__)
 
 TAG_KEYS = ("flow", "component")
 ENABLED = os.environ.get("FLOWACTORS_METRICS", "on").strip().lower() not in ("0", "off", "false", "no")
@@ -56,40 +62,70 @@ def _get(kind: str, name: str, description: str, **options: Any):
     return metric
 
 
-class _GaugeKeeper:
-    """Keeps this process's gauges alive between changes. A Ray 2.60 worker sends a gauge's value to
-    its metrics agent once after each set, and the agent drops a series not sent again within two
-    report intervals (``RAY_metrics_report_interval_ms``, 10 s by default): a gauge set only on
-    change (an idle queue, content measured every 10 s) vanished from Prometheus between changes.
-    A daemon thread sets every gauge's last value again twice a report interval, so a series lasts
-    as long as the process that sets it (an actor's gauges still end with the actor)."""
+class _Keeper:
+    """Keeps this process's metrics current between changes, on one thread (``Periodic``):
+
+    * gauges: a Ray 2.60 worker sends a gauge's value to its metrics agent once after each set,
+      and the agent drops a series not sent again within two report intervals
+      (``RAY_metrics_report_interval_ms``, 10 s by default): a gauge set only on change (an idle
+      queue, content measured every 10 s) vanished from Prometheus between changes. Every gauge's
+      last value is set again twice a report interval, so a series lasts as long as the process
+      that sets it (an actor's gauges still end with the actor);
+    * counts a throttled counter holds back (``FlowFileRepositoryMetrics``) are sent once its
+      ``min_interval`` has passed, also when no commit follows (a quiet flow's rate would read 0)."""
+
+    #: seconds between two looks at the held counts
+    TICK = 0.5
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last: dict[tuple, tuple[Any, float, dict[str, str]]] = {}
-        self._thread: threading.Thread | None = None
+        self._held: weakref.WeakSet = weakref.WeakSet()
+        self._resent_at = time.monotonic()
+        self._thread: Periodic | None = None
 
     def set(self, gauge: Any, value: float, tags: dict[str, str]) -> None:
         gauge.set(value, tags)
         with self._lock:
             self._last[(id(gauge), *sorted(tags.items()))] = (gauge, value, tags)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._resend, name="flowactors-gauges", daemon=True)
-                self._thread.start()
+            self._start()
 
-    def _resend(self) -> None:
-        import ray
+    def hold(self, counter: "FlowFileRepositoryMetrics") -> None:
+        """Look after ``counter``'s held counts while it lives."""
+        with self._lock:
+            self._held.add(counter)
+            self._start()
 
-        period = max(ray._config.metrics_report_interval_ms(), 1000) / 2000  # Ray floors the interval at 1 s
-        while True:
-            time.sleep(period)
-            with self._lock:
-                kept = list(self._last.values())
-            for gauge, value, tags in kept:
-                gauge.set(value, tags)
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = Periodic("flowactors-metrics", self.TICK, self._tick, self._failed, each_error_once=True)
+            self._thread.start()
+
+    def _tick(self) -> None:
+        with self._lock:
+            held = list(self._held)
+            due = self._last and time.monotonic() - self._resent_at >= _resend_period()
+            kept = list(self._last.values()) if due else []
+            if due:
+                self._resent_at = time.monotonic()
+        for counter in held:
+            counter.send_due()
+        for gauge, value, tags in kept:
+            gauge.set(value, tags)
+
+    @staticmethod
+    def _failed(err: Exception) -> None:
+        log.warning("flowactors could not send its metrics to Ray's metrics agent (tried again): %s", err)
 
 
-_gauges = _GaugeKeeper()
+def _resend_period() -> float:
+    """Seconds between two re-sends of the gauges: half Ray's report interval (floored at 1 s)."""
+    import ray
+
+    return max(ray._config.metrics_report_interval_ms(), 1000) / 2000
+
+
+_keeper = _Keeper()
 
 
 def tags(flow: str, component: str) -> dict[str, str]:
@@ -129,7 +165,7 @@ class QueueMetrics:
     def publish(self, status: dict) -> None:
         self._last = time.monotonic()
         for key, gauge in self._gauges.items():
-            _gauges.set(gauge, float(status.get(key) or 0), self.tags)
+            _keeper.set(gauge, float(status.get(key) or 0), self.tags)
 
     def changed(self, status: Callable[[], dict]) -> None:
         self._status = status  # read when the update is sent, so it is the latest state
@@ -164,7 +200,8 @@ class FlowFileRepositoryMetrics:
     """Write-ahead log commits (a counter: its rate is commits/s) and checkpoint durations.
     Commits are sent at most every ``min_interval`` seconds (a Ray metric update costs about as
     much as a small commit's transaction: py-spy put 2-3 % of the busiest executor's samples in
-    them at batch 1,000, one a commit) and at ``flush``."""
+    them at batch 1,000, when every group of commits sent one), at ``flush``, and by the process's
+    ``_Keeper`` once ``min_interval`` has passed without a commit."""
 
     def __init__(self, flow: str, component: str = "flowfile-repository", min_interval: float = 0.5):
         self.tags = tags(flow, component)
@@ -178,6 +215,7 @@ class FlowFileRepositoryMetrics:
                                  "session commits written to the FlowFile write-ahead log")
             self._checkpoints = _get("Histogram", "flowactors_flowfile_repository_checkpoint_seconds",
                                      "seconds a write-ahead log checkpoint took", boundaries=CHECKPOINT_BOUNDARIES)
+            _keeper.hold(self)
 
     def committed(self, count: int = 1) -> None:
         """Count commits (from any thread), sending them if ``min_interval`` has passed."""
@@ -189,7 +227,7 @@ class FlowFileRepositoryMetrics:
 
     def send_due(self) -> None:
         """Send the commits counted since the last update if ``min_interval`` has passed since it
-        (also what an idle log's timer calls, so held counts do not wait for the next commit)."""
+        (also what the ``_Keeper`` calls, so held counts do not wait for the next commit)."""
         if self._commits is not None and time.monotonic() - self._sent_at >= self.min_interval:
             self.flush()
 
@@ -238,7 +276,7 @@ class ContentRepositoryMetrics:
                   "archive_bytes": sum(c["archive_bytes"] for c in containers),
                   "disk_percent": max((c.get("disk_percent", 0.0) for c in containers), default=0.0)}
         for key, gauge in self._gauges.items():
-            _gauges.set(gauge, float(values[key]), self.tags)
+            _keeper.set(gauge, float(values[key]), self.tags)
 
 
 class ProvenanceMetrics:
@@ -266,4 +304,4 @@ class ProvenanceMetrics:
             lag = stats().get("index_lag", 0)
         except Exception:  # closed meanwhile: nothing to report, and never fail a rollover for it
             return
-        _gauges.set(self._lag, float(lag), self.tags)
+        _keeper.set(self._lag, float(lag), self.tags)

@@ -300,7 +300,7 @@ class RayComponents:
         call_now(self.provenance, "follow_log")  # the commits' events, from the log's outbox
         self.content = ContentRepository.from_settings(self.root, settings)
         self.wal = WriteAheadFlowFileRepository.from_settings(self.root, settings, shared=True)
-        self.log = ExecutorLog(self.wal, True, name=f"executor-log-{name}", flow=name)
+        self.log = ExecutorLog(self.wal, True, flow=name)
 
     def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
         from flowactors.engine.transport import HostedLink
