@@ -61,6 +61,21 @@ def test_shared_placement_cuts_the_pipeline_into_contiguous_runs():
     assert placement.queue_actors == []
 
 
+def test_runs_that_cannot_be_equal_leave_the_sources_the_shorter_one():
+    runs = lambda processors, executors: [[name for name, _ in p.tasks]
+                                          for p in plan(long_flow(processors), "shared", executors).executors]
+    # scenario 1's shape: the source alone, its two consumers together (docs/performance.md)
+    assert runs(3, 2) == [["generate"], ["update0", "last"]]
+    assert [len(r) for r in runs(5, 2)] == [2, 3]
+    assert [len(r) for r in runs(7, 3)] == [2, 2, 3]
+    for processors in range(2, 12):   # every executor gets a run, in flow order, sizes within one
+        for executors in range(1, processors + 1):
+            cut = runs(processors, executors)
+            sizes = [len(r) for r in cut]
+            assert len(cut) == executors and min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+            assert sizes == sorted(sizes) and sum(cut, []) == flow_order(long_flow(processors))
+
+
 def test_concurrent_tasks_share_their_executor_and_an_isolated_processor_gets_its_own():
     placement = plan(branching_flow(), "shared", executors=2)
     by_name = {p.name: p for p in placement.executors}

@@ -6,7 +6,10 @@ carries it out. The rules (docs/architecture.md, "Placement"):
 * ``placement="shared"`` (the default): ``executors`` executor actors per node, each running many
   processor tasks on threads. Processors are taken in flow order (sources first, then each one
   after the processors feeding it) and cut into contiguous runs, one run an executor, so most hops
-  of a pipeline stay inside one executor. A processor's concurrent tasks are threads of the same
+  of a pipeline stay inside one executor. When the runs cannot be equal, the later runs are the
+  longer ones: the first run holds the sources, which do the most work a FlowFile (content, record
+  and CREATE event of each one), and a source sharing its process with the next processor made
+  that executor the flow's bottleneck (docs/performance.md, "which executor gets the longer run"). A processor's concurrent tasks are threads of the same
   executor, as NiFi's are threads of one JVM: their hops stay local calls. Spread over executors,
   every extra task made hops between processes, and two tasks a processor ran slower than one
   (docs/performance.md); a processor whose Python work needs cores of its own says ``isolated``.
@@ -112,8 +115,9 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
     count = max(1, min(executors, len(shared)))
     if shared:
         plans.extend(ExecutorPlan(i, f"executor.{i}") for i in range(count))
-        for position, name in enumerate(shared):
-            first = position * count // len(shared)
+        short, longer = divmod(len(shared), count)   # the last ``longer`` runs hold one more
+        runs = [i for i in range(count) for _ in range(short + (i >= count - longer))]
+        for name, first in zip(shared, runs):
             home[name] = first
             plans[first].tasks.extend((name, instance) for instance in range(flow.processors[name].concurrent_tasks))
     for name in (n for n in order if n not in home):  # actors of their own, one a task
