@@ -62,8 +62,9 @@ def test_shared_placement_cuts_the_pipeline_into_contiguous_runs():
 
 
 def test_runs_that_cannot_be_equal_leave_the_sources_the_shorter_one():
-    runs = lambda processors, executors: [[name for name, _ in p.tasks]
-                                          for p in plan(long_flow(processors), "shared", executors).executors]
+    def runs(processors: int, executors: int) -> list[list[str]]:
+        return [[name for name, _ in p.tasks] for p in plan(long_flow(processors), "shared", executors).executors]
+
     # scenario 1's shape: the source alone, its two consumers together (docs/performance.md)
     assert runs(3, 2) == [["generate"], ["update0", "last"]]
     assert [len(r) for r in runs(5, 2)] == [2, 3]

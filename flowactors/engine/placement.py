@@ -9,10 +9,11 @@ carries it out. The rules (docs/architecture.md, "Placement"):
   of a pipeline stay inside one executor. When the runs cannot be equal, the later runs are the
   longer ones: the first run holds the sources, which do the most work a FlowFile (content, record
   and CREATE event of each one), and a source sharing its process with the next processor made
-  that executor the flow's bottleneck (docs/performance.md, "which executor gets the longer run"). A processor's concurrent tasks are threads of the same
-  executor, as NiFi's are threads of one JVM: their hops stay local calls. Spread over executors,
-  every extra task made hops between processes, and two tasks a processor ran slower than one
-  (docs/performance.md); a processor whose Python work needs cores of its own says ``isolated``.
+  that executor the flow's bottleneck (docs/performance.md, "which executor gets the longer
+  run"). A processor's concurrent tasks are threads of the same executor, as NiFi's are threads of
+  one JVM: their hops stay local calls. Spread over executors, every extra task made hops between
+  processes, and two tasks a processor ran slower than one (docs/performance.md); a processor
+  whose Python work needs cores of its own says ``isolated``.
 * a processor with ``isolated=True``, a ``num_cpus`` request or a ``runtime_env`` gets an executor
   of its own per task (its own process: heavy native code, a crash risk, a CPU reservation, its
   own packages).
