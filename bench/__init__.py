@@ -202,6 +202,39 @@ class BusyCores(Sampler):
         return cores * (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
 
 
+class ProcessCpu(Sampler):
+    """The CPU time (user + system, every thread: native code too, which ``py-spy --gil`` does
+    not see) of each process below this one, sampled every ``interval`` seconds: how busy each
+    Ray process was over a flow's window, so a process that sets the pace shows."""
+
+    name = "process-cpu"
+
+    def __init__(self, interval: float = 0.1) -> None:
+        super().__init__(interval)
+        self.samples: list[tuple[float, dict[int, float]]] = []  # (time.time(), {pid: CPU seconds})
+        self._root = psutil.Process(os.getpid())
+
+    def _sample(self) -> None:
+        cpu = {}
+        for process in self._root.children(recursive=True):
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            cpu[process.pid] = times.user + times.system
+        self.samples.append((time.time(), cpu))
+
+    def between(self, start: float, end: float) -> dict[int, float]:
+        """CPU seconds of each process from the first to the last sample between ``start`` and
+        ``end`` (``time.time()`` seconds), and that stretch's length under the key -1; empty when
+        fewer than two samples fall inside."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return {}
+        (began, first), (ended, last) = inside[0], inside[-1]
+        return {-1: ended - began, **{pid: cpu - first.get(pid, 0.0) for pid, cpu in last.items()}}
+
+
 def with_steal(measure: Callable[[], dict]) -> dict:
     """``measure()``'s result with the steal it met (``steal_percent``, ``StolenTime``)."""
     with StolenTime() as steal:

@@ -11,6 +11,11 @@ as Ray. Samples of code that waits (``IDLE``) are left out. A layer's CPU time i
 its samples over the sampling rate; divided by the FlowFiles, it is the cost of a FlowFile in that
 layer across its three processors (three hops), compared with the whole cost of a FlowFile in the
 bare durable loop of the same run.
+
+py-spy sees only Python holding the GIL, so it cannot tell which process sets the flow's pace. A
+second run without py-spy reads each process's CPU time (every thread, native code too) over the
+flow's window (``ProcessCpu``): an executor near a whole core while the others idle is the
+bottleneck (docs/performance.md, "which executor gets the longer run").
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench import ray_session, retire, row
+from bench import ProcessCpu, ray_session, retire, row
 from bench.baselines import measure_bare_flow
-from bench.small_flowfiles import small_flow
+from bench.small_flowfiles import flow_window, small_flow
 
 S10 = "10 where the time goes"
 RATE = 100  # samples a second per thread
@@ -121,6 +126,38 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
                                                        if p["name"] == "route")}
 
 
+def cpu_by_process(flowfiles: int, workdir: Path) -> dict:
+    """Scenario 1's flow on Ray without py-spy; the CPU seconds of each of its actors' processes
+    (by actor name, the flow's prefix dropped) and of Ray's other processes over the flow's window,
+    and the window's length."""
+    import ray
+
+    from flowactors.engine.runner import run_flow
+
+    names: dict[int, str] = {}
+
+    def name_processes() -> None:
+        for name in ray.util.list_named_actors():
+            pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: os.getpid()))
+            names[pid] = name.split(".", 1)[1]
+
+    naming = threading.Thread(target=name_processes, daemon=True)  # the flow runs meanwhile
+    root = workdir / "repository-cpu"
+    shutil.rmtree(root, ignore_errors=True)
+    with ray_session(), ProcessCpu(interval=0.05) as cpu:
+        run_flow(small_flow(flowfiles, 1000, name="bench-cpu"), root, timeout=900,
+                 on_started=lambda _controller: naming.start())
+        naming.join()
+    window = flow_window(root)
+    retire(root)
+    spent = cpu.between(window["first"], window["last"])
+    seconds = spent.pop(-1, 0.0)
+    by_name: collections.Counter = collections.Counter()
+    for pid, cpu_seconds in spent.items():
+        by_name[names.get(pid, "Ray's own processes (raylet, GCS, dashboard, idle workers)")] += cpu_seconds
+    return {"seconds": seconds, "cpu": by_name}
+
+
 def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     flowfiles = size or (20_000 if quick else 200_000)
     began = time.monotonic()
@@ -140,6 +177,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     for layer, cost in sorted(per_ff.items(), key=lambda kv: -kv[1]):
         rows.append(row(S10, f"CPU per FlowFile: {layer}", cost, bare_us, "bare loop: a FlowFile's whole cost", "µs",
                         f"{100 * cost / total:.0f} % of the flow's CPU"))
+    rows.extend(_process_rows(cpu_by_process(flowfiles, workdir), flowfiles, bare_us))
     samples = sum(profiled["leaves"].values()) or 1
     lines = ["| function (leaf of the stack) | share of samples |", "|---|---:|"]
     for frame, count in profiled["leaves"].most_common(20):
@@ -148,6 +186,23 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
                        sorted(profiled["actors"].items(), key=lambda kv: -kv[1]))
     rows[0]["details"] = (f"Where the samples were taken, by actor: {actors}.\n\n**Hottest leaf functions, all actors**"
                           f"\n\n" + "\n".join(lines) + f"\n\nMeasured in {time.monotonic() - began:.0f} s.")
+    return rows
+
+
+def _process_rows(measured: dict, flowfiles: int, bare_us: float) -> list[dict]:
+    """A row for all processes together and one a process: µs of CPU a FlowFile, and the share of
+    a core each kept busy over the flow's window."""
+    seconds, cpu = measured["seconds"], measured["cpu"]
+    if not seconds or not cpu:
+        return [row(S10, "CPU per FlowFile, by process", None, bare_us, "bare loop: a FlowFile's whole cost", "µs",
+                    "PROBLEM: fewer than two CPU samples fell inside the flow's window")]
+    what = (f"scenario 1's flow again without py-spy, {flowfiles:,} FlowFiles; each process's CPU time (user + "
+            f"system, every thread) over the flow's {seconds:.2f} s window")
+    rows = [row(S10, "CPU per FlowFile, all processes (/proc)", sum(cpu.values()) / flowfiles * 1e6, bare_us,
+                "bare loop: a FlowFile's whole cost", "µs", f"{what}: {sum(cpu.values()) / seconds:.2f} cores busy")]
+    for name, cpu_seconds in cpu.most_common():
+        rows.append(row(S10, f"CPU per FlowFile in process: {name}", cpu_seconds / flowfiles * 1e6, bare_us,
+                        "bare loop: a FlowFile's whole cost", "µs", f"{cpu_seconds / seconds:.2f} of a core busy"))
     return rows
 
 
