@@ -3,8 +3,9 @@
 Every scenario module exports ``run(quick: bool, workdir: Path) -> list[dict]`` (mine also take
 ``size=`` to shrink a run for smoke tests). A row says what flowactors did, what a baseline
 measured *in the same run* did, and their ratio: absolute figures drift on shared machines, the
-ratios are what we track. This module holds what the scenarios share: the row, the RSS sampler,
-a Ray session of the scenario's own, and ``retire`` for a run's directory.
+ratios are what we track. This module holds what the scenarios share: the row, the samplers (RSS,
+busy cores, CPU by process), a Ray session of the scenario's own, and ``retire`` for a run's
+directory.
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def _tree_sum(root: psutil.Process, measure) -> int:
         except psutil.Error:
             pass
     return total
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    """The CPU time ``process`` has used so far, user + system, every thread."""
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def process_tree_rss(root: psutil.Process) -> int:
@@ -117,6 +124,14 @@ class PeakRss(Sampler):
             self.first = value
         self.samples += 1
         self.peak = max(self.peak, value)
+
+
+def named_actor_pids() -> dict[str, int]:
+    """The process id of every named actor of the current Ray session, by name."""
+    import ray
+
+    return {name: ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: os.getpid()))
+            for name in ray.util.list_named_actors()}
 
 
 @contextlib.contextmanager
@@ -195,17 +210,25 @@ class BusyCores(Sampler):
     def between(self, start: float, end: float) -> float | None:
         """Busy cores on average from ``start`` to ``end`` (``time.time()`` seconds); None when
         fewer than two samples fall inside."""
-        inside = [s for s in self.samples if start <= s[0] <= end]
-        if len(inside) < 2 or inside[-1][2] == inside[0][2]:
+        edges = _edges(self.samples, start, end)
+        if edges is None or edges[1][2] == edges[0][2]:
             return None
-        cores = os.cpu_count() or 1
-        return cores * (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
+        (_, busy0, all0), (_, busy1, all1) = edges
+        return (os.cpu_count() or 1) * (busy1 - busy0) / (all1 - all0)
+
+
+def _edges(samples: list[tuple], start: float, end: float) -> tuple[tuple, tuple] | None:
+    """The first and the last of ``samples`` (each starting with its ``time.time()``) taken from
+    ``start`` to ``end``; None when fewer than two were."""
+    inside = [s for s in samples if start <= s[0] <= end]
+    return (inside[0], inside[-1]) if len(inside) >= 2 else None
 
 
 class ProcessCpu(Sampler):
     """The CPU time (user + system, every thread: native code too, which ``py-spy --gil`` does
     not see) of each process below this one, sampled every ``interval`` seconds: how busy each
-    Ray process was over a flow's window, so a process that sets the pace shows."""
+    Ray process was over a flow's window, so a process that sets the pace shows. A sample costs
+    this process about 2 ms (listing the process tree), none of the processes it measures."""
 
     name = "process-cpu"
 
@@ -218,21 +241,19 @@ class ProcessCpu(Sampler):
         cpu = {}
         for process in self._root.children(recursive=True):
             try:
-                times = process.cpu_times()
+                cpu[process.pid] = cpu_seconds(process)
             except psutil.Error:
                 continue
-            cpu[process.pid] = times.user + times.system
         self.samples.append((time.time(), cpu))
 
-    def between(self, start: float, end: float) -> dict[int, float]:
-        """CPU seconds of each process from the first to the last sample between ``start`` and
-        ``end`` (``time.time()`` seconds), and that stretch's length under the key -1; empty when
-        fewer than two samples fall inside."""
-        inside = [s for s in self.samples if start <= s[0] <= end]
-        if len(inside) < 2:
-            return {}
-        (began, first), (ended, last) = inside[0], inside[-1]
-        return {-1: ended - began, **{pid: cpu - first.get(pid, 0.0) for pid, cpu in last.items()}}
+    def between(self, start: float, end: float) -> tuple[float, dict[int, float]] | None:
+        """``(seconds, {pid: CPU seconds})`` from the first to the last sample taken between
+        ``start`` and ``end`` (``time.time()`` seconds); None when fewer than two were."""
+        edges = _edges(self.samples, start, end)
+        if edges is None:
+            return None
+        (began, first), (ended, last) = edges
+        return ended - began, {pid: cpu - first.get(pid, 0.0) for pid, cpu in last.items()}
 
 
 def with_steal(measure: Callable[[], dict]) -> dict:

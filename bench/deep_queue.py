@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import Sampler, mib, ray_session, row
+from bench import Sampler, cpu_seconds, mib, ray_session, row
 from flowactors.engine.queues.connection import QueueActor, QueueConfig
 from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
 from flowactors.engine.transport import ActorLink
@@ -83,8 +83,7 @@ class ActorMemory(Sampler):
         return 0
 
     def cpu(self) -> float:
-        times = self.process.cpu_times()
-        return times.user + times.system
+        return cpu_seconds(self.process)
 
 
 class Windows:

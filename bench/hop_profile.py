@@ -21,7 +21,6 @@ bottleneck (docs/performance.md, "which executor gets the longer run").
 from __future__ import annotations
 
 import collections
-import os
 import shutil
 import signal
 import subprocess
@@ -30,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import ProcessCpu, ray_session, retire, row
+from bench import ProcessCpu, named_actor_pids, ray_session, retire, row
 from bench.baselines import measure_bare_flow
 from bench.small_flowfiles import flow_window, small_flow
 
@@ -78,8 +77,6 @@ def read_samples(path: Path) -> tuple[collections.Counter, collections.Counter]:
 
 def profile_flow(flowfiles: int, workdir: Path) -> dict:
     """Run scenario 1's flow on Ray with py-spy on every actor; samples per layer and per actor."""
-    import ray
-
     from flowactors.engine.runner import run_flow
 
     spy_dir = workdir / "py-spy"
@@ -88,8 +85,7 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
     failures: list[str] = []
 
     def attach() -> None:
-        for name in ray.util.list_named_actors():
-            pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: os.getpid()))
+        for name, pid in named_actor_pids().items():
             spies.append(subprocess.Popen(
                 [shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid),
                  "--rate", str(RATE), "--format", "raw", "--nonblocking", "--gil", "--output", str(spy_dir / f"{name}.txt")],
@@ -126,35 +122,33 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
                                                        if p["name"] == "route")}
 
 
-def cpu_by_process(flowfiles: int, workdir: Path) -> dict:
+def cpu_by_process(flowfiles: int, workdir: Path) -> dict | None:
     """Scenario 1's flow on Ray without py-spy; the CPU seconds of each of its actors' processes
     (by actor name, the flow's prefix dropped) and of Ray's other processes over the flow's window,
-    and the window's length."""
-    import ray
-
+    and the window's length (None when fewer than two samples fell inside it)."""
     from flowactors.engine.runner import run_flow
 
+    flow = small_flow(flowfiles, 1000, name="bench-cpu")
     names: dict[int, str] = {}
 
     def name_processes() -> None:
-        for name in ray.util.list_named_actors():
-            pid = ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: os.getpid()))
-            names[pid] = name.split(".", 1)[1]
+        names.update((pid, name.removeprefix(f"{flow.name}.")) for name, pid in named_actor_pids().items())
 
     naming = threading.Thread(target=name_processes, daemon=True)  # the flow runs meanwhile
     root = workdir / "repository-cpu"
     shutil.rmtree(root, ignore_errors=True)
     with ray_session(), ProcessCpu(interval=0.05) as cpu:
-        run_flow(small_flow(flowfiles, 1000, name="bench-cpu"), root, timeout=900,
-                 on_started=lambda _controller: naming.start())
+        run_flow(flow, root, timeout=900, on_started=lambda _controller: naming.start())
         naming.join()
     window = flow_window(root)
     retire(root)
     spent = cpu.between(window["first"], window["last"])
-    seconds = spent.pop(-1, 0.0)
+    if spent is None:
+        return None
+    seconds, by_pid = spent
     by_name: collections.Counter = collections.Counter()
-    for pid, cpu_seconds in spent.items():
-        by_name[names.get(pid, "Ray's own processes (raylet, GCS, dashboard, idle workers)")] += cpu_seconds
+    for pid, used in by_pid.items():
+        by_name[names.get(pid, "Ray's own processes (raylet, GCS, dashboard, idle workers)")] += used
     return {"seconds": seconds, "cpu": by_name}
 
 
@@ -189,13 +183,13 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     return rows
 
 
-def _process_rows(measured: dict, flowfiles: int, bare_us: float) -> list[dict]:
+def _process_rows(measured: dict | None, flowfiles: int, bare_us: float) -> list[dict]:
     """A row for all processes together and one a process: µs of CPU a FlowFile, and the share of
     a core each kept busy over the flow's window."""
-    seconds, cpu = measured["seconds"], measured["cpu"]
-    if not seconds or not cpu:
+    if measured is None:
         return [row(S10, "CPU per FlowFile, by process", None, bare_us, "bare loop: a FlowFile's whole cost", "µs",
                     "PROBLEM: fewer than two CPU samples fell inside the flow's window")]
+    seconds, cpu = measured["seconds"], measured["cpu"]
     what = (f"scenario 1's flow again without py-spy, {flowfiles:,} FlowFiles; each process's CPU time (user + "
             f"system, every thread) over the flow's {seconds:.2f} s window")
     rows = [row(S10, "CPU per FlowFile, all processes (/proc)", sum(cpu.values()) / flowfiles * 1e6, bare_us,
