@@ -82,6 +82,7 @@ class _Keeper:
         self._last: dict[tuple, tuple[Any, float, dict[str, str]]] = {}
         self._held: weakref.WeakSet = weakref.WeakSet()
         self._resent_at = time.monotonic()
+        self._resend_every: float | None = None  # half Ray's report interval, read at the first tick
         self._thread: Periodic | None = None
 
     def set(self, gauge: Any, value: float, tags: dict[str, str]) -> None:
@@ -102,12 +103,14 @@ class _Keeper:
             self._thread.start()
 
     def _tick(self) -> None:
+        if self._resend_every is None:   # here, not in ``_start``: an error goes to ``_failed``
+            self._resend_every = _resend_period()
+        kept = []
         with self._lock:
             held = list(self._held)
-            due = self._last and time.monotonic() - self._resent_at >= _resend_period()
-            kept = list(self._last.values()) if due else []
-            if due:
-                self._resent_at = time.monotonic()
+            now = time.monotonic()
+            if self._last and now - self._resent_at >= self._resend_every:
+                kept, self._resent_at = list(self._last.values()), now
         for counter in held:
             counter.send_due()
         for gauge, value, tags in kept:
