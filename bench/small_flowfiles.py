@@ -49,14 +49,16 @@ S2 = "2 scaling"
 EDGE_EVENTS = 50_000  # events read at each end of the provenance to find the flow's time window
 
 
-def small_flow(flowfiles: int, batch: int, tasks: int = 1, always_sync: bool = False, name: str = "bench-small") -> Flow:
-    """Scenario 1's flow; ``batch`` is GenerateFlowFile's Batch Size and every processor's batch size."""
+def small_flow(flowfiles: int, batch: int, tasks: int = 1, always_sync: bool = False, name: str = "bench-small",
+               isolated: bool = False) -> Flow:
+    """Scenario 1's flow; ``batch`` is GenerateFlowFile's Batch Size and every processor's batch size;
+    ``isolated`` gives every task a process of its own (``placement.needs_own_actor``)."""
     flow = Flow(name, settings={"always_sync": always_sync})
-    generate = flow.add(GenerateFlowFile, "generate", concurrent_tasks=tasks, properties={
+    generate = flow.add(GenerateFlowFile, "generate", concurrent_tasks=tasks, isolated=isolated, properties={
         "File Size": "1 KB", "Batch Size": batch, "Max FlowFiles": flowfiles, "Unique FlowFiles": False})
-    update = flow.add(UpdateAttribute, "update", concurrent_tasks=tasks, batch_size=batch, properties={
-        "size.class": "${fileSize:ge(1024):ifElse('large','small')}"})
-    route = flow.add(RouteOnAttribute, "route", concurrent_tasks=tasks, batch_size=batch,
+    update = flow.add(UpdateAttribute, "update", concurrent_tasks=tasks, batch_size=batch, isolated=isolated,
+                      properties={"size.class": "${fileSize:ge(1024):ifElse('large','small')}"})
+    route = flow.add(RouteOnAttribute, "route", concurrent_tasks=tasks, batch_size=batch, isolated=isolated,
                      properties={"large": "${size.class:equals('large')}"}, auto_terminate=("large", "unmatched"))
     flow.connect(generate, update, name="generated")
     flow.connect(update, route, name="updated")
@@ -192,6 +194,9 @@ QUICK_GRID = {1: 300, 100: 5_000, 1000: 10_000}
 #: from this batch size up (full mode) each cell is the median of TIMED_RUNS runs, the task
 #: counts in turns: there one task against two is within one run's drift (docs/performance.md)
 ROUNDS_FROM_BATCH = 100
+#: the batch size (full mode) at which one and two tasks also run with every task in a process of
+#: its own (``isolated``): the other way a second task could add a core, measured beside the grid
+ISOLATED_BATCH = 1000
 
 
 def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
@@ -205,31 +210,47 @@ def run_scaling(quick: bool, workdir: Path, size: int | None = None) -> list[dic
     with ray_session():
         for batch, flowfiles in grid.items():
             rounds = TIMED_RUNS if not quick and batch >= ROUNDS_FROM_BATCH else 1
-            runs: dict[int, list[dict]] = {tasks: [] for tasks in tasks_list}
-            for turn in range(rounds):
-                for tasks in tasks_list:
-                    runs[tasks].append(measure_flow(
-                        small_flow(flowfiles, batch, tasks, name=f"bench-b{batch}-t{tasks}-r{turn}"),
-                        flowfiles, workdir / f"flow-{batch}-{tasks}-{turn}", timeout=900))
-            medians = {}
-            for tasks in tasks_list:
-                result, rates = median_run(runs[tasks])
-                medians[tasks] = result
-                repeated = (f"the median of {rounds} runs ({rates} FlowFiles/s), the task counts in turns; "
-                            f"the median run's " if rounds > 1 else "")
-                rows.append(row(S2, f"FlowFiles/s, batch {batch:,}, {tasks} task(s)", result["flowfiles_per_s"],
-                                bare_by_batch[batch]["flowfiles_per_s"], f"bare loop, batch {batch:,}, no fsync",
-                                "FlowFiles/s", _checked(f"{flowfiles:,} FlowFiles; always_sync off; {tasks} task(s) "
-                                                        f"per processor; {repeated}flow time {result['seconds']:.1f} s, "
-                                                        f"task time: {result['busy']}; the hypervisor's steal "
-                                                        f"during each run: {stolen(runs[tasks])}", result)))
-            rows.append(row(S2, f"two tasks vs one, batch {batch:,}", medians[2]["flowfiles_per_s"],
-                            medians[1]["flowfiles_per_s"], "1 task per processor, same run", "FlowFiles/s",
-                            f"the two rows above ({'medians, the task counts in turns' if rounds > 1 else 'one run each'}); "
-                            f"cores busy during the flow (all processes): {_busy(runs[1])} with one task, "
-                            f"{_busy(runs[2])} with two (a second task can only add what the first leaves idle)"))
+            rows.extend(_cell_rows(batch, flowfiles, tasks_list, rounds, bare_by_batch[batch], workdir))
+        if not quick and ISOLATED_BATCH in grid:
+            rows.extend(_cell_rows(ISOLATED_BATCH, grid[ISOLATED_BATCH], (1, 2), TIMED_RUNS,
+                                   bare_by_batch[ISOLATED_BATCH], workdir, isolated=True))
     profile_n = size or (5_000 if quick else 50_000)
     rows.extend(_profile_rows(profile_n, 1000, workdir))
+    return rows
+
+
+def _cell_rows(batch: int, flowfiles: int, tasks_list: tuple[int, ...], rounds: int, bare: dict, workdir: Path,
+               isolated: bool = False) -> list[dict]:
+    """One batch size of the grid: a row a task count (the median of ``rounds`` runs, the task
+    counts in turns) and one of two tasks against one. ``isolated``: every task in a process of its
+    own, where a second task has a GIL of its own and pays for it with an actor call for each poll,
+    offer and acknowledgement (docs/performance.md, "2026-11-29 (fifth session)")."""
+    where = ", each task in a process of its own" if isolated else ""
+    variant = "-isolated" if isolated else ""
+    runs: dict[int, list[dict]] = {tasks: [] for tasks in tasks_list}
+    for turn in range(rounds):
+        for tasks in tasks_list:
+            runs[tasks].append(measure_flow(
+                small_flow(flowfiles, batch, tasks, name=f"bench-b{batch}-t{tasks}{variant}-r{turn}", isolated=isolated),
+                flowfiles, workdir / f"flow-{batch}-{tasks}{variant}-{turn}", timeout=900))
+    rows, medians = [], {}
+    for tasks in tasks_list:
+        result, rates = median_run(runs[tasks])
+        medians[tasks] = result
+        repeated = (f"the median of {rounds} runs ({rates} FlowFiles/s), the task counts in turns; "
+                    f"the median run's " if rounds > 1 else "")
+        rows.append(row(S2, f"FlowFiles/s, batch {batch:,}, {tasks} task(s){where}", result["flowfiles_per_s"],
+                        bare["flowfiles_per_s"], f"bare loop, batch {batch:,}, no fsync",
+                        "FlowFiles/s", _checked(f"{flowfiles:,} FlowFiles; always_sync off; {tasks} task(s) "
+                                                f"per processor{where}; {repeated}flow time {result['seconds']:.1f} s, "
+                                                f"task time: {result['busy']}; the hypervisor's steal "
+                                                f"during each run: {stolen(runs[tasks])}", result)))
+    rows.append(row(S2, f"two tasks vs one, batch {batch:,}{where}", medians[2]["flowfiles_per_s"],
+                    medians[1]["flowfiles_per_s"], f"1 task per processor{where}, same run", "FlowFiles/s",
+                    f"the two rows above ({'medians, the task counts in turns' if rounds > 1 else 'one run each'}); "
+                    f"cores busy during the flow (all processes): {_busy(runs[1])} with one task, "
+                    f"{_busy(runs[2])} with two (a second task can only add what the first leaves idle"
+                    f"{', and its process costs actor calls' if isolated else ''})"))
     return rows
 
 

@@ -150,16 +150,19 @@ def test_stolen_time_reads_the_machines_steal_share_around_a_block():
 def test_scaling_takes_the_closest_cells_in_turns_and_reports_their_medians(tmp_path, monkeypatch):
     """Full mode: from batch 1,000 up each cell runs TIMED_RUNS times, the task counts in turns
     (1, 2, 4, 1, 2, 4, ...) so drift reaches all of them alike, and its row is the median run;
-    smaller batches run once. The flow runs are stubbed: this checks the grid, not the numbers."""
+    smaller batches run once. At ISOLATED_BATCH one and two tasks run again with every processor
+    isolated (a process a task). The flow runs are stubbed: this checks the grid, not the numbers."""
     import contextlib
 
     from bench import small_flowfiles as scaling
 
     order = []
+    isolated = {}
     rates = iter(range(1000, 100_000, 1000))
 
     def fake_flow(flow, flowfiles, root, timeout):
         order.append(flow.name)
+        isolated[flow.name] = {node.isolated for node in flow.processors.values()}
         return {"flowfiles_per_s": float(next(rates)), "seconds": 1.0, "busy": "generate 1.0 s",
                 "problems": [], "steal_percent": 1.0}
 
@@ -171,7 +174,9 @@ def test_scaling_takes_the_closest_cells_in_turns_and_reports_their_medians(tmp_
     rows = scaling.run_scaling(quick=False, workdir=tmp_path)
     rounds = scaling.TIMED_RUNS
     assert order == ["bench-b10-t1-r0", "bench-b10-t2-r0", "bench-b10-t4-r0"] + [
-        f"bench-b1000-t{tasks}-r{turn}" for turn in range(rounds) for tasks in (1, 2, 4)]
+        f"bench-b1000-t{tasks}-r{turn}" for turn in range(rounds) for tasks in (1, 2, 4)] + [
+        f"bench-b1000-t{tasks}-isolated-r{turn}" for turn in range(rounds) for tasks in (1, 2)]
+    assert {name: kinds for name, kinds in isolated.items() if kinds != {"isolated" in name}} == {}
     by_metric = {r["metric"]: r for r in rows}
     one_task = by_metric["FlowFiles/s, batch 1,000, 1 task(s)"]
     # its runs were the 4th, 7th and 10th flows: rates 4,000 / 7,000 / 10,000, median 7,000
@@ -179,3 +184,10 @@ def test_scaling_takes_the_closest_cells_in_turns_and_reports_their_medians(tmp_
     assert f"the median of {rounds} runs (4,000 / 7,000 / 10,000 FlowFiles/s)" in one_task["notes"]
     assert "steal during each run: 1 / 1 / 1 %" in one_task["notes"]
     assert "median" not in by_metric["FlowFiles/s, batch 10, 2 task(s)"]["notes"]
+    # the isolated cell's runs were the 13th to 18th flows: one task 13,000 / 15,000 / 17,000,
+    # two tasks 14,000 / 16,000 / 18,000
+    alone = by_metric["FlowFiles/s, batch 1,000, 1 task(s), each task in a process of its own"]
+    assert alone["flowactors"] == 15000.0 and "per processor, each task in a process of its own" in alone["notes"]
+    versus = by_metric["two tasks vs one, batch 1,000, each task in a process of its own"]
+    assert (versus["flowactors"], versus["baseline"]) == (16000.0, 15000.0)
+    assert "FlowFiles/s, batch 10, 1 task(s), each task in a process of its own" not in by_metric
