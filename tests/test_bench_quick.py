@@ -8,6 +8,7 @@ process); the others feed the report writer made-up rows, only to check the form
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -191,3 +192,46 @@ def test_scaling_takes_the_closest_cells_in_turns_and_reports_their_medians(tmp_
     versus = by_metric["two tasks vs one, batch 1,000, each task in a process of its own"]
     assert (versus["flowactors"], versus["baseline"]) == (16000.0, 15000.0)
     assert "FlowFiles/s, batch 10, 1 task(s), each task in a process of its own" not in by_metric
+
+
+def test_process_cpu_gives_each_child_the_cpu_it_burned_inside_the_window():
+    """``ProcessCpu.between`` is a child process's CPU time between the first and last samples
+    inside a window (not what it burned before), and the window's length; ``BusyCores.between``
+    sees the core it kept busy.
+    Scenario 10's rows by process and scenario 2's "cores busy" rest on these two."""
+    from bench import BusyCores, ProcessCpu
+
+    burn = "import time\nend = time.time() + 1.2\nwhile time.time() < end: pass\ntime.sleep(5)"
+    with ProcessCpu(interval=0.05) as cpu, BusyCores(interval=0.05) as cores:
+        child = subprocess.Popen([sys.executable, "-c", burn])
+        try:
+            time.sleep(0.5)   # it burns before the window: that CPU is not the window's
+            began = time.time()
+            time.sleep(0.4)   # and all through it
+            ended = time.time()
+        finally:
+            child.kill()
+            child.wait()
+    seconds, by_pid = cpu.between(began, ended)
+    assert 0.25 <= seconds <= 0.4
+    assert 0.1 <= by_pid[child.pid] <= seconds + 0.05   # at most a core, and only the window's share
+    assert 0.5 <= cores.between(began, ended) <= os.cpu_count()
+    assert cpu.between(ended + 100, ended + 200) is None and cores.between(ended + 100, ended + 200) is None
+
+
+def test_scenario_10_states_each_process_s_cpu_a_flowfile_and_its_share_of_a_core():
+    """The rows by process: µs of CPU a FlowFile (all processes, then each, busiest first) and the
+    share of a core over the window; a PROBLEM row when the window had too few samples."""
+    import collections
+
+    from bench.hop_profile import _process_rows
+
+    measured = {"seconds": 2.0, "cpu": collections.Counter({"executor.1": 0.5, "executor.0": 1.0})}
+    rows = _process_rows(measured, 100_000, 10.0)
+    assert [(r["metric"], r["flowactors"], r["ratio"]) for r in rows] == [
+        ("CPU per FlowFile, all processes (/proc)", 15.0, 1.5),
+        ("CPU per FlowFile in process: executor.0", 10.0, 1.0),
+        ("CPU per FlowFile in process: executor.1", 5.0, 0.5)]
+    assert rows[0]["notes"].endswith("0.75 cores busy") and rows[1]["notes"] == "0.50 of a core busy"
+    missing = _process_rows(None, 100_000, 10.0)
+    assert len(missing) == 1 and missing[0]["notes"].startswith("PROBLEM:")
