@@ -126,12 +126,14 @@ class PeakRss(Sampler):
         self.peak = max(self.peak, value)
 
 
-def named_actor_pids() -> dict[str, int]:
-    """The process id of every named actor of the current Ray session, by name."""
+def named_actor_pids(prefix: str) -> dict[str, int]:
+    """The process id of each named actor of the current Ray session whose name starts with
+    ``prefix`` (a flow's ``"<name>."``), by its name without it: a flow run before in the same
+    session may still be taking its actors down."""
     import ray
 
-    return {name: ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: os.getpid()))
-            for name in ray.util.list_named_actors()}
+    return {name.removeprefix(prefix): ray.get(ray.get_actor(name).__ray_call__.remote(lambda self: os.getpid()))
+            for name in ray.util.list_named_actors() if name.startswith(prefix)}
 
 
 @contextlib.contextmanager

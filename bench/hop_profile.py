@@ -76,7 +76,8 @@ def read_samples(path: Path) -> tuple[collections.Counter, collections.Counter]:
 
 
 def profile_flow(flowfiles: int, workdir: Path) -> dict:
-    """Run scenario 1's flow on Ray with py-spy on every actor; samples per layer and per actor."""
+    """Run scenario 1's flow in the current Ray session with py-spy on every actor; samples per
+    layer and per actor."""
     from flowactors.engine.runner import run_flow
 
     spy_dir = workdir / "py-spy"
@@ -84,21 +85,22 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
     spies: list[subprocess.Popen] = []
     failures: list[str] = []
 
+    flow = small_flow(flowfiles, 1000, name="bench-profile")
+
     def attach() -> None:
-        for name, pid in named_actor_pids().items():
+        for name, pid in named_actor_pids(f"{flow.name}.").items():
             spies.append(subprocess.Popen(
                 [shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid),
-                 "--rate", str(RATE), "--format", "raw", "--nonblocking", "--gil", "--output", str(spy_dir / f"{name}.txt")],
+                 "--rate", str(RATE), "--format", "raw", "--nonblocking", "--gil",
+                 "--output", str(spy_dir / f"{flow.name}.{name}.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
 
     attaching = threading.Thread(target=attach, daemon=True)  # the flow runs meanwhile
 
     root = workdir / "repository"
     shutil.rmtree(root, ignore_errors=True)
-    with ray_session():
-        final = run_flow(small_flow(flowfiles, 1000, name="bench-profile"), root, timeout=900,
-                         on_started=lambda _controller: attaching.start())
-        attaching.join()
+    final = run_flow(flow, root, timeout=900, on_started=lambda _controller: attaching.start())
+    attaching.join()
     for spy in spies:  # the actors are gone: py-spy writes its file and exits
         try:
             _, err = spy.communicate(timeout=60)
@@ -123,21 +125,21 @@ def profile_flow(flowfiles: int, workdir: Path) -> dict:
 
 
 def cpu_by_process(flowfiles: int, workdir: Path) -> dict | None:
-    """Scenario 1's flow on Ray without py-spy; the CPU seconds of each of its actors' processes
-    (by actor name, the flow's prefix dropped) and of Ray's other processes over the flow's window,
-    and the window's length (None when fewer than two samples fell inside it)."""
+    """Scenario 1's flow in the current Ray session without py-spy; the CPU seconds of each of its
+    actors' processes (by actor name, the flow's prefix dropped) and of Ray's other processes over
+    the flow's window, and the window's length (None when fewer than two samples fell inside it)."""
     from flowactors.engine.runner import run_flow
 
     flow = small_flow(flowfiles, 1000, name="bench-cpu")
     names: dict[int, str] = {}
 
     def name_processes() -> None:
-        names.update((pid, name.removeprefix(f"{flow.name}.")) for name, pid in named_actor_pids().items())
+        names.update((pid, name) for name, pid in named_actor_pids(f"{flow.name}.").items())
 
     naming = threading.Thread(target=name_processes, daemon=True)  # the flow runs meanwhile
     root = workdir / "repository-cpu"
     shutil.rmtree(root, ignore_errors=True)
-    with ray_session(), ProcessCpu(interval=0.05) as cpu:
+    with ProcessCpu(interval=0.05) as cpu:
         run_flow(flow, root, timeout=900, on_started=lambda _controller: naming.start())
         naming.join()
     window = flow_window(root)
@@ -155,7 +157,9 @@ def cpu_by_process(flowfiles: int, workdir: Path) -> dict | None:
 def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     flowfiles = size or (20_000 if quick else 200_000)
     began = time.monotonic()
-    profiled = profile_flow(flowfiles, workdir)
+    with ray_session():  # one Ray start for both flows
+        profiled = profile_flow(flowfiles, workdir)
+        measured = cpu_by_process(flowfiles, workdir)
     bare = measure_bare_flow(flowfiles, 1000, workdir / "bare", sync=False)
     bare_us = 1e6 / bare["flowfiles_per_s"]
     per_ff = {layer: samples / RATE / flowfiles * 1e6 for layer, samples in profiled["layers"].items()}
@@ -171,7 +175,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     for layer, cost in sorted(per_ff.items(), key=lambda kv: -kv[1]):
         rows.append(row(S10, f"CPU per FlowFile: {layer}", cost, bare_us, "bare loop: a FlowFile's whole cost", "µs",
                         f"{100 * cost / total:.0f} % of the flow's CPU"))
-    rows.extend(_process_rows(cpu_by_process(flowfiles, workdir), flowfiles, bare_us))
+    rows.extend(_process_rows(measured, flowfiles, bare_us))
     samples = sum(profiled["leaves"].values()) or 1
     lines = ["| function (leaf of the stack) | share of samples |", "|---|---:|"]
     for frame, count in profiled["leaves"].most_common(20):
@@ -194,9 +198,9 @@ def _process_rows(measured: dict | None, flowfiles: int, bare_us: float) -> list
             f"system, every thread) over the flow's {seconds:.2f} s window")
     rows = [row(S10, "CPU per FlowFile, all processes (/proc)", sum(cpu.values()) / flowfiles * 1e6, bare_us,
                 "bare loop: a FlowFile's whole cost", "µs", f"{what}: {sum(cpu.values()) / seconds:.2f} cores busy")]
-    for name, cpu_seconds in cpu.most_common():
-        rows.append(row(S10, f"CPU per FlowFile in process: {name}", cpu_seconds / flowfiles * 1e6, bare_us,
-                        "bare loop: a FlowFile's whole cost", "µs", f"{cpu_seconds / seconds:.2f} of a core busy"))
+    for name, used in cpu.most_common():
+        rows.append(row(S10, f"CPU per FlowFile in process: {name}", used / flowfiles * 1e6, bare_us,
+                        "bare loop: a FlowFile's whole cost", "µs", f"{used / seconds:.2f} of a core busy"))
     return rows
 
 
