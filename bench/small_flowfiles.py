@@ -40,7 +40,7 @@ from flowactors.sdk.settings import flow_settings
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.sdk.session import ProcessSession, _Ids
 from flowactors.sdk.testing import LocalBackend
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository
 
@@ -273,7 +273,7 @@ def run_in_process(flow: Flow, root: Path) -> dict:
 def _run_in_process(flow: Flow, root: Path) -> dict:
     settings = flow_settings(flow)
     flowfile_repository = WriteAheadFlowFileRepository.from_settings(root, settings)
-    content = ContentRepository.from_settings(root, settings)
+    content = FileSystemContentRepository.from_settings(root, settings)
     provenance = ProvenanceRepository.from_settings(root, settings)
     queues = {c.id: ConnectionQueue(QueueConfig(c.id, 0, 0)) for c in flow.connections}
     tasks = []

@@ -98,7 +98,7 @@ def install_checkpoint_log() -> None:
     """Worker setup hook: wrap the checkpoint and the claim release with stage marks."""
     if not CHECKPOINT_LOG:
         return
-    from repositories.content.repository import ContentRepository
+    from repositories.content.repository import FileSystemContentRepository
     from repositories.flowfile import wal
 
     repo_class = wal.WriteAheadFlowFileRepository
@@ -106,7 +106,7 @@ def install_checkpoint_log() -> None:
         return
     original_sync = repo_class._sync
     original_checkpoint = repo_class.checkpoint
-    original_release = ContentRepository.release
+    original_release = FileSystemContentRepository.release
 
     def _sync(self):
         original_sync(self)
@@ -134,7 +134,7 @@ def install_checkpoint_log() -> None:
 
     repo_class._sync = _sync
     repo_class.checkpoint = checkpoint
-    ContentRepository.release = release
+    FileSystemContentRepository.release = release
     repo_class._crash_marked = True
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from repositories.content import (
     ContentNotFoundError,
-    ContentRepository,
+    FileSystemContentRepository,
     ContentRepositoryError,
     ContentRepositoryFullError,
 )
@@ -44,7 +44,7 @@ def _check_full_error(error: ContentRepositoryFullError, container: Path) -> Non
 def full_disk_scenario(mount: Path, scratch: Path) -> None:
     """Everything the test checks, given an empty 1 MiB tmpfs at ``mount``."""
     container = mount / "content"
-    repo = ContentRepository(mount, containers=("content",), sections=4)
+    repo = FileSystemContentRepository(mount, containers=("content",), sections=4)
     empty_free = shutil.disk_usage(mount).free
 
     # 1. Small contents until the file system is full.

@@ -16,7 +16,7 @@ from flowactors.processors import GenerateFlowFile, PutFile
 from flowactors.engine.runner import processor_totals, run_flow
 from flowactors.engine.transport import call_now
 from flowactors.sdk.testing import ProcessorRunner
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from tmpfs import mount_tmpfs, unmount
 
@@ -32,7 +32,7 @@ class Drop(Processor):
 
 
 def durable_runner(tmp_path, processor=Drop, **options):
-    content = ContentRepository(tmp_path / "content", **options)
+    content = FileSystemContentRepository(tmp_path / "content", **options)
     wal = WriteAheadFlowFileRepository(tmp_path / "flowfile")
     return ProcessorRunner(processor, content=content, flowfile_repository=wal), content, wal
 
@@ -121,7 +121,7 @@ COPY_ON_WRITE_2GB = textwrap.dedent('''
     from pathlib import Path
     from flowactors import Processor, Relationship
     from flowactors.sdk.testing import ProcessorRunner
-    from repositories.content import ContentRepository
+    from repositories.content import FileSystemContentRepository
     from repositories.flowfile import WriteAheadFlowFileRepository
 
     class Invert(Processor):
@@ -141,7 +141,7 @@ COPY_ON_WRITE_2GB = textwrap.dedent('''
         block = bytes(range(256)) * 4096
         for _ in range(size // len(block)):
             f.write(block)
-    runner = ProcessorRunner(Invert, content=ContentRepository(root / "content"),
+    runner = ProcessorRunner(Invert, content=FileSystemContentRepository(root / "content"),
                              flowfile_repository=WriteAheadFlowFileRepository(root / "flowfile"))
     session = runner.new_session()
     imported = session.import_from(source, session.create())

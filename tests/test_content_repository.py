@@ -20,7 +20,7 @@ from repositories.content import (
     ClaimWriter,
     ContentInputStream,
     ContentNotFoundError,
-    ContentRepository,
+    FileSystemContentRepository,
     ContentRepositoryError,
     ContentRepositoryFullError,
     InMemoryContentRepository,
@@ -34,7 +34,7 @@ HOUR = 3600.0
 @pytest.fixture
 def make_repo(tmp_path):
     def make(**options):
-        return ContentRepository(tmp_path / "content", **options)
+        return FileSystemContentRepository(tmp_path / "content", **options)
 
     return make
 
@@ -45,13 +45,13 @@ def any_repo(request, tmp_path):
 
     def make(**options):
         if request.param == "file":
-            return ContentRepository(tmp_path / "content", **options)
+            return FileSystemContentRepository(tmp_path / "content", **options)
         return InMemoryContentRepository(**options)
 
     return make
 
 
-def file_bytes(repo: ContentRepository, resource: ResourceClaim) -> bytes:
+def file_bytes(repo: FileSystemContentRepository, resource: ResourceClaim) -> bytes:
     return repo.path_of(resource).read_bytes()
 
 
@@ -162,7 +162,7 @@ def test_write_many_lays_contents_out_as_write_bytes_does_and_hands_them_over_at
     assert same_claim == [[a.resource == b.resource for b in layout] for a in layout]
     assert len({c.resource for c in claims}) == 6      # 0-5 | 6 | 7 alone | 8-13 | 14-19 | 20-24 and b""
     assert all(repo.read_bytes(c) == data for c, data in zip(claims, contents))   # before any flush
-    if isinstance(repo, ContentRepository):
+    if isinstance(repo, FileSystemContentRepository):
         assert len(writes) == 6 and sum(writes) == sum(map(len, contents))
     assert writer.bytes_written == sum(map(len, contents))
     writer.close()
@@ -369,7 +369,7 @@ def test_open_stream_writes_a_content_and_aborts_on_exception(any_repo):
     tail = writer.write_bytes(b"tail")
     assert tail == ContentClaim(head.resource, 15, 4)
     writer.flush(sync=False)
-    if isinstance(repo, ContentRepository):
+    if isinstance(repo, FileSystemContentRepository):
         assert file_bytes(repo, head.resource) == b"headhello worldtail"
 
 
@@ -533,7 +533,7 @@ def test_a_full_disk_error_fails_the_writer_until_discarded(make_repo, monkeypat
 
 def test_containers_are_chosen_round_robin(tmp_path):
     absolute = tmp_path / "elsewhere" / "disk3"
-    repo = ContentRepository(
+    repo = FileSystemContentRepository(
         tmp_path / "content", containers=("a", "b", str(absolute)), max_flowfiles_per_claim=1
     )
     writer = repo.writer()
@@ -549,7 +549,7 @@ def test_containers_are_chosen_round_robin(tmp_path):
 
 
 def _write_claims_in_child(root: str, count: int, queue) -> None:
-    repo = ContentRepository(root, max_flowfiles_per_claim=1)
+    repo = FileSystemContentRepository(root, max_flowfiles_per_claim=1)
     writer = repo.writer()
     for i in range(count):
         writer.write_bytes(b"child %d" % i)
@@ -646,13 +646,13 @@ def test_age_off_by_retention(any_repo):
     resources = [c.resource for c in claims]
     assert repo.release(resources[:3]) == 3
     now = time.time()
-    if isinstance(repo, ContentRepository):
+    if isinstance(repo, FileSystemContentRepository):
         for resource, hours in zip(resources, (4, 2.9, 1)):
             _age(repo.archive_path_of(resource), hours * HOUR, now)
         stats = repo.age_off_archive(now=now)
     else:
         stats = repo.age_off_archive(now=now + 3.5 * HOUR)  # memory: all three archived "now"
-    if isinstance(repo, ContentRepository):
+    if isinstance(repo, FileSystemContentRepository):
         assert stats == dict(removed=1, removed_by_retention=1, removed_by_usage=0,
                              bytes_freed=10, archive_bytes=20, archive_count=2)
         with pytest.raises(ContentNotFoundError, match="aged off"):
@@ -776,13 +776,13 @@ def test_from_settings_uses_the_content_settings(tmp_path):
                         max_appendable_claim_size=123, max_flowfiles_per_claim=7, always_sync=True,
                         archive_enabled=False, archive_max_retention=60.0,
                         archive_max_usage_percent=50.0)
-    repo = ContentRepository.from_settings(tmp_path, settings)
+    repo = FileSystemContentRepository.from_settings(tmp_path, settings)
     assert set(repo.containers) == {"one", "two"}
     assert (tmp_path / "content" / "one").is_dir() and (tmp_path / "content" / "two").is_dir()
     assert (repo.sections, repo.max_appendable_size, repo.max_flowfiles_per_claim) == (8, 123, 7)
     assert repo.always_sync and not repo.archive_enabled
     assert (repo.archive_max_retention, repo.archive_max_usage_percent) == (60.0, 50.0)
-    defaults = ContentRepository.from_settings(tmp_path / "d", Settings())
+    defaults = FileSystemContentRepository.from_settings(tmp_path / "d", Settings())
     assert (defaults.max_appendable_size, defaults.max_flowfiles_per_claim) == (50 * 1024, 100)
     assert (defaults.archive_max_retention, defaults.archive_max_usage_percent) == (3 * HOUR, 90.0)
     memory = InMemoryContentRepository.from_settings(None, settings)

@@ -18,11 +18,11 @@ CHUNK = 1024 * 1024
 CHILD = textwrap.dedent(
     """
     import json, os, resource, shutil, sys, time, zlib
-    from repositories.content import ContentRepository
+    from repositories.content import FileSystemContentRepository
 
     root = sys.argv[1]
     total, chunk_size = int(sys.argv[2]), int(sys.argv[3])
-    repo = ContentRepository(root)
+    repo = FileSystemContentRepository(root)
     chunk = bytearray(os.urandom(chunk_size))
     baseline_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()

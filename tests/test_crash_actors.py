@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from flowactors.sdk.settings import Settings
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from test_crash_cluster import (SEED, ChildCluster, Deliveries, _terminated, crash_flow, expected_names,
                                 provenance_gaps, source_names, wal_contents)
@@ -100,7 +100,7 @@ def wait_healed(cluster: ChildCluster, name: str, restarts_key: str, pid: int, b
 def records_without_content(repository: Path) -> list[str]:
     """FlowFiles in the log whose claim file is missing or too short (checked twice: a FlowFile
     that left the log meanwhile may have had its claim released, which is right)."""
-    content = ContentRepository.from_settings(repository, Settings())
+    content = FileSystemContentRepository.from_settings(repository, Settings())
 
     def missing() -> dict[str, tuple]:
         out = {}
@@ -199,7 +199,7 @@ def test_kill_one_actor_at_a_time_30_times_while_30k_files_move(tmp_path):
     assert set(placed) == set(names), (len(set(names) - set(placed)), len(set(placed) - set(names)))
     # content a killed session wrote, or a commit in doubt that did not land, was deleted by the
     # repairs: no claim file outlives the FlowFiles
-    live_claims = list(ContentRepository.from_settings(repository, Settings()).iter_resource_claims())
+    live_claims = list(FileSystemContentRepository.from_settings(repository, Settings()).iter_resource_claims())
     assert live_claims == [], f"{len(live_claims)} claim files outlived every FlowFile"
     first_delivery: dict[tuple[str, str], int] = {}
     placed_again: list[int] = []  # delivery-log line of every FlowFile placed a second time

@@ -48,7 +48,7 @@ import psutil
 import pytest
 
 from flowactors.sdk.settings import Settings
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository
 
@@ -399,7 +399,7 @@ def check_outcome(result: dict) -> dict:
     finally:
         wal.close()
     assert stats["flowfiles"] == 0 and stats["queues"] == 0 and stats["claims"] == 0, stats
-    live_claims = list(ContentRepository.from_settings(repository, Settings()).iter_resource_claims())
+    live_claims = list(FileSystemContentRepository.from_settings(repository, Settings()).iter_resource_claims())
     assert live_claims == [], f"{len(live_claims)} claim files outlived every FlowFile"
 
     # every name delivered, byte-identical; every delivery carried the right hash

@@ -14,7 +14,7 @@ from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
 from flowactors.engine.queues.connection import QueueActor, QueueConfig
 from flowactors.engine.transport import ActorLink
 from flowactors.sdk.settings import Settings
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.model import ContentClaim, FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim, new_flowfile_uuids
 from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import FIELD_INDEX, EventRun, ProvenanceEventType, claim_field, encode_batch, \
@@ -53,7 +53,7 @@ def test_a_batch_pickles_as_columns_and_comes_back_equal(dumps):
 
 def test_a_batch_round_trips_through_a_queue_elsewhere_its_swap_file_the_log_and_provenance(ray_session, tmp_path):
     root = tmp_path / "repository"
-    content = ContentRepository(root / "content")
+    content = FileSystemContentRepository(root / "content")
     writer = content.writer()
     claims = [None if i % 4 == 0 else writer.write_bytes(f"content {i}".encode()) for i in range(60)]
     writer.flush(sync=False)

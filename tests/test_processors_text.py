@@ -12,7 +12,7 @@ import pytest
 from flowactors.processors import ReplaceText, SplitText
 from flowactors.processors.text import scan_splits
 from flowactors.sdk.testing import ProcessorRunner
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines
@@ -130,7 +130,7 @@ def disk_bytes(root: Path) -> int:
 
 def test_split_without_header_writes_zero_content_bytes(tmp_path):
     content_root = tmp_path / "content"
-    repository = ContentRepository(content_root, sections=4, max_appendable_size=1024 * 1024)
+    repository = FileSystemContentRepository(content_root, sections=4, max_appendable_size=1024 * 1024)
     runner = ProcessorRunner(SplitText, {"Line Split Count": "3"}, content=repository)
     lines = b"".join(b"line %06d with some text\n" % i for i in range(60_000))  # ~1.6 MB, several chunks
     runner.enqueue(lines)
@@ -149,7 +149,7 @@ def test_split_without_header_writes_zero_content_bytes(tmp_path):
 
 def test_split_with_header_writes_header_plus_range(tmp_path):
     content_root = tmp_path / "content"
-    repository = ContentRepository(content_root, sections=4)
+    repository = FileSystemContentRepository(content_root, sections=4)
     runner = ProcessorRunner(SplitText, {"Line Split Count": "2", "Header Line Count": "1"}, content=repository)
     runner.enqueue(b"id,name\n1,a\n2,b\n3,c\n")
     batches = []

@@ -22,7 +22,7 @@ from flowactors.sdk.settings import flow_settings
 from flowactors.engine.actors.ray_hosting import RayHosting
 from flowactors.engine.controller import FlowController
 from flowactors.engine.transport import call_now
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.flowfile.swapfile import swap_directory
 from repositories.provenance import ProvenanceRepository
@@ -125,7 +125,7 @@ def test_expired_flowfiles_get_expire_events_and_leave_the_log_and_content(ray_s
         assert wal.pending_release() == []  # the stop's checkpoint released them
     finally:
         wal.close()
-    content = ContentRepository(repository / "content")
+    content = FileSystemContentRepository(repository / "content")
     assert not any(content.path_of(r).exists() for r in claims)
 
 
@@ -204,7 +204,7 @@ def test_offline_list_and_empty_with_the_cli_after_a_restart_with_swapped_flowfi
     finally:
         provenance.close()
     assert len({d.flowfile_uuid for d in drops}) == 301
-    content = ContentRepository(repository / "content")
+    content = FileSystemContentRepository(repository / "content")
     assert not any(content.path_of(d.updated_claim.resource).exists() for d in drops)
     with pytest.raises(LookupError, match="holds no FlowFiles"):
         empty_queue(repository, "waiting")

@@ -21,7 +21,7 @@ from flowactors.engine.controller import FlowStartError
 from flowactors.engine.transport import call_now
 from flowactors.sdk.settings import Settings
 from provenance_flows import PUT_QUEUE, all_events, only, send_flow, split_merge_clone_flow
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository
 
@@ -68,7 +68,7 @@ def test_split_clone_merge_lineage_is_exact(ray_session, repository):
             assert {(e.source, e.target, e.flowfile_uuid) for e in lineage.edges} == expected_edges
             assert len(lineage.edges) == 23 and not lineage.truncated
     # the merged content is the splits' contents in the JOIN's order: past versions are readable
-    content = ContentRepository.from_settings(repository, Settings())
+    content = FileSystemContentRepository.from_settings(repository, Settings())
     pieces = {s: content.read_bytes(clone_of[s].updated_claim) for s in splits}
     assert sorted(pieces.values()) == [b"alpha", b"beta", b"gamma"]
     assert content.read_bytes(join.updated_claim) == b"".join(pieces[p] for p in join.parent_uuids)
@@ -82,7 +82,7 @@ def test_replaying_a_send_offline_sends_the_same_bytes_again(ray_session, reposi
     first = all_events(repository)
     send = only(first, event_type="SEND")
     original = send.flowfile_uuid
-    content = ContentRepository.from_settings(repository, Settings())
+    content = FileSystemContentRepository.from_settings(repository, Settings())
     # the FlowFile was dropped and the stop's checkpoint released its claim: it is in the archive
     assert claim_state(content, send.previous_claim) == "archived"
     (out / "sent.txt").unlink()
@@ -139,7 +139,7 @@ def test_replay_refusals_change_nothing(ray_session, repository, tmp_path, capsy
     assert f"no provenance event 4242 in {repository}: the newest event is {newest}" in capsys.readouterr().err
 
     # the archive's age-off removes the content: replay and show refuse, saying so
-    content = ContentRepository.from_settings(repository, Settings())
+    content = FileSystemContentRepository.from_settings(repository, Settings())
     assert content.age_off_archive(now=time.time() + 4 * 3600)["removed"] >= 1
     assert claim_state(content, send.previous_claim) == "gone"
     assert main(["replay", str(send.event_id), "--repository", str(repository)]) == 1

@@ -6,7 +6,7 @@ import pytest
 
 from flowactors import CommitError, FlowFileHandlingError, Processor, Relationship
 from flowactors.sdk.testing import INPUT, ProcessorRunner
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
 
@@ -40,7 +40,7 @@ def test_get_batch_takes_in_order_and_commit_moves_them(runner):
 
 
 def test_rollback_returns_flowfiles_unchanged_and_deletes_new_content(tmp_path):
-    content = ContentRepository(tmp_path / "content")
+    content = FileSystemContentRepository(tmp_path / "content")
     runner = ProcessorRunner(TwoWay, content=content)
     original = runner.enqueue(b"keep me", {"a": "1"})
     session = runner.new_session()
@@ -112,7 +112,7 @@ def test_new_flowfile_gets_create_event_with_committed_attributes(runner):
 
 
 def test_clone_shares_content_and_emits_clone(tmp_path):
-    content = ContentRepository(tmp_path / "content")
+    content = FileSystemContentRepository(tmp_path / "content")
     runner = ProcessorRunner(TwoWay, content=content)
     runner.enqueue(b"shared bytes")
     session = runner.new_session()
@@ -129,7 +129,7 @@ def test_clone_shares_content_and_emits_clone(tmp_path):
 
 
 def test_clone_of_a_range_and_split_copy_no_bytes(tmp_path):
-    content = ContentRepository(tmp_path / "content")
+    content = FileSystemContentRepository(tmp_path / "content")
     runner = ProcessorRunner(TwoWay, content=content)
     runner.enqueue(b"line one\nline two\nline three\n")
     session = runner.new_session()
@@ -356,7 +356,7 @@ def test_a_delivery_failure_after_the_log_accepted_rolls_nothing_back(tmp_path, 
     session delete the content the log references or return the input to its queue."""
     from flowactors.sdk.session import DeliveryError
 
-    content = ContentRepository(tmp_path / "content")
+    content = FileSystemContentRepository(tmp_path / "content")
     runner = ProcessorRunner(TwoWay, content=content)
     original = runner.enqueue(b"input")
     session = runner.new_session()
@@ -379,7 +379,7 @@ def test_a_delivery_failure_after_the_log_accepted_rolls_nothing_back(tmp_path, 
 
 
 def test_a_failure_before_the_log_rolls_everything_back(tmp_path, monkeypatch):
-    content = ContentRepository(tmp_path / "content")
+    content = FileSystemContentRepository(tmp_path / "content")
     runner = ProcessorRunner(TwoWay, content=content)
     runner.enqueue(b"input")
 
@@ -410,7 +410,7 @@ def test_a_commit_in_doubt_rolls_nothing_back_and_runs_no_success_callback(tmp_p
 
     from flowactors.sdk.session import CommitInDoubt
 
-    content = ContentRepository(tmp_path / "content")
+    content = FileSystemContentRepository(tmp_path / "content")
     runner = ProcessorRunner(TwoWay, content=content)
     runner.enqueue(b"input")
     session = runner.new_session()
@@ -437,7 +437,7 @@ def test_a_delivery_failure_still_runs_the_success_callback(tmp_path, monkeypatc
     runs (it deletes what the log now holds), then the error is raised."""
     from flowactors.sdk.session import DeliveryError
 
-    runner = ProcessorRunner(TwoWay, content=ContentRepository(tmp_path / "content"))
+    runner = ProcessorRunner(TwoWay, content=FileSystemContentRepository(tmp_path / "content"))
     runner.enqueue(b"input")
     session = runner.new_session()
     session.transfer(session.get(), "success")

@@ -36,7 +36,7 @@ from flowactors.sdk.flow import Flow, ProcessorNode
 from flowactors.sdk.session import _Ids
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
 from flowactors.sdk.settings import Settings
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 
 
@@ -83,7 +83,7 @@ class Executor:
         controller holds it (a ``HostedLink`` into some executor, or a queue of its own); ``run``:
         the log's run the tasks commit under (``WriteAheadFlowFileRepository.begin_run``)."""
         loop = asyncio.get_running_loop()
-        content = ContentRepository.from_settings(self.root, self.settings)
+        content = FileSystemContentRepository.from_settings(self.root, self.settings)
         if self._wal is None:  # kept across repairs: the log's file outlives its actor
             own = WriteAheadFlowFileRepository.open_here(Path(self.root) / "flowfile") is None
             self._wal = await loop.run_in_executor(

@@ -20,7 +20,7 @@ from flowactors.engine import gc_policy
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
 from flowactors.engine.periodic import Periodic
 from flowactors.sdk.settings import Settings
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.flowfile import SWAP_QUEUE_PREFIX, FlowFileRepositoryError, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 from repositories.provenance import ProvenanceRepository
@@ -111,7 +111,7 @@ class FlowFileRepositoryService(Service):
     def remove_orphans(self) -> int:
         """Delete claim files no FlowFile in the log references (content written by sessions that
         never committed); only while no session runs (start-up, a repair)."""
-        return ContentRepository.from_settings(self.root, self.settings).remove_orphans(self.repo.is_referenced)
+        return FileSystemContentRepository.from_settings(self.root, self.settings).remove_orphans(self.repo.is_referenced)
 
     def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
              ) -> tuple[list[FlowFile], bytes | None]:
@@ -194,7 +194,7 @@ class ContentRepositoryService(Service):
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
         super().__init__()
-        self.repo = ContentRepository.from_settings(root, settings)
+        self.repo = FileSystemContentRepository.from_settings(root, settings)
         self.released = 0
         self.last_age_off: dict = {}
         self.metrics = ContentRepositoryMetrics(flow)

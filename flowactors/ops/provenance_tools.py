@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from flowactors.sdk.settings import Settings
-from repositories.content import ContentNotFoundError, ContentRepository
+from repositories.content import ContentNotFoundError, FileSystemContentRepository
 from repositories.model import ContentClaim
 from repositories.provenance import ProvenanceEvent, ProvenanceRepository
 from repositories.provenance.outbox import take_from_outbox
@@ -37,7 +37,7 @@ class NoSuchEventError(LookupError):
     """No provenance event has that id (never existed, or aged off the provenance repository)."""
 
 
-def claim_state(content: ContentRepository, claim: ContentClaim | None) -> str:
+def claim_state(content: FileSystemContentRepository, claim: ContentClaim | None) -> str:
     """``"none"`` (no content: empty), ``"live"``, ``"archived"`` or ``"gone"`` (aged off)."""
     if claim is None:
         return "none"
@@ -61,7 +61,7 @@ def event_claim(event: ProvenanceEvent, side: str) -> ContentClaim | None:
     return event.updated_claim
 
 
-def open_event_content(content: ContentRepository, event: ProvenanceEvent, side: str) -> BinaryIO:
+def open_event_content(content: FileSystemContentRepository, event: ProvenanceEvent, side: str) -> BinaryIO:
     """A stream over the event's input or output content (live or archived)."""
     claim = event_claim(event, side)
     if claim is None:
@@ -119,7 +119,7 @@ class StoppedRepository:
             raise RepositoryInUseError(f"{err}, or, while a flow runs, use its FlowController from the SDK "
                                        f"(docs/provenance.md)") from None
         self._provenance: ProvenanceRepository | None = None
-        self._content: ContentRepository | None = None
+        self._content: FileSystemContentRepository | None = None
         self._flowfile: Any = None
 
     @property
@@ -130,9 +130,9 @@ class StoppedRepository:
         return self._provenance
 
     @property
-    def content(self) -> ContentRepository:
+    def content(self) -> FileSystemContentRepository:
         if self._content is None:
-            self._content = ContentRepository.from_settings(self.root, self.settings, create=self.writable)
+            self._content = FileSystemContentRepository.from_settings(self.root, self.settings, create=self.writable)
         return self._content
 
     @property

@@ -182,7 +182,7 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
     """Drop every FlowFile of a stopped flow's queue, swapped ones included: removed from the log
     (claimant counts lowered), a DROP event each, swap files deleted; then a checkpoint releases
     the content nobody references any more."""
-    from repositories.content import ContentRepository
+    from repositories.content import FileSystemContentRepository
     from repositories.provenance import ProvenanceRepository
 
     root = Path(repository)
@@ -210,7 +210,7 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
                 (swap_directory(root) / entry["location"]).unlink(missing_ok=True)
             released = wal.checkpoint()
             if released:
-                ContentRepository.from_settings(root, settings).release(released)
+                FileSystemContentRepository.from_settings(root, settings).release(released)
             return {"queue": queue_id, "dropped": dropped, "bytes": size, "swap_files_removed": len(swap_files),
                     "claims_released": len(released)}
         finally:

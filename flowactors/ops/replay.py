@@ -34,7 +34,7 @@ from flowactors.ops.provenance_tools import (StoppedRepository, claim_state, mis
                                          NoSuchEventError)
 from flowactors.engine.transport import call_now
 from flowactors.sdk.settings import Settings
-from repositories.content import ContentRepository
+from repositories.content import FileSystemContentRepository
 from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType
@@ -86,7 +86,7 @@ def replay_running(controller: Any, event_id: int, requested_by: str | None = No
         raise NoSuchEventError(missing_event_message(event_id, call_now(provenance, "stats"),
                                                      f"flow '{controller.flow.name}'"))
     flowfiles = controller.flowfile_repository
-    content = ContentRepository.from_settings(controller.root, controller.settings)
+    content = FileSystemContentRepository.from_settings(controller.root, controller.settings)
     return _replay(
         event, content, connections=controller.queues, requested_by=requested_by,
         reserve_id=lambda: call_now(flowfiles, "reserve_ids", 1),
@@ -96,7 +96,7 @@ def replay_running(controller: Any, event_id: int, requested_by: str | None = No
         offer=lambda queue, flowfile: call_now(controller.queues[queue], "offer", [flowfile]))
 
 
-def _replay(event: ProvenanceEvent, content: ContentRepository, *, connections: Iterable[str] | None,
+def _replay(event: ProvenanceEvent, content: FileSystemContentRepository, *, connections: Iterable[str] | None,
             requested_by: str | None, reserve_id: Callable[[], int],
             commit: Callable[[FlowFile, str], None], remove: Callable[[str], None],
             register: Callable[[list[ProvenanceEvent]], int],
@@ -140,7 +140,7 @@ def _replay(event: ProvenanceEvent, content: ContentRepository, *, connections: 
     return ReplayResult(event.event_id, replay_id, event.flowfile_uuid, uuid, queue, flowfile.size, restored)
 
 
-def _make_live(content: ContentRepository, claim: ContentClaim | None, what: str) -> bool:
+def _make_live(content: FileSystemContentRepository, claim: ContentClaim | None, what: str) -> bool:
     """Move an archived claim back to its live place; True if it was archived."""
     if claim is None:
         return False

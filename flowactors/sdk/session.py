@@ -95,7 +95,7 @@ class CommitBatch:
 class SessionBackend(Protocol):
     """What a session needs from the runtime: its queues, the repositories and the flow's wiring."""
 
-    content: Any  # ContentRepository or InMemoryContentRepository
+    content: Any  # FileSystemContentRepository or InMemoryContentRepository
     always_sync: bool
 
     def poll(self, max_count: int) -> list[tuple[str, FlowFile]]:

@@ -284,7 +284,7 @@ class RayComponents:
         from flowactors.engine.transport import resolve
         from flowactors.sdk.flow import Flow
         from flowactors.sdk.settings import Settings
-        from repositories.content import ContentRepository
+        from repositories.content import FileSystemContentRepository
         from repositories.flowfile import WriteAheadFlowFileRepository
 
         settings = Settings()
@@ -298,7 +298,7 @@ class RayComponents:
                                               settings, {}, self.flowfiles, self.provenance)
         resolve([self.flowfiles.call("open"), self.provenance.call("open")])
         call_now(self.provenance, "follow_log")  # the commits' events, from the log's outbox
-        self.content = ContentRepository.from_settings(self.root, settings)
+        self.content = FileSystemContentRepository.from_settings(self.root, settings)
         self.wal = WriteAheadFlowFileRepository.from_settings(self.root, settings, shared=True)
         self.log = ExecutorLog(self.wal, True, flow=name)
 

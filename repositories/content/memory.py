@@ -70,7 +70,7 @@ class InMemoryClaimWriter(BaseClaimWriter):
 
 class InMemoryContentRepository(ContentRepositoryOptions):
     """Contents in ``bytearray``s keyed by resource claim; thread-safe. Takes the options of
-    ``ContentRepository`` (``archive_max_usage_percent`` does not apply: there is no disk)."""
+    ``FileSystemContentRepository`` (``archive_max_usage_percent`` does not apply: there is no disk)."""
 
     def __init__(self, *, containers: Iterable[str] = ("memory",), **options: Any) -> None:
         super().__init__(**options)
@@ -84,7 +84,7 @@ class InMemoryContentRepository(ContentRepositoryOptions):
 
     @classmethod
     def from_settings(cls, root: Any, settings: "Settings") -> "InMemoryContentRepository":
-        """Same options as ``ContentRepository.from_settings``; ``root`` is ignored."""
+        """Same options as ``FileSystemContentRepository.from_settings``; ``root`` is ignored."""
         return cls(**options_from_settings(settings))
 
     # --- writing ------------------------------------------------------------------------

@@ -282,7 +282,7 @@ class ContentRepositoryOptions:
         return str(turn // CLAIMS_PER_SECTION % self.sections)
 
 
-class ContentRepository(ContentRepositoryOptions):
+class FileSystemContentRepository(ContentRepositoryOptions):
     """The content repository of one node, on the local file system.
 
     ``root`` is the content repository directory (``<repository>/content``); each container is a
@@ -340,7 +340,7 @@ class ContentRepository(ContentRepositoryOptions):
 
     @classmethod
     def from_settings(cls, repository_dir: str | os.PathLike[str], settings: "Settings", *,
-                      create: bool = True) -> "ContentRepository":
+                      create: bool = True) -> "FileSystemContentRepository":
         """The content repository of a flow's repository folder: ``<repository>/content``, with the
         settings' content options (the same convention as the other repositories)."""
         return cls(Path(repository_dir) / "content", create=create, **options_from_settings(settings))
@@ -351,7 +351,7 @@ class ContentRepository(ContentRepositoryOptions):
         return (_restore, (root, config))
 
     def __repr__(self) -> str:
-        return f"ContentRepository({os.fspath(self.root)!r}, containers={self._containers!r})"
+        return f"FileSystemContentRepository({os.fspath(self.root)!r}, containers={self._containers!r})"
 
     @property
     def containers(self) -> dict[str, Path]:
@@ -698,5 +698,5 @@ def _scandir(path: str) -> Iterator[os.DirEntry[str]]:
         yield from entries
 
 
-def _restore(root: str, config: dict[str, Any]) -> ContentRepository:
-    return ContentRepository(root, **config)
+def _restore(root: str, config: dict[str, Any]) -> FileSystemContentRepository:
+    return FileSystemContentRepository(root, **config)

@@ -35,7 +35,7 @@ from repositories.model import ContentClaim, ResourceClaim
 from .errors import FULL_ERRNOS, ContentRepositoryError, ContentRepositoryFullError
 
 if TYPE_CHECKING:
-    from .repository import ContentRepository
+    from .repository import FileSystemContentRepository
 
 _new_tuple = tuple.__new__
 #: bytes per step when copying from a stream or a file.
@@ -434,12 +434,12 @@ class BaseClaimWriter:
 class ClaimWriter(BaseClaimWriter):
     """Writes the contents of ONE session into resource claim files of its own.
 
-    Get one from ``ContentRepository.writer()``. Claims are created with ``O_EXCL`` under the
+    Get one from ``FileSystemContentRepository.writer()``. Claims are created with ``O_EXCL`` under the
     layout of ``docs/formats/content-repository.md``; bytes are written with ``pwrite`` at offsets
     the writer tracks, so nothing depends on a shared file position.
     """
 
-    def __init__(self, repository: "ContentRepository") -> None:
+    def __init__(self, repository: "FileSystemContentRepository") -> None:
         super().__init__(repository.max_appendable_size, repository.max_flowfiles_per_claim)
         self._repo = repository
         self._fd = -1
