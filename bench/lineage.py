@@ -15,13 +15,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bench import row
+from bench.provenance_workload import timed
 from flowactors import Flow
 from flowactors.engine.runner import run_flow
 from flowactors.ops.lineage_render import to_svg
 from flowactors.ops.lineage_view import condense, to_text
 from flowactors.processors import GenerateFlowFile, MergeContent, SplitText
 from repositories.provenance import ProvenanceRepository
-from repositories.provenance.bench import _timed
 
 S13 = "13 lineage"
 
@@ -48,10 +48,10 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     run_flow(split_merge_flow(lines), repository, engine="in-process", timeout=300)
     with ProvenanceRepository(repository / "provenance") as provenance:
         merged = next(e for e in provenance.search(event_type="JOIN", limit=1)).flowfile_uuid
-        read_ms, lineage = _timed(lambda: provenance.lineage(merged), repeat=5)
-        drawn_ms, svg = _timed(lambda: to_svg(condense(provenance.lineage(merged), merged)), repeat=5)
-    view_ms, view = _timed(lambda: condense(lineage, merged), repeat=5)
-    svg_ms, _ = _timed(lambda: to_svg(view), repeat=5)
+        read_ms, lineage = timed(lambda: provenance.lineage(merged), repeat=5)
+        drawn_ms, svg = timed(lambda: to_svg(condense(provenance.lineage(merged), merged)), repeat=5)
+    view_ms, view = timed(lambda: condense(lineage, merged), repeat=5)
+    svg_ms, _ = timed(lambda: to_svg(view), repeat=5)
     root = ET.fromstring(svg)
     return [row(S13, f"lineage of a {lines:,}-line split + merge to SVG", drawn_ms, read_ms,
                 "read the lineage (ProvenanceRepository.lineage)", "ms",

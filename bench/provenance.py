@@ -1,6 +1,6 @@
 """Scenario 5: provenance. Ingest against a bare journal append; search and lineage at scale.
 
-* Ingest: ``repositories.provenance.bench.bench_register`` - ``ProvenanceRepository.register``
+* Ingest: ``bench.provenance_workload.bench_register`` - ``ProvenanceRepository.register``
   against a loop that encodes the same events and appends them to one file.
 * Search: a repository of 10 million events (quick: 200,000) is loaded in chunks - events made
   by ``make_events`` a chunk at a time (never all in memory), registered 1,000 a call, rolled
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench import row
 from repositories.model import new_flowfile_uuid
-from repositories.provenance.bench import COMPONENTS, _batches, _timed, bench_register, make_events
+from bench.provenance_workload import COMPONENTS, batches, bench_register, make_events, timed
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType
 from repositories.provenance.repository import ProvenanceRepository
 
@@ -50,7 +50,7 @@ def load(root: Path, total: int) -> tuple[ProvenanceRepository, ProvenanceEvent,
             t0 = time.perf_counter()
             events = make_events(count, seed=index + 1, start_ms=START_MS + start)
             t1 = time.perf_counter()
-            for batch in _batches(events, 1000):
+            for batch in batches(events, 1000):
                 repo.register(batch)
             t2 = time.perf_counter()
             if start <= middle < start + count:
@@ -89,9 +89,9 @@ def family(parent_uuid: str, children: int, timestamp: int) -> list[ProvenanceEv
 
 
 def search_times(repo: ProvenanceRepository, sample: ProvenanceEvent) -> dict:
-    uuid_ms, by_uuid = _timed(lambda: repo.search(flowfile_uuid=sample.flowfile_uuid))
+    uuid_ms, by_uuid = timed(lambda: repo.search(flowfile_uuid=sample.flowfile_uuid))
     attribute = {"batch": sample.updated_attributes["batch"]}
-    attribute_ms, by_attribute = _timed(lambda: repo.search(attributes=attribute, limit=1000))
+    attribute_ms, by_attribute = timed(lambda: repo.search(attributes=attribute, limit=1000))
     return {"uuid_ms": uuid_ms, "uuid_hits": len(by_uuid), "attribute_ms": attribute_ms,
             "attribute_hits": len(by_attribute)}
 
@@ -130,8 +130,8 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     events = family(parent, DESCENDANTS, START_MS + total + 10_000)
     first_id, last_id = repo.register(events)
     repo.rollover()
-    lineage_ms, lineage = _timed(lambda: repo.lineage(parent), repeat=3)
-    read_ms, read = _timed(lambda: repo.events(first_id, last_id - first_id + 1), repeat=3)
+    lineage_ms, lineage = timed(lambda: repo.lineage(parent), repeat=3)
+    read_ms, read = timed(lambda: repo.events(first_id, last_id - first_id + 1), repeat=3)
     repo.close()
     problems = [] if len(lineage.events) == len(events) == len(read) else [
         f"PROBLEM: lineage has {len(lineage.events)} events, {len(events)} registered, {len(read)} read back"]

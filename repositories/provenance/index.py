@@ -203,7 +203,7 @@ class IndexBatch:
 
     def postings(self) -> Iterator[tuple[bytes, bytes, int]]:
         """Every ``(table, term, event id)`` the batch indexes, ranges expanded: what an index
-        with an entry an event would hold (the SQLite comparison in ``provenance.bench``)."""
+        with an entry an event would hold (the SQLite comparison in ``bench.provenance_workload``)."""
         for table, items in ((b"uuid", self.uuid), (b"attribute", self.attribute)):
             for term, packed in items:
                 yield table, term, _unpack_id(packed)[0]

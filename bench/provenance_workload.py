@@ -1,9 +1,11 @@
-"""Quick measurements of the provenance repository (docs/provenance-index.md quotes them).
+"""The provenance repository's workload and measurements: scenario 5 (bench/provenance.py) and
+scenario 13 (bench/lineage.py) build on it, and it runs on its own (docs/provenance-index.md quotes
+its figures)::
 
-    .venv/bin/python -m repositories.provenance.bench register --events 200000
-    .venv/bin/python -m repositories.provenance.bench rollover --events 200000
-    .venv/bin/python -m repositories.provenance.bench search --events 1000000
-    .venv/bin/python -m repositories.provenance.bench compare --events 200000
+    .venv/bin/python -m bench.provenance_workload register --events 200000
+    .venv/bin/python -m bench.provenance_workload rollover --events 200000
+    .venv/bin/python -m bench.provenance_workload search --events 1000000
+    .venv/bin/python -m bench.provenance_workload compare --events 200000
 
 ``register`` compares ``ProvenanceRepository.register`` with a bare loop that encodes the same
 events and appends them to one file (one write + flush per batch, no ids, checksums or locks).
@@ -25,16 +27,17 @@ import tempfile
 import time
 import uuid as uuidlib
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, TypeVar
 
 from repositories.model import ContentClaim, ResourceClaim
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, encode_event
 from repositories.provenance.index import (
-    FileSpan, IndexBatch, IndexQuery, LiveFiles, ProvenanceIndex, attribute_key, term_key,
+    TERM_TABLES, FileSpan, IndexBatch, IndexQuery, LiveFiles, ProvenanceIndex, attribute_key, term_key,
 )
 from repositories.provenance.repository import ProvenanceRepository
 
 T = ProvenanceEventType
+Result = TypeVar("Result")
 COMPONENTS = [(f"{i:08x}-0000-4000-8000-000000000000", name) for i, name in enumerate(
     ["GenerateFlowFile", "UpdateAttribute", "RouteOnAttribute", "PutFile", "SplitText",
      "MergeContent", "InvokeHTTP", "LogAttribute", "ReplaceText", "CompressContent"])]
@@ -74,7 +77,8 @@ def make_events(n: int, seed: int = 1, start_ms: int = 1_700_000_000_000) -> lis
     return events[:n]
 
 
-def _batches(events, size):
+def batches(events: list[ProvenanceEvent], size: int) -> Iterator[list[ProvenanceEvent]]:
+    """The events in slices of ``size`` (one ``register`` call each)."""
     for start in range(0, len(events), size):
         yield events[start:start + size]
 
@@ -88,7 +92,7 @@ def bench_register(n: int, batch: int) -> dict:
         entry = struct.Struct("<I").pack
         start = time.perf_counter()
         with open(work / "bare.journal", "wb") as out:
-            for chunk in _batches(events, batch):
+            for chunk in batches(events, batch):
                 parts = []
                 for event in chunk:
                     data = encode_event(event)
@@ -99,7 +103,7 @@ def bench_register(n: int, batch: int) -> dict:
         bare = n / (time.perf_counter() - start)
         repo = ProvenanceRepository(work / "repo")
         start = time.perf_counter()
-        for chunk in _batches(events, batch):
+        for chunk in batches(events, batch):
             repo.register(chunk)
         reg = n / (time.perf_counter() - start)
         start = time.perf_counter()
@@ -117,9 +121,9 @@ def bench_register(n: int, batch: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _timed(fn: Callable[[], object], repeat: int = 7) -> tuple[float, object]:
+def timed(fn: Callable[[], Result], repeat: int = 7) -> tuple[float, Result]:
+    """The median of ``repeat`` calls' wall-clock times in milliseconds, and the last call's result."""
     times = []
-    result = None
     for _ in range(repeat):
         start = time.perf_counter()
         result = fn()
@@ -137,7 +141,7 @@ def bench_search(n: int, batch: int, keep: str | None, journal_events: int = 0) 
             start = time.perf_counter()
             per_file = max(n // 10, 1)
             for chunk_start in range(0, n, per_file):
-                for chunk in _batches(events[chunk_start:chunk_start + per_file], batch):
+                for chunk in batches(events[chunk_start:chunk_start + per_file], batch):
                     repo.register(chunk)
                 repo.rollover()
             print(f"loaded {n:,} events in {time.perf_counter() - start:.1f} s (register + 10 rollovers)")
@@ -148,7 +152,7 @@ def bench_search(n: int, batch: int, keep: str | None, journal_events: int = 0) 
             sample = repo.get(repo.stats()["max_event_id"] // 2)
         if journal_events:
             start = time.perf_counter()
-            for chunk in _batches(make_events(journal_events, seed=2, start_ms=sample.timestamp + 10**7), batch):
+            for chunk in batches(make_events(journal_events, seed=2, start_ms=sample.timestamp + 10**7), batch):
                 repo.register(chunk)
             print(f"registered {journal_events:,} more events, left in the journals "
                   f"({time.perf_counter() - start:.1f} s)")
@@ -169,13 +173,13 @@ def bench_search(n: int, batch: int, keep: str | None, journal_events: int = 0) 
             "no filter limit 1000": dict(limit=1000),
         }
         for name, query in queries.items():
-            ms, result = _timed(lambda: repo.search(**query))
+            ms, result = timed(lambda: repo.search(**query))
             print(f"  search {name:45s} {ms:8.2f} ms  ({len(result)} events)")
-        ms, lineage = _timed(lambda: repo.lineage(sample.flowfile_uuid))
+        ms, lineage = timed(lambda: repo.lineage(sample.flowfile_uuid))
         print(f"  lineage of one FlowFile                            {ms:8.2f} ms  ({len(lineage.nodes)} nodes)")
-        ms, result = _timed(lambda: repo.events(n // 3, 1000))
+        ms, result = timed(lambda: repo.events(n // 3, 1000))
         print(f"  events(start, 1000)                                {ms:8.2f} ms")
-        ms, result = _timed(lambda: repo.get(n // 3 + 17))
+        ms, result = timed(lambda: repo.get(n // 3 + 17))
         print(f"  get(id)                                            {ms:8.3f} ms")
         repo.close()
     finally:
@@ -200,7 +204,6 @@ class _SqliteIndex:
 
     def add(self, batch: IndexBatch) -> None:
         """The same entries as the LMDB batch (unpacking them is not counted against SQLite)."""
-        from repositories.provenance.index import TERM_TABLES
         codes = {name: i for i, name in enumerate(TERM_TABLES)}
         unpack_id = struct.Struct(">Q").unpack
         unpack_ptr = struct.Struct("<QQqq").unpack
@@ -213,7 +216,6 @@ class _SqliteIndex:
         self.seconds += time.perf_counter() - start
 
     def search(self, terms, limit):
-        from repositories.provenance.index import TERM_TABLES
         codes = {name: i for i, name in enumerate(TERM_TABLES)}
         # walk the first term's ids backwards on its primary key, probe the others by key
         joins = "".join(f" JOIN terms t{i} ON t{i}.field=? AND t{i}.term=? AND t{i}.id=t0.id"
@@ -236,23 +238,23 @@ def bench_compare(n: int, chunk: int) -> None:
     for i, e in enumerate(events):
         e.event_id = i
     attrs = ("filename", "batch")
-    batches = []
+    index_batches = []
     for start in range(0, n, chunk):
         batch = IndexBatch(0, attrs)
         for i in range(start, min(start + chunk, n)):
             batch.add_event(events[i], (i // 2000) * 4096)
-        batches.append(batch)
+        index_batches.append(batch)
     _settle()
     work = Path(tempfile.mkdtemp(prefix="prov-bench-"))
     try:
         lm = ProvenanceIndex(work / "lmdb", shard_size=500 << 20, indexed_attributes=("batch",))
         start = time.perf_counter()
-        for batch in batches:
+        for batch in index_batches:
             lm.add(batch)
         lm_rate = n / (time.perf_counter() - start)
         sq = _SqliteIndex(work / "index.sqlite")
         start = time.perf_counter()
-        for batch in batches:
+        for batch in index_batches:
             sq.add(batch)
         sq_rate = n / sq.seconds
         print(f"events={n:,} chunk={chunk}")
@@ -269,13 +271,13 @@ def bench_compare(n: int, chunk: int) -> None:
             "filename (4 hits)": ((b"attribute", attribute_key("filename", sample.filename)),),
         }
         for name, terms in queries.items():
-            lm_ms, lm_hits = _timed(lambda: lm.search(IndexQuery(terms), 100, live))
-            sq_ms, sq_hits = _timed(lambda: sq.search(terms, 100))
+            lm_ms, lm_hits = timed(lambda: lm.search(IndexQuery(terms), 100, live))
+            sq_ms, sq_hits = timed(lambda: sq.search(terms, 100))
             assert [h.event_id for h in lm_hits] == [r[0] for r in sq_hits], name
             print(f"  query {name:40s} LMDB {lm_ms:8.3f} ms   SQLite {sq_ms:8.3f} ms   ({len(lm_hits)} hits)")
         t0 = sample.timestamp
-        lm_ms, lm_hits = _timed(lambda: lm.search(IndexQuery((), t0, t0 + 1000), 100, live))
-        sq_ms, sq_hits = _timed(lambda: sq.search_time(t0, t0 + 1000, 100))
+        lm_ms, lm_hits = timed(lambda: lm.search(IndexQuery((), t0, t0 + 1000), 100, live))
+        sq_ms, sq_hits = timed(lambda: sq.search_time(t0, t0 + 1000, 100))
         assert [h.event_id for h in lm_hits] == [r[0] for r in sq_hits]
         print(f"  query {'time range 1 s limit 100':40s} LMDB {lm_ms:8.3f} ms   SQLite {sq_ms:8.3f} ms   ({len(lm_hits)} hits)")
         lm.close()
@@ -284,7 +286,7 @@ def bench_compare(n: int, chunk: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m repositories.provenance.bench")
+    parser = argparse.ArgumentParser(prog="python -m bench.provenance_workload")
     parser.add_argument("what", choices=("register", "rollover", "search", "compare"))
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=1000, help="events per register call")
