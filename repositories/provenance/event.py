@@ -34,7 +34,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import orjson
 
-from repositories.model import ContentClaim, FlowFile, ResourceClaim, now_millis
+from repositories.model import ContentClaim, ResourceClaim, now_millis
 
 #: The version byte of one encoded event.
 EVENT_ENCODING_VERSION = 1
@@ -116,30 +116,6 @@ class ProvenanceEvent:
     def __post_init__(self) -> None:
         if type(self.event_type) is not ProvenanceEventType:
             self.event_type = ProvenanceEventType(self.event_type)
-
-    @classmethod
-    def for_flowfile(
-        cls,
-        event_type: ProvenanceEventType | str,
-        flowfile: FlowFile,
-        *,
-        previous: FlowFile | None = None,
-        **fields: Any,
-    ) -> "ProvenanceEvent":
-        """An event about ``flowfile`` (its state after the event), ``previous`` its state before."""
-        before = previous if previous is not None else flowfile
-        values: dict[str, Any] = {
-            "flowfile_uuid": flowfile.uuid,
-            "previous_attributes": dict(before.attributes) if previous is not None else {},
-            "updated_attributes": dict(flowfile.attributes),
-            "previous_claim": before.claim if previous is not None else None,
-            "updated_claim": flowfile.claim,
-            "previous_size": before.size if previous is not None else 0,
-            "updated_size": flowfile.size,
-            "lineage_start_date": flowfile.lineage_start_date,
-        }
-        values.update(fields)
-        return cls(event_type=ProvenanceEventType(event_type), **values)
 
     def attribute(self, name: str) -> str | None:
         """The attribute's value at this event: the updated value, else the previous one."""

@@ -151,11 +151,6 @@ class EventFileWriter:
         self._min_ts: int | None = None
         self._max_ts: int | None = None
 
-    @property
-    def current_block_offset(self) -> int:
-        """The offset the block now being filled will have (what the index records)."""
-        return self._offset
-
     def add(self, first_id: int, count: int, encoded: bytes | memoryview, min_ts: int, max_ts: int) -> int:
         """Append one entry (``count`` encoded events from ``first_id``, their time span);
         returns the offset of the block that holds it."""

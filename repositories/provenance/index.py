@@ -283,14 +283,6 @@ class IndexQuery:
     min_size: int | None = None
     max_size: int | None = None
 
-    @property
-    def has_time(self) -> bool:
-        return self.start_time is not None or self.end_time is not None
-
-    @property
-    def has_size(self) -> bool:
-        return self.min_size is not None or self.max_size is not None
-
     def time_overlaps(self, low: int, high: int) -> bool:
         return not ((self.start_time is not None and high < self.start_time)
                     or (self.end_time is not None and low > self.end_time))
@@ -543,10 +535,6 @@ class IndexShard:
                 found = cursor.next_dup()
             for value in stale:
                 txn.delete(term, value, db=db)
-
-    def holds_event(self, event_id: int) -> bool:
-        with self.env.begin() as txn:
-            return txn.get(_pack_id(event_id), db=self.events) is not None
 
     def covers(self, query: IndexQuery) -> bool:
         """Whether the shard may hold hits of the query (it has entries in the query's time range)."""
