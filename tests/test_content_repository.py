@@ -25,6 +25,7 @@ from repositories.content import (
     ContentRepositoryFullError,
     InMemoryContentRepository,
 )
+from repositories.content import options as options_module
 from repositories.content import repository as repository_module
 from repositories.model import ContentClaim, ResourceClaim
 
@@ -65,7 +66,7 @@ def test_a_section_directory_is_made_once_a_process_not_once_a_claim(make_repo, 
     mkdir = os.mkdir
     monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: (made.append(str(path)), mkdir(path, *a, **k))[1])
     writer = repo.writer()
-    run = repository_module.CLAIMS_PER_SECTION
+    run = options_module.CLAIMS_PER_SECTION
     claims = [writer.write_bytes(b"x") for _ in range(3 * run + 8)]  # a claim file each: four runs
     writer.flush(sync=True)
     sections = {c.resource.section for c in claims}
@@ -84,7 +85,7 @@ def test_threads_writing_at_once_make_their_claim_files_in_different_sections(an
     holds a directory's lock through a create, and the other thread spun on it (a flow's system
     time went up a third with two tasks a processor). Each thread still makes its runs."""
     repo = any_repo(sections=64, max_flowfiles_per_claim=1)
-    run = repository_module.CLAIMS_PER_SECTION
+    run = options_module.CLAIMS_PER_SECTION
     both_running = threading.Barrier(2)
     sections: dict[int, list[int]] = {}
 
@@ -105,8 +106,8 @@ def test_threads_writing_at_once_make_their_claim_files_in_different_sections(an
     for made in sections.values():
         assert made == [made[0]] * run + [(made[0] + 1) % 64] * run
     starts = sorted(made[0] for made in sections.values())
-    assert (starts[1] - starts[0]) % 64 in {repository_module.THREAD_SECTION_STRIDE % 64,
-                                             -repository_module.THREAD_SECTION_STRIDE % 64}
+    assert (starts[1] - starts[0]) % 64 in {options_module.THREAD_SECTION_STRIDE % 64,
+                                             -options_module.THREAD_SECTION_STRIDE % 64}
 
 
 
@@ -258,10 +259,10 @@ def test_claim_ids_sections_and_paths(make_repo):
         many.write_bytes(b"y")  # one claim each
     all_ids = [r.id for r in many.created()] + [resource.id]
     assert len(set(all_ids)) == len(all_ids) == 301
-    # runs of repository_module.CLAIMS_PER_SECTION claims in one section, the sections in turn (wrapping at 16)
+    # runs of options_module.CLAIMS_PER_SECTION claims in one section, the sections in turn (wrapping at 16)
     sections = [int(r.section) for r in many.created()]
     assert all(0 <= s < 16 for s in sections)
-    runs = [sections[i:i + repository_module.CLAIMS_PER_SECTION] for i in range(0, 300, repository_module.CLAIMS_PER_SECTION)]
+    runs = [sections[i:i + options_module.CLAIMS_PER_SECTION] for i in range(0, 300, options_module.CLAIMS_PER_SECTION)]
     assert all(len(set(run)) == 1 for run in runs)
     assert [run[0] for run in runs] == [(sections[0] + i) % 16 for i in range(len(runs))]
     assert len(set(sections)) == len(runs)

@@ -9,17 +9,14 @@ from __future__ import annotations
 import io
 import threading
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from repositories.model import ContentClaim, ResourceClaim
 
 from .errors import ContentNotFoundError, ContentRepositoryError
-from .repository import ChunkedIteration, ContentRepositoryOptions, new_claim_id, options_from_settings
+from .options import ContentRepositoryOptions, ContentSettings, new_claim_id, options_from_settings
+from .streams import ChunkedIteration
 from .writer import BaseClaimWriter
-
-if TYPE_CHECKING:
-    from flowactors.sdk.settings import Settings
 
 
 class MemoryContentStream(ChunkedIteration, io.BytesIO):
@@ -83,7 +80,7 @@ class InMemoryContentRepository(ContentRepositoryOptions):
         self._next = 0
 
     @classmethod
-    def from_settings(cls, root: Any, settings: "Settings") -> "InMemoryContentRepository":
+    def from_settings(cls, root: Any, settings: ContentSettings) -> "InMemoryContentRepository":
         """Same options as ``FileSystemContentRepository.from_settings``; ``root`` is ignored."""
         return cls(**options_from_settings(settings))
 
@@ -136,9 +133,6 @@ class InMemoryContentRepository(ContentRepositoryOptions):
     def read_many(self, claims: Sequence[ContentClaim | None]) -> list[bytes]:
         return [self.read_bytes(claim) for claim in claims]
 
-    def path_of(self, resource: ResourceClaim) -> Path:
-        raise ContentRepositoryError("the in-memory content repository has no files")
-
     # --- management ---------------------------------------------------------------------
     def release(self, resources: Iterable[ResourceClaim]) -> int:
         done = 0
@@ -182,17 +176,19 @@ class InMemoryContentRepository(ContentRepositoryOptions):
         return iter(resources)
 
     def usage(self) -> dict[str, dict[str, Any]]:
-        result = {name: dict(path=None, live_bytes=0, live_count=0, archive_bytes=0,
-                             archive_count=0) for name in self._names}
+        result = {name: _empty_usage() for name in self._names}
         with self._lock:
             for resource, data in self._live.items():
-                entry = result.setdefault(resource.container, dict(
-                    path=None, live_bytes=0, live_count=0, archive_bytes=0, archive_count=0))
+                entry = result.setdefault(resource.container, _empty_usage())
                 entry["live_bytes"] += len(data)
                 entry["live_count"] += 1
             for resource, (data, _) in self._archive.items():
-                entry = result.setdefault(resource.container, dict(
-                    path=None, live_bytes=0, live_count=0, archive_bytes=0, archive_count=0))
+                entry = result.setdefault(resource.container, _empty_usage())
                 entry["archive_bytes"] += len(data)
                 entry["archive_count"] += 1
         return result
+
+
+def _empty_usage() -> dict[str, Any]:
+    """A container's ``usage()`` entry before anything is counted (no path: nothing is on disk)."""
+    return dict(path=None, live_bytes=0, live_count=0, archive_bytes=0, archive_count=0)
