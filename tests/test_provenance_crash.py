@@ -19,7 +19,7 @@ import pytest
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceRepository
 from repositories.provenance.event import event_to_dict
 from repositories.provenance.journal import FRAME_SIZE, HEADER_SIZE
-from repositories.provenance.repository import MERGE_STEPS
+from repositories.provenance.merge import MERGE_STEPS
 
 T = ProvenanceEventType
 BASE_MS = 1_700_000_000_000

@@ -517,19 +517,19 @@ def test_lineage_reads_a_family_across_event_files_shards_and_journals_level_at_
 
 
 def test_contains_any_is_a_substring_test():
-    from repositories.provenance.repository import _FEW_NEEDLES, _contains_any
+    from repositories.provenance.filters import FEW_NEEDLES, contains_any
 
-    values = [f"v-{i}" for i in range(2 * _FEW_NEEDLES)] + ['q"x', "b\\s", "", "é"]
+    values = [f"v-{i}" for i in range(2 * FEW_NEEDLES)] + ['q"x', "b\\s", "", "é"]
     encoded = [orjson.dumps(v) for v in values]
     samples = [b"", b'"', b'""', b'"v-1"', b'"v-10"', b'["v-1x","v-2"]', b'"v-1', b'v-1"', b'"q\\"x"',
                b'a"b\\\\s"c', b'"\xc3\xa9"', b"raw", b'x"', b'\x00"v-3"\xff', b'"v-99"', b"nothing here",
                b'"v-3', b'v-3"', b'"v-32"', b'\x00"v-20" "q\\"y"']
-    for needles in (encoded[:1], encoded[:_FEW_NEEDLES], encoded, encoded[1::2], encoded + [b"raw", b'x"'],
+    for needles in (encoded[:1], encoded[:FEW_NEEDLES], encoded, encoded[1::2], encoded + [b"raw", b'x"'],
                     [b'"'] + encoded[20:]):
-        test = _contains_any(needles)
+        test = contains_any(needles)
         for sample in samples:
             assert test(sample) == any(n in sample for n in needles), (len(needles), sample)
-    assert sum(_contains_any(encoded)(sample) for sample in samples) == 9
+    assert sum(contains_any(encoded)(sample) for sample in samples) == 9
 
 
 # ---------------------------------------------------------------- age-off
