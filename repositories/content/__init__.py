@@ -1,9 +1,9 @@
 """The content repository: FlowFile contents in append-only resource claim files.
 
-``FileSystemContentRepository`` is the file-system implementation (containers, sections, archive,
-age-off); ``InMemoryContentRepository`` offers the same reading and writing interface in memory. A
-session writes through one writer (``ClaimWriter`` on disk) and reads through
-``open()``/``read_bytes()``. The on-disk layout is described in
+``ContentRepository`` is the interface the framework uses (protocol.py);
+``FileSystemContentRepository`` implements it on disk (containers, sections, archive, age-off) and
+``InMemoryContentRepository`` in memory. A session writes through one writer (``ClaimWriter`` on
+disk) and reads through ``open()``/``read_bytes()``. The on-disk layout is described in
 ``docs/formats/content-repository.md``.
 """
 
@@ -12,6 +12,7 @@ from .errors import ContentNotFoundError, ContentRepositoryError, ContentReposit
 from .file_writer import ClaimWriter
 from .memory import InMemoryClaimWriter, InMemoryContentRepository, MemoryContentStream
 from .options import ContentSettings
+from .protocol import ContentRepository
 from .repository import FileSystemContentRepository
 from .streams import ContentInputStream
 from .writer import BaseClaimWriter, ContentOutputStream
@@ -23,6 +24,7 @@ __all__ = [
     "ContentInputStream",
     "ContentNotFoundError",
     "ContentOutputStream",
+    "ContentRepository",
     "ContentRepositoryError",
     "ContentRepositoryFullError",
     "ContentSettings",

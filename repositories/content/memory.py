@@ -15,6 +15,7 @@ from repositories.model import ContentClaim, ResourceClaim
 
 from .errors import ContentNotFoundError, ContentRepositoryError
 from .options import ContentRepositoryOptions, ContentSettings, new_claim_id, options_from_settings
+from .protocol import ContentRepository
 from .streams import ChunkedIteration
 from .writer import BaseClaimWriter
 
@@ -65,7 +66,7 @@ class InMemoryClaimWriter(BaseClaimWriter):
         self._data = None
 
 
-class InMemoryContentRepository(ContentRepositoryOptions):
+class InMemoryContentRepository(ContentRepositoryOptions, ContentRepository):
     """Contents in ``bytearray``s keyed by resource claim; thread-safe. Takes the options of
     ``FileSystemContentRepository`` (``archive_max_usage_percent`` does not apply: there is no disk)."""
 

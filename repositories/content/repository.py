@@ -26,6 +26,7 @@ from .claim_files import ARCHIVE_DIR, CLAIM_ID, ClaimFiles, scandir, section_dir
 from .errors import FULL_ERRNOS
 from .file_writer import ClaimWriter
 from .options import ContentRepositoryOptions, ContentSettings, options_from_settings
+from .protocol import ContentRepository
 from .streams import ClaimRangeIO, ContentInputStream, read_range
 
 #: archived claims kept in memory per container and pass of the usage age-off (as NiFi).
@@ -46,7 +47,7 @@ def disk_usage(path: str | os.PathLike[str]) -> DiskUsage:
     return DiskUsage(*shutil.disk_usage(path))
 
 
-class FileSystemContentRepository(ContentRepositoryOptions):
+class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
     """The content repository of one node, on the local file system.
 
     ``root`` is the content repository directory (``<repository>/content``); each container is a
