@@ -2,9 +2,9 @@
 
 This module imports nothing from ``flowactors`` or the repositories, so both sides can depend on it.
 Every type is an immutable ``NamedTuple``: cheap to build, hashable, and pickled by Ray as a plain
-tuple (about twice as fast across an actor call as a dict, see shared/notes/machine-baselines.md).
-A change to a FlowFile makes a new version with ``_replace``; the old version stays valid, which is
-what provenance needs.
+tuple (docs/performance.md compares it with a dict). A change to a FlowFile makes a new version
+(``with_attributes``, ``with_claim``, ``queued``); the old version stays valid, which is what
+provenance needs.
 """
 
 from __future__ import annotations
@@ -179,8 +179,7 @@ def new_flowfile_uuid() -> str:
     """A time-ordered uuid (the RFC 9562 version 7 layout: 48-bit Unix milliseconds, then random).
 
     Keys that grow with time keep the write-ahead log's B-tree appending at its right edge instead
-    of rewriting a random page per FlowFile: with 200,000 FlowFiles queued and always_sync on, a
-    1,000-FlowFile commit measured 26 ms with uuid4 and 4.6 ms with these.
+    of rewriting a random page per FlowFile (docs/performance.md has what it saves a commit).
     """
     return new_flowfile_uuids(1)[0]
 
@@ -198,8 +197,8 @@ def new_flowfile_uuids(count: int) -> list[str]:
     """``count`` uuids as ``new_flowfile_uuid`` describes, all of this millisecond, 74 random bits
     each, from one read of the random source. A batch is laid out a byte column at a time
     (strided slices of one buffer: the version and variant bits by ``translate``, the dashes in
-    place), then cut into strings: 0.24 µs a uuid for 1,000, where formatting each took 0.7 and
-    building each through ``uuid.UUID`` 3.5 (docs/performance.md); a few are formatted one by one."""
+    place), then cut into strings, which costs less a uuid than formatting each (docs/performance.md);
+    fewer than ``_COLUMNWISE`` are formatted one by one."""
     stamp = now_millis().to_bytes(6, "big")
     if count < _COLUMNWISE:
         hexed = stamp.hex()

@@ -141,7 +141,7 @@ class ContentRepositoryOptions:
         Each thread has runs of its own, the k-th thread's starting ``k * THREAD_SECTION_STRIDE``
         sections after the first's: two tasks of one executor that create claim files at once
         create them in different directories, so neither spins on the other's directory lock,
-        which ext4 holds through a create that can take hundreds of µs (docs/performance.md)."""
+        which ext4 holds through a create (docs/performance.md)."""
         turns = self._section_turns
         try:
             turn = next(turns.count)
