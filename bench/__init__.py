@@ -141,7 +141,7 @@ def ray_session(**options: Any) -> Iterator[Any]:
     """A new local Ray of this process's own (never someone else's cluster), shut down after."""
     import ray
 
-    from flowactors.engine.runner import start_local_ray
+    from flowactors.driver.running import start_local_ray
 
     start_local_ray(**{"log_to_driver": False, "configure_logging": False, **options})
     try:

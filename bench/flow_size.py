@@ -2,7 +2,7 @@
 
 The flow: GenerateFlowFile (2,000 FlowFiles of 1 KiB, 100 a trigger) -> N-2 UpdateAttribute (one
 attribute each) -> RouteOnAttribute (auto-terminated), for N = 10, 60, 200, run to idle by
-``flowactors.engine.runner.run_flow`` on a fresh repository, with the shared placement (a few executor
+``flowactors.driver.running.run_flow`` on a fresh repository, with the shared placement (a few executor
 actors, the default) and with the isolated one (an actor per processor task and per queue, the
 first version's mapping; at 10 and 60 only: at 200 it would need about 400 processes; in quick
 mode at 10 only), and on the in-process engine (the same flow in one process, no Ray; at 60 only
@@ -56,7 +56,7 @@ def child(processors: int, placement: str, root: str) -> dict:
     """In the child process: start Ray, run the flow (or idle, for 0 processors), report.
     ``placement`` "in-process" runs the flow on the in-process engine, with no Ray at all."""
     began = time.monotonic()
-    from flowactors.engine.runner import processor_totals, run_flow
+    from flowactors.driver.running import processor_totals, run_flow
 
     if placement == "in-process":
         final = run_flow(long_flow(processors), root, timeout=600, engine="in-process")

@@ -78,7 +78,7 @@ def read_samples(path: Path) -> tuple[collections.Counter, collections.Counter]:
 def profile_flow(flowfiles: int, workdir: Path) -> dict:
     """Run scenario 1's flow in the current Ray session with py-spy on every actor; samples per
     layer and per actor."""
-    from flowactors.engine.runner import run_flow
+    from flowactors.driver.running import run_flow
 
     spy_dir = workdir / "py-spy"
     spy_dir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,7 @@ def cpu_by_process(flowfiles: int, workdir: Path) -> dict | None:
     """Scenario 1's flow in the current Ray session without py-spy; the CPU seconds of each of its
     actors' processes (by actor name, the flow's prefix dropped) and of Ray's other processes over
     the flow's window, and the window's length (None when fewer than two samples fell inside it)."""
-    from flowactors.engine.runner import run_flow
+    from flowactors.driver.running import run_flow
 
     flow = small_flow(flowfiles, 1000, name="bench-cpu")
     names: dict[int, str] = {}

@@ -25,7 +25,7 @@ from bench import mib, ray_session, row
 from bench.baselines import dd_write
 from flowactors.sdk.flow import Flow
 from flowactors.processors import GetFile, ReplaceText, RouteOnAttribute, UpdateAttribute
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 
 S3 = "3 large content"
 BLOCK = 1024**2

@@ -17,7 +17,7 @@ from pathlib import Path
 from bench import row
 from bench.provenance_workload import timed
 from flowactors import Flow
-from flowactors.engine.runner import run_flow
+from flowactors.driver.running import run_flow
 from flowactors.ops.lineage_render import to_svg
 from flowactors.ops.lineage_view import condense, to_text
 from flowactors.processors import GenerateFlowFile, MergeContent, SplitText

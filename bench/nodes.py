@@ -25,7 +25,8 @@ import orjson
 
 from bench import row
 from bench.small_flowfiles import flow_edges
-from flowactors.engine.runner import NAMESPACE, RAY_SYSTEM_CONFIG
+from flowactors import run_flow
+from flowactors.driver.running import NAMESPACE, RAY_SYSTEM_CONFIG
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
 from flowactors.sdk.flow import Flow
 
@@ -119,7 +120,7 @@ def object_store_baseline(flowfiles: int, content_size: int) -> dict:
 
 
 def measure_transfer(workdir: Path, flowfiles: int, size: str, content_size: int) -> dict:
-    final = transfer_flow(flowfiles, size).run(str(workdir / f"transfer-{content_size}"), nodes=["n0", "n1"],
+    final = run_flow(transfer_flow(flowfiles, size), str(workdir / f"transfer-{content_size}"), nodes=["n0", "n1"],
                                                timeout=1200)
     sent = sum(count for n in final["nodes"].values() for count in n["sent"].values())
     busy = sum(n["sending_seconds"] for n in final["nodes"].values())
@@ -157,7 +158,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
         rates = {}
         for nodes in (["n0"], "all"):
             repository = workdir / f"spread-{len(nodes)}"
-            final = spread_small_flow(flowfiles).run(str(repository), nodes=nodes, timeout=1800)
+            final = run_flow(spread_small_flow(flowfiles), str(repository), nodes=nodes, timeout=1800)
             rates[str(nodes)] = (flowfiles / flow_seconds(repository), _routed(final))
         three, one = rates["all"], rates["['n0']"]
         rows.append(row(S12, "FlowFiles/s, scenario 1's flow spread over 3 nodes (round robin after the source)",

@@ -33,7 +33,7 @@ import ray
 from bench import ray_session, row
 from bench.baselines import lmdb_scan
 from bench.small_flowfiles import small_flow
-from flowactors.engine.runner import queue_totals, run_flow
+from flowactors.driver.running import queue_totals, run_flow
 from flowactors.engine.transport import call_now
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid, now_millis

@@ -3,7 +3,7 @@
 The flow: GenerateFlowFile (1 KiB, the same content for every FlowFile) -> UpdateAttribute (one
 attribute from an expression) -> RouteOnAttribute (one route on it; matched and unmatched both
 auto-terminated), with the FlowFile WAL, the content repository and provenance on, run by
-``flowactors.engine.runner.run_flow`` on a fresh repository.
+``flowactors.driver.running.run_flow`` on a fresh repository.
 
 What is timed: from the creation of the first FlowFile (the smallest ``lineage_start_date`` of
 the first events) to the newest provenance event (the last DROP), both read back from the
@@ -12,7 +12,7 @@ idle detection (three looks 0.1 s apart) and the stop. Provenance events/s is th
 events registered (max event id + 1) over the same time.
 
 Scenario 2 also profiles: cProfile cannot follow a FlowFile across Ray actors, so the same flow
-runs in one process over ``flowactors.sdk.testing.LocalBackend`` with the durable repositories (the
+runs in one process over ``flowactors.testing.LocalBackend`` with the durable repositories (the
 session, processors and repositories are the same code; only the actor calls are gone), next to
 the bare loop, and the hottest functions of each are listed.
 """
@@ -35,11 +35,11 @@ from flowactors.sdk.flow import Flow
 from flowactors.engine import gc_policy
 from flowactors.engine.task import make_context
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from flowactors.sdk.settings import flow_settings
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.sdk.session import ProcessSession, _Ids
-from flowactors.sdk.testing import LocalBackend
+from flowactors.testing import LocalBackend
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository

@@ -29,7 +29,7 @@ import ray.cloudpickle
 from bench import ray_session, row
 from flowactors.sdk.flow import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile
-from flowactors.engine.runner import run_flow
+from flowactors.driver.running import run_flow
 from flowactors.spark import ExecuteSparkSQL
 from flowactors.spark.service import start_service, stop_service
 from repositories.provenance import ProvenanceRepository

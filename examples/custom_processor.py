@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from flowactors import Flow
+from flowactors import Flow, run_flow
 from flowactors.processors import PutFile
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True)
     definition = args.out / "flow.json"
     flow.save(definition)
-    final = flow.run(repository=args.repository, engine=args.engine, timeout=300)
+    final = run_flow(flow, repository=args.repository, engine=args.engine, timeout=300)
     for category in sorted(p.name for p in args.out.iterdir() if p.is_dir()):
         files = sorted((args.out / category).iterdir())
         print(f"{category}: {len(files)} file(s), e.g. {files[0].name}: {files[0].read_text()!r}")

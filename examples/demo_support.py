@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from flowactors import Flow
+from flowactors import Flow, run_flow
 
 
 def run_demo(flow: Flow, out: Path, repository: Path, summarize: Callable[[dict], str]) -> int:
@@ -18,7 +18,7 @@ def run_demo(flow: Flow, out: Path, repository: Path, summarize: Callable[[dict]
         if folder.exists():
             shutil.rmtree(folder)
     started = time.monotonic()
-    final = flow.run(repository=repository, show_status=sys.stdout.isatty(), timeout=300)
+    final = run_flow(flow, repository=repository, show_status=sys.stdout.isatty(), timeout=300)
     final["seconds"] = time.monotonic() - started
     lines = [summarize(final)]
     errors = [f"  {p['name']}: {e['error']}" for p in final["processors"] for e in p["recent_errors"]]

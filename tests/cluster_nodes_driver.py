@@ -25,7 +25,9 @@ import psutil
 import ray
 from ray.cluster_utils import Cluster
 
-from flowactors.engine.runner import NAMESPACE, RAY_SYSTEM_CONFIG
+from flowactors import run_flow
+from flowactors.nifi import add_python_processor
+from flowactors.driver.running import NAMESPACE, RAY_SYSTEM_CONFIG
 from flowactors.processors import FetchFile, ListFile, PutFile, UpdateAttribute
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import PropertyDescriptor, Processor, Relationship
@@ -152,7 +154,7 @@ def round_robin(base: Path, nodes: Nodes) -> dict:
     flow, fetch = fetch_flow("rr", base / "in", load_balance="round-robin")
     put = flow.add(PutFile, "put", properties={"Directory": str(base / "out")}, auto_terminate=["success", "failure"])
     flow.connect(fetch, put, ["success"], name="fetched")
-    final = flow.run(str(base / "repo"), nodes="all", timeout=600)
+    final = run_flow(flow, str(base / "repo"), nodes="all", timeout=600)
     return {**summary(final), "delivered": sorted(p.name for p in (base / "out").iterdir())}
 
 
@@ -170,12 +172,12 @@ def partition(base: Path, nodes: Nodes) -> dict:
 
     (base / "notes").mkdir(parents=True)
     make_files(base / "in", 600, keys=60)
-    first = flow_of().run(str(base / "repo"), nodes=["n0", "n1", "n2"], timeout=600)
+    first = run_flow(flow_of(), str(base / "repo"), nodes=["n0", "n1", "n2"], timeout=600)
     before = notes(base / "notes")
     for path in (base / "notes").glob("*.txt"):
         path.unlink()
     make_files(base / "in", 600, keys=60, prefix="g")
-    second = flow_of().run(str(base / "repo"), nodes=["n0", "n1"], timeout=600)
+    second = run_flow(flow_of(), str(base / "repo"), nodes=["n0", "n1"], timeout=600)
     return {"first": summary(first), "second": summary(second), "before": before, "after": notes(base / "notes")}
 
 
@@ -187,7 +189,7 @@ def single_node(base: Path, nodes: Nodes) -> dict:
     flow, fetch = fetch_flow("single", base / "in", load_balance="round-robin")
     note = flow.add(NoteNode, "note", properties={"Directory": str(base / "notes")}, auto_terminate=["success"])
     flow.connect(fetch, note, ["success"], name="fetched", load_balance="single-node")
-    final = flow.run(str(base / "repo"), nodes=["n1", "n0", "n2"], timeout=600)
+    final = run_flow(flow, str(base / "repo"), nodes=["n1", "n0", "n2"], timeout=600)
     return {**summary(final), "notes": notes(base / "notes")}
 
 
@@ -201,7 +203,7 @@ def lineage(base: Path, nodes: Nodes) -> dict:
     make_files(base / "in", 30)
     flow, fetch = fetch_flow("lin", base / "in", load_balance="round-robin", load_balance_compression="attributes")
     fetch.auto_terminate = fetch.auto_terminate + ("success",)
-    final = flow.run(str(base / "repo"), nodes="all", timeout=600)
+    final = run_flow(flow, str(base / "repo"), nodes="all", timeout=600)
     with StoppedRepository(node_repository(base / "repo", "n1")) as repo:
         fetched = repo.provenance.search(event_type="FETCH", limit=1)[0]
     received_uuid = fetched.flowfile_uuid
@@ -249,7 +251,7 @@ def node_killed(base: Path, nodes: Nodes) -> dict:
                 nodes.add("n2")
                 killed["back"] = time.monotonic() - killed["at"]
 
-    final = flow.run(str(base / "repo"), nodes="all", timeout=900, on_status=watch)
+    final = run_flow(flow, str(base / "repo"), nodes="all", timeout=900, on_status=watch)
     return {**summary(final), "killed": killed, "waited_for_n2": waited.get("max", 0),
             "notes": notes(base / "notes")}
 
@@ -266,7 +268,7 @@ def tls(base: Path, nodes: Nodes) -> dict:
                              load_balance_compression="attributes-and-content")
     put = flow.add(PutFile, "put", properties={"Directory": str(base / "out")}, auto_terminate=["success", "failure"])
     flow.connect(fetch, put, ["success"], name="fetched")
-    final = flow.run(str(base / "repo"), nodes="all", timeout=600)
+    final = run_flow(flow, str(base / "repo"), nodes="all", timeout=600)
     host, port = nodes.cluster.address.rsplit(":", 1)
     context = ssl.create_default_context(cafile=os.environ["RAY_TLS_CA_CERT"])
     context.load_cert_chain(os.environ["RAY_TLS_SERVER_CERT"], os.environ["RAY_TLS_SERVER_KEY"])
@@ -298,7 +300,7 @@ def primary_moves(base: Path, nodes: Nodes) -> dict:
             make_files(base / "in", 100, prefix="g")
             steps["written"] = time.monotonic()
 
-    final = flow.run(str(base / "repo"), nodes=["n1", "n0", "n2"], timeout=300, on_status=watch,
+    final = run_flow(flow, str(base / "repo"), nodes=["n1", "n0", "n2"], timeout=300, on_status=watch,
                      until=lambda status: "written" in steps and len(noted("g")) == 100)
     return {**summary(final), "steps": steps, "primary_after": final.get("primary"),
             "noted_g": len(noted("g")), "notes": notes(base / "notes")}
@@ -310,14 +312,14 @@ def cluster_state(base: Path, nodes: Nodes) -> dict:
     make_files(base / "in", 300)
     (base / "notes").mkdir()
     flow, fetch = fetch_flow("cs", base / "in", load_balance="round-robin")
-    stamp = flow.add_python_processor(EXAMPLES / "StampSequence.py", "stamp", properties={"State Scope": "CLUSTER"},
+    stamp = add_python_processor(flow, EXAMPLES / "StampSequence.py", "stamp", properties={"State Scope": "CLUSTER"},
                                       auto_terminate=["failure"])
     key = flow.add(UpdateAttribute, "key", properties={"key": "${sequence.number}"})
     note = flow.add(NoteNode, "note", properties={"Directory": str(base / "notes")}, auto_terminate=["success"])
     flow.connect(fetch, stamp, ["success"], name="fetched")
     flow.connect(stamp, key, name="stamped")
     flow.connect(key, note, name="keyed")
-    final = flow.run(str(base / "repo"), nodes="all", timeout=600)
+    final = run_flow(flow, str(base / "repo"), nodes="all", timeout=600)
     state = json.loads((base / "repo" / "cluster-state.json").read_text())
     return {**summary(final), "notes": notes(base / "notes"), "state": state}
 

@@ -16,13 +16,13 @@ def ray_session():
     for the tests' pip runtime_envs, a copy of the whole .venv each (about 1 GB)."""
     import ray
 
-    from flowactors.engine.runner import start_local_ray
+    from flowactors.driver.running import start_local_ray
 
     if not ray.is_initialized():
         start_local_ray(num_cpus=2, namespace="flowactors-tests", log_to_driver=False, configure_logging=False)
     session = Path(ray._private.worker.global_worker.node.get_session_dir_path())
     yield ray
-    from flowactors.sdk.testing import ProcessorRunner
+    from flowactors.testing import ProcessorRunner
 
     ProcessorRunner.close_ray()  # the actors processor tests on Ray shared
     ray.shutdown()
@@ -56,7 +56,7 @@ def repository(tmp_path):
 def processor_engine(request, monkeypatch):
     """Runs a processor test once on each engine: every ``ProcessorRunner`` the test makes without
     an engine of its own uses this one (the Ray engine's actors are shared by the session)."""
-    from flowactors.sdk.testing import ProcessorRunner
+    from flowactors.testing import ProcessorRunner
 
     if request.param == "ray":
         request.getfixturevalue("ray_session")

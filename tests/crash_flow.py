@@ -257,7 +257,7 @@ def main() -> None:
 
     import ray
 
-    from flowactors.engine.runner import run_flow, start_local_ray
+    from flowactors.driver.running import run_flow, start_local_ray
 
     def emit(kind: str, payload) -> None:
         sys.stdout.write(f"{kind} {json.dumps(payload, default=str)}\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import ray
 
-from flowactors.engine.runner import run_flow
+from flowactors.driver.running import run_flow
 from flowactors.processors import GenerateFlowFile, HashContent
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import Processor

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from flowactors.engine.runner import RAY_SYSTEM_CONFIG
+from flowactors.driver.running import RAY_SYSTEM_CONFIG
 from tests.cluster_helpers import free_ports, kill_head, scrape
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +190,7 @@ def test_queue_gauges_are_throttled_and_end_on_the_latest_state(monkeypatch):
 def test_a_submitted_flows_controller_keeps_its_errors_in_the_repositorys_error_log(tmp_path):
     """The controller a submitted flow runs under (the job's driver only looks at its statuses)
     records each status's errors, and the final one's, where ``flowactors errors`` reads them."""
-    from flowactors.engine.actors.job import ClusterFlowController
+    from flowactors.driver.cluster_job import ClusterFlowController
     from flowactors.engine.in_process import InProcessHosting
     from flowactors.ops.error_log import read_errors
     from flowactors.processors import GenerateFlowFile

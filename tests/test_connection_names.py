@@ -8,7 +8,7 @@ import shlex
 import uuid
 
 from flowactors import Flow
-from flowactors.engine.runner import run_flow
+from flowactors.driver.running import run_flow
 from flowactors.processors import GetFile, PutFile, RouteOnAttribute
 from flowactors.sdk.flow import default_connection_name, former_default_name
 from flowactors.sdk.settings import Settings

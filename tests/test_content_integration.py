@@ -13,9 +13,9 @@ import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.processors import GenerateFlowFile, PutFile
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from flowactors.engine.transport import call_now
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from tmpfs import mount_tmpfs, unmount
@@ -120,7 +120,7 @@ COPY_ON_WRITE_2GB = textwrap.dedent('''
     import resource, sys
     from pathlib import Path
     from flowactors import Processor, Relationship
-    from flowactors.sdk.testing import ProcessorRunner
+    from flowactors.testing import ProcessorRunner
     from repositories.content import FileSystemContentRepository
     from repositories.flowfile import WriteAheadFlowFileRepository
 

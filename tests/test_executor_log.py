@@ -385,7 +385,7 @@ def test_a_flows_start_reports_a_damaged_outbox_entry_a_killed_run_left(tmp_path
     """The events a killed run left in the outbox are taken at the next start; a damaged entry
     among them is one of the start's provenance problems (``flowactors run`` warns of them)."""
     from flowactors import Flow
-    from flowactors.engine.runner import run_flow
+    from flowactors.driver.running import run_flow
     from flowactors.processors import GenerateFlowFile
     from repositories.flowfile import records as rec
 

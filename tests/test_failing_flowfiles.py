@@ -17,10 +17,10 @@ import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.cli.main import main
-from flowactors.engine.runner import processor_totals, queue_totals, run_flow
+from flowactors.driver.running import processor_totals, queue_totals, run_flow
 from flowactors.processors import GetFile, PutFile, UpdateAttribute
 from flowactors.sdk.session import CommitError
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.flowfile import WriteAheadFlowFileRepository
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Fussy, on the Ray engine

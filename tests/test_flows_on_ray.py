@@ -14,7 +14,7 @@ from flowactors import Flow
 from flowactors.processors import (CompressContent, ExtractText, Funnel, GetFile, HashContent, LogAttribute,
                                    PutFile, ReplaceText, RouteOnAttribute, RouteOnContent, SplitText,
                                    UpdateAttribute)
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from repositories.provenance import ProvenanceRepository
 
 pytestmark = pytest.mark.ray
@@ -136,10 +136,10 @@ def test_a_ray_flowactors_starts_passes_a_commits_batches_inline(tmp_path):
     import os
     import subprocess
 
-    from flowactors.engine.runner import RAY_SYSTEM_CONFIG
+    from flowactors.driver.running import RAY_SYSTEM_CONFIG
 
     script = ("import json, ray\n"
-              "from flowactors.engine.runner import ensure_ray\n"
+              "from flowactors.driver.running import ensure_ray\n"
               "assert ensure_ray(num_cpus=1, configure_logging=False, log_to_driver=False)\n"
               "from ray._private.state import state\n"
               "print(json.dumps(state.get_system_config()))\n"

@@ -10,7 +10,7 @@ import pytest
 
 from flowactors import Flow
 from flowactors.engine import gc_policy
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from flowactors.processors import GenerateFlowFile, UpdateAttribute
 
 

@@ -19,8 +19,8 @@ import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.cli.main import main
-from flowactors.engine.controller import FlowStartError
-from flowactors.engine.runner import processor_totals, queue_totals, run_flow
+from flowactors.engine.errors import FlowStartError
+from flowactors.driver.running import processor_totals, queue_totals, run_flow
 from flowactors.processors import GetFile, PutFile, RouteOnAttribute, UpdateAttribute
 from repositories.flowfile import WriteAheadFlowFileRepository
 
@@ -108,9 +108,10 @@ import json, psutil, ray, sys
 sys.path.insert(0, {str(ROOT / 'tests')!r})
 from test_in_process_engine import routing_flow, write_sources
 from pathlib import Path
+from flowactors import run_flow
 tmp = Path({str(tmp_path)!r})
 write_sources(tmp / "in", 50)
-final = routing_flow(tmp / "in", tmp / "out").run(tmp / "repository", engine="in-process", timeout=60)
+final = run_flow(routing_flow(tmp / "in", tmp / "out"), tmp / "repository", engine="in-process", timeout=60)
 print(json.dumps({{"ray": ray.is_initialized(), "children": [p.name() for p in psutil.Process().children(recursive=True)],
                   "put": [p["flowfiles_in"] for p in final["processors"] if p["name"] == "put"]}}))
 """

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from bench.lineage import split_merge_flow
-from flowactors.engine.runner import run_flow
+from flowactors.driver.running import run_flow
 from flowactors.ops import png
 from flowactors.ops.lineage_render import RenderError, check_output, to_dot, to_svg, write_picture
 from flowactors.ops.lineage_view import condense, to_text

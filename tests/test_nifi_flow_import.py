@@ -1,4 +1,4 @@
-"""Importing NiFi flow definitions (flowactors/nifi/flow_definition.py): two process groups with
+"""Importing NiFi flow definitions (flowactors/driver/nifi_export.py): two process groups with
 ports, a funnel, parameter contexts and nine standard processors run end to end, on Ray and
 from the CLI; what flowactors cannot run is listed in one error."""
 
@@ -12,9 +12,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from flowactors import run_flow
+from flowactors.driver.loading import load_definition
 from flowactors import Flow
 from flowactors.cli.main import main
-from flowactors.nifi.flow_definition import NiFiImportError, flow_from_nifi
+from flowactors.driver.nifi_export import NiFiImportError, flow_from_nifi
 from flowactors.processors import Funnel, HashContent, InputPort, MergeContent, OutputPort, UpdateAttribute
 from flowactors.processors.packaging import FlowFileStreamReader
 from flowactors.sdk.parameters import environment_variable
@@ -82,7 +84,7 @@ def check_output(out) -> None:
 @pytest.mark.ray
 def test_a_nifi_definition_runs_end_to_end_on_ray(orders, ray_session, tmp_path):
     path, out, _ = orders
-    final = Flow.from_json(path.read_bytes()).run(tmp_path / "repo", timeout=120)
+    final = run_flow(load_definition(path.read_bytes()), tmp_path / "repo", timeout=120)
     assert not final.get("timed_out") and not final.get("stalled")
     check_output(out)
     totals = {p["name"]: p for p in final["processors"]}

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from flowactors.nifi import add_python_processor
 from flowactors import Flow
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from flowactors.processors import GenerateFlowFile, PutFile, UpdateAttribute
 from repositories.provenance import ProvenanceRepository
 
@@ -28,21 +29,21 @@ RECORDS = "\n".join(json.dumps(r) for r in [
 
 def build_flow(out: Path) -> Flow:
     flow = Flow("nifi-python", settings={"checkpoint_interval": 1.0})
-    greet = flow.add_python_processor(EXTENSIONS / "EmitGreetings.py", "greet",
+    greet = add_python_processor(flow, EXTENSIONS / "EmitGreetings.py", "greet",
                                       properties={"Names": "ann, bob, cy, dee"}, run_schedule="0 sec")
-    number = flow.add_python_processor("NumberLines", "number", extensions=EXTENSIONS,
+    number = add_python_processor(flow, "NumberLines", "number", extensions=EXTENSIONS,
                                        properties={"Prefix": "${greeting.name}#"}, auto_terminate=["failure"])
-    stamp = flow.add_python_processor("StampSequence", "stamp", extensions=EXTENSIONS, auto_terminate=["failure"])
-    route = flow.add_python_processor("RouteOnField", "route", extensions=EXTENSIONS,
+    stamp = add_python_processor(flow, "StampSequence", "stamp", extensions=EXTENSIONS, auto_terminate=["failure"])
+    route = add_python_processor(flow, "RouteOnField", "route", extensions=EXTENSIONS,
                                       properties={"Attribute": "greeting.name", "Routes": "ann,bob,cy"},
                                       auto_terminate=["failure"])
-    plural = flow.add_python_processor(EXTENSIONS / "Pluralize.py", "plural", auto_terminate=["failure"])
-    title = flow.add_python_processor("Titleize", "title", extensions=EXTENSIONS, auto_terminate=["failure"])
-    parse = flow.add_python_processor("ParseJson", "parse", extensions=EXTENSIONS, properties={"Indent": 1})
+    plural = add_python_processor(flow, EXTENSIONS / "Pluralize.py", "plural", auto_terminate=["failure"])
+    title = add_python_processor(flow, "Titleize", "title", extensions=EXTENSIONS, auto_terminate=["failure"])
+    parse = add_python_processor(flow, "ParseJson", "parse", extensions=EXTENSIONS, properties={"Indent": 1})
     document = flow.add(GenerateFlowFile, "document", properties={
         "Custom Text": '{"b": 1, "a": [true, null]}', "Max FlowFiles": 1})
     batch = flow.add(GenerateFlowFile, "batch", properties={"Custom Text": RECORDS, "Max FlowFiles": 1})
-    tag = flow.add_python_processor("TagRecords", "tag", extensions=EXTENSIONS, properties={
+    tag = add_python_processor(flow, "TagRecords", "tag", extensions=EXTENSIONS, properties={
         "Record Reader": "JSON Lines", "Record Writer": "JSON Lines", "Partition Field": "region",
         "batch": "${filename}"}, auto_terminate=["failure"])
     name = flow.add(UpdateAttribute, "name", properties={"filename": "${uuid}"})

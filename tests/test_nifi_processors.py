@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from flowactors import run_flow
 from flowactors import Flow, FlowValidationError
-from flowactors.engine.controller import FlowStartError
+from flowactors.engine.errors import FlowStartError
 from flowactors.engine.placement import ExecutorPlan, plan, runtime_env_of
-from flowactors.nifi import python_processor_type
+from flowactors.nifi import add_python_processor, python_processor_type
 from flowactors.nifi.extensions import ProcessorNotFound, discover, find_processor, requirements
 from flowactors.nifi.host import ComponentLog
 from flowactors.nifi.inspection import inspect_file
 from flowactors.nifi.loader import ProcessorLoadError, missing_imports
 from flowactors.processors import GenerateFlowFile
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from flowactors.engine.cluster.cluster_state import ClusterState, ClusterStateService
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "nifi_python"
@@ -147,8 +148,8 @@ def test_extensions_folders_are_searched_as_nifi_searches_them(tmp_path):
 
 def test_a_flow_definition_names_python_processors_and_round_trips(tmp_path):
     flow = Flow("defs")
-    source = flow.add_python_processor(EXAMPLES / "EmitGreetings.py", "greet", properties={"Names": "a"})
-    route = flow.add_python_processor("RouteOnField", "route", extensions=[EXAMPLES],
+    source = add_python_processor(flow, EXAMPLES / "EmitGreetings.py", "greet", properties={"Names": "a"})
+    route = add_python_processor(flow, "RouteOnField", "route", extensions=[EXAMPLES],
                                       properties={"Attribute": "x", "Routes": "r1, r2"},
                                       auto_terminate=["failure", "r1", "r2", "unmatched"])
     flow.connect(source, route)
@@ -218,7 +219,7 @@ def test_relationships_follow_the_configuration(tmp_path):
         "'Color' is not a property of RouteOnField (its properties: Attribute, Routes)"]
     flow = Flow("routes")
     flow.add(GenerateFlowFile, "gen", properties={"Max FlowFiles": 1})
-    flow.add_python_processor("RouteOnField", "route", extensions=EXAMPLES,
+    add_python_processor(flow, "RouteOnField", "route", extensions=EXAMPLES,
                               properties={"Attribute": "c", "Routes": "red,blue"}, auto_terminate=["failure", "red"])
     flow.connect("gen", "route")
     assert flow.problems() == ["processor 'route': relationship 'blue' is neither connected nor auto-terminated",
@@ -433,9 +434,9 @@ def test_a_processor_whose_dependencies_are_not_here_says_so_when_it_starts():
 def test_dependencies_become_the_runtime_env_joined_with_the_nodes_own(tmp_path):
     flow = Flow("envs")
     flow.add(GenerateFlowFile, "gen", properties={"Max FlowFiles": 1})
-    flow.add_python_processor(EXAMPLES / "Pluralize.py", "plural", auto_terminate=["success", "failure"],
+    add_python_processor(flow, EXAMPLES / "Pluralize.py", "plural", auto_terminate=["success", "failure"],
                               runtime_env={"pip": ["six", "inflection==0.5.0"], "env_vars": {"A": "1"}})
-    flow.add_python_processor("Titleize", "title", extensions=EXAMPLES, auto_terminate=["success", "failure"])
+    add_python_processor(flow, "Titleize", "title", extensions=EXAMPLES, auto_terminate=["success", "failure"])
     flow.connect("gen", "plural")
     flow.connect("gen", "title")
     assert runtime_env_of(flow.processors["plural"]) == {"pip": ["inflection==0.5.0", "six"], "env_vars": {"A": "1"}}
@@ -447,7 +448,7 @@ def test_dependencies_become_the_runtime_env_joined_with_the_nodes_own(tmp_path)
     assert flow.to_dict()["processors"][2]["runtime_env"] is None  # the definition keeps only what was given
     with pytest.raises(FlowStartError, match=r"plural, title ask\(s\) for a runtime_env of their own \(a NiFi "
                                              r"Python processor's dependencies make one\)"):
-        flow.run(tmp_path / "repository", engine="in-process")
+        run_flow(flow, tmp_path / "repository", engine="in-process")
 
 
 def test_a_failed_install_is_one_sentence_naming_the_processor_and_pips_reason():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from flowactors import run_flow
 from flowactors import Flow, FlowValidationError
 from flowactors.processors import GenerateFlowFile, PutFile, RouteOnAttribute, UpdateAttribute
 from flowactors.sdk.parameters import ParameterError, environment_variable, references, substitute
@@ -124,7 +125,7 @@ def test_resolved_values_are_validated_like_written_ones():
 
 def test_a_parameterised_flow_runs_in_process(tmp_path, monkeypatch):
     monkeypatch.setenv(environment_variable("token"), "s3cret")
-    final = parameterised_flow(tmp_path).run(tmp_path / "repo", engine="in-process", timeout=60)
+    final = run_flow(parameterised_flow(tmp_path), tmp_path / "repo", engine="in-process", timeout=60)
     out = sorted((tmp_path / "out").iterdir())
     assert len(out) == 3 and all(p.stat().st_size == 1024 for p in out)
     assert not (tmp_path / "base-out").exists()

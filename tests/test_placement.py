@@ -14,7 +14,7 @@ from flowactors import Flow, Processor, Relationship
 from flowactors.engine import gc_policy
 from flowactors.engine.placement import flow_order, plan
 from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttribute
-from flowactors.engine.runner import processor_totals, queue_totals, run_flow
+from flowactors.driver.running import processor_totals, queue_totals, run_flow
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "processors.md"

@@ -14,10 +14,10 @@ import pytest
 import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from flowactors.processors import ListFile, UpdateAttribute
 from flowactors.sdk.session import StateConflict
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import StateChange, StateMap
 

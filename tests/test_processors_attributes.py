@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from flowactors.processors import ExtractText, LogAttribute, UpdateAttribute
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines

@@ -13,7 +13,7 @@ import zstandard
 
 from flowactors.processors import CompressContent
 from flowactors.processors.compress import FORMATS
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines

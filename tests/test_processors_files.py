@@ -11,7 +11,7 @@ import pytest
 
 from flowactors.processors import FetchFile, GetFile, ListFile, PutFile
 from flowactors.sdk.session import CommitError
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.model import now_millis
 from repositories.provenance.event import ProvenanceEventType as T
 

@@ -10,7 +10,7 @@ import flowactors.processors as processors
 from flowactors.sdk.flow import resolve_processor_type
 from flowactors.sdk.processor import Processor
 from flowactors.processors import GenerateFlowFile
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines

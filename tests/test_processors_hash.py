@@ -8,7 +8,7 @@ import os
 import pytest
 
 from flowactors.processors import HashContent
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from flowactors.processors import MergeContent
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 from packaging_vectors import v3_record
 

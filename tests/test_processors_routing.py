@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowactors.processors import Funnel, RouteOnAttribute, RouteOnContent
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on both engines

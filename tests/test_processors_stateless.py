@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowactors.processors import ExecuteStateless
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from stateless_flows import checking_flow
 
 pytestmark = pytest.mark.usefixtures("processor_engine")  # each test on every engine

@@ -11,7 +11,7 @@ import pytest
 
 from flowactors.processors import ReplaceText, SplitText
 from flowactors.processors.text import scan_splits
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 

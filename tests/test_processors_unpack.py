@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from flowactors.processors import MergeContent, UnpackContent
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 from packaging_vectors import v3_record
 

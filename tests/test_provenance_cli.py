@@ -17,7 +17,7 @@ import pytest
 
 from flowactors import Flow
 from flowactors.cli.main import main
-from flowactors.engine.runner import run_flow
+from flowactors.driver.running import run_flow
 from flowactors.ops.lineage_view import condense, to_text
 from flowactors.processors import GetFile
 from flowactors.sdk.settings import Settings

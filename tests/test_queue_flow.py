@@ -17,7 +17,7 @@ from flowactors import Flow, Processor, PropertyDescriptor, Relationship, valida
 from flowactors.cli.main import main as cli_main
 from flowactors.ops.queue_admin import empty_queue, list_queue
 from repositories.lock import RepositoryInUseError
-from flowactors.engine.runner import queue_totals, run_flow
+from flowactors.driver.running import queue_totals, run_flow
 from flowactors.sdk.settings import flow_settings
 from flowactors.engine.actors.ray_hosting import RayHosting
 from flowactors.engine.controller import FlowController

@@ -123,7 +123,7 @@ def test_no_grafana_provisioning_here_places_nothing(tmp_path):
 
 
 def test_the_dashboard_needs_the_ray_engine(tmp_path):
-    from flowactors.engine.runner import run_flow
+    from flowactors.driver.running import run_flow
     from flowactors.processors import GenerateFlowFile
     from flowactors.sdk.flow import Flow
 
@@ -139,7 +139,7 @@ def test_the_dashboard_needs_the_ray_engine(tmp_path):
 def test_a_ray_without_its_dashboard_is_said_in_one_line_and_the_run_goes_on(ray_session, tmp_path, capsys):
     """The test session's Ray runs without a dashboard, as a Ray started elsewhere may: the run
     says so and runs the flow anyway."""
-    from flowactors.engine.runner import run_flow
+    from flowactors.driver.running import run_flow
     from flowactors.processors import GenerateFlowFile, HashContent
     from flowactors.sdk.flow import Flow
 

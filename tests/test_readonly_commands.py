@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship
-from flowactors.engine.runner import queue_totals, run_flow
+from flowactors.driver.running import queue_totals, run_flow
 from flowactors.ops.queue_admin import stopped_status
 from flowactors.ops.state_admin import list_states
 from flowactors.processors import GenerateFlowFile, ListFile

@@ -19,7 +19,7 @@ import ray
 
 from flowactors import Flow
 from flowactors.engine.queues.connection import QueueHost
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from flowactors.engine.transport import call_now
 from flowactors.processors import GetFile, PutFile, UpdateAttribute
 from repositories.flowfile import WriteAheadFlowFileRepository

@@ -14,10 +14,10 @@ import pytest
 import ray
 
 from flowactors.cli.main import main
-from flowactors.ops.provenance_tools import claim_state
+from flowactors.engine.flow_operations import claim_state
 from repositories.lock import RepositoryLock
-from flowactors.engine.runner import run_flow
-from flowactors.engine.controller import FlowStartError
+from flowactors.driver.running import run_flow
+from flowactors.engine.errors import FlowStartError
 from flowactors.engine.transport import call_now
 from flowactors.sdk.settings import Settings
 from provenance_flows import PUT_QUEUE, all_events, only, send_flow, split_merge_clone_flow

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from flowactors import Flow, Processor, Relationship
-from flowactors.engine import runner
-from flowactors.engine.runner import (BUSY_POLL_INTERVAL, IDLE_CHECKS, POLL_INTERVAL, next_look_in, processor_totals,
+from flowactors.driver import running as runner
+from flowactors.driver.running import (BUSY_POLL_INTERVAL, IDLE_CHECKS, POLL_INTERVAL, next_look_in, processor_totals,
                                       run_flow)
 
 COUNT = 60

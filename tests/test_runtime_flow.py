@@ -11,7 +11,7 @@ import pytest
 import ray.cloudpickle
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.engine.runner import processor_totals, queue_totals, run_flow
+from flowactors.driver.running import processor_totals, queue_totals, run_flow
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.provenance import ProvenanceRepository
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowactors import CommitError, FlowFileHandlingError, Processor, Relationship
-from flowactors.sdk.testing import INPUT, ProcessorRunner
+from flowactors.testing import INPUT, ProcessorRunner
 from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 

@@ -14,7 +14,7 @@ import pytest
 
 from flowactors import FlowFileHandlingError, Processor, Relationship
 from flowactors.sdk.expression import compile_value
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.model import new_flowfile_uuid, new_flowfile_uuids, now_millis
 
 RELATIONSHIPS = ("success", "other")

@@ -20,13 +20,13 @@ import ray.cloudpickle
 
 from flowactors import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile
-from flowactors.engine.runner import processor_totals, run_flow
+from flowactors.driver.running import processor_totals, run_flow
 from flowactors.spark import ExecuteSparkSQL, TransformWithSpark
 from flowactors.sdk import records
 from flowactors.sdk.records import CSV, JSON_LINES, PARQUET, ReadOptions, RecordCursor, parse_schema
 from flowactors.spark.service import (SparkServiceActor, SparkServiceError, SparkSettings, SparkSettingsError,
                                       SparkStartError, check_java, stop_service)
-from flowactors.sdk.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner
 from repositories.provenance import ProvenanceRepository
 from repositories.provenance.event import ProvenanceEventType as T
 

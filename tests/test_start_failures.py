@@ -14,7 +14,7 @@ import pytest
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.cli.main import main
-from flowactors.engine.runner import run_flow
+from flowactors.driver.running import run_flow
 from flowactors.processors import GenerateFlowFile
 from repositories.flowfile.errors import RepositoryCorruptError, UnsupportedFormatVersionError
 from repositories.lock import RepositoryLock

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from flowactors import run_flow
 from flowactors import Flow, Processor, Relationship
 from flowactors.processors import GenerateFlowFile, ListFile, RouteOnAttribute, UpdateAttribute
 from flowactors.stateless import InMemoryStateStore, StatelessFlow, TriggerFailed
@@ -317,7 +318,7 @@ def test_listfile_state_on_the_stateless_engine_lists_new_files_only(tmp_path):
 # ------------------------------------------------------------------------- inside a flow on Ray
 @pytest.mark.ray
 def test_execute_stateless_in_a_flow_on_ray(ray_session, tmp_path):
-    from flowactors.engine.runner import processor_totals, run_flow
+    from flowactors.driver.running import processor_totals, run_flow
     from flowactors.processors import ExecuteStateless, GetFile, PutFile
     from stateless_flows import checking_flow
 
@@ -362,7 +363,7 @@ def test_flow_run_and_the_cli_trigger_until_the_sources_have_nothing_left(tmp_pa
     from flowactors.cli.main import main
 
     write_records(tmp_path / "records.txt", 25)
-    final = offsets_flow(tmp_path, per_trigger=10).run(engine="stateless")
+    final = run_flow(offsets_flow(tmp_path, per_trigger=10), engine="stateless")
     assert final["engine"] == "stateless" and final["triggers"] == 4  # 10, 10, 5, then nothing
     assert final["outputs"] == {"sink.success": 25}  # no output ports: the flow's ends
     assert read_offset(tmp_path / "offset") == 25 and delivered(tmp_path) == expected(25)
@@ -419,7 +420,7 @@ def test_what_needs_the_ray_engine_is_refused_by_name():
     sql = flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "select 1"},
                    auto_terminate=["success", "failure", "original"])
     flow.connect(flow.add_input_port("in"), sql)
-    with pytest.raises(ValueError, match="sql run\\(s\\) on the flow's own Spark service"):
+    with pytest.raises(ValueError, match="sql run\\(s\\) on Spark.*'Spark Service' property.*engine='ray'"):
         StatelessFlow(flow)
 
 

@@ -187,7 +187,7 @@ def test_provenance_and_lineage_of_a_flow_on_the_in_process_engine(repository):
     engine too (the browser test runs the Ray engine)."""
     import threading
 
-    from flowactors.engine.runner import processor_totals, run_flow
+    from flowactors.driver.running import processor_totals, run_flow
 
     flow = Flow("page-in-process", settings={"administrative_yield": 0.1})
     flow.connect(flow.add(GenerateFlowFile, "make", properties={"Max FlowFiles": 3}),

@@ -21,7 +21,7 @@ import ray.cloudpickle
 
 from flowactors import Flow, Processor, Relationship
 from flowactors.cli.ui import flow_page
-from flowactors.engine.runner import processor_totals, queue_totals, run_flow
+from flowactors.driver.running import processor_totals, queue_totals, run_flow
 from flowactors.engine.transport import call_now
 from flowactors.ops.lineage_view import condense
 from flowactors.ops.web.address import read_address

@@ -20,111 +20,16 @@ from typing import Annotated, Any, Callable, NoReturn, Optional, Sequence
 
 import typer
 
-from flowactors.cli.ui import UiFlag, UiHost, UiPort
+from flowactors.cli import cluster, provenance, queue, state, ui
+from flowactors.cli.common import (EXTENSIONS_HELP, LOG_LEVELS, CliError, ExtensionsOption, FlowArgument, Repository,
+                                   SettingOption, command_group, invoke, one_of, setting_values)
+from flowactors.cli.ui import UiFlag, UiHost, UiPort, flow_page
+from flowactors.driver.loading import load_flow
+from flowactors.ops.error_log import FILE_NAME, ErrorLogError, read_errors
+from flowactors.ops.queue_admin import stopped_status
 from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.settings import SettingsError
-
-
-class CliError(Exception):
-    """A problem to show the user as one message."""
-
-    def __init__(self, message: str, status: int = 1):
-        super().__init__(message)
-        self.status = status
-
-
-def load_flow(path: str | Path, extensions: Sequence[str] | None = None) -> Flow:
-    """A Flow from a ``.json`` definition (a NiFi one too, its Python processors found in
-    ``extensions``) or a ``.py`` file (its ``flow`` variable or ``build_flow()``).
-
-    As ``python`` does for a script, the flow file's folder (and, for a definition, the current
-    folder) comes first on ``sys.path``, so a definition saved by a script finds the processors
-    it names (``shout_flow.Shout``); a ``.py`` flow is imported under its own name when that
-    name finds this file, so a flow it saves names its processors as any process imports them.
-    Processors from modules outside the installed packages travel to the actors by value."""
-    path = Path(path)
-    if not path.is_file():
-        raise CliError(f"no flow file at {path}", 2)
-    if path.suffix == ".json":
-        folders = _importable_first(path.parent.resolve(), Path.cwd())
-        flow = Flow.from_json(path.read_bytes(), extensions=extensions)
-        _by_value(node.type.__module__ for node in flow.processors.values() if _defined_in(node.type, folders))
-        return flow
-    if path.suffix != ".py":
-        raise CliError(f"{path}: a flow is a .py or .json file", 2)
-    folder = path.parent.resolve()
-    _importable_first(folder)
-    module_name = path.stem
-    found = importlib.util.find_spec(module_name) if module_name.isidentifier() else None
-    if found is None or found.origin is None or Path(found.origin).resolve() != path.resolve():
-        module_name = f"flowactors_user_flow_{path.stem}"   # its own name finds another module
-    spec =  importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    _by_value([module_name])  # processors defined in the file reach the actors
-    return _flow_of(module, path)
-
-
-def _importable_first(*folders: Path) -> tuple[Path, ...]:
-    """Put ``folders`` first on ``sys.path`` (once each); returns them."""
-    for folder in reversed(folders):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    return folders
-
-
-#: flowactors' own packages: every actor imports them, so they are never sent by value (a class
-#: sent by value is another class there: ``isinstance`` checks against ours would fail)
-OWN_PACKAGES = ("flowactors", "nifiapi", "repositories")
-
-
-def _defined_in(processor_type: type, folders: Sequence[Path]) -> bool:
-    """Whether ``processor_type``'s module is a user's file below one of ``folders`` (not installed,
-    not one of flowactors' own packages, which a checkout run from its root also holds)."""
-    if processor_type.__module__.partition(".")[0] in OWN_PACKAGES:
-        return False
-    module = sys.modules.get(processor_type.__module__)
-    source = getattr(module, "__file__", None)
-    return source is not None and any(Path(source).resolve().is_relative_to(f) for f in folders)
-
-
-def _by_value(module_names) -> None:
-    """Let Ray pickle these modules' classes by value: an actor need not import them."""
-    import ray.cloudpickle
-
-    for name in set(module_names):
-        ray.cloudpickle.register_pickle_by_value(sys.modules[name])
-
-
-def _flow_of(module, path: Path) -> Flow:
-    """The flow a ``.py`` file defines: its ``flow``, ``build_flow()``, or its only Flow."""
-    if isinstance(getattr(module, "flow", None), Flow):
-        return module.flow
-    if callable(getattr(module, "build_flow", None)):
-        flow = module.build_flow()
-        if isinstance(flow, Flow):
-            return flow
-    flows = [v for v in vars(module).values() if isinstance(v, Flow)]
-    if len(flows) == 1:
-        return flows[0]
-    raise CliError(f"{path} defines no flow: give it a variable 'flow' or a function 'build_flow()' "
-                   f"returning a flowactors.Flow", 2)
-
-
-def _settings(pairs: Sequence[str] | None) -> dict[str, Any]:
-    """``--setting KEY=VALUE`` pairs as settings: a value that reads as JSON is that value."""
-    settings: dict[str, Any] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise CliError(f"--setting takes KEY=VALUE, not {pair!r}", 2)
-        try:
-            settings[key] = json.loads(value)
-        except json.JSONDecodeError:
-            settings[key] = value
-    return settings
 
 
 def cmd_validate(args: SimpleNamespace) -> int:
@@ -138,8 +43,7 @@ def cmd_run(args: SimpleNamespace) -> int:
     """Exit status: 0 done, 1 timed out, 3 a processor reported errors (``--fail-on-error``),
     4 stalled (FlowFiles left that the processors keep failing on; they stay queued), 5 a
     stateless trigger failed (nothing of it was kept)."""
-    from flowactors.cli.ui import flow_page
-    from flowactors.engine.runner import run_flow, stall_message
+    from flowactors.driver.running import run_flow, stall_message  # Ray: only when a flow runs
 
     flow = load_flow(args.flow, args.extensions)
     duration = args.duration
@@ -148,7 +52,7 @@ def cmd_run(args: SimpleNamespace) -> int:
         with flow_page(flow, args.repository, enabled=args.ui, host=args.ui_host, port=args.ui_port,
                        engine=args.engine) as page_hooks:
             final = run_flow(flow, args.repository, until_idle=duration is None, duration=duration,
-                             show_status=not args.quiet, settings=_settings(args.setting), address=args.address,
+                             show_status=not args.quiet, settings=setting_values(args.setting), address=args.address,
                              timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds,
                              failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout,
                              nodes=_nodes(args.nodes), log_level=args.log_level, dashboard=args.dashboard,
@@ -196,12 +100,10 @@ def _interrupt(signum, frame) -> None:
 
 def cmd_status(args: SimpleNamespace) -> int:
     """Queued FlowFiles per connection, read from a (stopped) flow's repository; or, given a flow's
-    name or ``--address``, the state of a flow on a Ray cluster (``flowactors.ops.cluster_client``)."""
+    name or ``--address``, the state of a flow on a Ray cluster (``flowactors.cli.cluster``)."""
     if args.flow or args.address:
-        from flowactors.ops.cluster_client import cmd_cluster_status
 
-        return cmd_cluster_status(args)
-    from flowactors.ops.queue_admin import stopped_status
+        return cluster.cmd_cluster_status(args)
 
     path = Path(args.repository)
     if not (path / "flowfile").exists():
@@ -226,7 +128,6 @@ def cmd_status(args: SimpleNamespace) -> int:
 def cmd_errors(args: SimpleNamespace) -> int:
     """The run errors kept in a repository's error log (``flowactors.ops.error_log``), in full:
     what the live view shows as one line each."""
-    from flowactors.ops.error_log import FILE_NAME, ErrorLogError, read_errors
 
     if not Path(args.repository).is_dir():
         raise CliError(f"no repository folder {args.repository}", 2)
@@ -246,11 +147,10 @@ def cmd_errors(args: SimpleNamespace) -> int:
     if not errors:
         print(f"no errors recorded in {Path(args.repository) / FILE_NAME}")
         return 0
-    from flowactors.cli.provenance import format_time
 
     for error in errors:
         node = f" on node {error['node']}" if error.get("node") else ""
-        print(f"--- {format_time(int(error['at'] * 1000))} {error['processor']}{node}: {error['where']}")
+        print(f"--- {provenance.format_time(int(error['at'] * 1000))} {error['processor']}{node}: {error['where']}")
         print(error["error"].rstrip())
         if error.get("traceback") and error["traceback"].strip() != "NoneType: None":
             print(error["traceback"].rstrip())
@@ -258,88 +158,6 @@ def cmd_errors(args: SimpleNamespace) -> int:
 
 
 # ---------------------------------------------------------------------- the command group
-
-EXTENSIONS_HELP = ("a folder of NiFi Python processors that a NiFi flow definition uses (repeatable; "
-                   "default: FLOWACTORS_PYTHON_EXTENSIONS, folders separated by the path separator)")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-# the arguments and options several commands take, declared once
-FlowArgument = Annotated[str, typer.Argument(metavar="FLOW", help="flow.py or flow.json", show_default=False)]
-ExtensionsOption = Annotated[Optional[list[str]], typer.Option(metavar="DIR", help=EXTENSIONS_HELP)]
-Repository = Annotated[str, typer.Option(help="the flow's repository folder")]
-SettingOption = Annotated[Optional[list[str]], typer.Option(
-    "--setting", metavar="KEY=VALUE", help="a setting the flow runs (or ran) with, over its own "
-                                           "(docs/configuration.md), e.g. always_sync=true; repeatable")]
-
-
-def one_of(choices: Sequence[str], normalize: Callable[[str], str] = str) -> Callable[[str], str]:
-    """An option's parser that takes one of ``choices`` (after ``normalize``), or says which."""
-    def parse(text: str) -> str:
-        value = normalize(text)
-        if value not in choices:
-            raise typer.BadParameter(f"{text!r} is not one of {', '.join(choices)}")
-        return value
-    return parse
-
-
-def key_value(text: str) -> tuple[str, str]:
-    """An option's parser for ``KEY=VALUE`` (a value may hold ``=``), or says what it takes."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise typer.BadParameter(f"takes KEY=VALUE, not {text!r}")
-    return key, value
-
-
-def invoke(handler: Callable[[SimpleNamespace], int], **options: Any) -> NoReturn:
-    """Run a command's ``handler`` on its options and end the command with its exit status."""
-    raise typer.Exit(exit_status(handler, SimpleNamespace(**options)))
-
-
-def exit_status(handler: Callable[[SimpleNamespace], int], args: SimpleNamespace) -> int:
-    """``handler(args)``, or the exit status of what it raised, said in one line on stderr: what
-    a user can act on (bad input: 2; a repository or start-up failure: 1; interrupted: 130)."""
-    try:
-        return handler(args)
-    except (FlowValidationError, SettingsError) as err:
-        print(f"flowactors: {err}", file=sys.stderr)
-        return 2
-    except CliError as err:
-        print(f"flowactors: {err}", file=sys.stderr)
-        return err.status
-    except KeyboardInterrupt as err:
-        print(f"flowactors: interrupted{f' by {err}' if str(err) else ''}", file=sys.stderr)
-        return 130
-    except Exception as err:  # repository and start-up errors carry their own advice
-        from flowactors.engine.controller import FlowStartError
-        from flowactors.engine.runner import RunOptionError
-
-        from repositories.flowfile import FlowFileRepositoryError
-        from repositories.lock import RepositoryInUseError
-
-        if isinstance(err, RunOptionError):
-            print(f"flowactors: {err}", file=sys.stderr)
-            return 2
-        known = (FlowStartError, OSError, FlowFileRepositoryError, RepositoryInUseError)
-        if isinstance(err, known):
-            print(f"flowactors: {getattr(err, 'cause', None) or err}", file=sys.stderr)  # Ray: the remote error
-            return 1
-        raise
-
-
-def help_without_command(ctx: typer.Context) -> None:
-    """A command group called alone shows its help (exit 0) rather than an error."""
-    if ctx.invoked_subcommand is None:
-        print(ctx.get_help(), end="")  # Typer's rich help prints itself and returns ""
-        raise typer.Exit(0)
-
-
-def command_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
-    """A group of commands ``flowactors NAME ...`` on ``app``; called alone it shows its help."""
-    group = typer.Typer(help=help)
-    group.callback(invoke_without_command=True)(help_without_command)
-    app.add_typer(group, name=name)
-    return group
-
 
 def _version(shown: bool) -> None:
     if shown:
@@ -428,14 +246,11 @@ def build_app() -> typer.Typer:
                json: Annotated[bool, typer.Option("--json", help="the errors as a JSON array")] = False) -> None:
         invoke(cmd_errors, repository=repository, processor=processor, last=last, json=json)
 
-    from flowactors.cli import provenance, queue, state, ui
-    from flowactors.ops import cluster_client
-
     ui.add_commands(app)              # ui, graph
     provenance.add_commands(app)      # provenance search|show|repair, lineage, replay
     queue.add_commands(app)           # queue list|empty
     state.add_commands(app)           # state list|clear
-    cluster_client.add_commands(app)  # submit, stop, logs (status FLOW --address is above)
+    cluster.add_commands(app)         # submit, stop, logs (status FLOW --address is above)
     return app
 
 

@@ -22,16 +22,18 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from flowactors.cli.main import (CliError, Repository, SettingOption, _settings, command_group, invoke, key_value,
-                                 load_flow, one_of)
+from flowactors.cli.common import (CliError, FlowOption, Repository, SettingOption, command_group, guarded, invoke, key_value,
+                                   one_of, optional_flow, resolve_settings, setting_values)
+from flowactors.driver.loading import load_flow
 from flowactors.sdk.flow import Flow
 from flowactors.engine.cluster.topology import TOPOLOGY_FILE
 from flowactors.ops.cluster_lineage import cluster_lineage
 from flowactors.ops.lineage_render import FORMATS, RenderError, check_output, write_picture
 from flowactors.ops.lineage_view import condense, to_text
-from flowactors.ops.provenance_tools import (ContentGoneError, NoSuchEventError, StoppedRepository, claim_state,
-                                         open_event_content)
-from flowactors.ops.replay import ReplayError, replay_stopped
+from flowactors.engine.flow_operations import claim_state
+from flowactors.engine.errors import NoSuchEventError, ReplayError
+from flowactors.ops.provenance_tools import ContentGoneError, StoppedRepository, open_event_content
+from flowactors.ops.replay import replay_stopped
 from flowactors.sdk.settings import Settings
 from flowactors.sdk.units import parse_data_size
 from repositories.content import ContentRepositoryError
@@ -42,10 +44,6 @@ EVENT_TYPES = [t.value for t in ProvenanceEventType]
 DEFAULT_LIMIT = 100
 
 # ---------------------------------------------------------------------- commands
-
-FlowOption = Annotated[Optional[str], typer.Option("--flow", help="the flow (.py/.json), for its settings and "
-                                                                   "connections")]
-
 
 def add_commands(app: typer.Typer) -> None:
     """Register ``provenance search|show|repair``, ``lineage`` and ``replay`` on the command group."""
@@ -74,7 +72,7 @@ def add_commands(app: typer.Typer) -> None:
                                                                help="as --min-size")] = None,
                limit: Annotated[int, typer.Option(help="most events shown")] = DEFAULT_LIMIT,
                json: Annotated[bool, typer.Option("--json", help="the events as a JSON array")] = False) -> None:
-        invoke(_guarded(cmd_search), repository=repository, flow=flow, setting=setting, uuid=uuid, type=type,
+        invoke(guarded(cmd_search), repository=repository, flow=flow, setting=setting, uuid=uuid, type=type,
                component=component, component_id=component_id, relationship=relationship, filename=filename,
                attribute=attribute or [], since=since, until=until, min_size=min_size,
                max_size=max_size, limit=limit, json=json)
@@ -88,13 +86,13 @@ def add_commands(app: typer.Typer) -> None:
              out: Annotated[Optional[str], typer.Option(metavar="FILE", help="with --content: write to FILE, not "
                                                                              "standard output")] = None,
              json: Annotated[bool, typer.Option("--json", help="the event as JSON")] = False) -> None:
-        invoke(_guarded(cmd_show), event_id=event_id, repository=repository, flow=flow, setting=setting,
+        invoke(guarded(cmd_show), event_id=event_id, repository=repository, flow=flow, setting=setting,
                content=content, out=out, json=json)
 
     @provenance.command("repair", help="Recover a stopped flow's provenance: read every journal, keep what can "
                                        "be read, say what could not.")
     def repair(repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
-        invoke(_guarded(cmd_repair), repository=repository, flow=flow, setting=setting)
+        invoke(guarded(cmd_repair), repository=repository, flow=flow, setting=setting)
 
     @app.command("lineage", help="The lineage of a FlowFile: a text tree, and a picture.")
     def lineage(uuid: Annotated[str, typer.Argument(metavar="UUID", show_default=False)],
@@ -106,13 +104,13 @@ def add_commands(app: typer.Typer) -> None:
                     "repeatable"))] = None,
                 json: Annotated[bool, typer.Option("--json", help="the condensed lineage as JSON (nodes, edges, "
                                                                   "groups with their members)")] = False) -> None:
-        invoke(_guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting,
+        invoke(guarded(cmd_lineage), uuid=uuid, repository=repository, flow=flow, setting=setting,
                output=output, expand=expand or [], json=json)
 
     @app.command("replay", help="Queue a FlowFile again with an event's input (flow stopped).")
     def replay(event_id: Annotated[int, typer.Argument(metavar="EVENT_ID", show_default=False)],
                repository: Repository = "repository", flow: FlowOption = None, setting: SettingOption = None) -> None:
-        invoke(_guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting)
+        invoke(guarded(cmd_replay), event_id=event_id, repository=repository, flow=flow, setting=setting)
 
 
 def _time_ms(text: str) -> int:
@@ -136,44 +134,10 @@ def _data_size(text: str) -> int:
         raise typer.BadParameter(str(err)) from None
 
 
-def _guarded(handler: Callable[[SimpleNamespace], int]) -> Callable[[SimpleNamespace], int]:
-    """Turn the repositories' refusals into one-line messages (exit 2: bad input, 1: cannot);
-    the flow repository's and the lock's are ``invoke``'s own (exit 1)."""
-
-    @functools.wraps(handler)
-    def run(args: SimpleNamespace) -> int:
-        try:
-            return handler(args)
-        except (NoSuchEventError, FileNotFoundError, RenderError) as err:
-            raise CliError(str(err), 2) from None
-        except ValueError as err:   # a search filter the index cannot answer, a bad setting value
-            if isinstance(err, ProvenanceFormatError):
-                raise CliError(str(err), 1) from None
-            raise CliError(str(err), 2) from None
-        except (ContentGoneError, ReplayError, ContentRepositoryError) as err:
-            raise CliError(str(err), 1) from None
-
-    return run
-
-
 def _open(args: SimpleNamespace, purpose: str, writable: bool = False) -> StoppedRepository:
     """The stopped repository, read-only unless ``writable`` (repair): a read changes nothing."""
-    return StoppedRepository(args.repository, _resolve_settings(args, _flow(args)), purpose=purpose,
+    return StoppedRepository(args.repository, resolve_settings(args, optional_flow(args)), purpose=purpose,
                              writable=writable)
-
-
-def _flow(args: SimpleNamespace) -> Flow | None:
-    return load_flow(args.flow) if args.flow else None
-
-
-def _resolve_settings(args: SimpleNamespace, flow: Flow | None) -> Settings:
-    """The settings the flow ran with: the flow's own, then ``--setting`` overrides."""
-    overrides = _settings(args.setting)
-    if flow is not None:
-        from flowactors.sdk.settings import flow_settings
-
-        return flow_settings(flow, overrides)
-    return Settings.from_dict(overrides)
 
 
 # ---------------------------------------------------------------------- search
@@ -351,7 +315,7 @@ def cmd_lineage(args: SimpleNamespace) -> int:
     if args.output:
         check_output(args.output)
     if (Path(args.repository) / TOPOLOGY_FILE).exists():  # a flow run on several nodes: follow it across them
-        lineage = cluster_lineage(args.repository, args.uuid, _resolve_settings(args, _flow(args)))
+        lineage = cluster_lineage(args.repository, args.uuid, resolve_settings(args, optional_flow(args)))
     else:
         with _open(args, "flowactors lineage") as repo:
             lineage = repo.provenance.lineage(args.uuid)
@@ -372,9 +336,9 @@ def cmd_lineage(args: SimpleNamespace) -> int:
 
 
 def cmd_replay(args: SimpleNamespace) -> int:
-    flow = _flow(args)
+    flow = optional_flow(args)
     connections = [c.id for c in flow.connections] if flow is not None else None
-    result = replay_stopped(args.repository, args.event_id, _resolve_settings(args, flow), connections=connections)
+    result = replay_stopped(args.repository, args.event_id, resolve_settings(args, flow), connections=connections)
     restored = " (its content was restored from the archive)" if result.restored_from_archive else ""
     print(f"replayed event {result.event_id}: FlowFile {result.flowfile_uuid} ({result.size} bytes) is queued "
           f"in connection '{result.queue_id}'{restored}; REPLAY event {result.replay_event_id} links it to "

@@ -12,9 +12,10 @@ from typing import Annotated
 
 import typer
 
-from flowactors.cli.main import CliError, Repository, SettingOption, command_group, invoke
-from flowactors.cli.provenance import FlowOption, _flow, _guarded, _resolve_settings
-from flowactors.ops.queue_admin import DEFAULT_LIMIT, NoSuchQueueError, empty_queue, list_queue
+from flowactors.cli.common import (CliError, FlowOption, Repository, SettingOption, command_group, guarded, invoke,
+                                   optional_flow, resolve_settings)
+from flowactors.engine.errors import NoSuchQueueError
+from flowactors.ops.queue_admin import DEFAULT_LIMIT, empty_queue, list_queue
 
 
 QueueName = Annotated[str, typer.Argument(metavar="QUEUE", help="the connection's name", show_default=False)]
@@ -28,13 +29,13 @@ def add_commands(app: typer.Typer) -> None:
     def listing(name: QueueName, repository: Repository = "repository",
                 limit: Annotated[int, typer.Option(help="most shown")] = DEFAULT_LIMIT,
                 json: Annotated[bool, typer.Option("--json", help="the FlowFiles as a JSON array")] = False) -> None:
-        invoke(_guarded(_queue_errors(cmd_list)), queue=name, repository=repository, limit=limit, json=json)
+        invoke(guarded(_queue_errors(cmd_list)), queue=name, repository=repository, limit=limit, json=json)
 
     @queue.command("empty", help="Drop every FlowFile of a queue (DROP events recorded).")
     def empty(name: QueueName, repository: Repository = "repository", flow: FlowOption = None,
               setting: SettingOption = None,
               json: Annotated[bool, typer.Option("--json", help="what was dropped, as JSON")] = False) -> None:
-        invoke(_guarded(_queue_errors(cmd_empty)), queue=name, repository=repository, flow=flow,
+        invoke(guarded(_queue_errors(cmd_empty)), queue=name, repository=repository, flow=flow,
                setting=setting, json=json)
 
 
@@ -65,7 +66,7 @@ def cmd_list(args: SimpleNamespace) -> int:
 
 
 def cmd_empty(args: SimpleNamespace) -> int:
-    settings = _resolve_settings(args, _flow(args))
+    settings = resolve_settings(args, optional_flow(args))
     result = empty_queue(args.repository, args.queue, settings)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from flowactors.cli.main import CliError, Repository, command_group, invoke
-from flowactors.cli.provenance import _guarded
+from flowactors.cli.common import CliError, Repository, command_group, guarded, invoke
 from flowactors.ops.state_admin import NoSuchStateError, clear_state, list_states
 
 #: keys shown a processor, characters shown a value (``--json`` shows everything)
@@ -23,13 +22,13 @@ def add_commands(app: typer.Typer) -> None:
     @state.command("list", help="Each processor's stored state.")
     def listing(repository: Repository = "repository",
                 json: Annotated[bool, typer.Option("--json", help="the states as JSON")] = False) -> None:
-        invoke(_guarded(cmd_list), repository=repository, json=json)
+        invoke(guarded(cmd_list), repository=repository, json=json)
 
     @state.command("clear", help="Clear one processor's state (it starts over).")
     def clear(processor: Annotated[str, typer.Argument(metavar="PROCESSOR", show_default=False,
                                                        help="flow/processor, or a processor name")],
               repository: Repository = "repository") -> None:
-        invoke(_guarded(cmd_clear), processor=processor, repository=repository)
+        invoke(guarded(cmd_clear), processor=processor, repository=repository)
 
 
 def cmd_list(args: SimpleNamespace) -> int:

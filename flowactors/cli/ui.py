@@ -3,8 +3,7 @@
 
 ``add_commands(app)`` adds the two commands to the Typer application. Every mistake is a
 ``CliError`` said by ``flowactors.cli.main.invoke``: one line on standard error and exit status 2
-(bad input) or 1 (cannot be done), never a traceback. (``cli.main`` imports this module as it
-loads, for the run command's options, so its helpers are imported where they are called.)
+(bad input) or 1 (cannot be done), never a traceback.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from typing import Annotated, Any
 
 import typer
 
+from flowactors.cli.common import CliError, invoke, one_of
+from flowactors.driver.loading import load_flow
 from flowactors.ops.flow_graph import DIRECTIONS, to_svg
 from flowactors.ops.png import PictureError, PngError, check_picture, svg_to_png
 from flowactors.ops.web.address import NoPageError, on_this_machine, process_alive, read_address
@@ -40,8 +41,6 @@ UiPort = Annotated[int, typer.Option("--ui-port", min=0, max=65535, help="port o
 
 def _direction(text: str) -> str:
     """``--direction``: one of ``DIRECTIONS`` (``cli.main.one_of``)."""
-    from flowactors.cli.main import one_of
-
     return one_of(DIRECTIONS)(text)
 
 
@@ -57,13 +56,11 @@ def flow_page(flow: Any, repository: str | Path, *, enabled: bool, host: str = "
     if not enabled:
         yield {}
         return
-    from flowactors.cli.main import CliError
-
     if engine == "stateless":
         raise CliError("--ui shows a flow on the ray or in-process engine; the stateless engine runs no "
                        "flow controller to watch", 2)
     flow.validate()   # the page draws the flow: a broken one is listed (FlowValidationError), not drawn
-    from flowactors.ops.web.server import FlowPage, PageError
+    from flowactors.ops.web.server import FlowPage, PageError  # the engine and Ray: only with --ui
 
     Path(repository).mkdir(parents=True, exist_ok=True)
     try:
@@ -83,14 +80,10 @@ def ui(repository: Annotated[Path, typer.Option("--repository", help="the runnin
        as_json: Annotated[bool, typer.Option("--json", help="print the address file's fields as JSON")] = False,
        ) -> None:
     """Print the address of the page of the flow running on a repository (started with run --ui)."""
-    from flowactors.cli.main import invoke
-
     invoke(cmd_ui, repository=repository, open_browser=open_browser, json=as_json)
 
 
 def cmd_ui(args: SimpleNamespace) -> int:
-    from flowactors.cli.main import CliError
-
     try:
         address = read_address(args.repository)
     except NoPageError as err:
@@ -125,14 +118,10 @@ def graph(flow: Annotated[Path, typer.Argument(help="flow.py or flow.json")],
               "--extensions", help="a folder of NiFi Python processors the flow definition uses")] = None,
           ) -> None:
     """Draw a flow's processors and connections, as the flow page shows them."""
-    from flowactors.cli.main import invoke
-
     invoke(cmd_graph, flow=flow, output=output, direction=direction, extensions=extensions)
 
 
 def cmd_graph(args: SimpleNamespace) -> int:
-    from flowactors.cli.main import CliError, load_flow
-
     try:
         output = check_picture(args.output, PICTURES, "a flow")   # before any work
     except PngError as err:

@@ -5,7 +5,7 @@ order (``backend``), the trigger loop (``task``), the executor that hosts tasks 
 services (``repository_services``) and queues (``queues``). An engine only hosts components
 (``hosting``): the Ray engine in actors (``actors``), the in-process engine in this process
 (``in_process``). The stateless engine (``stateless``) runs the same tasks and backend over a
-transaction a trigger, in memory. ``flowactors.sdk.testing`` runs one processor through the same
+transaction a trigger, in memory. ``flowactors.testing`` runs one processor through the same
 backend."""
 
 #: the engines a flow runs on (``Flow.run(engine=...)``, ``flowactors run --engine``): "ray", an

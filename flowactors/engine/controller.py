@@ -34,6 +34,8 @@ from typing import Any
 from flowactors.engine.backend import register_numbered_now
 from flowactors.engine.cluster.partitioning import plan_partitions
 from flowactors.engine.cluster.topology import connection_of, partition_of
+from flowactors.engine.errors import FlowStartError, NoSuchQueueError
+from flowactors.engine.flow_operations import describe, drop_events, replay_running
 from flowactors.engine.hosting import Hosting
 from flowactors.engine.placement import plan
 from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
@@ -43,6 +45,7 @@ from flowactors.engine.periodic import Periodic
 from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.transport import HostedLink, Link, call_now, causes, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow
+from flowactors.sdk.flow_service import FlowService, FlowServiceError, flow_services, service_problems
 from flowactors.sdk.settings import Settings
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from repositories.model import now_millis, total_size
@@ -55,10 +58,6 @@ CONTROLLER_CONCURRENCY = 8
 REPAIR_WAIT = 120.0
 #: seconds a component may take to answer the watch before it is looked at again next tick
 HEALTH_WAIT = 30.0
-
-
-class FlowStartError(RuntimeError):
-    """The flow could not start; the message says why and what to do. Nothing was changed on disk."""
 
 
 def cause_of(error: BaseException) -> str:
@@ -123,7 +122,8 @@ class FlowController:
         self._last = {"checkpoint": time.monotonic(), "archive": time.monotonic()}
         self.maintenance_errors: list[str] = []
         self.started = False
-        self.spark_service = None  # the flow's Spark service actor (flowactors.spark), if it uses one
+        #: the flow services started (``flowactors.sdk.flow_service``) and what each start returned
+        self.services: list[tuple[FlowService, Any]] = []
         self._claims_lock = threading.Lock()  # a replay's new claimant vs. checkpoint + release
         self._repository_lock = RepositoryLock(self.root, f"flow '{flow.name}'")
         self.placement = None
@@ -227,7 +227,7 @@ class FlowController:
             self._starting("executors", done, len(self.executors))
         self._starting("restoring queued FlowFiles", 0, sum(self.recovery.get("queues", {}).values()))
         self._restore_queues()
-        self._start_spark()
+        self._start_services()
         tasks = sum(len(p.tasks) for p in placement.executors)
         self._starting("processor tasks", 0, tasks)
         resolve([e.call("start") for e in self.executors])
@@ -246,20 +246,25 @@ class FlowController:
         the last one what it is doing now (answered while it runs)."""
         return self.start_progress[since:]
 
-    def _start_spark(self) -> None:
-        """Create the flow's Spark service when a Spark processor uses it (docs/spark.md)."""
-        users = [name for name, node in self.flow.processors.items() if getattr(node.type, "uses_spark", False)]
-        if not users:
-            return
-        if self.hosting.engine != "ray":
-            raise FlowStartError(f"{', '.join(users)} run(s) on Spark, which flowactors reaches through Ray "
-                                 f"(RayDP): run this flow with engine='ray' (the default)")
-        from flowactors.spark.service import SparkSettingsError, SparkStartError, start_flow_service
+    def _start_services(self) -> None:
+        """Start the flow services the flow's processors need (``flowactors.sdk.flow_service``:
+        the flow's Spark session, docs/spark.md), each once, in the order the processors name them."""
+        problems = service_problems(self.flow, self.hosting.engine)
+        if problems:
+            raise FlowStartError("; ".join(problems))
+        for service in flow_services(self.flow):
+            if not service.needed_by(self.flow):
+                continue
+            try:
+                self.services.append((service, service.start(self.flow, self.settings, self._name(service.name))))
+            except FlowServiceError as err:
+                raise FlowStartError(str(err)) from None
 
-        try:
-            self.spark_service = start_flow_service(self.flow, self.settings, self._name("spark"))
-        except (SparkSettingsError, SparkStartError) as err:
-            raise FlowStartError(str(err)) from None
+    def _stop_services(self) -> None:
+        """Stop the flow services, the last started first (after the processors: none is mid-job)."""
+        while self.services:
+            service, started = self.services.pop()
+            service.stop(started)
 
     def _restore_queues(self) -> None:
         """Swap files back to their queues (kept on disk), then the log's queued FlowFiles."""
@@ -415,9 +420,7 @@ class FlowController:
         return len(released)
 
     def replay(self, event_id: int, requested_by: str | None = None):
-        """Queue a FlowFile again with a provenance event's input (see ``flowactors.ops.replay``)."""
-        from flowactors.ops.replay import replay_running
-
+        """Queue a FlowFile again with a provenance event's input (``flow_operations.replay_running``)."""
         with self._claims_lock:
             return replay_running(self, event_id, requested_by)
 
@@ -524,8 +527,6 @@ class FlowController:
 
     # ------------------------------------------------------------------ queue operations
     def _queue_link(self, queue_id: str) -> Link:
-        from flowactors.ops.queue_admin import NoSuchQueueError
-
         if queue_id not in self.queues:
             raise NoSuchQueueError(f"flow '{self.flow.name}' has no connection '{queue_id}'; "
                                    f"its connections: {', '.join(sorted(self.queues)) or 'none'}")
@@ -533,9 +534,7 @@ class FlowController:
 
     def list_queue(self, queue_id: str, limit: int = 100) -> list[dict]:
         """The first ``limit`` queued FlowFiles in the order they would be delivered (swapped ones
-        included): uuid, size, attributes, age, penalized (``flowactors.ops.queue_admin.describe``)."""
-        from flowactors.ops.queue_admin import describe
-
+        included): uuid, size, attributes, age, penalized (``flow_operations.describe``)."""
         entries = call_now(self._queue_link(queue_id), "list_flowfiles", limit)
         now = now_millis()
         return [describe(f, position=i, swapped=swapped, now=now) for i, (f, swapped) in enumerate(entries, 1)]
@@ -543,8 +542,6 @@ class FlowController:
     def empty_queue(self, queue_id: str, requested_by: str | None = None) -> dict:
         """Drop every queued FlowFile of a connection (not those being processed): removed from
         the write-ahead log and a DROP event each; their content goes at the next checkpoint."""
-        from flowactors.ops.queue_admin import drop_events
-
         queue = self._queue_link(queue_id)
         dropped = size = 0
         while True:
@@ -601,11 +598,7 @@ class FlowController:
             return self._abandon_start()
         self._maintenance.stop()  # a repair under way finishes first
         resolve([e.call("stop") for e in self.executors])
-        if self.spark_service is not None:  # after the processors: none of them is mid-job now
-            from flowactors.spark.service import stop_service
-
-            stop_service(self.spark_service)
-            self.spark_service = None
+        self._stop_services()
         final = self.status()
         if self.flowfile_repository is not None:
             self.maintenance_once(force=True)
@@ -624,10 +617,7 @@ class FlowController:
         as it is: never checkpointed), end the components, let go of the repository folder.
         Nothing here may raise over that error; what fails is kept in ``maintenance_errors``."""
         steps = [lambda: resolve([e.call("stop") for e in self.executors])]
-        if self.spark_service is not None:
-            from flowactors.spark.service import stop_service
-
-            steps.append(lambda: stop_service(self.spark_service))
+        steps.append(self._stop_services)
         # newest first: provenance takes the log's last events before the log closes
         steps += [lambda link=link: call_now(link, "close") for link in reversed(self._opened)]
         steps += [self.hosting.close, self._repository_lock.release]

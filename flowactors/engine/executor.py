@@ -30,6 +30,7 @@ from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, Rec
                                                 TRANSFER_BATCH, TransferRefused, sender_name)
 from flowactors.engine.executor_log import ExecutorLog
 from flowactors.engine.placement import ExecutorPlan
+from flowactors.engine.stateless import STATELESS_ENGINE
 from flowactors.engine.task import ProcessorTask, make_context
 from flowactors.engine.transport import Link, LoopLink
 from flowactors.sdk.flow import Flow, ProcessorNode
@@ -121,6 +122,7 @@ class Executor:
             node = self.flow.processors[name]
             backend = backend_for(node, [c.id for c in self.flow.connections_to(name)], self.flow.destinations(name))
             task = add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
+            task.context.stateless_engine = STATELESS_ENGINE
             if self.view is not None and self.view.cluster_state:
                 task.context.cluster_state = ClusterState(self.view.cluster_state, task.component_id)
         for connection_id, target in self.plan.senders:

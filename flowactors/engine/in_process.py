@@ -16,7 +16,7 @@ import os
 import threading
 
 from flowactors.engine import gc_policy
-from flowactors.engine.controller import FlowStartError
+from flowactors.engine.errors import FlowStartError
 from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement, runtime_env_refusal

@@ -44,10 +44,12 @@ import orjson
 from flowactors.engine.backend import EngineBackend
 from flowactors.engine.placement import flow_order, runtime_env_of, runtime_env_refusal
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
-from flowactors.engine.task import PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE, ProcessorTask
+from flowactors.engine.task import ProcessorTask
 from flowactors.engine.transport import QueueObjectLink
-from flowactors.processors.ports import InputPort, OutputPort
+from flowactors.sdk.ports import InputPort, OutputPort
 from flowactors.sdk.flow import Flow
+from flowactors.sdk.flow_service import service_problems
+from flowactors.sdk.relationships import PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
 from flowactors.sdk.session import CommitBatch, StateConflict
 from flowactors.sdk.settings import flow_settings
 from flowactors.sdk.state import StateStore
@@ -402,6 +404,7 @@ class StatelessFlow:
                                        log=self.log, inputs=inputs, destinations=destinations[name],
                                        component=(f"{flow.name}/{name}", name, node.type.__name__))
             self.tasks[name] = StatelessTask(flow.name, node, 0, backend, self.settings)
+            self.tasks[name].context.stateless_engine = STATELESS_ENGINE
         #: the processors it triggers, each after the ones feeding it (the placement's flow order)
         self._order = [name for name in flow_order(flow) if name in self.tasks]
         self._scheduled: set[str] = set()  # the processors whose on_scheduled ran (and on_stopped not since)
@@ -578,6 +581,17 @@ class StatelessFlow:
         self.close()
 
 
+class StatelessEngineProvider:
+    """The stateless engine as a processor reaches it (``flowactors.sdk.stateless_api``): every
+    engine hands ``STATELESS_ENGINE`` to its processors' contexts."""
+
+    def dataflow(self, flow: Flow, *, failure_ports: Sequence[str] = (), timeout: float | None = None) -> StatelessFlow:
+        return StatelessFlow(flow, failure_ports=failure_ports, timeout=timeout)
+
+
+STATELESS_ENGINE = StatelessEngineProvider()
+
+
 class StatelessBatches:
     """A stateless flow as a Ray Data ``map_batches`` class: every batch is one trigger, so one
     transaction, on whichever worker Ray Data runs it (``ds.map_batches(StatelessBatches,
@@ -665,13 +679,11 @@ def run_stateless(flow: Flow, *, settings: Mapping[str, Any] | None = None, dura
 
 
 def _check_runnable(flow: Flow) -> None:
-    """Refuse what needs the Ray engine's actors (``ValueError``, naming the processors)."""
+    """Refuse what needs the Ray engine's actors or a flow service it cannot host (``ValueError``,
+    naming the processors)."""
     own_env = [name for name, node in flow.processors.items() if runtime_env_of(node)]
     if own_env:
         raise ValueError(runtime_env_refusal(own_env))
-    spark = [name for name, node in flow.processors.items()
-             if getattr(node.type, "uses_spark", False) and not node.properties.get("Spark Service")]
-    if spark:
-        raise ValueError(f"{', '.join(spark)} run(s) on the flow's own Spark service, which only the Ray engine "
-                         f"starts: name a running service in their 'Spark Service' property, or run with "
-                         f"engine='ray'")
+    problems = service_problems(flow, "stateless")
+    if problems:
+        raise ValueError("; ".join(problems))

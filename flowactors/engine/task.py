@@ -28,6 +28,7 @@ from flowactors.engine.backend import Counters, EngineBackend
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.sdk.processor import ProcessContext, Processor
+from flowactors.sdk.relationships import MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
 from flowactors.sdk.session import DeliveryError, ProcessSession, StateConflict, _Ids
 from flowactors.sdk.settings import Settings
 from flowactors.sdk.state import ProcessorState
@@ -35,10 +36,6 @@ from flowactors.sdk.units import parse_duration
 
 POLL_WAIT = 0.2
 FAILURE = "failure"
-#: characters of an error kept in a failed FlowFile's ``flowactors.failure.reason``
-MAX_REASON = 1000
-#: the attributes a FlowFile sent to ``failure`` by the engine carries: why, and which processor
-REASON_ATTRIBUTE, PROCESSOR_ATTRIBUTE = "flowactors.failure.reason", "flowactors.failure.processor"
 #: seconds between two metric updates of a task (a Ray metric update is not free with many tasks
 #: in one process; the last counts are always sent at stop)
 METRICS_INTERVAL = 0.5

@@ -11,7 +11,7 @@ import io
 from contextlib import ExitStack
 from typing import Iterator
 
-from repositories.model import FlowFile
+from flowactors.sdk import FlowFile
 
 
 class ContentReader:

@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from flowactors.engine.flow_operations import missing_event_message
+from flowactors.engine.errors import NoSuchEventError
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentNotFoundError, FileSystemContentRepository
@@ -31,21 +33,6 @@ SIDES = ("input", "output")
 
 class ContentGoneError(LookupError):
     """The content an event refers to was aged off (or the event has none on that side)."""
-
-
-class NoSuchEventError(LookupError):
-    """No provenance event has that id (never existed, or aged off the provenance repository)."""
-
-
-def claim_state(content: FileSystemContentRepository, claim: ContentClaim | None) -> str:
-    """``"none"`` (no content: empty), ``"live"``, ``"archived"`` or ``"gone"`` (aged off)."""
-    if claim is None:
-        return "none"
-    if content.path_of(claim.resource).exists():
-        return "live"
-    if content.archive_path_of(claim.resource).exists():
-        return "archived"
-    return "gone"
 
 
 def event_claim(event: ProvenanceEvent, side: str) -> ContentClaim | None:
@@ -74,21 +61,6 @@ def open_event_content(content: FileSystemContentRepository, event: ProvenanceEv
             f"{claim.resource.container}/{claim.resource.section}/{claim.resource.id}) is no longer "
             f"available: it was aged off the content repository's archive (archive_max_retention, "
             f"archive_max_usage_percent) or the archive is disabled") from None
-
-
-def missing_event_message(event_id: int, stats: dict, where: Any) -> str:
-    """Why ``get(event_id)`` found nothing, from the repository's ``stats()``."""
-    oldest, newest = stats["oldest_event_id"], stats["max_event_id"]
-    if newest < 0:
-        held = "it holds no events"
-    elif event_id > newest:
-        held = f"the newest event is {newest}"
-    elif oldest is not None and event_id < oldest:
-        held = (f"events before {oldest} were aged off (provenance_max_storage_time, "
-                f"provenance_max_storage_size)")
-    else:
-        held = "that id was aged off or never committed"
-    return f"no provenance event {event_id} in {where}: {held}"
 
 
 def _size(n: int) -> str:

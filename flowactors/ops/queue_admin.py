@@ -22,66 +22,22 @@ checkpoint itself).
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from flowactors.engine.flow_operations import describe, drop_events
+from flowactors.engine.errors import NoSuchQueueError
 from repositories.lock import RepositoryLock
 from flowactors.sdk.settings import Settings
 from repositories.flowfile import (SWAP_QUEUE_PREFIX, RepositoryCorruptError, UnsupportedFormatVersionError,
                                    WriteAheadFlowFileRepository)
 from repositories.flowfile.swapfile import swap_directory
 from repositories.model import FlowFile, now_millis, total_size
-from repositories.provenance import ProvenanceEvent, ProvenanceEventType
 
 DEFAULT_LIMIT = 100
 #: the errors that say the log itself is damaged (``flowactors status`` reports it DAMAGED)
 DAMAGE = (RepositoryCorruptError, UnsupportedFormatVersionError)
-
-
-class NoSuchQueueError(LookupError):
-    """The queue is not in the flow (running) or holds nothing in the repository (stopped)."""
-
-
-def describe(flowfile: FlowFile, *, position: int, swapped: bool = False, now: int | None = None) -> dict:
-    """One row of a queue listing: what NiFi's "List queue" shows."""
-    now = now_millis() if now is None else now
-    return {
-        "position": position,
-        "uuid": flowfile.uuid,
-        "filename": flowfile.attributes.get("filename"),
-        "size": flowfile.size,
-        "attributes": dict(flowfile.attributes),
-        "queued_for_ms": max(0, now - flowfile.queue_date) if flowfile.queue_date else None,
-        "age_ms": max(0, now - flowfile.entry_date),
-        "lineage_age_ms": max(0, now - flowfile.lineage_start_date),
-        "penalized": flowfile.penalized_until > now,
-        "swapped": swapped,
-    }
-
-
-def drop_events(flowfiles: Sequence[FlowFile], queue_id: str, requested_by: str | None = None) -> list[ProvenanceEvent]:
-    """A DROP event per FlowFile removed by emptying ``queue_id`` (the connection is the component)."""
-    who = requested_by or _user()
-    now = now_millis()
-    return [
-        ProvenanceEvent(
-            event_type=ProvenanceEventType.DROP, timestamp=now, flowfile_uuid=f.uuid,
-            component_id=queue_id, component_name=queue_id, component_type="Connection",
-            lineage_start_date=f.lineage_start_date, source_queue_id=queue_id,
-            previous_attributes=dict(f.attributes), updated_attributes=dict(f.attributes),
-            previous_claim=f.claim, updated_claim=f.claim, previous_size=f.size, updated_size=f.size,
-            details=f"FlowFile Queue emptied by {who}")
-        for f in flowfiles
-    ]
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no user name in this environment (e.g. a container without passwd entry)
-        return f"uid {os.getuid()}"
 
 
 # ---------------------------------------------------------------------------------- stopped flows

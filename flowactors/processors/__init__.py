@@ -10,11 +10,13 @@ from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
 from flowactors.processors.merge import MergeContent
-from flowactors.processors.ports import InputPort, OutputPort
-from flowactors.processors.routing import Funnel, RouteOnAttribute, RouteOnContent
-from flowactors.processors.stateless import ExecuteStateless
+from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
+from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.text import ReplaceText, SplitText
 from flowactors.processors.unpack import UnpackContent
+# ports and funnels are SDK components (as in NiFi, they are not processors); a definition may
+# name them without a module too
+from flowactors.sdk.ports import Funnel, InputPort, OutputPort
 
 __all__ = [
     "CompressContent", "ExecuteStateless", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile", "GetFile",

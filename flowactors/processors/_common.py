@@ -20,8 +20,6 @@ def permission_text(mode: int) -> str:
 #: bytes read from a content stream at a time by the streaming processors.
 CHUNK = 1024 * 1024
 
-SUCCESS = Relationship("success", "FlowFiles that were processed successfully")
-FAILURE = Relationship("failure", "FlowFiles that could not be processed")
 
 
 def _charset_problem(value: str) -> str | None:

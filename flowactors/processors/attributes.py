@@ -8,8 +8,9 @@ from typing import Mapping
 
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.relationships import SUCCESS
 from flowactors.processors._common import (
-    REGEX_VALIDATOR, SUCCESS, boolean_property, charset_property, decode_prefix, dynamic_regexes, read_prefix,
+    REGEX_VALIDATOR, boolean_property, charset_property, decode_prefix, dynamic_regexes, read_prefix,
 )
 
 

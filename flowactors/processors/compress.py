@@ -10,10 +10,10 @@ from typing import BinaryIO, Callable, Mapping, NamedTuple
 
 import zstandard
 
+from flowactors.sdk import ContentRepositoryError
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
-from flowactors.processors._common import CHUNK, FAILURE, SUCCESS, boolean_property, iter_chunks
-from repositories.content.errors import ContentRepositoryError
-
+from flowactors.sdk.relationships import FAILURE, SUCCESS
+from flowactors.processors._common import CHUNK, boolean_property, iter_chunks
 log = logging.getLogger(__name__)
 
 USE_MIME_TYPE = "use mime.type attribute"

@@ -20,11 +20,10 @@ from typing import Iterator, Mapping
 
 import orjson
 
+from flowactors.sdk import ContentRepositoryError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.processors._common import (CHUNK, FAILURE, NIFI_TIME_FORMAT, REGEX_VALIDATOR, SUCCESS, boolean_property,
-                                         permission_text)
-from repositories.content.errors import ContentRepositoryError
-from repositories.model import FlowFile
+from flowactors.processors._common import CHUNK, NIFI_TIME_FORMAT, REGEX_VALIDATOR, boolean_property, permission_text
+from flowactors.sdk.relationships import FAILURE, SUCCESS
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Mapping
 
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, validators
-from flowactors.processors._common import SUCCESS, boolean_property, charset_property
-
+from flowactors.sdk.relationships import SUCCESS
+from flowactors.processors._common import boolean_property, charset_property
 _ALPHANUMERIC = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 #: maps every byte value to an alphanumeric character (a slightly uneven but fast random text)
 _TEXT_TABLE = bytes(_ALPHANUMERIC[i % len(_ALPHANUMERIC)] for i in range(256))

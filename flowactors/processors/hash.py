@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import logging
 
+from flowactors.sdk import ContentRepositoryError
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, validators
-from flowactors.processors._common import FAILURE, SUCCESS, boolean_property, iter_chunks
-from repositories.content.errors import ContentRepositoryError
-
+from flowactors.sdk.relationships import FAILURE, SUCCESS
+from flowactors.processors._common import boolean_property, iter_chunks
 log = logging.getLogger(__name__)
 
 ALGORITHMS = {

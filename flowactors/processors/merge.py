@@ -13,15 +13,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
+from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile, now_millis
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.processors._common import FAILURE, boolean_property, charset_property
-from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
+from flowactors.sdk.relationships import FAILURE
+from flowactors.processors._common import boolean_property, charset_property
+from flowactors.sdk.binning import Bin, BinPacker, bin_limit_problems
 from flowactors.processors.packaging import (
     FLOWFILE_V3_MIME_TYPE, TAR_MIME_TYPE, ZIP_MIME_TYPE, TarPackager, ZipPackager, entry_name, tar_mode,
     write_flowfile,
 )
-from repositories.content.errors import ContentRepositoryError, ContentRepositoryFullError
-from repositories.model import FlowFile, now_millis
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ import logging
 import re
 from typing import Mapping, Sequence
 
+from flowactors.sdk import FlowFile
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.processors._common import SUCCESS, charset_property, decode_prefix, dynamic_regexes, read_prefix
-from repositories.model import FlowFile
-
+from flowactors.sdk.relationships import SUCCESS
+from flowactors.processors._common import charset_property, decode_prefix, dynamic_regexes, read_prefix
 log = logging.getLogger(__name__)
 
 UNMATCHED = Relationship("unmatched", "FlowFiles that match none of the conditions")
@@ -187,17 +187,3 @@ class RouteOnContent(Processor):
                 if found:
                     matched.append(name)
             _route_all(session, flowfile, matched or [UNMATCHED.name])
-
-
-class Funnel(Processor):
-    """Passes every FlowFile to success unchanged, in batches: a meeting point for connections.
-
-    Provenance: nothing beyond what the session emits (no event for an unchanged FlowFile).
-    """
-
-    description = "Passes FlowFiles through unchanged"
-    relationships = (SUCCESS,)
-
-    def on_trigger(self, context: ProcessContext, session) -> None:
-        for flowfile in session.get_batch():
-            session.transfer(flowfile, SUCCESS)

@@ -9,13 +9,12 @@ import shutil
 import uuid as uuid_module
 from typing import BinaryIO, Callable, NamedTuple
 
+from flowactors.sdk import ContentRepositoryError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.relationships import FAILURE, SUCCESS
 from flowactors.processors._common import (
-    CHUNK, FAILURE, SUCCESS, boolean_property, charset_property, copy_bytes, iter_chunks, java_replacement,
-    read_prefix,
+    CHUNK, boolean_property, charset_property, copy_bytes, iter_chunks, java_replacement, read_prefix,
 )
-from repositories.content.errors import ContentRepositoryError
-from repositories.model import FlowFile
 
 log = logging.getLogger(__name__)
 

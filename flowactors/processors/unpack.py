@@ -14,14 +14,14 @@ import re
 import uuid as uuid_module
 from typing import BinaryIO, Iterable
 
+from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
-from flowactors.processors._common import FAILURE, REGEX_VALIDATOR
+from flowactors.sdk.relationships import FAILURE
+from flowactors.processors._common import REGEX_VALIDATOR
 from flowactors.processors.packaging import (
     FLOWFILE_V3_MIME_TYPE, TAR_MIME_TYPE, ZIP_MIME_TYPE, ArchiveEntry, FlowFileStreamReader, PackageError,
     read_tar, read_zip,
 )
-from repositories.content.errors import ContentRepositoryError, ContentRepositoryFullError
-from repositories.model import FlowFile
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """The Flow SDK: what a flow author writes.
 
 A ``Flow`` is a graph of processors and connections. It validates as a whole (``validate`` raises one
-``FlowValidationError`` listing every problem), round-trips to a JSON definition
-(docs/flow-definition.md), and runs with ``run`` on an engine of ``flowactors.engine`` (Ray, or this
-process). Nothing here touches Ray: the engines are on the other side of ``flowactors.engine.runner``.
+``FlowValidationError`` listing every problem) and round-trips to a JSON definition
+(docs/flow-definition.md). It runs with ``flowactors.run_flow`` (``flowactors.driver.running``), on an
+engine of ``flowactors.engine``; ``flowactors.driver.loading`` loads it from files and NiFi exports.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import orjson
 
 from flowactors.sdk import parameters as params
+from flowactors.sdk.ports import InputPort, OutputPort
 from flowactors.sdk.processor import Processor
 from flowactors.sdk.settings import Settings, SettingsError
 from flowactors.sdk.suggest import did_you_mean
@@ -205,29 +206,13 @@ class Flow:
             self.parameter_context = name
         return context
 
-    def add_python_processor(self, source: str | Path, name: str | None = None, *,
-                             extensions: str | Path | Sequence[str | Path] | None = None,
-                             properties: dict[str, Any] | None = None, **scheduling: Any) -> ProcessorNode:
-        """Place a NiFi 2 Python processor, unmodified: ``source`` is its file, or with ``extensions``
-        (a folder or several) its class name. Takes ``add``'s keywords; its dependencies become its
-        Ray ``runtime_env`` (docs/nifi-python-processors.md)."""
-        from flowactors.nifi import python_processor_type
-
-        processor_type = python_processor_type(source, extensions=extensions)
-        return self.add(processor_type, name, properties=properties,
-                        **processor_type.scheduling_defaults(properties or {}, scheduling))
-
     def add_input_port(self, name: str = "input") -> ProcessorNode:
-        """An input port (``flowactors.processors.ports``): where a stateless trigger's inputs enter."""
-        from flowactors.processors.ports import InputPort
-
+        """An input port (``flowactors.sdk.ports``): where a stateless trigger's inputs enter."""
         return self.add(InputPort, name)
 
     def add_output_port(self, name: str = "output") -> ProcessorNode:
         """An output port: what reaches it is a stateless trigger's result (a failure port, when
         the run names it one, fails the trigger)."""
-        from flowactors.processors.ports import OutputPort
-
         return self.add(OutputPort, name)
 
     def connect(self, source: ProcessorNode | str, destination: ProcessorNode | str,
@@ -371,13 +356,12 @@ class Flow:
         return orjson.dumps(self.to_dict(type_names), option=orjson.OPT_INDENT_2).decode()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, extensions: Sequence[str | Path] | None = None) -> "Flow":
-        """A flow from its definition, or from a NiFi flow definition (``flowactors.nifi``), whose
-        Python processors are looked for in ``extensions`` (folders)."""
-        from flowactors.nifi.flow_definition import flow_from_nifi, is_nifi_definition
-
-        if is_nifi_definition(data):
-            return flow_from_nifi(data, extensions=extensions)
+    def from_dict(cls, data: dict[str, Any], *,
+                  resolve_type: Callable[[Any], type[Processor]] | None = None) -> "Flow":
+        """A flow from its definition, each processor's type named by ``resolve_type`` (default
+        ``resolve_processor_type``; ``flowactors.driver.loading`` also names NiFi 2 Python
+        processors, and reads NiFi's own definitions)."""
+        resolve_type = resolve_type or resolve_processor_type
         problems: list[str] = [_unknown_key(k, DEFINITION_KEYS, "a field of the flow definition")
                                for k in data if k not in DEFINITION_KEYS]
         version = data.get("flowactors_flow")
@@ -400,7 +384,7 @@ class Flow:
         for label, entry, fields in _entries(data.get("processors"), "processor", ("type", "properties"),
                                              _PROCESSOR_TABLE, problems):
             try:
-                processor_type = resolve_processor_type(entry.get("type"))
+                processor_type = resolve_type(entry.get("type"))
             except (ImportError, AttributeError, TypeError, ValueError) as err:
                 problems.append(f"{label}: {err}")
                 continue
@@ -421,28 +405,19 @@ class Flow:
         return flow
 
     @classmethod
-    def from_json(cls, text: str | bytes, *, extensions: Sequence[str | Path] | None = None) -> "Flow":
+    def from_json(cls, text: str | bytes, *,
+                  resolve_type: Callable[[Any], type[Processor]] | None = None) -> "Flow":
+        """``from_dict`` of a definition's JSON text."""
         try:
             data = orjson.loads(text)
         except orjson.JSONDecodeError as err:
             raise FlowValidationError("?", [f"the definition is not valid JSON: {err}"]) from None
         if not isinstance(data, dict):
             raise FlowValidationError("?", ["the definition must be a JSON object"])
-        return cls.from_dict(data, extensions=extensions)
+        return cls.from_dict(data, resolve_type=resolve_type)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n")
-
-    # ------------------------------------------------------------------ running
-    def run(self, repository: str | Path = "repository", *, until_idle: bool = True,
-            duration: float | None = None, show_status: bool = False, engine: str = "ray", **options: Any):
-        """Run and return the final status. ``engine="ray"`` (default): on Ray, an embedded local Ray
-        unless one is running; ``engine="in-process"``: in this process, without Ray. Processors and
-        the repository on disk are the same on both (``flowactors.engine.runner.run_flow``)."""
-        from flowactors.engine.runner import run_flow
-
-        return run_flow(self, repository, until_idle=until_idle, duration=duration,
-                        show_status=show_status, engine=engine, **options)
 
     def connections_from(self, processor: str) -> list[Connection]:
         return [c for c in self.connections if c.source == processor]
@@ -537,14 +512,21 @@ def _module_of_file(path: Path) -> tuple[str | None, str]:
     return name, ""
 
 
+#: the types that moved, by the name definitions saved before still give them -> their name now
+MOVED_TYPES = {"flowactors.processors.ports.InputPort": "flowactors.sdk.ports.InputPort",
+               "flowactors.processors.ports.OutputPort": "flowactors.sdk.ports.OutputPort",
+               "flowactors.processors.routing.Funnel": "flowactors.sdk.ports.Funnel",
+               "flowactors.processors.stateless.ExecuteStateless":
+                   "flowactors.processors.execute_stateless.ExecuteStateless"}
+
+
 def resolve_processor_type(type_name: Any) -> type[Processor]:
-    """The Processor class named ``package.module.Class`` (standard processors may be named alone)."""
+    """The Processor class named ``package.module.Class``; a standard processor, port or funnel
+    may be named alone (``GenerateFlowFile``: looked up in ``flowactors.processors``, by name at
+    run time as a definition names it), a moved type by its former name (``MOVED_TYPES``)."""
     if not isinstance(type_name, str) or not type_name:
         raise ValueError(f"'type' must name a processor class, not {type_name!r}")
-    if type_name.startswith("nifi-python:"):  # <Class>@<file or extensions folder>: docs/flow-definition.md
-        from flowactors.nifi import resolve_type_name
-
-        return resolve_type_name(type_name)
+    type_name = MOVED_TYPES.get(type_name, type_name)
     if "." not in type_name:
         type_name = f"flowactors.processors.{type_name}"
     module_name, _, class_name = type_name.rpartition(".")

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from flowactors.sdk.expression import ExpressionError, compile_value
 from flowactors.sdk.suggest import closest
 from flowactors.sdk.units import parse_data_size, parse_duration
 from repositories.model import FlowFile
+
+if TYPE_CHECKING:  # annotations only: the stateless API names the flow, which names processors
+    from flowactors.sdk.flow_service import FlowService
+    from flowactors.sdk.stateless_api import StatelessEngine
 
 #: A validator returns None when the value is fine, or a sentence saying what is wrong.
 Validator = Callable[[str], "str | None"]
@@ -150,6 +154,9 @@ class ProcessContext:
     #: the processor's state every node shares (NiFi's cluster scope;
     #: ``flowactors.engine.cluster.cluster_state.ClusterState``), set by the engine; None on one node
     cluster_state: Any = field(default=None, repr=False)
+    #: the stateless engine, for a processor that runs a flow inside it (ExecuteStateless), set by
+    #: the engine running the processor (``flowactors.sdk.stateless_api``); None where none is offered
+    stateless_engine: "StatelessEngine | None" = field(default=None, repr=False)
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
     _yield_requested: bool = field(default=False, repr=False)
 
@@ -194,6 +201,9 @@ class Processor:
     #: a Ray ``runtime_env`` every use of this processor type needs (a NiFi Python processor's
     #: dependencies): merged with the node's own, it gives each task an actor of its own
     runtime_env: ClassVar[dict | None] = None
+    #: the flow services this processor may use (``flowactors.sdk.flow_service``): the engine starts
+    #: each one the flow needs before the processors and stops it after them
+    flow_services: ClassVar["Sequence[FlowService]"] = ()
 
     def on_scheduled(self, context: ProcessContext) -> None:
         """Called once in each task's actor before the first trigger."""

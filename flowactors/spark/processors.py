@@ -30,13 +30,13 @@ from typing import Callable, Mapping
 
 import ray
 
+from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.processors.binning import Bin, BinPacker, bin_limit_problems
+from flowactors.sdk.binning import Bin, BinPacker, bin_limit_problems
 from flowactors.sdk import records
 from flowactors.sdk.records import ReadOptions, RecordCursor, RecordFormatError
-from flowactors.spark.service import (FunctionJob, JobResult, SparkError, SparkServiceError, SqlJob, find_service,
-                                      service_name)
-from repositories.model import FlowFile
+from flowactors.spark.service import (SPARK_SERVICE, FunctionJob, JobResult, SparkError, SparkServiceError, SqlJob,
+                                      find_service, service_name)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class SparkRecordProcessor(Processor):
     """
 
     #: the flow controller starts the flow's Spark service for processors that say so
-    uses_spark = True
+    flow_services = (SPARK_SERVICE,)
     trigger_when_empty = True  # old bins are flushed even when nothing arrives
     relationships = (SUCCESS, ORIGINAL, FAILURE)
     common_properties = (

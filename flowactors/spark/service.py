@@ -1,9 +1,9 @@
 """The Spark service: one Spark session per flow, owned by one Ray actor the Spark processors share.
 
 RayDP keeps one Spark driver per process, and every processor task is a process of its own, so
-the session lives in a dedicated actor, ``SparkServiceActor``, named ``<flow>.spark``. The flow
-controller creates it at flow start when a processor of the flow uses it (``start_flow_service``)
-and stops Spark and the actor at flow stop (``stop_service``); Spark itself starts on the
+the session lives in a dedicated actor, ``SparkServiceActor``, named ``<flow>.spark``. It is a flow
+service (``flowactors.sdk.flow_service``, ``SPARK_SERVICE``): the engine creates it at flow start
+when a processor of the flow uses it and stops Spark and the actor at flow stop; Spark itself starts on the
 first job or at flow start, as ``flow.settings["spark"]["start"]`` says (``SparkSettings``).
 
 Data crosses as Arrow through Ray's object store, never as rows of Python objects: a processor
@@ -26,10 +26,12 @@ import sys
 import threading
 import time
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 import ray
+
+from flowactors.sdk.flow_service import FlowServiceError
 
 #: Java major versions Spark 3.5 through RayDP is known to work with here (see docs/spark.md).
 SUPPORTED_JAVA = (17,)
@@ -451,39 +453,57 @@ def service_name(flow_name: str) -> str:
     return f"{flow_name}.{SERVICE_SUFFIX}"
 
 
-def start_flow_service(flow, settings, name: str | None = None):
-    """Create the flow's Spark service if one of its processors uses it; None otherwise.
+class FlowSparkService:
+    """The flow's own Spark service as the engine starts and stops it (``FlowService``): an actor
+    named ``<flow>.spark`` (``service_name``) on the Ray engine, for the Spark processors whose
+    ``Spark Service`` property is not set (set, it names a service someone else owns)."""
 
-    A processor uses the flow's service when it is a Spark processor (``uses_spark``) and its
-    ``Spark Service`` property is not set (set, it names a service someone else owns). With
-    ``start: flow-start`` Spark starts now and a failure stops the flow's start.
-    """
-    users = [node for node in flow.processors.values()
-             if getattr(node.type, "uses_spark", False) and not node.properties.get("Spark Service")]
-    if not users:
-        return None
-    spark_settings = SparkSettings.from_dict(getattr(settings, "spark", None) or {})
-    name = name or service_name(flow.name)
-    actor = SparkServiceActor.options(name=name).remote(name, spark_settings)
-    if spark_settings.start == FLOW_START:
+    name = SERVICE_SUFFIX
+
+    def needed_by(self, flow) -> list[str]:
+        return [name for name, node in flow.processors.items()
+                if SPARK_SERVICE in node.type.flow_services and not node.properties.get("Spark Service")]
+
+    def engine_problem(self, processors: Sequence[str], engine: str) -> str | None:
+        if engine == "ray":
+            return None
+        return (f"{', '.join(processors)} run(s) on Spark, which flowactors reaches through Ray (RayDP): the "
+                f"flow's own Spark service starts on the Ray engine only; name a running service in their "
+                f"'Spark Service' property, or run this flow with engine='ray' (the default)")
+
+    def start(self, flow, settings, name: str):
+        """With ``start: flow-start`` Spark starts now and a failure stops the flow's start."""
         try:
-            ray.get(actor.start.remote())
-        except BaseException as err:
-            ray.kill(actor)
-            cause = getattr(err, "cause", None)
-            raise (cause if isinstance(cause, SparkStartError) else err) from None
-    return actor
+            spark_settings = SparkSettings.from_dict(getattr(settings, "spark", None) or {})
+        except SparkSettingsError as err:
+            raise FlowServiceError(str(err)) from None
+        actor = SparkServiceActor.options(name=name).remote(name, spark_settings)
+        if spark_settings.start == FLOW_START:
+            try:
+                ray.get(actor.start.remote())
+            except BaseException as err:
+                ray.kill(actor)
+                cause = getattr(err, "cause", None)
+                if isinstance(cause, SparkStartError):
+                    raise FlowServiceError(str(cause)) from None
+                raise
+        return actor
+
+    def stop(self, started) -> None:
+        stop_service(started)
 
 
 def stop_service(actor) -> None:
     """Stop Spark cleanly (before the actor goes), then the actor."""
-    if actor is None:
-        return
     try:
         ray.get(actor.stop.remote(), timeout=120)
     except Exception:
         pass  # already dead: its Spark died with it
     ray.kill(actor)
+
+
+#: the service every Spark processor names in ``flow_services``
+SPARK_SERVICE = FlowSparkService()
 
 
 def find_service(name: str):

@@ -28,8 +28,8 @@ from typing import Any
 
 from flowactors.engine.cluster.topology import (RESOURCE_SHARE, ClusterNode, TopologyError, node_repository,
                                                 ray_nodes, read_topology, resolve_nodes, write_topology)
-from flowactors.engine.controller import (CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, FlowStartError,
-                                         cause_of)
+from flowactors.engine.controller import CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, cause_of
+from flowactors.engine.errors import FlowStartError
 from flowactors.engine.periodic import Periodic
 from flowactors.engine.transport import ActorLink, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow

@@ -14,9 +14,11 @@ there, waiting for the same node:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from flowactors.engine.cluster.hash_ring import HashRing
+from flowactors.engine.errors import FlowStartError
 from flowactors.engine.cluster.topology import ClusterView, partition_id
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile
 
@@ -92,10 +94,6 @@ def plan_partitions(flow, placement, cluster: dict, configs: Mapping[str, object
     (the topology, and nodes that left it while data still waited for them), in the executor
     that hosts the connection's own queue. Returns the partitions' queue configs (the
     connection's, swapping at ``partition_swap_threshold``)."""
-    from dataclasses import replace
-
-    from flowactors.engine.controller import FlowStartError
-
     home = placement.queue_home()
     out = {}
     for connection in (c for c in flow.connections if c.load_balanced):

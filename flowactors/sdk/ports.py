@@ -1,5 +1,7 @@
-"""Input and output ports: where a flow meant to run as one transaction takes its input and gives
-its results (NiFi's ports of a process group run statelessly).
+"""Ports and funnels: the components of a flow that are not processors (as in NiFi), though they
+run as processors do. A funnel merges connections; an input or output port is where a flow meant to
+run as one transaction takes its input and gives its results (NiFi's ports of a process group run
+statelessly).
 
 The stateless engine (``flowactors.engine.stateless``) feeds a trigger's inputs to an input port
 and collects what reaches each output port; a port named as a failure port fails the trigger.
@@ -9,8 +11,8 @@ the FlowFiles that reach it (a DROP event saying so), so one definition runs on 
 
 from __future__ import annotations
 
-from flowactors.processors._common import SUCCESS
 from flowactors.sdk.processor import ProcessContext, Processor
+from flowactors.sdk.relationships import SUCCESS
 
 
 class InputPort(Processor):
@@ -43,3 +45,17 @@ class OutputPort(Processor):
 
     def on_trigger(self, context: ProcessContext, session) -> None:
         session.remove_batch(session.get_batch())
+
+
+class Funnel(Processor):
+    """Passes every FlowFile to success unchanged, in batches: a meeting point for connections.
+
+    Provenance: nothing beyond what the session emits (no event for an unchanged FlowFile).
+    """
+
+    description = "Passes FlowFiles through unchanged"
+    relationships = (SUCCESS,)
+
+    def on_trigger(self, context: ProcessContext, session) -> None:
+        for flowfile in session.get_batch():
+            session.transfer(flowfile, SUCCESS)

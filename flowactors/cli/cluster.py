@@ -2,8 +2,8 @@
 
 Everything goes through the head's dashboard address (``--address http://HEAD:8265`` or
 ``RAY_API_SERVER_ADDRESS``), plain HTTP: the machine running the CLI needs no Ray driver connection,
-no client-server port and no route to the GCS. A flow runs as a Ray job (``flowactors.engine.actors.job run``);
-its live state comes from short control jobs (``flowactors.engine.actors.job status|stop``) that find the flow's
+no client-server port and no route to the GCS. A flow runs as a Ray job (``flowactors.driver.cluster_job run``);
+its live state comes from short control jobs (``flowactors.driver.cluster_job status|stop``) that find the flow's
 detached controller by name, print one result line and are deleted once read. A job is matched to
 its flow by its metadata (``flowactors_flow``), so the CLI finds a flow again by name alone.
 """
@@ -24,8 +24,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from flowactors.cli.main import CliError, SettingOption, _settings, invoke, key_value, load_flow
-from flowactors.engine.actors.job import RESULT_PREFIX
+from flowactors.cli.common import CliError, SettingOption, setting_values, invoke, key_value
+from flowactors.driver.loading import load_flow
+from flowactors.driver.cluster_job import RESULT_PREFIX
+from flowactors.ops.status_view import status_text
+from flowactors.sdk.settings import flow_settings
 
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"
 DEFAULT_REPOSITORY = "~/flowactors/repositories/{flow}"
@@ -51,7 +54,7 @@ def _address(address: str | None) -> str:
 
 def connect(address: str | None):
     """A ``JobSubmissionClient`` for the dashboard at ``address``, or one clear error."""
-    from ray.job_submission import JobSubmissionClient
+    from ray.job_submission import JobSubmissionClient  # Ray, heavy: only for the cluster commands
 
     url = _address(address)
     try:
@@ -101,14 +104,14 @@ def _status_name(status: Any) -> str:
 
 
 def _control(client, flow_job, command: str) -> dict:
-    """Run ``python -m flowactors.engine.actors.job COMMAND FLOW`` on the cluster and return its result."""
+    """Run ``python -m flowactors.driver.cluster_job COMMAND FLOW`` on the cluster and return its result."""
     flow = flow_job.metadata["flowactors_flow"]
     runtime_env = {}
     if (flow_job.runtime_env or {}).get("py_modules"):  # flowactors was shipped with the flow: same code
         runtime_env["py_modules"] = flow_job.runtime_env["py_modules"]
     python = flow_job.metadata.get("flowactors_python", "python")
     submission_id = client.submit_job(
-        entrypoint=f"{python} -m flowactors.engine.actors.job {command} {shlex.quote(flow)}",
+        entrypoint=f"{python} -m flowactors.driver.cluster_job {command} {shlex.quote(flow)}",
         submission_id=_submission_id(flow, command), runtime_env=runtime_env or None,
         metadata={"flowactors_flow": flow, "flowactors_role": "control"})
     deadline = time.monotonic() + CONTROL_TIMEOUT
@@ -136,8 +139,7 @@ def cmd_submit(args: SimpleNamespace) -> int:
     flow_path = Path(args.flow)
     flow = load_flow(flow_path)  # the same checks as a local run, before anything is uploaded
     flow.validate()
-    settings = _settings(args.setting)
-    from flowactors.sdk.settings import flow_settings
+    settings = setting_values(args.setting)
 
     flow_settings(flow, settings)
     repository = args.repository or DEFAULT_REPOSITORY.format(flow=_slug(flow.name))
@@ -163,7 +165,7 @@ def cmd_submit(args: SimpleNamespace) -> int:
     if running:
         raise CliError(f"flow '{flow.name}' is already running on this cluster as job {running[0].submission_id}; "
                        f"stop it first (flowactors stop {shlex.quote(flow.name)} --address {args.address})")
-    entry = [args.python, "-m", "flowactors.engine.actors.job", "run", relative.as_posix(), "--repository", repository,
+    entry = [args.python, "-m", "flowactors.driver.cluster_job", "run", relative.as_posix(), "--repository", repository,
              "--settings-json", json.dumps(settings)]
     if args.duration is not None:
         entry += ["--duration", str(args.duration)]
@@ -217,7 +219,6 @@ def _describe(client, job) -> dict:
 
 
 def cmd_cluster_status(args: SimpleNamespace) -> int:
-    from flowactors.ops.status_view import status_text
 
     client = connect(args.address)
     if not args.flow:

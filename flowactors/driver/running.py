@@ -17,7 +17,12 @@ from typing import Any
 
 import ray
 
+from flowactors.driver.errors import RunOptionError
+from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
+from flowactors.engine.cluster.coordinator import ClusterController
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
+from flowactors.engine.in_process import InProcessHosting
+from flowactors.engine.stateless import run_stateless
 from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.error_log import ErrorLog
@@ -76,12 +81,7 @@ def _running_ray_address() -> str | None:
     return canonicalize_bootstrap_address(None)
 
 
-class RunOptionError(ValueError):
-    """``run_flow``'s options do not go together (an engine that has no such option); the
-    message names them."""
-
-
-def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, duration: float | None = None,
+def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: bool = True, duration: float | None = None,
              show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
              timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
              engine: str = "ray", stall_seconds: float = STALL_SECONDS,
@@ -120,8 +120,6 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         raise RunOptionError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
     flow.validate()
     if engine == "stateless":  # no live view: its log lines go to stderr as they come
-        from flowactors.engine.stateless import run_stateless
-
         release_logging = route_logging(log_level, None) if log_level is not None else (lambda: None)
         try:
             return run_stateless(flow, settings=settings, duration=duration, timeout=timeout,
@@ -135,20 +133,14 @@ def run_flow(flow: Flow, repository: str | Path, *, until_idle: bool = True, dur
         ray_options["runtime_env"] = {"worker_process_setup_hook": f"{log_in_worker.__module__}.log_in_worker",
                                       "env_vars": {LOG_LEVEL_ENV: log_level}}
     if nodes is not None:
-        from flowactors.engine.cluster.coordinator import ClusterController
-
         started_ray = ensure_ray(address, dashboard, **ray_options)
         controller: Link = ThreadedLink(ClusterController(flow, str(Path(repository).resolve()), resolved, nodes),
                                         CONTROLLER_CONCURRENCY, name=f"{flow.name}.cluster")
     elif engine == "ray":
-        from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
-
         started_ray = ensure_ray(address, dashboard, **ray_options)
         controller = ActorLink(FlowControllerActor.options(name=f"{flow.name}.controller").remote(
             flow, str(repository), resolved, RayHosting()))
     else:
-        from flowactors.engine.in_process import InProcessHosting
-
         controller = ThreadedLink(FlowController(flow, str(repository), resolved, InProcessHosting()),
                                   CONTROLLER_CONCURRENCY, name=f"{flow.name}.controller")
     began = time.monotonic()

@@ -1,10 +1,10 @@
-"""A flow as a Ray job: what runs on the cluster (``python -m flowactors.engine.actors.job run|status|stop``).
+"""A flow as a Ray job: what runs on the cluster (``python -m flowactors.driver.cluster_job run|status|stop``).
 
-``flowactors submit`` (``flowactors.ops.cluster_client``) submits ``python -m flowactors.engine.actors.job run FLOW``
+``flowactors submit`` (``flowactors.cli.cluster``) submits ``python -m flowactors.driver.cluster_job run FLOW``
 through the Ray Jobs API. That driver starts the flow's controller as a *detached*, named actor
 (``<flow>.controller``) in a namespace of the flow's own (``flowactors-<flow>``), pinned to one node
 (the repository folder is that node's disk), so later commands find it by name: ``flowactors
-status`` and ``flowactors stop`` submit the short control jobs ``python -m flowactors.engine.actors.job status|stop
+status`` and ``flowactors stop`` submit the short control jobs ``python -m flowactors.driver.cluster_job status|stop
 FLOW``. The driver watches the flow until it is idle, a duration has passed, or it is stopped, and
 then stops it gracefully: running sessions finish, queued FlowFiles stay in the write-ahead log.
 
@@ -28,9 +28,16 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flowactors.engine.actors.ray_hosting import RayHosting
-from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController, FlowStartError
+from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
+from flowactors.engine.errors import FlowStartError
 from flowactors.engine.transport import ActorLink
+from flowactors.driver.errors import FlowLoadError
+from flowactors.driver.loading import load_flow
+from flowactors.driver.running import IdleWatch, stall_message
 from flowactors.ops.error_log import ErrorLog
+from flowactors.ops.status_view import status_text
+from flowactors.sdk.flow import FlowValidationError
+from flowactors.sdk.settings import SettingsError, flow_settings
 
 RESULT_PREFIX = "FLOWACTORS-RESULT "
 POLL_INTERVAL = 0.5
@@ -133,11 +140,6 @@ def _summary(status: dict) -> str:
 # ---------------------------------------------------------------------------------- run
 def run(flow_path: str, repository: str, *, duration: float | None = None, keep_running: bool = False,
         timeout: float | None = None, settings: dict | None = None, node: str | None = None) -> int:
-    from flowactors.cli.main import load_flow
-    from flowactors.engine.runner import IdleWatch
-    from flowactors.sdk.settings import flow_settings
-    from flowactors.ops.status_view import status_text
-
     flow = load_flow(flow_path)
     flow.validate()
     resolved = flow_settings(flow, settings)
@@ -229,8 +231,6 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
         print(_summary(final), flush=True)
     print(f"flow '{flow.name}' stopped by {stopper} after {outcome['seconds']:.1f} s", flush=True)
     if outcome.get("stalled"):
-        from flowactors.engine.runner import stall_message
-
         print(stall_message(flow.name, outcome["stalled"]), flush=True)
     result(outcome)
     return 1 if outcome.get("timed_out") else 4 if outcome.get("stalled") else 0
@@ -276,7 +276,7 @@ def stop(flow_name: str, requested_by: str = "flowactors stop") -> int:
 
 # ---------------------------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m flowactors.engine.actors.job",
+    parser = argparse.ArgumentParser(prog="python -m flowactors.driver.cluster_job",
                                      description="flowactors' Ray job entrypoints (submitted by the flowactors CLI)")
     sub = parser.add_subparsers(dest="command", required=True)
     run_ = sub.add_parser("run", help="run a flow in this job's driver")
@@ -296,16 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from flowactors.cli.main import CliError
-    from flowactors.sdk.flow import FlowValidationError
-    from flowactors.sdk.settings import SettingsError
-
     try:
         if args.command == "run":
             return run(args.flow, args.repository, duration=args.duration, keep_running=args.keep_running,
                        timeout=args.timeout, settings=json.loads(args.settings_json), node=args.node)
         return status(args.flow) if args.command == "status" else stop(args.flow)
-    except (JobError, CliError, FlowValidationError, SettingsError) as err:
+    except (JobError, FlowLoadError, FlowValidationError, SettingsError) as err:
         print(f"flowactors: {err}", file=sys.stderr, flush=True)
         result({"error": str(err)})
         return 2

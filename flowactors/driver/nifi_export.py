@@ -14,11 +14,11 @@ How NiFi's parts map (docs/nifi-flows.md has the table):
   that pass FlowFiles on unchanged, so every NiFi connection stays a queue of its own (with its
   back pressure, expiration and prioritizers). Ports of the root group are the flow's own ports:
   ``InputPort`` and ``OutputPort`` (docs/stateless.md).
-* **Processors** of ``flowactors.nifi.standard_processors.STANDARD_PROCESSORS`` carry their
+* **Processors** of ``flowactors.driver.nifi_standard_processors.STANDARD_PROCESSORS`` carry their
   scheduling (run schedule, concurrent tasks, penalty and yield durations, auto-terminated
   relationships, primary node only) and their properties as that table says. **NiFi 2 Python
   processors** (bundle ``python-extensions``) are found by class name in the extensions folders
-  given (or ``FLOWACTORS_PYTHON_EXTENSIONS``) and placed as ``Flow.add_python_processor`` does.
+  given (or ``FLOWACTORS_PYTHON_EXTENSIONS``) and placed as ``flowactors.nifi.add_python_processor`` does.
 * Not supported, and reported: other processor types, controller services, remote process
   groups, CRON scheduling, disabled components, retried relationships, groups run by NiFi's
   stateless engine or with a FlowFile concurrency other than unbounded.
@@ -30,11 +30,12 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from flowactors.nifi import add_python_processor
 from flowactors.nifi.extensions import ProcessorNotFound
 from flowactors.nifi.inspection import InspectionError
 from flowactors.nifi.loader import ProcessorLoadError
-from flowactors.nifi.standard_processors import ANY, STANDARD_PROCESSORS
-from flowactors.processors import Funnel, InputPort, OutputPort
+from flowactors.driver.nifi_standard_processors import ANY, STANDARD_PROCESSORS
+from flowactors.sdk.ports import Funnel, InputPort, OutputPort
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.parameters import ParameterContext, ParameterError
 
@@ -183,7 +184,7 @@ class _Importer:
 
     def _python_processor(self, processor: Mapping[str, Any], name: str, context: str | None) -> None:
         """A NiFi 2 Python processor (its type is its class name): found in the extensions folders
-        and placed as ``Flow.add_python_processor`` does (docs/nifi-python-processors.md)."""
+        and placed as ``flowactors.nifi.add_python_processor`` does (docs/nifi-python-processors.md)."""
         class_name = processor["type"]
         where = f"processor '{name}' (Python processor {class_name})"
         if not self.extensions:
@@ -194,7 +195,7 @@ class _Importer:
         properties = {k: v for k, v in (processor.get("properties") or {}).items() if v is not None}
         scheduling = self._scheduling(processor, where)
         try:
-            node = self.flow.add_python_processor(class_name, name, extensions=self.extensions, properties=properties,
+            node = add_python_processor(self.flow, class_name, name, extensions=self.extensions, properties=properties,
                                                   parameter_context=context, **scheduling)
         except (ProcessorNotFound, InspectionError, ProcessorLoadError, ValueError) as err:
             self.reported.add(processor["identifier"])

@@ -15,10 +15,9 @@ from functools import partial
 from pathlib import Path
 from typing import Sequence
 
-from flowactors.engine.task import MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
-from flowactors.processors._common import FAILURE
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.relationships import FAILURE, MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
 
 PER_FLOWFILE, PER_BATCH = "FlowFile", "Batch"
 #: attributes of an output FlowFile: the output port (or ``processor.relationship``) it reached
@@ -88,11 +87,13 @@ class ExecuteStateless(Processor):
     relationships = (OUTPUT, ORIGINAL, FAILURE, TIMEOUT)
 
     def on_scheduled(self, context: ProcessContext) -> None:
-        from flowactors.engine.stateless import StatelessFlow
-
+        if context.stateless_engine is None:
+            raise RuntimeError("ExecuteStateless needs the stateless engine, which the engine running it does "
+                               "not offer (ProcessContext.stateless_engine)")
         failure_ports = [p.strip() for p in (context.property("Failure Ports").evaluate() or "").split(",") if p.strip()]
-        self._flow = StatelessFlow(load_flow(context.property("Flow Definition").evaluate()),
-                                   failure_ports=failure_ports, timeout=context.property("Dataflow Timeout").as_duration())
+        self._flow = context.stateless_engine.dataflow(
+            load_flow(context.property("Flow Definition").evaluate()), failure_ports=failure_ports,
+            timeout=context.property("Dataflow Timeout").as_duration())
         self._port = context.property("Input Port").evaluate()
         self._per_batch = context.property("Trigger Per").evaluate() == PER_BATCH
 

@@ -30,6 +30,18 @@ from flowactors.engine.backend import DirectLog, EngineBackend
 from flowactors.engine.transport import Link, ObjectLink, QueueObjectLink, call_now
 from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
+from flowactors.engine.actors.ray_hosting import RayHosting
+from flowactors.engine.executor_log import ExecutorLog
+from flowactors.engine.placement import ExecutorPlan
+from flowactors.engine.stateless import InMemoryStateStore, StatelessBackend, TriggerLog
+from flowactors.engine.stateless import TriggerFailed
+from flowactors.engine.transport import HostedLink
+from flowactors.engine.transport import resolve
+from flowactors.sdk.flow import Flow
+from flowactors.sdk.settings import Settings
+from repositories.content import FileSystemContentRepository
+from repositories.flowfile import WriteAheadFlowFileRepository
+from flowactors.engine.stateless import STATELESS_ENGINE
 from flowactors.sdk.session import ProcessSession, _Ids
 from flowactors.sdk.state import ProcessorState
 from repositories.content import InMemoryContentRepository
@@ -138,8 +150,6 @@ class ProcessorRunner:
             self._flowfiles: Link = self.backend.log.flowfile_repository
             self._provenance: Link = self.backend.log.provenance_repository
         elif self.engine == "stateless":
-            from flowactors.engine.stateless import InMemoryStateStore, StatelessBackend, TriggerLog
-
             if flowfile_repository is not None:
                 raise ValueError("the stateless engine keeps no FlowFile repository")
             self.content = content if content is not None else InMemoryContentRepository()
@@ -175,7 +185,8 @@ class ProcessorRunner:
         self.context = ProcessContext(
             name=self.name, processor_type=processor_type.__name__, descriptors=processor_type.descriptor_map(),
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),
-            batch_size=batch_size, state=ProcessorState(self.component_id, self.backend))
+            batch_size=batch_size, state=ProcessorState(self.component_id, self.backend),
+            stateless_engine=STATELESS_ENGINE)
         self.ids = _Ids(self.backend)
         self.penalty_duration = penalty_duration
         self.scheduled = False
@@ -245,8 +256,6 @@ class ProcessorRunner:
     def _trigger_ended(self, err: Exception | None) -> None:
         """On the stateless engine a run iteration is a trigger: keep it or forget it."""
         if self.engine == "stateless":
-            from flowactors.engine.stateless import TriggerFailed
-
             if err is None:
                 self.backend.log.acknowledge()
             else:
@@ -278,15 +287,6 @@ class RayComponents:
     and one executor log (as an executor's tasks share one)."""
 
     def __init__(self) -> None:
-        from flowactors.engine.actors.ray_hosting import RayHosting
-        from flowactors.engine.executor_log import ExecutorLog
-        from flowactors.engine.placement import ExecutorPlan
-        from flowactors.engine.transport import resolve
-        from flowactors.sdk.flow import Flow
-        from flowactors.sdk.settings import Settings
-        from repositories.content import FileSystemContentRepository
-        from repositories.flowfile import WriteAheadFlowFileRepository
-
         settings = Settings()
         self.flow = Flow(f"runners-{uuid.uuid4().hex[:8]}")
         self.root = tempfile.mkdtemp(prefix="flowactors-runners-")
@@ -303,8 +303,6 @@ class RayComponents:
         self.log = ExecutorLog(self.wal, True, flow=name)
 
     def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
-        from flowactors.engine.transport import HostedLink
-
         call_now(self.executor, "host_queues", {q: QueueConfig(q, 0, 0, flow=self.flow.name) for q in queue_ids})
         return {q: HostedLink(self.executor, q) for q in queue_ids}
 
