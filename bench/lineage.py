@@ -21,7 +21,7 @@ from flowactors.driver.running import run_flow
 from flowactors.ops.lineage_render import to_svg
 from flowactors.ops.lineage_view import condense, to_text
 from flowactors.processors import GenerateFlowFile, MergeContent, SplitText
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 S13 = "13 lineage"
 
@@ -46,7 +46,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     lines = size or (100 if quick else 1000)
     repository = workdir / "repository"
     run_flow(split_merge_flow(lines), repository, engine="in-process", timeout=300)
-    with ProvenanceRepository(repository / "provenance") as provenance:
+    with WriteAheadProvenanceRepository(repository / "provenance") as provenance:
         merged = next(e for e in provenance.search(event_type="JOIN", limit=1)).flowfile_uuid
         read_ms, lineage = timed(lambda: provenance.lineage(merged), repeat=5)
         drawn_ms, svg = timed(lambda: to_svg(condense(provenance.lineage(merged), merged)), repeat=5)
@@ -54,7 +54,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
     svg_ms, _ = timed(lambda: to_svg(view), repeat=5)
     root = ET.fromstring(svg)
     return [row(S13, f"lineage of a {lines:,}-line split + merge to SVG", drawn_ms, read_ms,
-                "read the lineage (ProvenanceRepository.lineage)", "ms",
+                "read the lineage (WriteAheadProvenanceRepository.lineage)", "ms",
                 f"median of 5; condensing {view_ms:.1f} ms, drawing {svg_ms:.1f} ms; "
                 f"the merged FlowFile's family of {len(lineage.nodes):,} nodes drawn as "
                 f"{len(view.nodes)} ({len(view.groups)} groups), SVG {root.get('width')} x {root.get('height')} px, "

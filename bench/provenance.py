@@ -1,6 +1,6 @@
 """Scenario 5: provenance. Ingest against a bare journal append; search and lineage at scale.
 
-* Ingest: ``bench.provenance_workload.bench_register`` - ``ProvenanceRepository.register``
+* Ingest: ``bench.provenance_workload.bench_register`` - ``WriteAheadProvenanceRepository.register``
   against a loop that encodes the same events and appends them to one file.
 * Search: a repository of 10 million events (quick: 200,000) is loaded in chunks - events made
   by ``make_events`` a chunk at a time (never all in memory), registered 1,000 a call, rolled
@@ -25,7 +25,7 @@ from bench import row
 from repositories.model import new_flowfile_uuid
 from bench.provenance_workload import COMPONENTS, batches, bench_register, make_events, timed
 from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType
-from repositories.provenance.repository import ProvenanceRepository
+from repositories.provenance.repository import WriteAheadProvenanceRepository
 
 S5 = "5 provenance"
 T = ProvenanceEventType
@@ -35,9 +35,9 @@ START_MS = 1_700_000_000_000
 DESCENDANTS = 1000
 
 
-def load(root: Path, total: int) -> tuple[ProvenanceRepository, ProvenanceEvent, dict]:
+def load(root: Path, total: int) -> tuple[WriteAheadProvenanceRepository, ProvenanceEvent, dict]:
     """A repository of ``total`` events; returns it, an event from the middle, and the load timings."""
-    repo = ProvenanceRepository(root, indexed_attributes=("batch",), fsync_rollover=False)
+    repo = WriteAheadProvenanceRepository(root, indexed_attributes=("batch",), fsync_rollover=False)
     timings = {"generate": 0.0, "register": 0.0, "rollover": 0.0}
     sample = None
     middle = total // 2
@@ -88,7 +88,7 @@ def family(parent_uuid: str, children: int, timestamp: int) -> list[ProvenanceEv
     return events
 
 
-def search_times(repo: ProvenanceRepository, sample: ProvenanceEvent) -> dict:
+def search_times(repo: WriteAheadProvenanceRepository, sample: ProvenanceEvent) -> dict:
     uuid_ms, by_uuid = timed(lambda: repo.search(flowfile_uuid=sample.flowfile_uuid))
     attribute = {"batch": sample.updated_attributes["batch"]}
     attribute_ms, by_attribute = timed(lambda: repo.search(attributes=attribute, limit=1000))

@@ -7,7 +7,7 @@ its figures)::
     .venv/bin/python -m bench.provenance_workload search --events 1000000
     .venv/bin/python -m bench.provenance_workload compare --events 200000
 
-``register`` compares ``ProvenanceRepository.register`` with a bare loop that encodes the same
+``register`` compares ``WriteAheadProvenanceRepository.register`` with a bare loop that encodes the same
 events and appends them to one file (one write + flush per batch, no ids, checksums or locks).
 ``compare`` loads the same events into the LMDB index and into SQLite (stdlib, WAL, indexed
 tables) and times insertion and the same queries. Every figure is a ratio in the same run, on the
@@ -34,7 +34,7 @@ from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, 
 from repositories.provenance.index import (
     TERM_TABLES, FileSpan, IndexBatch, IndexQuery, LiveFiles, ProvenanceIndex, attribute_key, term_key,
 )
-from repositories.provenance.repository import ProvenanceRepository
+from repositories.provenance.repository import WriteAheadProvenanceRepository
 
 T = ProvenanceEventType
 Result = TypeVar("Result")
@@ -101,7 +101,7 @@ def bench_register(n: int, batch: int) -> dict:
                 out.write(b"".join(parts))
                 out.flush()
         bare = n / (time.perf_counter() - start)
-        repo = ProvenanceRepository(work / "repo")
+        repo = WriteAheadProvenanceRepository(work / "repo")
         start = time.perf_counter()
         for chunk in batches(events, batch):
             repo.register(chunk)
@@ -112,7 +112,7 @@ def bench_register(n: int, batch: int) -> dict:
         repo.close()
         print(f"events={n} batch={batch}")
         print(f"  bare journal append loop : {bare:12,.0f} events/s")
-        print(f"  ProvenanceRepository.register: {reg:8,.0f} events/s  ({reg / bare:.2f} x bare)")
+        print(f"  WriteAheadProvenanceRepository.register: {reg:8,.0f} events/s  ({reg / bare:.2f} x bare)")
         print(f"  rollover (merge+compress+index): {n / roll:8,.0f} events/s, {roll:.2f} s, "
               f"file {result['bytes']:,} bytes ({result['bytes'] / n:.0f} B/event)")
         return {"events": n, "batch": batch, "bare_events_per_s": bare, "register_events_per_s": reg,
@@ -137,7 +137,7 @@ def bench_search(n: int, batch: int, keep: str | None, journal_events: int = 0) 
         if not (work / "repo").exists():
             events = make_events(n)
             _settle()
-            repo = ProvenanceRepository(work / "repo", indexed_attributes=("batch",))
+            repo = WriteAheadProvenanceRepository(work / "repo", indexed_attributes=("batch",))
             start = time.perf_counter()
             per_file = max(n // 10, 1)
             for chunk_start in range(0, n, per_file):
@@ -148,7 +148,7 @@ def bench_search(n: int, batch: int, keep: str | None, journal_events: int = 0) 
             sample = events[n // 2]
             del events
         else:
-            repo = ProvenanceRepository(work / "repo", indexed_attributes=("batch",))
+            repo = WriteAheadProvenanceRepository(work / "repo", indexed_attributes=("batch",))
             sample = repo.get(repo.stats()["max_event_id"] // 2)
         if journal_events:
             start = time.perf_counter()

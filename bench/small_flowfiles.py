@@ -42,7 +42,7 @@ from flowactors.sdk.session import ProcessSession, _Ids
 from flowactors.testing import LocalBackend
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 S1 = "1 small FlowFiles"
 S2 = "2 scaling"
@@ -68,7 +68,7 @@ def small_flow(flowfiles: int, batch: int, tasks: int = 1, always_sync: bool = F
 def flow_edges(root: Path) -> tuple[int, int, int]:
     """From a repository's provenance: when its first FlowFile was created, its newest event (ms),
     and how many events it holds."""
-    repo = ProvenanceRepository(root / "provenance")
+    repo = WriteAheadProvenanceRepository(root / "provenance")
     try:
         events = repo.stats()["max_event_id"] + 1
         head = repo.events(0, min(events, EDGE_EVENTS))
@@ -274,7 +274,7 @@ def _run_in_process(flow: Flow, root: Path) -> dict:
     settings = flow_settings(flow)
     flowfile_repository = WriteAheadFlowFileRepository.from_settings(root, settings)
     content = FileSystemContentRepository.from_settings(root, settings)
-    provenance = ProvenanceRepository.from_settings(root, settings)
+    provenance = WriteAheadProvenanceRepository.from_settings(root, settings)
     queues = {c.id: ConnectionQueue(QueueConfig(c.id, 0, 0)) for c in flow.connections}
     tasks = []
     for node in flow.processors.values():

@@ -32,7 +32,7 @@ from flowactors.processors import FetchFile, ListFile, PutFile
 from flowactors.driver.running import run_flow
 from flowactors.spark import ExecuteSparkSQL
 from flowactors.spark.service import start_service, stop_service
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 from repositories.provenance.event import ProvenanceEventType
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # baseline_job runs in the Spark service
@@ -117,7 +117,7 @@ def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
             final = run_flow(spark_flow(data, workdir / "flow-out"), repository, timeout=1800)
         finally:
             stop_service(service)
-    provenance = ProvenanceRepository(repository / "provenance")
+    provenance = WriteAheadProvenanceRepository(repository / "provenance")
     try:
         events = provenance.search(limit=None)
     finally:

@@ -9,7 +9,7 @@ import ray.cloudpickle
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.processors import Funnel, GenerateFlowFile, MergeContent, PutFile, SplitText
-from repositories.provenance import ProvenanceEvent, ProvenanceRepository
+from repositories.provenance import ProvenanceEvent, WriteAheadProvenanceRepository
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -80,7 +80,7 @@ def send_flow(out: Path, count: int, name: str = "replay-test") -> Flow:
 
 
 def all_events(repository: Path) -> list[ProvenanceEvent]:
-    with ProvenanceRepository(repository / "provenance") as provenance:
+    with WriteAheadProvenanceRepository(repository / "provenance") as provenance:
         return provenance.events(0, 10_000)
 
 

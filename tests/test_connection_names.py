@@ -15,7 +15,7 @@ from flowactors.sdk.settings import Settings
 from repositories.flowfile.swapfile import swap_directory, write_swap_file
 from repositories.flowfile.wal import WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile
-from repositories.provenance import ProvenanceEventType, ProvenanceRepository
+from repositories.provenance import ProvenanceEventType, WriteAheadProvenanceRepository
 
 
 def old_flowfile(number: int) -> FlowFile:
@@ -83,7 +83,7 @@ def test_flowfiles_queued_under_a_former_default_name_are_delivered(tmp_path):
     assert [q.get("swap_errors") for q in final["queues"]] == [[]]
     assert not (swap_directory(repository) / "gen-swap-1.swap").exists()  # an orphan once the move forgot it
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"old-{i}" for i in range(6)]
-    with ProvenanceRepository.from_settings(repository, Settings()) as provenance:
+    with WriteAheadProvenanceRepository.from_settings(repository, Settings()) as provenance:
         sent = [e.updated_attributes["filename"] for e in provenance.events(0, 100)
                 if e.event_type == ProvenanceEventType.SEND]
     assert sent == [f"old-{i}" for i in range(6)]  # each once, in the order queued

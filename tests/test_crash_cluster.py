@@ -50,7 +50,7 @@ import pytest
 from flowactors.sdk.settings import Settings
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 # part of `make test` (and so CI); `make test-crash` runs only the crash campaigns (these, and tests/test_crash_actors.py)
 pytestmark = [pytest.mark.crash, pytest.mark.cluster_crash]
@@ -489,7 +489,7 @@ def check_outcome(result: dict) -> dict:
 
 def provenance_gaps(repository: Path, names: dict[str, int]) -> tuple[set[str], set[str]]:
     """Names with no RECEIVE event (GetFile) and with no SEND event (PutFile) in provenance."""
-    provenance = ProvenanceRepository(repository / "provenance")
+    provenance = WriteAheadProvenanceRepository(repository / "provenance")
     try:
         def named(event_type: str) -> set[str]:
             return {f"{e.updated_attributes.get('path', '')}{e.updated_attributes.get('filename')}"

@@ -344,13 +344,13 @@ def test_a_damaged_outbox_entry_is_reported_and_the_others_are_taken(wal, tmp_pa
 def test_events_whose_ids_provenance_gave_up_are_taken_under_new_ids(wal, tmp_path):
     """Provenance moved past the ids of entries still in the outbox (they were given up): taking
     them gives them fresh ids from the log instead of dropping them."""
-    from repositories.provenance import ProvenanceRepository
+    from repositories.provenance import WriteAheadProvenanceRepository
     from repositories.provenance.outbox import take_from_outbox
 
     log = ExecutorLog(wal, True)
     flowfiles = _commit_created(log, 2)
     log.close()
-    provenance = ProvenanceRepository(tmp_path / "provenance")
+    provenance = WriteAheadProvenanceRepository(tmp_path / "provenance")
     provenance.continue_from(10)  # ids 0 and 1 are in the past for it now
     assert take_from_outbox(wal, provenance) == (2, [])
     events = provenance.events(0, 10)
@@ -360,13 +360,13 @@ def test_events_whose_ids_provenance_gave_up_are_taken_under_new_ids(wal, tmp_pa
 
 
 def test_with_always_sync_the_journals_are_fsynced_before_the_outbox_lets_go(wal, tmp_path, monkeypatch):
-    from repositories.provenance import ProvenanceRepository
+    from repositories.provenance import WriteAheadProvenanceRepository
     from repositories.provenance.outbox import take_from_outbox
 
     log = ExecutorLog(wal, True)
     _commit_created(log, 2)
     log.close()
-    provenance = ProvenanceRepository(tmp_path / "provenance")
+    provenance = WriteAheadProvenanceRepository(tmp_path / "provenance")
     steps: list[str] = []
     sync, remove = provenance.sync_journals, wal.remove_from_outbox
     monkeypatch.setattr(provenance, "sync_journals", lambda: (steps.append("fsync"), sync())[1])

@@ -16,7 +16,7 @@ from flowactors.engine.transport import ActorLink
 from flowactors.sdk.settings import Settings
 from repositories.content import FileSystemContentRepository
 from repositories.model import ContentClaim, FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim, new_flowfile_uuids
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 from repositories.provenance.event import FIELD_INDEX, EventRun, ProvenanceEventType, claim_field, encode_batch, \
     new_event_fields
 
@@ -83,7 +83,7 @@ def test_a_batch_round_trips_through_a_queue_elsewhere_its_swap_file_the_log_and
         ray.kill(queue)
         ray.kill(repo)
 
-    provenance = ProvenanceRepository(root / "provenance")
+    provenance = WriteAheadProvenanceRepository(root / "provenance")
     try:
         shared = new_event_fields(ProvenanceEventType.ROUTE, 1_700_000_000_900, None, "c", "n", "T", None)
         shared[FIELD_INDEX["relationship"]] = "success"

@@ -15,7 +15,7 @@ from flowactors.processors import (CompressContent, ExtractText, Funnel, GetFile
                                    PutFile, ReplaceText, RouteOnAttribute, RouteOnContent, SplitText,
                                    UpdateAttribute)
 from flowactors.driver.running import processor_totals, run_flow
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 pytestmark = pytest.mark.ray
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -90,7 +90,7 @@ def test_every_other_standard_processor_on_ray(ray_session, tmp_path):
     totals = processor_totals(final)
     assert totals["rejected"]["flowfiles_in"] == len(scores) - len(low)
     assert totals["get"]["flowfiles_out"] == len(scores) and not list(source.iterdir())
-    provenance = ProvenanceRepository(tmp_path / "repository" / "provenance")
+    provenance = WriteAheadProvenanceRepository(tmp_path / "repository" / "provenance")
     try:
         sends = provenance.search(event_type="SEND", limit=None)
     finally:

@@ -18,7 +18,7 @@ from flowactors.driver.running import run_flow
 from flowactors.ops import png
 from flowactors.ops.lineage_render import RenderError, check_output, to_dot, to_svg, write_picture
 from flowactors.ops.lineage_view import condense, to_text
-from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceRepository
+from repositories.provenance import ProvenanceEvent, ProvenanceEventType, WriteAheadProvenanceRepository
 from repositories.provenance.lineage import build_lineage
 
 LINES = 1000
@@ -31,7 +31,7 @@ def family(tmp_path_factory):
     """The repository's events of one split + merge of LINES lines: CREATE, FORK, JOIN, DROPs."""
     repository = tmp_path_factory.mktemp("lineage") / "repository"
     run_flow(split_merge_flow(LINES), repository, engine="in-process", timeout=120)
-    provenance = ProvenanceRepository(repository / "provenance")
+    provenance = WriteAheadProvenanceRepository(repository / "provenance")
     events = provenance.events(0, 10 * LINES)
     fork = next(e for e in events if e.event_type == ProvenanceEventType.FORK)
     join = next(e for e in events if e.event_type == ProvenanceEventType.JOIN)

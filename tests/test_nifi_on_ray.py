@@ -17,7 +17,7 @@ from flowactors.nifi import add_python_processor
 from flowactors import Flow
 from flowactors.driver.running import processor_totals, run_flow
 from flowactors.processors import GenerateFlowFile, PutFile, UpdateAttribute
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 pytestmark = pytest.mark.ray
 EXTENSIONS = Path(__file__).resolve().parent.parent / "examples" / "nifi_python"
@@ -76,7 +76,7 @@ def test_every_example_processor_runs_unmodified_in_one_flow_on_ray(ray_session,
     assert sum(p["errors"] for p in final["processors"]) == 0, [p["recent_errors"] for p in final["processors"]]
     assert totals["greet"]["flowfiles_out"] == 4
 
-    provenance = ProvenanceRepository(tmp_path / "repository" / "provenance")
+    provenance = WriteAheadProvenanceRepository(tmp_path / "repository" / "provenance")
     try:
         sent = [e.updated_attributes for e in provenance.search(event_type="SEND", limit=None)]
     finally:

@@ -22,7 +22,7 @@ from flowactors.ops.lineage_view import condense, to_text
 from flowactors.processors import GetFile
 from flowactors.sdk.settings import Settings
 from provenance_flows import LETTERS, all_events, only, split_merge_clone_flow
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 from tests.cli_helpers import run_cli as cli
 
 pytestmark = pytest.mark.ray
@@ -152,7 +152,7 @@ def test_show_json(ran, capsys):
 def test_lineage_prints_a_tree_and_draws_it(ran, capsys, tmp_path):
     repository, events = ran
     original = only(events, event_type="CREATE").flowfile_uuid
-    with ProvenanceRepository(repository / "provenance") as provenance:
+    with WriteAheadProvenanceRepository(repository / "provenance") as provenance:
         lineage = provenance.lineage(original)
     view = condense(lineage, original)   # a small family: nothing to group, every node shown
     assert not view.groups and len(view.nodes) == len(lineage.nodes) == 22
@@ -204,7 +204,7 @@ def _damaged_journals(root: Path) -> int:
     """A provenance repository left with journals (as after a crash), one of them cut in half;
     returns how many events were registered."""
     from repositories.provenance import ProvenanceEvent, ProvenanceEventType
-    from repositories.provenance import ProvenanceRepository as Repository
+    from repositories.provenance import WriteAheadProvenanceRepository as Repository
 
     repo = Repository.from_settings(root, Settings())
     for start in range(0, 400, 10):
@@ -239,7 +239,7 @@ def test_repair_takes_the_events_a_killed_run_left_in_the_logs_outbox(tmp_path, 
     from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
 
     root = tmp_path / "repository"
-    ProvenanceRepository(root / "provenance").close()
+    WriteAheadProvenanceRepository(root / "provenance").close()
     wal = WriteAheadFlowFileRepository(root / "flowfile")
     log = ExecutorLog(wal, True)
     uuids = [new_flowfile_uuid() for _ in range(3)]

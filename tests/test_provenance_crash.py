@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceRepository
+from repositories.provenance import ProvenanceEvent, ProvenanceEventType, WriteAheadProvenanceRepository
 from repositories.provenance.event import event_to_dict
 from repositories.provenance.journal import FRAME_SIZE, HEADER_SIZE
 from repositories.provenance.merge import MERGE_STEPS
@@ -34,14 +34,14 @@ def make(n: int, start: int = 0) -> list[ProvenanceEvent]:
             for i in range(start, start + n)]
 
 
-def open_repo(root: Path, **kw) -> ProvenanceRepository:
+def open_repo(root: Path, **kw) -> WriteAheadProvenanceRepository:
     kw.setdefault("journal_count", 3)
     kw.setdefault("block_size", 1024)
     kw.setdefault("index_chunk", 15)
-    return ProvenanceRepository(root, **kw)
+    return WriteAheadProvenanceRepository(root, **kw)
 
 
-def assert_complete(root: Path, count: int, originals: list[ProvenanceEvent] | None = None) -> ProvenanceRepository:
+def assert_complete(root: Path, count: int, originals: list[ProvenanceEvent] | None = None) -> WriteAheadProvenanceRepository:
     """Reopen and check: ids 0..count-1 exactly once everywhere, nothing partial left, ids go on."""
     repo = open_repo(root)
     events = repo.events(0, count + 100)
@@ -180,7 +180,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, sys.argv[3])
-    from repositories.provenance import ProvenanceEvent, ProvenanceRepository
+    from repositories.provenance import ProvenanceEvent, WriteAheadProvenanceRepository
 
     root, mode = sys.argv[1], sys.argv[2]
 
@@ -196,7 +196,7 @@ CHILD = textwrap.dedent(
                                 updated_attributes={"filename": f"f{i // 3}"}, updated_size=i)
                 for i in range(start, start + n)]
 
-    repo = ProvenanceRepository(root, journal_count=3, block_size=1024, index_chunk=15, fault_hook=hook)
+    repo = WriteAheadProvenanceRepository(root, journal_count=3, block_size=1024, index_chunk=15, fault_hook=hook)
     print("OPEN", flush=True)
     n = repo.stats()["next_event_id"]
     while True:

@@ -23,7 +23,7 @@ from repositories.provenance import (
     ProvenanceEvent,
     ProvenanceEventType,
     ProvenanceFormatError,
-    ProvenanceRepository,
+    WriteAheadProvenanceRepository,
     decode_event,
     encode_event,
 )
@@ -42,10 +42,10 @@ def ev(event_type, uuid, *, ts=0, **fields) -> ProvenanceEvent:
     return ProvenanceEvent(event_type=event_type, flowfile_uuid=uuid, timestamp=BASE_MS + ts, **fields)
 
 
-def open_repo(root: Path, **kw) -> ProvenanceRepository:
+def open_repo(root: Path, **kw) -> WriteAheadProvenanceRepository:
     kw.setdefault("journal_count", 2)
     kw.setdefault("block_size", 2048)
-    return ProvenanceRepository(root, **kw)
+    return WriteAheadProvenanceRepository(root, **kw)
 
 
 def ids(events) -> list[int]:
@@ -248,7 +248,7 @@ def test_multiple_containers(tmp_path):
 def test_from_settings(tmp_path):
     settings = Settings(provenance_journal_count=3, provenance_block_size=4096,
                         provenance_indexed_attributes=("color",))
-    repo = ProvenanceRepository.from_settings(tmp_path, settings)
+    repo = WriteAheadProvenanceRepository.from_settings(tmp_path, settings)
     assert repo.root == tmp_path / "provenance" and repo.journal_count == 3
     assert repo.block_size == 4096 and "color" in repo._searchable
     repo.close()
@@ -535,7 +535,7 @@ def test_contains_any_is_a_substring_test():
 # ---------------------------------------------------------------- age-off
 
 
-def aged_repo(root: Path, **kw) -> ProvenanceRepository:
+def aged_repo(root: Path, **kw) -> WriteAheadProvenanceRepository:
     """Three event files: events 0-19 at t=0..19 s, 20-39 at t=100.., 40-59 at t=200.."""
     kw.setdefault("index_shard_size", 1 << 30)
     repo = open_repo(root, **kw)

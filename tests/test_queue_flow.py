@@ -25,7 +25,7 @@ from flowactors.engine.transport import call_now
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.flowfile.swapfile import swap_directory
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -109,7 +109,7 @@ def test_expired_flowfiles_get_expire_events_and_leave_the_log_and_content(ray_s
     flow.connect(emit, slow, name="short-lived", flowfile_expiration="200 ms")
     final = run_flow(flow, repository, timeout=60)
     assert sum(p["expired"] for p in final["processors"]) == 60
-    provenance = ProvenanceRepository(repository / "provenance")
+    provenance = WriteAheadProvenanceRepository(repository / "provenance")
     try:
         expired = provenance.search(event_type="EXPIRE", limit=1000)
         created = provenance.search(event_type="CREATE", limit=1000)
@@ -198,7 +198,7 @@ def test_offline_list_and_empty_with_the_cli_after_a_restart_with_swapped_flowfi
     finally:
         wal.close()
     assert list(swap_directory(repository).iterdir()) == []
-    provenance = ProvenanceRepository(repository / "provenance")
+    provenance = WriteAheadProvenanceRepository(repository / "provenance")
     try:
         drops = provenance.search(event_type="DROP", limit=1000)
     finally:

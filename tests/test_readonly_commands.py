@@ -31,7 +31,7 @@ from flowactors.processors import GenerateFlowFile, ListFile
 from repositories.flowfile import RepositoryCorruptError, UnsupportedFormatVersionError, WriteAheadFlowFileRepository
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from repositories.model import FlowFile, QueuedFlowFile, now_millis
-from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError, ProvenanceRepository
+from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError, WriteAheadProvenanceRepository
 from repositories.provenance.repository import ProvenanceReadOnlyError
 from tests.cli_helpers import run_cli
 from tmpfs import mount_tmpfs, unmount
@@ -104,7 +104,7 @@ def stopped(tmp_path_factory):
                          and queue_totals(status)["generated"]["count"] == 2
                          and any(p["errors"] for p in status["processors"]))
         assert not final.get("timed_out")
-        provenance = ProvenanceRepository(repository / "provenance")
+        provenance = WriteAheadProvenanceRepository(repository / "provenance")
         merged_ids = {e.event_id for e in provenance.search(limit=None)}
         assert provenance.stats()["journal_files"] == 0 and merged_ids   # the stop merged the flow's events
         journal_only = [ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(),
@@ -364,7 +364,7 @@ def test_a_damaged_or_unsupported_log_gives_its_error_read_only(tmp_path):
 
 def provenance_with_journals(root: Path) -> list[ProvenanceEvent]:
     """Events merged into an event file, then more left in journals (no rollover), as after kill -9."""
-    repo = ProvenanceRepository(root)
+    repo = WriteAheadProvenanceRepository(root)
     made = []
     for name in ("merged", JOURNAL_ONLY):
         events = [ProvenanceEvent(event_type=ProvenanceEventType.CREATE, timestamp=now_millis(),
@@ -385,7 +385,7 @@ def test_read_only_provenance_searches_the_journals_where_they_lie(tmp_path):
     with open(journal, "ab") as torn:   # a torn tail: cut by a writable open, stepped over here
         torn.write(b"\x07" * 5)
     before = snapshot(root)
-    with ProvenanceRepository(root, readonly=True) as repo:
+    with WriteAheadProvenanceRepository(root, readonly=True) as repo:
         assert [e.event_id for e in repo.search(limit=None)] == [e.event_id for e in reversed(made)]
         assert [e.flowfile_uuid for e in repo.search(component_name=JOURNAL_ONLY)] == [
             f"{JOURNAL_ONLY}-{i}" for i in reversed(range(5))]
@@ -397,7 +397,7 @@ def test_read_only_provenance_searches_the_journals_where_they_lie(tmp_path):
         with pytest.raises(ProvenanceReadOnlyError):
             repo.rollover()
     assert snapshot(root) == before
-    with ProvenanceRepository(root) as writable:   # a writable open still recovers and merges them
+    with WriteAheadProvenanceRepository(root) as writable:   # a writable open still recovers and merges them
         assert writable.recovery["events_recovered"] == 5 and writable.stats()["journal_files"] == 0
 
 
@@ -406,12 +406,12 @@ def test_read_only_provenance_with_a_lost_index_or_unknown_journal_says_so(tmp_p
     provenance_with_journals(root)
     shutil.rmtree(root / "index")
     with pytest.raises(ProvenanceFormatError, match="not in the index .*flowactors provenance repair"):
-        ProvenanceRepository(root, readonly=True)
+        WriteAheadProvenanceRepository(root, readonly=True)
     assert not (root / "index").exists()
     journal = next((root / "default" / "journals").iterdir())
     journal.write_bytes(b"NOTAJRNL" + journal.read_bytes()[8:])
     with pytest.raises(ProvenanceFormatError, match="not a provenance journal"):
-        ProvenanceRepository(root, readonly=True)
+        WriteAheadProvenanceRepository(root, readonly=True)
     with pytest.raises(FileNotFoundError, match="no provenance repository"):
-        ProvenanceRepository(tmp_path / "nowhere", readonly=True)
+        WriteAheadProvenanceRepository(tmp_path / "nowhere", readonly=True)
     assert not (tmp_path / "nowhere").exists()

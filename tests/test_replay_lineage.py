@@ -23,7 +23,7 @@ from flowactors.sdk.settings import Settings
 from provenance_flows import PUT_QUEUE, all_events, only, send_flow, split_merge_clone_flow
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 pytestmark = pytest.mark.ray
 
@@ -61,7 +61,7 @@ def test_split_clone_merge_lineage_is_exact(ray_session, repository):
                            (ev(clone_of[s]), ff(kept[s]), kept[s]), (ff(kept[s]), ev(drop[kept[s]]), kept[s]),
                            (ev(clone_of[s]), ev(join), s), (ev(join), ev(drop[s]), s)}
     assert len(expected_nodes) == 22 and len(expected_edges) == 23
-    with ProvenanceRepository(repository / "provenance") as provenance:
+    with WriteAheadProvenanceRepository(repository / "provenance") as provenance:
         for start in (original, merged, splits[1], kept[splits[2]]):   # the same family from any member
             lineage = provenance.lineage(start)
             assert {n.id for n in lineage.nodes} == expected_nodes and len(lineage.nodes) == 22
@@ -108,7 +108,7 @@ def test_replaying_a_send_offline_sends_the_same_bytes_again(ray_session, reposi
     assert send_again.updated_claim == send.updated_claim and send_again.transit_uri == send.transit_uri
     create = only(events, event_type="CREATE")
     drop, drop_again = (only(events, event_type="DROP", flowfile_uuid=u) for u in (original, replayed))
-    with ProvenanceRepository(repository / "provenance") as provenance:
+    with WriteAheadProvenanceRepository(repository / "provenance") as provenance:
         for start in (original, replayed):
             lineage = provenance.lineage(start)
             assert {n.id for n in lineage.nodes} == {

@@ -13,7 +13,7 @@ import ray.cloudpickle
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.driver.running import processor_totals, queue_totals, run_flow
 from repositories.flowfile import WriteAheadFlowFileRepository
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 
 pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -121,7 +121,7 @@ def test_flow_moves_every_flowfile_through_actors(ray_session, repository, tmp_p
         assert wal.queue_counts() == {} or sum(wal.queue_counts().values()) == 0
     finally:
         wal.close()
-    provenance = ProvenanceRepository(repository / "provenance")
+    provenance = WriteAheadProvenanceRepository(repository / "provenance")
     try:
         sends = provenance.search(event_type="SEND", limit=5000)
         creates = provenance.search(event_type="CREATE", limit=5000)

@@ -27,7 +27,7 @@ from flowactors.sdk.records import CSV, JSON_LINES, PARQUET, ReadOptions, Record
 from flowactors.spark.service import (SparkServiceActor, SparkServiceError, SparkSettings, SparkSettingsError,
                                       SparkStartError, check_java, stop_service)
 from flowactors.testing import ProcessorRunner
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # functions below travel to Spark by value
@@ -400,7 +400,7 @@ def test_a_flow_on_ray_actors_runs_sql_on_spark_with_lineage_from_the_files(spar
     assert written.read_bytes() == BY_REGION_LINES
     assert processor_totals(final)["sql"]["errors"] == 0
 
-    provenance = ProvenanceRepository(repository / "provenance")
+    provenance = WriteAheadProvenanceRepository(repository / "provenance")
     try:
         [send] = provenance.search(event_type="SEND", limit=10)
         [join] = provenance.search(event_type="JOIN", limit=10)

@@ -23,7 +23,7 @@ from flowactors.sdk.settings import Settings
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import SWAP_QUEUE_PREFIX, FlowFileRepositoryError, WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
-from repositories.provenance import ProvenanceRepository
+from repositories.provenance import WriteAheadProvenanceRepository
 from repositories.provenance.event import EncodedBatch, ProvenanceEvent
 from repositories.provenance.outbox import take_from_outbox
 
@@ -238,7 +238,7 @@ class ProvenanceRepositoryService(Service):
         super().__init__()
         self.root = root
         self.settings = settings
-        self.repo: ProvenanceRepository | None = None
+        self.repo: WriteAheadProvenanceRepository | None = None
         self.metrics = ProvenanceMetrics(flow)
         self._log: WriteAheadFlowFileRepository | None = None  # the outbox's log (``follow_log``)
         self._owns_log = False  # opened here, not shared with a FlowFile repository service
@@ -249,7 +249,7 @@ class ProvenanceRepositoryService(Service):
 
     def open(self) -> dict:
         """Open (recovering journals) and report: the stats, and what recovery could not read."""
-        self.repo = ProvenanceRepository.from_settings(self.root, self.settings)
+        self.repo = WriteAheadProvenanceRepository.from_settings(self.root, self.settings)
         recovery = self.repo.recovery
         return {**self.repo.stats(), "events_lost": recovery.get("events_lost", 0),
                 "problems": list(recovery.get("problems", []))}
@@ -336,7 +336,7 @@ class ProvenanceRepositoryService(Service):
         return self.repo.events(start_id, count)
 
     def search_with(self, filters: dict, limit: int | None) -> list[ProvenanceEvent]:
-        """``ProvenanceRepository.search(**filters, limit=limit)``, newest first; the filters come as
+        """``WriteAheadProvenanceRepository.search(**filters, limit=limit)``, newest first; the filters come as
         one dict since a link passes positional arguments only (the flow page's search)."""
         self._catch_up()
         return self.repo.search(**filters, limit=limit)

@@ -25,7 +25,7 @@ from repositories.lock import RepositoryInUseError, RepositoryLock
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentNotFoundError, FileSystemContentRepository
 from repositories.model import ContentClaim
-from repositories.provenance import ProvenanceEvent, ProvenanceRepository
+from repositories.provenance import ProvenanceEvent, WriteAheadProvenanceRepository
 from repositories.provenance.outbox import take_from_outbox
 
 SIDES = ("input", "output")
@@ -90,14 +90,14 @@ class StoppedRepository:
         except RepositoryInUseError as err:
             raise RepositoryInUseError(f"{err}, or, while a flow runs, use its FlowController from the SDK "
                                        f"(docs/provenance.md)") from None
-        self._provenance: ProvenanceRepository | None = None
+        self._provenance: WriteAheadProvenanceRepository | None = None
         self._content: FileSystemContentRepository | None = None
         self._flowfile: Any = None
 
     @property
-    def provenance(self) -> ProvenanceRepository:
+    def provenance(self) -> WriteAheadProvenanceRepository:
         if self._provenance is None:
-            self._provenance = ProvenanceRepository.from_settings(self.root, self.settings,
+            self._provenance = WriteAheadProvenanceRepository.from_settings(self.root, self.settings,
                                                                   readonly=not self.writable)
         return self._provenance
 

@@ -139,7 +139,7 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
     (claimant counts lowered), a DROP event each, swap files deleted; then a checkpoint releases
     the content nobody references any more."""
     from repositories.content import FileSystemContentRepository
-    from repositories.provenance import ProvenanceRepository
+    from repositories.provenance import WriteAheadProvenanceRepository
 
     root = Path(repository)
     settings = settings or Settings()
@@ -148,7 +148,7 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
         try:
             _require_queue(wal, queue_id, root)
             if settings.provenance_enabled:
-                provenance = ProvenanceRepository.from_settings(root, settings)
+                provenance = WriteAheadProvenanceRepository.from_settings(root, settings)
             dropped = size = 0
             swap_files = _swap_files(wal, queue_id)
             for source in [queue_id] + [SWAP_QUEUE_PREFIX + e["location"] for e in swap_files]:

@@ -2,9 +2,11 @@
 
 Public names are re-exported here; the modules are ``event`` (the event type and its encoding),
 ``journal`` (commit-path journals), ``eventfile`` (merged, compressed event files and their tables of
-contents), ``index`` (LMDB index shards), ``lineage``, ``repository`` (the durable repository) with
-its parts ``unmerged``, ``file_set``, ``merge``, ``recovery`` and ``filters``, ``memory`` (the
-repository in memory) and ``outbox`` (taking a running flow's events from the FlowFile repository).
+contents), ``index`` (LMDB index shards), ``lineage``, ``protocol`` (``ProvenanceRepository``: what
+the engine calls on a repository), ``repository`` (``WriteAheadProvenanceRepository``, the durable
+one) with its parts ``unmerged``, ``file_set``, ``merge``, ``recovery`` and ``filters``, ``memory``
+(``InMemoryProvenanceRepository``) and ``outbox`` (taking a running flow's events from the FlowFile
+repository).
 """
 
 from repositories.provenance.event import (
@@ -16,7 +18,8 @@ from repositories.provenance.event import (
 )
 from repositories.provenance.lineage import Lineage, LineageEdge, LineageNode
 from repositories.provenance.memory import InMemoryProvenanceRepository
-from repositories.provenance.repository import ProvenanceRepository
+from repositories.provenance.protocol import ProvenanceRepository
+from repositories.provenance.repository import WriteAheadProvenanceRepository
 
 __all__ = [
     "InMemoryProvenanceRepository",
@@ -27,6 +30,7 @@ __all__ = [
     "ProvenanceEventType",
     "ProvenanceFormatError",
     "ProvenanceRepository",
+    "WriteAheadProvenanceRepository",
     "decode_event",
     "encode_event",
 ]

@@ -398,8 +398,8 @@ class IndexShard:
 
     def __init__(self, path: Path, *, map_size: int, sync: bool, create: bool = False, readonly: bool = False):
         """``readonly``: LMDB ``readonly`` without its lock file, writing nothing (safe while no
-        process writes the index: the repository lock, see ``ProvenanceRepository``); a shard
-        that never got its tables raises ``lmdb.NotFoundError``."""
+        process writes the index: the repository lock, see ``WriteAheadProvenanceRepository``); a
+        shard that never got its tables raises ``lmdb.NotFoundError``."""
         self.path = Path(path)
         self.env = lmdb.open(str(self.path), map_size=map_size, max_dbs=len(TERM_TABLES) + 4,
                              subdir=True, sync=sync, metasync=sync, readahead=False, create=create,
@@ -625,8 +625,9 @@ class ProvenanceIndex:
     def __init__(self, directory: str | Path, *, shard_size: int, indexed_attributes: Sequence[str] = (),
                  sync: bool = True, readonly: bool = False):
         """``readonly``: open the shards read-only, skip empty or unfinished ones (deleted when
-        writable) and never write: nothing may be added, removed or dropped (``ProvenanceRepository``
-        refuses every write of a read-only repository before it reaches the index)."""
+        writable) and never write: nothing may be added, removed or dropped
+        (``WriteAheadProvenanceRepository`` refuses every write of a read-only repository before
+        it reaches the index)."""
         self.directory = Path(directory)
         if not readonly:
             self.directory.mkdir(parents=True, exist_ok=True)

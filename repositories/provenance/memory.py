@@ -26,9 +26,10 @@ from repositories.provenance.event import (
 )
 from repositories.provenance.filters import search_filters
 from repositories.provenance.lineage import Lineage, build_lineage, collect_family, named_uuids
+from repositories.provenance.protocol import ProvenanceRepository
 
 
-class InMemoryProvenanceRepository:
+class InMemoryProvenanceRepository(ProvenanceRepository):
     """A node's provenance in memory (see the module docstring); thread-safe.
 
     Age-off counts the encoded bytes against ``max_storage_size``.

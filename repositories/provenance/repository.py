@@ -1,4 +1,5 @@
-"""The durable provenance repository: journals on the commit path, merged event files and an index behind.
+"""The durable provenance repository, ``WriteAheadProvenanceRepository``: journals on the commit
+path, merged event files and an index behind; it implements ``ProvenanceRepository`` (protocol.py).
 
 ``register_batches`` (once per group of session commits) gives the events one-up ids and appends
 them, encoded as batches (event.py), as one framed record to one journal (round-robin over
@@ -62,6 +63,7 @@ from repositories.provenance.filters import Filters, contains_any, index_query, 
 from repositories.provenance.index import Hit, ProvenanceIndex
 from repositories.provenance.lineage import Lineage, build_lineage, collect_family, named_uuids
 from repositories.provenance.merge import JournalMerger
+from repositories.provenance.protocol import ProvenanceRepository
 from repositories.provenance.recovery import RepositoryRecovery
 from repositories.provenance.unmerged import UnmergedJournals
 
@@ -70,8 +72,9 @@ class ProvenanceReadOnlyError(RuntimeError):
     """A write to a repository opened with ``readonly=True``."""
 
 
-class ProvenanceRepository:
-    """A node's durable provenance repository (see the module docstring)."""
+class WriteAheadProvenanceRepository(ProvenanceRepository):
+    """A node's durable provenance repository (see the module docstring); NiFi's name, and its
+    design: events journaled first, merged into compressed, indexed event files behind."""
 
     def __init__(
         self,
@@ -143,7 +146,8 @@ class ProvenanceRepository:
             (container / "journals").mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def from_settings(cls, repository_dir: str | Path, settings: Any, **overrides: Any) -> "ProvenanceRepository":
+    def from_settings(cls, repository_dir: str | Path, settings: Any,
+                      **overrides: Any) -> "WriteAheadProvenanceRepository":
         """The repository at ``<repository_dir>/provenance`` configured by a ``Settings``
         (``overrides``: constructor arguments, e.g. ``readonly=True``)."""
         values: dict[str, Any] = dict(
@@ -509,7 +513,7 @@ class ProvenanceRepository:
         if self.readonly:
             raise ProvenanceReadOnlyError(f"the provenance repository at {self.root} is open read-only")
 
-    def __enter__(self) -> "ProvenanceRepository":
+    def __enter__(self) -> "WriteAheadProvenanceRepository":
         return self
 
     def __exit__(self, *exc: object) -> None:
