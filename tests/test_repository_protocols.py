@@ -19,11 +19,15 @@ from typing import Any, Callable
 import pytest
 
 from repositories.content import ContentRepository, FileSystemContentRepository, InMemoryContentRepository
+from repositories.provenance import (InMemoryProvenanceRepository, ProvenanceRepository,
+                                      WriteAheadProvenanceRepository)
 
 #: (Protocol, implementation)
 IMPLEMENTATIONS: list[tuple[type, type]] = [
     (ContentRepository, FileSystemContentRepository),
     (ContentRepository, InMemoryContentRepository),
+    (ProvenanceRepository, WriteAheadProvenanceRepository),
+    (ProvenanceRepository, InMemoryProvenanceRepository),
 ]
 
 #: types with no run-time subclasses, and the class that stands for them at run time
