@@ -20,9 +20,10 @@ from typing import Annotated, Any, Callable, NoReturn, Optional, Sequence
 
 import typer
 
-from flowactors.cli import cluster, provenance, queue, state, ui
+from flowactors.cli import cluster, provenance, state, ui
+from flowactors.cli import queue as queue_commands
 from flowactors.cli.common import (EXTENSIONS_HELP, LOG_LEVELS, CliError, ExtensionsOption, FlowArgument, Repository,
-                                   SettingOption, command_group, invoke, one_of, setting_values)
+                                   SettingOption, command_group, help_without_command, invoke, one_of, setting_values)
 from flowactors.cli.ui import UiFlag, UiHost, UiPort, flow_page
 from flowactors.driver.loading import load_flow
 from flowactors.ops.error_log import FILE_NAME, ErrorLogError, read_errors
@@ -248,7 +249,7 @@ def build_app() -> typer.Typer:
 
     ui.add_commands(app)              # ui, graph
     provenance.add_commands(app)      # provenance search|show|repair, lineage, replay
-    queue.add_commands(app)           # queue list|empty
+    queue_commands.add_commands(app)  # queue list|empty
     state.add_commands(app)           # state list|clear
     cluster.add_commands(app)         # submit, stop, logs (status FLOW --address is above)
     return app
