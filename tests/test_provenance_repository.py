@@ -729,7 +729,7 @@ def test_register_batches_gives_each_batch_the_ids_that_follow(tmp_path):
         assert [(e.event_id, e.flowfile_uuid) for e in repo.events(0, 10)] == [(i, f"u{i}") for i in range(6)]
         assert repo.register_batches([]) == (6, 5)
         with pytest.raises(ProvenanceFormatError, match="must be encoded by encode_batch"):
-            repo.register_batches([batches[0]._replace(data=encode_event(events[0]))])
+            repo.register_batches([dataclasses.replace(batches[0], data=encode_event(events[0]))])
         repo.rollover()
         assert [e.flowfile_uuid for e in repo.search(limit=None)] == [f"u{i}" for i in range(5, -1, -1)]
         repo.close()

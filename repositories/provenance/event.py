@@ -30,7 +30,7 @@ import struct
 from itertools import chain, repeat
 from operator import itemgetter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence, final
 
 import orjson
 
@@ -213,8 +213,8 @@ _SAME_PAIRS = tuple((FIELD_INDEX[f"previous_{name}"], FIELD_INDEX[f"updated_{nam
                     for name in ("attributes", "claim", "size"))
 _SAME_OF = dict(_SAME_PAIRS)
 _RESOURCE, _OFFSET, _LENGTH = itemgetter(0), itemgetter(1), itemgetter(2)
-#: what a missing claim becomes in a claim column: ref -1, offset and length 0
-_NO_CLAIM = ContentClaim(None, 0, 0)
+#: a missing claim in a claim column, as (resource, offset, length): ref -1, offset and length 0
+_NO_CLAIM: tuple[None, int, int] = (None, 0, 0)
 #: the fields a batch's index part holds (versions 3 and 4), in this order: what the index reads
 INDEX_FIELDS = ("event_type", "timestamp", "flowfile_uuid", "parent_uuids", "child_uuids", "component_id",
                 "component_name", "relationship", "updated_size")
@@ -222,7 +222,8 @@ _INDEX_POSITIONS = tuple(FIELD_INDEX[name] for name in INDEX_FIELDS)
 _U32 = struct.Struct("<I")
 
 
-class EncodedBatch(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
     """A batch of unregistered events, encoded (``encode_batch``), with what the repository needs
     to register it without decoding it: how many events, and their time span."""
 
@@ -232,7 +233,9 @@ class EncodedBatch(NamedTuple):
     max_timestamp: int
 
 
-class EventRun(NamedTuple):
+@final   # no subclasses: ``type(e) is EventRun`` tells a run from a field array
+@dataclass(frozen=True, slots=True)
+class EventRun:
     """Events of one kind about many FlowFiles, as columns: how a session records what a batch
     call did to a whole batch, with no field array an event. ``shared`` is a field array
     (``new_event_fields``) holding the values every event of the run has; ``each`` maps a field's

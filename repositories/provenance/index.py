@@ -59,7 +59,7 @@ _pack_ptr = _PTR.pack
 _pack_range = _RANGE.pack
 
 
-def _unpack_range(value: bytes) -> tuple[int, int]:
+def _unpack_range(value: bytes | memoryview) -> tuple[int, int]:
     """``(first, last)`` of a term table's value: a range (format 2) or one id (format 1)."""
     if len(value) == 8:
         event_id = _unpack_id(value)[0]
