@@ -16,21 +16,19 @@ import signal
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Callable, NoReturn, Optional, Sequence
+from typing import Annotated, Optional, Sequence
 
 import typer
 
 from flowactors.cli import cluster, provenance, state, ui
 from flowactors.cli import queue as queue_commands
-from flowactors.cli.common import (EXTENSIONS_HELP, LOG_LEVELS, CliError, ExtensionsOption, FlowArgument, Repository,
-                                   SettingOption, command_group, help_without_command, invoke, one_of, setting_values)
+from flowactors.cli.common import (LOG_LEVELS, CliError, ExtensionsOption, FlowArgument, Repository, SettingOption,
+                                   help_without_command, invoke, one_of, setting_values)
 from flowactors.cli.ui import UiFlag, UiHost, UiPort, flow_page
 from flowactors.driver.loading import load_flow
 from flowactors.ops.error_log import FILE_NAME, ErrorLogError, read_errors
 from flowactors.ops.queue_admin import stopped_status
 from flowactors.engine import ENGINES, STALL_SECONDS
-from flowactors.sdk.flow import Flow, FlowValidationError
-from flowactors.sdk.settings import SettingsError
 
 
 def cmd_validate(args: SimpleNamespace) -> int:

@@ -10,7 +10,6 @@ milliseconds since the epoch.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shutil
@@ -18,26 +17,21 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from flowactors.cli.common import (CliError, FlowOption, Repository, SettingOption, command_group, guarded, invoke, key_value,
-                                   one_of, optional_flow, resolve_settings, setting_values)
-from flowactors.driver.loading import load_flow
-from flowactors.sdk.flow import Flow
+                                   one_of, optional_flow, resolve_settings)
 from flowactors.engine.cluster.topology import TOPOLOGY_FILE
 from flowactors.ops.cluster_lineage import cluster_lineage
 from flowactors.ops.lineage_render import FORMATS, RenderError, check_output, write_picture
 from flowactors.ops.lineage_view import condense, to_text
 from flowactors.engine.flow_operations import claim_state
-from flowactors.engine.errors import NoSuchEventError, ReplayError
-from flowactors.ops.provenance_tools import ContentGoneError, StoppedRepository, open_event_content
+from flowactors.ops.provenance_tools import StoppedRepository, open_event_content
 from flowactors.ops.replay import replay_stopped
-from flowactors.sdk.settings import Settings
 from flowactors.sdk.units import parse_data_size
-from repositories.content import ContentRepositoryError
-from repositories.provenance import ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError
+from repositories.provenance import ProvenanceEvent, ProvenanceEventType
 from repositories.provenance.event import event_to_dict
 
 EVENT_TYPES = [t.value for t in ProvenanceEventType]

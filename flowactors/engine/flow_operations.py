@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from flowactors.engine.errors import NoSuchEventError, NoSuchQueueError, ReplayError
+from flowactors.engine.errors import NoSuchEventError, ReplayError
 from flowactors.engine.transport import call_now
 from repositories.content import FileSystemContentRepository
 from repositories.fsutil import fsync_dir

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 from flowactors.engine.flow_operations import describe, drop_events
 from flowactors.engine.errors import NoSuchQueueError

@@ -7,7 +7,7 @@ import re
 import stat
 from typing import BinaryIO, Iterator
 
-from flowactors.sdk.processor import PropertyDescriptor, Relationship, validators
+from flowactors.sdk.processor import PropertyDescriptor, validators
 
 #: how NiFi writes file times (file.lastModifiedTime ...): Java's yyyy-MM-dd'T'HH:mm:ssZ
 NIFI_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"

@@ -1,4 +1,4 @@
-"""Routing processors: RouteOnAttribute, RouteOnContent, Funnel."""
+"""Routing processors: RouteOnAttribute, RouteOnContent (the funnel is an SDK component: sdk/ports.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Mapping, Sequence
 from flowactors.sdk import FlowFile
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.sdk.relationships import SUCCESS
 from flowactors.processors._common import charset_property, decode_prefix, dynamic_regexes, read_prefix
+
 log = logging.getLogger(__name__)
 
 UNMATCHED = Relationship("unmatched", "FlowFiles that match none of the conditions")
