@@ -169,8 +169,8 @@ def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_
         from repositories.model import FlowFile, QueuedFlowFile
         wal = WriteAheadFlowFileRepository({str(tmp_path / "flowfile")!r}, create=False)
         wal.commit([QueuedFlowFile(FlowFile(1, {new_flowfile_uuid()!r}, {{}}, None, 1, 1, queue_date=1, queue_index=1), "q")], [])
-        with wal._write("holding the lock") as txn:
-            txn.put(b"x", b"y", db=wal._meta)
+        with wal._environment.write("holding the lock") as txn:
+            txn.put(b"x", b"y", db=wal._environment.meta)
             print("holding", flush=True)
             time.sleep(60)
         """)], stdout=subprocess.PIPE, text=True)
@@ -184,8 +184,8 @@ def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_
     log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(2), "q")]))
     log.close()
     assert wal.queue_counts() == {"q": 2}
-    with wal._read() as txn:
-        assert txn.get(b"x", db=wal._meta) is None  # the killed transaction left nothing
+    with wal._environment.read() as txn:
+        assert txn.get(b"x", db=wal._environment.meta) is None  # the killed transaction left nothing
 
 
 @pytest.mark.ray
@@ -325,8 +325,8 @@ def test_a_damaged_outbox_entry_is_reported_and_the_others_are_taken(wal, tmp_pa
     log = ExecutorLog(wal, True)
     flowfiles = _commit_created(log, 3)
     log.close()
-    db = wal._env.open_db(b"provenance_outbox")
-    with wal._env.begin(write=True) as txn:
+    db = wal._environment.check_open().open_db(b"provenance_outbox")
+    with wal._environment.check_open().begin(write=True) as txn:
         value = bytearray(txn.get(rec.pack_u64(1), db=db))
         value[30] ^= 0xFF
         txn.put(rec.pack_u64(1), bytes(value), db=db)
@@ -399,8 +399,8 @@ def test_a_flows_start_reports_a_damaged_outbox_entry_a_killed_run_left(tmp_path
             log.record(CommitBatch(events=_created(ff)))
         log.close()
         first = left.outbox_entries()[0][0]
-        db = left._env.open_db(b"provenance_outbox")
-        with left._env.begin(write=True) as txn:
+        db = left._environment.check_open().open_db(b"provenance_outbox")
+        with left._environment.check_open().begin(write=True) as txn:
             value = bytearray(txn.get(rec.pack_u64(first), db=db))
             value[30] ^= 0xFF
             txn.put(rec.pack_u64(first), bytes(value), db=db)
@@ -412,8 +412,8 @@ def test_a_flows_start_reports_a_damaged_outbox_entry_a_killed_run_left(tmp_path
 
 
 def _journal_entries(wal: WriteAheadFlowFileRepository) -> int:
-    with wal._read() as txn:  # not stats(), which applies the journal first
-        return txn.stat(wal._journal)["entries"]
+    with wal._environment.read() as txn:  # not stats(), which applies the journal first
+        return txn.stat(wal._environment.journal)["entries"]
 
 
 def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(tmp_path, monkeypatch):
@@ -485,7 +485,7 @@ def test_the_services_look_applies_a_long_journal_part_after_part_and_an_error_w
     try:
         service._applier.stop()  # the looks are made here, one at a time
         wal = service.repo
-        wal.applied_elsewhere, wal._fold_retry_at = True, float("inf")  # no commit applies it
+        wal.applied_elsewhere, wal._journal.retry_at = True, float("inf")  # no commit applies it
         for i in range(13):
             wal.commit([QueuedFlowFile(flowfile(i), "q")], [])
         assert _journal_entries(wal) == 13

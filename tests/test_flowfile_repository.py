@@ -540,10 +540,10 @@ def test_everything_survives_reopening(w):
 
 def test_durability_modes_set_lmdb_flags(tmp_path):
     with WriteAheadFlowFileRepository(tmp_path / "a") as repo:
-        flags = repo._env.flags()
+        flags = repo._environment.check_open().flags()
         assert (flags["sync"], flags["metasync"], flags["writemap"]) == (False, False, False)
     with WriteAheadFlowFileRepository(tmp_path / "a", always_sync=True) as repo:
-        flags = repo._env.flags()
+        flags = repo._environment.check_open().flags()
         assert (flags["sync"], flags["metasync"], flags["writemap"]) == (True, True, False)
         repo.commit([QueuedFlowFile(make_ff(R1), "q")], [])
         assert repo.stats()["always_sync"]
@@ -850,7 +850,7 @@ def test_commits_of_two_processes_are_applied_in_the_order_they_were_made(w, tmp
     assert done.returncode == 0, done.stderr
     late = w.ff(R3)
     w.repo.commit([q(late)], [ffs[0].uuid])   # ffs[0] was moved by the other process: removed now
-    assert len(w.repo._recent) == 1  # the 8 commits the other process applied are no longer held here
+    assert len(w.repo._journal.recent) == 1  # the 8 commits the other process applied are no longer held here
     stored = everything(w.repo)
     assert set(stored) == {f.uuid for f in ffs[2::2]} | {late.uuid}
     assert all(stored[f.uuid][0] == "q2" and stored[f.uuid][1].attributes["seen"] == "child" for f in ffs[2::2])
@@ -866,15 +866,15 @@ def test_while_applying_fails_commits_go_on_and_what_a_process_holds_stays_bound
     process holds at most twice FOLD_ENTRIES of its commits as encoded, and applying the long
     journal later, part by part, decodes the rest: nothing is lost or applied twice."""
     w.repo.FOLD_ENTRIES = 4
-    w.repo._fold_retry_at = float("inf")   # as when applying has just failed
+    w.repo._journal.retry_at = float("inf")   # as when applying has just failed
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(30)]
     for i, ff in enumerate(ffs):
         w.repo.commit([q(ff)], [ffs[i - 1].uuid] if i % 3 == 2 else [], [R1])
-    assert len(w.repo._recent) == 2 * w.repo.FOLD_ENTRIES
+    assert len(w.repo._journal.recent) == 2 * w.repo.FOLD_ENTRIES
     kept = [f.uuid for i, f in enumerate(ffs) if i % 3 != 1]   # every third one removed by the next commit
     assert set(everything(w.repo)) == set(kept)
     assert w.repo.claimant_count(R1) == len(kept) and w.repo.queue_counts() == {"q1": len(kept)}
-    assert w.repo.stats()["unknown_removals"] == 0 and not w.repo._recent
+    assert w.repo.stats()["unknown_removals"] == 0 and not w.repo._journal.recent
 
 
 def test_what_a_process_holds_as_encoded_is_bounded_in_flowfiles_too(w):
@@ -884,21 +884,21 @@ def test_what_a_process_holds_as_encoded_is_bounded_in_flowfiles_too(w):
     batches = [[w.ff(R1, offset=10 * i + j) for j in range(3)] for i in range(4)]
     for batch in batches:
         w.repo.commit([q(ff) for ff in batch], [], [R1])
-    assert sum(len(entry[0]) for entry in w.repo._recent.values()) == 3   # a second commit of 3 would pass 5
+    assert sum(len(entry[0]) for entry in w.repo._journal.recent.values()) == 3   # a second commit of 3 would pass 5
     w.repo.commit([], [batches[0][0].uuid])
     kept = {ff.uuid for batch in batches for ff in batch} - {batches[0][0].uuid}
     assert set(everything(w.repo)) == kept and w.repo.claimant_count(R1) == len(kept)
 
 
 def _plan(repo):
-    """The journal's net effect worked out in a read transaction, as ``_settle`` does first."""
-    with repo._read() as txn:
-        return repo._plan_fold(txn)
+    """The journal's net effect worked out in a read transaction, as ``Journal.settle`` does first."""
+    with repo._environment.read() as txn:
+        return repo._journal.plan(txn)
 
 
 def _write_planned(repo, planned) -> None:
-    with repo._write("applying the journal") as txn:
-        repo._fold(txn, planned)
+    with repo._environment.write("applying the journal") as txn:
+        repo._journal.fold(txn, planned)
 
 
 def test_a_fold_worked_out_before_its_transaction_also_applies_what_came_in_meanwhile(w):
@@ -916,8 +916,8 @@ def test_a_fold_worked_out_before_its_transaction_also_applies_what_came_in_mean
     late = w.ff(R3)
     w.repo.commit([q(moved, "q2"), q(late)], [ffs[2].uuid], [R2, R3])
     _write_planned(w.repo, planned)
-    with w.repo._read() as txn:
-        assert txn.stat(w.repo._journal)["entries"] == 0 and not w.repo._recent
+    with w.repo._environment.read() as txn:
+        assert txn.stat(w.repo._environment.journal)["entries"] == 0 and not w.repo._journal.recent
     stored = everything(w.repo)
     assert set(stored) == {ffs[1].uuid, *(f.uuid for f in ffs[3:]), late.uuid}
     assert stored[ffs[1].uuid][0] == "q2" and stored[ffs[1].uuid][1].attributes["seen"] == "later"
@@ -955,20 +955,20 @@ def test_where_another_process_applies_the_journal_commits_apply_it_only_past_tw
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
     for ff in ffs[:7]:
         w.repo.commit([q(ff)], [], [R1])
-    with w.repo._read() as txn:
-        assert txn.stat(w.repo._journal)["entries"] == 7 and not w.repo._recent
+    with w.repo._environment.read() as txn:
+        assert txn.stat(w.repo._environment.journal)["entries"] == 7 and not w.repo._journal.recent
     assert w.repo.apply_if_long() is True   # what the service's thread calls: the first part, 4 entries
-    with w.repo._read() as txn:
-        assert txn.stat(w.repo._journal)["entries"] == 3
+    with w.repo._environment.read() as txn:
+        assert txn.stat(w.repo._environment.journal)["entries"] == 3
     assert w.repo.apply_if_long() is False  # 3 is below the bound
     for ff in ffs[7:]:
         w.repo.commit([q(ff)], [], [R1])
     assert set(everything(w.repo)) == {f.uuid for f in ffs} and w.repo.claimant_count(R1) == 8
-    w.repo.FOLD_ENTRIES, w.repo._fold_retry_at = 1, 0.0
+    w.repo.FOLD_ENTRIES, w.repo._journal.retry_at = 1, 0.0
     for i in range(8, 10):
         w.repo.commit([q(w.ff(R1, offset=i, qindex=i))], [], [R1])
-    with w.repo._read() as txn:   # the second commit reached twice the bound (2) and applied it
-        assert txn.stat(w.repo._journal)["entries"] == 0
+    with w.repo._environment.read() as txn:   # the second commit reached twice the bound (2) and applied it
+        assert txn.stat(w.repo._environment.journal)["entries"] == 0
 
 
 def test_a_commit_leaves_the_journal_to_the_thread_of_its_process_already_applying_it(w):
@@ -977,14 +977,14 @@ def test_a_commit_leaves_the_journal_to_the_thread_of_its_process_already_applyi
     plan the same part and be dropped, or wait for the writer lock behind it)."""
     w.repo.FOLD_ENTRIES = 2
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(4)]
-    with w.repo._applying:  # as a task thread in ``_fold_after_commit`` holds it
+    with w.repo._journal.applying:  # as a task thread in ``Journal.apply_after_commit`` holds it
         for ff in ffs[:3]:
             w.repo.commit([q(ff)], [], [R1])
-        with w.repo._read() as txn:
-            assert txn.stat(w.repo._journal)["entries"] == 3  # past the bound, not applied
+        with w.repo._environment.read() as txn:
+            assert txn.stat(w.repo._environment.journal)["entries"] == 3  # past the bound, not applied
     w.repo.commit([q(ffs[3])], [], [R1])  # nobody applying: this one applies it
-    with w.repo._read() as txn:
-        assert txn.stat(w.repo._journal)["entries"] == 0
+    with w.repo._environment.read() as txn:
+        assert txn.stat(w.repo._environment.journal)["entries"] == 0
     assert set(everything(w.repo)) == {f.uuid for f in ffs} and w.repo.claimant_count(R1) == 4
 
 
@@ -998,27 +998,27 @@ def test_applying_for_others_writes_only_what_it_worked_out_and_nothing_when_ano
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
     for ff in ffs[:5]:
         w.repo.commit([q(ff)], [], [R1])
-    plan = w.repo._plan_fold
+    plan = w.repo._journal.plan
 
     def meanwhile(txn):
         planned = plan(txn)
         w.repo.commit([q(ffs[5])], [ffs[0].uuid], [R1])   # while the plan is worked out
         return planned
 
-    monkeypatch.setattr(w.repo, "_plan_fold", meanwhile)
+    monkeypatch.setattr(w.repo._journal, "plan", meanwhile)
     assert w.repo.apply_if_long() is True
-    with w.repo._read() as txn:
-        assert txn.stat(w.repo._journal)["entries"] == 2   # the fifth commit and the one made meanwhile
+    with w.repo._environment.read() as txn:
+        assert txn.stat(w.repo._environment.journal)["entries"] == 2   # the fifth commit and the one made meanwhile
 
     def another_applies_first(txn):
         planned = plan(txn)
-        with w.repo._write("applying the journal") as other:   # as another process would, between
-            w.repo._fold(other)                                 # the read and the write transaction
+        with w.repo._environment.write("applying the journal") as other:   # as another process would, between
+            w.repo._journal.fold(other)                                 # the read and the write transaction
         return planned
 
     w.repo.commit([q(ffs[6])], [], [R1])
     w.repo.commit([q(ffs[7])], [], [R1])
-    monkeypatch.setattr(w.repo, "_plan_fold", another_applies_first)
+    monkeypatch.setattr(w.repo._journal, "plan", another_applies_first)
     assert w.repo.apply_if_long() is False
     monkeypatch.undo()
     assert set(everything(w.repo)) == {f.uuid for f in ffs[1:]} and w.repo.claimant_count(R1) == 7

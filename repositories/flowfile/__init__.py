@@ -2,8 +2,9 @@
 queue (LMDB), with claimant counts, checkpoints, recovery, the swap-file registry and processor
 state.
 
-``WriteAheadFlowFileRepository`` is the durable one; ``InMemoryFlowFileRepository`` has the same
-interface for tests and the stateless engine. Formats: docs/formats/flowfile-repository.md.
+``FlowFileRepository`` (protocol.py) is its interface, what the engine and the tools call;
+``WriteAheadFlowFileRepository`` (wal.py) is the durable implementation, ``InMemoryFlowFileRepository``
+(memory.py) the one for tests and the test runner. Formats: docs/formats/flowfile-repository.md.
 """
 
 from repositories.flowfile.errors import (
@@ -14,9 +15,11 @@ from repositories.flowfile.errors import (
     UnsupportedFormatVersionError,
 )
 from repositories.flowfile.memory import InMemoryFlowFileRepository
+from repositories.flowfile.protocol import FlowFileRepository
 from repositories.flowfile.wal import SWAP_QUEUE_PREFIX, WriteAheadFlowFileRepository
 
 __all__ = [
+    "FlowFileRepository",
     "FlowFileRepositoryError",
     "InMemoryFlowFileRepository",
     "RepositoryCorruptError",

@@ -33,7 +33,7 @@ class FlowFileRepositoryError(Exception):
         return _rebuild, (type(self), str(self), self.__dict__)
 
 
-def _rebuild(cls: type, message: str, attributes: dict) -> FlowFileRepositoryError:
+def _rebuild(cls: type[FlowFileRepositoryError], message: str, attributes: dict) -> FlowFileRepositoryError:
     """An unpickled error: its class, message and attributes, whatever its constructor takes."""
     error = cls.__new__(cls)
     Exception.__init__(error, message)

@@ -42,7 +42,7 @@ import zlib
 from array import array
 from itertools import repeat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -86,6 +86,15 @@ INDEX_TAIL = _ORDER_LEN + 16
 MAX_QUEUE_BYTES = MAX_KEY_SIZE - 2 - INDEX_TAIL
 
 
+#: One FlowFile of a commit as the log applies it (``encode_commit``, ``decode_journal_entry``):
+#: ``(uuid key, source of its record, where in the source, queue prefix, claim key or b"",
+#: content length)``; the source is the FlowFile itself (then "where" is its queue id) or what
+#: makes its record from a journal entry (``update_record``)
+Update = tuple[bytes, Any, Any, bytes, bytes, int]
+#: One commit's changes: ``(updates, removed uuid keys, keys of the claims it wrote)``
+JournalEntry = tuple[list[Update], list[bytes], list[bytes]]
+
+
 class RecordError(ValueError):
     """A value could not be decoded; ``wal.py`` reports it as repository corruption."""
 
@@ -118,11 +127,10 @@ def key_uuid(key: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def uuid_keys(uuids: Sequence[str]) -> tuple[bytes, list[bytes]]:
+def uuid_keys(given: Iterable[str]) -> tuple[bytes, list[bytes]]:
     """``(every key joined, the keys)``: ``uuid_key`` of each uuid, with a few C calls for the
     batch; a uuid that is not one is named as ``uuid_key`` names it."""
-    if not isinstance(uuids, (list, tuple)):
-        uuids = list(uuids)
+    uuids = given if isinstance(given, (list, tuple)) else list(given)
     n = len(uuids)
     try:
         text = "".join(uuids)
@@ -276,9 +284,21 @@ _TABLES = struct.Struct(">II")  # queue prefixes, claim keys
 _COLUMNS = 10  # id, entry, lineage, penalized, queue date, queue index, offset, length, queue no, claim no
 
 
+class _Batch(NamedTuple):
+    """A commit's updates encoded at once (``_encode_updates``)."""
+
+    prepared: list[Update]
+    ukeys: list[bytes]          # their uuid keys
+    joined: bytes               # the same, joined
+    prefixes: list[bytes]       # the batch's queue prefixes, each once
+    ckeys: list[bytes]          # b"" (no content), then the batch's claim keys, each once
+    columns: list[array]
+    attributes: bytes           # every FlowFile's attributes, one JSON array
+
+
 def encode_commit(
     updates: Sequence[QueuedFlowFile], removals: Iterable[str], prefix_of: Callable[[str], bytes] = queue_prefix
-) -> tuple[list[tuple[bytes, FlowFile, str, bytes, bytes, int]], list[bytes], bytes]:
+) -> tuple[list[Update], list[bytes], bytes]:
     """Validate and encode one commit's batch, before any write, as both FlowFile repositories do.
 
     The LMDB and the in-memory repository share it so that they refuse the same batches with the
@@ -288,67 +308,74 @@ def encode_commit(
     uuid keys, the updates' columns)``: an *update* each (the shape the FlowFile repository
     applies; ``update_record`` makes its record when it is written), and the updates as the
     columns of a journal entry (``encode_journal_entry``), built for the whole batch at once."""
-    n = len(updates)
-    if not n:
-        flowfiles, queues, joined, ukeys, columns, attributes = [], [], b"", [], [array("q")] * _COLUMNS, b"[]"
-        prefixes: list[bytes] = []
-        ckeys = [b""]
-        prepared: list = []
+    if len(updates):
+        batch = _encode_updates(updates, prefix_of)
     else:
-        flowfiles, queues = map(list, zip(*updates))
-        # the FlowFiles' fields as columns: one C-level transposition, not a pass a field
-        ids, uuids, attribute_maps, claims, entry, lineage, penalized, qdates, qindexes = zip(*flowfiles)
-        joined, ukeys = uuid_keys(uuids)
-        # the batch's queues and resource claims, each numbered once (claim 0: no content)
-        if queues.count(queues[0]) == n:
-            queue_numbers = [0] * n
-            prefixes = [prefix_of(queues[0])]
-            prefix_each = prefixes * n
-        else:
-            numbered: dict[str, int] = {}
-            queue_numbers = [numbered.setdefault(q, len(numbered)) for q in queues]
-            prefixes = [prefix_of(q) for q in numbered]
-            prefix_each = [prefixes[i] for i in queue_numbers]
-        if None in claims:
-            resources: dict[tuple, int] = {}
-            claim_numbers = [0 if c is None else resources.setdefault(c[0], len(resources) + 1) for c in claims]
-            offsets = [0 if c is None else c[1] for c in claims]
-            sizes = [0 if c is None else c[2] for c in claims]
-        else:
-            owners, offsets, sizes = zip(*claims)
-            resources = {r: i for i, r in enumerate(dict.fromkeys(owners), 1)}
-            claim_numbers = list(map(resources.__getitem__, owners))
-        ckeys = [b"", *map(claim_key, resources)]
-        try:
-            columns = [array("q", ids), array("q", entry), array("q", lineage), array("q", penalized),
-                       array("q", qdates), array("q", qindexes), array("q", offsets), array("q", sizes),
-                       array("q", queue_numbers), array("q", claim_numbers)]
-            attributes = _dumps(attribute_maps, default=_default)
-        except (TypeError, OverflowError) as e:
-            for ff in flowfiles:   # names the FlowFile, as encoding one at a time would
-                try:
-                    encode_flowfile(ff, b"", b"", b"")
-                except TypeError as each:
-                    raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {each}") from None
-            raise ValueError(f"a FlowFile of the commit cannot be stored: {e}") from None
-        prepared = list(zip(ukeys, flowfiles, queues, prefix_each, map(ckeys.__getitem__, claim_numbers), sizes))
+        batch = _Batch([], [], b"", [], [b""], [array("q")] * _COLUMNS, b"[]")
     rkeys = uuid_keys(removals)[1]
-    keys = ukeys + rkeys
+    keys = batch.ukeys + rkeys
     if len(set(keys)) != len(keys):  # checked at once; the loop below only names the culprit
         seen: set[bytes] = set()
         for i, ukey in enumerate(keys):
             if ukey in seen:
-                where = "" if i < n else " (update and removal)"
+                where = "" if i < len(updates) else " (update and removal)"
                 raise ValueError(f"FlowFile {key_uuid(ukey)} appears more than once in one commit{where}")
             seen.add(ukey)
+    columns = batch.columns
     if not _NATIVE_LE:
         for column in columns:
             column.byteswap()
-    tables = [_TABLES.pack(len(prefixes), len(ckeys) - 1), *prefixes]
-    for ckey in ckeys[1:]:
+    tables = [_TABLES.pack(len(batch.prefixes), len(batch.ckeys) - 1), *batch.prefixes]
+    for ckey in batch.ckeys[1:]:
         tables += (_U16.pack(len(ckey)), ckey)
-    body = b"".join([*tables, joined, *[c.tobytes() for c in columns], _U32.pack(len(attributes)), attributes])
-    return prepared, rkeys, body
+    body = b"".join([*tables, batch.joined, *[c.tobytes() for c in columns], _U32.pack(len(batch.attributes)),
+                     batch.attributes])
+    return batch.prepared, rkeys, body
+
+
+def _encode_updates(updates: Sequence[QueuedFlowFile], prefix_of: Callable[[str], bytes]) -> _Batch:
+    """A non-empty batch of updates as the columns of a journal entry and as updates; the
+    batch's queues and resource claims are each numbered once (claim 0: no content)."""
+    n = len(updates)
+    flowfiles, queues = map(list, zip(*updates))
+    # the FlowFiles' fields as columns: one C-level transposition, not a pass a field
+    ids, uuids, attribute_maps, claims, entry, lineage, penalized, qdates, qindexes = zip(*flowfiles)
+    joined, ukeys = uuid_keys(uuids)
+    if queues.count(queues[0]) == n:
+        queue_numbers = [0] * n
+        prefixes = [prefix_of(queues[0])]
+        prefix_each = prefixes * n
+    else:
+        numbered: dict[str, int] = {}
+        queue_numbers = [numbered.setdefault(q, len(numbered)) for q in queues]
+        prefixes = [prefix_of(q) for q in numbered]
+        prefix_each = [prefixes[i] for i in queue_numbers]
+    offsets: Sequence[int]
+    sizes: Sequence[int]
+    if None in claims:
+        resources: dict[tuple, int] = {}
+        claim_numbers = [0 if c is None else resources.setdefault(c[0], len(resources) + 1) for c in claims]
+        offsets = [0 if c is None else c[1] for c in claims]
+        sizes = [0 if c is None else c[2] for c in claims]
+    else:
+        owners, offsets, sizes = zip(*claims)
+        resources = {r: i for i, r in enumerate(dict.fromkeys(owners), 1)}
+        claim_numbers = list(map(resources.__getitem__, owners))
+    ckeys = [b"", *map(claim_key, resources)]
+    try:
+        columns = [array("q", ids), array("q", entry), array("q", lineage), array("q", penalized),
+                   array("q", qdates), array("q", qindexes), array("q", offsets), array("q", sizes),
+                   array("q", queue_numbers), array("q", claim_numbers)]
+        attributes = _dumps(attribute_maps, default=_default)
+    except (TypeError, OverflowError) as e:
+        for ff in flowfiles:   # names the FlowFile, as encoding one at a time would
+            try:
+                encode_flowfile(ff, b"", b"", b"")
+            except TypeError as each:
+                raise ValueError(f"FlowFile {ff.uuid} cannot be stored: {each}") from None
+        raise ValueError(f"a FlowFile of the commit cannot be stored: {e}") from None
+    prepared = list(zip(ukeys, flowfiles, queues, prefix_each, map(ckeys.__getitem__, claim_numbers), sizes))
+    return _Batch(prepared, ukeys, joined, prefixes, ckeys, columns, attributes)
 
 
 def encode_swap_registration(
@@ -483,7 +510,8 @@ class _Columns:
     __slots__ = ("columns", "count", "attributes_json", "attributes")
 
     def __init__(self, columns: array, count: int, attributes_json: bytes) -> None:
-        self.columns, self.count, self.attributes_json, self.attributes = columns, count, attributes_json, None
+        self.columns, self.count, self.attributes_json = columns, count, attributes_json
+        self.attributes: list[dict[str, str]] | None = None
 
     def record(self, i: int, prefix: bytes, ckey: bytes, ukey: bytes) -> tuple[bytes, bytes]:
         if self.attributes is None:

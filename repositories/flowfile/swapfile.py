@@ -20,8 +20,9 @@ import os
 import re
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Sequence
 
 from repositories.flowfile import records as rec
 from repositories.flowfile.errors import FlowFileRepositoryError, UnsupportedFormatVersionError
@@ -65,7 +66,8 @@ class SwapFileError(FlowFileRepositoryError):
         )
 
 
-class SwapHeader(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class SwapHeader:
     """What the header of a swap file says (see docs/formats/swap-file.md)."""
 
     version: int
@@ -80,7 +82,8 @@ class SwapHeader(NamedTuple):
     length: int
 
 
-class SwapFileInfo(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class SwapFileInfo:
     """A swap file just written: where, and what it holds."""
 
     location: str
