@@ -456,6 +456,22 @@ def test_swapped_flowfiles_can_be_dropped_while_swapped(h):
     assert h.repo.unregister_swap_file("s1") == 0
 
 
+def test_renaming_a_queue_moves_its_records_and_its_swapped_ones_in_fifo_order(h):
+    """A connection whose id changed keeps what was queued under the former one: every record,
+    those in its swap files included, moves to the new queue in its FIFO position; the swap files
+    are unregistered and the counts follow."""
+    ffs = [h.ff(R1, qdate=100 + i) for i in range(5)]
+    other = h.ff(R2)
+    h.repo.commit([q(f, "old") for f in ffs] + [q(other, "q2")], [])
+    h.repo.register_swap_file("old", "swap-1", 2, 20, ffs[1:3])
+    assert h.repo.rename_queue("old", "new") == 5
+    assert h.repo.swap_files() == []
+    assert h.repo.queue_counts() == {"new": 5, "q2": 1}
+    assert [f.uuid for batch in h.repo.iter_queue("new") for f in batch] == [f.uuid for f in ffs]
+    assert h.repo.claimant_count(R1) == 5 and h.repo.rename_queue("old", "new") == 0
+    assert h.repo.rebuild_claimant_counts()["queues_fixed"] == {}
+
+
 def test_swap_registration_errors_write_nothing(h):
     a, b = h.ff(R1), h.ff(R1)
     h.repo.commit([q(a), q(b, "other")], [])
@@ -790,26 +806,21 @@ def test_commits_from_several_threads_while_checkpointing(h):
     assert h.repo.rebuild_claimant_counts()["fixed"] == 0
 
 
-def test_a_commit_of_a_replaced_run_is_refused_and_writes_nothing(tmp_path):
+def test_a_commit_of_a_replaced_run_is_refused_and_writes_nothing(h):
     """What fences the executors of a controller that died: once a new start begins its run, a
     commit still made for the old one (by a process Ray has not killed yet) changes nothing."""
-    w = WriteAheadFlowFileRepository(tmp_path / "flowfile")
-    first = w.begin_run()
+    repo = h.repo
+    first = repo.begin_run()
     kept = make_ff(None)
-    w.commit([q(kept)], [], run=first)
-    second = w.begin_run()
+    repo.commit([q(kept)], [], run=first)
+    second = repo.begin_run()
     assert second == first + 1
     with pytest.raises(RunReplacedError, match=f"run {first} of the flow, but run {second} has started"):
-        w.commit([q(make_ff(None))], [kept.uuid], run=first)
-    assert list(everything(w)) == [kept.uuid]  # neither the new FlowFile nor the removal
-    w.commit([], [kept.uuid], run=second)
-    assert everything(w) == {}
-    w.close()
-    again = WriteAheadFlowFileRepository(tmp_path / "flowfile", create=False)
-    try:
-        assert again.begin_run() == second + 1  # the run is in the file: it survives a restart
-    finally:
-        again.close()
+        repo.commit([q(make_ff(None))], [kept.uuid], run=first)
+    assert list(everything(repo)) == [kept.uuid]  # neither the new FlowFile nor the removal
+    repo.commit([], [kept.uuid], run=second)
+    assert everything(repo) == {}
+    assert h.reopen().begin_run() == second + 1  # the run is in the file: it survives a restart
 
 
 _OTHER_PROCESS = """
@@ -1123,11 +1134,11 @@ def _batch(count: int, fill: bytes = b"e"):
     return EncodedBatch(b"FAPB" + fill * (10 * count), count, 1_700_000_000_000, 1_700_000_000_000 + count)
 
 
-def test_a_commits_events_are_kept_in_the_outbox_with_the_commit_under_their_reserved_ids(w):
+def test_a_commits_events_are_kept_in_the_outbox_with_the_commit_under_their_reserved_ids(h):
     """The outbox entry is written in the commit's own transaction: a refused commit reserves
     no ids and keeps no events; entries come back in id order with what was written."""
-    repo = w.repo
-    a, b = w.ff(R1), w.ff(R1)
+    repo = h.repo
+    a, b = h.ff(R1), h.ff(R1)
     assert repo.commit([q(a)], [], event_batch=_batch(3)) == 0
     repo.reserve_event_ids(2)  # events made outside a session: no outbox entry
     with pytest.raises(ValueError):
@@ -1140,7 +1151,7 @@ def test_a_commits_events_are_kept_in_the_outbox_with_the_commit_under_their_res
     assert [first for first, _ in repo.outbox_entries(max_bytes=1)] == [0]  # at least one, then the bound
     assert repo.stats()["provenance_outbox"] == 2 and repo.stats()["next_event_id"] == 6
     assert repo.remove_from_outbox([0, 99]) == 1
-    assert [first for first, _ in w.reopen().outbox_entries()] == [5]  # durable like the commit
+    assert [first for first, _ in h.reopen().outbox_entries()] == [5]  # durable like the commit
 
 
 def test_a_damaged_outbox_entry_is_named_and_the_others_still_read(w):

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from repositories.content import ContentRepository, FileSystemContentRepository, InMemoryContentRepository
+from repositories.flowfile import FlowFileRepository, InMemoryFlowFileRepository, WriteAheadFlowFileRepository
 from repositories.provenance import (InMemoryProvenanceRepository, ProvenanceRepository,
                                       WriteAheadProvenanceRepository)
 
@@ -28,6 +29,8 @@ IMPLEMENTATIONS: list[tuple[type, type]] = [
     (ContentRepository, InMemoryContentRepository),
     (ProvenanceRepository, WriteAheadProvenanceRepository),
     (ProvenanceRepository, InMemoryProvenanceRepository),
+    (FlowFileRepository, WriteAheadFlowFileRepository),
+    (FlowFileRepository, InMemoryFlowFileRepository),
 ]
 
 #: types with no run-time subclasses, and the class that stands for them at run time

@@ -1,9 +1,10 @@
 """A FlowFile repository in memory: the same interface and accounting as the LMDB one, no disk.
 
-For unit tests of the framework and for the stateless engine, where a restart loses the flow
-anyway. Every method behaves as in ``WriteAheadFlowFileRepository`` (the shared tests in
-tests/test_flowfile_repository.py run against both), except that nothing survives the process
-and ``checkpoint()`` has nothing to sync.
+For unit tests of the framework and for the test runner (``ProcessorRunner`` on the in-process
+engine), where a restart loses the flow anyway. It implements ``FlowFileRepository``
+(protocol.py) as ``WriteAheadFlowFileRepository`` does (the shared tests in
+tests/test_flowfile_repository.py run against both), except that nothing survives the process,
+``checkpoint()`` has nothing to sync and every commit is applied at once (no journal).
 """
 
 from __future__ import annotations
@@ -15,13 +16,45 @@ from pathlib import Path
 from typing import Any
 
 from repositories.flowfile import records as rec
-from repositories.flowfile.errors import FlowFileRepositoryError, StateConflictError, log_damaged_count
+from repositories.flowfile.errors import (
+    FlowFileRepositoryError,
+    RunReplacedError,
+    StateConflictError,
+    log_damaged_count,
+)
+from repositories.flowfile.protocol import (
+    ClaimDifference,
+    EventBatch,
+    FlowFileRepository,
+    OutboxEntry,
+    QueueDifference,
+    RebuildReport,
+    RepositoryStats,
+    SwapFileEntry,
+)
+from repositories.flowfile.records import Update
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 
 SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
 
 
-class InMemoryFlowFileRepository:
+class _Tally:
+    """A commit's changes of claimant counts and queue sizes, as its updates and removals are followed."""
+
+    def __init__(self) -> None:
+        self.deltas: dict[tuple, int] = {}
+        self.queues: dict[str, list[int]] = {}
+
+    def claim(self, resource: tuple, change: int) -> None:
+        self.deltas[resource] = self.deltas.get(resource, 0) + change
+
+    def queue(self, queue: str, count: int, size: int) -> None:
+        d = self.queues.setdefault(queue, [0, 0])
+        d[0] += count
+        d[1] += size
+
+
+class InMemoryFlowFileRepository(FlowFileRepository):
     """Volatile FlowFile repository with the interface of ``WriteAheadFlowFileRepository``."""
 
     FORMAT_VERSION = 1
@@ -33,6 +66,7 @@ class InMemoryFlowFileRepository:
         self._closed = False
         self._next_id = 1
         self._next_event_id = 0
+        self._run = 0
         self._seq = 0
         self._commits = 0
         self._checkpoints = 0
@@ -48,6 +82,8 @@ class InMemoryFlowFileRepository:
         self._queues: dict[str, list[int]] = {}
         self._swap: dict[str, dict] = {}
         self._state: dict[str, StateMap] = {}
+        # first event id -> (count, min_timestamp, max_timestamp, encoded batch), ids only grow
+        self._outbox: dict[int, tuple[int, int, int, bytes]] = {}
 
     @classmethod
     def from_settings(cls, root_dir: str | Path, settings: Any) -> "InMemoryFlowFileRepository":
@@ -57,7 +93,7 @@ class InMemoryFlowFileRepository:
         if self._closed:
             raise FlowFileRepositoryError(f"FlowFile repository at {self.path} is closed", self.path)
 
-    # --- ids ----------------------------------------------------------------------------------
+    # --- ids and runs ---------------------------------------------------------------------------
 
     def reserve_ids(self, count: int) -> int:
         return self._reserve("_next_id", count)
@@ -79,6 +115,12 @@ class InMemoryFlowFileRepository:
             self._next_event_id = max(self._next_event_id, at_least)
             return self._next_event_id
 
+    def begin_run(self) -> int:
+        with self._lock:
+            self._check_open()
+            self._run += 1
+            return self._run
+
     # --- commit -------------------------------------------------------------------------------
 
     def commit(
@@ -88,16 +130,34 @@ class InMemoryFlowFileRepository:
         new_claims: Sequence[ResourceClaim] = (),
         events: int = 0,
         state: StateChange | None = None,
+        *,
+        run: int | None = None,
+        event_batch: EventBatch | None = None,
     ) -> int | None:
         prepared, rkeys, _columns = rec.encode_commit(updates, removals)
+        if event_batch is not None:
+            events = event_batch.count
         with self._lock:
             self._check_open()
+            if run is not None and run != self._run:
+                raise RunReplacedError(self.path, run, self._run)
             stored = self._checked_state(state) if state is not None else None
             self._apply(prepared, rkeys, new_claims)
-            if stored is not None:
+            if state is not None and stored is not None:
                 self._state[state.component_id] = stored
             self._commits += 1
-            return self._reserve("_next_event_id", events) if events else None
+            if not events:
+                return None
+            first = self._reserve("_next_event_id", events)
+            if event_batch is not None:
+                self._outbox[first] = (events, event_batch.min_timestamp, event_batch.max_timestamp,
+                                       bytes(event_batch.data))
+            return first
+
+    def apply_if_long(self) -> bool:
+        """Nothing waits to be applied in memory: every commit is applied at once."""
+        self._check_open()
+        return False
 
     def get_state(self, component_id: str) -> StateMap:
         with self._lock:
@@ -112,33 +172,69 @@ class InMemoryFlowFileRepository:
         current = self._state.get(change.component_id, StateMap())
         stored = change.applied_to(current)
         if stored is None:
+            assert change.expected is not None  # only a change that expects a version is refused
             raise StateConflictError(self.path, change.component_id, change.expected, current.version)
         rec.encode_state(stored.version, stored.values)  # the same limits
         return stored
 
-    def _apply(self, prepared: list, rkeys: list, new_claims: Iterable = (), expect_queue: str | None = None) -> int:
-        """Compute every change first, then apply them all (so an error changes nothing)."""
-        records = self._records
+    # --- the provenance outbox ----------------------------------------------------------------
+
+    def outbox_entries(self, max_bytes: int = 64 * 1024**2) -> list[OutboxEntry]:
+        with self._lock:
+            self._check_open()
+            found: list[OutboxEntry] = []
+            size = 0
+            for first in sorted(self._outbox):
+                found.append((first, self._outbox[first]))
+                size += len(self._outbox[first][3])
+                if size >= max_bytes:
+                    break
+            return found
+
+    def remove_from_outbox(self, first_ids: Iterable[int]) -> int:
+        with self._lock:
+            self._check_open()
+            return sum(self._outbox.pop(first, None) is not None for first in first_ids)
+
+    def _apply(self, prepared: Sequence[Update], rkeys: Sequence[bytes], new_claims: Iterable[ResourceClaim] = (),
+               expect_queue: str | None = None) -> int:
+        """Apply one commit's updates and removals and the claims it wrote under the next
+        sequence, and return it. Every change is worked out first, then made, so an error
+        (``ValueError`` with ``expect_queue``: an update whose FlowFile is not stored in that
+        queue) changes nothing."""
         seq = self._seq + 1
-        deltas: dict[tuple, int] = {}
-        queues: dict[str, list[int]] = {}
+        tally = _Tally()
+        puts = self._follow_updates(prepared, tally, expect_queue)
+        dels = self._follow_removals(rkeys, tally)
+        news = {(r[0], r[1], r[2]) for r in new_claims}
+        for r in news:
+            rec.claim_key(r)  # same validation as the durable repository
+        for r in news:
+            tally.deltas.setdefault(r, 0)
+        claim_changes = self._claim_changes(tally.deltas, news)
+        queue_changes = self._queue_changes(tally.queues)
+        for ukey, value in puts:
+            self._records[ukey] = value
+        for ukey in dels:
+            del self._records[ukey]
+        self._set_claims(claim_changes, seq)
+        self._set_queues(queue_changes)
+        self._seq = seq
+        return seq
 
-        def qadd(q: str, c: int, s: int) -> None:
-            d = queues.setdefault(q, [0, 0])
-            d[0] += c
-            d[1] += s
-
+    def _follow_updates(self, prepared: Sequence[Update], tally: _Tally,
+                        expect_queue: str | None) -> list[tuple[bytes, tuple[FlowFile, str, bytes]]]:
+        """The records the updates put, their claim and queue changes counted in ``tally``."""
         puts = []
-        dels = []
         for ukey, ff, queue, prefix, _ckey, _size in prepared:
             okey = rec.order_key(ff, prefix, ukey)
             res = tuple(ff.claim.resource) if ff.claim is not None else None
-            old = records.get(ukey)
+            old = self._records.get(ukey)
             if old is None:
                 if expect_queue is not None:
                     raise ValueError(f"FlowFile {rec.key_uuid(ukey)} is not in the repository")
                 if res is not None:
-                    deltas[res] = deltas.get(res, 0) + 1
+                    tally.claim(res, 1)
             else:
                 off, oq, _ = old
                 if expect_queue is not None and oq != expect_queue:
@@ -146,54 +242,50 @@ class InMemoryFlowFileRepository:
                 ores = tuple(off.claim.resource) if off.claim is not None else None
                 if ores != res:
                     if ores is not None:
-                        deltas[ores] = deltas.get(ores, 0) - 1
+                        tally.claim(ores, -1)
                     if res is not None:
-                        deltas[res] = deltas.get(res, 0) + 1
-                qadd(oq, -1, -off.size)
-            qadd(queue, 1, ff.size)
+                        tally.claim(res, 1)
+                tally.queue(oq, -1, -off.size)
+            tally.queue(queue, 1, ff.size)
             puts.append((ukey, (ff, queue, okey)))
+        return puts
+
+    def _follow_removals(self, rkeys: Sequence[bytes], tally: _Tally) -> list[bytes]:
+        """The records the removals delete (unknown ones counted), their changes counted in ``tally``."""
+        dels = []
         for ukey in rkeys:
-            old = records.get(ukey)
+            old = self._records.get(ukey)
             if old is None:
                 self._unknown_removals += 1
                 continue
             off, oq, _ = old
             if off.claim is not None:
-                ores = tuple(off.claim.resource)
-                deltas[ores] = deltas.get(ores, 0) - 1
-            qadd(oq, -1, -off.size)
+                tally.claim(tuple(off.claim.resource), -1)
+            tally.queue(oq, -1, -off.size)
             dels.append(ukey)
-        news = {(r[0], r[1], r[2]) for r in new_claims}
-        for r in news:
-            rec.claim_key(r)  # same validation as the durable repository
-        for r in news:
-            deltas.setdefault(r, 0)
-        claim_changes = []
+        return dels
+
+    def _claim_changes(self, deltas: dict[tuple, int], news: set[tuple]) -> list[tuple[tuple, list[int] | None, int, int, int]]:
+        """``(claim, its entry, count, pending sequence, new count)`` of each claim that changes;
+        a count that would go below 0 is kept at 1, as in the durable repository, until counts
+        are rebuilt."""
+        changes = []
         for res, d in deltas.items():
             if d == 0 and res not in news:
                 continue
             cur = self._claims.get(res)
             count, pending = (0, 0) if cur is None else cur
             n = count + d
-            if n < 0:  # as in the durable repository: kept referenced until counts are rebuilt
+            if n < 0:
                 self._damaged(f"the claimant count of resource claim {'/'.join(res)} would become {n} "
                               f"(stored {count}, change {d}); the claim is kept")
                 n = 1
-            claim_changes.append((res, cur, count, pending, n))
-        queue_changes = []
-        for q, (dc, ds) in queues.items():
-            cur = self._queues.get(q, [0, 0])
-            c = cur[0] + dc
-            if c < 0:
-                self._damaged(f"the FlowFile count of queue {q!r} would become {c}; it is set to 0")
-                c = 0
-            queue_changes.append((q, c, cur[1] + ds))
-        # apply
-        for ukey, value in puts:
-            records[ukey] = value
-        for ukey in dels:
-            del records[ukey]
-        for res, cur, count, pending, n in claim_changes:
+            changes.append((res, cur, count, pending, n))
+        return changes
+
+    def _set_claims(self, changes: list[tuple[tuple, list[int] | None, int, int, int]], seq: int) -> None:
+        """Make the ``_claim_changes``; a claim at 0 waits on the destructible list under ``seq``."""
+        for res, cur, count, pending, n in changes:
             if n == 0:
                 if cur is None or count != 0 or not pending:
                     self._claims[res] = [0, seq]
@@ -202,13 +294,26 @@ class InMemoryFlowFileRepository:
                 if pending:
                     self._destructible.pop((pending, res), None)
                 self._claims[res] = [n, 0]
-        for q, c, s in queue_changes:
+
+    def _queue_changes(self, queues: dict[str, list[int]]) -> list[tuple[str, int, int]]:
+        """``(queue, new count, new size)`` of each queue the changes touch (a count that would go
+        below 0 is set to 0, as in the durable repository)."""
+        changes = []
+        for q, (dc, ds) in queues.items():
+            cur = self._queues.get(q, [0, 0])
+            c = cur[0] + dc
+            if c < 0:
+                self._damaged(f"the FlowFile count of queue {q!r} would become {c}; it is set to 0")
+                c = 0
+            changes.append((q, c, cur[1] + ds))
+        return changes
+
+    def _set_queues(self, changes: list[tuple[str, int, int]]) -> None:
+        for q, c, s in changes:
             if c == 0:
                 self._queues.pop(q, None)
             else:
                 self._queues[q] = [c, s]
-        self._seq = seq
-        return seq
 
     def _damaged(self, problem: str) -> None:
         self._damaged_counts += 1
@@ -233,28 +338,36 @@ class InMemoryFlowFileRepository:
             entry = self._swap.pop(location, None)
             if entry is None:
                 return 0
-            swap_queue = SWAP_QUEUE_PREFIX + location
-            queue = entry["queue"]
-            sprefix = rec.queue_prefix(swap_queue)
-            prefix = rec.queue_prefix(queue)
-            moved = 0
-            size = 0
-            for ukey, (ff, q, okey) in list(self._records.items()):
-                if q == swap_queue:
-                    self._records[ukey] = (ff, queue, prefix + okey[len(sprefix) :])
-                    moved += 1
-                    size += ff.size
-            if moved:
-                s = self._queues.pop(swap_queue, [0, 0])
-                t = self._queues.setdefault(queue, [0, 0])
-                t[0] += moved
-                t[1] += size
-                if s[0] != moved:
-                    self._queues[swap_queue] = [s[0] - moved, s[1] - size]
+            moved = self._move_records(SWAP_QUEUE_PREFIX + location, entry["queue"])
             self._seq += 1
             return moved
 
-    def swap_files(self) -> list[dict]:
+    def rename_queue(self, old: str, new: str) -> int:
+        with self._lock:
+            self._check_open()
+            moved = self._move_records(old, new)
+            for location, entry in list(self._swap.items()):
+                if entry["queue"] == old:
+                    del self._swap[location]
+                    moved += self._move_records(SWAP_QUEUE_PREFIX + location, new)
+            self._seq += 1
+            return moved
+
+    def _move_records(self, source: str, target: str) -> int:
+        """Move the records of queue ``source`` to queue ``target`` in their FIFO position (counts
+        and sizes with them); how many moved."""
+        sprefix, tprefix = rec.queue_prefix(source), rec.queue_prefix(target)
+        moved = size = 0
+        for ukey, (ff, q, okey) in list(self._records.items()):
+            if q == source:
+                self._records[ukey] = (ff, target, tprefix + okey[len(sprefix):])
+                moved += 1
+                size += ff.size
+        if moved:
+            self._set_queues(self._queue_changes({source: [-moved, -size], target: [moved, size]}))
+        return moved
+
+    def swap_files(self) -> list[SwapFileEntry]:
         with self._lock:
             self._check_open()
             items = sorted(self._swap.items(), key=lambda kv: kv[1]["seq"])
@@ -311,9 +424,9 @@ class InMemoryFlowFileRepository:
         return self._batches(items, batch_size)
 
     @staticmethod
-    def _batches(items: list, batch_size: int) -> Iterator[tuple[str, list[FlowFile]]]:
+    def _batches(items: list[tuple[bytes, FlowFile, str]], batch_size: int) -> Iterator[tuple[str, list[FlowFile]]]:
         batch: list[FlowFile] = []
-        queue = None
+        queue = ""
         for _okey, ff, q in items:
             if batch and (q != queue or len(batch) >= batch_size):
                 yield queue, batch
@@ -376,7 +489,7 @@ class InMemoryFlowFileRepository:
 
     # --- start-up repair ----------------------------------------------------------------------
 
-    def rebuild_claimant_counts(self, max_reported: int = 1000) -> dict:
+    def rebuild_claimant_counts(self, max_reported: int = 1000) -> RebuildReport:
         t0 = time.perf_counter()
         with self._lock:
             self._check_open()
@@ -392,41 +505,11 @@ class InMemoryFlowFileRepository:
                 s[1] += ff.size
                 max_id = max(max_id, ff.id)
             seq = self._seq + 1
-            differences = []
-            fixed = 0
-            for res in set(self._claims) | set(counts):
-                count, pending = self._claims.get(res, (0, 0))
-                actual = counts.get(res, 0)
-                consistent = (
-                    (actual > 0 and count == actual and not pending)
-                    or (actual == 0 and count == 0 and pending and (pending, res) in self._destructible)
-                )
-                if consistent:
-                    continue
-                if pending:
-                    self._destructible.pop((pending, res), None)
-                if actual > 0:
-                    self._claims[res] = [actual, 0]
-                else:
-                    self._claims[res] = [0, seq]
-                    self._destructible[(seq, res)] = None
-                if count != actual:
-                    fixed += 1
-                    if len(differences) < max_reported:
-                        differences.append({"claim": ResourceClaim(*res), "recorded": count, "actual": actual})
+            fixed, differences = self._reconcile_claims(counts, seq, max_reported)
             stale = [k for k in self._destructible if self._claims.get(k[1]) != [0, k[0]]]
             for k in stale:
                 del self._destructible[k]
-            queues_fixed = {}
-            for q in set(self._queues) | set(sizes):
-                want = tuple(sizes.get(q, (0, 0)))
-                have = tuple(self._queues.get(q, (0, 0)))
-                if want != have:
-                    queues_fixed[q] = {"recorded": have, "actual": want}
-                    if want[0] == 0:
-                        self._queues.pop(q, None)
-                    else:
-                        self._queues[q] = list(want)
+            queues_fixed = self._reconcile_queues(sizes)
             next_id_raised = max_id >= self._next_id
             if next_id_raised:
                 self._next_id = max_id + 1
@@ -443,9 +526,51 @@ class InMemoryFlowFileRepository:
                 "duration": time.perf_counter() - t0,
             }
 
+    def _reconcile_claims(self, counts: dict[tuple, int], seq: int,
+                          max_reported: int) -> tuple[int, list[ClaimDifference]]:
+        """Make every claimant count ``counts``' (a claim at 0 waits for a checkpoint under
+        ``seq``); how many differed, and the first ``max_reported`` of them."""
+        differences: list[ClaimDifference] = []
+        fixed = 0
+        for res in set(self._claims) | set(counts):
+            count, pending = self._claims.get(res, (0, 0))
+            actual = counts.get(res, 0)
+            consistent = (
+                (actual > 0 and count == actual and not pending)
+                or (actual == 0 and count == 0 and pending and (pending, res) in self._destructible)
+            )
+            if consistent:
+                continue
+            if pending:
+                self._destructible.pop((pending, res), None)
+            if actual > 0:
+                self._claims[res] = [actual, 0]
+            else:
+                self._claims[res] = [0, seq]
+                self._destructible[(seq, res)] = None
+            if count != actual:
+                fixed += 1
+                if len(differences) < max_reported:
+                    differences.append({"claim": ResourceClaim(*res), "recorded": count, "actual": actual})
+        return fixed, differences
+
+    def _reconcile_queues(self, sizes: dict[str, list[int]]) -> dict[str, QueueDifference]:
+        """Make every queue's count and size ``sizes``'; the queues that differed."""
+        fixed: dict[str, QueueDifference] = {}
+        for q in set(self._queues) | set(sizes):
+            c, s = sizes.get(q, (0, 0))
+            hc, hs = self._queues.get(q, (0, 0))
+            if (c, s) != (hc, hs):
+                fixed[q] = {"recorded": (hc, hs), "actual": (c, s)}
+                if c == 0:
+                    self._queues.pop(q, None)
+                else:
+                    self._queues[q] = [c, s]
+        return fixed
+
     # --- statistics, closing ------------------------------------------------------------------
 
-    def stats(self) -> dict:
+    def stats(self) -> RepositoryStats:
         with self._lock:
             self._check_open()
             last = self._last_checkpoint
@@ -457,6 +582,7 @@ class InMemoryFlowFileRepository:
                 "claims": len(self._claims),
                 "pending_release": len(self._destructible),
                 "swap_files": len(self._swap),
+                "provenance_outbox": len(self._outbox),
                 "commit_seq": self._seq,
                 "commits": self._commits,
                 "checkpoints": self._checkpoints,
