@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flowactors.driver.loading import load_definition
 from flowactors.nifi import add_python_processor
 from flowactors import Flow
 from flowactors.driver.running import processor_totals, run_flow
@@ -68,7 +69,7 @@ def build_flow(out: Path) -> Flow:
 def test_every_example_processor_runs_unmodified_in_one_flow_on_ray(ray_session, tmp_path):
     out = tmp_path / "out"
     definition = build_flow(out).to_json()
-    flow = Flow.from_json(definition)
+    flow = load_definition(definition)
     assert flow.to_json() == definition
     assert json.loads(definition)["processors"][0]["type"] == f"nifi-python:EmitGreetings@{EXTENSIONS}/EmitGreetings.py"
     final = run_flow(flow, tmp_path / "repository", timeout=240)

@@ -19,6 +19,7 @@ from flowactors import run_flow
 from flowactors import Flow, FlowValidationError
 from flowactors.engine.errors import FlowStartError
 from flowactors.engine.placement import ExecutorPlan, plan, runtime_env_of
+from flowactors.driver.loading import load_definition
 from flowactors.nifi import add_python_processor, python_processor_type
 from flowactors.nifi.extensions import ProcessorNotFound, discover, find_processor, requirements
 from flowactors.nifi.host import ComponentLog
@@ -160,7 +161,7 @@ def test_a_flow_definition_names_python_processors_and_round_trips(tmp_path):
     assert greet["run_schedule"] == "1 min"  # a Python source's default schedule in NiFi
     assert routed["type"] == f"nifi-python:RouteOnField@{EXAMPLES}"
     assert routed["auto_terminate"] == ["failure", "r1", "r2", "unmatched", "original"]  # original: by default
-    again = Flow.from_json(flow.to_json())
+    again = load_definition(flow.to_json())
     assert again.to_dict() == data
     assert again.processors["route"].type.relationship_names(again.processors["route"].properties) == [
         "original", "failure", "r1", "r2", "unmatched"]
@@ -170,7 +171,7 @@ def test_a_flow_definition_names_python_processors_and_round_trips(tmp_path):
                                "processor 'route': relationship 'r3' is neither connected nor auto-terminated"]
     data["processors"][1]["type"] = f"nifi-python:NoSuch@{EXAMPLES}"
     with pytest.raises(FlowValidationError, match="processor 'route': no NiFi Python processor named 'NoSuch'"):
-        Flow.from_dict(data)
+        load_definition(data)
 
 
 # ---------------------------------------------------------------------------------- transforms
