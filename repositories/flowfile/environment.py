@@ -167,8 +167,16 @@ class LogEnvironment:
         self.always_sync = always_sync
         self.copy = copy
         self.lock = threading.RLock()
-        self.meta, self.flowfiles, self.order, self.queues, self.claims = dbs[:5]
-        self.destructible, self.swap, self.journal, self.state, self.outbox = dbs[5:]
+        self.meta = dbs.meta
+        self.flowfiles = dbs.flowfiles
+        self.order = dbs.order
+        self.queues = dbs.queues
+        self.claims = dbs.claims
+        self.destructible = dbs.destructible
+        self.swap = dbs.swap
+        self.journal = dbs.journal
+        self.state = dbs.state
+        self.outbox = dbs.outbox
         #: claimant or queue counts that would have gone below 0 (``damaged``)
         self.damaged_counts = 0
         self._env: lmdb.Environment | None = env

@@ -36,6 +36,8 @@ from repositories.flowfile.records import Update
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 
 SWAP_QUEUE_PREFIX = rec.SWAP_QUEUE_PREFIX
+#: a claim a commit changes: ``(resource, its entry or None, count, pending sequence, new count)``
+_ClaimChange = tuple[tuple, list[int] | None, int, int, int]
 
 
 class _Tally:
@@ -265,7 +267,7 @@ class InMemoryFlowFileRepository(FlowFileRepository):
             dels.append(ukey)
         return dels
 
-    def _claim_changes(self, deltas: dict[tuple, int], news: set[tuple]) -> list[tuple[tuple, list[int] | None, int, int, int]]:
+    def _claim_changes(self, deltas: dict[tuple, int], news: set[tuple]) -> list[_ClaimChange]:
         """``(claim, its entry, count, pending sequence, new count)`` of each claim that changes;
         a count that would go below 0 is kept at 1, as in the durable repository, until counts
         are rebuilt."""
@@ -283,7 +285,7 @@ class InMemoryFlowFileRepository(FlowFileRepository):
             changes.append((res, cur, count, pending, n))
         return changes
 
-    def _set_claims(self, changes: list[tuple[tuple, list[int] | None, int, int, int]], seq: int) -> None:
+    def _set_claims(self, changes: list[_ClaimChange], seq: int) -> None:
         """Make the ``_claim_changes``; a claim at 0 waits on the destructible list under ``seq``."""
         for res, cur, count, pending, n in changes:
             if n == 0:
@@ -442,7 +444,8 @@ class InMemoryFlowFileRepository(FlowFileRepository):
         for _q, batch in self._batches(self._ordered(True, queue), batch_size):
             yield batch
 
-    def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int) -> tuple[list[FlowFile], bytes | None]:
+    def page(self, queue: str, start: bytes | None, stop: bytes | None,
+             count: int) -> tuple[list[FlowFile], bytes | None]:
         """As ``WriteAheadFlowFileRepository.page``."""
         if count < 1:
             raise ValueError("count must be at least 1")

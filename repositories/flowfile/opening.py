@@ -150,7 +150,8 @@ def _open_in(path: Path, directory: Path, always_sync: bool, map_size: int, file
             load_counter(path, txn, dbs.meta, K_SEQ)
             pending = txn.stat(dbs.journal)["entries"]
         if pending and in_place:
-            raise _ReadFromCopy(f"holds {pending} commits not yet applied to its tables (its flow did not stop cleanly)")
+            raise _ReadFromCopy(f"holds {pending} commits not yet applied to its tables "
+                                "(its flow did not stop cleanly)")
     except BaseException:
         env.close()
         raise

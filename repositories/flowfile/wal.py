@@ -132,7 +132,9 @@ class WriteAheadFlowFileRepository(FlowFileRepository):
         self._environment = environment
         self._claims = ClaimTable(environment)
         self._queues = QueueTable(environment)
-        self._journal = Journal(environment, self, self._claims, self._queues)
+        # the bounds are read through a proxy: no reference cycle keeps an unclosed instance (and
+        # its LMDB environment) alive once dropped
+        self._journal = Journal(environment, weakref.proxy(self), self._claims, self._queues)
         self._reader = QueueReader(environment, self._journal)
         self._swap = SwapRegistry(environment, self._journal, self._queues)
         self._state = StateStore(environment)
