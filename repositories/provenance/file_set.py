@@ -65,9 +65,6 @@ class EventFileSet:
         """The file ids, in id order."""
         return iter(list(self._file_ids))
 
-    def __len__(self) -> int:
-        return len(self._file_ids)
-
     def in_order(self) -> list[StoredEventFile]:
         """Every file, oldest (lowest ids) first."""
         return [self._files[i] for i in self._file_ids]
