@@ -29,7 +29,9 @@ from typing import Any, Mapping, Sequence
 from flowactors.engine.backend import DirectLog, EngineBackend
 from flowactors.engine.transport import Link, ObjectLink, QueueObjectLink, call_now
 from flowactors.sdk.processor import ProcessContext, Processor
-from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
+from flowactors.engine.executor import Executor
+from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueHost
+from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
 from flowactors.engine.actors.ray_hosting import RayHosting
 from flowactors.engine.executor_log import ExecutorLog
 from flowactors.engine.placement import ExecutorPlan
@@ -76,20 +78,20 @@ class QueueView:
         self.link = link
 
     def listing(self, limit: int) -> list[FlowFile]:
-        return call_now(self.link, "listing", limit)
+        return call_now(self.link, QueueHost.listing, limit)
 
     def poll(self, max_count: int) -> tuple[list[FlowFile], list[FlowFile]]:
         """Take up to ``max_count`` (now in flight), and the expired ones: ``(taken, expired)``."""
-        return call_now(self.link, "poll", max_count, 0.0)
+        return call_now(self.link, QueueHost.poll, max_count, 0.0)
 
     def offer(self, flowfiles: list[FlowFile]) -> Any:
-        return call_now(self.link, "offer", flowfiles)
+        return call_now(self.link, QueueHost.offer, flowfiles)
 
     def requeue(self, flowfiles: list[FlowFile]) -> Any:
-        return call_now(self.link, "requeue", flowfiles)
+        return call_now(self.link, QueueHost.requeue, flowfiles)
 
     def status(self) -> dict:
-        return call_now(self.link, "status")
+        return call_now(self.link, QueueHost.status)
 
     @property
     def count(self) -> int:
@@ -210,7 +212,7 @@ class ProcessorRunner:
         attrs = {"filename": new_uuid, "path": "./", **(attributes or {}), "uuid": new_uuid}
         flowfile = FlowFile(self.ids.take(), new_uuid, attrs, claim, now, now, queue_date=now)
         if self._flowfiles is not None:  # the stateless engine has no log
-            call_now(self._flowfiles, "commit", [QueuedFlowFile(flowfile, self.queue_ids[INPUT])], [],
+            call_now(self._flowfiles, FlowFileRepositoryService.commit, [QueuedFlowFile(flowfile, self.queue_ids[INPUT])], [],
                      writer.created())
         writer.close()
         self.queues[INPUT].offer([flowfile])
@@ -278,7 +280,7 @@ class ProcessorRunner:
 
     def events(self) -> list[ProvenanceEvent]:
         """This runner's provenance events, oldest first."""
-        return [e for e in call_now(self._provenance, "events", 0, 1_000_000) if e.component_id == self.component_id]
+        return [e for e in call_now(self._provenance, ProvenanceRepositoryService.events, 0, 1_000_000) if e.component_id == self.component_id]
 
 
 class RayComponents:
@@ -296,22 +298,22 @@ class RayComponents:
         self.provenance = self.hosting.repository("provenance", self.root, settings, name)
         self.executor = self.hosting.executor(f"{name}.executor", ExecutorPlan(0, "executor"), self.flow, self.root,
                                               settings, {}, self.flowfiles, self.provenance)
-        resolve([self.flowfiles.call("open"), self.provenance.call("open")])
-        call_now(self.provenance, "follow_log")  # the commits' events, from the log's outbox
+        resolve([self.flowfiles.call(FlowFileRepositoryService.open), self.provenance.call(ProvenanceRepositoryService.open)])
+        call_now(self.provenance, ProvenanceRepositoryService.follow_log)  # the commits' events, from the log's outbox
         self.content = FileSystemContentRepository.from_settings(self.root, settings)
         self.wal = WriteAheadFlowFileRepository.from_settings(self.root, settings, shared=True)
         self.log = ExecutorLog(self.wal, True, flow=name)
 
     def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
-        call_now(self.executor, "host_queues", {q: QueueConfig(q, 0, 0, flow=self.flow.name) for q in queue_ids})
+        call_now(self.executor, Executor.host_queues, {q: QueueConfig(q, 0, 0, flow=self.flow.name) for q in queue_ids})
         return {q: HostedLink(self.executor, q) for q in queue_ids}
 
     def close(self) -> None:
         self.log.close()
         self.wal.close()
         try:
-            call_now(self.provenance, "close")  # first: it takes the last events from the log
-            call_now(self.flowfiles, "close")
+            call_now(self.provenance, ProvenanceRepositoryService.close)  # first: it takes the last events from the log
+            call_now(self.flowfiles, FlowFileRepositoryService.close)
         finally:
             self.hosting.close()
             shutil.rmtree(self.root, ignore_errors=True)

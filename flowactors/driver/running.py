@@ -151,7 +151,7 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     try:
         if dashboard:
             final["dashboard"] = open_dashboard(started_ray)
-        starting = controller.call("start")
+        starting = controller.call(FlowController.start)
         view.start()
         if show_status:
             show_start(flow.name, controller, starting, view)
@@ -193,7 +193,7 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
         while True:
             # every call to the controller in one look: its process can die at any of them
             try:
-                status = call_now(controller, "status")
+                status = call_now(controller, FlowController.status)
                 ended = status["started"] and over(status)
             except Exception as err:
                 if not (isinstance(controller, ActorLink) and component_lost(err)):
@@ -210,7 +210,7 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     finally:
         view.stop()
         try:
-            final.update(call_now(controller, "stop"))
+            final.update(call_now(controller, FlowController.stop))
         finally:
             if isinstance(controller, ActorLink):
                 ray.kill(controller.handle)
@@ -240,15 +240,15 @@ def restart_controller(controller: ActorLink, restarts: dict) -> dict:
     deadline = time.monotonic() + CONTROLLER_WAIT
     while True:
         try:
-            call_now(controller, "starting", 0)
+            call_now(controller, FlowController.starting, 0)
             break
         except Exception as err:
             if not component_lost(err) or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
-    recovery = call_now(controller, "start")
+    recovery = call_now(controller, FlowController.start)
     for kind, count in {**restarts, "controller": restarts.get("controller", 0) + 1}.items():
-        call_now(controller, "note_restart", kind, count)
+        call_now(controller, FlowController.note_restart, kind, count)
     return recovery
 
 
@@ -258,7 +258,7 @@ def show_start(flow_name: str, controller: Link, starting: Any, view: StatusView
     shown = 0
     while True:
         done = finished(starting, interval)
-        steps = call_now(controller, "starting", shown)
+        steps = call_now(controller, FlowController.starting, shown)
         if done:
             steps.append({"step": "started", "done": 0, "total": 0})
         for progress in steps:
@@ -317,7 +317,7 @@ class IdleWatch:
         work = work_done(status)
         if work != self._last_work or status.get("repairing"):  # a repair is progress
             self._since, self._errors_then = time.monotonic(), errors_of(status)
-        idle = work == self._last_work and call_now(self._controller, "is_idle", status)
+        idle = work == self._last_work and call_now(self._controller, FlowController.is_idle, status)
         self._streak, self._last_work = (self._streak + 1 if idle else 0), work
         return self._streak >= IDLE_CHECKS
 

@@ -35,6 +35,8 @@ from functools import partial
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.cluster.partitioning import partition_batch
+from flowactors.engine.queues.connection import QueueHost
+from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
 from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
 from repositories.flowfile import StateConflictError
@@ -70,7 +72,7 @@ def register_numbered_now(reserve: Callable[[int], int], provenance_repository: 
     moment at most) until search sees them, as a caller that reads them next needs."""
     last = register_anew_if_late(partial(call_now, provenance_repository, "register_numbered"), reserve, numbered)
     if visible and last >= 0:
-        call_now(provenance_repository, "wait_visible", last, VISIBLE_WAIT)
+        call_now(provenance_repository, ProvenanceRepositoryService.wait_visible, last, VISIBLE_WAIT)
 
 
 def refused(err: BaseException) -> CommitError:
@@ -101,16 +103,16 @@ class DirectLog:
         self.provenance_repository = provenance_repository
 
     def reserve_ids(self, count: int) -> int:
-        return call_now(self.flowfile_repository, "reserve_ids", count)
+        return call_now(self.flowfile_repository, FlowFileRepositoryService.reserve_ids, count)
 
     def get_state(self, component_id: str) -> StateMap:
-        return call_now(self.flowfile_repository, "get_state", component_id)
+        return call_now(self.flowfile_repository, FlowFileRepositoryService.get_state, component_id)
 
     def record(self, batch: CommitBatch) -> None:
         recording = bool(batch.events) and self.provenance_repository is not None
         events = encode_batch(batch.events) if recording else None
         try:
-            first = call_now(self.flowfile_repository, "commit", batch.updates, batch.removals, batch.new_claims,
+            first = call_now(self.flowfile_repository, FlowFileRepositoryService.commit, batch.updates, batch.removals, batch.new_claims,
                              events.count if events else 0, batch.state)
         except Exception as err:
             raise not_written(err) from err
@@ -199,7 +201,7 @@ class EngineBackend:
         for attempt in range(len(inputs)):
             queue_id = inputs[(self._next_input + attempt) % len(inputs)]
             last = attempt == len(inputs) - 1
-            taken, expired = call_now(self.queues[queue_id], "poll", max_count, wait if last else 0.0)
+            taken, expired = call_now(self.queues[queue_id], QueueHost.poll, max_count, wait if last else 0.0)
             if expired:
                 self._expire(queue_id, expired)
             if taken:
@@ -276,7 +278,7 @@ class EngineBackend:
 
     def _deliver(self, batch: CommitBatch) -> None:
         offers = batch.offers
-        delivery = Delivery(offers, [self.queues[q].call("offer", flowfiles) for q, flowfiles in offers.items()],
+        delivery = Delivery(offers, [self.queues[q].call(QueueHost.offer, flowfiles) for q, flowfiles in offers.items()],
                             batch.acknowledgements)
         if self.overlap_delivery and (offers or batch.acknowledgements):
             self._delivery = delivery
@@ -287,7 +289,7 @@ class EngineBackend:
         # offered downstream before acknowledged upstream: a FlowFile is always counted in some
         # queue, so nobody can see the flow idle while records are between two queues
         self._states.update(zip(delivery.offers, resolve(delivery.pending)))
-        resolve([self.queues[q].call("acknowledge", u) for q, u in delivery.acknowledgements.items()])
+        resolve([self.queues[q].call(QueueHost.acknowledge, u) for q, u in delivery.acknowledgements.items()])
 
     @property
     def delivering(self) -> bool:
@@ -331,7 +333,7 @@ class EngineBackend:
 
     def requeue(self, returned: dict[str, list[FlowFile]]) -> None:
         try:
-            resolve([self.queues[q].call("requeue", f) for q, f in returned.items()])
+            resolve([self.queues[q].call(QueueHost.requeue, f) for q, f in returned.items()])
         except Exception as err:
             if component_lost(err):  # the queue is gone; the log still has them where they were
                 self.lost = f"giving FlowFiles back to their queue failed: {type(err).__name__}: {err}"
@@ -351,5 +353,5 @@ class EngineBackend:
         """Wait until no destination is full; True when there is room again."""
         self.finish_delivery()
         for queue_id in self.full_destinations():
-            self._states[queue_id] = call_now(self.queues[queue_id], "wait_not_full", wait)
+            self._states[queue_id] = call_now(self.queues[queue_id], QueueHost.wait_not_full, wait)
         return not self.full_destinations()

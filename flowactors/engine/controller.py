@@ -36,10 +36,12 @@ from flowactors.engine.cluster.partitioning import plan_partitions
 from flowactors.engine.cluster.topology import connection_of, partition_of
 from flowactors.engine.errors import FlowStartError, NoSuchQueueError
 from flowactors.engine.flow_operations import describe, drop_events, replay_running
-from flowactors.engine.hosting import Hosting
+from flowactors.engine.executor import Executor
+from flowactors.engine.hosting import Hosting, Resettable, Watched
 from flowactors.engine.placement import plan
-from flowactors.engine.queues.connection import QueueConfig, restore_queues, unknown_queues
-from flowactors.engine.repository_services import renamed_queue_moves
+from flowactors.engine.queues.connection import QueueConfig, QueueHost, restore_queues, unknown_queues
+from flowactors.engine.repository_services import (ContentRepositoryService, FlowFileRepositoryService, OpenedRepository,
+                                                   ProvenanceRepositoryService, renamed_queue_moves)
 from flowactors.engine.metrics import RestartMetrics
 from flowactors.engine.periodic import Periodic
 from flowactors.engine import STOP_TIMEOUT
@@ -190,12 +192,12 @@ class FlowController:
             for queue_id in executor_plan.queues:
                 self.queues[queue_id] = HostedLink(executor, queue_id)
         self._starting("recovering the FlowFile repository", 1, 3)
-        self.recovery = call_now(self.flowfile_repository, "open")
+        self.recovery = call_now(self.flowfile_repository, FlowFileRepositoryService.open)
         self._opened.append(self.flowfile_repository)
         # FlowFiles an older version queued under a connection's former default name move to it
         moves = renamed_queue_moves(self.flow.renamed_queues(), self.recovery)
         if moves:
-            self.recovery.update(call_now(self.flowfile_repository, "rename_queues", moves))
+            self.recovery.update(call_now(self.flowfile_repository, FlowFileRepositoryService.rename_queues, moves))
         unknown = unknown_queues(self.recovery, set(configs))
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
@@ -205,7 +207,7 @@ class FlowController:
                 f"or add connections with these names; nothing was dropped.")
         if self.provenance_repository is not None:
             self._starting("opening the provenance repository", 2, 3)
-            opened = call_now(self.provenance_repository, "open")
+            opened = call_now(self.provenance_repository, ProvenanceRepositoryService.open)
             self._opened.append(self.provenance_repository)
             if opened["problems"]:  # damaged journals: said, never silent (issue 14)
                 self.recovery["provenance_problems"] = opened["problems"]
@@ -215,7 +217,7 @@ class FlowController:
                 self.recovery["provenance_problems"] = self.recovery.get("provenance_problems", []) + damaged
         self._starting("executors", 0, len(self.executors))
         self.run = self.recovery["run"]
-        wired = [e.call("wire", self.queues, self.run) for e in self.executors]
+        wired = [e.call(Executor.wire, self.queues, self.run) for e in self.executors]
         for done, (executor_plan, pending) in enumerate(zip(placement.executors, wired), 1):
             try:
                 resolve([pending])
@@ -230,7 +232,7 @@ class FlowController:
         self._start_services()
         tasks = sum(len(p.tasks) for p in placement.executors)
         self._starting("processor tasks", 0, tasks)
-        resolve([e.call("start") for e in self.executors])
+        resolve([e.call(Executor.start) for e in self.executors])
         self._incarnations = {name: health["incarnation"]
                               for name, health in self._health(self._components()).items()}
         self._starting("running", tasks, tasks)
@@ -302,7 +304,7 @@ class FlowController:
     def _health(self, components: dict[str, tuple[str, Link]], wait: float = HEALTH_WAIT) -> dict[str, dict]:
         """The ``health`` answers of these components within ``wait`` seconds; one that died (or
         is restarting) or did not answer in time is missing."""
-        pending = {name: link.call("health") for name, (_kind, link) in components.items()}
+        pending = {name: link.call(Watched.health) for name, (_kind, link) in components.items()}
         deadline = time.monotonic() + wait
         answers: dict[str, dict] = {}
         for name, call in pending.items():
@@ -337,18 +339,18 @@ class FlowController:
                 self._stop_tasks()
                 restarted = self._wait_for_components()
                 if "flowfile-repository" in restarted:  # its open also deletes orphan content
-                    reopened = call_now(self.flowfile_repository, "open")
+                    reopened = call_now(self.flowfile_repository, FlowFileRepositoryService.open)
                     orphans, self.run = reopened["orphans_removed"], reopened["run"]
                 else:  # what a session cut short (or a commit in doubt that did not land) wrote
-                    orphans = call_now(self.flowfile_repository, "remove_orphans")
+                    orphans = call_now(self.flowfile_repository, FlowFileRepositoryService.remove_orphans)
                 if "provenance-repository" in restarted:
-                    call_now(self.provenance_repository, "open")
+                    call_now(self.provenance_repository, ProvenanceRepositoryService.open)
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
-                resolve([link.call("reset") for link in self.executors + own])
-                resolve([e.call("wire", self.queues, self.run) for e in self.executors])
+                resolve([link.call(Resettable.reset) for link in self.executors + own])
+                resolve([e.call(Executor.wire, self.queues, self.run) for e in self.executors])
                 self._align_event_ids()  # a restarted provenance actor follows the log again
                 restored = restore_queues(self.flowfile_repository, self.queues, self.root)
-                resolve([e.call("start") for e in self.executors])
+                resolve([e.call(Executor.start) for e in self.executors])
         finally:
             self.repairing = None
             self._repair_generation += 1
@@ -364,7 +366,7 @@ class FlowController:
         running = 0
         for executor in self.executors:
             try:
-                running += sum(t["running"] for t in call_now(executor, "stop"))
+                running += sum(t["running"] for t in call_now(executor, Executor.stop))
             except Exception as err:
                 if not component_lost(err):
                     raise
@@ -403,20 +405,21 @@ class FlowController:
             done["released"] = self.checkpoint()
             self._last["checkpoint"] = now
         if self.provenance_repository is not None:
-            done["rollover"] = call_now(self.provenance_repository, "rollover" if force else "maybe_rollover")
+            done["rollover"] = call_now(self.provenance_repository, ProvenanceRepositoryService.rollover if force
+                                                 else ProvenanceRepositoryService.maybe_rollover)
         if force or now - self._last["archive"] >= self.settings.archive_check_interval:
-            done["archive"] = call_now(self.content_repository, "age_off_archive")
+            done["archive"] = call_now(self.content_repository, ContentRepositoryService.age_off_archive)
             if self.provenance_repository is not None:
-                done["provenance_age_off"] = call_now(self.provenance_repository, "age_off")
+                done["provenance_age_off"] = call_now(self.provenance_repository, ProvenanceRepositoryService.age_off)
             self._last["archive"] = now
         return done
 
     def checkpoint(self) -> int:
         """Checkpoint the write-ahead log, then release the claims it says nobody references."""
         with self._claims_lock:
-            released = call_now(self.flowfile_repository, "checkpoint")
+            released = call_now(self.flowfile_repository, FlowFileRepositoryService.checkpoint)
             if released:
-                call_now(self.content_repository, "release", released)
+                call_now(self.content_repository, ContentRepositoryService.release, released)
         return len(released)
 
     def replay(self, event_id: int, requested_by: str | None = None):
@@ -449,7 +452,7 @@ class FlowController:
         for key, value in (("nodes", nodes), ("connected", connected), ("primary", primary)):
             if value is not None:
                 self.cluster[key] = value
-        resolve([e.call("set_cluster", nodes, connected, primary, receivers) for e in self.executors])
+        resolve([e.call(Executor.set_cluster, nodes, connected, primary, receivers) for e in self.executors])
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict:
@@ -479,8 +482,8 @@ class FlowController:
         """The status the executors and queues give, or None if one of them answered as a new
         build (Ray restarted it, not yet repaired): empty, it must not read as an idle flow."""
         own = [qid for qid, q in self.queues.items() if not isinstance(q, HostedLink)]
-        answers = resolve([e.call("statuses") for e in self.executors]  # one call an executor
-                          + [self.queues[qid].call("status") for qid in own])
+        answers = resolve([e.call(Executor.statuses) for e in self.executors]  # one call an executor
+                          + [self.queues[qid].call(QueueHost.status) for qid in own])
         hosted = answers[:len(self.executors)]
         queue_status = dict(zip(own, answers[len(self.executors):]))
         builds = {**{p.name: s["incarnation"] for p, s in zip(self.placement.executors, hosted)},
@@ -545,19 +548,19 @@ class FlowController:
         queue = self._queue_link(queue_id)
         dropped = size = 0
         while True:
-            batch = call_now(queue, "take_for_drop", self.settings.swap_batch_size)
+            batch = call_now(queue, QueueHost.take_for_drop, self.settings.swap_batch_size)
             if not batch:
                 break
             uuids = [f.uuid for f in batch]
             events = drop_events(batch, queue_id, requested_by) if self.provenance_repository is not None else []
             try:  # the events' ids reserved with the removal, counted from the events themselves
-                first = call_now(self.flowfile_repository, "commit", [], uuids, (), len(events))
+                first = call_now(self.flowfile_repository, FlowFileRepositoryService.commit, [], uuids, (), len(events))
             except Exception:
-                call_now(queue, "requeue", batch)
+                call_now(queue, QueueHost.requeue, batch)
                 raise
             if events:
                 self.record_events(events, first)
-            call_now(queue, "acknowledge", uuids)
+            call_now(queue, QueueHost.acknowledge, uuids)
             dropped += len(batch)
             size += total_size(batch)
         return {"queue": queue_id, "dropped": dropped, "bytes": size}
@@ -579,11 +582,11 @@ class FlowController:
         provenance already holds. Returns the problems of damaged outbox entries taken now."""
         if self.provenance_repository is None:
             return []
-        damaged = call_now(self.provenance_repository, "follow_log")["problems"]
-        call_now(self.provenance_repository, "settle")
-        held = call_now(self.provenance_repository, "stats")["next_event_id"]
-        call_now(self.provenance_repository, "continue_from",
-                 call_now(self.flowfile_repository, "raise_event_ids", held))
+        damaged = call_now(self.provenance_repository, ProvenanceRepositoryService.follow_log)["problems"]
+        call_now(self.provenance_repository, ProvenanceRepositoryService.settle)
+        held = call_now(self.provenance_repository, ProvenanceRepositoryService.stats)["next_event_id"]
+        call_now(self.provenance_repository, ProvenanceRepositoryService.continue_from,
+                 call_now(self.flowfile_repository, FlowFileRepositoryService.raise_event_ids, held))
         return damaged
 
     def repositories(self) -> dict[str, Link | None]:
@@ -597,15 +600,15 @@ class FlowController:
         if not self.started:
             return self._abandon_start()
         self._maintenance.stop()  # a repair under way finishes first
-        resolve([e.call("stop") for e in self.executors])
+        resolve([e.call(Executor.stop) for e in self.executors])
         self._stop_services()
         final = self.status()
         if self.flowfile_repository is not None:
             self.maintenance_once(force=True)
         if self.provenance_repository is not None:  # first: it takes the last events from the log
-            call_now(self.provenance_repository, "close")
+            call_now(self.provenance_repository, ProvenanceRepositoryService.close)
         if self.flowfile_repository is not None:
-            call_now(self.flowfile_repository, "close")
+            call_now(self.flowfile_repository, FlowFileRepositoryService.close)
         self.hosting.close()
         self._repository_lock.release()
         self.started = False
@@ -616,10 +619,10 @@ class FlowController:
         executors created, close the repositories that opened (a log that did not open is left
         as it is: never checkpointed), end the components, let go of the repository folder.
         Nothing here may raise over that error; what fails is kept in ``maintenance_errors``."""
-        steps = [lambda: resolve([e.call("stop") for e in self.executors])]
+        steps = [lambda: resolve([e.call(Executor.stop) for e in self.executors])]
         steps.append(self._stop_services)
         # newest first: provenance takes the log's last events before the log closes
-        steps += [lambda link=link: call_now(link, "close") for link in reversed(self._opened)]
+        steps += [lambda link=link: call_now(link, OpenedRepository.close) for link in reversed(self._opened)]
         steps += [self.hosting.close, self._repository_lock.release]
         for step in steps:
             try:

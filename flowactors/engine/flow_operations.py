@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from flowactors.engine.errors import NoSuchEventError, ReplayError
+from flowactors.engine.queues.connection import QueueHost
+from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
 from flowactors.engine.transport import call_now
 from repositories.content import FileSystemContentRepository
 from repositories.fsutil import fsync_dir
@@ -123,19 +125,19 @@ def replay_running(controller: Any, event_id: int, requested_by: str | None = No
     provenance = controller.provenance_repository
     if provenance is None:
         raise ReplayError("provenance is disabled for this flow (provenance_enabled): there is nothing to replay")
-    event = call_now(provenance, "get", event_id)
+    event = call_now(provenance, ProvenanceRepositoryService.get, event_id)
     if event is None:
-        raise NoSuchEventError(missing_event_message(event_id, call_now(provenance, "stats"),
+        raise NoSuchEventError(missing_event_message(event_id, call_now(provenance, ProvenanceRepositoryService.stats),
                                                      f"flow '{controller.flow.name}'"))
     flowfiles = controller.flowfile_repository
     content = FileSystemContentRepository.from_settings(controller.root, controller.settings)
     return replay_event(
         event, content, connections=controller.queues, requested_by=requested_by,
-        reserve_id=lambda: call_now(flowfiles, "reserve_ids", 1),
-        commit=lambda flowfile, queue: call_now(flowfiles, "commit", [QueuedFlowFile(flowfile, queue)], []),
-        remove=lambda uuid: call_now(flowfiles, "commit", [], [uuid]),
+        reserve_id=lambda: call_now(flowfiles, FlowFileRepositoryService.reserve_ids, 1),
+        commit=lambda flowfile, queue: call_now(flowfiles, FlowFileRepositoryService.commit, [QueuedFlowFile(flowfile, queue)], []),
+        remove=lambda uuid: call_now(flowfiles, FlowFileRepositoryService.commit, [], [uuid]),
         register=controller.record_events,
-        offer=lambda queue, flowfile: call_now(controller.queues[queue], "offer", [flowfile]))
+        offer=lambda queue, flowfile: call_now(controller.queues[queue], QueueHost.offer, [flowfile]))
 
 
 def replay_event(event: ProvenanceEvent, content: FileSystemContentRepository, *, connections: Iterable[str] | None,

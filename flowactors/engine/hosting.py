@@ -51,3 +51,18 @@ class Hosting(Protocol):
 
     def close(self) -> None:
         """End every component this hosting created (after the controller stopped them)."""
+
+
+class Watched(Protocol):
+    """What the controller asks every component it watches (executors, queues of their own,
+    repository services): which build answers and what its tasks could not carry out."""
+
+    def health(self) -> dict:
+        """``{"incarnation": ..., ...}``: a restarted component answers with a new incarnation."""
+
+
+class Resettable(Protocol):
+    """A component a repair starts afresh, empty (executors, queues of their own)."""
+
+    def reset(self) -> None:
+        """Drop everything held in memory; the controller refills it from the log."""

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from flowactors.engine import gc_policy
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
@@ -54,6 +54,14 @@ class Service:
 
     def health(self) -> dict:
         return {"incarnation": self.incarnation, "lost": []}
+
+
+class OpenedRepository(Protocol):
+    """A repository service that opened its repository (the FlowFile and provenance services): a
+    start that fails part-way closes each one it opened, the newest first."""
+
+    def close(self) -> None:
+        """Close the repository (checkpoint, rollover: each service's own)."""
 
 
 class FlowFileRepositoryService(Service):

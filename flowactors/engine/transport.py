@@ -1,8 +1,11 @@
 """How an engine reaches a queue or a repository, wherever it was placed: one ``call`` for all.
 
 A *link* stands for one component (a connection's queue, a repository) as seen from one processor
-task. ``link.call(method, *args)`` starts the call and returns a pending result; ``resolve`` waits
-for a list of them at once, so a commit's offers to several queues overlap. The links differ only
+task. ``link.call(Component.method, *args)`` starts the call and returns a pending result (the
+method is named by reference, e.g. ``FlowFileRepositoryService.commit``, so a type checker checks
+the arguments and a rename reaches every caller; the link calls the method of that name on its
+target, which may be another class offering it, as a Ray actor does); ``resolve`` waits for a list
+of them at once, so a commit's offers to several queues overlap. The links differ only
 in transport, which is what placement decides:
 
 * ``LoopLink``: an async component on this process's event loop (a queue hosted in the same
@@ -22,14 +25,29 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Concatenate, ParamSpec, Protocol, Sequence, TypeVar, Union
 
 import ray
 
+P = ParamSpec("P")
+R = TypeVar("R")
+#: a call under way: a future in this process, or a Ray object reference
+Pending = Union[concurrent.futures.Future, ray.ObjectRef]
+#: a component's method, named by reference (``ConnectionQueue.offer``): the link calls the method
+#: of its name on its target
+Method = Callable[Concatenate[Any, P], R]
+
 
 class Link(Protocol):
-    def call(self, method: str, *args: Any) -> Any:
+    def call(self, method: Method[P, R], *args: P.args) -> Pending:
         """Start ``method(*args)`` on the component; returns a pending result for ``resolve``."""
+
+
+class QueueHosting(Protocol):
+    """What an executor offers the links to the queues it hosts (``Executor.call_hosted``)."""
+
+    async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:
+        """``method(*args)`` on the hosted queue ``queue_id``."""
 
 
 def completed(function: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
@@ -65,7 +83,7 @@ def component_lost(error: BaseException) -> bool:
     return any(isinstance(e, ray.exceptions.RayActorError) for e in causes(error))
 
 
-def call_now(link: Link, method: str, *args: Any) -> Any:
+def call_now(link: Link, method: Method[P, R], *args: P.args) -> Any:
     """One call, waited for."""
     return resolve([link.call(method, *args)])[0]
 
@@ -92,18 +110,18 @@ class ObjectLink:
     def __init__(self, target: Any):
         self.target = target
 
-    def call(self, method: str, *args: Any) -> concurrent.futures.Future:
-        return completed(getattr(self.target, method), *args)
+    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
+        return completed(getattr(self.target, method.__name__), *args)
 
 
 class QueueObjectLink(ObjectLink):
     """A ``ConnectionQueue`` in this process, driven by one thread: nothing can arrive while its
     caller waits, so a wait for data or for room returns at once with what is there."""
 
-    def call(self, method: str, *args: Any) -> concurrent.futures.Future:
-        if method == "poll":  # (max_count, wait)
+    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
+        if method.__name__ == "poll":  # (max_count, wait)
             return completed(self.target.poll, args[0])
-        if method == "wait_not_full":
+        if method.__name__ == "wait_not_full":
             return completed(self.target.state)
         return super().call(method, *args)
 
@@ -116,8 +134,8 @@ class ThreadedLink:
         self.target = target
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
 
-    def call(self, method: str, *args: Any) -> concurrent.futures.Future:
-        return self._pool.submit(getattr(self.target, method), *args)
+    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
+        return self._pool.submit(getattr(self.target, method.__name__), *args)
 
     def close(self) -> None:
         """Finish the calls already started, take no more."""
@@ -130,8 +148,8 @@ class ActorLink:
     def __init__(self, handle: Any):
         self.handle = handle
 
-    def call(self, method: str, *args: Any) -> ray.ObjectRef:
-        return getattr(self.handle, method).remote(*args)
+    def call(self, method: Method[P, R], *args: P.args) -> ray.ObjectRef:
+        return getattr(self.handle, method.__name__).remote(*args)
 
 
 class LoopLink:
@@ -142,8 +160,8 @@ class LoopLink:
         self.target = target
         self.loop = loop
 
-    def call(self, method: str, *args: Any) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(getattr(self.target, method)(*args), self.loop)
+    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(getattr(self.target, method.__name__)(*args), self.loop)
 
 
 class HostedLink:
@@ -154,5 +172,5 @@ class HostedLink:
         self.executor = executor
         self.key = key
 
-    def call(self, method: str, *args: Any) -> Any:
-        return self.executor.call("call_hosted", self.key, method, *args)
+    def call(self, method: Method[P, R], *args: P.args) -> Pending:
+        return self.executor.call(QueueHosting.call_hosted, self.key, method.__name__, *args)

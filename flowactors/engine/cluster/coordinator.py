@@ -28,10 +28,10 @@ from typing import Any
 
 from flowactors.engine.cluster.topology import (RESOURCE_SHARE, ClusterNode, TopologyError, node_repository,
                                                 ray_nodes, read_topology, resolve_nodes, write_topology)
-from flowactors.engine.controller import CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, cause_of
+from flowactors.engine.controller import CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, FlowController, cause_of
 from flowactors.engine.errors import FlowStartError
 from flowactors.engine.periodic import Periodic
-from flowactors.engine.transport import ActorLink, component_lost, finished, resolve
+from flowactors.engine.transport import P, R, ActorLink, Method, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
 
@@ -99,7 +99,7 @@ class ClusterController:
         self._starting(f"nodes {', '.join(names)}", 0, len(names))
         for node in self.nodes:
             self.controllers[node.name] = self._controller(node, partition_nodes)
-        pending = {name: link.call("start") for name, link in self.controllers.items()}
+        pending = {name: link.call(FlowController.start) for name, link in self.controllers.items()}
         recovery: dict[str, dict] = {}
         for done, (name, call) in enumerate(pending.items(), 1):
             try:
@@ -153,7 +153,7 @@ class ClusterController:
         with self._lock:
             for name in sorted(self.connected):
                 try:
-                    self._receivers[name] = self._ask(name, "receivers")
+                    self._receivers[name] = self._ask(name, FlowController.receivers)
                 except Exception as err:
                     self._note(f"node {name} did not say where it takes transfers: {cause_of(err)}")
             self._tell_all()
@@ -162,14 +162,14 @@ class ClusterController:
         for name in sorted(self.connected):
             if name not in self._restarting:
                 try:
-                    self._ask(name, "set_cluster", self.names, sorted(self.connected), self.primary, self._receivers)
+                    self._ask(name, FlowController.set_cluster, self.names, sorted(self.connected), self.primary, self._receivers)
                 except Exception as err:
                     self._note(f"node {name} did not take the cluster's news: {cause_of(err)}")
 
-    def _ask(self, name: str, method: str, *args: Any, wait: float = NODE_WAIT) -> Any:
+    def _ask(self, name: str, method: Method[P, R], *args: Any, wait: float = NODE_WAIT) -> Any:
         call = self.controllers[name].call(method, *args)
         if not finished(call, wait):
-            raise TimeoutError(f"node {name}'s controller did not answer '{method}' within {wait:g} s")
+            raise TimeoutError(f"node {name}'s controller did not answer '{method.__name__}' within {wait:g} s")
         return resolve([call])[0]
 
     def _note(self, what: str) -> None:
@@ -215,7 +215,7 @@ class ClusterController:
         again by Ray (its node came back: the flow is started there in the background, and the
         node counts as away until then), None when it did not answer in time."""
         try:
-            status = self._ask(name, "starting", 0, wait=NODE_WAIT)
+            status = self._ask(name, FlowController.starting, 0, wait=NODE_WAIT)
         except TimeoutError:
             return None
         except Exception as err:
@@ -233,8 +233,8 @@ class ClusterController:
         """A node's controller was started again by Ray: start the flow there (recovery from
         its own log), with the cluster as it is now."""
         try:
-            self._ask(name, "set_cluster", self.names, sorted(self.connected), self.primary, self._receivers)
-            resolve([self.controllers[name].call("start")])
+            self._ask(name, FlowController.set_cluster, self.names, sorted(self.connected), self.primary, self._receivers)
+            resolve([self.controllers[name].call(FlowController.start)])
             self.restarts["node"] += 1
             self.events.append({"at": time.time(), "event": f"node {name} recovered its flow"})
         except Exception as err:
@@ -248,7 +248,7 @@ class ClusterController:
         """The flow's status across the nodes (see the module docstring)."""
         if not self.started:
             return {"flow": self.flow.name, "processors": [], "queues": [], "started": False}
-        pending = {name: self.controllers[name].call("status") for name in self.names}
+        pending = {name: self.controllers[name].call(FlowController.status) for name in self.names}
         deadline = time.monotonic() + NODE_WAIT
         fresh: set[str] = set()
         for name, call in pending.items():
@@ -282,7 +282,7 @@ class ClusterController:
         if any(q["count"] for q in status["queues"]):
             return False
         try:
-            return all(self._ask(name, "is_idle") for name in self.names)
+            return all(self._ask(name, FlowController.is_idle) for name in self.names)
         except Exception:
             return False
 
@@ -295,7 +295,7 @@ class ClusterController:
         node controllers."""
         self._watch.stop()
         final = self.status() if self.started else {"flow": self.flow.name, "processors": [], "queues": []}
-        stops = {name: link.call("stop") for name, link in self.controllers.items()
+        stops = {name: link.call(FlowController.stop) for name, link in self.controllers.items()
                  if name in self.connected or not self.started}
         by_node = {}
         for name, call in stops.items():

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import orjson
 import zstandard
 
 from flowactors.engine.cluster.topology import ClusterView
-from flowactors.engine.transport import call_now, component_lost, finished, resolve
+from flowactors.engine.queues.connection import QueueHost
+from flowactors.engine.transport import P, R, Method, call_now, component_lost, finished, resolve
 from flowactors.sdk.processor import ProcessContext, Processor, Relationship
 from repositories.model import FlowFile
 
@@ -58,6 +59,17 @@ _OWN_ATTRIBUTES = ("uuid",)
 def sender_name(connection_id: str, node: str) -> str:
     """The name a partition's sender has in status and provenance."""
     return f"load-balance:{connection_id}@{node}"
+
+
+class TransferReceiving(Protocol):
+    """What the executor hosting a load-balanced connection's queue on another node offers its
+    senders (``Executor.transfer_room``, ``Executor.receive_transfer``)."""
+
+    async def transfer_room(self, connection_id: str) -> int:
+        """How many FlowFiles may be sent to the connection now."""
+
+    async def receive_transfer(self, connection_id: str, payload: tuple) -> int:
+        """Commit a transfer there; the room left."""
 
 
 class TransferRefused(RuntimeError):
@@ -114,7 +126,7 @@ class LoadBalanceSender(Processor):
         #: until something was sent, FlowFiles are assumed large: 16 a transfer)
         self._mean_size = TRANSFER_BYTES // 16
 
-    def _ask(self, receiver: Any, method: str, *args: Any) -> Any:
+    def _ask(self, receiver: Any, method: Method[P, R], *args: Any) -> Any:
         call = receiver.call(method, *args)
         if not finished(call, TRANSFER_TIMEOUT):
             raise TimeoutError(f"node {self.node} did not answer within {TRANSFER_TIMEOUT:g} s")
@@ -136,7 +148,7 @@ class LoadBalanceSender(Processor):
             return
         try:
             if self._room <= 0:  # back pressure over there when last heard of: ask again
-                self._room = self._ask(receiver, "transfer_room", self.connection_id)
+                self._room = self._ask(receiver, TransferReceiving.transfer_room, self.connection_id)
             if self._room <= 0:
                 context.yield_()
                 return
@@ -147,7 +159,7 @@ class LoadBalanceSender(Processor):
             self._mean_size = max(1, sum(map(len, contents)) // len(contents))
             payload = encode_transfer(self.view.local, self.compression, flowfiles, contents)
             started = time.monotonic()
-            taken = self._room = self._ask(receiver, "receive_transfer", self.connection_id, payload)
+            taken = self._room = self._ask(receiver, TransferReceiving.receive_transfer, self.connection_id, payload)
         except Exception as err:
             if isinstance(err, TimeoutError) or component_lost(err):
                 self._unreachable_until = time.monotonic() + RETRY_PAUSE
@@ -187,7 +199,7 @@ class TransferReceiver:
     def room(self) -> int:
         """FlowFiles the connection here takes before back pressure (``QueueState.room_objects``,
         0 when it is over its size threshold)."""
-        state = call_now(self.backend.queues[self.connection_id], "state")
+        state = call_now(self.backend.queues[self.connection_id], QueueHost.state)
         return 0 if state.full else state.room_objects
 
     def receive(self, payload: tuple) -> int:

@@ -47,6 +47,7 @@ import ray
 
 from flowactors.engine import ACTOR_RESTARTS, gc_policy
 from flowactors.engine.metrics import QueueMetrics
+from flowactors.engine.repository_services import FlowFileRepositoryService
 from flowactors.engine.transport import Link, call_now, resolve
 from flowactors.sdk.units import parse_data_size, parse_duration
 from flowactors.engine.queues.partition import (QueuePartition, SwapRun, check_prioritizers, fifo_key,
@@ -431,7 +432,7 @@ def restore_queues(flowfile_repository: Link, queues: dict[str, Link], repositor
     a queue of a million is back in service without reading a million records); a prioritized
     one is streamed its records in log order. ``flowfile_repository`` and ``queues`` are links
     (``flowactors.engine.transport``), wherever they were placed."""
-    swap_files, sizes = resolve([flowfile_repository.call("swap_files"), flowfile_repository.call("queue_sizes")])
+    swap_files, sizes = resolve([flowfile_repository.call(FlowFileRepositoryService.swap_files), flowfile_repository.call(FlowFileRepositoryService.queue_sizes)])
     removed = swapfile.remove_orphans(swapfile.swap_directory(repository), {e["location"] for e in swap_files})
     by_queue: dict[str, list[dict]] = {}
     for entry in swap_files:
@@ -440,20 +441,20 @@ def restore_queues(flowfile_repository: Link, queues: dict[str, Link], repositor
     missing = sorted(set(by_queue) - set(queues))
     if missing:
         raise ValueError(f"the FlowFile repository lists swap files for queues this flow does not have: {missing}")
-    adopted = resolve([queues[q].call("add_swap_files", entries) for q, entries in by_queue.items()])
+    adopted = resolve([queues[q].call(QueueHost.add_swap_files, entries) for q, entries in by_queue.items()])
     restored = paged = 0
     for queue_id, link in queues.items():
         count, size = sizes.get(queue_id, (0, 0))
         if count == 0:
             continue
-        if call_now(link, "restore_from_log", count, size):
+        if call_now(link, QueueHost.restore_from_log, count, size):
             restored += count
             paged += count
             continue
         cursor = None
         while True:
-            flowfiles, cursor = call_now(flowfile_repository, "page", queue_id, cursor, None, batch_size)
-            call_now(link, "restore", flowfiles)
+            flowfiles, cursor = call_now(flowfile_repository, FlowFileRepositoryService.page, queue_id, cursor, None, batch_size)
+            call_now(link, QueueHost.restore, flowfiles)
             restored += len(flowfiles)
             if cursor is None:
                 break

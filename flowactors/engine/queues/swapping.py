@@ -16,6 +16,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
+from flowactors.engine.repository_services import FlowFileRepositoryService
 from flowactors.engine.transport import Link, awaited
 
 from flowactors.engine.queues.partition import QueuePartition, SwapRun, fifo_key, order_tag
@@ -58,20 +59,20 @@ class LinkedSwapRegistry:
         self.link = link
 
     async def register(self, queue: str, location: str, flowfiles: list[FlowFile], size: int) -> None:
-        await awaited(self.link.call("register_swap_file", queue, location, len(flowfiles), size, flowfiles))
+        await awaited(self.link.call(FlowFileRepositoryService.register_swap_file, queue, location, len(flowfiles), size, flowfiles))
 
     async def unregister(self, location: str) -> int:
-        return await awaited(self.link.call("unregister_swap_file", location))
+        return await awaited(self.link.call(FlowFileRepositoryService.unregister_swap_file, location))
 
     async def swapped(self, location: str) -> list[FlowFile]:
-        return await awaited(self.link.call("swapped_flowfiles", location))
+        return await awaited(self.link.call(FlowFileRepositoryService.swapped_flowfiles, location))
 
     async def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
                    ) -> tuple[list[FlowFile], bytes | None]:
-        return await awaited(self.link.call("page", queue, start, stop, count))
+        return await awaited(self.link.call(FlowFileRepositoryService.page, queue, start, stop, count))
 
     async def last_key(self, queue: str) -> bytes | None:
-        return await awaited(self.link.call("last_key", queue))
+        return await awaited(self.link.call(FlowFileRepositoryService.last_key, queue))
 
 
 class LocalSwapRegistry:

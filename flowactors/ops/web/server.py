@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from flowactors.engine.controller import FlowController
+from flowactors.engine.repository_services import ProvenanceRepositoryService
 from flowactors.engine.transport import Link, call_now
 from flowactors.ops.flow_graph import to_svg as flow_svg
 from flowactors.ops.web.address import PageAddress, remove_address, write_address
@@ -298,7 +299,7 @@ class FlowPage:
             return provenance
         try:
             events = await asyncio.get_running_loop().run_in_executor(
-                None, call_now, provenance, "search_with", filters, limit + 1)
+                None, call_now, provenance, ProvenanceRepositoryService.search_with, filters, limit + 1)
         except ValueError as err:   # a filter the index cannot answer
             return _refusal(str(err))
         return web.json_response({"events": [_event_json(e) for e in events[:limit]], "more": len(events) > limit})
@@ -311,7 +312,7 @@ class FlowPage:
         provenance = await self._provenance_link()
         if isinstance(provenance, web.Response):
             return provenance
-        lineage = await asyncio.get_running_loop().run_in_executor(None, call_now, provenance, "lineage", uuid)
+        lineage = await asyncio.get_running_loop().run_in_executor(None, call_now, provenance, ProvenanceRepositoryService.lineage, uuid)
         if not lineage.nodes:
             return _refusal(f"no provenance events name FlowFile {uuid}", status=404)
         view = condense(lineage, uuid, expand=expanded)   # fork/join groups collapsed unless opened
@@ -324,7 +325,7 @@ class FlowPage:
         if not hasattr(getattr(self.controller, "target", FlowController), "repositories"):
             return _refusal("this flow runs on several nodes: search each node's provenance with "
                             "'flowactors provenance search' once it stopped", status=501)
-        links = await asyncio.get_running_loop().run_in_executor(None, call_now, self.controller, "repositories")
+        links = await asyncio.get_running_loop().run_in_executor(None, call_now, self.controller, FlowController.repositories)
         if links.get("provenance") is None:
             return _refusal("this flow keeps no provenance repository", status=404)
         return links["provenance"]
