@@ -33,6 +33,7 @@ import ray
 from bench import ray_session, row
 from bench.baselines import lmdb_scan
 from bench.small_flowfiles import small_flow
+from flowactors.engine.controller import FlowController
 from flowactors.driver.running import queue_totals, run_flow
 from flowactors.engine.transport import call_now
 from repositories.flowfile import WriteAheadFlowFileRepository
@@ -110,11 +111,11 @@ def queue_restart(root: Path, flowfiles: int) -> dict:
                     break
         else:
             raise RuntimeError(f"no executor hosts queue {QUEUE}")
-        before = queue_totals(call_now(controller, "status"))[QUEUE]["count"]
+        before = queue_totals(call_now(controller, FlowController.status))[QUEUE]["count"]
         killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         while time.monotonic() - killed < 300:
-            status = call_now(controller, "status")
+            status = call_now(controller, FlowController.status)
             # the route's one trigger after the restart may take a batch of 1000 at once
             if (status["repairs"] and not status.get("repairing")
                     and queue_totals(status)[QUEUE]["count"] >= before - 1000):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import ray.cloudpickle
 
+from flowactors.engine.controller import FlowController
 from flowactors import Flow, Processor, Relationship
 from flowactors.processors import GenerateFlowFile, PutFile
 from flowactors.driver.running import processor_totals, run_flow
@@ -197,7 +198,7 @@ def test_full_disk_rolls_back_shows_in_status_and_resumes_when_space_returns(ray
             def free():
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
-                    status = call_now(controller, "status")
+                    status = call_now(controller, FlowController.status)
                     errors = [e for p in status["processors"] for e in p["recent_errors"]]
                     if any("ContentRepositoryFullError" in e["error"] for e in errors):
                         seen.extend(errors)

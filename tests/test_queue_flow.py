@@ -13,6 +13,8 @@ import pytest
 import ray
 import ray.cloudpickle
 
+from flowactors.engine.repository_services import FlowFileRepositoryService
+from flowactors.engine.queues.connection import QueueHost
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.cli.main import main as cli_main
 from flowactors.ops.queue_admin import empty_queue, list_queue
@@ -135,7 +137,7 @@ def test_list_and_empty_a_running_flows_queue_with_swapped_flowfiles(ray_session
     controller.start()
     try:
         status = wait_for(lambda: next((q for q in controller.status()["queues"] if q["count"] == 400), None))
-        wait_for(lambda: call_now(controller.queue("waiting"), "settle")["swapped"] > 0)
+        wait_for(lambda: call_now(controller.queue("waiting"), QueueHost.settle)["swapped"] > 0)
         rows = controller.list_queue("waiting", 150)
         assert [r["position"] for r in rows] == list(range(1, 151))
         priorities = [int(r["attributes"]["priority"]) for r in rows]
@@ -146,13 +148,13 @@ def test_list_and_empty_a_running_flows_queue_with_swapped_flowfiles(ray_session
         with pytest.raises(RepositoryInUseError, match="queue-test"):  # offline tools refuse while it runs
             list_queue(repository, "waiting")
 
-        in_flight = call_now(controller.queue("waiting"), "status")["in_flight"]
+        in_flight = call_now(controller.queue("waiting"), QueueHost.status)["in_flight"]
         result = controller.empty_queue("waiting", requested_by="tester")
         assert result["dropped"] == 400 - in_flight and in_flight <= 1
-        after = call_now(controller.queue("waiting"), "status")
+        after = call_now(controller.queue("waiting"), QueueHost.status)
         assert after["queued"] == 0 and after["swapped"] == 0 and after["count"] == in_flight
-        assert call_now(controller.flowfile_repository, "queue_counts") == ({"waiting": in_flight} if in_flight else {})
-        assert call_now(controller.flowfile_repository, "swap_files") == []
+        assert call_now(controller.flowfile_repository, FlowFileRepositoryService.queue_counts) == ({"waiting": in_flight} if in_flight else {})
+        assert call_now(controller.flowfile_repository, FlowFileRepositoryService.swap_files) == []
         drops = ray.get(controller.provenance_repository.handle.search_with.remote({"event_type": "DROP"}, 1000))
         assert len(drops) == result["dropped"] and all(d.details == "FlowFile Queue emptied by tester" for d in drops)
         assert {d.component_id for d in drops} == {"waiting"}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import ray
 
+from flowactors.engine.controller import FlowController
 from flowactors import Flow
 from flowactors.engine.queues.connection import QueueHost
 from flowactors.driver.running import processor_totals, run_flow
@@ -98,7 +99,7 @@ def test_an_executor_killed_with_sigkill_comes_back_and_the_flow_finishes(ray_se
         handle = ray.get_actor("healing.executor.1")
         pid, hosted = ray.get(handle.__ray_call__.remote(lambda self: (os.getpid(), repr(self))))
         assert "queues: got" in hosted, hosted
-        while call_now(controller, "status")["queues"][0]["total_in"] < 100:  # files are moving
+        while call_now(controller, FlowController.status)["queues"][0]["total_in"] < 100:  # files are moving
             time.sleep(0.05)
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
@@ -122,7 +123,7 @@ def test_a_controller_killed_with_sigkill_is_started_again_by_the_run(ray_sessio
 
     def kill_the_controller(controller) -> None:
         pid = ray.get(controller.handle.__ray_call__.remote(lambda self: os.getpid()))
-        while call_now(controller, "status")["queues"][0]["total_in"] < 100:  # files are moving
+        while call_now(controller, FlowController.status)["queues"][0]["total_in"] < 100:  # files are moving
             time.sleep(0.05)
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)

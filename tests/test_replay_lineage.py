@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 import ray
 
+from flowactors.engine.controller import FlowController
 from flowactors.cli.main import main
 from flowactors.engine.flow_operations import claim_state
 from repositories.lock import RepositoryLock
@@ -159,13 +160,13 @@ def test_replay_while_the_flow_runs(ray_session, repository, tmp_path, capsys):
     seen = {}
 
     def during_run(controller):
-        provenance = call_now(controller, "repositories")["provenance"]
+        provenance = call_now(controller, FlowController.repositories)["provenance"]
         sends = _wait_for(lambda: ray.get(provenance.handle.search_with.remote({"event_type": "SEND"}, 1000)))
         (out / "sent.txt").unlink()
         # the CLI must not open the repositories under a running flow
         assert main(["provenance", "search", "--repository", str(repository)]) == 1
         seen["cli"] = capsys.readouterr().err
-        seen["result"] = call_now(controller, "replay", sends[0].event_id, "tester")
+        seen["result"] = call_now(controller, FlowController.replay, sends[0].event_id, "tester")
         seen["send"] = sends[0]
         _wait_for(lambda: (out / "sent.txt").exists())
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import ray.cloudpickle
 
+from flowactors.engine.controller import FlowController
+from flowactors.engine.repository_services import ProvenanceRepositoryService
 from flowactors import Flow, Processor, Relationship
 from flowactors.cli.ui import flow_page
 from flowactors.driver.running import processor_totals, queue_totals, run_flow
@@ -141,7 +143,7 @@ def running(ray_session, repository):
             while not controller and not failure and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert controller, failure or "the flow did not start"
-            while waits := unsettled(call_now(controller[0], "status")):
+            while waits := unsettled(call_now(controller[0], FlowController.status)):
                 assert time.monotonic() < deadline, waits
                 time.sleep(0.2)
             yield read_address(repository).url, controller[0]
@@ -191,7 +193,7 @@ def test_the_page_shows_the_running_flow(running, browser):
     assert len(graph) == 6
 
     # the live counts are the controller's (the flow is steady: nothing moves any more)
-    status = call_now(controller, "status")
+    status = call_now(controller, FlowController.status)
 
     def shown(selector: str) -> str:
         return " / ".join(t.text for t in browser.find_elements(By.CSS_SELECTOR, selector + " text.stats"))
@@ -229,8 +231,9 @@ def test_the_page_shows_the_running_flow(running, browser):
     shoot(browser, "ui-flow.png")
 
     # provenance search: the FORK events of 'split', as the flow's own provenance repository says
-    provenance = call_now(controller, "repositories")["provenance"]
-    forks = call_now(provenance, "search_with", {"component_name": "split", "event_type": "FORK"}, 1000)
+    provenance = call_now(controller, FlowController.repositories)["provenance"]
+    forks = call_now(provenance, ProvenanceRepositoryService.search_with,
+                     {"component_name": "split", "event_type": "FORK"}, 1000)
     assert len(forks) == GENERATED
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="provenance"]').click()
     Select(browser.find_element(By.NAME, "component")).select_by_value("split")
@@ -245,7 +248,7 @@ def test_the_page_shows_the_running_flow(running, browser):
     # a lineage, opened from a row: the page draws the condensed view of the FlowFile's family,
     # its FORK's splits beyond the first few collapsed into a group
     uuid = forks[-1].flowfile_uuid
-    lineage = call_now(provenance, "lineage", uuid)
+    lineage = call_now(provenance, ProvenanceRepositoryService.lineage, uuid)
     view = condense(lineage, uuid)
     assert view.groups, "8 splits of one FlowFile make a group"
     rows[-1].find_element(By.CSS_SELECTOR, "a.uuid").click()
