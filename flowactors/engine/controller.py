@@ -538,7 +538,7 @@ class FlowController:
     def list_queue(self, queue_id: str, limit: int = 100) -> list[dict]:
         """The first ``limit`` queued FlowFiles in the order they would be delivered (swapped ones
         included): uuid, size, attributes, age, penalized (``flow_operations.describe``)."""
-        entries = call_now(self._queue_link(queue_id), "list_flowfiles", limit)
+        entries = call_now(self._queue_link(queue_id), QueueHost.list_flowfiles, limit)
         now = now_millis()
         return [describe(f, position=i, swapped=swapped, now=now) for i, (f, swapped) in enumerate(entries, 1)]
 
@@ -568,7 +568,7 @@ class FlowController:
     def record_events(self, events: list[ProvenanceEvent], first_id: int | None = None) -> int:
         """Record events made outside a session (a queue emptied, a replay) with ids from the log,
         as a commit's are (``first_id`` if its commit reserved them); returns the first id."""
-        reserve = partial(call_now, self.flowfile_repository, "reserve_event_ids")
+        reserve = partial(call_now, self.flowfile_repository, FlowFileRepositoryService.reserve_event_ids)
         encoded = encode_batch([event_fields(e) for e in events])
         first = reserve(encoded.count) if first_id is None else first_id
         register_numbered_now(reserve, self.provenance_repository, [(first, encoded)], visible=True)
