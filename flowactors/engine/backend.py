@@ -38,7 +38,7 @@ from flowactors.engine.cluster.partitioning import partition_batch
 from flowactors.engine.queues.connection import QueueHost
 from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
-from flowactors.sdk.session_contract import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
+from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
 from repositories.flowfile import StateConflictError
 from repositories.model import FlowFile, FlowFileBatch, StateChange, StateMap, now_millis, total_size
 from repositories.provenance.event import (EncodedBatch, ProvenanceEvent, ProvenanceEventType, encode_batch,
@@ -70,7 +70,8 @@ def register_numbered_now(reserve: Callable[[int], int], provenance_repository: 
     """Register numbered events over a link and wait (``register_anew_if_late``: those that came
     after provenance gave their ids up get new ids from ``reserve``). ``visible``: also wait (a
     moment at most) until search sees them, as a caller that reads them next needs."""
-    last = register_anew_if_late(partial(call_now, provenance_repository, ProvenanceRepositoryService.register_numbered), reserve, numbered)
+    last = register_anew_if_late(partial(call_now, provenance_repository, ProvenanceRepositoryService.register_numbered),
+                                 reserve, numbered)
     if visible and last >= 0:
         call_now(provenance_repository, ProvenanceRepositoryService.wait_visible, last, VISIBLE_WAIT)
 
@@ -117,7 +118,8 @@ class DirectLog:
         except Exception as err:
             raise not_written(err) from err
         if first is not None:
-            register_numbered_now(partial(call_now, self.flowfile_repository, FlowFileRepositoryService.reserve_event_ids),
+            register_numbered_now(partial(call_now, self.flowfile_repository,
+                                          FlowFileRepositoryService.reserve_event_ids),
                                   self.provenance_repository, [(first, events)], visible=True)
 
 
