@@ -31,12 +31,13 @@ class HeldLink:
         self.calls: list[str] = []
         self.offers: list[concurrent.futures.Future] = []
 
-    def call(self, method: str, *args):
-        self.calls.append(method)
+    def call(self, method, *args):
+        """Records the method's name (a link is given the method itself, ``QueueHost.offer``)."""
+        self.calls.append(method.__name__)
         future: concurrent.futures.Future = concurrent.futures.Future()
-        if method == "offer":
+        if method.__name__ == "offer":
             self.offers.append(future)
-        elif method == "poll":
+        elif method.__name__ == "poll":
             future.set_result(([], []))
         else:
             future.set_result(self.state)
