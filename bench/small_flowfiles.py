@@ -38,7 +38,8 @@ from flowactors.processors import GenerateFlowFile, RouteOnAttribute, UpdateAttr
 from flowactors.driver.running import processor_totals, run_flow
 from flowactors.sdk.settings import flow_settings
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
-from flowactors.sdk.session import ProcessSession, _Ids
+from flowactors.sdk.session import ProcessSession
+from flowactors.sdk.session_contract import IdAllocator
 from flowactors.testing import LocalBackend
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
@@ -286,7 +287,7 @@ def _run_in_process(flow: Flow, root: Path) -> dict:
         context = make_context(node, settings)
         processor = node.type()
         processor.on_scheduled(context)
-        tasks.append((node, context, backend, processor, _Ids(backend)))
+        tasks.append((node, context, backend, processor, IdAllocator(backend)))
     started = time.perf_counter()
     try:
         busy = True
@@ -298,9 +299,7 @@ def _run_in_process(flow: Flow, root: Path) -> dict:
                 session = ProcessSession(context, backend, component_id=f"{flow.name}/{node.name}", ids=ids)
                 processor.on_trigger(context, session)
                 session.commit()
-                if context._yield_requested:  # the source reached Max FlowFiles
-                    context._yield_requested = False
-                else:
+                if not context.take_yield_request():  # a source yields once it reached Max FlowFiles
                     busy = True
         seconds = time.perf_counter() - started
         events = provenance.stats()["max_event_id"] + 1

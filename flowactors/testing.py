@@ -44,7 +44,8 @@ from flowactors.sdk.settings import Settings
 from repositories.content import FileSystemContentRepository
 from repositories.flowfile import WriteAheadFlowFileRepository
 from flowactors.engine.stateless import STATELESS_ENGINE
-from flowactors.sdk.session import ProcessSession, _Ids
+from flowactors.sdk.session import ProcessSession
+from flowactors.sdk.session_contract import IdAllocator
 from flowactors.sdk.state import ProcessorState
 from repositories.content import InMemoryContentRepository
 from repositories.flowfile import InMemoryFlowFileRepository
@@ -189,7 +190,7 @@ class ProcessorRunner:
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),
             batch_size=batch_size, state=ProcessorState(self.component_id, self.backend),
             stateless_engine=STATELESS_ENGINE)
-        self.ids = _Ids(self.backend)
+        self.ids = IdAllocator(self.backend)
         self.penalty_duration = penalty_duration
         self.scheduled = False
         self.errors: list[BaseException] = []

@@ -18,7 +18,7 @@ from flowactors.engine.cluster.transfer import TransferRefused, decode_transfer,
 from flowactors.engine.controller import fold_partitions
 from flowactors.processors import GenerateFlowFile, LogAttribute
 from flowactors.sdk.flow import Flow, FlowValidationError
-from flowactors.sdk.session import CommitBatch
+from flowactors.sdk.session_contract import CommitBatch
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile
 
 NODES = ("n0", "n1", "n2")

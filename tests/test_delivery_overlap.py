@@ -18,7 +18,7 @@ from flowactors.engine.task import ProcessorTask
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueState
 from flowactors.processors.attributes import UpdateAttribute
 from flowactors.sdk.flow import Flow
-from flowactors.sdk.session import CommitBatch, DeliveryError
+from flowactors.sdk.session_contract import CommitBatch, DeliveryError
 from flowactors.sdk.settings import Settings
 from repositories.model import ContentClaim, FlowFile, FlowFileBatch, ResourceClaim, new_flowfile_uuid
 

@@ -15,7 +15,7 @@ from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
 from flowactors.engine.backend import DirectLog
 from flowactors.engine.executor_log import ExecutorLog
 from flowactors.engine.transport import ActorLink
-from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt
+from flowactors.sdk.session_contract import CommitBatch, CommitError, CommitInDoubt
 from flowactors.sdk.settings import Settings
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis

@@ -233,7 +233,7 @@ def test_repair_takes_the_events_a_killed_run_left_in_the_logs_outbox(tmp_path, 
     the FlowFile repository's outbox, so a search does not show them yet; repair (as the next
     start would) takes them under the ids their commits reserved, and empties the outbox."""
     from flowactors.engine.executor_log import ExecutorLog
-    from flowactors.sdk.session import CommitBatch
+    from flowactors.sdk.session_contract import CommitBatch
     from repositories.flowfile import WriteAheadFlowFileRepository
     from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
     from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields

@@ -180,7 +180,7 @@ def test_a_value_evaluated_over_a_batch_is_each_flowfiles_own_value(text, volati
 
 # ------------------------------------------------------------------ whole batches held as runs
 # A batch call given the whole batch a session handed out (``get_batch``, ``create_batch`` and the
-# calls after them) works on the session's columns (``_Run``); these tests hold that path against
+# calls after them) works on the session's columns (``session_runs.Run``); these tests hold that path against
 # the per-FlowFile calls, and check that it was the path taken.
 
 def fed_to(count: int, auto_terminate=()) -> ProcessorRunner:

@@ -38,7 +38,7 @@ from flowactors.engine.cluster.partitioning import partition_batch
 from flowactors.engine.queues.connection import QueueHost
 from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
-from flowactors.sdk.session import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
+from flowactors.sdk.session_contract import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
 from repositories.flowfile import StateConflictError
 from repositories.model import FlowFile, FlowFileBatch, StateChange, StateMap, now_millis, total_size
 from repositories.provenance.event import (EncodedBatch, ProvenanceEvent, ProvenanceEventType, encode_batch,

@@ -34,7 +34,7 @@ from flowactors.engine.stateless import STATELESS_ENGINE
 from flowactors.engine.task import ProcessorTask, make_context
 from flowactors.engine.transport import Link, LoopLink
 from flowactors.sdk.flow import Flow, ProcessorNode
-from flowactors.sdk.session import _Ids
+from flowactors.sdk.session_contract import IdAllocator
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
 from flowactors.sdk.settings import Settings
 from repositories.content import FileSystemContentRepository
@@ -139,7 +139,8 @@ class Executor:
             node = ProcessorNode(f"load-balance:{connection_id}", ReceivePort)
             backend = backend_for(node, [], {"success": [connection_id]}, partition=False)  # it stays here
             self.receivers[connection_id] = TransferReceiver(self.flow.name, connection_id,
-                                                             make_context(node, self.settings), backend, _Ids(backend))
+                                                             make_context(node, self.settings), backend,
+                                                             IdAllocator(backend))
 
     def _connection(self, connection_id: str):
         return next(c for c in self.flow.connections if c.id == connection_id)

@@ -37,7 +37,7 @@ import threading
 
 from flowactors.engine.backend import refused
 from flowactors.engine.metrics import FlowFileRepositoryMetrics
-from flowactors.sdk.session import CommitBatch, CommitError
+from flowactors.sdk.session_contract import CommitBatch, CommitError
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import StateMap
 from repositories.provenance.event import encode_batch

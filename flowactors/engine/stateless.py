@@ -50,7 +50,7 @@ from flowactors.sdk.ports import InputPort, OutputPort
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.flow_service import service_problems
 from flowactors.sdk.relationships import PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
-from flowactors.sdk.session import CommitBatch, StateConflict
+from flowactors.sdk.session_contract import CommitBatch, StateConflict
 from flowactors.sdk.settings import flow_settings
 from flowactors.sdk.state import StateStore
 from flowactors.sdk.units import parse_duration

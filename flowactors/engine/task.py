@@ -29,7 +29,8 @@ from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.sdk.relationships import MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
-from flowactors.sdk.session import DeliveryError, ProcessSession, StateConflict, _Ids
+from flowactors.sdk.session import ProcessSession
+from flowactors.sdk.session_contract import DeliveryError, IdAllocator, StateConflict
 from flowactors.sdk.settings import Settings
 from flowactors.sdk.state import ProcessorState
 from flowactors.sdk.units import parse_duration
@@ -65,7 +66,7 @@ class ProcessorTask:
         self.backend = backend
         self.counters: Counters = backend.counters
         self.metrics = ProcessorMetrics(flow_name, node.name)
-        self.ids = _Ids(backend)
+        self.ids = IdAllocator(backend)
         self.run_schedule = parse_duration(node.run_schedule)
         self.yield_duration = parse_duration(node.yield_duration)
         self.penalty = parse_duration(node.penalty_duration)
@@ -156,8 +157,7 @@ class ProcessorTask:
             self._pause(self.settings.administrative_yield)
             return
         self.trigger()
-        if self.context._yield_requested:
-            self.context._yield_requested = False
+        if self.context.take_yield_request():
             self._pause(self.yield_duration)
         elif self.run_schedule > 0:
             self._pause(self.run_schedule)

@@ -180,6 +180,12 @@ class ProcessContext:
         """Ask the runtime not to trigger this processor again until its yield duration passed."""
         self._yield_requested = True
 
+    def take_yield_request(self) -> bool:
+        """Whether the processor asked to yield (``yield_``) since the engine last asked; the
+        request is cleared (the engine asks once after each trigger)."""
+        requested, self._yield_requested = self._yield_requested, False
+        return requested
+
 
 class Processor:
     """Base class of every processor.

@@ -22,13 +22,10 @@ hands in on the stateless one.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping, Protocol
+from typing import Iterator, Mapping, NamedTuple, Protocol
 
 from repositories.flowfile.records import encode_state
 from repositories.model import StateChange, StateMap
-
-if TYPE_CHECKING:
-    from flowactors.sdk.session import ProcessSession
 
 
 class StateStore(Protocol):
@@ -43,16 +40,33 @@ class StateStore(Protocol):
         """Write a change now, in a commit of its own (``CommitError`` if refused)."""
 
 
+class PendingState(NamedTuple):
+    """A session's change of its processor's state, made while the state is bound to the session:
+    ``change`` is what the session's commit writes, ``state`` the state as the change makes it
+    (what ``ProcessorState.get`` answers until then)."""
+
+    change: StateChange
+    state: StateMap
+
+
+class StatefulSession(Protocol):
+    """What ``ProcessorState`` needs of the session it is bound to (``ProcessSession`` has it): the
+    session's pending change, which the session commits with its FlowFiles and forgets when it
+    commits or rolls back."""
+
+    pending_state: PendingState | None
+
+
 class ProcessorState:
     """One processor's state as its tasks see it (``context.state``); see the module docstring."""
 
     def __init__(self, component_id: str, store: StateStore):
         self.component_id = component_id
         self._store = store
-        self._session: ProcessSession | None = None
+        self._session: StatefulSession | None = None
 
     @contextmanager
-    def bound_to(self, session: "ProcessSession") -> Iterator[None]:
+    def bound_to(self, session: StatefulSession) -> Iterator[None]:
         """Changes made while inside belong to ``session`` (the engine binds each trigger's)."""
         self._session = session
         try:
@@ -62,9 +76,9 @@ class ProcessorState:
 
     def get(self) -> StateMap:
         """The state: this trigger's change if it made one, else the stored state."""
-        session = self._session
-        if session is not None and session._state_view is not None:
-            return session._state_view
+        pending = self._session.pending_state if self._session is not None else None
+        if pending is not None:
+            return pending.state
         return self._store.get_state(self.component_id)
 
     def set(self, values: Mapping[str, str]) -> None:
@@ -94,11 +108,11 @@ class ProcessorState:
         if session is None:
             self._store.commit_state(StateChange(self.component_id, values, expected))
             return
-        pending = session._state_change
+        pending = session.pending_state
         if pending is not None:  # a second change in one session: still checked against what it first read
-            expected = pending.expected
-            base = session._state_view.version - 1
+            expected = pending.change.expected
+            base = pending.state.version - 1
         else:
             base = self._store.get_state(self.component_id).version if expected is None else expected
-        session._state_change = StateChange(self.component_id, values, expected)
-        session._state_view = StateMap.of(base + 1, values)
+        session.pending_state = PendingState(StateChange(self.component_id, values, expected),
+                                             StateMap.of(base + 1, values))
