@@ -514,8 +514,7 @@ class FlowController:
         status = {"flow": self.flow.name, "processors": processors, "queues": queues}
         if self.cluster:
             status.update(node=self.cluster["local"], transfers=transfers, cluster_views=views,
-                          receivers={c: e.handle._actor_id.hex() if hasattr(e, "handle") else repr(e)
-                                     for c, e in self.receivers().items()})
+                          receivers={c: getattr(e, "name", "") or repr(e) for c, e in self.receivers().items()})
         return status
 
     def is_idle(self, status: dict | None = None) -> bool:

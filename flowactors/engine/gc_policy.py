@@ -22,6 +22,8 @@ from __future__ import annotations
 import gc
 import threading
 
+import ray
+
 #: (young, older, full): a young collection every 10,000 new container objects, an older one
 #: every 50 young ones, a full one every 100 older ones
 THRESHOLDS = (10_000, 50, 100)
@@ -33,8 +35,6 @@ _saved = gc.get_threshold()  # the process's own thresholds, taken at the first 
 
 def tune_own_process() -> None:
     """Apply ``THRESHOLDS`` for good when this process is a Ray actor's own; else do nothing."""
-    import ray
-
     if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
         gc.set_threshold(*THRESHOLDS)
 

@@ -22,6 +22,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+import ray
+
 from flowactors.engine.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -121,11 +123,15 @@ class _Keeper:
         log.warning("flowactors could not send its metrics to Ray's metrics agent (tried again): %s", err)
 
 
-def _resend_period() -> float:
-    """Seconds between two re-sends of the gauges: half Ray's report interval (floored at 1 s)."""
-    import ray
+#: Ray's default ``metrics_report_interval_ms`` (ray/_private/ray_config_def.h)
+RAY_METRICS_REPORT_INTERVAL_MS = 10_000
 
-    return max(ray._config.metrics_report_interval_ms(), 1000) / 2000
+
+def _resend_period() -> float:
+    """Seconds between two re-sends of the gauges: half Ray's report interval (floored at 1 s), as
+    Ray reads it: ``RAY_metrics_report_interval_ms``, else its default of 10 s."""
+    interval = int(os.environ.get("RAY_metrics_report_interval_ms", RAY_METRICS_REPORT_INTERVAL_MS))
+    return max(interval, 1000) / 2000
 
 
 _keeper = _Keeper()

@@ -143,10 +143,15 @@ class ThreadedLink:
 
 
 class ActorLink:
-    """A component in a Ray actor of its own: one actor call per ``call``."""
+    """A component in a Ray actor of its own: one actor call per ``call``. ``name``: the actor's
+    name (what the status shows for it)."""
 
-    def __init__(self, handle: Any):
+    def __init__(self, handle: Any, name: str = ""):
         self.handle = handle
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ActorLink({self.name or self.handle!r})"
 
     def call(self, method: Method[P, R], *args: P.args) -> ray.ObjectRef:
         return getattr(self.handle, method.__name__).remote(*args)

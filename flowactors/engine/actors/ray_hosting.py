@@ -66,7 +66,7 @@ class RayHosting:
         return {"name": name, "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node, soft=False),
                 **options}
 
-    def _started(self, create: Callable[[], Any]) -> ActorLink:
+    def _started(self, name: str, create: Callable[[], Any]) -> ActorLink:
         deadline = time.monotonic() + NAME_WAIT
         while True:
             try:
@@ -77,7 +77,7 @@ class RayHosting:
                     raise
                 time.sleep(0.5)
         self._actors.append(handle)
-        return ActorLink(handle)
+        return ActorLink(handle, name)
 
     def cpus(self) -> int:
         for entry in ray.nodes():
@@ -89,17 +89,18 @@ class RayHosting:
         """Ray honours every placement."""
 
     def repository(self, kind: str, root: str, settings: Settings, flow: str) -> Link:
-        return self._started(lambda: ACTORS[kind].options(**self._here(repository_name(flow, kind))).remote(
-            root, settings, flow=flow))
+        name = repository_name(flow, kind)
+        return self._started(name, lambda: ACTORS[kind].options(**self._here(name)).remote(root, settings, flow=flow))
 
     def queue(self, name: str, config: QueueConfig, root: str, flowfile_repository: Link) -> Link:
-        return self._started(lambda: QueueActor.options(**self._here(name)).remote(config, root, flowfile_repository))
+        return self._started(name, lambda: QueueActor.options(**self._here(name)).remote(config, root,
+                                                                                      flowfile_repository))
 
     def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
                  provenance_repository: Link | None, cluster: dict | None = None) -> Link:
         own_env = {"runtime_env": plan.runtime_env} if plan.runtime_env else {}
-        return self._started(lambda: ExecutorActor.options(
+        return self._started(name, lambda: ExecutorActor.options(
             **self._here(name, num_cpus=plan.num_cpus, **own_env)).remote(
             flow, plan, root, settings, queue_configs, flowfile_repository, provenance_repository, cluster))
 

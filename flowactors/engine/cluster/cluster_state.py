@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import orjson
+import ray
 
 from repositories.model import StateMap
 
@@ -122,8 +123,6 @@ class ClusterState:
         self._handle = None
 
     def _call(self, method: str, *args: Any) -> Any:
-        import ray
-
         try:
             if self._handle is None:
                 self._handle = ray.get_actor(self.actor_name)

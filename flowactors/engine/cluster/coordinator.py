@@ -26,8 +26,12 @@ import threading
 import time
 from typing import Any
 
+import ray
+
 from flowactors.engine.cluster.topology import (RESOURCE_SHARE, ClusterNode, TopologyError, node_repository,
                                                 ray_nodes, read_topology, resolve_nodes, write_topology)
+from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
+from flowactors.engine.cluster.cluster_state import ClusterStateService
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, FlowController, cause_of
 from flowactors.engine.errors import FlowStartError
 from flowactors.engine.periodic import Periodic
@@ -121,25 +125,20 @@ class ClusterController:
 
     def _cluster_state(self, node: ClusterNode):
         """The actor keeping cluster-scoped state, on ``node`` (restarted there by Ray if it dies)."""
-        import ray
-
-        from flowactors.engine.cluster.cluster_state import ClusterStateService
-
         return ray.remote(ClusterStateService).options(
             name=self.state_keeper_name, resources={node.resource: RESOURCE_SHARE}, max_restarts=-1,
             max_concurrency=CONTROLLER_CONCURRENCY).remote(self.root)
 
     def _controller(self, node: ClusterNode, partition_nodes: list[str]) -> ActorLink:
-        from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
-
         cluster = {"local": node.name, "nodes": self.names, "primary": self.primary,
                    "connected": sorted(self.connected), "partition_nodes": partition_nodes,
                    "cluster_state": self.state_keeper_name}
+        name = f"{self.flow.name}.{node.name}.controller"
         handle = FlowControllerActor.options(
-            name=f"{self.flow.name}.{node.name}.controller", resources={node.resource: RESOURCE_SHARE},
+            name=name, resources={node.resource: RESOURCE_SHARE},
             max_concurrency=CONTROLLER_CONCURRENCY).remote(
             self.flow, node_repository(self.root, node.name), self.settings, RayHosting(node.resource), cluster)
-        return ActorLink(handle)
+        return ActorLink(handle, name)
 
     def _starting(self, step: str, done: int, total: int) -> None:
         self.start_progress.append({"step": step, "done": done, "total": total})
@@ -314,8 +313,6 @@ class ClusterController:
         return final
 
     def _end_controllers(self) -> None:
-        import ray
-
         handles = [link.handle for link in self.controllers.values()] + [self._state_keeper]
         for handle in filter(None, handles):
             try:

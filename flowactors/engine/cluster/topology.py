@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import orjson
+import ray
 
 NODE_RESOURCE_PREFIX = "flowactors-node:"
 #: the topology file's format version (docs/formats/cluster-topology.md)
@@ -45,8 +46,6 @@ def ray_nodes(entries: Iterable[dict] | None = None) -> dict[str, tuple[ClusterN
     """Every node Ray knows (``ray.nodes()``): name -> (node, alive). A name that Ray lists twice
     (a node that died and came back) is alive if any of its entries is."""
     if entries is None:
-        import ray
-
         entries = ray.nodes()
     found: dict[str, tuple[ClusterNode, bool]] = {}
     for entry in entries:
@@ -159,8 +158,7 @@ class ClusterView:
         """What this view holds, for the status: the nodes, which are connected, the primary, and
         the actor each connection's transfers to a node go to."""
         def actor(link: Any) -> str:
-            handle = getattr(link, "handle", None)
-            return handle._actor_id.hex() if handle is not None else repr(link)
+            return getattr(link, "name", "") or repr(link)
 
         return {"nodes": list(self.nodes), "connected": sorted(self.connected), "primary": self.primary,
                 "receivers": {node: {c: actor(link) for c, link in links.items()}

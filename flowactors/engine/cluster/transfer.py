@@ -37,6 +37,7 @@ from flowactors.engine.cluster.topology import ClusterView
 from flowactors.engine.queues.connection import QueueHost
 from flowactors.engine.transport import P, R, Method, call_now, component_lost, finished, resolve
 from flowactors.sdk.processor import ProcessContext, Processor, Relationship
+from flowactors.sdk.session import ProcessSession
 from repositories.model import FlowFile
 
 #: a transfer's payload layout (in memory between two nodes; never on disk)
@@ -207,8 +208,6 @@ class TransferReceiver:
         or ``REFUSED_FULL`` (nothing taken) while the connection here is under back pressure:
         a connection's back pressure holds across the nodes, as NiFi's does (a sender sends
         at most the room it was last told of)."""
-        from flowactors.sdk.session import ProcessSession
-
         if self.room() <= 0:
             return REFUSED_FULL
         sender, records = decode_transfer(payload)
