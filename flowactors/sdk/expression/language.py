@@ -3,11 +3,18 @@
 ``compile_value`` parses a property value once (cached) into a tree of small node objects, so
 every error in the text is reported before any FlowFile is processed, and ``CompiledValue.evaluate``
 only walks the tree. The functions live in ``flowactors.sdk.expression.functions``, one module a
-section of NiFi's Expression Language Guide; each registers itself with ``_function``.
+section of NiFi's Expression Language Guide; each registers itself with ``register_function``.
 
 Values inside an expression are typed: ``None`` (a missing attribute, NiFi's null), ``str``,
-``bool``, ``int``/``float`` (NiFi's whole and decimal numbers) and ``_Date`` (milliseconds since
+``bool``, ``int``/``float`` (NiFi's whole and decimal numbers) and ``Date`` (milliseconds since
 the epoch, as ``now()`` and ``${entryDate}`` give). Only the final result is rendered to text.
+
+``__all__`` is what a processor uses. The other public names are what the function library is
+written against: the values (``Date``, ``render``, ``parse_number``), the tree a lazy function
+walks (``Node``, ``Call``, ``EvaluationContext``, ``lookup_attribute``, ``FLOWFILE_FIELDS``), the
+coercions of arguments (``to_number``, ``to_whole``, ``to_boolean``, ``to_millis``, ``as_number``),
+and the registry (``register_function``, ``register_string_function``, ``literal_check``,
+``ArgumentError``, ``FUNCTIONS``, ``MANY``, ``DYNAMIC``, ``OMITTED``).
 """
 
 from __future__ import annotations
@@ -49,22 +56,22 @@ class ExpressionError(ValueError):
 # --------------------------------------------------------------------------------------------
 
 
-class _Date(NamedTuple):
+class Date(NamedTuple):
     """A point in time, kept apart from numbers so that ``format`` knows what it has."""
 
     millis: int
 
 
-Value = Any  # None | str | bool | int | float | _Date
+Value = Any  # None | str | bool | int | float | Date
 
 #: What Java's String.trim removes: every code point up to and including the space.
-_JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
+JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _HEX_NUMBER = re.compile(r"[+-]?0[xX][0-9a-fA-F]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
-def _render(value: Value) -> str:
+def render(value: Value) -> str:
     """The text of a value, as it appears in the evaluated property."""
     if value is None:
         return ""
@@ -82,7 +89,7 @@ def _render(value: Value) -> str:
         if value.is_integer() and abs(value) < 1e16:
             return str(int(value))
         return repr(value)
-    if isinstance(value, _Date):
+    if isinstance(value, Date):
         return str(value.millis)
     return str(value)
 
@@ -93,14 +100,14 @@ def _describe(value: Value) -> str:
         return "(missing)"
     if isinstance(value, str):
         return repr(value)
-    if isinstance(value, _Date):
+    if isinstance(value, Date):
         return f"date {value.millis}"
-    return _render(value)
+    return render(value)
 
 
-def _parse_number(text: str) -> int | float | None:
+def parse_number(text: str) -> int | float | None:
     """A whole or decimal number written in ``text`` (surrounding blanks allowed), else None."""
-    text = text.strip(_JAVA_WHITESPACE)
+    text = text.strip(JAVA_WHITESPACE)
     if _WHOLE.fullmatch(text):
         return int(text)
     if _HEX_NUMBER.fullmatch(text):
@@ -115,7 +122,7 @@ def _parse_number(text: str) -> int | float | None:
 # --------------------------------------------------------------------------------------------
 
 
-class _Context:
+class EvaluationContext:
     """What one evaluation sees. ``now()`` is read once, so all its uses in a value agree;
     ``state`` is the processor's state map when the caller gives it (``getStateValue``), ``each``
     the value a multi-attribute function's chain is applied to."""
@@ -136,45 +143,47 @@ class _Context:
         return self._now
 
 
-class _Node:
+class Node:
+    """A node of a parsed value's tree: ``eval`` gives its value in one evaluation."""
+
     __slots__ = ()
 
-    def eval(self, ctx: _Context) -> Value:
+    def eval(self, ctx: EvaluationContext) -> Value:
         raise NotImplementedError
 
 
-class _Const(_Node):
+class _Const(Node):
     __slots__ = ("value",)
 
     def __init__(self, value: Value) -> None:
         self.value = value
 
-    def eval(self, ctx: _Context) -> Value:
+    def eval(self, ctx: EvaluationContext) -> Value:
         return self.value
 
 
-class _Concat(_Node):
+class _Concat(Node):
     """Literal text and expressions side by side: the result is always text."""
 
     __slots__ = ("parts",)
 
-    def __init__(self, parts: tuple[str | _Node, ...]) -> None:
+    def __init__(self, parts: tuple[str | Node, ...]) -> None:
         self.parts = parts
 
-    def eval(self, ctx: _Context) -> Value:
-        return "".join(p if isinstance(p, str) else _render(p.eval(ctx)) for p in self.parts)
+    def eval(self, ctx: EvaluationContext) -> Value:
+        return "".join(p if isinstance(p, str) else render(p.eval(ctx)) for p in self.parts)
 
 
 #: FlowFile fields that stand in for an attribute of the same name when the attribute is missing.
-_FLOWFILE_FIELDS: dict[str, Callable[["FlowFile"], Value]] = {
+FLOWFILE_FIELDS: dict[str, Callable[["FlowFile"], Value]] = {
     "fileSize": lambda ff: ff.size,
-    "entryDate": lambda ff: _Date(ff.entry_date),
-    "lineageStartDate": lambda ff: _Date(ff.lineage_start_date),
+    "entryDate": lambda ff: Date(ff.entry_date),
+    "lineageStartDate": lambda ff: Date(ff.lineage_start_date),
     "uuid": lambda ff: ff.uuid,
 }
 
 
-def _lookup(name: str, ctx: _Context, fallback: Callable[["FlowFile"], Value] | None) -> Value:
+def lookup_attribute(name: str, ctx: EvaluationContext, fallback: Callable[["FlowFile"], Value] | None) -> Value:
     """An attribute; else the FlowFile field of that name; else the environment variable (NiFi's
     ENVIRONMENT scope: what a property without a FlowFile sees, and a FlowFile's last resort)."""
     value = ctx.attributes.get(name)
@@ -185,40 +194,40 @@ def _lookup(name: str, ctx: _Context, fallback: Callable[["FlowFile"], Value] | 
     return value
 
 
-class _Attr(_Node):
+class _Attr(Node):
     __slots__ = ("name", "fallback")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.fallback = _FLOWFILE_FIELDS.get(name)
+        self.fallback = FLOWFILE_FIELDS.get(name)
 
-    def eval(self, ctx: _Context) -> Value:
-        return _lookup(self.name, ctx, self.fallback)
+    def eval(self, ctx: EvaluationContext) -> Value:
+        return lookup_attribute(self.name, ctx, self.fallback)
 
 
-class _AttrOf(_Node):
+class _AttrOf(Node):
     """``${${inner}}``: the attribute named by the value of another expression."""
 
     __slots__ = ("inner",)
 
-    def __init__(self, inner: _Node) -> None:
+    def __init__(self, inner: Node) -> None:
         self.inner = inner
 
-    def eval(self, ctx: _Context) -> Value:
-        name = _render(self.inner.eval(ctx))
-        return _lookup(name, ctx, _FLOWFILE_FIELDS.get(name))
+    def eval(self, ctx: EvaluationContext) -> Value:
+        name = render(self.inner.eval(ctx))
+        return lookup_attribute(name, ctx, FLOWFILE_FIELDS.get(name))
 
 
-class _Each(_Node):
+class _Each(Node):
     """Stands for each value of a multi-attribute function in the chain that follows it."""
 
     __slots__ = ()
 
-    def eval(self, ctx: _Context) -> Value:
+    def eval(self, ctx: EvaluationContext) -> Value:
         return ctx.each
 
 
-class _Multi(_Node):
+class _Multi(Node):
     """``${anyAttribute('a', 'b'):equals('x')}``: the chain after a multi-attribute function is
     applied to each of its values; the results are combined by the function (any: or, all: and),
     or by an aggregate closing the chain (``join(sep)``, ``count()``), whose result the rest of
@@ -226,13 +235,13 @@ class _Multi(_Node):
 
     __slots__ = ("source", "chain", "aggregate", "args")
 
-    def __init__(self, source: _Call, chain: _Node, aggregate: str | None = None, args: tuple[_Node, ...] = ()):
+    def __init__(self, source: Call, chain: Node, aggregate: str | None = None, args: tuple[Node, ...] = ()):
         self.source = source
         self.chain = chain
         self.aggregate = aggregate
         self.args = args
 
-    def eval(self, ctx: _Context) -> Value:
+    def eval(self, ctx: EvaluationContext) -> Value:
         values = self.source.eval(ctx)
         if not values:   # no attribute matched: as NiFi, the chain decides once on a missing value
             if self.aggregate is not None:
@@ -247,14 +256,14 @@ class _Multi(_Node):
         finally:
             ctx.each = saved
         if self.aggregate == "join":
-            return _render(self.args[0].eval(ctx)).join(_render(r) for r in results)
+            return render(self.args[0].eval(ctx)).join(render(r) for r in results)
         if self.aggregate == "count":
             return sum(1 for r in results if (r is True or (r is not None and not isinstance(r, bool))))
         combine = all if self.source.function.name.startswith("all") else any
         return combine(r is True or (isinstance(r, str) and r.lower() == "true") for r in results)
 
 
-class _Function(NamedTuple):
+class Function(NamedTuple):
     """A function of the language. A lazy one gets its argument nodes, to evaluate only some."""
 
     name: str
@@ -268,11 +277,14 @@ class _Function(NamedTuple):
     role: str | None = None
 
 
-class _Call(_Node):
+class Call(Node):
+    """A function applied to its subject (None for a subjectless one) and argument nodes; ``fail``
+    reports an error at the function's position in the property value."""
+
     __slots__ = ("function", "subject", "args", "position", "text")
 
     def __init__(
-        self, function: _Function, subject: _Node | None, args: tuple[_Node, ...], position: int, text: str
+        self, function: Function, subject: Node | None, args: tuple[Node, ...], position: int, text: str
     ) -> None:
         self.function = function
         self.subject = subject
@@ -280,7 +292,7 @@ class _Call(_Node):
         self.position = position
         self.text = text
 
-    def eval(self, ctx: _Context) -> Value:
+    def eval(self, ctx: EvaluationContext) -> Value:
         subject = self.subject.eval(ctx) if self.subject is not None else None
         try:
             if self.function.lazy:
@@ -300,32 +312,35 @@ class _Call(_Node):
 # --------------------------------------------------------------------------------------------
 
 
-def _number(call: _Call, value: Value, role: str) -> int | float:
+def to_number(call: Call, value: Value, role: str) -> int | float:
+    """The value as a number (a date as its milliseconds, text parsed); else ``call`` fails, naming
+    the value by ``role`` ("subject", "argument", ...)."""
     if isinstance(value, bool):
         call.fail(f"{role} {_describe(value)} is not a number")
     if isinstance(value, (int, float)):
         return value
-    if isinstance(value, _Date):
+    if isinstance(value, Date):
         return value.millis
-    number = _parse_number(_render(value))
+    number = parse_number(render(value))
     if number is None:
         call.fail(f"{role} {_describe(value)} is not a number")
     return number
 
 
-def _as_number(value: Value) -> int | float | None:
+def as_number(value: Value) -> int | float | None:
     """The value as a number, or None when it is missing or not one (the tests that are false then)."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         return value
-    if isinstance(value, _Date):
+    if isinstance(value, Date):
         return value.millis
-    return _parse_number(_render(value))
+    return parse_number(render(value))
 
 
-def _whole(call: _Call, value: Value, role: str) -> int:
-    number = _number(call, value, role)
+def to_whole(call: Call, value: Value, role: str) -> int:
+    """``to_number``, and the number must be whole; else ``call`` fails."""
+    number = to_number(call, value, role)
     if isinstance(number, float):
         if not number.is_integer():
             call.fail(f"{role} {_describe(value)} is not a whole number")
@@ -333,7 +348,7 @@ def _whole(call: _Call, value: Value, role: str) -> int:
     return number
 
 
-def _boolean(call: _Call, value: Value) -> bool:
+def to_boolean(call: Call, value: Value) -> bool:
     """NiFi's reading of a boolean: text is true only when it is 'true' in any case; null is false."""
     if isinstance(value, bool):
         return value
@@ -344,11 +359,12 @@ def _boolean(call: _Call, value: Value) -> bool:
     call.fail(f"expected true or false, got {_describe(value)}")
 
 
-def _millis(call: _Call, value: Value) -> int:
-    if isinstance(value, _Date):
+def to_millis(call: Call, value: Value) -> int:
+    """A date's milliseconds, or a whole number of them (text parsed); else ``call`` fails."""
+    if isinstance(value, Date):
         return value.millis
     if not isinstance(value, bool) and isinstance(value, (int, float, str)):
-        number = value if not isinstance(value, str) else _parse_number(value)
+        number = value if not isinstance(value, str) else parse_number(value)
         if number is not None and float(number).is_integer():
             return int(number)
     call.fail(f"{_describe(value)} is not a date or a whole number of milliseconds")
@@ -359,17 +375,18 @@ def _millis(call: _Call, value: Value) -> int:
 # Functions
 # --------------------------------------------------------------------------------------------
 
-_FUNCTIONS: dict[str, _Function] = {}
+#: every function of the language by name, as ``register_function`` registered it
+FUNCTIONS: dict[str, Function] = {}
 #: functions whose result is not decided by their arguments and the attributes (the clock, chance,
 #: the processor's state, the thread): evaluated for every FlowFile
 _VOLATILE_FUNCTIONS: set[str] = set()
 #: the most arguments a function taking "any number" accepts (``in``, ``anyAttribute``, ...)
-_MANY = 255
-_DYNAMIC = object()  # stands for an argument whose value is only known at evaluation
-_OMITTED = object()  # the default of an optional argument: unlike None, it was not written
+MANY = 255
+DYNAMIC = object()  # stands for an argument whose value is only known at evaluation
+OMITTED = object()  # the default of an optional argument: unlike None, it was not written
 
 
-class _ArgumentError(Exception):
+class ArgumentError(Exception):
     """Raised by a parse-time check: argument ``index`` is invalid."""
 
     def __init__(self, index: int, message: str) -> None:
@@ -377,7 +394,7 @@ class _ArgumentError(Exception):
         self.index = index
 
 
-def _function(
+def register_function(
     name: str,
     args: tuple[int, int] = (0, 0),
     *,
@@ -387,35 +404,40 @@ def _function(
     role: str | None = None,
     volatile: bool = False,
 ) -> Callable[[Callable[..., Value]], Callable[..., Value]]:
+    """A decorator registering its function as the language's function ``name``: ``args`` the
+    least and most arguments, ``subject`` whether it needs one (None: either way), ``lazy`` given
+    its argument nodes instead of their values, ``check`` run at parse time on the literal
+    arguments, ``role`` "multi" or "aggregate" (see ``Function``), ``volatile`` evaluated for every
+    FlowFile (its result not decided by its arguments and the attributes)."""
     if volatile:
         _VOLATILE_FUNCTIONS.add(name)
 
     def register(impl: Callable[..., Value]) -> Callable[..., Value]:
-        _FUNCTIONS[name] = _Function(name, args[0], args[1], subject, lazy, impl, check, role)
+        FUNCTIONS[name] = Function(name, args[0], args[1], subject, lazy, impl, check, role)
         return impl
 
     return register
 
 
-def _literal_check(*parsers: Callable[[str], Any]) -> Callable[[tuple[Value, ...]], None]:
+def literal_check(*parsers: Callable[[str], Any]) -> Callable[[tuple[Value, ...]], None]:
     """A parse-time check: ``parsers[i]`` reads argument i when it is written literally, so a bad
     pattern, zone, path or name is reported before any FlowFile is processed."""
 
     def check(values: tuple[Value, ...]) -> None:
         for index, (parse, value) in enumerate(zip(parsers, values)):
-            if value is not _DYNAMIC:
+            if value is not DYNAMIC:
                 try:
-                    parse(_render(value))
+                    parse(render(value))
                 except ValueError as exc:
-                    raise _ArgumentError(index, str(exc)) from None
+                    raise ArgumentError(index, str(exc)) from None
 
     return check
 
 
-def _string_function(name: str, transform: Callable[[str], str]) -> None:
+def register_string_function(name: str, transform: Callable[[str], str]) -> None:
     """A text-to-text function; a missing value stays missing (so isNull still sees it). A
     transform that raises ValueError fails the evaluation at the function's position."""
-    _function(name)(lambda call, subject: None if subject is None else transform(_render(subject)))
+    register_function(name)(lambda call, subject: None if subject is None else transform(render(subject)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,11 +455,11 @@ def _is_name_char(c: str) -> bool:
     return c.isascii() and (c.isalnum() or c in "_.-")
 
 
-def _arity(function: _Function) -> str:
+def _arity(function: Function) -> str:
     low, high = function.min_args, function.max_args
     if high == 0:
         return "no arguments"
-    if high == _MANY:
+    if high == MANY:
         return f"at least {low} argument{'s' if low > 1 else ''}"
     if low == high:
         return f"exactly {low} argument{'s' if low > 1 else ''}"
@@ -445,7 +467,7 @@ def _arity(function: _Function) -> str:
 
 
 def _unknown_function(name: str) -> str:
-    known = sorted(_FUNCTIONS)
+    known = sorted(FUNCTIONS)
     guesses = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     same_letters = [k for k in known if k.lower() == name.lower() and k not in guesses]
     guesses = same_letters + guesses
@@ -469,9 +491,9 @@ class _Parser:
         raise ExpressionError(message, self.origin[index] if self.origin is not None else index, self.text)
 
     # value := (text | '$${' | expression)*
-    def template(self) -> _Node:
+    def template(self) -> Node:
         source, n = self.source, len(self.source)
-        parts: list[str | _Node] = []
+        parts: list[str | Node] = []
         literal: list[str] = []
         i = 0
         while i < n:
@@ -521,7 +543,7 @@ class _Parser:
         return self.source[begin : self.i]
 
     # expression := '${' subject (':' call)* '}'
-    def expression(self) -> _Node:
+    def expression(self) -> Node:
         start = self.i
         if self.depth >= _MAX_DEPTH:
             self.error(f"expressions nested more than {_MAX_DEPTH} deep", start)
@@ -529,7 +551,7 @@ class _Parser:
         self.i += 2
         node = self.subject(start)
         multi = None   # the multi-attribute function whose chain is being read
-        if isinstance(node, _Call) and node.function.role == "multi":
+        if isinstance(node, Call) and node.function.role == "multi":
             multi, node = node, _Each()
         while True:
             c = self.peek(start)
@@ -542,12 +564,13 @@ class _Parser:
                 self.i += 1
                 self.peek(start)
                 name_at = self.i
-                node = self.call(start, node)
-                if isinstance(node, _Call) and node.function.role == "aggregate":
+                chain = node
+                node = self.call(start, chain)
+                if isinstance(node, Call) and node.function.role == "aggregate":
                     if multi is None:
                         self.error(f"{node.function.name}() follows a multi-attribute function, as in "
                                    f"${{allAttributes('a', 'b'):{node.function.name}(...)}}", name_at)
-                    node, multi = _Multi(multi, node.subject, node.function.name, node.args), None
+                    node, multi = _Multi(multi, chain, node.function.name, node.args), None
                 continue
             hint = ""
             if isinstance(node, _Attr) and _is_name_char(c):
@@ -557,7 +580,7 @@ class _Parser:
         return node
 
     # subject := name | quoted-name | function-call
-    def subject(self, start: int) -> _Node:
+    def subject(self, start: int) -> Node:
         c = self.peek(start)
         if c in "'\"":
             name, _ = self.string()
@@ -574,15 +597,15 @@ class _Parser:
         self.i = after_name
         return _Attr(name)
 
-    def call(self, start: int, subject: _Node) -> _Node:
+    def call(self, start: int, subject: Node) -> Node:
         if not _is_name_char(self.peek(start)):
             self.error("expected a function name after ':'", self.i)
         name_at = self.i
         return self.function(start, self.name(), name_at, subject)
 
     # function-call := name '(' [argument (',' argument)*] ')'
-    def function(self, start: int, name: str, name_at: int, subject: _Node | None) -> _Node:
-        function = _FUNCTIONS.get(name)
+    def function(self, start: int, name: str, name_at: int, subject: Node | None) -> Node:
+        function = FUNCTIONS.get(name)
         if function is None:
             self.error(_unknown_function(name), name_at)
         if subject is None and function.needs_subject is True:
@@ -592,7 +615,7 @@ class _Parser:
         if self.peek(start) != "(":
             self.error(f"expected '(' after {name}: every function needs parentheses, as in {name}()", self.i)
         self.i += 1
-        args: list[_Node] = []
+        args: list[Node] = []
         args_at: list[int] = []
         if self.peek(start) == ")":
             self.i += 1
@@ -613,16 +636,16 @@ class _Parser:
         if len(args) < function.min_args:
             self.error(f"{name}() takes {_arity(function)}, got {len(args)}", self.i - 1)
         if function.check is not None:
-            values = tuple(arg.value if isinstance(arg, _Const) else _DYNAMIC for arg in args)
+            values = tuple(arg.value if isinstance(arg, _Const) else DYNAMIC for arg in args)
             try:
                 function.check(values)
-            except _ArgumentError as exc:
+            except ArgumentError as exc:
                 self.error(f"{name}(): {exc}", args_at[exc.index])
         position = self.origin[name_at] if self.origin is not None else name_at
-        return _Call(function, subject, tuple(args), position, self.text)
+        return Call(function, subject, tuple(args), position, self.text)
 
     # argument := string | number | true | false | expression
-    def argument(self, start: int) -> _Node:
+    def argument(self, start: int) -> Node:
         c = self.source[self.i]
         if c in "'\"":
             content, origin = self.string()
@@ -682,11 +705,11 @@ class CompiledValue:
 
     __slots__ = ("text", "is_literal", "_root", "_constant", "_inputs")
 
-    def __init__(self, text: str, root: _Node) -> None:
+    def __init__(self, text: str, root: Node) -> None:
         self.text = text
         self._root = root
         self.is_literal = isinstance(root, _Const)
-        self._constant = _render(root.value) if isinstance(root, _Const) else None
+        self._constant = render(root.value) if isinstance(root, _Const) else None
         self._inputs = _inputs(root)
 
     def evaluate_each(self, flowfiles: Sequence[FlowFile]) -> list[str]:
@@ -704,7 +727,7 @@ class CompiledValue:
         maps = [f[2] for f in flowfiles]
         columns = []
         for name, fallback in inputs:
-            column = [a.get(name) for a in maps]
+            column: list[Any] = [a.get(name) for a in maps]
             if fallback is not None and None in column:
                 column = [(fallback(f),) if v is None else v for v, f in zip(column, flowfiles)]
             columns.append(column)
@@ -727,7 +750,7 @@ class CompiledValue:
             return self._constant
         if attributes is None:
             attributes = flowfile.attributes if flowfile is not None else {}
-        return _render(self._root.eval(_Context(attributes, flowfile, state)))
+        return render(self._root.eval(EvaluationContext(attributes, flowfile, state)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return compile_value, (self.text,)  # the tree is rebuilt (and cached) on the other side
@@ -740,7 +763,7 @@ _second = operator.itemgetter(1)
 
 
 
-def _inputs(root: _Node) -> tuple[tuple[str, Callable | None], ...] | None:
+def _inputs(root: Node) -> tuple[tuple[str, Callable | None], ...] | None:
     """What an evaluation of ``root`` reads: each attribute name (with the FlowFile field that
     stands in for it), or None when it reads something else (the clock, a random uuid)."""
     names: dict[str, Callable | None] = {}
@@ -752,8 +775,8 @@ def _inputs(root: _Node) -> tuple[tuple[str, Callable | None], ...] | None:
         elif isinstance(node, (_AttrOf, _Multi)):   # which attributes it reads depends on values
             return None
         elif isinstance(node, _Concat):
-            pending.extend(p for p in node.parts if isinstance(p, _Node))
-        elif isinstance(node, _Call):
+            pending.extend(p for p in node.parts if isinstance(p, Node))
+        elif isinstance(node, Call):
             if node.function.name in _VOLATILE_FUNCTIONS:
                 return None
             if node.subject is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 
-from flowactors.sdk.expression.language import _DYNAMIC, Value, _ArgumentError, _render
+from flowactors.sdk.expression.language import DYNAMIC, Value, ArgumentError, render
 
 
 def _python_regex(pattern: str) -> str:
@@ -41,7 +41,9 @@ def _python_regex(pattern: str) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def _regex(pattern: str) -> re.Pattern[str]:
+def java_regex(pattern: str) -> re.Pattern[str]:
+    """A Java pattern compiled with Python's ``re`` (cached); ValueError naming the pattern index
+    at fault when it is not valid."""
     try:
         return re.compile(_python_regex(pattern))
     except re.error as exc:
@@ -50,7 +52,7 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 
 @functools.lru_cache(maxsize=512)
-def _replacement(pattern: re.Pattern[str], replacement: str) -> tuple[str | int, ...]:
+def java_replacement(pattern: re.Pattern[str], replacement: str) -> tuple[str | int, ...]:
     """Parse a Java replacement string: ``$1``, ``${name}`` are groups, ``\\x`` is a literal x."""
     parts: list[str | int] = []
     literal: list[str] = []
@@ -96,15 +98,15 @@ def _replacement(pattern: re.Pattern[str], replacement: str) -> tuple[str | int,
     return tuple(parts)
 
 
-def _check_regex(values: tuple[Value, ...]) -> None:
+def check_regex(values: tuple[Value, ...]) -> None:
     """Parse-time check of a literal pattern (argument 0) and replacement (argument 1)."""
-    if values[0] is not _DYNAMIC:
+    if values[0] is not DYNAMIC:
         try:
-            pattern = _regex(_render(values[0]))
+            pattern = java_regex(render(values[0]))
         except ValueError as exc:
-            raise _ArgumentError(0, str(exc)) from None
-        if len(values) > 1 and values[1] is not _DYNAMIC:
+            raise ArgumentError(0, str(exc)) from None
+        if len(values) > 1 and values[1] is not DYNAMIC:
             try:
-                _replacement(pattern, _render(values[1]))
+                java_replacement(pattern, render(values[1]))
             except ValueError as exc:
-                raise _ArgumentError(1, str(exc)) from None
+                raise ArgumentError(1, str(exc)) from None

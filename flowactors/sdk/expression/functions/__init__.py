@@ -1,6 +1,6 @@
 """NiFi's expression language functions, one module a section of NiFi's Expression Language Guide.
 
-Importing this package registers every function with the parser (``language._function``).
+Importing this package registers every function with the parser (``language.register_function``).
 """
 
 from flowactors.sdk.expression.functions import (

@@ -12,29 +12,29 @@ import random
 import string
 from typing import Callable
 
-from flowactors.sdk.expression.language import _OMITTED, Value, _Call, _function, _number, _render, _whole
+from flowactors.sdk.expression.language import OMITTED, Value, Call, register_function, to_number, render, to_whole
 
 
-def _operation(name: str, whole: Callable[[_Call, int, int], int], decimal: Callable[[float, float], float]) -> None:
-    def impl(call: _Call, subject: Value, other: Value) -> Value:
+def _operation(name: str, whole: Callable[[Call, int, int], int], decimal: Callable[[float, float], float]) -> None:
+    def impl(call: Call, subject: Value, other: Value) -> Value:
         if subject is None or other is None:
             return None
-        a, b = _number(call, subject, "subject"), _number(call, other, "argument")
+        a, b = to_number(call, subject, "subject"), to_number(call, other, "argument")
         if isinstance(a, int) and isinstance(b, int):
             return whole(call, a, b)
         return decimal(float(a), float(b))
 
-    _function(name, (1, 1))(impl)
+    register_function(name, (1, 1))(impl)
 
 
-def _truncated_division(call: _Call, a: int, b: int) -> int:
+def _truncated_division(call: Call, a: int, b: int) -> int:
     if b == 0:
         call.fail("division by zero")
     quotient = abs(a) // abs(b)
     return quotient if (a < 0) == (b < 0) else -quotient
 
 
-def _remainder(call: _Call, a: int, b: int) -> int:
+def _remainder(call: Call, a: int, b: int) -> int:
     if b == 0:
         call.fail("division by zero")
     rest = abs(a) % abs(b)
@@ -60,19 +60,19 @@ _operation("mod", _remainder, _java_fmod)
 _DIGITS = string.digits + string.ascii_lowercase
 
 
-def _radix(call: _Call, value: Value) -> int:
-    radix = _whole(call, value, "radix")
+def _radix(call: Call, value: Value) -> int:
+    radix = to_whole(call, value, "radix")
     if not 2 <= radix <= 36:
         call.fail(f"the radix must be 2 to 36, got {radix}")
     return radix
 
 
-@_function("toRadix", (1, 2))
-def _to_radix(call: _Call, subject: Value, radix: Value, width: Value = _OMITTED) -> Value:
+@register_function("toRadix", (1, 2))
+def _to_radix(call: Call, subject: Value, radix: Value, width: Value = OMITTED) -> Value:
     """The whole number written in base ``radix`` (lower case), left-padded with zeros to ``width``."""
     if subject is None:
         return None
-    number, base = _whole(call, subject, "subject"), _radix(call, radix)
+    number, base = to_whole(call, subject, "subject"), _radix(call, radix)
     digits = []
     rest = abs(number)
     while True:
@@ -81,24 +81,24 @@ def _to_radix(call: _Call, subject: Value, radix: Value, width: Value = _OMITTED
         if not rest:
             break
     text = "".join(reversed(digits))
-    if width is not _OMITTED:
-        text = text.zfill(_whole(call, width, "width"))
+    if width is not OMITTED:
+        text = text.zfill(to_whole(call, width, "width"))
     return "-" + text if number < 0 else text
 
 
-@_function("fromRadix", (1, 1))
-def _from_radix(call: _Call, subject: Value, radix: Value) -> Value:
+@register_function("fromRadix", (1, 1))
+def _from_radix(call: Call, subject: Value, radix: Value) -> Value:
     if subject is None:
         return None
-    text, base = _render(subject).strip(), _radix(call, radix)
+    text, base = render(subject).strip(), _radix(call, radix)
     try:
         return int(text, base)
     except ValueError:
         call.fail(f"{text!r} is not a number in base {base}")
 
 
-@_function("random", subject=False, volatile=True)
-def _random(call: _Call, subject: Value) -> Value:
+@register_function("random", subject=False, volatile=True)
+def _random(call: Call, subject: Value) -> Value:
     """A random whole number from 0 to 2^63 - 1."""
     return random.getrandbits(63)
 
@@ -122,11 +122,11 @@ _MATH: dict[str, tuple[int, Callable]] = {
 }
 
 
-@_function("math", (1, 2), subject=None, volatile=True)
-def _math(call: _Call, subject: Value, name: Value, argument: Value = _OMITTED) -> Value:
+@register_function("math", (1, 2), subject=None, volatile=True)
+def _math(call: Call, subject: Value, name: Value, argument: Value = OMITTED) -> Value:
     """A method of Java's ``Math`` on the subject (and one more argument): ``${n:math('sqrt')}``,
     ``${n:math('pow', 2)}``; ``${math('random')}`` without a subject."""
-    method = _render(name)
+    method = render(name)
     if method == "random":
         return random.random()
     if method not in _MATH:
@@ -134,10 +134,12 @@ def _math(call: _Call, subject: Value, name: Value, argument: Value = _OMITTED) 
     extra, impl = _MATH[method]
     if subject is None:
         call.fail(f"math('{method}') needs a subject")
-    given = 0 if argument is _OMITTED else 1
+    given = 0 if argument is OMITTED else 1
     if given != extra:
         call.fail(f"math('{method}') takes {extra} argument{'s' if extra != 1 else ''} after the name")
-    values = [_number(call, subject, "subject")] + ([] if argument is _OMITTED else [_number(call, argument, "argument")])
+    values = [to_number(call, subject, "subject")]
+    if argument is not OMITTED:
+        values.append(to_number(call, argument, "argument"))
     try:
         return impl(*values)
     except (ValueError, OverflowError):

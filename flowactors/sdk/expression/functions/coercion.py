@@ -3,20 +3,20 @@ are read and converted by ``functions.dates``."""
 
 from __future__ import annotations
 
-from flowactors.sdk.expression.language import Value, _Call, _function, _number, _render
+from flowactors.sdk.expression.language import Value, Call, register_function, to_number, render
 
 
-@_function("toString")
-def _to_string(call: _Call, subject: Value) -> Value:
-    return None if subject is None else _render(subject)
+@register_function("toString")
+def _to_string(call: Call, subject: Value) -> Value:
+    return None if subject is None else render(subject)
 
 
-@_function("toNumber")
-def _to_number(call: _Call, subject: Value) -> Value:
+@register_function("toNumber")
+def _to_number(call: Call, subject: Value) -> Value:
     """The subject as a number: whole (decimal digits, or hexadecimal after ``0x``) or decimal."""
-    return None if subject is None else _number(call, subject, "subject")
+    return None if subject is None else to_number(call, subject, "subject")
 
 
-@_function("toDecimal")
-def _to_decimal(call: _Call, subject: Value) -> Value:
-    return None if subject is None else float(_number(call, subject, "subject"))
+@register_function("toDecimal")
+def _to_decimal(call: Call, subject: Value) -> Value:
+    return None if subject is None else float(to_number(call, subject, "subject"))

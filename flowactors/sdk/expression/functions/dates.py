@@ -2,7 +2,7 @@
 ``SimpleDateFormat`` letters (``format``, ``toDate``) and ``DateTimeFormatter``'s common ones
 (``formatInstant``, ``toInstant``: ``u`` is the year there too).
 
-A date is ``_Date`` (milliseconds since the epoch); an instant is the same value. Only the
+A date is ``Date`` (milliseconds since the epoch); an instant is the same value. Only the
 letters listed in ``_DATE_LETTERS`` are known, so a typo in a pattern is an error rather than
 silent output; names of months and days are English.
 """
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flowactors.sdk.expression.language import (
-    _OMITTED, Value, _Call, _Date, _function, _literal_check, _millis, _parse_number, _render)
+    OMITTED, Value, Call, Date, register_function, literal_check, to_millis, parse_number, render)
 
 _DATE_LETTERS = "yuMdHhmsSaEzZX"
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
@@ -225,99 +225,99 @@ def _parse_instant(text: str) -> int:
 
 
 #: a literal pattern (argument 0) and time zone (argument 1) are checked when compiled
-_check_format = _literal_check(_date_pattern, _zone)
+_check_format = literal_check(_date_pattern, _zone)
 
 
-def _moment(call: _Call, subject: Value) -> int:
+def _moment(call: Call, subject: Value) -> int:
     """A date or instant subject as milliseconds: a date, a number of them, or an instant as text."""
-    if isinstance(subject, str) and _parse_number(subject) is None:
+    if isinstance(subject, str) and parse_number(subject) is None:
         return _parse_instant(subject)
-    return _millis(call, subject)
+    return to_millis(call, subject)
 
 
-def _write(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+def _write(call: Call, subject: Value, pattern: Value, zone: Value) -> Value:
     if subject is None:
         return None
     millis = _moment(call, subject)
-    tokens = _date_pattern(_render(pattern))
-    where = None if zone is _OMITTED else _zone(_render(zone))
+    tokens = _date_pattern(render(pattern))
+    where = None if zone is OMITTED else _zone(render(zone))
     try:
         return _format_date(tokens, millis, where)
     except (OverflowError, OSError, ValueError):
         call.fail(f"{millis} is outside the supported range of dates")
 
 
-def _read(call: _Call, subject: Value, pattern: Value, zone: Value) -> Value:
+def _read(call: Call, subject: Value, pattern: Value, zone: Value) -> Value:
     if subject is None:
         return None
-    if isinstance(subject, _Date):
+    if isinstance(subject, Date):
         return subject
-    if pattern is _OMITTED:  # a number of milliseconds, or an instant written in ISO-8601 / RFC-1123
-        return _Date(_moment(call, subject))
-    return _Date(_parse_date(_render(subject), _render(pattern), None if zone is _OMITTED else _zone(_render(zone))))
+    if pattern is OMITTED:  # a number of milliseconds, or an instant written in ISO-8601 / RFC-1123
+        return Date(_moment(call, subject))
+    return Date(_parse_date(render(subject), render(pattern), None if zone is OMITTED else _zone(render(zone))))
 
 
-@_function("format", (1, 2), check=_check_format)
-def _format(call: _Call, subject: Value, pattern: Value, zone: Value = _OMITTED) -> Value:
+@register_function("format", (1, 2), check=_check_format)
+def _format(call: Call, subject: Value, pattern: Value, zone: Value = OMITTED) -> Value:
     """The date (or whole number of milliseconds) written with the pattern, in ``zone`` or local time."""
     return _write(call, subject, pattern, zone)
 
 
-@_function("formatInstant", (1, 2), check=_check_format)
-def _format_instant(call: _Call, subject: Value, pattern: Value, zone: Value = "UTC") -> Value:
+@register_function("formatInstant", (1, 2), check=_check_format)
+def _format_instant(call: Call, subject: Value, pattern: Value, zone: Value = "UTC") -> Value:
     """An instant (a date, milliseconds, or ISO-8601 / RFC-1123 text) written with the pattern, in UTC
     unless ``zone`` says otherwise."""
     return _write(call, subject, pattern, zone)
 
 
-@_function("toDate", (0, 2), check=_check_format)
-def _to_date(call: _Call, subject: Value, pattern: Value = _OMITTED, zone: Value = _OMITTED) -> Value:
+@register_function("toDate", (0, 2), check=_check_format)
+def _to_date(call: Call, subject: Value, pattern: Value = OMITTED, zone: Value = OMITTED) -> Value:
     """Text read with the pattern (in ``zone`` or local time) as a date; without a pattern, the
     subject is a number of milliseconds."""
     return _read(call, subject, pattern, zone)
 
 
-@_function("toInstant", (0, 2), check=_check_format)
-def _to_instant(call: _Call, subject: Value, pattern: Value = _OMITTED, zone: Value = _OMITTED) -> Value:
+@register_function("toInstant", (0, 2), check=_check_format)
+def _to_instant(call: Call, subject: Value, pattern: Value = OMITTED, zone: Value = OMITTED) -> Value:
     """Text read with the pattern in ``zone`` as an instant; without arguments, milliseconds or an
     ISO-8601 / RFC-1123 instant."""
-    if pattern is not _OMITTED and zone is _OMITTED:
+    if pattern is not OMITTED and zone is OMITTED:
         call.fail("toInstant takes a pattern and a time zone, or neither")
     return _read(call, subject, pattern, zone)
 
 
-@_function("isValidDate", (1, 2), check=_check_format)
-def _is_valid_date(call: _Call, subject: Value, pattern: Value, zone: Value = _OMITTED) -> Value:
+@register_function("isValidDate", (1, 2), check=_check_format)
+def _is_valid_date(call: Call, subject: Value, pattern: Value, zone: Value = OMITTED) -> Value:
     """Whether ``toDate(pattern, zone)`` would read the subject (a real calendar date)."""
     if subject is None:
         return False
     try:
-        _parse_date(_render(subject), _render(pattern), None if zone is _OMITTED else _zone(_render(zone)))
+        _parse_date(render(subject), render(pattern), None if zone is OMITTED else _zone(render(zone)))
     except ValueError:
         return False
     return True
 
 
-@_function("isValidInstant")
-def _is_valid_instant(call: _Call, subject: Value) -> Value:
+@register_function("isValidInstant")
+def _is_valid_instant(call: Call, subject: Value) -> Value:
     """Whether the subject is an ISO-8601 instant or an RFC-1123 date-time."""
     if subject is None:
         return False
     try:
-        _parse_instant(_render(subject))
+        _parse_instant(render(subject))
     except ValueError:
         return False
     return True
 
 
-@_function("toMicros")
-def _to_micros(call: _Call, subject: Value) -> Value:
+@register_function("toMicros")
+def _to_micros(call: Call, subject: Value) -> Value:
     """Microseconds since the epoch of a date or instant (dates here have millisecond precision)."""
     return None if subject is None else _moment(call, subject) * 1000
 
 
-@_function("toNanos")
-def _to_nanos(call: _Call, subject: Value) -> Value:
+@register_function("toNanos")
+def _to_nanos(call: Call, subject: Value) -> Value:
     return None if subject is None else _moment(call, subject) * 1_000_000
 
 
@@ -365,13 +365,13 @@ def _shift(millis: int, amount: str, zone: tzinfo | None, sign: int) -> int:
 
 
 def _duration_function(name: str, sign: int, instant: bool) -> None:
-    def impl(call: _Call, subject: Value, amount: Value, zone: Value = _OMITTED) -> Value:
+    def impl(call: Call, subject: Value, amount: Value, zone: Value = OMITTED) -> Value:
         if subject is None:
             return None
-        where = timezone.utc if instant else (None if zone is _OMITTED else _zone(_render(zone)))
-        return _Date(_shift(_moment(call, subject), _render(amount), where, sign))
+        where = timezone.utc if instant else (None if zone is OMITTED else _zone(render(zone)))
+        return Date(_shift(_moment(call, subject), render(amount), where, sign))
 
-    _function(name, (1, 1) if instant else (1, 2), check=_literal_check(_amount, _zone))(impl)
+    register_function(name, (1, 1) if instant else (1, 2), check=literal_check(_amount, _zone))(impl)
 
 
 _duration_function("plusDuration", 1, instant=False)

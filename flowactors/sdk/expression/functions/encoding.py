@@ -13,7 +13,8 @@ import uuid
 from html.entities import codepoint2name
 from typing import Callable
 
-from flowactors.sdk.expression.language import Value, _Call, _function, _literal_check, _render, _string_function
+from flowactors.sdk.expression.language import (Value, Call, register_function, literal_check, render,
+                                                register_string_function)
 
 
 # --- JSON (as StringEscapeUtils.escapeJson: quotes, backslash, slash, controls, non-ASCII) ---
@@ -49,8 +50,8 @@ def _unescape_json(text: str) -> str:
     return _JSON_ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16")
 
 
-_string_function("escapeJson", _escape_json)
-_string_function("unescapeJson", _unescape_json)
+register_string_function("escapeJson", _escape_json)
+register_string_function("unescapeJson", _unescape_json)
 
 # --- XML 1.0 ---
 
@@ -79,8 +80,8 @@ def _unescape_xml(text: str) -> str:
     return _XML_REFERENCE.sub(one, text)
 
 
-_string_function("escapeXml", _escape_xml)
-_string_function("unescapeXml", _unescape_xml)
+register_string_function("escapeXml", _escape_xml)
+register_string_function("unescapeXml", _unescape_xml)
 
 # --- CSV (RFC 4180) ---
 
@@ -99,8 +100,8 @@ def _unescape_csv(text: str) -> str:
     return text[1:-1].replace('""', '"')
 
 
-_string_function("escapeCsv", _escape_csv)
-_string_function("unescapeCsv", _unescape_csv)
+register_string_function("escapeCsv", _escape_csv)
+register_string_function("unescapeCsv", _unescape_csv)
 
 # --- HTML: 3.2 names the ISO-8859-1 characters, 4 also the Greek letters, symbols and arrows ---
 
@@ -112,10 +113,10 @@ def _escape_html(table: dict[str, str]) -> Callable[[str], str]:
     return lambda text: "".join(table.get(c, c) for c in text)
 
 
-_string_function("escapeHtml3", _escape_html(_HTML3))
-_string_function("escapeHtml4", _escape_html(_HTML4))
-_string_function("unescapeHtml3", lambda text: html.unescape(text))
-_string_function("unescapeHtml4", lambda text: html.unescape(text))
+register_string_function("escapeHtml3", _escape_html(_HTML3))
+register_string_function("escapeHtml4", _escape_html(_HTML4))
+register_string_function("unescapeHtml3", lambda text: html.unescape(text))
+register_string_function("unescapeHtml4", lambda text: html.unescape(text))
 
 # --- URL (as Java's URLEncoder / URLDecoder with UTF-8, which NiFi uses) ---
 
@@ -152,8 +153,8 @@ def _url_decode(text: str) -> str:
     return out.decode("utf-8", "replace")
 
 
-_string_function("urlEncode", _url_encode)
-_string_function("urlDecode", _url_decode)
+register_string_function("urlEncode", _url_encode)
+register_string_function("urlDecode", _url_decode)
 
 # --- Base64 of the UTF-8 bytes ---
 
@@ -169,8 +170,8 @@ def _base64_decode(text: str) -> str:
         raise ValueError("the decoded bytes are not UTF-8 text") from None
 
 
-_string_function("base64Encode", lambda text: base64.b64encode(text.encode("utf-8")).decode("ascii"))
-_string_function("base64Decode", _base64_decode)
+register_string_function("base64Encode", lambda text: base64.b64encode(text.encode("utf-8")).decode("ascii"))
+register_string_function("base64Decode", _base64_decode)
 
 # --- name-based UUIDs: the subject is the name ---
 
@@ -179,18 +180,18 @@ def _name_uuid(name: str, make: Callable[[uuid.UUID, str], uuid.UUID]) -> None:
     """UUID3 / UUID5 (RFC 4122, MD5 / SHA-1) of the subject in a namespace UUID; a missing
     namespace is the nil UUID, as NiFi's."""
 
-    def impl(call: _Call, subject: Value, namespace: Value) -> Value:
+    def impl(call: Call, subject: Value, namespace: Value) -> Value:
         if subject is None:
             return None
         if namespace is None:
-            return str(make(uuid.UUID(int=0), _render(subject)))
+            return str(make(uuid.UUID(int=0), render(subject)))
         try:
-            space = uuid.UUID(_render(namespace))
+            space = uuid.UUID(render(namespace))
         except ValueError:
-            call.fail(f"the namespace {_render(namespace)!r} is not a UUID")
-        return str(make(space, _render(subject)))
+            call.fail(f"the namespace {render(namespace)!r} is not a UUID")
+        return str(make(space, render(subject)))
 
-    _function(name, (1, 1))(impl)
+    register_function(name, (1, 1))(impl)
 
 
 _name_uuid("UUID3", uuid.uuid3)
@@ -210,8 +211,8 @@ def _algorithm(name: str) -> str:
     return algorithm
 
 
-@_function("hash", (1, 1), check=_literal_check(_algorithm))
-def _hash(call: _Call, subject: Value, algorithm: Value) -> Value:
+@register_function("hash", (1, 1), check=literal_check(_algorithm))
+def _hash(call: Call, subject: Value, algorithm: Value) -> Value:
     if subject is None:
         return None
-    return hashlib.new(_algorithm(_render(algorithm)), _render(subject).encode("utf-8")).hexdigest()
+    return hashlib.new(_algorithm(render(algorithm)), render(subject).encode("utf-8")).hexdigest()

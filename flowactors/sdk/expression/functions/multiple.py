@@ -11,43 +11,43 @@ from __future__ import annotations
 from typing import Sequence
 
 from flowactors.sdk.expression.language import (
-    _FLOWFILE_FIELDS, _MANY, Value, _Call, _Context, _function, _lookup, _Node, _render)
-from flowactors.sdk.expression.regex import _regex
+    FLOWFILE_FIELDS, MANY, Value, Call, EvaluationContext, register_function, lookup_attribute, Node, render)
+from flowactors.sdk.expression.regex import java_regex
 
 
-def _named(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> list[Value]:
-    names = [_render(arg.eval(ctx)) for arg in args]
-    return [_lookup(name, ctx, _FLOWFILE_FIELDS.get(name)) for name in names]
+def _named(call: Call, ctx: EvaluationContext, subject: Value, args: Sequence[Node]) -> list[Value]:
+    names = [render(arg.eval(ctx)) for arg in args]
+    return [lookup_attribute(name, ctx, FLOWFILE_FIELDS.get(name)) for name in names]
 
 
-def _matching(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> list[Value]:
-    patterns = [_regex(_render(arg.eval(ctx))) for arg in args]
+def _matching(call: Call, ctx: EvaluationContext, subject: Value, args: Sequence[Node]) -> list[Value]:
+    patterns = [java_regex(render(arg.eval(ctx))) for arg in args]
     return [value for name, value in ctx.attributes.items() if any(p.fullmatch(name) for p in patterns)]
 
 
-def _delineated(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> list[Value]:
+def _delineated(call: Call, ctx: EvaluationContext, subject: Value, args: Sequence[Node]) -> list[Value]:
     """The value split at the delimiter, a regular expression (Java's ``String.split``: trailing
     empty pieces dropped); nothing when either is missing."""
     value, delimiter = (arg.eval(ctx) for arg in args)
     if value is None or delimiter is None:
         return []
-    pieces = _regex(_render(delimiter)).split(_render(value))
+    pieces = java_regex(render(delimiter)).split(render(value))
     while pieces and not pieces[-1]:
         pieces.pop()
     return pieces
 
 
-for _name, _values, _count in (("anyAttribute", _named, (1, _MANY)), ("allAttributes", _named, (1, _MANY)),
-                               ("anyMatchingAttribute", _matching, (1, _MANY)),
-                               ("allMatchingAttributes", _matching, (1, _MANY)),
+for _name, _values, _count in (("anyAttribute", _named, (1, MANY)), ("allAttributes", _named, (1, MANY)),
+                               ("anyMatchingAttribute", _matching, (1, MANY)),
+                               ("allMatchingAttributes", _matching, (1, MANY)),
                                ("anyDelineatedValue", _delineated, (2, 2)),
                                ("allDelineatedValues", _delineated, (2, 2))):
-    _function(_name, _count, subject=False, lazy=True, role="multi")(_values)
+    register_function(_name, _count, subject=False, lazy=True, role="multi")(_values)
 
 
-def _closes_chain(call: _Call, subject: Value, *args: Value) -> Value:
+def _closes_chain(call: Call, subject: Value, *args: Value) -> Value:
     raise AssertionError("the parser turns join() and count() into the end of a multi-attribute chain")
 
 
-_function("join", (1, 1), role="aggregate")(_closes_chain)
-_function("count", role="aggregate")(_closes_chain)
+register_function("join", (1, 1), role="aggregate")(_closes_chain)
+register_function("count", role="aggregate")(_closes_chain)

@@ -14,51 +14,53 @@ import orjson
 from jsonpath_ng.ext import parse as parse_json_path
 
 from flowactors.sdk.expression.language import (
-    _MANY, Value, _Call, _Date, _function, _literal_check, _render)
-from flowactors.sdk.expression.regex import _check_regex, _regex
+    MANY, Value, Call, Date, register_function, literal_check, render)
+from flowactors.sdk.expression.regex import check_regex, java_regex
 
 
-@_function("contains", (1, 1))
-def _contains(call: _Call, subject: Value, search: Value) -> Value:
-    return subject is not None and _render(search) in _render(subject)
+@register_function("contains", (1, 1))
+def _contains(call: Call, subject: Value, search: Value) -> Value:
+    return subject is not None and render(search) in render(subject)
 
 
-@_function("startsWith", (1, 1))
-def _starts_with(call: _Call, subject: Value, prefix: Value) -> Value:
-    return subject is not None and _render(subject).startswith(_render(prefix))
+@register_function("startsWith", (1, 1))
+def _starts_with(call: Call, subject: Value, prefix: Value) -> Value:
+    return subject is not None and render(subject).startswith(render(prefix))
 
 
-@_function("endsWith", (1, 1))
-def _ends_with(call: _Call, subject: Value, suffix: Value) -> Value:
-    return subject is not None and _render(subject).endswith(_render(suffix))
+@register_function("endsWith", (1, 1))
+def _ends_with(call: Call, subject: Value, suffix: Value) -> Value:
+    return subject is not None and render(subject).endswith(render(suffix))
 
 
-@_function("in", (1, _MANY))
-def _in(call: _Call, subject: Value, *values: Value) -> Value:
+@register_function("in", (1, MANY))
+def _in(call: Call, subject: Value, *values: Value) -> Value:
     """True when the subject's text equals one of the arguments'."""
-    return subject is not None and _render(subject) in {_render(v) for v in values if v is not None}
+    return subject is not None and render(subject) in {render(v) for v in values if v is not None}
 
 
-@_function("matches", (1, 1), check=_check_regex)
-def _matches(call: _Call, subject: Value, regex: Value) -> Value:
+@register_function("matches", (1, 1), check=check_regex)
+def _matches(call: Call, subject: Value, regex: Value) -> Value:
     """The regular expression matches the whole subject; a missing one matches nothing."""
-    return subject is not None and regex is not None and _regex(_render(regex)).fullmatch(_render(subject)) is not None
+    if subject is None or regex is None:
+        return False
+    return java_regex(render(regex)).fullmatch(render(subject)) is not None
 
 
-@_function("find", (1, 1), check=_check_regex)
-def _find(call: _Call, subject: Value, regex: Value) -> Value:
+@register_function("find", (1, 1), check=check_regex)
+def _find(call: Call, subject: Value, regex: Value) -> Value:
     """The regular expression matches somewhere in the subject; a missing one nowhere."""
-    return subject is not None and regex is not None and _regex(_render(regex)).search(_render(subject)) is not None
+    return subject is not None and regex is not None and java_regex(render(regex)).search(render(subject)) is not None
 
 
-@_function("indexOf", (1, 1))
-def _index_of(call: _Call, subject: Value, search: Value) -> Value:
-    return -1 if subject is None else _render(subject).find(_render(search))
+@register_function("indexOf", (1, 1))
+def _index_of(call: Call, subject: Value, search: Value) -> Value:
+    return -1 if subject is None else render(subject).find(render(search))
 
 
-@_function("lastIndexOf", (1, 1))
-def _last_index_of(call: _Call, subject: Value, search: Value) -> Value:
-    return -1 if subject is None else _render(subject).rfind(_render(search))
+@register_function("lastIndexOf", (1, 1))
+def _last_index_of(call: Call, subject: Value, search: Value) -> Value:
+    return -1 if subject is None else render(subject).rfind(render(search))
 
 
 # --- JSONPath ---
@@ -77,14 +79,14 @@ def _json_path(path: str):
         raise ValueError(f"invalid JSONPath {path!r}: {exc}") from None
 
 
-_check_path = _literal_check(_json_path)
+_check_path = literal_check(_json_path)
 
 
-def _document(call: _Call, subject: Value):
-    if subject is None or not _render(subject).strip():
+def _document(call: Call, subject: Value):
+    if subject is None or not render(subject).strip():
         call.fail("the subject is empty, not JSON")
     try:
-        return orjson.loads(_render(subject))
+        return orjson.loads(render(subject))
     except orjson.JSONDecodeError as exc:
         call.fail(f"the subject is not JSON: {exc}")
 
@@ -95,22 +97,22 @@ def _json_text(value) -> str:
 
 def _json_value(value: Value):
     """An argument as a JSON value: numbers and booleans as themselves, anything else as text."""
-    if isinstance(value, _Date):
+    if isinstance(value, Date):
         return value.millis
-    return value if value is None or isinstance(value, (bool, int, float)) else _render(value)
+    return value if value is None or isinstance(value, (bool, int, float)) else render(value)
 
 
-@_function("jsonPath", (1, 1), check=_check_path)
-def _json_path_get(call: _Call, subject: Value, path: Value) -> Value:
+@register_function("jsonPath", (1, 1), check=_check_path)
+def _json_path_get(call: Call, subject: Value, path: Value) -> Value:
     """The value at the path (text as is, objects and arrays as JSON, an array of one scalar as
     that scalar); empty when nothing is there or the subject is not JSON, as NiFi's guide says."""
     try:
-        document = orjson.loads(_render(subject)) if subject is not None else None
+        document = orjson.loads(render(subject)) if subject is not None else None
     except orjson.JSONDecodeError:
         return ""
     if document is None:
         return ""
-    text = _render(path)
+    text = render(path)
     found = [match.value for match in _json_path(text).find(document)]
     result = found if _INDEFINITE.search(text) else (found[0] if found else None)
     if isinstance(result, list) and len(result) == 1 and not isinstance(result[0], (list, dict)):
@@ -118,39 +120,39 @@ def _json_path_get(call: _Call, subject: Value, path: Value) -> Value:
     return "" if result is None else _json_text(result)
 
 
-@_function("jsonPathDelete", (1, 1), check=_check_path)
-def _json_path_delete(call: _Call, subject: Value, path: Value) -> Value:
-    document = _json_path(_render(path)).filter(lambda _: True, _document(call, subject))
+@register_function("jsonPathDelete", (1, 1), check=_check_path)
+def _json_path_delete(call: Call, subject: Value, path: Value) -> Value:
+    document = _json_path(render(path)).filter(lambda _: True, _document(call, subject))
     return orjson.dumps(document).decode()
 
 
-@_function("jsonPathSet", (2, 2), check=_check_path)
-def _json_path_set(call: _Call, subject: Value, path: Value, value: Value) -> Value:
+@register_function("jsonPathSet", (2, 2), check=_check_path)
+def _json_path_set(call: Call, subject: Value, path: Value, value: Value) -> Value:
     """The document with the value at an existing path replaced (a path not there: unchanged)."""
-    expression = _json_path(_render(path))
+    expression = _json_path(render(path))
     document = _document(call, subject)
     if expression.find(document):
         document = expression.update(document, _json_value(value))
     return orjson.dumps(document).decode()
 
 
-def _change_each(call: _Call, subject: Value, path: Value, kind: type, change) -> Value:
+def _change_each(call: Call, subject: Value, path: Value, kind: type, change) -> Value:
     """The document with ``change`` applied to each ``kind`` (list or dict) the path finds."""
     document = _document(call, subject)
-    for match in _json_path(_render(path)).find(document):
+    for match in _json_path(render(path)).find(document):
         if not isinstance(match.value, kind):
-            call.fail(f"{_render(path)} is not an {'array' if kind is list else 'object'}")
+            call.fail(f"{render(path)} is not an {'array' if kind is list else 'object'}")
         change(match.value)
     return orjson.dumps(document).decode()
 
 
-@_function("jsonPathAdd", (2, 2), check=_check_path)
-def _json_path_add(call: _Call, subject: Value, path: Value, value: Value) -> Value:
+@register_function("jsonPathAdd", (2, 2), check=_check_path)
+def _json_path_add(call: Call, subject: Value, path: Value, value: Value) -> Value:
     """The document with the value appended to each array at the path."""
     return _change_each(call, subject, path, list, lambda found: found.append(_json_value(value)))
 
 
-@_function("jsonPathPut", (3, 3), check=_check_path)
-def _json_path_put(call: _Call, subject: Value, path: Value, key: Value, value: Value) -> Value:
+@register_function("jsonPathPut", (3, 3), check=_check_path)
+def _json_path_put(call: Call, subject: Value, path: Value, key: Value, value: Value) -> Value:
     """The document with ``key`` set to the value in each object at the path."""
-    return _change_each(call, subject, path, dict, lambda found: found.__setitem__(_render(key), _json_value(value)))
+    return _change_each(call, subject, path, dict, lambda found: found.__setitem__(render(key), _json_value(value)))

@@ -11,16 +11,16 @@ import uuid
 from typing import Sequence
 
 from flowactors.sdk.expression.language import (
-    Value, _boolean, _Call, _Context, _Date, _function, _Node, _render, _whole)
+    Value, to_boolean, Call, EvaluationContext, Date, register_function, Node, render, to_whole)
 
 
-@_function("now", subject=False, lazy=True, volatile=True)
-def _now(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> Value:
-    return _Date(ctx.now())
+@register_function("now", subject=False, lazy=True, volatile=True)
+def _now(call: Call, ctx: EvaluationContext, subject: Value, args: Sequence[Node]) -> Value:
+    return Date(ctx.now())
 
 
-@_function("UUID", subject=False, volatile=True)
-def _uuid(call: _Call, subject: Value) -> Value:
+@register_function("UUID", subject=False, volatile=True)
+def _uuid(call: Call, subject: Value) -> Value:
     return str(uuid.uuid4())
 
 
@@ -29,10 +29,10 @@ def _fully_qualified_hostname() -> str:
     return socket.getfqdn()  # may ask DNS: once per process is enough
 
 
-@_function("hostname", (0, 1), subject=False)
-def _hostname(call: _Call, subject: Value, qualified: Value = False) -> Value:
+@register_function("hostname", (0, 1), subject=False)
+def _hostname(call: Call, subject: Value, qualified: Value = False) -> Value:
     """The host name; hostname(true) asks for the fully qualified one, as NiFi."""
-    return _fully_qualified_hostname() if _boolean(call, qualified) else socket.gethostname()
+    return _fully_qualified_hostname() if to_boolean(call, qualified) else socket.gethostname()
 
 
 @functools.cache
@@ -43,8 +43,8 @@ def _address() -> str:
         return "127.0.0.1"
 
 
-@_function("ip", subject=False)
-def _ip(call: _Call, subject: Value) -> Value:
+@register_function("ip", subject=False)
+def _ip(call: Call, subject: Value) -> Value:
     """The IP address of this host."""
     return _address()
 
@@ -52,37 +52,37 @@ def _ip(call: _Call, subject: Value) -> Value:
 _counter = itertools.count()
 
 
-@_function("nextInt", subject=False, volatile=True)
-def _next_int(call: _Call, subject: Value) -> Value:
+@register_function("nextInt", subject=False, volatile=True)
+def _next_int(call: Call, subject: Value) -> Value:
     """0, 1, 2, ... across every evaluation in this process (NiFi counts per NiFi instance)."""
     return next(_counter)
 
 
-@_function("literal", (1, 1), subject=False)
-def _literal(call: _Call, subject: Value, value: Value) -> Value:
+@register_function("literal", (1, 1), subject=False)
+def _literal(call: Call, subject: Value, value: Value) -> Value:
     return value
 
 
-@_function("getStateValue", (1, 1), subject=False, lazy=True, volatile=True)
-def _get_state_value(call: _Call, ctx: _Context, subject: Value, args: Sequence[_Node]) -> Value:
+@register_function("getStateValue", (1, 1), subject=False, lazy=True, volatile=True)
+def _get_state_value(call: Call, ctx: EvaluationContext, subject: Value, args: Sequence[Node]) -> Value:
     """A value of the processor's state, where the processor gives its state to the evaluation
     (as NiFi's stateful UpdateAttribute); missing otherwise."""
-    key = _render(args[0].eval(ctx))
+    key = render(args[0].eval(ctx))
     return None if ctx.state is None else ctx.state.get(key)
 
 
-@_function("thread", subject=False, volatile=True)
-def _thread(call: _Call, subject: Value) -> Value:
+@register_function("thread", subject=False, volatile=True)
+def _thread(call: Call, subject: Value) -> Value:
     return threading.current_thread().name
 
 
-@_function("getUri", (7, 7), subject=False)
-def _get_uri(call: _Call, subject: Value, scheme: Value, user_info: Value, host: Value, port: Value, path: Value,
+@register_function("getUri", (7, 7), subject=False)
+def _get_uri(call: Call, subject: Value, scheme: Value, user_info: Value, host: Value, port: Value, path: Value,
              query: Value, fragment: Value) -> Value:
     """A URI from its parts, each quoted where it needs to be (missing or empty parts left out;
     a port of -1 means none, as Java's ``URI``)."""
     def part(value: Value) -> str:
-        return "" if value is None else _render(value)
+        return "" if value is None else render(value)
 
     out = []
     if part(scheme):
@@ -92,8 +92,8 @@ def _get_uri(call: _Call, subject: Value, scheme: Value, user_info: Value, host:
         if part(user_info):
             out.append(urllib.parse.quote(part(user_info), safe="!$&'()*+,;=:%") + "@")
         out.append(part(host))
-        if part(port) and _whole(call, port, "port") != -1:
-            out.append(f":{_whole(call, port, 'port')}")
+        if part(port) and to_whole(call, port, "port") != -1:
+            out.append(f":{to_whole(call, port, 'port')}")
     out.append(urllib.parse.quote(part(path), safe="/!$&'()*+,;=:@%"))
     if part(query):
         out.append("?" + urllib.parse.quote(part(query), safe="/?!$&'()*+,;=:@%"))
