@@ -17,10 +17,11 @@ def ray_session():
     import ray
 
     from flowactors.driver.running import start_local_ray
+    from flowactors.ops.ray_dashboard import session_dir
 
     if not ray.is_initialized():
         start_local_ray(num_cpus=2, namespace="flowactors-tests", log_to_driver=False, configure_logging=False)
-    session = Path(ray._private.worker.global_worker.node.get_session_dir_path())
+    session = Path(session_dir())
     yield ray
     from flowactors.testing import ProcessorRunner
 

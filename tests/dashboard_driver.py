@@ -18,6 +18,7 @@ from pathlib import Path
 import ray
 
 from flowactors.driver.running import run_flow
+from flowactors.ops.ray_dashboard import session_dir
 from flowactors.processors import GenerateFlowFile, HashContent
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import Processor
@@ -33,13 +34,12 @@ class Fails(Processor):
 
 
 def started(dashboard: bool) -> None:
-    node = ray._private.worker.global_worker.node
-    report = {"webui_url": node.webui_url, "session_dir": node.get_session_dir_path()}
+    report = {"webui_url": ray.init(ignore_reinit_error=True).dashboard_url, "session_dir": session_dir()}
     if dashboard:
         from ray.util.state import list_actors
 
         # this Ray's own address: other Rays on the machine (the test session's) must not be asked
-        alive = list_actors(address=node.gcs_address, filters=[("state", "=", "ALIVE")])
+        alive = list_actors(address=ray.get_runtime_context().gcs_address, filters=[("state", "=", "ALIVE")])
         report["actors"] = sorted(a.name for a in alive if a.name)
     print(json.dumps({"started": report}), flush=True)
 

@@ -177,7 +177,7 @@ def test_a_transfer_with_rays_tls_on(tmp_path):
     """docs/cluster.md, "Security": Ray's TLS on every process of the cluster (its gRPC: GCS,
     raylets, workers, so the actor calls that carry transfers), with a certificate of this
     machine's addresses made here."""
-    from ray._private.services import get_node_ip_address
+    from ray.util import get_node_ip_address
 
     certs = tmp_path / "certs"
     certs.mkdir()

@@ -77,6 +77,14 @@ def authentication_mode(url: str) -> str | None:
         return None
 
 
+def session_dir() -> str:
+    """The connected Ray's session folder (its logs, and the Grafana provisioning its dashboard writes)."""
+    import ray
+
+    context = ray.get_runtime_context()
+    return os.path.join(context.get_temp_dir(), context.get_session_name())
+
+
 def open_dashboard(started: bool, out: TextIO | None = None) -> dict:
     """After connecting to Ray for a run: say where its dashboard is and install flowactors'
     Grafana dashboard beside Ray's (waiting for it if this run ``started`` that Ray). Returns
@@ -85,18 +93,18 @@ def open_dashboard(started: bool, out: TextIO | None = None) -> dict:
     import ray
 
     out = out or sys.stderr
-    node = ray._private.worker.global_worker.node  # the connected node: its session and the dashboard's address
-    if not node.webui_url:
+    address = ray.init(ignore_reinit_error=True).dashboard_url  # the connected Ray's: none without a dashboard
+    if not address:
         out.write("flowactors: this Ray runs without its dashboard; let flowactors start Ray (no --address), "
                   "or start one with `ray start --head --include-dashboard=true`\n")
         return {}
-    url = node.webui_url if "://" in node.webui_url else f"http://{node.webui_url}"
+    url = address if "://" in address else f"http://{address}"
     lines = [f"Ray dashboard: {url}  (Jobs, Actors, Metrics; it stops with the Ray this run started)"
              if started else f"Ray dashboard: {url}"]
     if authentication_mode(url) == "token":
         lines.append("  it asks for Ray's token: `ray get-auth-token` prints it")
     try:
-        grafana = install_grafana_dashboard(node.get_session_dir_path(), PROVISIONING_WAIT if started else 0.0)
+        grafana = install_grafana_dashboard(session_dir(), PROVISIONING_WAIT if started else 0.0)
     except OSError as err:  # e.g. the folder belongs to the user who started the cluster: the run goes on
         grafana = None
         lines.append(f"  flowactors' Grafana dashboard was not placed beside Ray's: {err}")
