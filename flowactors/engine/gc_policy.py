@@ -1,15 +1,11 @@
 """The garbage collector's thresholds in the processes that move FlowFiles.
 
-A batch of 1,000 FlowFiles makes and drops tens of thousands of tuples, lists and dicts at every
-hop. CPython's default thresholds (a young collection every 700 new container objects, an older
-one every 10 of those, a full one every 10 older ones) then collect so often that the collector
-took 9 % of scenario 1's CPU on Ray (``perf``, docs/performance.md), most of it full collections
-walking every live object of Ray and of the flow. FlowFiles, records and batches form no cycles,
-so those collections found nothing to free. ``THRESHOLDS`` makes young collections 14 times rarer,
-older ones 70 times and full ones 700 times: a cycle is still collected, only later. The older
-collections are where the saving is, the more so the larger the batch; a larger young generation
-(50,000) saved a little more of the collector's time, but the flow ran no faster with it in five
-alternating rounds, so it stays at 10,000 (docs/performance.md).
+A batch of FlowFiles makes and drops tens of thousands of tuples, lists and dicts at every hop,
+and CPython's default thresholds then collect often, mostly walking every live object of Ray and
+of the flow; FlowFiles, records and batches form no cycles, so those collections find nothing to
+free. ``THRESHOLDS`` makes young collections 14 times rarer, older ones 70 times and full ones
+700 times: a cycle is still collected, only later. What it saves, and why the young generation
+stays at 10,000, is measured in docs/performance.md (rows "the garbage collector ...").
 
 Guarantees: the collector stays enabled; a process flowactors owns (a Ray actor of a flow) keeps
 the thresholds for its life (``tune_own_process``); a process flowactors only runs in (a driver,

@@ -20,8 +20,8 @@ failing over for every strategy: its partition drains into the connection again,
 current topology decides.
 
 A transfer is an actor call: Ray passes its arguments inline when small and through its object
-store otherwise, node to node, never through the driver (measured against a plain object-store
-transfer in bench scenario 12).
+store otherwise, node to node, never through the driver (bench scenario 12 compares it with a
+plain object-store transfer).
 """
 
 from __future__ import annotations
