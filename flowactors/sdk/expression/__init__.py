@@ -2,12 +2,14 @@
 
 A property value mixes literal text and ``${...}`` expressions, e.g. ``out/${filename:toUpper()}``.
 ``compile_value`` parses it once (cached), reporting every error in the text before any FlowFile
-is processed; ``CompiledValue.evaluate`` walks the parsed tree. ``language`` holds the syntax and
-values, ``functions`` the function library (one module a section of NiFi's guide).
+is processed; ``CompiledValue.evaluate`` walks the parsed tree. ``parser`` holds the syntax,
+``language`` the values and the function registry, ``functions`` the function library (one module
+a section of NiFi's guide).
 docs/expression-language.md is the user documentation, with the coverage table against NiFi's.
 """
 
 from flowactors.sdk.expression import functions  # each of its modules registers its functions
-from flowactors.sdk.expression.language import CompiledValue, ExpressionError, compile_value
+from flowactors.sdk.expression.language import ExpressionError
+from flowactors.sdk.expression.parser import CompiledValue, compile_value
 
 __all__ = ["CompiledValue", "ExpressionError", "compile_value", "functions"]

@@ -2,7 +2,7 @@
 
 ``${anyAttribute('a', 'b'):equals('x')}``: the chain after one of these functions is applied to
 each of its values and the results combined: ``any...`` is true when one is true, ``all...`` when
-all are (``language._Multi``). ``join(sep)`` and ``count()`` close the chain instead, giving the
+all are (``parser._Multi``). ``join(sep)`` and ``count()`` close the chain instead, giving the
 values joined, or how many results are true (or, for values that are not booleans, present).
 """
 

@@ -9,7 +9,8 @@ from typing import Sequence
 
 from flowactors.sdk.expression.language import (
     JAVA_WHITESPACE, OMITTED, Value, to_boolean, Call, EvaluationContext, register_function, literal_check, Node,
-    render, register_string_function, to_whole, compile_value)
+    render, register_string_function, to_whole)
+from flowactors.sdk.expression.parser import compile_value
 from flowactors.sdk.expression.regex import check_regex, java_regex, java_replacement
 
 register_string_function("toUpper", str.upper)
