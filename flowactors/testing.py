@@ -26,50 +26,58 @@ import tempfile
 import uuid
 from typing import Any, Mapping, Sequence
 
-from flowactors.engine.backend import DirectLog, EngineBackend
-from flowactors.engine.transport import Link, ObjectLink, QueueObjectLink, call_now
-from flowactors.sdk.processor import ProcessContext, Processor
-from flowactors.engine.executor import Executor
-from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueHost
-from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
 from flowactors.engine.actors.ray_hosting import RayHosting
+from flowactors.engine.backend import EngineBackend
+from flowactors.engine.executor import Executor
 from flowactors.engine.executor_log import ExecutorLog
 from flowactors.engine.placement import ExecutorPlan
-from flowactors.engine.stateless import InMemoryStateStore, StatelessBackend, TriggerLog
-from flowactors.engine.stateless import TriggerFailed
-from flowactors.engine.transport import HostedLink
-from flowactors.engine.transport import resolve
+from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueHost
+from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
+from flowactors.engine.stateless import STATELESS_ENGINE, InMemoryStateStore, StatelessBackend, TriggerFailed, TriggerLog
+from flowactors.engine.transport import HostedLink, Link, ObjectLink, QueueObjectLink, call_now, resolve
 from flowactors.sdk.flow import Flow
-from flowactors.sdk.settings import Settings
-from repositories.content import FileSystemContentRepository
-from repositories.flowfile import WriteAheadFlowFileRepository
-from flowactors.engine.stateless import STATELESS_ENGINE
+from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.sdk.session import ProcessSession
-from flowactors.sdk.session_contract import IdAllocator
+from flowactors.sdk.session_contract import CommitBatch, IdAllocator
+from flowactors.sdk.settings import Settings
 from flowactors.sdk.state import ProcessorState
-from repositories.content import InMemoryContentRepository
-from repositories.flowfile import InMemoryFlowFileRepository
+from repositories.content import FileSystemContentRepository, InMemoryContentRepository
+from repositories.flowfile import FlowFileRepository, InMemoryFlowFileRepository, WriteAheadFlowFileRepository
 from repositories.model import (ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, new_flowfile_uuid,
                                now_millis)
-from repositories.provenance import InMemoryProvenanceRepository
+from repositories.provenance import InMemoryProvenanceRepository, ProvenanceRepository
 from repositories.provenance.event import ProvenanceEvent
+from repositories.provenance.outbox import take_from_outbox
 
 INPUT = "input"
 
 
 class LocalBackend(EngineBackend):
     """The engines' session backend over repository objects and ``ConnectionQueue`` objects in this
-    process: the same commit order as every engine, with plain calls for transport."""
+    process: the same commit order and the same commit path as every durable engine (each session
+    one transaction of an ``ExecutorLog``, its events kept in the log's provenance outbox), with
+    plain calls for transport. Provenance follows the log at once: after each commit the events
+    move from the outbox to ``provenance_repository`` (on an engine the provenance service takes
+    them a moment later, ``ProvenanceRepositoryService.follow_log``)."""
 
-    def __init__(self, *, content, flowfile_repository, provenance_repository,
+    def __init__(self, *, content, flowfile_repository: FlowFileRepository,
+                 provenance_repository: ProvenanceRepository | None,
                  queues: dict[str, ConnectionQueue], inputs: Sequence[str],
                  destinations: Mapping[str, list[str]], always_sync: bool = False,
                  component: tuple[str, str, str] = ("test", "test", "test")):
         super().__init__(
             content=content, queues={q: QueueObjectLink(queue) for q, queue in queues.items()},
-            log=DirectLog(ObjectLink(flowfile_repository),
-                          ObjectLink(provenance_repository) if provenance_repository is not None else None),
+            log=ExecutorLog(flowfile_repository, provenance_repository is not None),
             inputs=inputs, destinations=destinations, always_sync=always_sync, component=component)
+        self.flowfile_repository = flowfile_repository
+        self.provenance_repository = provenance_repository
+
+    def commit(self, batch: CommitBatch) -> None:
+        try:
+            super().commit(batch)
+        finally:  # a commit decided but not delivered still reached the log, events and all
+            if self.provenance_repository is not None and batch.events:
+                take_from_outbox(self.flowfile_repository, self.provenance_repository)
 
 
 class QueueView:
@@ -150,8 +158,8 @@ class ProcessorRunner:
                 queues={q: ConnectionQueue(QueueConfig(q, 0, 0)) for q in self.queue_ids}, inputs=[INPUT],
                 destinations={r: [r] for r in relationships},
                 component=(self.component_id, self.name, processor_type.__name__))
-            self._flowfiles: Link = self.backend.log.flowfile_repository
-            self._provenance: Link = self.backend.log.provenance_repository
+            self._flowfiles: Link | None = ObjectLink(self.flowfile_repository)
+            self._provenance: Link = ObjectLink(self.provenance_repository)
         elif self.engine == "stateless":
             if flowfile_repository is not None:
                 raise ValueError("the stateless engine keeps no FlowFile repository")

@@ -1,7 +1,7 @@
 """The executor's log (flowactors/engine/executor_log.py) over the real LMDB log, written from the
 executor's process by each task's own thread: sessions sent together are accepted or refused one
-by one; a log that cannot write refuses them; close waits for the commits under way. The test runner's ``DirectLog`` reaches the log in another process: a
-call cut by that process's death leaves the commit in doubt, one the log answered is refused."""
+by one; a log that cannot write refuses them; close waits for the commits under way. The test
+runner commits through the same log (``flowactors.testing.LocalBackend``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import threading
 
 import pytest
 
-from flowactors.engine.actors.repository_actors import FlowFileRepositoryActor
-from flowactors.engine.backend import DirectLog
 from flowactors.engine.executor_log import ExecutorLog
-from flowactors.engine.transport import ActorLink
-from flowactors.sdk.session_contract import CommitBatch, CommitError, CommitInDoubt
+from flowactors.sdk.session_contract import CommitBatch, CommitError, DeliveryError
 from flowactors.sdk.settings import Settings
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
@@ -136,7 +133,7 @@ def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
     log = ExecutorLog(closed, False)
     with pytest.raises(CommitError, match="the FlowFile repository refused the commit: .*is closed") as refused:
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
-    assert not isinstance(refused.value, CommitInDoubt)
+    assert not isinstance(refused.value, DeliveryError)  # refused: not decided, the session rolls back
     log.close()
 
 
@@ -186,30 +183,6 @@ def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_
     assert wal.queue_counts() == {"q": 2}
     with wal._environment.read() as txn:
         assert txn.get(b"x", db=wal._environment.meta) is None  # the killed transaction left nothing
-
-
-@pytest.mark.ray
-def test_a_call_cut_by_the_logs_death_leaves_the_session_in_doubt(ray_session, tmp_path):
-    """The log's process died during the call: whether the commit landed is unknown, so the
-    session may not roll back (``CommitInDoubt``, a ``DeliveryError``); the flow is repaired from
-    the log instead."""
-    import ray
-
-    dead = FlowFileRepositoryActor.remote(str(tmp_path), Settings())
-    ray.kill(dead)  # the call itself fails (an actor that died), not the commit in it
-    with pytest.raises(CommitInDoubt, match="may or may not be in the log"):
-        DirectLog(ActorLink(dead), None).record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
-
-
-@pytest.mark.ray
-def test_a_failed_call_the_log_answered_refuses_the_session(ray_session, tmp_path):
-    import ray
-
-    unopened = FlowFileRepositoryActor.remote(str(tmp_path), Settings())  # answers, but cannot commit
-    with pytest.raises(CommitError, match="the FlowFile repository refused the commit") as refused:
-        DirectLog(ActorLink(unopened), None).record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
-    assert not isinstance(refused.value, CommitInDoubt)
-    ray.kill(unopened)
 
 
 def _created(ff: FlowFile) -> list:

@@ -3,10 +3,11 @@
 This is the one place the commit order is written (DESIGN.md, "The data path"):
 
 1. the session has flushed its claim files (``ProcessSession.commit``);
-2. one write-ahead-log transaction through the FlowFile repository. A refusal here raises
-   ``CommitError`` and the session rolls back: nothing happened. If the log's process died
-   during the call, the outcome is unknown: ``CommitInDoubt`` (a ``DeliveryError``), handled
-   as decided;
+2. one write-ahead-log transaction, written by the task itself in its own process (``Log``:
+   ``ExecutorLog`` on the durable engines and in the test runner, the trigger's log on the
+   stateless engine). A refusal here raises ``CommitError`` and the session rolls back: nothing
+   happened. The transaction cannot outlive the process writing it, so there is no commit in
+   doubt: either the task learns the outcome or it dies with it;
 3. then offers downstream and acknowledgements upstream, and provenance: its events' ids were
    reserved in step 2's transaction, so they follow the order of commits whenever the events
    reach the provenance repository, and a task does not wait for them (``ExecutorLog``). **The
@@ -36,13 +37,12 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.cluster.partitioning import partition_batch
 from flowactors.engine.queues.connection import QueueHost
-from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
+from flowactors.engine.repository_services import ProvenanceRepositoryService
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
-from flowactors.sdk.session_contract import CommitBatch, CommitError, CommitInDoubt, DeliveryError, StateConflict
+from flowactors.sdk.session_contract import CommitBatch, CommitError, DeliveryError, StateConflict
 from repositories.flowfile import StateConflictError
 from repositories.model import FlowFile, FlowFileBatch, StateChange, StateMap, now_millis, total_size
-from repositories.provenance.event import (EncodedBatch, ProvenanceEvent, ProvenanceEventType, encode_batch,
-                                           event_fields)
+from repositories.provenance.event import EncodedBatch, ProvenanceEvent, ProvenanceEventType, event_fields
 from repositories.provenance.outbox import register_anew_if_late
 
 
@@ -81,46 +81,6 @@ def refused(err: BaseException) -> CommitError:
     ``StateConflict`` when its state change lost a race with another task's."""
     error = StateConflict if isinstance(err, StateConflictError) else CommitError
     return error(f"the FlowFile repository refused the commit: {type(err).__name__}: {err}")
-
-
-def not_written(err: BaseException) -> CommitError:
-    """The error for a commit call that failed: in doubt if the log's process died during it
-    (``component_lost``), else refused."""
-    if component_lost(err):
-        return CommitInDoubt(f"the FlowFile repository's process died during the commit, which may or may "
-                             f"not be in the log ({type(err).__name__}); nothing was rolled back, and "
-                             f"the flow is repaired from the log")
-    return refused(err)
-
-
-class DirectLog:
-    """Each commit in a call of its own to the FlowFile repository, then one to provenance that
-    it waits for: the test runner's log. Over a link to another process, a call cut by that
-    process's death leaves the commit in doubt (``not_written``); the engine's executors write
-    the log themselves (``ExecutorLog``)."""
-
-    def __init__(self, flowfile_repository: Link, provenance_repository: Link | None):
-        self.flowfile_repository = flowfile_repository
-        self.provenance_repository = provenance_repository
-
-    def reserve_ids(self, count: int) -> int:
-        return call_now(self.flowfile_repository, FlowFileRepositoryService.reserve_ids, count)
-
-    def get_state(self, component_id: str) -> StateMap:
-        return call_now(self.flowfile_repository, FlowFileRepositoryService.get_state, component_id)
-
-    def record(self, batch: CommitBatch) -> None:
-        recording = bool(batch.events) and self.provenance_repository is not None
-        events = encode_batch(batch.events) if recording else None
-        try:
-            first = call_now(self.flowfile_repository, FlowFileRepositoryService.commit, batch.updates, batch.removals, batch.new_claims,
-                             events.count if events else 0, batch.state)
-        except Exception as err:
-            raise not_written(err) from err
-        if first is not None:
-            register_numbered_now(partial(call_now, self.flowfile_repository,
-                                          FlowFileRepositoryService.reserve_event_ids),
-                                  self.provenance_repository, [(first, events)], visible=True)
 
 
 @dataclass
@@ -257,11 +217,7 @@ class EngineBackend:
     def commit(self, batch: CommitBatch) -> None:
         if self.partitioners:  # each FlowFile to its node's partition, before the log records it
             partition_batch(batch, self.partitioners)
-        try:
-            self.log.record(batch)  # CommitError: nothing happened
-        except CommitInDoubt as err:
-            self.lost = str(err)
-            raise
+        self.log.record(batch)  # CommitError: nothing happened
         # decided: from here on nothing is rolled back (see the module's docstring)
         try:
             self.finish_delivery()  # the commit before this one's, if still under way

@@ -3,16 +3,13 @@ itself, in its own thread, in the executor's own process.
 
 The write-ahead log is written in the executor's process: LMDB serializes write transactions
 across processes (and frees the lock of a writer that died), so each session's transaction runs
-here, without an actor call or pickling its records (bench scenario 10's way of sampling put 17 %
-of the busiest executor's samples in that call's pickling; docs/performance.md). The
+here, without an actor call or pickling its records (what that saves: docs/performance.md). The
 repository actor keeps what needs one owner: opening and recovery, checkpoints, the swap
 registry, paging queues in, applying the journal.
 
-Each commit runs in the task's own thread: no hand-over to a log thread and back. A hand-over
-is two wake-ups, and a woken thread waits for the GIL up to the switch interval (5 ms) while
-another task computes (docs/performance.md, decision "who writes a commit to the log in an
-executor": a fifth more FlowFiles/s at batch 100). Tasks that commit at once take turns at the
-log's writer lock.
+Each commit runs in the task's own thread: no hand-over to a log thread and back (two wake-ups,
+each waiting for the GIL; docs/performance.md, decision "who writes a commit to the log in an
+executor"). Tasks that commit at once take turns at the log's writer lock.
 
 Provenance costs the commit **no call at all**: each session's transaction reserves its events'
 ids and keeps the encoded events in the log's provenance outbox under the first of them
@@ -22,7 +19,7 @@ and deletes them once its journal has them. So ids follow the order the log puts
 across every executor, a commit's events are exactly as durable as the commit, and an executor or
 provenance process that dies loses none.
 
-Guarantees (as with ``DirectLog``): each session is its own LMDB transaction, refused or accepted
+Guarantees: each session is its own LMDB transaction, refused or accepted
 alone (a refused one raises ``CommitError`` in its own task, which rolls back only that session);
 ``record`` returns once the commit is in the log, before the task delivers anything, and an
 error after that (the commit metric) is logged, never raised: a raise would roll back a written
@@ -38,7 +35,7 @@ import threading
 from flowactors.engine.backend import refused
 from flowactors.engine.metrics import FlowFileRepositoryMetrics
 from flowactors.sdk.session_contract import CommitBatch, CommitError
-from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.flowfile import FlowFileRepository
 from repositories.model import StateMap
 from repositories.provenance.event import encode_batch
 
@@ -49,8 +46,8 @@ class ExecutorLog:
     """The ``Log`` that every task of one executor shares (see the module docstring);
     ``recording``: provenance is on, so commits keep their events in the log's outbox."""
 
-    def __init__(self, wal: WriteAheadFlowFileRepository, recording: bool, flow: str = "", run: int | None = None):
-        self.wal = wal  # open in this process (``WriteAheadFlowFileRepository.open_shared``)
+    def __init__(self, wal: FlowFileRepository, recording: bool, flow: str = "", run: int | None = None):
+        self.wal = wal  # open in this process (``WriteAheadFlowFileRepository.open_shared``; in memory: the test runner)
         self.recording = recording
         #: the log's run these commits belong to: once a newer start began another (a controller
         #: that died and came back while this process lives on), they are refused

@@ -22,7 +22,6 @@ import time
 import weakref
 from typing import Any, Callable
 
-import ray
 
 from flowactors.engine.periodic import Periodic
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Mapping, Se
 
 from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
-from flowactors.sdk.session_contract import (CommitBatch, CommitError, CommitInDoubt, DeliveryError, IdAllocator,
-                                             SessionBackend, StateConflict)
+from flowactors.sdk.session_contract import (CommitBatch, CommitError, DeliveryError, IdAllocator, SessionBackend,
+                                             StateConflict)
 from flowactors.sdk.session_records import FlowFileRecord, RecordCommit
 from flowactors.sdk.session_runs import EventSource, Run, Runs
 from repositories.content.writer import BaseClaimWriter
@@ -36,7 +36,7 @@ from repositories.provenance.event import FIELD_INDEX, ProvenanceEventType, new_
 if TYPE_CHECKING:  # an annotation: the state module makes the pending change, the session only commits it
     from flowactors.sdk.state import PendingState
 
-__all__ = ["CommitError", "CommitInDoubt", "DeliveryError", "FlowFileHandlingError", "ProcessSession",
+__all__ = ["CommitError", "DeliveryError", "FlowFileHandlingError", "ProcessSession",
            "StateConflict"]
 
 CHUNK = 1024 * 1024
@@ -442,13 +442,11 @@ class ProcessSession:
         ``commitAsync``). A commit refused runs ``on_failure`` at once on every engine.
 
         A commit the log accepted but could not deliver (``DeliveryError``) is durable: ``on_success``
-        runs (a source deletes what it took, which the log now holds), then the error is raised.
-        A commit in doubt (``CommitInDoubt``) runs neither: the source keeps its data, so the worst
-        case is the same data taken twice, never lost."""
+        runs (a source deletes what it took, which the log now holds), then the error is raised."""
         try:
             self.commit()
-        except DeliveryError as err:
-            if on_success is not None and not isinstance(err, CommitInDoubt):
+        except DeliveryError:
+            if on_success is not None:
                 on_success()
             raise
         except BaseException as err:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol, Sequence
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim, StateChange
 from repositories.provenance.event import EventRun
 
-__all__ = ["CommitBatch", "CommitError", "CommitInDoubt", "DeliveryError", "IdAllocator", "SessionBackend",
+__all__ = ["CommitBatch", "CommitError", "DeliveryError", "IdAllocator", "SessionBackend",
            "StateConflict"]
 
 
@@ -33,13 +33,6 @@ class DeliveryError(RuntimeError):
 
     The commit stands: nothing is rolled back, and the log restores the FlowFiles at the next start.
     """
-
-
-class CommitInDoubt(DeliveryError):
-    """The write-ahead log's process died during the commit call: the commit may or may not be
-    in the log. Handled as accepted (nothing rolled back, no claim deleted, nothing requeued);
-    the engine then repairs the flow from the log, which holds the truth. Content of a commit
-    that did not land is deleted by the repair (no FlowFile in the log references it)."""
 
 
 @dataclass
