@@ -25,7 +25,7 @@ def number(value: Any) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, Real):
         return str(value)
-    magnitude = abs(value)
+    magnitude = abs(float(value))
     if magnitude == 0 or magnitude >= 100:
         return f"{value:,.0f}"
     if magnitude >= 10:

@@ -110,7 +110,8 @@ def measure_flow(flow: Flow, flowfiles: int, root: Path, timeout: float, sample_
             "steal_percent": steal.percent, "busy_cores": cores.between(window["first"], window["last"])}
 
 
-def _checked(notes: str, result: dict) -> str:
+def with_problems(notes: str, result: dict) -> str:
+    """A row's ``notes`` followed by a "PROBLEM: ..." for each of ``result``'s ``problems``."""
     return "; ".join([notes, *(f"PROBLEM: {p}" for p in result["problems"])]) if result["problems"] else notes
 
 
@@ -118,57 +119,65 @@ def _checked(notes: str, result: dict) -> str:
 #: runs of each side of the always_sync off rows (flowactors, the bare loop, Ray Data); each row
 #: compares the medians: one run of a side drifts by 15 % on these shared machines
 TIMED_RUNS = 3
+#: GenerateFlowFile's Batch Size and every processor's batch size in scenario 1
+BATCH = 1000
+
+
+def scenario_flowfiles(quick: bool, size: int | None) -> int:
+    """How many FlowFiles scenario 1's flows make: ``size`` if given, else 10,000 in quick mode
+    and 200,000 in full mode."""
+    return size or (10_000 if quick else 200_000)
 
 
 def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
-    flowfiles = size or (10_000 if quick else 200_000)
-    batch = 1000
+    flowfiles = scenario_flowfiles(quick, size)
     rows = []
     claim_before = claim_file_cost(workdir)
     with ray_session():
-        durable = measure_flow(small_flow(flowfiles, batch, always_sync=True, name="bench-small-sync"),
+        durable = measure_flow(small_flow(flowfiles, BATCH, always_sync=True, name="bench-small-sync"),
                                flowfiles, workdir / "sync", timeout=900, sample_rss=True)
         with PeakRss() as warm_up_rss:
             # Ray Data's first run at full size is much slower than the next ones (its workers and
             # operators warm up: 91k FlowFiles/s, then 152k-166k, in one session on this machine),
             # so one full-size run is not timed and the median of three is the baseline
-            ray_data_transform(flowfiles, batch)
+            ray_data_transform(flowfiles, BATCH)
         data_peak = warm_up_rss.peak  # the highest of all Ray Data's runs, the warm-up's included
         # the two sides' runs alternate, so that a minute of the hypervisor's steal (StolenTime)
         # falls on both rather than on whichever side ran then
         flow_runs, data_runs = [], []
         for i in range(TIMED_RUNS):
-            flow_runs.append(measure_flow(small_flow(flowfiles, batch, always_sync=False, name=f"bench-small-{i}"),
+            flow_runs.append(measure_flow(small_flow(flowfiles, BATCH, always_sync=False, name=f"bench-small-{i}"),
                                           flowfiles, workdir / "default", timeout=900))
             with PeakRss() as run_rss:
-                data_runs.append(with_steal(lambda: ray_data_transform(flowfiles, batch)))
+                data_runs.append(with_steal(lambda: ray_data_transform(flowfiles, BATCH)))
             data_peak = max(data_peak, run_rss.peak)
         default, default_rates = median_run(flow_runs)
         data, data_rates = median_run(data_runs)
         claim_after = claim_file_cost(workdir)
-    bare_sync = measure_bare_flow(flowfiles, batch, workdir / "bare-sync", sync=True)
-    bare_runs = [with_steal(lambda: measure_bare_flow(flowfiles, batch, workdir / "bare", sync=False))
+    bare_sync = measure_bare_flow(flowfiles, BATCH, workdir / "bare-sync", sync=True)
+    bare_runs = [with_steal(lambda: measure_bare_flow(flowfiles, BATCH, workdir / "bare", sync=False))
                  for _ in range(TIMED_RUNS)]
     bare, bare_rates = median_run(bare_runs)
-    what = f"{flowfiles:,} FlowFiles of 1 KiB, batches of {batch}, 1 task per processor"
+    what = f"{flowfiles:,} FlowFiles of 1 KiB, batches of {BATCH}, 1 task per processor"
     rows.append(row(S1, "FlowFiles/s, always_sync on", durable["flowfiles_per_s"], bare_sync["flowfiles_per_s"],
                     "bare durable loop (fdatasync + LMDB sync a batch)", "FlowFiles/s",
-                    _checked(f"{what}; power-loss safe on both sides; flow time {durable['seconds']:.2f} s; "
-                             f"task time (on_trigger + commit, summed over tasks): {durable['busy']}", durable)))
+                    with_problems(f"{what}; power-loss safe on both sides; flow time {durable['seconds']:.2f} s; "
+                                  f"task time (on_trigger + commit, summed over tasks): {durable['busy']}", durable)))
     rows.append(row(S1, "provenance events/s, always_sync on", durable["events_per_s"], bare_sync["events_per_s"],
                     "bare durable loop (journal append)", "events/s",
                     f"{durable['events']:,} events registered (4 a FlowFile)"))
     rows.append(row(S1, "FlowFiles/s, always_sync off (default)", default["flowfiles_per_s"], bare["flowfiles_per_s"],
                     "bare loop without fsync (LMDB sync off)", "FlowFiles/s",
-                    _checked(f"{what}; both survive a process kill, not a power loss; the median of {TIMED_RUNS} "
-                             f"runs on each side (flowactors {default_rates}, bare loop {bare_rates} FlowFiles/s); "
-                             f"median run's flow time {default['seconds']:.2f} s, task time: {default['busy']}; "
-                             f"a claim-sized file ({PROBE_BYTES // 1024} KiB) cost {claim_before:.0f} µs to create "
-                             f"here before the flow runs and {claim_after:.0f} µs after them (the median of "
-                             f"{PROBE_FILES}; the flow makes one for every {PROBE_BYTES // 1024} KiB of content, the "
-                             f"bare loop none); the hypervisor's steal during each run, in the same order as run: "
-                             f"flowactors {stolen(flow_runs)}, bare loop {stolen(bare_runs)}",
-                             default)))
+                    with_problems(f"{what}; both survive a process kill, not a power loss; the median of "
+                                  f"{TIMED_RUNS} runs on each side (flowactors {default_rates}, bare loop "
+                                  f"{bare_rates} FlowFiles/s); median run's flow time {default['seconds']:.2f} s, "
+                                  f"task time: {default['busy']}; a claim-sized file ({PROBE_BYTES // 1024} KiB) "
+                                  f"cost {claim_before:.0f} µs to create here before the flow runs and "
+                                  f"{claim_after:.0f} µs after them (the median of {PROBE_FILES}; the flow makes one "
+                                  f"for every {PROBE_BYTES // 1024} KiB of content, the bare loop none); the "
+                                  f"hypervisor's steal during each run, in the same order as run: flowactors "
+                                  f"{stolen(flow_runs)}, bare loop {stolen(bare_runs)}",
+                                  default)))
     rows.append(row(S1, "provenance events/s, always_sync off", default["events_per_s"], bare["events_per_s"],
                     "bare loop without fsync", "events/s", f"{default['events']:,} events registered"))
     rows.append(row(S1, "FlowFiles/s vs Ray Data, always_sync off", default["flowfiles_per_s"], data["flowfiles_per_s"],
@@ -242,10 +251,11 @@ def _cell_rows(batch: int, flowfiles: int, tasks_list: tuple[int, ...], rounds: 
                     f"the median run's " if rounds > 1 else "")
         rows.append(row(S2, f"FlowFiles/s, batch {batch:,}, {tasks} task(s){where}", result["flowfiles_per_s"],
                         bare["flowfiles_per_s"], f"bare loop, batch {batch:,}, no fsync",
-                        "FlowFiles/s", _checked(f"{flowfiles:,} FlowFiles; always_sync off; {tasks} task(s) "
-                                                f"per processor{where}; {repeated}flow time {result['seconds']:.1f} s, "
-                                                f"task time: {result['busy']}; the hypervisor's steal "
-                                                f"during each run: {stolen(runs[tasks])}", result)))
+                        "FlowFiles/s", with_problems(f"{flowfiles:,} FlowFiles; always_sync off; {tasks} task(s) "
+                                                     f"per processor{where}; {repeated}flow time "
+                                                     f"{result['seconds']:.1f} s, task time: {result['busy']}; the "
+                                                     f"hypervisor's steal during each run: {stolen(runs[tasks])}",
+                                                     result)))
     rows.append(row(S2, f"two tasks vs one, batch {batch:,}{where}", medians[2]["flowfiles_per_s"],
                     medians[1]["flowfiles_per_s"], f"1 task per processor{where}, same run", "FlowFiles/s",
                     f"the two rows above ({'medians, the task counts in turns' if rounds > 1 else 'one run each'}); "
@@ -357,8 +367,10 @@ def _profile_rows(flowfiles: int, batch: int, workdir: Path) -> list[dict]:
 def top_functions(profiler: cProfile.Profile, key: str, limit: int = 15) -> str:
     """A markdown table of the ``limit`` hottest functions by ``key`` ('cumulative' or 'tottime')."""
     stats = pstats.Stats(profiler)
-    total = stats.total_tt or 1e-9
-    entries = sorted(stats.stats.items(), key=lambda kv: kv[1][3 if key == "cumulative" else 2], reverse=True)
+    # total_tt and stats: attributes every Stats has, which the standard library's stubs omit
+    total = stats.total_tt or 1e-9  # type: ignore[attr-defined]
+    entries = sorted(stats.stats.items(),  # type: ignore[attr-defined]
+                     key=lambda kv: kv[1][3 if key == "cumulative" else 2], reverse=True)
     lines = ["| function | calls | own s | cumulative s | own % |", "|---|---:|---:|---:|---:|"]
     for (filename, line, name), (_cc, calls, own, cumulative, _callers) in entries[:limit]:
         lines.append(f"| `{_short(filename)}:{line}({name})` | {calls:,} | {own:.3f} | {cumulative:.3f} | "
