@@ -28,7 +28,7 @@ import orjson
 from bench import median_run, ray_session, row
 from bench.baselines import LARGE, measure_bare_flow
 from bench.small_flowfiles import small_flow
-from flowactors.engine.stateless import StatelessBatches, run_stateless
+from flowactors.engine.stateless_engine import StatelessBatches, run_stateless
 from flowactors.processors import RouteOnAttribute, UpdateAttribute
 from flowactors.sdk.flow import Flow
 

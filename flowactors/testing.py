@@ -6,7 +6,7 @@ repositories are, as between the engines:
 
 * ``engine="in-process"`` (the default): ``ConnectionQueue`` objects and repository objects in this
   process: the in-memory ones for fast unit tests, or durable ones the test hands in;
-* ``engine="stateless"``: the stateless engine's backend (``flowactors.engine.stateless``): queues
+* ``engine="stateless"``: the stateless engine's backend (``flowactors.engine.stateless_engine``): queues
   and content in memory, each ``run`` iteration one trigger whose state, provenance and
   ``commit_async`` callbacks are kept only when it succeeded;
 * ``engine="ray"``: the Ray engine's components: the queues hosted in an executor actor, reached
@@ -27,13 +27,13 @@ import uuid
 from typing import Any, Mapping, Sequence
 
 from flowactors.engine.actors.ray_hosting import RayHosting
-from flowactors.engine.backend import EngineBackend
+from flowactors.engine.session_backend import EngineBackend
 from flowactors.engine.executor import Executor
-from flowactors.engine.executor_log import ExecutorLog
+from flowactors.engine.log_writer import LogWriter
 from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueHost
 from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
-from flowactors.engine.stateless import STATELESS_ENGINE, InMemoryStateStore, StatelessBackend, TriggerFailed, TriggerLog
+from flowactors.engine.stateless_engine import STATELESS_ENGINE, InMemoryStateStore, StatelessBackend, TriggerFailed, TriggerLog
 from flowactors.engine.transport import HostedLink, Link, ObjectLink, QueueObjectLink, call_now, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import ProcessContext, Processor
@@ -55,7 +55,7 @@ INPUT = "input"
 class LocalBackend(EngineBackend):
     """The engines' session backend over repository objects and ``ConnectionQueue`` objects in this
     process: the same commit order and the same commit path as every durable engine (each session
-    one transaction of an ``ExecutorLog``, its events kept in the log's provenance outbox), with
+    one transaction of an ``LogWriter``, its events kept in the log's provenance outbox), with
     plain calls for transport. Provenance follows the log at once: after each commit the events
     move from the outbox to ``provenance_repository`` (on an engine the provenance service takes
     them a moment later, ``ProvenanceRepositoryService.follow_log``)."""
@@ -67,7 +67,7 @@ class LocalBackend(EngineBackend):
                  component: tuple[str, str, str] = ("test", "test", "test")):
         super().__init__(
             content=content, queues={q: QueueObjectLink(queue) for q, queue in queues.items()},
-            log=ExecutorLog(flowfile_repository, provenance_repository is not None),
+            log=LogWriter(flowfile_repository, provenance_repository is not None),
             inputs=inputs, destinations=destinations, always_sync=always_sync, component=component)
         self.flowfile_repository = flowfile_repository
         self.provenance_repository = provenance_repository
@@ -311,7 +311,7 @@ class RayComponents:
         call_now(self.provenance, ProvenanceRepositoryService.follow_log)  # the commits' events, from the log's outbox
         self.content = FileSystemContentRepository.from_settings(self.root, settings)
         self.wal = WriteAheadFlowFileRepository.from_settings(self.root, settings, shared=True)
-        self.log = ExecutorLog(self.wal, True, flow=name)
+        self.log = LogWriter(self.wal, True, flow=name)
 
     def host_queues(self, queue_ids: list[str]) -> dict[str, Link]:
         call_now(self.executor, Executor.host_queues, {q: QueueConfig(q, 0, 0, flow=self.flow.name) for q in queue_ids})

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from flowactors import Flow, Processor, PropertyDescriptor, Relationship
-from flowactors.engine.stateless import StatelessFlow
+from flowactors.engine.stateless_engine import StatelessFlow
 from flowactors.processors import UpdateAttribute
 
 SUCCESS = Relationship("success")

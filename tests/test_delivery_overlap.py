@@ -1,4 +1,4 @@
-"""An executor's task overlaps a commit's delivery with its next trigger (engine/backend.py).
+"""An executor's task overlaps a commit's delivery with its next trigger (engine/session_backend.py).
 
 The backend is driven here over links whose answers the test hands out, so each step of the
 order can be seen: the offers go out and the commit returns; the input is acknowledged only after
@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from flowactors.engine.backend import EngineBackend
+from flowactors.engine.session_backend import EngineBackend
 from flowactors.engine.task import ProcessorTask
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueState
 from flowactors.processors.attributes import UpdateAttribute

@@ -232,7 +232,7 @@ def test_repair_takes_the_events_a_killed_run_left_in_the_logs_outbox(tmp_path, 
     """Commits whose events provenance had not taken when the run was killed: their events wait in
     the FlowFile repository's outbox, so a search does not show them yet; repair (as the next
     start would) takes them under the ids their commits reserved, and empties the outbox."""
-    from flowactors.engine.executor_log import ExecutorLog
+    from flowactors.engine.log_writer import LogWriter
     from flowactors.sdk.session_contract import CommitBatch
     from repositories.flowfile import WriteAheadFlowFileRepository
     from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
@@ -241,7 +241,7 @@ def test_repair_takes_the_events_a_killed_run_left_in_the_logs_outbox(tmp_path, 
     root = tmp_path / "repository"
     WriteAheadProvenanceRepository(root / "provenance").close()
     wal = WriteAheadFlowFileRepository(root / "flowfile")
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     uuids = [new_flowfile_uuid() for _ in range(3)]
     now = now_millis()
     for n, uuid in enumerate(uuids):

@@ -22,8 +22,8 @@ from flowactors import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile
 from flowactors.driver.running import processor_totals, run_flow
 from flowactors.spark import ExecuteSparkSQL, TransformWithSpark
-from flowactors.sdk import records
-from flowactors.sdk.records import CSV, JSON_LINES, PARQUET, ReadOptions, RecordCursor, parse_schema
+from flowactors.sdk import record_formats as records
+from flowactors.sdk.record_formats import CSV, JSON_LINES, PARQUET, ReadOptions, RecordCursor, parse_schema
 from flowactors.spark.service import (SparkServiceActor, SparkServiceError, SparkSettings, SparkSettingsError,
                                       SparkStartError, check_java, stop_service)
 from flowactors.testing import ProcessorRunner

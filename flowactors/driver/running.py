@@ -22,7 +22,7 @@ from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 from flowactors.engine.cluster.coordinator import ClusterController
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine.in_process import InProcessHosting
-from flowactors.engine.stateless import run_stateless
+from flowactors.engine.stateless_engine import run_stateless
 from flowactors.engine import ENGINES, STALL_SECONDS
 from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.error_log import ErrorLog
@@ -98,7 +98,7 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     actor per component or executor, on a running Ray or an embedded one) or "in-process" (this
     process, no Ray); ``on_started`` gets the controller's link; ``on_status`` every status looked at.
     ``engine="stateless"`` triggers the flow as one transaction after another, in memory, until a
-    trigger finds no work or one fails (``flowactors.engine.stateless.run_stateless``: the
+    trigger finds no work or one fails (``flowactors.engine.stateless_engine.run_stateless``: the
     repository is not used; ``failure_ports`` and ``trigger_timeout`` are its own).
     ``nodes`` (``"all"``, a count or a list of node names; the Ray engine) runs the flow on
     several nodes of the Ray cluster, each over ``<repository>/nodes/<name>`` on its own disk,

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flowactors.engine.backend import register_numbered_now
+from flowactors.engine.session_backend import register_numbered_now
 from flowactors.engine.cluster.partitioning import plan_partitions
 from flowactors.engine.cluster.topology import connection_of, partition_of
 from flowactors.engine.errors import FlowStartError, NoSuchQueueError

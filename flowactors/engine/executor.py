@@ -4,7 +4,7 @@ As NiFi's JVM runs hundreds of processors on a thread pool, an executor runs eac
 processor task's trigger loop on a thread of its own and keeps each hosted queue on its event
 loop. A task reaches a queue hosted here with a local call (``LoopLink``: no pickling, no actor
 call) and one hosted elsewhere through that executor's ``call_hosted`` (``HostedLink``: on Ray one
-batched actor call); the hosted tasks each write their commits to the log in this process (``ExecutorLog``).
+batched actor call); the hosted tasks each write their commits to the log in this process (``LogWriter``).
 Which executor hosts what is ``flowactors.engine.placement``'s decision; the controller creates
 the executors through its engine's hosting (an actor each on Ray, ``ExecutorActor``; objects on
 one event loop in process), hands each its plan, then starts them.
@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from flowactors.engine import STOP_TIMEOUT, gc_policy
-from flowactors.engine.backend import EngineBackend
+from flowactors.engine.session_backend import EngineBackend
 from flowactors.engine.cluster.cluster_state import ClusterState
 from flowactors.engine.cluster.partitioning import Partitioner
 from flowactors.engine.cluster.topology import ClusterView, connection_of, partition_id
 from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, ReceivePort, TransferReceiver,
                                                 TRANSFER_BATCH, TransferRefused, sender_name)
-from flowactors.engine.executor_log import ExecutorLog
+from flowactors.engine.log_writer import LogWriter
 from flowactors.engine.placement import ExecutorPlan
-from flowactors.engine.stateless import STATELESS_ENGINE
+from flowactors.engine.stateless_engine import STATELESS_ENGINE
 from flowactors.engine.task import ProcessorTask, make_context
 from flowactors.engine.transport import Link, LoopLink
 from flowactors.sdk.flow import Flow, ProcessorNode
@@ -63,7 +63,7 @@ class Executor:
         self.queues: dict[str, QueueHost] = {}
         self._host({q: queue_configs[q] for q in plan.queues})
         self.tasks: dict[str, ProcessorTask] = {}
-        self.log: ExecutorLog | None = None  # the log the hosted tasks write to (``wire``)
+        self.log: LogWriter | None = None  # the log the hosted tasks write to (``wire``)
         self._wal: WriteAheadFlowFileRepository | None = None  # the log, written from this process
         self._counters: dict = {}  # the tasks' counters and metrics, kept across a repair (``reset``)
         #: on a flow across several nodes: this node's view of the cluster (``set_cluster``), the
@@ -92,7 +92,7 @@ class Executor:
             # the FlowFile repository's service applies the journal (in another process on Ray;
             # in this one the instance is the service's, and the commits apply it as they always did)
             self._wal.applied_elsewhere = own
-        self.log = ExecutorLog(self._wal, self.provenance_repository is not None, flow=self.flow.name, run=run)
+        self.log = LogWriter(self._wal, self.provenance_repository is not None, flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}
 
         def link(queue_id: str) -> Link:

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 TAG_KEYS = ("flow", "component")
 ENABLED = os.environ.get("FLOWACTORS_METRICS", "on").strip().lower() not in ("0", "off", "false", "no")
 
-#: processor counters: field of ``flowactors.engine.backend.Counters`` -> (metric name, description)
+#: processor counters: field of ``flowactors.engine.session_backend.Counters`` -> (metric name, description)
 PROCESSOR_COUNTERS = {
     "flowfiles_in": ("flowactors_processor_flowfiles_in", "FlowFiles a processor took from its input queues"),
     "flowfiles_out": ("flowactors_processor_flowfiles_out", "FlowFiles a processor's sessions committed out"),

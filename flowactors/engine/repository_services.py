@@ -66,7 +66,7 @@ class OpenedRepository(Protocol):
 
 class FlowFileRepositoryService(Service):
     """Owns ``<repository>/flowfile``: opening and recovery, checkpoints, the swap registry, paging.
-    The executors commit sessions themselves, in their own processes (``ExecutorLog``); ``commit``
+    The executors commit sessions themselves, in their own processes (``LogWriter``); ``commit``
     here serves the controller (emptying a queue) and the test runner."""
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
@@ -232,7 +232,7 @@ class ProvenanceRepositoryService(Service):
     """Appends each commit's events to a journal; rollover, indexing and age-off run on timers.
 
     The commits' events come from the write-ahead log's provenance outbox (``follow_log``: each
-    session's transaction keeps its events there, ``ExecutorLog``), taken every
+    session's transaction keeps its events there, ``LogWriter``), taken every
     ``OUTBOX_LOOK_INTERVAL`` seconds on a thread of this service and before every read, so a
     search sees every event of the commits made before it. An entry leaves the outbox only once
     the journal has it (fsynced first with ``always_sync``); one taken twice (this process died

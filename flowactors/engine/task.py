@@ -24,7 +24,7 @@ import traceback
 from collections import deque
 
 from flowactors.engine import STOP_TIMEOUT
-from flowactors.engine.backend import Counters, EngineBackend
+from flowactors.engine.session_backend import Counters, EngineBackend
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.sdk.processor import ProcessContext, Processor

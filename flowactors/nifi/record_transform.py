@@ -1,6 +1,6 @@
 """Driving a NiFi ``RecordTransform`` over one FlowFile, as NiFi's RecordTransformProxy does.
 
-The FlowFile's records are read with the Record Reader (a format of ``flowactors.sdk.records``:
+The FlowFile's records are read with the Record Reader (a format of ``flowactors.sdk.record_formats``:
 CSV, JSON Lines or Parquet, where NiFi names a reader service), each handed to ``transform`` as a
 JSON-like dict with the input schema (an Arrow schema here, a Java RecordSchema in NiFi) and the
 input's attributes. Results are grouped by relationship and partition; each group becomes one
@@ -25,7 +25,7 @@ READER, WRITER = "Record Reader", "Record Writer"
 def record_descriptors() -> list[PropertyDescriptor]:
     """The two properties NiFi puts before a record transform's own: the record formats."""
     try:
-        from flowactors.sdk import records
+        from flowactors.sdk import record_formats as records
     except ImportError as err:
         raise RuntimeError(f"NiFi Python record transforms read and write records with pyarrow, which is not "
                            f"installed ({err}): pip install 'flowactors[spark]'") from None
@@ -75,7 +75,7 @@ def partition_text(value: Any) -> str:
 def transform_records(processor: Any, context: Any, session: Any, flowfile: Any, reader: str, writer: str,
                       logger: Any) -> None:
     """Run ``processor`` over the records of ``flowfile`` and route the outcome (module docstring)."""
-    from flowactors.sdk import records
+    from flowactors.sdk import record_formats as records
 
     try:
         with session.read(flowfile) as stream:

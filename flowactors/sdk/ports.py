@@ -3,7 +3,7 @@ run as processors do. A funnel merges connections; an input or output port is wh
 run as one transaction takes its input and gives its results (NiFi's ports of a process group run
 statelessly).
 
-The stateless engine (``flowactors.engine.stateless``) feeds a trigger's inputs to an input port
+The stateless engine (``flowactors.engine.stateless_engine``) feeds a trigger's inputs to an input port
 and collects what reaches each output port; a port named as a failure port fails the trigger.
 Placed in a flow run on a durable engine, an input port receives nothing and an output port ends
 the FlowFiles that reach it (a DROP event saying so), so one definition runs on every engine.

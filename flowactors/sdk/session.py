@@ -10,7 +10,7 @@ the session wrote and returns the FlowFiles it took to their queues, unchanged.
 The session keeps a record of each FlowFile it holds (``flowactors.sdk.session_records``), except
 for a batch it handed out whole and that only batch calls changed since: those it keeps as columns
 (``flowactors.sdk.session_runs``); each path builds its part of the commit. The session talks to the world through a ``SessionBackend``
-(``flowactors.sdk.session_contract``; the engines share one, ``flowactors.engine.backend.EngineBackend``),
+(``flowactors.sdk.session_contract``; the engines share one, ``flowactors.engine.session_backend.EngineBackend``),
 so the same processor code runs on every engine and in unit tests. The errors a commit raises are
 the contract's, re-exported here for processors.
 """

@@ -2,12 +2,12 @@
 
 flowactors moves, routes, records and delivers data; SQL, joins and aggregations over many
 FlowFiles' records run on Spark. ``service`` owns the flow's one Spark session (a Ray actor),
-``flowactors.sdk.records`` turns content into Arrow and back, ``processors`` holds ExecuteSparkSQL and
+``flowactors.sdk.record_formats`` turns content into Arrow and back, ``processors`` holds ExecuteSparkSQL and
 TransformWithSpark. docs/spark.md describes the whole bridge.
 """
 
 from flowactors.spark.processors import ExecuteSparkSQL, SparkRecordProcessor, TransformWithSpark
-from flowactors.sdk.records import CSV, JSON_LINES, PARQUET, ReadOptions, RecordFormatError, parse_schema
+from flowactors.sdk.record_formats import CSV, JSON_LINES, PARQUET, ReadOptions, RecordFormatError, parse_schema
 from flowactors.spark.service import (SparkError, SparkServiceActor, SparkServiceError, SparkSettings,
                                       SparkSettingsError, SparkStartError, check_java, service_name, start_service,
                                       stop_service)

@@ -33,8 +33,8 @@ import ray
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.binning import Bin, BinPacker, bin_limit_problems
-from flowactors.sdk import records
-from flowactors.sdk.records import ReadOptions, RecordCursor, RecordFormatError
+from flowactors.sdk import record_formats as records
+from flowactors.sdk.record_formats import ReadOptions, RecordCursor, RecordFormatError
 from flowactors.spark.service import (SPARK_SERVICE, FunctionJob, JobResult, SparkError, SparkServiceError, SqlJob,
                                       find_service, service_name)
 

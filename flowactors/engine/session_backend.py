@@ -4,13 +4,13 @@ This is the one place the commit order is written (DESIGN.md, "The data path"):
 
 1. the session has flushed its claim files (``ProcessSession.commit``);
 2. one write-ahead-log transaction, written by the task itself in its own process (``Log``:
-   ``ExecutorLog`` on the durable engines and in the test runner, the trigger's log on the
+   ``LogWriter`` on the durable engines and in the test runner, the trigger's log on the
    stateless engine). A refusal here raises ``CommitError`` and the session rolls back: nothing
    happened. The transaction cannot outlive the process writing it, so there is no commit in
    doubt: either the task learns the outcome or it dies with it;
 3. then offers downstream and acknowledgements upstream, and provenance: its events' ids were
    reserved in step 2's transaction, so they follow the order of commits whenever the events
-   reach the provenance repository, and a task does not wait for them (``ExecutorLog``). **The
+   reach the provenance repository, and a task does not wait for them (``LogWriter``). **The
    commit was decided at step 2**: a failure from here on raises ``DeliveryError``; the session does not roll back, no
    claim is deleted and nothing is requeued. The task's backend says it needs a repair
    (``lost``), and the controller repairs the flow from the log, which is the truth.
@@ -55,7 +55,7 @@ class Log(Protocol):
     def record(self, batch: CommitBatch) -> None:
         """Write the batch's FlowFile changes to the log (``CommitError`` if refused: nothing was
         written), its events' ids reserved and its state change made in the same transaction, and
-        see its provenance recorded (``ExecutorLog`` without making the task wait)."""
+        see its provenance recorded (``LogWriter`` without making the task wait)."""
 
     def get_state(self, component_id: str) -> StateMap:
         """A processor's state as the log holds it."""

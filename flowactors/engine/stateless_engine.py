@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
-from flowactors.engine.backend import EngineBackend
+from flowactors.engine.session_backend import EngineBackend
 from flowactors.engine.placement import flow_order, runtime_env_of, runtime_env_refusal
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
 from flowactors.engine.task import ProcessorTask

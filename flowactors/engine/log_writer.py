@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from flowactors.engine.backend import refused
+from flowactors.engine.session_backend import refused
 from flowactors.engine.metrics import FlowFileRepositoryMetrics
 from flowactors.sdk.session_contract import CommitBatch, CommitError
 from repositories.flowfile import FlowFileRepository
@@ -42,7 +42,7 @@ from repositories.provenance.event import encode_batch
 log = logging.getLogger(__name__)
 
 
-class ExecutorLog:
+class LogWriter:
     """The ``Log`` that every task of one executor shares (see the module docstring);
     ``recording``: provenance is on, so commits keep their events in the log's outbox."""
 

@@ -1,4 +1,4 @@
-"""The executor's log (flowactors/engine/executor_log.py) over the real LMDB log, written from the
+"""The executor's log (flowactors/engine/log_writer.py) over the real LMDB log, written from the
 executor's process by each task's own thread: sessions sent together are accepted or refused one
 by one; a log that cannot write refuses them; close waits for the commits under way. The test
 runner commits through the same log (``flowactors.testing.LocalBackend``)."""
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from flowactors.engine.executor_log import ExecutorLog
+from flowactors.engine.log_writer import LogWriter
 from flowactors.sdk.session_contract import CommitBatch, CommitError, DeliveryError
 from flowactors.sdk.settings import Settings
 from repositories.flowfile import WriteAheadFlowFileRepository
@@ -34,7 +34,7 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
     twice = new_flowfile_uuid()
     good = [CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]) for i in range(20)]
     bad = CommitBatch(updates=[QueuedFlowFile(flowfile(100, twice), "q")], removals=[twice])
-    log = ExecutorLog(wal, False)
+    log = LogWriter(wal, False)
     start = threading.Barrier(len(good) + 1)
 
     def commit(batch):
@@ -55,7 +55,7 @@ def test_sessions_sent_together_are_accepted_or_refused_one_by_one(wal):
 def test_a_commit_is_written_in_the_tasks_own_thread(wal, monkeypatch):
     """No hand-over to a log thread and back (each a wake-up that waits for the GIL while another
     task computes): the transaction runs in the thread that records the session."""
-    log = ExecutorLog(wal, False)
+    log = LogWriter(wal, False)
     writers = []
     commit = wal.commit
 
@@ -73,7 +73,7 @@ def test_a_commit_is_written_in_the_tasks_own_thread(wal, monkeypatch):
 def test_close_waits_for_the_commits_under_way_and_takes_no_more(wal, monkeypatch):
     """The executor closes its log before the log's file: a commit under way is written first,
     one that comes later is refused and writes nothing."""
-    log = ExecutorLog(wal, False)
+    log = LogWriter(wal, False)
     inside, go_on = threading.Event(), threading.Event()
     commit = wal.commit
 
@@ -101,7 +101,7 @@ def test_close_waits_for_the_commits_under_way_and_takes_no_more(wal, monkeypatc
 def test_a_metric_that_fails_after_the_commit_is_written_does_not_fail_the_commit(wal, monkeypatch):
     """Once the log has the commit, nothing may raise into the session: it would roll back (and
     delete the content of) a commit the log keeps."""
-    log = ExecutorLog(wal, False)
+    log = LogWriter(wal, False)
 
     def fails(count=1):
         raise RuntimeError("the metrics agent is gone")
@@ -113,13 +113,13 @@ def test_a_metric_that_fails_after_the_commit_is_written_does_not_fail_the_commi
 
 
 def test_events_that_cannot_be_encoded_refuse_the_session_and_write_nothing(wal, monkeypatch):
-    import flowactors.engine.executor_log as executor_log
+    import flowactors.engine.log_writer as executor_log
 
     def fails(events):
         raise ValueError("an attribute value is not text")
 
     monkeypatch.setattr(executor_log, "encode_batch", fails)
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     ff = flowfile(1)
     with pytest.raises(CommitError, match="refused the commit: ValueError: an attribute value is not text"):
         log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
@@ -130,7 +130,7 @@ def test_events_that_cannot_be_encoded_refuse_the_session_and_write_nothing(wal,
 def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
     closed = WriteAheadFlowFileRepository(tmp_path / "flowfile")
     closed.close()
-    log = ExecutorLog(closed, False)
+    log = LogWriter(closed, False)
     with pytest.raises(CommitError, match="the FlowFile repository refused the commit: .*is closed") as refused:
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     assert not isinstance(refused.value, DeliveryError)  # refused: not decided, the session rolls back
@@ -142,7 +142,7 @@ def test_an_executor_log_of_a_replaced_run_refuses_its_sessions(wal):
     run it was wired with; once the new controller began its run, those sessions are refused and
     roll back, so the log the new run recovered from stays as it read it."""
     old = wal.begin_run()
-    log = ExecutorLog(wal, False, run=old)
+    log = LogWriter(wal, False, run=old)
     log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
     wal.begin_run()  # the new controller's start
     with pytest.raises(CommitError, match="has started since"):
@@ -177,7 +177,7 @@ def test_two_processes_write_one_log_and_a_writer_killed_mid_transaction_blocks_
         child.wait(10)
     finally:
         child.kill()
-    log = ExecutorLog(wal, False)
+    log = LogWriter(wal, False)
     log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(2), "q")]))
     log.close()
     assert wal.queue_counts() == {"q": 2}
@@ -201,7 +201,7 @@ def test_events_wait_in_the_log_until_provenance_takes_them_and_a_second_take_ad
     from flowactors.engine.repository_services import ProvenanceRepositoryService
 
     ffs = [flowfile(1), flowfile(2)]
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     for ff in ffs:
         log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
     log.close()
@@ -244,7 +244,7 @@ def test_a_task_does_not_wait_for_provenance_and_provenance_closes_only_with_eve
     provenance = Slow(str(tmp_path), Settings())
     provenance.open()
     provenance.follow_log()
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     flowfiles = [flowfile(i) for i in range(1, 4)]
     for ff in flowfiles:  # each returns with its events not yet registered
         log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
@@ -264,7 +264,7 @@ def test_a_task_does_not_wait_for_provenance_and_provenance_closes_only_with_eve
     reopened.close()
 
 
-def _commit_created(log: ExecutorLog, n: int) -> list[FlowFile]:
+def _commit_created(log: LogWriter, n: int) -> list[FlowFile]:
     flowfiles = [flowfile(i) for i in range(1, n + 1)]
     for ff in flowfiles:
         log.record(CommitBatch(updates=[QueuedFlowFile(ff, "q")], events=_created(ff)))
@@ -281,7 +281,7 @@ def test_the_follower_takes_events_on_its_own_within_its_interval(wal, tmp_path)
     provenance = ProvenanceRepositoryService(str(tmp_path), Settings())
     provenance.open()
     assert provenance.follow_log() == {"taken": 0, "problems": []}
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     _commit_created(log, 3)
     log.close()
     deadline = time.monotonic() + 20 * OUTBOX_LOOK_INTERVAL
@@ -295,7 +295,7 @@ def test_a_damaged_outbox_entry_is_reported_and_the_others_are_taken(wal, tmp_pa
     from flowactors.engine.repository_services import ProvenanceRepositoryService
     from repositories.flowfile import records as rec
 
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     flowfiles = _commit_created(log, 3)
     log.close()
     db = wal._environment.check_open().open_db(b"provenance_outbox")
@@ -320,7 +320,7 @@ def test_events_whose_ids_provenance_gave_up_are_taken_under_new_ids(wal, tmp_pa
     from repositories.provenance import WriteAheadProvenanceRepository
     from repositories.provenance.outbox import take_from_outbox
 
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     flowfiles = _commit_created(log, 2)
     log.close()
     provenance = WriteAheadProvenanceRepository(tmp_path / "provenance")
@@ -336,7 +336,7 @@ def test_with_always_sync_the_journals_are_fsynced_before_the_outbox_lets_go(wal
     from repositories.provenance import WriteAheadProvenanceRepository
     from repositories.provenance.outbox import take_from_outbox
 
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     _commit_created(log, 2)
     log.close()
     provenance = WriteAheadProvenanceRepository(tmp_path / "provenance")
@@ -347,7 +347,7 @@ def test_with_always_sync_the_journals_are_fsynced_before_the_outbox_lets_go(wal
     assert take_from_outbox(wal, provenance, sync=True) == (2, [])
     assert steps == ["fsync", "remove"]
     steps.clear()
-    log = ExecutorLog(wal, True)
+    log = LogWriter(wal, True)
     _commit_created(log, 1)
     log.close()
     assert take_from_outbox(wal, provenance) == (1, []) and steps == ["remove"]  # always_sync off: no fsync
@@ -367,7 +367,7 @@ def test_a_flows_start_reports_a_damaged_outbox_entry_a_killed_run_left(tmp_path
     root = tmp_path / "repository"
     run_flow(flow, root, engine="in-process", timeout=60)
     with WriteAheadFlowFileRepository(root / "flowfile") as left:  # what a killed run would leave
-        log = ExecutorLog(left, True)
+        log = LogWriter(left, True)
         for ff in (flowfile(1), flowfile(2)):  # events alone: no FlowFile left in a queue
             log.record(CommitBatch(events=_created(ff)))
         log.close()
@@ -403,7 +403,7 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
     try:
         wal = service.repo
         wal.applied_elsewhere = True  # as an executor's own instance is; here the service's one
-        log = ExecutorLog(wal, False)
+        log = LogWriter(wal, False)
         for i in range(6):  # fewer than the 8 at which the commits would apply it themselves
             log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(i), "q")]))
         log.close()
@@ -417,9 +417,9 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
     assert not service._applier.alive  # the thread stopped with the service
 
 
-def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tuple[ExecutorLog, list[int]]:
+def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tuple[LogWriter, list[int]]:
     """An executor log whose commit counter only lists what it is sent."""
-    log = ExecutorLog(wal, False)
+    log = LogWriter(wal, False)
     sent: list[int] = []
 
     class Counter:
