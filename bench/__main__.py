@@ -6,7 +6,9 @@ module is not there yet gets a 'not built' row; one that fails gets its error as
 others still run. RESULTS.md and results.json are rewritten after every scenario, so an
 interrupted run still leaves what it measured. With ``--only``, the other scenarios of the
 results already in ``--out`` (same mode, same machine) are kept, each with the date and commit
-of the run that measured it: the issue that builds a feature fills in its own scenario.
+of the run that measured it: the issue that builds a feature fills in its own scenario. With
+``--against REVISION``, scenario 1's table also compares its flow at this tree with the same flow
+at that git revision, measured in the same invocation (bench/against.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -28,9 +29,9 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import orjson
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints; no stubs among the dependencies
 
-from bench import not_built, report, retire, row, run_scenario
+from bench import against, not_built, report, retire, row, run_scenario
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -74,12 +75,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md and results.json go (default: bench/)")
     parser.add_argument("--size", type=int, help="override each scenario's main size (FlowFiles, events or bytes); "
                                                  "for smoke tests of the harness, not for results")
-    return parser.parse_args(argv)
+    parser.add_argument("--against", metavar="REVISION", type=revision_argument,
+                        help="also measure scenario 1's flow (always_sync off) at this git revision, in turns with "
+                             "this tree's, and add both and their ratio to scenario 1's table")
+    args = parser.parse_args(argv)
+    if args.against and args.only and not {"small", "1"} & set(args.only):
+        parser.error("--against compares scenario 1: add small to --only")
+    return args
+
+
+def revision_argument(name: str) -> against.Revision:
+    """``--against``'s value: the commit it names, or argparse's error for it."""
+    try:
+        return against.resolve(name)
+    except against.AgainstError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def git_state() -> dict:
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        done = against.git(*args)
         return done.stdout.rstrip() if done.returncode == 0 else ""
 
     changes = [line for line in git("status", "--porcelain").splitlines() if line.strip()]
@@ -117,13 +132,27 @@ def execute(scenario: Scenario, quick: bool, size: int | None, workdir: Path) ->
             rows = pool.submit(run_scenario, scenario.module, scenario.function, quick, str(workdir), size).result()
         return "ok", rows
     except Exception as err:  # the scenario's failure is a result too; the next scenario still runs
-        detail = "".join(traceback.format_exception(err)).strip()
-        print(detail, file=sys.stderr)
-        failed = row(name, "FAILED", None, None, "", "", f"{type(err).__name__}: {err}")
-        failed["details"] = f"```\n{detail[-4000:]}\n```"
-        return "failed", [failed]
+        return "failed", [failed_row(name, err)]
     finally:
         retire(workdir)
+
+
+def execute_against(scenario: Scenario, revision: against.Revision, git: dict, quick: bool, size: int | None,
+                    workdir: Path) -> tuple[str, list[dict]]:
+    """Scenario 1's comparison with ``revision`` (``against.compare``); ('ok' | 'failed', rows)."""
+    try:
+        return "ok", against.compare(revision, git, quick, size, workdir)
+    except Exception as err:  # a failed comparison is a row of the scenario; the next scenario still runs
+        return "failed", [failed_row(f"{scenario.number} {scenario.title}", err)]
+
+
+def failed_row(name: str, err: Exception) -> dict:
+    """The row of a scenario (or a part of one) that raised ``err``, its traceback in the details."""
+    detail = "".join(traceback.format_exception(err)).strip()
+    print(detail, file=sys.stderr)
+    failed = row(name, "FAILED", None, None, "", "", f"{type(err).__name__}: {err}")
+    failed["details"] = f"```\n{detail[-4000:]}\n```"
+    return failed
 
 
 def kept_scenarios(out_dir: Path, run: dict, selected: list[Scenario]) -> list[dict]:
@@ -146,33 +175,47 @@ def kept_scenarios(out_dir: Path, run: dict, selected: list[Scenario]) -> list[d
     return kept
 
 
+def measure(scenario: Scenario, args: argparse.Namespace, git: dict, work: Path) -> dict:
+    """Run one scenario (and scenario 1's comparison with ``--against``'s revision): its record
+    in the results, with the command that redoes it alone."""
+    started = time.monotonic()
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    status, rows = execute(scenario, args.quick, args.size, work / scenario.key)
+    one = ["python", "-m", "bench", *(["--quick"] if args.quick else []), "--only", scenario.key]
+    if args.size is not None:
+        one += ["--size", str(args.size)]
+    record = {"key": scenario.key, "number": scenario.number, "title": scenario.title}
+    if args.against and scenario.key == "small":
+        compared, more = execute_against(scenario, args.against, git, args.quick, args.size,
+                                         work / f"{scenario.key}-against")
+        status = status if compared == "ok" else compared
+        rows = rows + more
+        one += ["--against", args.against.name]
+        record["against"] = {"revision": args.against.name, "commit": args.against.commit}
+    return {**record, "status": status, "seconds": time.monotonic() - started, "command": shlex.join(one),
+            "date": date, "commit": git["commit"], "dirty": git["dirty"], "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     selected = [s for s in SCENARIOS if not args.only or s.key in args.only or str(s.number) in args.only]
     mode = "quick" if args.quick else "full"
     began = time.monotonic()
+    git = git_state()
     run = {"command": shlex.join(["python", "-m", "bench", *argv]), "python_executable": sys.executable,
            "mode": mode, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "machine": machine(), "git": git_state(), "seconds": 0.0, "scenarios": []}
+           "machine": machine(), "git": git, "seconds": 0.0, "scenarios": []}
     kept = kept_scenarios(args.out, run, selected) if args.only else []
     done: list[dict] = []
     work = HERE / "scratch"
     for scenario in selected:
         print(f"==> {scenario.number}. {scenario.title} ({mode})", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        status, rows = execute(scenario, args.quick, args.size, work / scenario.key)
-        one = ["python", "-m", "bench", *(["--quick"] if args.quick else []), "--only", scenario.key]
-        if args.size is not None:
-            one += ["--size", str(args.size)]
-        done.append({"key": scenario.key, "number": scenario.number, "title": scenario.title,
-                     "status": status, "seconds": time.monotonic() - started, "command": shlex.join(one),
-                     "date": date, "commit": run["git"]["commit"], "dirty": run["git"]["dirty"], "rows": rows})
+        done.append(measure(scenario, args, git, work))
         run["scenarios"] = sorted(kept + done, key=lambda s: s["number"])
         run["seconds"] = time.monotonic() - began
         report.write(run, args.out)
-        for r in rows:
+        for r in done[-1]["rows"]:
             print(f"    {r['metric']}: {report.number(r['flowactors'])} vs {report.number(r['baseline'])} "
                   f"{r['unit']} ({report.ratio(r['ratio']) or '-'})", file=sys.stderr, flush=True)
     shutil.rmtree(work, ignore_errors=True)  # every run's directory, set aside until now (``retire``)

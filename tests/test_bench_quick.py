@@ -7,16 +7,18 @@ process); the others feed the report writer made-up rows, only to check the form
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from bench import NOT_BUILT, ROW_KEYS, not_built, report, row
+from bench import NOT_BUILT, ROW_KEYS, against, not_built, report, row
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -235,3 +237,99 @@ def test_scenario_10_states_each_process_s_cpu_a_flowfile_and_its_share_of_a_cor
     assert rows[0]["notes"].endswith("0.75 cores busy") and rows[1]["notes"] == "0.50 of a core busy"
     missing = _process_rows(None, 100_000, 10.0)
     assert len(missing) == 1 and missing[0]["notes"].startswith("PROBLEM:")
+
+
+def worktrees() -> set[str]:
+    """The worktrees git records for this repository (the main one included)."""
+    listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout
+    return {line.removeprefix("worktree ") for line in listed.splitlines() if line.startswith("worktree ")}
+
+
+def test_against_runs_the_two_sides_in_turns_and_rates_this_commit_against_the_other(tmp_path, monkeypatch):
+    """``--against``: the other revision's runs and this tree's alternate (before first), each side's
+    row is its median with every run listed, the third row is after / before, the commits are named,
+    and the worktree the other side ran from is gone afterwards. The runs are stubbed (no Ray):
+    this checks the order and the rows, not the numbers."""
+    head = against.resolve("HEAD")
+    calls = []
+    rates = iter([1000.0, 2000.0, 3000.0, 4000.0, 5000.0, 6000.0])
+
+    def fake_run(checkout, flowfiles, root):
+        calls.append((checkout, flowfiles))
+        assert (checkout / "bench" / "small_flowfiles.py").exists()   # a checkout of the repository
+        return {"flowfiles_per_s": next(rates), "problems": [], "steal_percent": 2.0}
+
+    monkeypatch.setattr(against, "timed_run", fake_run)
+    before = worktrees()
+    rows = against.compare(head, {"commit": "c" * 40, "dirty": True}, quick=False, size=500, workdir=tmp_path / "w")
+    other = calls[0][0]
+    assert [checkout for checkout, _ in calls] == [other, against.ROOT] * against.TIMED_RUNS
+    assert other != against.ROOT and {n for _, n in calls} == {500}
+    assert not other.exists() and worktrees() == before
+    old, new, versus = rows
+    assert (old["flowactors"], new["flowactors"]) == (3000.0, 4000.0)   # medians of 1/3/5 and 2/4/6 thousand
+    assert "the median of 3 run(s) (1,000 / 3,000 / 5,000 FlowFiles/s" in old["notes"]
+    assert "2,000 / 4,000 / 6,000" in new["notes"]
+    assert "steal during each run, in the order run: 2 / 2 / 2 %" in new["notes"]
+    assert (versus["flowactors"], versus["baseline"]) == (4000.0, 3000.0)
+    assert versus["ratio"] == pytest.approx(4 / 3) and versus["metric"].startswith("this commit vs HEAD")
+    assert f"`{head.commit[:12]}`" in versus["baseline_name"] and f"`{'c' * 12}`" in versus["notes"]
+    assert "uncommitted changes included" in new["notes"] and "PROBLEM" not in json.dumps(rows)
+
+
+def test_against_removes_its_worktree_when_a_run_fails(tmp_path, monkeypatch):
+    seen = []
+
+    def failing_run(checkout, flowfiles, root):
+        seen.append(checkout)
+        raise against.AgainstError("the run failed on purpose")
+
+    monkeypatch.setattr(against, "timed_run", failing_run)
+    before = worktrees()
+    with pytest.raises(against.AgainstError, match="on purpose"):
+        against.compare(against.resolve("HEAD"), {"commit": "c" * 40, "dirty": False}, quick=True, size=None,
+                        workdir=tmp_path / "w")
+    assert len(seen) == 1 and not seen[0].exists() and worktrees() == before
+
+
+def test_an_unknown_against_revision_is_one_error_before_anything_runs(tmp_path, capsys):
+    import bench.__main__ as harness
+
+    with pytest.raises(SystemExit) as stopped:
+        harness.main(["--quick", "--only", "small", "--against", "no-such-revision-zz", "--out", str(tmp_path)])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == ("python -m bench: error: argument --against: unknown revision 'no-such-revision-zz': "
+                     f"it names no commit of the repository at {ROOT}")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit):
+        harness.parse_args(["--only", "recovery", "--against", "HEAD"])   # it compares scenario 1 only
+    assert "add small to --only" in capsys.readouterr().err
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_quick_against_head_measures_both_sides_in_child_processes_and_removes_the_worktree(tmp_path, monkeypatch):
+    """``--quick --only small --against HEAD`` for real, but cheaper: scenario 1's own rows are
+    stubbed, its comparison runs (a worktree of HEAD, one child process a side, each with its own
+    Ray and the code of its checkout) at 1,000 FlowFiles."""
+    import bench.__main__ as harness
+
+    monkeypatch.setattr(harness, "execute", lambda scenario, *args: ("ok", [row("1 small", "stub", 1.0, 1.0, "", "")]))
+    temporary = os.path.join(tempfile.gettempdir(), against.WORKTREE_PREFIX + "*")
+    before = worktrees(), set(glob.glob(temporary))
+    assert harness.main(["--quick", "--only", "small", "--size", "1000", "--against", "HEAD",
+                         "--out", str(tmp_path)]) == 0
+    assert (worktrees(), set(glob.glob(temporary))) == before
+    (small,) = json.loads((tmp_path / "results.json").read_text())["scenarios"]
+    commit = small["against"]["commit"]
+    assert small["status"] == "ok" and small["against"]["revision"] == "HEAD" and len(commit) == 40
+    assert small["command"] == "python -m bench --quick --only small --size 1000 --against HEAD"
+    assert [r["metric"] for r in small["rows"]] == [
+        "stub", "FlowFiles/s, always_sync off, before: HEAD", "FlowFiles/s, always_sync off, after: this commit",
+        "this commit vs HEAD, FlowFiles/s, always_sync off"]
+    assert all(r["flowactors"] > 0 for r in small["rows"][1:]) and small["rows"][3]["ratio"] > 0
+    assert "PROBLEM" not in json.dumps(small["rows"]) and commit[:12] in small["rows"][3]["baseline_name"]
+    assert "this commit vs HEAD" in (tmp_path / "RESULTS.md").read_text()
+    assert not (ROOT / "bench" / "scratch" / "small-against").exists()
