@@ -12,9 +12,9 @@ import time
 import pytest
 
 from flowactors import Flow, Processor, Relationship
-from flowactors.driver import running as runner
-from flowactors.driver.running import (BUSY_POLL_INTERVAL, IDLE_CHECKS, POLL_INTERVAL, next_look_in, processor_totals,
-                                      run_flow)
+from flowactors.driver import watch as watcher
+from flowactors.driver.running import processor_totals, run_flow
+from flowactors.driver.watch import BUSY_POLL_INTERVAL, IDLE_CHECKS, POLL_INTERVAL, next_look_in
 
 COUNT = 60
 #: a gap between two looks this long or longer is a busy wait; a quick one is far shorter
@@ -47,14 +47,14 @@ def trickle_flow(name: str) -> Flow:
 def looks(monkeypatch) -> list[float]:
     """When each look (the driver's ``status`` call) was made."""
     made: list[float] = []
-    call_now = runner.call_now
+    call_now = watcher.call_now
 
     def counting(link, method, *args):
         if method.__name__ == "status":
             made.append(time.monotonic())
         return call_now(link, method, *args)
 
-    monkeypatch.setattr(runner, "call_now", counting)
+    monkeypatch.setattr(watcher, "call_now", counting)
     return made
 
 

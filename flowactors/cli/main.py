@@ -42,7 +42,8 @@ def cmd_run(args: SimpleNamespace) -> int:
     """Exit status: 0 done, 1 timed out, 3 a processor reported errors (``--fail-on-error``),
     4 stalled (FlowFiles left that the processors keep failing on; they stay queued), 5 a
     stateless trigger failed (nothing of it was kept)."""
-    from flowactors.driver.running import run_flow, stall_message  # Ray: only when a flow runs
+    from flowactors.driver.running import run_flow  # Ray (both): only when a flow runs
+    from flowactors.driver.watch import stall_message
 
     flow = load_flow(args.flow, args.extensions)
     duration = args.duration

@@ -22,7 +22,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -30,14 +31,14 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from flowactors.engine.actors.ray_hosting import RayHosting
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine.errors import FlowStartError
-from flowactors.engine.transport import ActorLink
+from flowactors.engine.transport import ActorLink, call_now
 from flowactors.driver.errors import FlowLoadError
 from flowactors.driver.loading import load_flow
-from flowactors.driver.running import IdleWatch, stall_message
+from flowactors.driver.watch import Over, RunEnd, RunLimits, RunWatch, stall_message
 from flowactors.ops.error_log import ErrorLog
 from flowactors.ops.status_view import status_text
-from flowactors.sdk.flow import FlowValidationError
-from flowactors.sdk.settings import SettingsError, flow_settings
+from flowactors.sdk.flow import Flow, FlowValidationError
+from flowactors.sdk.settings import Settings, SettingsError, flow_settings
 
 RESULT_PREFIX = "FLOWACTORS-RESULT "
 POLL_INTERVAL = 0.5
@@ -95,7 +96,8 @@ class ClusterFlowController(FlowController):
                 "repository": self.root, "pid": os.getpid()}
 
 
-ClusterFlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY)(ClusterFlowController)
+ClusterFlowControllerActor = ray.remote(  # type: ignore[call-overload]  # Ray's stubs: no actor options
+    num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY)(ClusterFlowController)
 
 
 class JobError(Exception):
@@ -140,6 +142,9 @@ def _summary(status: dict) -> str:
 # ---------------------------------------------------------------------------------- run
 def run(flow_path: str, repository: str, *, duration: float | None = None, keep_running: bool = False,
         timeout: float | None = None, settings: dict | None = None, node: str | None = None) -> int:
+    """Run the flow of ``flow_path`` over ``repository`` (an absolute path on ``node``, by default
+    the driver's own) until it is idle, ``duration`` passed, it timed out or someone stops it,
+    then stop it gracefully and print the result. Exit status: 0, 1 timed out, 4 stalled."""
     flow = load_flow(flow_path)
     flow.validate()
     resolved = flow_settings(flow, settings)
@@ -147,70 +152,18 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
     if not os.path.isabs(repository):
         raise JobError(f"the repository must be an absolute path on the node, not {repository!r}")
     ray.init(namespace=namespace(flow.name), log_to_driver=True)
-    if _lookup(flow.name) is not None:
-        raise JobError(f"flow '{flow.name}' is already running on this cluster (actor "
-                       f"{controller_name(flow.name)} in namespace {namespace(flow.name)}); stop it first "
-                       f"with flowactors stop {flow.name}")
-    target = _node(node)
-    controller = ClusterFlowControllerActor.options(
-        name=controller_name(flow.name), lifetime="detached",
-        scheduling_strategy=NodeAffinitySchedulingStrategy(target["NodeID"], soft=False),
-    ).remote(flow, repository, resolved, RayHosting())
-
-    def on_signal(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the graceful stop finish
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise _Stopped(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    handle, target = _create_controller(flow, repository, resolved, node)
+    controller = ActorLink(handle, controller_name(flow.name))
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     began = time.monotonic()
     outcome: dict[str, Any] = {"flow": flow.name, "repository": repository,
                                "node_ip": target.get("NodeManagerAddress"), "node_id": target["NodeID"]}
     print(f"flow '{flow.name}' starting on node {outcome['node_ip']}, repository {repository}", flush=True)
     stopper = "the job (idle)"
     try:
-        try:
-            outcome["recovery"] = ray.get(controller.start.remote())
-        except ray.exceptions.RayTaskError as err:
-            cause = getattr(err, "cause", None)
-            if isinstance(cause, FlowStartError):
-                raise JobError(str(cause)) from None
-            raise
-        recovery = outcome["recovery"]
-        print(f"flow '{flow.name}' started: {recovery.get('restored', 0)} FlowFiles restored from the "
-              f"write-ahead log", flush=True)
-        idle_watch, last_progress = IdleWatch(ActorLink(controller)), time.monotonic()
-        while True:
-            requested = ray.get(controller.stopping.remote())
-            if requested:
-                stopper = requested
-                break
-            try:
-                status = ray.get(controller.status.remote())
-            except ray.exceptions.RayError:
-                if ray.get(controller.stopping.remote()):  # a stop began between the two calls
-                    continue
-                raise
-            elapsed = time.monotonic() - began
-            if time.monotonic() - last_progress >= PROGRESS_INTERVAL:
-                print(_summary(status), flush=True)
-                last_progress = time.monotonic()
-            if duration is not None and elapsed >= duration:
-                stopper = f"the job (after {duration:g} s)"
-                break
-            if not keep_running and duration is None:
-                done, stalled = idle_watch.done(status)
-                if stalled:
-                    outcome["stalled"] = stalled
-                    stopper = f"the job (stalled: nothing moved for {stalled['seconds']:g} s while processors failed)"
-                if done:
-                    break
-            if timeout is not None and elapsed >= timeout:
-                outcome["timed_out"] = True
-                stopper = f"the job (timed out after {timeout:g} s)"
-                break
-            time.sleep(POLL_INTERVAL)
+        limits = RunLimits(duration=duration, timeout=timeout, until_idle=not keep_running)
+        stopper = _start_and_watch(flow.name, controller, began, limits, outcome)
     except _Stopped as signalled:
         stopper = f"the job ({signalled})"
     except ray.exceptions.RayActorError:
@@ -218,22 +171,97 @@ def run(flow_path: str, repository: str, *, duration: float | None = None, keep_
     finally:
         outcome["stopped_by"] = stopper
         try:
-            outcome["final"] = ray.get(controller.stop_once.remote(stopper))
+            outcome["final"] = call_now(controller, ClusterFlowController.stop_once, stopper)
         except ray.exceptions.RayActorError:  # flowactors stop stopped and removed it meanwhile
             outcome["final"] = None
         finally:
-            ray.kill(controller)
+            ray.kill(handle)
     outcome["seconds"] = round(time.monotonic() - began, 3)
+    _report(flow.name, repository, outcome)
+    return 1 if outcome.get("timed_out") else 4 if outcome.get("stalled") else 0
+
+
+def _create_controller(flow: Flow, repository: str, settings: Settings, node: str | None) -> tuple[Any, dict]:
+    """The flow's controller, a detached named actor pinned to ``node`` (``_node``), and that node;
+    ``JobError`` if the flow already runs on this cluster."""
+    if _lookup(flow.name) is not None:
+        raise JobError(f"flow '{flow.name}' is already running on this cluster (actor "
+                       f"{controller_name(flow.name)} in namespace {namespace(flow.name)}); stop it first "
+                       f"with flowactors stop {flow.name}")
+    target = _node(node)
+    handle = ClusterFlowControllerActor.options(
+        name=controller_name(flow.name), lifetime="detached",
+        scheduling_strategy=NodeAffinitySchedulingStrategy(target["NodeID"], soft=False),
+    ).remote(flow, repository, settings, RayHosting())
+    return handle, target
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the graceful stop finish
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise _Stopped(signal.Signals(signum).name)
+
+
+def _start_and_watch(flow_name: str, controller: ActorLink, began: float, limits: RunLimits, outcome: dict) -> str:
+    """Start the flow (its recovery's report in ``outcome``) and watch it until the run is over
+    (``RunWatch``: a look every ``POLL_INTERVAL``, a stop asked for by ``flowactors stop``); who
+    or what ended it."""
+    try:
+        outcome["recovery"] = call_now(controller, ClusterFlowController.start)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, FlowStartError):
+            raise JobError(str(cause)) from None
+        raise
+    print(f"flow '{flow_name}' started: {outcome['recovery'].get('restored', 0)} FlowFiles restored from the "
+          f"write-ahead log", flush=True)
+    watch = RunWatch(controller, began, limits, on_status=_progress_lines(),
+                     stop_requested=lambda: call_now(controller, ClusterFlowController.stopping),
+                     quick_look=POLL_INTERVAL, busy_look=POLL_INTERVAL)
+    return _stopper(watch.until_over(), limits, outcome)
+
+
+def _progress_lines() -> Callable[[dict, float], None]:
+    """What the job's driver does with each status: a summary line every ``PROGRESS_INTERVAL``."""
+    printed = time.monotonic()
+
+    def seen(status: dict, elapsed: float) -> None:
+        nonlocal printed
+        if time.monotonic() - printed >= PROGRESS_INTERVAL:
+            print(_summary(status), flush=True)
+            printed = time.monotonic()
+
+    return seen
+
+
+def _stopper(end: RunEnd, limits: RunLimits, outcome: dict) -> str:
+    """Who or what ended the run, as the job's log and result name it; a stalled or timed-out
+    run says so in ``outcome`` too."""
+    if end.reason is Over.STOP_REQUESTED and end.requested_by is not None:
+        return end.requested_by
+    if end.reason is Over.DURATION:
+        return f"the job (after {limits.duration:g} s)"
+    if end.reason is Over.STALLED and end.stalled is not None:
+        outcome["stalled"] = end.stalled
+        return f"the job (stalled: nothing moved for {end.stalled['seconds']:g} s while processors failed)"
+    if end.reason is Over.TIMED_OUT:
+        outcome["timed_out"] = True
+        return f"the job (timed out after {limits.timeout:g} s)"
+    return "the job (idle)"
+
+
+def _report(flow_name: str, repository: str, outcome: dict) -> None:
+    """Print how the run ended (the final status's tables and summary, who stopped it, what
+    holds a stalled flow up) and the job's result line."""
     final = outcome["final"]
     if final:
         where = f"flowactors errors --repository {shlex.quote(repository)} on node {outcome['node_ip']}"
         print(status_text(final, outcome["seconds"], errors_command=where), flush=True)
         print(_summary(final), flush=True)
-    print(f"flow '{flow.name}' stopped by {stopper} after {outcome['seconds']:.1f} s", flush=True)
+    print(f"flow '{flow_name}' stopped by {outcome['stopped_by']} after {outcome['seconds']:.1f} s", flush=True)
     if outcome.get("stalled"):
-        print(stall_message(flow.name, outcome["stalled"]), flush=True)
+        print(stall_message(flow_name, outcome["stalled"]), flush=True)
     result(outcome)
-    return 1 if outcome.get("timed_out") else 4 if outcome.get("stalled") else 0
 
 
 # ---------------------------------------------------------------------------------- control jobs

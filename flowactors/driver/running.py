@@ -1,13 +1,13 @@
-"""Running a flow on an engine: start it (and Ray, if the engine needs it), wait, stop cleanly.
+"""Running a flow on an engine: start it (and Ray, if the engine needs it), watch it, stop cleanly.
 
 The same controller runs the flow on every engine (``flowactors.engine.controller``); only where it
 lives differs: an actor on Ray, so that the flow outlives nothing but its driver; an object here for
-the in-process engine. The driver talks to it through a link either way.
+the in-process engine. The driver talks to it through a link either way, and watches it with
+``flowactors.driver.watch`` as a cluster job does.
 """
 
 from __future__ import annotations
 
-import math
 import shlex
 import sys
 import time
@@ -18,36 +18,31 @@ from typing import Any
 import ray
 
 from flowactors.driver.errors import RunOptionError
+from flowactors.driver.watch import Over, RunEnd, RunLimits, RunWatch
 from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 from flowactors.engine.cluster.coordinator import ClusterController
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine.in_process import InProcessHosting
 from flowactors.engine.stateless_engine import run_stateless
 from flowactors.engine import ENGINES, STALL_SECONDS
-from flowactors.engine.transport import ActorLink, Link, ThreadedLink, call_now, component_lost, finished, resolve
+from flowactors.engine.transport import ActorLink, Pending, ThreadedLink, call_now, finished, resolve
 from flowactors.ops.error_log import ErrorLog
 from flowactors.ops.ray_dashboard import LOCAL_DASHBOARD, open_dashboard
 from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker, route_logging
 from flowactors.sdk.flow import Flow
-from flowactors.sdk.settings import flow_settings
+from flowactors.sdk.settings import Settings, flow_settings
 
 NAMESPACE = "flowactors"
-IDLE_CHECKS = 3
-#: seconds between two looks at the running flow's status (idle takes ``IDLE_CHECKS`` looks)
-POLL_INTERVAL = 0.1
-#: seconds between two looks while the flow works (it did work since the look before) and no
-#: ``until`` waits for a moment of it: a look is three or four Ray calls (the controller asks
-#: every executor), 1.5-2 ms of CPU each while the flow keeps the machine busy (docs/performance.md)
-BUSY_POLL_INTERVAL = 0.5
 #: seconds between two redraws of the live status view
 REDRAW_INTERVAL = 0.5
-#: seconds to wait for a controller that died to be back (Ray restarts its actor)
-CONTROLLER_WAIT = 120.0
 #: what a Ray that flowactors starts is started with. A call argument over Ray's inline limit
 #: (100 KiB by default) goes through the object store, i.e. the raylet; a commit's offer of 1,000
 #: FlowFiles and its provenance batch are over it, and that detour cost 6 µs of CPU a FlowFile
 #: (docs/performance.md). A cluster's head takes the same with ``ray start --system-config``.
 RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 * 1024 * 1024}
+
+#: the link to a run's controller: an actor's on the Ray engine, a served object's otherwise
+ControllerLink = ActorLink | ThreadedLink
 
 
 def start_local_ray(**options: Any) -> None:
@@ -81,22 +76,23 @@ def _running_ray_address() -> str | None:
     return canonicalize_bootstrap_address(None)
 
 
-def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: bool = True, duration: float | None = None,
-             show_status: bool = False, settings: dict[str, Any] | None = None, address: str | None = None,
-             timeout: float | None = None, on_started=None, until: Callable[[dict], bool] | None = None,
-             engine: str = "ray", stall_seconds: float = STALL_SECONDS,
-             on_status: Callable[[dict], None] | None = None, failure_ports: Sequence[str] = (),
-             trigger_timeout: float | None = None, nodes: Any = None, dashboard: bool = False,
-             log_level: str | None = None) -> dict:
+def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: bool = True,
+             duration: float | None = None, show_status: bool = False, settings: dict[str, Any] | None = None,
+             address: str | None = None, timeout: float | None = None,
+             on_started: Callable[[ControllerLink], None] | None = None, until: Callable[[dict], bool] | None = None,
+             engine: str = "ray", stall_seconds: float = STALL_SECONDS, on_status: Callable[[dict], None] | None = None,
+             failure_ports: Sequence[str] = (), trigger_timeout: float | None = None, nodes: Any = None,
+             dashboard: bool = False, log_level: str | None = None) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
     ``IDLE_CHECKS`` consecutive looks. ``until(status)`` returning true also stops the run (a
     condition on the live status, e.g. a queue's count, rather than a guess at how long it takes).
     ``timeout`` bounds a run that never gets there (``final["timed_out"]``). A run until idle also
-    ends when the flow is stalled for ``stall_seconds`` (``final["stalled"]``: ``IdleWatch``). ``engine``: "ray" (an
-    actor per component or executor, on a running Ray or an embedded one) or "in-process" (this
-    process, no Ray); ``on_started`` gets the controller's link; ``on_status`` every status looked at.
+    ends when the flow is stalled for ``stall_seconds`` (``final["stalled"]``: ``IdleWatch``;
+    the looks: ``flowactors.driver.watch.RunWatch``). ``engine``: "ray" (an actor per component
+    or executor, on a running Ray or an embedded one) or "in-process" (this process, no Ray); ``on_started`` gets the controller's
+    link; ``on_status`` every status looked at.
     ``engine="stateless"`` triggers the flow as one transaction after another, in memory, until a
     trigger finds no work or one fails (``flowactors.engine.stateless_engine.run_stateless``: the
     repository is not used; ``failure_ports`` and ``trigger_timeout`` are its own).
@@ -112,12 +108,7 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     those in Ray's actors too when this call starts Ray or connects to it. Every processor error
     the run sees is kept in full in the repository's error log (``flowactors.ops.error_log``).
     """
-    if engine not in ENGINES:
-        raise RunOptionError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
-    if dashboard and engine != "ray":
-        raise RunOptionError(f"the Ray dashboard shows flows on the Ray engine only, not engine={engine!r}")
-    if nodes is not None and engine != "ray":
-        raise RunOptionError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
+    _check_options(engine, dashboard, nodes)
     flow.validate()
     if engine == "stateless":  # no live view: its log lines go to stderr as they come
         release_logging = route_logging(log_level, None) if log_level is not None else (lambda: None)
@@ -126,23 +117,10 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
                                  failure_ports=failure_ports, trigger_timeout=trigger_timeout)
         finally:
             release_logging()
-    resolved = flow_settings(flow, settings)
-    started_ray = False
-    ray_options = {}
-    if log_level is not None:  # the actors log at that level too, in lines Ray forwards to this driver
-        ray_options["runtime_env"] = {"worker_process_setup_hook": f"{log_in_worker.__module__}.log_in_worker",
-                                      "env_vars": {LOG_LEVEL_ENV: log_level}}
-    if nodes is not None:
-        started_ray = ensure_ray(address, dashboard, **ray_options)
-        controller: Link = ThreadedLink(ClusterController(flow, str(Path(repository).resolve()), resolved, nodes),
-                                        CONTROLLER_CONCURRENCY, name=f"{flow.name}.cluster")
-    elif engine == "ray":
-        started_ray = ensure_ray(address, dashboard, **ray_options)
-        controller = ActorLink(FlowControllerActor.options(name=f"{flow.name}.controller").remote(
-            flow, str(repository), resolved, RayHosting()))
-    else:
-        controller = ThreadedLink(FlowController(flow, str(repository), resolved, InProcessHosting()),
-                                  CONTROLLER_CONCURRENCY, name=f"{flow.name}.controller")
+    limits = RunLimits(duration=duration, timeout=timeout, until=until, until_idle=until_idle,
+                       stall_seconds=stall_seconds)
+    controller, started_ray = _start_controller(flow, repository, flow_settings(flow, settings), engine,
+                                                nodes=nodes, address=address, dashboard=dashboard, log_level=log_level)
     began = time.monotonic()
     view = StatusView(live=show_status, log_level=log_level,
                       errors_command=f"flowactors errors --repository {shlex.quote(str(repository))}")
@@ -151,74 +129,16 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     try:
         if dashboard:
             final["dashboard"] = open_dashboard(started_ray)
-        starting = controller.call(FlowController.start)
-        view.start()
-        if show_status:
-            show_start(flow.name, controller, starting, view)
-        final["recovery"] = resolve([starting])[0]
+        final["recovery"] = _start_flow(flow.name, controller, view, show_status)
         if on_started is not None:
             on_started(controller)
-        idle_watch = IdleWatch(controller, stall_seconds)
-        drawn = 0.0
-        restarts: dict = {}  # the components' restarts so far (a restarted controller starts at 0)
-
-        def over(status: dict) -> bool:
-            """One look at a started controller's status: whether the run is over."""
-            nonlocal drawn, restarts
-            restarts = status.get("restarts", {})
-            if on_status is not None:
-                on_status(status)
-            errors.record(status)
-            elapsed = time.monotonic() - began
-            if elapsed - drawn >= REDRAW_INTERVAL:
-                drawn = elapsed
-                view.show(status, elapsed)
-            if duration is not None and elapsed >= duration:
-                return True
-            if until is not None and until(status):
-                return True
-            if until_idle and duration is None and until is None:
-                done, stalled = idle_watch.done(status)   # asks the controller too
-                if stalled:
-                    final["stalled"] = stalled
-                if done:
-                    return True
-            if timeout is not None and elapsed >= timeout:
-                final["timed_out"] = True
-                return True
-            return False
-
-        end = min(t for t in (duration, timeout, math.inf) if t is not None)
-        last_work = None
-        while True:
-            # every call to the controller in one look: its process can die at any of them
-            try:
-                status = call_now(controller, FlowController.status)
-                ended = status["started"] and over(status)
-            except Exception as err:
-                if not (isinstance(controller, ActorLink) and component_lost(err)):
-                    raise
-                status, ended = None, False  # the controller died: Ray restarts it
-            if status is None or not status["started"]:  # a restarted controller is a new one
-                final["recovery"] = restart_controller(controller, restarts)
-                continue
-            if ended:
-                break
-            previous, last_work = last_work, work_done(status)
-            working = until is None and previous not in (None, last_work) and not status.get("repairing")
-            time.sleep(next_look_in(working, end - (time.monotonic() - began)))
+        watch = RunWatch(controller, began, limits, on_status=_on_each_status(view, errors, on_status),
+                         restarts_controller=isinstance(controller, ActorLink))
+        _note_end(watch.until_over(), final)
+        if watch.recovery is not None:  # the controller was started again: its recovery's report
+            final["recovery"] = watch.recovery
     finally:
-        view.stop()
-        try:
-            final.update(call_now(controller, FlowController.stop))
-        finally:
-            if isinstance(controller, ActorLink):
-                ray.kill(controller.handle)
-            else:
-                controller.close()
-            if started_ray:
-                ray.shutdown()
-            view.release_logging()
+        _stop(controller, started_ray, view, final)
     final["seconds"] = time.monotonic() - began
     errors.record(final)
     if show_status:
@@ -226,33 +146,89 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     return final
 
 
-def next_look_in(working: bool, left: float) -> float:
-    """Seconds until ``run_flow``'s next look: ``BUSY_POLL_INTERVAL`` while the flow works, never
-    past the run's end (``left`` seconds away); ``POLL_INTERVAL`` otherwise."""
-    return max(POLL_INTERVAL, min(BUSY_POLL_INTERVAL, left)) if working else POLL_INTERVAL
+def _check_options(engine: str, dashboard: bool, nodes: Any) -> None:
+    """``RunOptionError`` for ``run_flow`` options that do not go together."""
+    if engine not in ENGINES:
+        raise RunOptionError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+    if dashboard and engine != "ray":
+        raise RunOptionError(f"the Ray dashboard shows flows on the Ray engine only, not engine={engine!r}")
+    if nodes is not None and engine != "ray":
+        raise RunOptionError(f"a flow runs on several nodes on the Ray engine only, not engine={engine!r}")
 
 
-def restart_controller(controller: ActorLink, restarts: dict) -> dict:
-    """The controller's process died; Ray restarted its actor (``max_restarts``), which took the
-    flow's components with it (they are its children). Start the flow again: the same recovery
-    as any start, from the log; the new controller goes on counting ``restarts`` (the last
-    status's). Returns the recovery report."""
-    deadline = time.monotonic() + CONTROLLER_WAIT
-    while True:
-        try:
-            call_now(controller, FlowController.starting, 0)
-            break
-        except Exception as err:
-            if not component_lost(err) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    recovery = call_now(controller, FlowController.start)
-    for kind, count in {**restarts, "controller": restarts.get("controller", 0) + 1}.items():
-        call_now(controller, FlowController.note_restart, kind, count)
-    return recovery
+def _start_controller(flow: Flow, repository: str | Path, settings: Settings, engine: str, *, nodes: Any,
+                      address: str | None, dashboard: bool, log_level: str | None) -> tuple[ControllerLink, bool]:
+    """The flow's controller on ``engine`` (one a node with ``nodes``), not started yet, and
+    whether Ray was started for it (``ensure_ray``)."""
+    if engine != "ray":
+        return ThreadedLink(FlowController(flow, str(repository), settings, InProcessHosting()),
+                            CONTROLLER_CONCURRENCY, name=f"{flow.name}.controller"), False
+    ray_options: dict[str, Any] = {}
+    if log_level is not None:  # the actors log at that level too, in lines Ray forwards to this driver
+        ray_options["runtime_env"] = {"worker_process_setup_hook": f"{log_in_worker.__module__}.log_in_worker",
+                                      "env_vars": {LOG_LEVEL_ENV: log_level}}
+    started_ray = ensure_ray(address, dashboard, **ray_options)
+    if nodes is not None:
+        return ThreadedLink(ClusterController(flow, str(Path(repository).resolve()), settings, nodes),
+                            CONTROLLER_CONCURRENCY, name=f"{flow.name}.cluster"), started_ray
+    name = f"{flow.name}.controller"
+    return ActorLink(FlowControllerActor.options(name=name).remote(flow, str(repository), settings, RayHosting()),
+                     name), started_ray
 
 
-def show_start(flow_name: str, controller: Link, starting: Any, view: StatusView, interval: float = 0.2) -> None:
+def _start_flow(flow_name: str, controller: ControllerLink, view: StatusView, show_status: bool) -> dict:
+    """Start the flow, its steps shown as they come with ``show_status``; the recovery's report."""
+    starting = controller.call(FlowController.start)
+    view.start()
+    if show_status:
+        show_start(flow_name, controller, starting, view)
+    return resolve([starting])[0]
+
+
+def _on_each_status(view: StatusView, errors: ErrorLog,
+                    on_status: Callable[[dict], None] | None) -> Callable[[dict, float], None]:
+    """What a local run does with each status it looks at: the caller's ``on_status``, the
+    error log, the live view (redrawn every ``REDRAW_INTERVAL``)."""
+    drawn = 0.0
+
+    def seen(status: dict, elapsed: float) -> None:
+        nonlocal drawn
+        if on_status is not None:
+            on_status(status)
+        errors.record(status)
+        if elapsed - drawn >= REDRAW_INTERVAL:
+            drawn = elapsed
+            view.show(status, elapsed)
+
+    return seen
+
+
+def _note_end(end: RunEnd, final: dict) -> None:
+    """What a run's final status says of how it ended: ``stalled`` (what holds it up), ``timed_out``."""
+    if end.reason is Over.STALLED:
+        final["stalled"] = end.stalled
+    elif end.reason is Over.TIMED_OUT:
+        final["timed_out"] = True
+
+
+def _stop(controller: ControllerLink, started_ray: bool, view: StatusView, final: dict) -> None:
+    """Stop the flow (its final status into ``final``), end its controller, and Ray if the run
+    started it; give logging back."""
+    view.stop()
+    try:
+        final.update(call_now(controller, FlowController.stop))
+    finally:
+        if isinstance(controller, ActorLink):
+            ray.kill(controller.handle)
+        else:
+            controller.close()
+        if started_ray:
+            ray.shutdown()
+        view.release_logging()
+
+
+def show_start(flow_name: str, controller: ControllerLink, starting: Pending, view: StatusView,
+               interval: float = 0.2) -> None:
     """Say each step the controller takes to start the flow, how many of how many, until
     ``starting`` is done: in the live ``view`` on a terminal, else a line a step on stderr."""
     shown = 0
@@ -271,79 +247,6 @@ def show_start(flow_name: str, controller: Link, starting: Any, view: StatusView
         shown += len(steps)
         if done:
             return
-
-
-def work_done(status: dict) -> tuple[int, int]:
-    """Counters that move whenever anything happens: idle means they stood still between looks."""
-    return (sum(p["commits"] for p in status["processors"]),
-            sum(q["total_in"] + q["total_out"] for q in status["queues"]))
-
-
-def errors_of(status: dict) -> int:
-    """Errors every processor recorded so far."""
-    return sum(p["errors"] for p in status["processors"])
-
-
-class IdleWatch:
-    """Tells when a running flow is done, the same way for ``run_flow`` and a cluster job's driver.
-
-    *Idle*: the controller finds every queue empty and ``work_done`` stood still, in
-    ``IDLE_CHECKS`` consecutive looks; a processor whose last trigger failed did not find "no work",
-    so a failing flow is never idle. *Stalled*: no work was done for ``stall_seconds`` while
-    processors kept failing (a source failing on every trigger, nothing queued, is stalled too), or
-    FlowFiles are queued and every one is penalized (a FlowFile set aside as failing comes back
-    after its penalty and fails again: a run until idle would never end). A stalled flow keeps
-    its FlowFiles in the log for the next run.
-    """
-
-    def __init__(self, controller: Link, stall_seconds: float = STALL_SECONDS) -> None:
-        self._controller = controller
-        self._streak = 0
-        self._last_work: tuple[int, int] | None = None
-        self._stall_seconds = stall_seconds
-        self._since = time.monotonic()  # when work was last done
-        self._errors_then = 0
-
-    def done(self, status: dict) -> tuple[bool, dict | None]:
-        """One more look, at the controller's latest ``status``: whether a run until idle is over,
-        and what holds the flow up if it ended stalled."""
-        if self.is_idle(status):
-            return True, None
-        stalled = self.stalled(status)
-        return stalled is not None, stalled
-
-    def is_idle(self, status: dict) -> bool:
-        """Idle for ``IDLE_CHECKS`` looks now, counting this one?"""
-        work = work_done(status)
-        if work != self._last_work or status.get("repairing"):  # a repair is progress
-            self._since, self._errors_then = time.monotonic(), errors_of(status)
-        idle = work == self._last_work and call_now(self._controller, FlowController.is_idle, status)
-        self._streak, self._last_work = (self._streak + 1 if idle else 0), work
-        return self._streak >= IDLE_CHECKS
-
-    def stalled(self, status: dict) -> dict | None:
-        """After ``is_idle`` on the same status: what holds the flow up, if it is stalled."""
-        if time.monotonic() - self._since < self._stall_seconds:
-            return None
-        queued = {q["id"]: q for q in status["queues"] if q["count"]}
-        errors = errors_of(status)
-        all_penalized = queued and all(q["count"] == q.get("penalized", 0) for q in queued.values())
-        if not (errors > self._errors_then or (all_penalized and errors)):
-            return None
-        return {"seconds": round(time.monotonic() - self._since, 1),
-                "queued": {q: s["count"] for q, s in queued.items()},
-                "penalized": sum(s.get("penalized", 0) for s in queued.values()),
-                "errors": [f"{p['name']}: {e['error']}" for p in status["processors"] for e in p["recent_errors"]][-5:]}
-
-
-def stall_message(flow_name: str, stalled: dict) -> str:
-    """What a user reads when a run ends stalled."""
-    queued = ", ".join(f"{count} in '{queue}'" for queue, count in stalled["queued"].items())
-    kept = (f"FlowFiles stay queued in the repository for the next run ({queued}; {stalled['penalized']} penalized)"
-            if queued else "Nothing is queued")
-    lines = [f"flow '{flow_name}' stopped making progress: nothing moved for {stalled['seconds']:g} s while "
-             f"processors kept failing. {kept}. Last errors:"]
-    return "\n".join(lines + [f"  {e}" for e in stalled["errors"]])
 
 
 def processor_totals(status: dict) -> dict[str, dict]:

@@ -13,7 +13,7 @@ backend."""
 #: (``in_process``); "stateless", the whole flow as one transaction a trigger, in memory (``stateless``)
 ENGINES = ("ray", "in-process", "stateless")
 #: seconds without progress, while processors fail, after which a run until idle ends as stalled
-#: (``runner.IdleWatch``; ``flowactors run --stall-seconds``)
+#: (``flowactors.driver.watch.IdleWatch``; ``flowactors run --stall-seconds``)
 STALL_SECONDS = 10.0
 #: ``max_restarts`` of every component's Ray actor: always restarted when its process dies, and
 #: the controller repairs the flow from the log (``controller.FlowController.repair``)
