@@ -169,83 +169,87 @@ def _version(shown: bool) -> None:
         raise typer.Exit(0)
 
 
+def _root(ctx: typer.Context,
+          version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
+                                                help="print flowactors' version and exit")] = False) -> None:
+    help_without_command(ctx)
+
+
+def _run(flow: FlowArgument,
+         repository: Annotated[str, typer.Option(help="folder of the repositories")] = "repository",
+         until_idle: Annotated[bool, typer.Option("--until-idle", help="stop once nothing is left to do "
+                                                                       "(the default)")] = False,
+         duration: Annotated[Optional[float], typer.Option(help="run for this many seconds")] = None,
+         timeout: Annotated[Optional[float], typer.Option(help="give up an until-idle run after this many "
+                                                               "seconds")] = None,
+         address: Annotated[Optional[str], typer.Option(help="Ray address (default: an embedded local Ray)")] = None,
+         engine: Annotated[str, typer.Option(parser=one_of(ENGINES), metavar="ENGINE", help=(
+             "ray: processors in Ray actors; in-process: this process, no Ray; stateless: the whole flow "
+             "as one transaction a trigger, in memory"))] = "ray",
+         stateless: Annotated[bool, typer.Option("--stateless", help="the same as --engine stateless: trigger "
+                                                                     "until the sources have nothing left")] = False,
+         failure_port: Annotated[Optional[list[str]], typer.Option(
+             metavar="PORT", help="stateless: an output port whose FlowFiles fail the trigger (repeatable)")] = None,
+         trigger_timeout: Annotated[Optional[float], typer.Option(
+             metavar="S", help="stateless: the longest one trigger may take")] = None,
+         nodes: Annotated[Optional[str], typer.Option(metavar="all|N|NAME,...", help=(
+             "run the flow on several nodes of the Ray cluster (--address), each over REPOSITORY/nodes/NAME, "
+             "with load-balanced connections between them (docs/cluster.md)"))] = None,
+         setting: SettingOption = None,
+         log_level: Annotated[str, typer.Option(parser=one_of(LOG_LEVELS, str.upper), metavar="LEVEL", help=(
+             "show the processors' log lines at this level and above: DEBUG, INFO, WARNING, ERROR"))] = "INFO",
+         quiet: Annotated[bool, typer.Option("--quiet", help="no live view and no final table")] = False,
+         extensions: ExtensionsOption = None,
+         json: Annotated[bool, typer.Option("--json", help="print the final status as JSON")] = False,
+         fail_on_error: Annotated[bool, typer.Option("--fail-on-error", help="exit 3 if any processor "
+                                                                             "reported an error")] = False,
+         stall_seconds: Annotated[float, typer.Option(metavar="S", help=(
+             "end an until-idle run (exit 4) once nothing moved for S seconds while processors kept "
+             "failing"))] = STALL_SECONDS,
+         ui: UiFlag = False, ui_host: UiHost = "127.0.0.1", ui_port: UiPort = 0,
+         dashboard: Annotated[bool, typer.Option("--dashboard", help=(
+             "start Ray with its dashboard on 127.0.0.1, print its address and place flowactors' Grafana "
+             "dashboard where Ray's Grafana finds it (docs/cluster.md)"))] = False) -> None:
+    if until_idle and duration is not None:
+        raise typer.BadParameter("--until-idle and --duration exclude each other")
+    invoke(cmd_run, flow=flow, repository=repository, duration=duration, timeout=timeout, address=address,
+           engine="stateless" if stateless else engine, failure_port=failure_port or [],
+           trigger_timeout=trigger_timeout, nodes=nodes, setting=setting, quiet=quiet,
+           extensions=extensions, json=json, fail_on_error=fail_on_error, stall_seconds=stall_seconds,
+           log_level=log_level, ui=ui, ui_host=ui_host, ui_port=ui_port, dashboard=dashboard)
+
+
+def _validate(flow: FlowArgument, extensions: ExtensionsOption = None) -> None:
+    invoke(cmd_validate, flow=flow, extensions=extensions)
+
+
+def _status(flow: Annotated[Optional[str], typer.Argument(
+                metavar="FLOW", help="a flow submitted to a cluster (with --address)", show_default=False)] = None,
+            repository: Annotated[str, typer.Option(help="a stopped flow's repository folder")] = "repository",
+            address: Annotated[Optional[str], typer.Option(help="the cluster's Ray dashboard, e.g. "
+                                                                "http://HEAD:8265")] = None,
+            json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    invoke(cmd_status, flow=flow, repository=repository, address=address, json=json)
+
+
+def _errors(repository: Repository = "repository",
+            processor: Annotated[Optional[str], typer.Option(help="only this processor's errors")] = None,
+            last: Annotated[int, typer.Option(min=0, help="only the last N (0: all)")] = 0,
+            json: Annotated[bool, typer.Option("--json", help="the errors as a JSON array")] = False) -> None:
+    invoke(cmd_errors, repository=repository, processor=processor, last=last, json=json)
+
+
 def build_app() -> typer.Typer:
     """The ``flowactors`` command group with every command on it."""
     app = typer.Typer(name="flowactors", help="Run, inspect and repair flowactors flows: NiFi's dataflow model on Ray.",
                       pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
-
-    @app.callback(invoke_without_command=True)
-    def root(ctx: typer.Context,
-             version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
-                                                   help="print flowactors' version and exit")] = False) -> None:
-        help_without_command(ctx)
-
-    @app.command("run", help="Run a flow until it is idle (or for a duration), with a live view of its "
-                             "processors and queues on a terminal.")
-    def run(flow: FlowArgument,
-            repository: Annotated[str, typer.Option(help="folder of the repositories")] = "repository",
-            until_idle: Annotated[bool, typer.Option("--until-idle", help="stop once nothing is left to do "
-                                                                          "(the default)")] = False,
-            duration: Annotated[Optional[float], typer.Option(help="run for this many seconds")] = None,
-            timeout: Annotated[Optional[float], typer.Option(help="give up an until-idle run after this many "
-                                                                  "seconds")] = None,
-            address: Annotated[Optional[str], typer.Option(help="Ray address (default: an embedded local Ray)")] = None,
-            engine: Annotated[str, typer.Option(parser=one_of(ENGINES), metavar="ENGINE", help=(
-                "ray: processors in Ray actors; in-process: this process, no Ray; stateless: the whole flow "
-                "as one transaction a trigger, in memory"))] = "ray",
-            stateless: Annotated[bool, typer.Option("--stateless", help="the same as --engine stateless: trigger "
-                                                                        "until the sources have nothing left")] = False,
-            failure_port: Annotated[Optional[list[str]], typer.Option(
-                metavar="PORT", help="stateless: an output port whose FlowFiles fail the trigger (repeatable)")] = None,
-            trigger_timeout: Annotated[Optional[float], typer.Option(
-                metavar="S", help="stateless: the longest one trigger may take")] = None,
-            nodes: Annotated[Optional[str], typer.Option(metavar="all|N|NAME,...", help=(
-                "run the flow on several nodes of the Ray cluster (--address), each over REPOSITORY/nodes/NAME, "
-                "with load-balanced connections between them (docs/cluster.md)"))] = None,
-            setting: SettingOption = None,
-            log_level: Annotated[str, typer.Option(parser=one_of(LOG_LEVELS, str.upper), metavar="LEVEL", help=(
-                "show the processors' log lines at this level and above: DEBUG, INFO, WARNING, ERROR"))] = "INFO",
-            quiet: Annotated[bool, typer.Option("--quiet", help="no live view and no final table")] = False,
-            extensions: ExtensionsOption = None,
-            json: Annotated[bool, typer.Option("--json", help="print the final status as JSON")] = False,
-            fail_on_error: Annotated[bool, typer.Option("--fail-on-error", help="exit 3 if any processor "
-                                                                                "reported an error")] = False,
-            stall_seconds: Annotated[float, typer.Option(metavar="S", help=(
-                "end an until-idle run (exit 4) once nothing moved for S seconds while processors kept "
-                "failing"))] = STALL_SECONDS,
-            ui: UiFlag = False, ui_host: UiHost = "127.0.0.1", ui_port: UiPort = 0,
-            dashboard: Annotated[bool, typer.Option("--dashboard", help=(
-                "start Ray with its dashboard on 127.0.0.1, print its address and place flowactors' Grafana "
-                "dashboard where Ray's Grafana finds it (docs/cluster.md)"))] = False) -> None:
-        if until_idle and duration is not None:
-            raise typer.BadParameter("--until-idle and --duration exclude each other")
-        invoke(cmd_run, flow=flow, repository=repository, duration=duration, timeout=timeout, address=address,
-               engine="stateless" if stateless else engine, failure_port=failure_port or [],
-               trigger_timeout=trigger_timeout, nodes=nodes, setting=setting, quiet=quiet,
-               extensions=extensions, json=json, fail_on_error=fail_on_error, stall_seconds=stall_seconds,
-               log_level=log_level, ui=ui, ui_host=ui_host, ui_port=ui_port, dashboard=dashboard)
-
-    @app.command("validate", help="Check a flow and list every problem.")
-    def validate(flow: FlowArgument, extensions: ExtensionsOption = None) -> None:
-        invoke(cmd_validate, flow=flow, extensions=extensions)
-
-    @app.command("status", help="What a stopped flow's repository holds, or a flow's state on a cluster.")
-    def status(flow: Annotated[Optional[str], typer.Argument(metavar="FLOW", help="a flow submitted to a cluster (with --address)",
-                                                             show_default=False)] = None,
-               repository: Annotated[str, typer.Option(help="a stopped flow's repository folder")] = "repository",
-               address: Annotated[Optional[str], typer.Option(help="the cluster's Ray dashboard, e.g. "
-                                                                   "http://HEAD:8265")] = None,
-               json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
-        invoke(cmd_status, flow=flow, repository=repository, address=address, json=json)
-
-    @app.command("errors", help="The processor errors the runs on a repository saw, in full (the live "
-                                "view shows each as one line).")
-    def errors(repository: Repository = "repository",
-               processor: Annotated[Optional[str], typer.Option(help="only this processor's errors")] = None,
-               last: Annotated[int, typer.Option(min=0, help="only the last N (0: all)")] = 0,
-               json: Annotated[bool, typer.Option("--json", help="the errors as a JSON array")] = False) -> None:
-        invoke(cmd_errors, repository=repository, processor=processor, last=last, json=json)
-
+    app.callback(invoke_without_command=True)(_root)
+    app.command("run", help="Run a flow until it is idle (or for a duration), with a live view of its "
+                            "processors and queues on a terminal.")(_run)
+    app.command("validate", help="Check a flow and list every problem.")(_validate)
+    app.command("status", help="What a stopped flow's repository holds, or a flow's state on a cluster.")(_status)
+    app.command("errors", help="The processor errors the runs on a repository saw, in full (the live "
+                               "view shows each as one line).")(_errors)
     ui.add_commands(app)              # ui, graph
     provenance.add_commands(app)      # provenance search|show|repair, lineage, replay
     queue_commands.add_commands(app)  # queue list|empty
