@@ -182,7 +182,9 @@ def _run(flow: FlowArgument,
          duration: Annotated[Optional[float], typer.Option(help="run for this many seconds")] = None,
          timeout: Annotated[Optional[float], typer.Option(help="give up an until-idle run after this many "
                                                                "seconds")] = None,
-         address: Annotated[Optional[str], typer.Option(help="Ray address (default: an embedded local Ray)")] = None,
+         address: Annotated[Optional[str], typer.Option(help=(
+             "the Ray to run on (default: RAY_ADDRESS if set, else a Ray of the run's own, never one merely "
+             "running on this machine; 'auto': the one `ray start` left here)"))] = None,
          engine: Annotated[str, typer.Option(parser=one_of(ENGINES), metavar="ENGINE", help=(
              "ray: processors in Ray actors; in-process: this process, no Ray; stateless: the whole flow "
              "as one transaction a trigger, in memory"))] = "ray",

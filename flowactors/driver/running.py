@@ -4,10 +4,15 @@ The same controller runs the flow on every engine (``flowactors.engine.controlle
 lives differs: an actor on Ray, so that the flow outlives nothing but its driver; an object here for
 the in-process engine. The driver talks to it through a link either way, and watches it with
 ``flowactors.driver.watch`` as a cluster job does.
+
+A run starts a Ray of its own (``start_local_ray``) unless it is given one to join: ``address``
+(``flowactors run --address``) or ``RAY_ADDRESS``. It never joins a Ray it merely finds on the
+machine (the one another user's ``ray start`` left running): a run's Ray is the one it asked for.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import time
@@ -40,6 +45,8 @@ REDRAW_INTERVAL = 0.5
 #: FlowFiles and its provenance batch are over it, and that detour cost 6 µs of CPU a FlowFile
 #: (docs/performance.md). A cluster's head takes the same with ``ray start --system-config``.
 RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 * 1024 * 1024}
+#: the environment variable that names a Ray to join (Ray's own)
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 #: the link to a run's controller: an actor's on the Ray engine, a served object's otherwise
 ControllerLink = ActorLink | ThreadedLink
@@ -54,26 +61,21 @@ def start_local_ray(**options: Any) -> None:
 
 
 def ensure_ray(address: str | None = None, dashboard: bool = False, **init_options: Any) -> bool:
-    """Connect to Ray (an embedded local one unless ``address``); True if this call started it.
+    """Connect to Ray for a run; True if this call started it.
 
-    A running Ray (``address``, ``RAY_ADDRESS`` or the cluster ``ray start`` left on this machine)
-    keeps the configuration it was started with, its dashboard or none; otherwise one is started
-    (``start_local_ray``), with its dashboard on this machine only if ``dashboard``.
+    The Ray named by ``address``, else by ``RAY_ADDRESS``, is joined as it is: it keeps the
+    configuration it was started with, its dashboard or none. Without either (or with
+    ``"local"``) a Ray of this process's own is started (``start_local_ray``), with its dashboard
+    on this machine only if ``dashboard``, even when another Ray runs on the machine.
     """
     if ray.is_initialized():
         return False
-    if address or _running_ray_address():
+    address = address or os.environ.get(RAY_ADDRESS_ENV) or None
+    if address is not None and address != "local":
         ray.init(address=address, **{"namespace": NAMESPACE, "log_to_driver": True, **init_options})
     else:
         start_local_ray(**{"log_to_driver": True, **(LOCAL_DASHBOARD if dashboard else {}), **init_options})
     return True
-
-
-def _running_ray_address() -> str | None:
-    """The Ray ``ray.init()`` would connect to rather than start, as Ray itself finds it."""
-    from ray._private.services import canonicalize_bootstrap_address
-
-    return canonicalize_bootstrap_address(None)
 
 
 def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: bool = True,
@@ -91,7 +93,8 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     ``timeout`` bounds a run that never gets there (``final["timed_out"]``). A run until idle also
     ends when the flow is stalled for ``stall_seconds`` (``final["stalled"]``: ``IdleWatch``;
     the looks: ``flowactors.driver.watch.RunWatch``). ``engine``: "ray" (an actor per component
-    or executor, on a running Ray or an embedded one) or "in-process" (this process, no Ray); ``on_started`` gets the controller's
+    or executor, on a Ray this run starts, or the one ``address`` or ``RAY_ADDRESS`` names:
+    ``ensure_ray``) or "in-process" (this process, no Ray); ``on_started`` gets the controller's
     link; ``on_status`` every status looked at.
     ``engine="stateless"`` triggers the flow as one transaction after another, in memory, until a
     trigger finds no work or one fails (``flowactors.engine.stateless_engine.run_stateless``: the
