@@ -75,7 +75,9 @@ def load_flow(path: str | Path, extensions: Sequence[str] | None = None) -> Flow
     found = importlib.util.find_spec(module_name) if module_name.isidentifier() else None
     if found is None or found.origin is None or Path(found.origin).resolve() != path.resolve():
         module_name = f"flowactors_user_flow_{path.stem}"   # its own name finds another module
-    spec =  importlib.util.spec_from_file_location(module_name, path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:  # a .py file always has both: a spec names its loader
+        raise FlowLoadError(f"{path}: Python cannot load this file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)

@@ -117,8 +117,9 @@ class _Importer:
             if value not in accepted:
                 self.problems.append(f"{where}: {key} {value} is not supported (flowactors runs every group "
                                      f"as NiFi's standard engine with unbounded concurrency)")
-        for kind, label in (("controllerServices", "controller service"), ("remoteProcessGroups", "remote process group")):
-            for item in group.get(kind) or []:
+        for section, label in (("controllerServices", "controller service"),
+                               ("remoteProcessGroups", "remote process group")):
+            for item in group.get(section) or []:
                 self.reported.add(item.get("identifier"))
                 self.problems.append(f"{where}: {label} '{item.get('name') or item.get('identifier')}' "
                                      f"({item.get('type', label)}) is not supported")
@@ -128,11 +129,9 @@ class _Importer:
             self._component(funnel, Funnel, self._name(path, f"funnel-{index}"), where)
         for port in group.get("inputPorts") or []:
             # the definition's own ports are the flow's; an inner group's input port passes data on
-            kind = InputPort if root or port["identifier"] not in self.fed else Funnel
-            self._port(port, kind, path, where)
+            self._port(port, InputPort if root or port["identifier"] not in self.fed else Funnel, path, where)
         for port in group.get("outputPorts") or []:
-            kind = OutputPort if root or port["identifier"] not in self.feeding else Funnel
-            self._port(port, kind, path, where)
+            self._port(port, OutputPort if root or port["identifier"] not in self.feeding else Funnel, path, where)
         for child in group.get("processGroups") or []:
             self._group(child, self._name(path, child.get("name") or child["identifier"]), root=False)
         for connection in group.get("connections") or []:
