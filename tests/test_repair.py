@@ -8,6 +8,7 @@ campaign of 30 kills over every kind of component is tests/test_crash_actors.py.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -74,6 +75,7 @@ def test_a_delivery_that_failed_after_the_log_is_repaired_from_the_log_while_the
     failed = threading.Event()
     offer = QueueHost.offer
 
+    @functools.wraps(offer)  # links call a method by its name: the stand-in keeps the name "offer"
     async def offer_failing_once(self, flowfiles):
         if self.queue.config.queue_id == "tagged" and not failed.is_set():
             failed.set()
