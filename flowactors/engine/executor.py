@@ -233,12 +233,12 @@ class Executor:
                 raise ValueError(f"{self.flow.name}.{self.plan.name} already hosts a queue {queue_id!r}")
             self.queues[queue_id] = QueueHost(config, self.root, self.flowfile_repository)
 
-    async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:
-        """``method(*args)`` on a hosted queue (``QueueHost``), for a task or tool elsewhere."""
+    async def call_hosted(self, queue_id: str, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` on a hosted queue (``QueueHost``), for a task or tool elsewhere."""
         queue = self.queues.get(queue_id)
         if queue is None:
             raise KeyError(f"{self!r} hosts no queue {queue_id!r}")
-        return await getattr(queue, method)(*args)
+        return await getattr(queue, method)(*args, **kwargs)
 
     async def statuses(self) -> dict:
         """Every hosted task's and queue's status in one call (the controller's status poll)."""

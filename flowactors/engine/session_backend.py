@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.cluster.partitioning import partition_batch
@@ -70,8 +69,9 @@ def register_numbered_now(reserve: Callable[[int], int], provenance_repository: 
     """Register numbered events over a link and wait (``register_anew_if_late``: those that came
     after provenance gave their ids up get new ids from ``reserve``). ``visible``: also wait (a
     moment at most) until search sees them, as a caller that reads them next needs."""
-    last = register_anew_if_late(partial(call_now, provenance_repository, ProvenanceRepositoryService.register_numbered),
-                                 reserve, numbered)
+    last = register_anew_if_late(
+        lambda batches: call_now(provenance_repository, ProvenanceRepositoryService.register_numbered, batches),
+        reserve, numbered)
     if visible and last >= 0:
         call_now(provenance_repository, ProvenanceRepositoryService.wait_visible, last, VISIBLE_WAIT)
 

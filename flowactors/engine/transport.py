@@ -1,10 +1,11 @@
 """How an engine reaches a queue or a repository, wherever it was placed: one ``call`` for all.
 
 A *link* stands for one component (a connection's queue, a repository) as seen from one processor
-task. ``link.call(Component.method, *args)`` starts the call and returns a pending result (the
-method is named by reference, e.g. ``FlowFileRepositoryService.commit``, so a type checker checks
-the arguments and a rename reaches every caller; the link calls the method of that name on its
-target, which may be another class offering it, as a Ray actor does); ``resolve`` waits for a list
+task. ``link.call(Component.method, *args, **kwargs)`` starts the call and returns a pending
+result (the method is named by reference, e.g. ``FlowFileRepositoryService.commit``, so a type
+checker checks the arguments, positional and by name, and a rename reaches every caller; the link
+calls the method of that name on its target, which may be another class offering it, as a Ray
+actor does); ``resolve`` waits for a list
 of them at once, so a commit's offers to several queues overlap. The links differ only
 in transport, which is what placement decides:
 
@@ -39,28 +40,28 @@ Method = Callable[Concatenate[Any, P], R]
 
 
 class Link(Protocol):
-    def call(self, method: Method[P, R], *args: P.args) -> Pending:
-        """Start ``method(*args)`` on the component; returns a pending result for ``resolve``."""
+    def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Pending:
+        """Start ``method(*args, **kwargs)`` on the component; returns a pending result for ``resolve``."""
 
 
 class QueueHosting(Protocol):
     """What an executor offers the links to the queues it hosts (``Executor.call_hosted``)."""
 
-    async def call_hosted(self, queue_id: str, method: str, *args: Any) -> Any:
-        """``method(*args)`` on the hosted queue ``queue_id``."""
+    async def call_hosted(self, queue_id: str, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` on the hosted queue ``queue_id``."""
 
 
-def completed(function: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+def completed(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
     """Run ``function`` now and hand back its result (or exception) as a finished future."""
     future: concurrent.futures.Future = concurrent.futures.Future()
     try:
-        future.set_result(function(*args))
+        future.set_result(function(*args, **kwargs))
     except BaseException as err:  # handed to whoever resolves it, as a remote error would be
         future.set_exception(err)
     return future
 
 
-def resolve(pending: Sequence[Any]) -> list[Any]:
+def resolve(pending: Sequence[Pending]) -> list[Any]:
     """The results of pending calls, in order; Ray's are fetched in one ``ray.get``. A failure is
     raised as it comes (the callers decide what a failure means: before or after the log)."""
     refs = [p for p in pending if isinstance(p, ray.ObjectRef)]
@@ -72,8 +73,8 @@ def causes(error: BaseException) -> list[BaseException]:
     """An error and the ones inside it, outermost first: Ray wraps a remote error in each call
     that passed it on (``cause``)."""
     chain = [error]
-    while getattr(chain[-1], "cause", None) is not None:
-        chain.append(chain[-1].cause)
+    while (cause := getattr(chain[-1], "cause", None)) is not None:
+        chain.append(cause)
     return chain
 
 
@@ -83,21 +84,21 @@ def component_lost(error: BaseException) -> bool:
     return any(isinstance(e, ray.exceptions.RayActorError) for e in causes(error))
 
 
-def call_now(link: Link, method: Method[P, R], *args: P.args) -> Any:
+def call_now(link: Link, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Any:
     """One call, waited for."""
-    return resolve([link.call(method, *args)])[0]
+    return resolve([link.call(method, *args, **kwargs)])[0]
 
 
-def finished(pending: Any, timeout: float) -> bool:
+def finished(pending: Pending, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for one pending call; True once it is done."""
     if isinstance(pending, ray.ObjectRef):
-        done, _ = ray.wait([pending], timeout=timeout)
-        return bool(done)
+        ready, _ = ray.wait([pending], timeout=timeout)
+        return bool(ready)
     done, _ = concurrent.futures.wait([pending], timeout=timeout)
     return bool(done)
 
 
-async def awaited(pending: Any) -> Any:
+async def awaited(pending: Pending) -> Any:
     """A pending call's result, awaited on an event loop (a queue's swap registry)."""
     if isinstance(pending, ray.ObjectRef):
         return await pending
@@ -110,20 +111,21 @@ class ObjectLink:
     def __init__(self, target: Any):
         self.target = target
 
-    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
-        return completed(getattr(self.target, method.__name__), *args)
+    def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future:
+        return completed(getattr(self.target, method.__name__), *args, **kwargs)
 
 
 class QueueObjectLink(ObjectLink):
     """A ``ConnectionQueue`` in this process, driven by one thread: nothing can arrive while its
     caller waits, so a wait for data or for room returns at once with what is there."""
 
-    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
-        if method.__name__ == "poll":  # (max_count, wait)
-            return completed(self.target.poll, args[0])
+    def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future:
+        if method.__name__ == "poll":  # QueueHost.poll(max_count, wait): the wait is left out
+            kwargs.pop("wait", None)
+            return completed(self.target.poll, *args[:1], **kwargs)
         if method.__name__ == "wait_not_full":
             return completed(self.target.state)
-        return super().call(method, *args)
+        return super().call(method, *args, **kwargs)
 
 
 class ThreadedLink:
@@ -134,8 +136,8 @@ class ThreadedLink:
         self.target = target
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
 
-    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
-        return self._pool.submit(getattr(self.target, method.__name__), *args)
+    def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future:
+        return self._pool.submit(getattr(self.target, method.__name__), *args, **kwargs)
 
     def close(self) -> None:
         """Finish the calls already started, take no more."""
@@ -153,8 +155,8 @@ class ActorLink:
     def __repr__(self) -> str:
         return f"ActorLink({self.name or self.handle!r})"
 
-    def call(self, method: Method[P, R], *args: P.args) -> ray.ObjectRef:
-        return getattr(self.handle, method.__name__).remote(*args)
+    def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> ray.ObjectRef:
+        return getattr(self.handle, method.__name__).remote(*args, **kwargs)
 
 
 class LoopLink:
@@ -165,8 +167,8 @@ class LoopLink:
         self.target = target
         self.loop = loop
 
-    def call(self, method: Method[P, R], *args: P.args) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(getattr(self.target, method.__name__)(*args), self.loop)
+    def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(getattr(self.target, method.__name__)(*args, **kwargs), self.loop)
 
 
 class HostedLink:
@@ -177,5 +179,5 @@ class HostedLink:
         self.executor = executor
         self.key = key
 
-    def call(self, method: Method[P, R], *args: P.args) -> Pending:
-        return self.executor.call(QueueHosting.call_hosted, self.key, method.__name__, *args)
+    def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Pending:
+        return self.executor.call(QueueHosting.call_hosted, self.key, method.__name__, *args, **kwargs)

@@ -165,10 +165,10 @@ class ClusterController:
                 except Exception as err:
                     self._note(f"node {name} did not take the cluster's news: {cause_of(err)}")
 
-    def _ask(self, name: str, method: Method[P, R], *args: Any, wait: float = NODE_WAIT) -> Any:
-        call = self.controllers[name].call(method, *args)
-        if not finished(call, wait):
-            raise TimeoutError(f"node {name}'s controller did not answer '{method.__name__}' within {wait:g} s")
+    def _ask(self, name: str, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        call = self.controllers[name].call(method, *args, **kwargs)
+        if not finished(call, NODE_WAIT):
+            raise TimeoutError(f"node {name}'s controller did not answer '{method.__name__}' within {NODE_WAIT:g} s")
         return resolve([call])[0]
 
     def _note(self, what: str) -> None:
@@ -214,7 +214,7 @@ class ClusterController:
         again by Ray (its node came back: the flow is started there in the background, and the
         node counts as away until then), None when it did not answer in time."""
         try:
-            status = self._ask(name, FlowController.starting, 0, wait=NODE_WAIT)
+            status = self._ask(name, FlowController.starting, 0)
         except TimeoutError:
             return None
         except Exception as err:

@@ -35,7 +35,7 @@ import zstandard
 
 from flowactors.engine.cluster.topology import ClusterView
 from flowactors.engine.queues.connection import QueueHost
-from flowactors.engine.transport import P, R, Method, call_now, component_lost, finished, resolve
+from flowactors.engine.transport import P, R, Link, Method, call_now, component_lost, finished, resolve
 from flowactors.sdk.processor import ProcessContext, Processor, Relationship
 from flowactors.sdk.session import ProcessSession
 from repositories.model import FlowFile
@@ -127,8 +127,8 @@ class LoadBalanceSender(Processor):
         #: until something was sent, FlowFiles are assumed large: 16 a transfer)
         self._mean_size = TRANSFER_BYTES // 16
 
-    def _ask(self, receiver: Any, method: Method[P, R], *args: Any) -> Any:
-        call = receiver.call(method, *args)
+    def _ask(self, receiver: Link, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        call = receiver.call(method, *args, **kwargs)
         if not finished(call, TRANSFER_TIMEOUT):
             raise TimeoutError(f"node {self.node} did not answer within {TRANSFER_TIMEOUT:g} s")
         return resolve([call])[0]
