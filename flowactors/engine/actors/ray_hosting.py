@@ -13,9 +13,10 @@ not idempotent, and a call cut short is reported to its caller, who knows what i
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 import ray
+from ray.actor import ActorClass
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flowactors.engine import ACTOR_RESTARTS
@@ -26,20 +27,36 @@ from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement
-from flowactors.engine.queues.connection import QueueActor, QueueConfig
+from flowactors.engine.queues.connection import QueueActor, QueueConfig, QueueHost
+from flowactors.engine.repository_services import Service
 from flowactors.engine.transport import ActorLink, Link, causes
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
+
+T = TypeVar("T")
 
 #: seconds to wait for the name of a dead actor to become free (a controller restarted by Ray
 #: starts its components again while Ray is still ending the ones of its previous process)
 NAME_WAIT = 60.0
 
-ExecutorActor = ray.remote(num_cpus=0, max_restarts=ACTOR_RESTARTS)(Executor)
-FlowControllerActor = ray.remote(num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY,
-                                 max_restarts=ACTOR_RESTARTS)(FlowController)
-ACTORS = {"flowfile": FlowFileRepositoryActor, "content": ContentRepositoryActor,
-          "provenance": ProvenanceRepositoryActor}
+
+def actor_class(cls: type[T], **options: Any) -> ActorClass[T]:
+    """``ray.remote(**options)(cls)``: ``cls`` as a Ray actor class with these default options
+    (``**options``, not named keywords: Ray's stubs give ``ray.remote`` a task's options only, and
+    an actor's ``max_concurrency`` is not among them)."""
+    return ray.remote(**options)(cls)
+
+
+ExecutorActor = actor_class(Executor, num_cpus=0, max_restarts=ACTOR_RESTARTS)
+FlowControllerActor = actor_class(FlowController, num_cpus=0, max_concurrency=CONTROLLER_CONCURRENCY,
+                                  max_restarts=ACTOR_RESTARTS)
+# Classes decorated with ``@ray.remote`` are ``ActorClass`` objects, which a type checker cannot see (it
+# keeps a decorated class's own type): the casts say what they are.
+#: each repository service's actor class, by kind
+ACTORS = cast(dict[str, ActorClass[Service]], {"flowfile": FlowFileRepositoryActor, "content": ContentRepositoryActor,
+                                               "provenance": ProvenanceRepositoryActor})
+#: a connection's queue in an actor of its own
+QUEUE_ACTOR = cast(ActorClass[QueueHost], QueueActor)
 
 
 class RayHosting:
@@ -93,8 +110,8 @@ class RayHosting:
         return self._started(name, lambda: ACTORS[kind].options(**self._here(name)).remote(root, settings, flow=flow))
 
     def queue(self, name: str, config: QueueConfig, root: str, flowfile_repository: Link) -> Link:
-        return self._started(name, lambda: QueueActor.options(**self._here(name)).remote(config, root,
-                                                                                      flowfile_repository))
+        return self._started(name, lambda: QUEUE_ACTOR.options(**self._here(name)).remote(config, root,
+                                                                                       flowfile_repository))
 
     def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,

@@ -22,6 +22,8 @@ class ContentRepositoryActor(ContentRepositoryService):
     """The content repository's lifecycle service in an actor of its own."""
 
 
-@ray.remote(num_cpus=0, max_concurrency=PROVENANCE_CONCURRENCY, max_restarts=ACTOR_RESTARTS)
+# Ray's stubs give ray.remote a task's options only: max_concurrency, an actor's, is not among them
+@ray.remote(num_cpus=0, max_concurrency=PROVENANCE_CONCURRENCY,  # type: ignore[call-overload]
+            max_restarts=ACTOR_RESTARTS)
 class ProvenanceRepositoryActor(ProvenanceRepositoryService):
     """The provenance repository's service in an actor of its own (threaded: see the service)."""
