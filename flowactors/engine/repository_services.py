@@ -20,10 +20,12 @@ from flowactors.engine import gc_policy
 from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileRepositoryMetrics, ProvenanceMetrics
 from flowactors.engine.periodic import Periodic
 from flowactors.sdk.settings import Settings
-from repositories.content import FileSystemContentRepository
-from repositories.flowfile import SWAP_QUEUE_PREFIX, FlowFileRepositoryError, WriteAheadFlowFileRepository
+from repositories.content import ContentRepository, FileSystemContentRepository
+from repositories.flowfile import (SWAP_QUEUE_PREFIX, FlowFileRepository, FlowFileRepositoryError,
+                                   WriteAheadFlowFileRepository)
+from repositories.flowfile.protocol import SwapFileEntry
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
-from repositories.provenance import WriteAheadProvenanceRepository
+from repositories.provenance import ProvenanceRepository, WriteAheadProvenanceRepository
 from repositories.provenance.event import EncodedBatch, ProvenanceEvent
 from repositories.provenance.outbox import take_from_outbox
 
@@ -73,7 +75,7 @@ class FlowFileRepositoryService(Service):
         super().__init__()
         self.root = Path(root)
         self.settings = settings
-        self.repo: WriteAheadFlowFileRepository | None = None
+        self.repo: FlowFileRepository | None = None  # the log, between ``open`` and ``close``
         self.commits = 0
         self.last_checkpoint = {"at": 0.0, "seconds": 0.0, "released": 0}
         self.metrics = FlowFileRepositoryMetrics(flow)
@@ -86,20 +88,26 @@ class FlowFileRepositoryService(Service):
         """Open the log and begin a new run of the flow over it (commits of an older run are
         refused from now on: ``begin_run``), rebuild claimant counts, and delete content that was
         never committed. ``run`` in the answer is what the executors commit under."""
-        self.repo = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
-        rebuilt = self.repo.rebuild_claimant_counts()  # reads every record: a damaged file says so here
-        run = self.repo.begin_run()  # before the orphan cleanup: no older run commits what it deletes
+        repo = self.repo = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)
+        rebuilt = repo.rebuild_claimant_counts()  # reads every record: a damaged file says so here
+        run = repo.begin_run()  # before the orphan cleanup: no older run commits what it deletes
         orphans = self.remove_orphans()
         self._applier.start()
-        return {"queues": self.repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
-                "swap_files": self.repo.swap_files(), "run": run}
+        return {"queues": repo.queue_counts(), "claimant_counts": rebuilt, "orphans_removed": orphans,
+                "swap_files": repo.swap_files(), "run": run}
+
+    @property
+    def opened(self) -> FlowFileRepository:
+        """The log ``open`` opened: the controller calls nothing else before ``open`` or after ``close``."""
+        assert self.repo is not None, "the FlowFile repository service is not open"
+        return self.repo
 
     def _look_at_journal(self) -> None:
         """Every ``JOURNAL_LOOK_INTERVAL`` seconds: apply the log's journal, a part after another
         while it is long (``apply_if_long``), so that the executors' commits need not (they set
         ``applied_elsewhere`` and apply it only past twice the bounds, should this fall behind or
         stop)."""
-        while self.repo.apply_if_long() and not self._applier.stopping:
+        while self.opened.apply_if_long() and not self._applier.stopping:
             pass
 
     def _journal_not_applied(self, err: Exception) -> None:
@@ -113,46 +121,47 @@ class FlowFileRepositoryService(Service):
         FlowFiles an older version queued under a connection's former default name
         (``Flow.renamed_queues``) are recovered, not refused. Returns ``renamed_queues`` (each
         former queue id with how many records moved) and ``open``'s ``queues`` and ``swap_files`` afresh."""
-        moved = {queue: self.repo.rename_queue(queue, new) for queue, new in moves.items()}
-        return {"renamed_queues": moved, "queues": self.repo.queue_counts(), "swap_files": self.repo.swap_files()}
+        repo = self.opened
+        moved = {queue: repo.rename_queue(queue, new) for queue, new in moves.items()}
+        return {"renamed_queues": moved, "queues": repo.queue_counts(), "swap_files": repo.swap_files()}
 
     def remove_orphans(self) -> int:
         """Delete claim files no FlowFile in the log references (content written by sessions that
         never committed); only while no session runs (start-up, a repair)."""
-        return FileSystemContentRepository.from_settings(self.root, self.settings).remove_orphans(self.repo.is_referenced)
+        return FileSystemContentRepository.from_settings(self.root, self.settings).remove_orphans(self.opened.is_referenced)
 
     def page(self, queue: str, start: bytes | None, stop: bytes | None, count: int
              ) -> tuple[list[FlowFile], bytes | None]:
         """A page of a queue's records in FIFO order (a queue paging its FlowFiles in, a restore)."""
-        return self.repo.page(queue, start, stop, count)
+        return self.opened.page(queue, start, stop, count)
 
     def last_key(self, queue: str) -> bytes | None:
-        return self.repo.last_key(queue)
+        return self.opened.last_key(queue)
 
     def reserve_ids(self, count: int) -> int:
-        return self.repo.reserve_ids(count)
+        return self.opened.reserve_ids(count)
 
     def commit(self, updates: Sequence[QueuedFlowFile], removals: Sequence[str],
                new_claims: Sequence[ResourceClaim] = (), events: int = 0, state: StateChange | None = None
                ) -> int | None:
         """One commit; the first of ``events`` provenance event ids reserved with it, if any."""
-        first_event = self.repo.commit(updates, removals, new_claims, events, state=state)
+        first_event = self.opened.commit(updates, removals, new_claims, events, state=state)
         self.commits += 1
         self.metrics.committed()
         return first_event
 
     def reserve_event_ids(self, count: int) -> int:
-        return self.repo.reserve_event_ids(count)
+        return self.opened.reserve_event_ids(count)
 
     def get_state(self, component_id: str) -> StateMap:
-        return self.repo.get_state(component_id)
+        return self.opened.get_state(component_id)
 
     def raise_event_ids(self, at_least: int) -> int:
-        return self.repo.raise_event_ids(at_least)
+        return self.opened.raise_event_ids(at_least)
 
     def checkpoint(self) -> list[ResourceClaim]:
         started = time.monotonic()
-        released = self.repo.checkpoint()
+        released = self.opened.checkpoint()
         self.last_checkpoint = {"at": time.time(), "seconds": time.monotonic() - started,
                                 "released": len(released)}
         self.metrics.checkpointed(self.last_checkpoint["seconds"])
@@ -161,29 +170,29 @@ class FlowFileRepositoryService(Service):
     def register_swap_file(self, queue: str, location: str, count: int, size: int,
                            flowfiles: Sequence[FlowFile]) -> None:
         """A queue wrote these FlowFiles to a swap file: their records move to it in one transaction."""
-        self.repo.register_swap_file(queue, location, count, size, flowfiles=flowfiles)
+        self.opened.register_swap_file(queue, location, count, size, flowfiles=flowfiles)
 
     def unregister_swap_file(self, location: str) -> int:
-        return self.repo.unregister_swap_file(location)
+        return self.opened.unregister_swap_file(location)
 
-    def swap_files(self) -> list[dict]:
-        return self.repo.swap_files()
+    def swap_files(self) -> list[SwapFileEntry]:
+        return self.opened.swap_files()
 
     def swapped_flowfiles(self, location: str) -> list[FlowFile]:
         """The records still under ``swap:<location>`` (a swap file that cannot be read)."""
-        return [f for batch in self.repo.iter_queue(SWAP_QUEUE_PREFIX + location) for f in batch]
+        return [f for batch in self.opened.iter_queue(SWAP_QUEUE_PREFIX + location) for f in batch]
 
     def queue_sizes(self) -> dict[str, tuple[int, int]]:
-        return self.repo.queue_sizes()
+        return self.opened.queue_sizes()
 
     def queue_counts(self) -> dict[str, int]:
-        return self.repo.queue_counts()
+        return self.opened.queue_counts()
 
     def claimant_count(self, resource: ResourceClaim) -> int:
-        return self.repo.claimant_count(resource)
+        return self.opened.claimant_count(resource)
 
     def stats(self) -> dict:
-        return {**self.repo.stats(), "commits_via_actor": self.commits, "last_checkpoint": self.last_checkpoint}
+        return {**self.opened.stats(), "commits_via_actor": self.commits, "last_checkpoint": self.last_checkpoint}
 
     def close(self) -> None:
         self._applier.stop()
@@ -202,7 +211,7 @@ class ContentRepositoryService(Service):
 
     def __init__(self, root: str, settings: Settings, flow: str = ""):
         super().__init__()
-        self.repo = FileSystemContentRepository.from_settings(root, settings)
+        self.repo: ContentRepository = FileSystemContentRepository.from_settings(root, settings)
         self.released = 0
         self.last_age_off: dict = {}
         self.metrics = ContentRepositoryMetrics(flow)
@@ -246,9 +255,9 @@ class ProvenanceRepositoryService(Service):
         super().__init__()
         self.root = root
         self.settings = settings
-        self.repo: WriteAheadProvenanceRepository | None = None
+        self.repo: ProvenanceRepository | None = None  # between ``open`` and ``close``
         self.metrics = ProvenanceMetrics(flow)
-        self._log: WriteAheadFlowFileRepository | None = None  # the outbox's log (``follow_log``)
+        self._log: FlowFileRepository | None = None  # the outbox's log (``follow_log``)
         self._owns_log = False  # opened here, not shared with a FlowFile repository service
         self._taking = threading.Lock()
         #: takes the outbox's events every ``OUTBOX_LOOK_INTERVAL`` seconds (``follow_log``)
@@ -257,15 +266,22 @@ class ProvenanceRepositoryService(Service):
 
     def open(self) -> dict:
         """Open (recovering journals) and report: the stats, and what recovery could not read."""
-        self.repo = WriteAheadProvenanceRepository.from_settings(self.root, self.settings)
-        recovery = self.repo.recovery
-        return {**self.repo.stats(), "events_lost": recovery.get("events_lost", 0),
+        repo = WriteAheadProvenanceRepository.from_settings(self.root, self.settings)
+        self.repo = repo
+        recovery = repo.recovery
+        return {**repo.stats(), "events_lost": recovery.get("events_lost", 0),
                 "problems": list(recovery.get("problems", []))}
+
+    @property
+    def opened(self) -> ProvenanceRepository:
+        """The repository ``open`` opened: the controller calls nothing else before ``open`` or after ``close``."""
+        assert self.repo is not None, "the provenance repository service is not open"
+        return self.repo
 
     def register_numbered(self, numbered: Sequence[tuple[int, EncodedBatch]]) -> list[int]:
         """Events encoded as batches, their ids reserved in the log: the commit path's way in, no
         decoding here; the positions of those that came too late (``register_numbered_now``)."""
-        late = self.repo.register_numbered(numbered)
+        late = self.opened.register_numbered(numbered)
         self.metrics.registered(sum(batch.count for _, batch in numbered))
         return late
 
@@ -313,49 +329,51 @@ class ProvenanceRepositoryService(Service):
         self._log = None
 
     def continue_from(self, next_id: int) -> None:
-        self.repo.continue_from(next_id)
+        self.opened.continue_from(next_id)
 
     def settle(self) -> None:
         self._catch_up()
-        self.repo.settle()
+        self.opened.settle()
 
     def wait_visible(self, event_id: int, timeout: float) -> bool:
-        return self.repo.wait_visible(event_id, timeout)
+        return self.opened.wait_visible(event_id, timeout)
 
     def maybe_rollover(self) -> dict | None:
-        done = self.repo.maybe_rollover()
-        self.metrics.maybe_publish_lag(self.repo.stats, force=done is not None)
+        repo = self.opened
+        done = repo.maybe_rollover()
+        self.metrics.maybe_publish_lag(repo.stats, force=done is not None)
         return done
 
     def rollover(self) -> dict:
-        done = self.repo.rollover()
-        self.metrics.maybe_publish_lag(self.repo.stats, force=True)
+        repo = self.opened
+        done = repo.rollover()
+        self.metrics.maybe_publish_lag(repo.stats, force=True)
         return done
 
     def age_off(self) -> dict:
-        return self.repo.age_off()
+        return self.opened.age_off()
 
     def get(self, event_id: int) -> ProvenanceEvent | None:
         self._catch_up()
-        return self.repo.get(event_id)
+        return self.opened.get(event_id)
 
     def events(self, start_id: int, count: int) -> list[ProvenanceEvent]:
         self._catch_up()
-        return self.repo.events(start_id, count)
+        return self.opened.events(start_id, count)
 
     def search_with(self, filters: dict, limit: int | None) -> list[ProvenanceEvent]:
         """``WriteAheadProvenanceRepository.search(**filters, limit=limit)``, newest first; the filters come as
         one dict since a link passes positional arguments only (the flow page's search)."""
         self._catch_up()
-        return self.repo.search(**filters, limit=limit)
+        return self.opened.search(**filters, limit=limit)
 
     def lineage(self, flowfile_uuid: str):
         self._catch_up()
-        return self.repo.lineage(flowfile_uuid)
+        return self.opened.lineage(flowfile_uuid)
 
     def stats(self) -> dict:
         self._catch_up()
-        return self.repo.stats()
+        return self.opened.stats()
 
     def close(self) -> None:
         """Take the log's last events (if it is still open: else they wait there for the next
