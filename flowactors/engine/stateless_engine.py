@@ -94,7 +94,7 @@ class InMemoryStateStore:
     def commit_states(self, changes: Sequence[StateChange]) -> None:
         """Write every change or none (``StateConflict``): a trigger's changes are kept together."""
         with self._lock:
-            stored = {}
+            stored: dict[str, StateMap] = {}
             for change in changes:
                 current = stored.get(change.component_id) or self._states.get(change.component_id, StateMap())
                 new = change.applied_to(current)
@@ -243,6 +243,13 @@ class StatelessBackend(EngineBackend):
 
     log: TriggerLog
 
+    def __init__(self, *, log: TriggerLog, inputs: Sequence[str], destinations: Mapping[str, list[str]],
+                 component: tuple[str, str, str]):
+        super().__init__(content=None, queues={}, log=log, inputs=inputs, destinations=destinations,
+                         component=component)
+        #: the queues it reads and offers to, linked afresh for each trigger (``use``)
+        self.queue_ids = list(dict.fromkeys([*inputs, *(q for ids in destinations.values() for q in ids)]))
+
     def after_commit(self, on_success, on_failure) -> None:
         self.log.hold(on_success, on_failure)
 
@@ -253,7 +260,7 @@ class StatelessBackend(EngineBackend):
     def use(self, content: InMemoryContentRepository, queues: Mapping[str, ConnectionQueue]) -> None:
         """Work on a new trigger's content and queues."""
         self.content = content
-        self.queues = {q: QueueObjectLink(queues[q]) for q in self.queues}
+        self.queues = {q: QueueObjectLink(queues[q]) for q in self.queue_ids}
         self._prefetched.clear()
         self._states.clear()
         self._delivery = None
@@ -262,6 +269,8 @@ class StatelessBackend(EngineBackend):
 class StatelessTask(ProcessorTask):
     """``ProcessorTask.trigger`` as on every engine, except that a failure fails the whole trigger
     instead of being narrowed down and retried, and nothing waits (yields, penalties)."""
+
+    backend: StatelessBackend
 
     def _failed(self, session, err: Exception) -> None:
         try:
@@ -335,6 +344,7 @@ class TriggerResult:
         held, self._held = self._held, None
         if held is None:
             return
+        assert self._log is not None  # a result that holds a trigger's commits has their log
         try:
             self.callback_errors += self._log.keep(held)
         except StateConflict as err:
@@ -348,6 +358,7 @@ class TriggerResult:
         the held ``on_failure`` callbacks run, as for a failure."""
         held, self._held = self._held, None
         if held is not None:
+            assert self._log is not None  # a result that holds a trigger's commits has their log
             self.callback_errors += self._log.drop(held, TriggerFailed(reason, "abandoned"))
 
 
@@ -400,8 +411,7 @@ class StatelessFlow:
                 continue
             inputs = [c.id for c in flow.connections_to(name)] + (
                 [self._input_queue(name)] if name in self.input_ports else [])
-            backend = StatelessBackend(content=None, queues=dict.fromkeys(inputs + sum(destinations[name].values(), [])),
-                                       log=self.log, inputs=inputs, destinations=destinations[name],
+            backend = StatelessBackend(log=self.log, inputs=inputs, destinations=destinations[name],
                                        component=(f"{flow.name}/{name}", name, node.type.__name__))
             self.tasks[name] = StatelessTask(flow.name, node, 0, backend, self.settings)
             self.tasks[name].context.stateless_engine = STATELESS_ENGINE
@@ -622,6 +632,7 @@ class StatelessBatches:
         attributes = [dict(zip(columns, row)) for row in zip(*values)] if columns else [{}] * len(contents)
         result = self.stateless.trigger(list(zip(contents, attributes)))
         if not result.success:
+            assert result.failure is not None  # a trigger that failed says why
             if self.on_failure == "raise":
                 raise result.failure
             reason = {REASON_ATTRIBUTE: result.reason}
@@ -662,6 +673,7 @@ def run_stateless(flow: Flow, *, settings: Mapping[str, Any] | None = None, dura
             elapsed = time.monotonic() - began
             if not result.success:
                 f = result.failure
+                assert f is not None  # a trigger that failed says why
                 final["failure"] = {"trigger": stateless.triggers, "reason": f.reason, "kind": f.kind,
                                     "processor": f.processor, "port": f.port}
                 break

@@ -10,7 +10,7 @@ in one ``SettingsError``, a misspelt key with the setting it probably meant.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -168,7 +168,7 @@ def _problems(err: ValidationError) -> list[str]:
     return unknown + list(dict.fromkeys(problems))
 
 
-def flow_settings(flow: Any, overrides: dict[str, Any] | None = None) -> Settings:
+def flow_settings(flow: Any, overrides: Mapping[str, Any] | None = None) -> Settings:
     """A flow's settings (``Flow.settings``) with ``overrides`` on top, checked: what every engine
     runs the flow with."""
     return Settings.from_dict({**flow.settings, **(overrides or {})})

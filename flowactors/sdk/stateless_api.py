@@ -37,8 +37,11 @@ class TriggerOutcome(Protocol):
     """What one trigger did. A successful trigger taken with ``acknowledge=False`` is kept only by
     ``acknowledge`` (after the caller's own commit) and thrown away by ``abandon``."""
 
-    success: bool
-    failure: TriggerFailure | None
+    @property
+    def success(self) -> bool: ...
+
+    @property
+    def failure(self) -> TriggerFailure | None: ...
 
     @property
     def outputs(self) -> Mapping[str, Sequence[TriggerOutput]]: ...
