@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable
 
 import ray
 
@@ -68,7 +68,8 @@ __all__ = ["LinkedSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueA
 UNBOUNDED = 1 << 62
 
 
-class QueueState(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class QueueState:
     """What a producer needs after an offer: how full the queue is, as how many more FlowFiles
     and bytes it takes before back pressure (so a producer whose offer is still on its way can
     tell whether that offer may fill it: ``EngineBackend``)."""
@@ -258,10 +259,10 @@ class QueueHost:
 
     def _empty(self) -> None:
         """The queue with nothing in it (at construction, and again at a repair's ``reset``)."""
-        swapping = self.repository is not None and self.flowfile_repository is not None
-        self.queue = ConnectionQueue(self.config, swapping=swapping)
-        self.swapper = (Swapper(self.queue, swapfile.swap_directory(self.repository),
-                                LinkedSwapRegistry(self.flowfile_repository)) if swapping else None)
+        repository = self.repository if self.flowfile_repository is not None else None  # swapping needs both
+        self.queue = ConnectionQueue(self.config, swapping=repository is not None)
+        self.swapper = (Swapper(self.queue, swapfile.swap_directory(repository),
+                                LinkedSwapRegistry(self.flowfile_repository)) if repository is not None else None)
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.metrics = QueueMetrics(self.config.flow, self.config.queue_id)
@@ -280,6 +281,7 @@ class QueueHost:
             self._task = asyncio.get_running_loop().create_task(self._maintain())
 
     async def _maintain(self) -> None:
+        assert self.swapper is not None  # ``_kick`` starts this only with a swapper
         await self.swapper.maintain()
         self._notify()
 

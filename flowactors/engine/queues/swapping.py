@@ -369,7 +369,7 @@ class Swapper:
                 if problem:
                     self._error(problem, backoff=False)
                 from_log = key is None
-                run = SwapRun(location, remaining, size, key=() if from_log else key,
+                run = SwapRun(location, remaining, size, key=key if key is not None else (),
                               from_log=from_log, ordered=ordered and not from_log)
                 if not run.ordered and part.key is not None:
                     run.key = ()  # not sorted by today's prioritizers: read it whole, first
