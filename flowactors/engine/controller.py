@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import collections
 import threading
-from functools import partial
 import time
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from flowactors.engine.session_backend import register_numbered_now
 from flowactors.engine.cluster.partitioning import plan_partitions
-from flowactors.engine.cluster.topology import connection_of, partition_of
+from flowactors.engine.cluster.topology import partition_of
 from flowactors.engine.errors import FlowStartError, NoSuchQueueError
 from flowactors.engine.flow_operations import describe, drop_events, replay_running
 from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import Hosting, Resettable, Watched
-from flowactors.engine.placement import plan
+from flowactors.engine.placement import Placement, plan
 from flowactors.engine.queues.connection import QueueConfig, QueueHost, restore_queues, unknown_queues
 from flowactors.engine.repository_services import (ContentRepositoryService, FlowFileRepositoryService, OpenedRepository,
                                                    ProvenanceRepositoryService, renamed_queue_moves)
@@ -49,6 +49,8 @@ from flowactors.engine.transport import HostedLink, Link, call_now, causes, comp
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.flow_service import FlowService, FlowServiceError, flow_services, service_problems
 from flowactors.sdk.settings import Settings
+from repositories.content.errors import ContentRepositoryError
+from repositories.flowfile import FlowFileRepositoryError
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from repositories.model import now_millis, total_size
 from repositories.provenance.event import ProvenanceEvent, encode_batch, event_fields
@@ -67,9 +69,6 @@ def cause_of(error: BaseException) -> str:
     carries the remote one as ``cause``), by its own message when it is one of the repositories'
     (they name the file and what to do), else with its type."""
     error = causes(error)[-1]
-    from repositories.content.errors import ContentRepositoryError
-    from repositories.flowfile import FlowFileRepositoryError
-
     if isinstance(error, (FlowFileRepositoryError, ContentRepositoryError, FlowStartError)):
         return str(error)
     return f"{type(error).__name__}: {error}"
@@ -87,8 +86,8 @@ def fold_partitions(queue_status: dict[str, dict], load_balanced: set[str]) -> N
     """Count a load-balanced connection's partitions (``<connection>@<node>``) in the
     connection's own status, as NiFi shows one connection: ``waiting_for`` says how many wait for
     each node (seed 002's requirement 9). Other queues, whatever their names, are left alone."""
-    for queue_id in [q for q in queue_status if connection_of(q) in load_balanced]:
-        connection, node = partition_of(queue_id)
+    partitions = {q: p for q in queue_status if (p := partition_of(q)) is not None and p[0] in load_balanced}
+    for queue_id, (connection, node) in partitions.items():
         whole = queue_status.get(connection)
         if whole is None:
             continue
@@ -128,7 +127,7 @@ class FlowController:
         self.services: list[tuple[FlowService, Any]] = []
         self._claims_lock = threading.Lock()  # a replay's new claimant vs. checkpoint + release
         self._repository_lock = RepositoryLock(self.root, f"flow '{flow.name}'")
-        self.placement = None
+        self.placement: Placement | None = None  # the plan ``start`` carries out
         self.restarts: collections.Counter = collections.Counter()  # kind of component -> restarts
         self.repairs: list[dict] = []  # the last repairs: when, why, how long
         self.repairing: str | None = None  # why, while a repair runs
@@ -175,29 +174,29 @@ class FlowController:
         if self.cluster:
             configs.update(plan_partitions(self.flow, placement, self.cluster, configs, s))
         self._starting("repositories", 0, 3)
-        self.flowfile_repository = hosting.repository("flowfile", self.root, s, self.instance)
+        flowfiles = self.flowfile_repository = hosting.repository("flowfile", self.root, s, self.instance)
         self.content_repository = hosting.repository("content", self.root, s, self.instance)
         if s.provenance_enabled:
             self.provenance_repository = hosting.repository("provenance", self.root, s, self.instance)
         # every component is asked for now, so that their start-up overlaps the log's recovery
         for queue_id in placement.queue_actors:
             self.queues[queue_id] = hosting.queue(self._name(f"queue.{queue_id}"), configs[queue_id], self.root,
-                                                  self.flowfile_repository)
+                                                  flowfiles)
         for executor_plan in placement.executors:
             executor = hosting.executor(
                 self._name(executor_plan.name), executor_plan, self.flow, self.root, s,
-                {q: configs[q] for q in executor_plan.queues}, self.flowfile_repository, self.provenance_repository,
+                {q: configs[q] for q in executor_plan.queues}, flowfiles, self.provenance_repository,
                 self._view())
             self.executors.append(executor)
             for queue_id in executor_plan.queues:
                 self.queues[queue_id] = HostedLink(executor, queue_id)
         self._starting("recovering the FlowFile repository", 1, 3)
-        self.recovery = call_now(self.flowfile_repository, FlowFileRepositoryService.open)
-        self._opened.append(self.flowfile_repository)
+        self.recovery = call_now(flowfiles, FlowFileRepositoryService.open)
+        self._opened.append(flowfiles)
         # FlowFiles an older version queued under a connection's former default name move to it
         moves = renamed_queue_moves(self.flow.renamed_queues(), self.recovery)
         if moves:
-            self.recovery.update(call_now(self.flowfile_repository, FlowFileRepositoryService.rename_queues, moves))
+            self.recovery.update(call_now(flowfiles, FlowFileRepositoryService.rename_queues, moves))
         unknown = unknown_queues(self.recovery, set(configs))
         if unknown:
             listing = ", ".join(f"'{q}' ({n} FlowFiles)" for q, n in sorted(unknown.items()))
@@ -270,7 +269,7 @@ class FlowController:
 
     def _restore_queues(self) -> None:
         """Swap files back to their queues (kept on disk), then the log's queued FlowFiles."""
-        self.recovery.update(restore_queues(self.flowfile_repository, self.queues, self.root))
+        self.recovery.update(restore_queues(self._flowfile_service, self.queues, self.root))
 
     # ------------------------------------------------------------------ background jobs
     def _maintain(self) -> None:
@@ -294,7 +293,7 @@ class FlowController:
                            ("provenance-repository", self.provenance_repository)):
             if link is not None:
                 out[kind] = (kind, link)
-        for executor_plan, link in zip(self.placement.executors, self.executors):
+        for executor_plan, link in zip(self._placed.executors, self.executors):
             out[executor_plan.name] = ("executor", link)
         for queue_id, link in self.queues.items():
             if not isinstance(link, HostedLink):
@@ -339,17 +338,17 @@ class FlowController:
                 self._stop_tasks()
                 restarted = self._wait_for_components()
                 if "flowfile-repository" in restarted:  # its open also deletes orphan content
-                    reopened = call_now(self.flowfile_repository, FlowFileRepositoryService.open)
+                    reopened = call_now(self._flowfile_service, FlowFileRepositoryService.open)
                     orphans, self.run = reopened["orphans_removed"], reopened["run"]
                 else:  # what a session cut short (or a commit in doubt that did not land) wrote
-                    orphans = call_now(self.flowfile_repository, FlowFileRepositoryService.remove_orphans)
+                    orphans = call_now(self._flowfile_service, FlowFileRepositoryService.remove_orphans)
                 if "provenance-repository" in restarted:
-                    call_now(self.provenance_repository, ProvenanceRepositoryService.open)
+                    call_now(self._provenance_service, ProvenanceRepositoryService.open)
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
                 resolve([link.call(Resettable.reset) for link in self.executors + own])
                 resolve([e.call(Executor.wire, self.queues, self.run) for e in self.executors])
                 self._align_event_ids()  # a restarted provenance actor follows the log again
-                restored = restore_queues(self.flowfile_repository, self.queues, self.root)
+                restored = restore_queues(self._flowfile_service, self.queues, self.root)
                 resolve([e.call(Executor.start) for e in self.executors])
         finally:
             self.repairing = None
@@ -408,7 +407,7 @@ class FlowController:
             done["rollover"] = call_now(self.provenance_repository, ProvenanceRepositoryService.rollover if force
                                                  else ProvenanceRepositoryService.maybe_rollover)
         if force or now - self._last["archive"] >= self.settings.archive_check_interval:
-            done["archive"] = call_now(self.content_repository, ContentRepositoryService.age_off_archive)
+            done["archive"] = call_now(self._content_service, ContentRepositoryService.age_off_archive)
             if self.provenance_repository is not None:
                 done["provenance_age_off"] = call_now(self.provenance_repository, ProvenanceRepositoryService.age_off)
             self._last["archive"] = now
@@ -417,9 +416,9 @@ class FlowController:
     def checkpoint(self) -> int:
         """Checkpoint the write-ahead log, then release the claims it says nobody references."""
         with self._claims_lock:
-            released = call_now(self.flowfile_repository, FlowFileRepositoryService.checkpoint)
+            released = call_now(self._flowfile_service, FlowFileRepositoryService.checkpoint)
             if released:
-                call_now(self.content_repository, ContentRepositoryService.release, released)
+                call_now(self._content_service, ContentRepositoryService.release, released)
         return len(released)
 
     def replay(self, event_id: int, requested_by: str | None = None):
@@ -433,7 +432,8 @@ class FlowController:
         if not self.cluster:
             return None
         c = self.cluster
-        return {"local": c["local"], "nodes": tuple(c["nodes"]), "connected": frozenset(c.get("connected", c["nodes"])),
+        nodes: list[str] = c["nodes"]
+        return {"local": c["local"], "nodes": tuple(nodes), "connected": frozenset(c.get("connected", nodes)),
                 "primary": c.get("primary"), "cluster_state": c.get("cluster_state")}
 
     def receivers(self) -> dict[str, Link]:
@@ -441,7 +441,7 @@ class FlowController:
         executor hosting the connection's queue (``Executor.receive_transfer``)."""
         if not self.cluster:
             return {}
-        home = self.placement.queue_home()
+        home = self._placed.queue_home()
         return {c.id: self.executors[home[c.id]] for c in self.flow.connections if c.load_balanced}
 
     def set_cluster(self, nodes: list[str] | None = None, connected: list[str] | None = None,
@@ -486,7 +486,7 @@ class FlowController:
                           + [self.queues[qid].call(QueueHost.status) for qid in own])
         hosted = answers[:len(self.executors)]
         queue_status = dict(zip(own, answers[len(self.executors):]))
-        builds = {**{p.name: s["incarnation"] for p, s in zip(self.placement.executors, hosted)},
+        builds = {**{p.name: s["incarnation"] for p, s in zip(self._placed.executors, hosted)},
                   **{f"queue.{q}": s["incarnation"] for q, s in queue_status.items()}}
         if any(build != self._incarnations.get(name) for name, build in builds.items()):
             return None
@@ -511,7 +511,7 @@ class FlowController:
             })
         queues = [dict(queue_status[c.id], source=c.source, destination=c.destination)
                   for c in self.flow.connections if c.id in queue_status]  # all, once started
-        status = {"flow": self.flow.name, "processors": processors, "queues": queues}
+        status: dict[str, Any] = {"flow": self.flow.name, "processors": processors, "queues": queues}
         if self.cluster:
             status.update(node=self.cluster["local"], transfers=transfers, cluster_views=views,
                           receivers={c: getattr(e, "name", "") or repr(e) for c, e in self.receivers().items()})
@@ -553,7 +553,7 @@ class FlowController:
             uuids = [f.uuid for f in batch]
             events = drop_events(batch, queue_id, requested_by) if self.provenance_repository is not None else []
             try:  # the events' ids reserved with the removal, counted from the events themselves
-                first = call_now(self.flowfile_repository, FlowFileRepositoryService.commit, [], uuids, (), len(events))
+                first = call_now(self._flowfile_service, FlowFileRepositoryService.commit, [], uuids, (), len(events))
             except Exception:
                 call_now(queue, QueueHost.requeue, batch)
                 raise
@@ -567,10 +567,14 @@ class FlowController:
     def record_events(self, events: list[ProvenanceEvent], first_id: int | None = None) -> int:
         """Record events made outside a session (a queue emptied, a replay) with ids from the log,
         as a commit's are (``first_id`` if its commit reserved them); returns the first id."""
-        reserve = partial(call_now, self.flowfile_repository, FlowFileRepositoryService.reserve_event_ids)
+        flowfiles = self._flowfile_service
+
+        def reserve(count: int) -> int:
+            return call_now(flowfiles, FlowFileRepositoryService.reserve_event_ids, count)
+
         encoded = encode_batch([event_fields(e) for e in events])
         first = reserve(encoded.count) if first_id is None else first_id
-        register_numbered_now(reserve, self.provenance_repository, [(first, encoded)], visible=True)
+        register_numbered_now(reserve, self._provenance_service, [(first, encoded)], visible=True)
         return first
 
     def _align_event_ids(self) -> list[str]:
@@ -585,12 +589,34 @@ class FlowController:
         call_now(self.provenance_repository, ProvenanceRepositoryService.settle)
         held = call_now(self.provenance_repository, ProvenanceRepositoryService.stats)["next_event_id"]
         call_now(self.provenance_repository, ProvenanceRepositoryService.continue_from,
-                 call_now(self.flowfile_repository, FlowFileRepositoryService.raise_event_ids, held))
+                 call_now(self._flowfile_service, FlowFileRepositoryService.raise_event_ids, held))
         return damaged
 
     def repositories(self) -> dict[str, Link | None]:
         return {"flowfile": self.flowfile_repository, "content": self.content_repository,
                 "provenance": self.provenance_repository}
+
+    # What ``start`` creates before anything uses it: the calls below come only after it.
+    @property
+    def _flowfile_service(self) -> Link:
+        assert self.flowfile_repository is not None, f"flow '{self.flow.name}' has not started"
+        return self.flowfile_repository
+
+    @property
+    def _content_service(self) -> Link:
+        assert self.content_repository is not None, f"flow '{self.flow.name}' has not started"
+        return self.content_repository
+
+    @property
+    def _provenance_service(self) -> Link:
+        """Called for only while provenance is on (``provenance_enabled``)."""
+        assert self.provenance_repository is not None, f"flow '{self.flow.name}' records no provenance"
+        return self.provenance_repository
+
+    @property
+    def _placed(self) -> Placement:
+        assert self.placement is not None, f"flow '{self.flow.name}' has not started"
+        return self.placement
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> dict:
@@ -618,10 +644,10 @@ class FlowController:
         executors created, close the repositories that opened (a log that did not open is left
         as it is: never checkpointed), end the components, let go of the repository folder.
         Nothing here may raise over that error; what fails is kept in ``maintenance_errors``."""
-        steps = [lambda: resolve([e.call(Executor.stop) for e in self.executors])]
+        steps: list[Callable[[], object]] = [lambda: resolve([e.call(Executor.stop) for e in self.executors])]
         steps.append(self._stop_services)
         # newest first: provenance takes the log's last events before the log closes
-        steps += [lambda link=link: call_now(link, OpenedRepository.close) for link in reversed(self._opened)]
+        steps += [partial(call_now, link, OpenedRepository.close) for link in reversed(self._opened)]
         steps += [self.hosting.close, self._repository_lock.release]
         for step in steps:
             try:

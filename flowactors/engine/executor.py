@@ -92,7 +92,7 @@ class Executor:
             # the FlowFile repository's service applies the journal (in another process on Ray;
             # in this one the instance is the service's, and the commits apply it as they always did)
             self._wal.applied_elsewhere = own
-        self.log = LogWriter(self._wal, self.provenance_repository is not None, flow=self.flow.name, run=run)
+        log = self.log = LogWriter(self._wal, self.provenance_repository is not None, flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}
 
         def link(queue_id: str) -> Link:
@@ -106,7 +106,7 @@ class Executor:
             mine = {q: p for q, p in partitioners.items() if q in targets} if partition else {}
             used = set(inputs) | targets | {q for q in queues if connection_of(q) in mine}
             return EngineBackend(
-                content=content, queues={q: link(q) for q in used}, log=self.log, inputs=inputs,
+                content=content, queues={q: link(q) for q in used}, log=log, inputs=inputs,
                 destinations=destinations, always_sync=self.settings.always_sync,
                 component=(f"{self.flow.name}/{node.name}", node.name, node.type.__name__), overlap_delivery=True,
                 partitioners=mine, back_pressure=back_pressure)
@@ -126,14 +126,16 @@ class Executor:
             if self.view is not None and self.view.cluster_state:
                 task.context.cluster_state = ClusterState(self.view.cluster_state, task.component_id)
         for connection_id, target in self.plan.senders:
+            assert self.view is not None  # senders are planned only for a flow across several nodes
             connection = self._connection(connection_id)
             node = ProcessorNode(sender_name(connection_id, target), LoadBalanceSender, batch_size=TRANSFER_BATCH,
                                  yield_duration="100 ms")
             backend = backend_for(node, [partition_id(connection_id, target)], {FAILOVER: [connection_id]},
                                   back_pressure=False)
-            task = add(ProcessorTask(self.flow.name, node, 0, backend, self.settings))
-            task.processor.bind(connection_id, target, connection.load_balance, connection.load_balance_compression,
-                                self.view, self.flow.name)
+            sender = add(ProcessorTask(self.flow.name, node, 0, backend, self.settings)).processor
+            assert isinstance(sender, LoadBalanceSender)  # the node's type
+            sender.bind(connection_id, target, connection.load_balance, connection.load_balance_compression,
+                        self.view, self.flow.name)
         self.receivers = {}
         for connection_id in (q for q in self.plan.queues if q in partitioners):
             node = ProcessorNode(f"load-balance:{connection_id}", ReceivePort)

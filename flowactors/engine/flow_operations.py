@@ -157,7 +157,7 @@ def replay_event(event: ProvenanceEvent, content: FileSystemContentRepository, *
     claim = event.previous_claim
     if claim is None and event.previous_size:
         raise ReplayError(f"cannot replay {what}: it records {event.previous_size} bytes of input but no content claim")
-    if claim_state(content, claim) == "gone":
+    if claim is not None and claim_state(content, claim) == "gone":
         raise ReplayError(_gone(what, claim))
     now = now_millis()
     uuid = new_flowfile_uuid()

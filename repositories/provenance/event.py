@@ -100,8 +100,8 @@ class ProvenanceEvent:
     component_name: str = ""
     component_type: str = ""
     relationship: str | None = None
-    previous_attributes: dict[str, str] = field(default_factory=dict)
-    updated_attributes: dict[str, str] = field(default_factory=dict)
+    previous_attributes: Mapping[str, str] = field(default_factory=dict)
+    updated_attributes: Mapping[str, str] = field(default_factory=dict)
     previous_claim: ContentClaim | None = None
     updated_claim: ContentClaim | None = None
     previous_size: int = 0

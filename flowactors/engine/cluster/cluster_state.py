@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import orjson
 import ray
+from ray.actor import ActorHandle
 
 from repositories.model import StateMap
 
@@ -120,7 +121,7 @@ class ClusterState:
     def __init__(self, actor_name: str, component_id: str):
         self.actor_name = actor_name
         self.component_id = component_id
-        self._handle = None
+        self._handle: ActorHandle | None = None  # found at the first call
 
     def _call(self, method: str, *args: Any) -> Any:
         try:

@@ -293,7 +293,8 @@ class ClusterController:
         """Stop the flow on every node (each keeps what is queued in its own log), end the
         node controllers."""
         self._watch.stop()
-        final = self.status() if self.started else {"flow": self.flow.name, "processors": [], "queues": []}
+        final: dict[str, Any] = (self.status() if self.started
+                                 else {"flow": self.flow.name, "processors": [], "queues": []})
         stops = {name: link.call(FlowController.stop) for name, link in self.controllers.items()
                  if name in self.connected or not self.started}
         by_node = {}

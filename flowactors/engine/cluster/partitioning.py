@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 from flowactors.engine.cluster.hash_ring import HashRing
 from flowactors.engine.errors import FlowStartError
 from flowactors.engine.cluster.topology import ClusterView, partition_id
+from flowactors.engine.queues.connection import QueueConfig
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile
 
 #: distinct attribute values whose node a partitioner remembers (the ring is cheap, not free)
@@ -59,6 +60,7 @@ class Partitioner:
             ring = self._ring = HashRing(view.nodes)
             self._cache.clear()
         cache, attribute = self._cache, self.attribute
+        assert attribute is not None  # a flow's validation: partition-by-attribute names its attribute
         out = []
         for flowfile in flowfiles:
             value = flowfile[2].get(attribute)
@@ -88,7 +90,7 @@ def partition_batch(batch, partitioners: Mapping[str, Partitioner]) -> None:
                          for u in batch.updates]
 
 
-def plan_partitions(flow, placement, cluster: dict, configs: Mapping[str, object], settings) -> dict:
+def plan_partitions(flow, placement, cluster: dict, configs: Mapping[str, QueueConfig], settings) -> dict:
     """Add each load-balanced connection's partitions to a node's placement: a queue
     ``<connection>@<node>`` and its sender for every other node of ``cluster["partition_nodes"]``
     (the topology, and nodes that left it while data still waited for them), in the executor
