@@ -1,6 +1,6 @@
 """The layers as checked rules (docs/architecture.md, "The layers"): the import contracts hold and
-catch a violation, the file-level import graph has no circle, and the SDK and the components do
-not bring Ray with them."""
+catch a violation, the file-level import graph has no circle, the SDK and the components do not
+bring Ray with them, and the engine and the repositories type-check."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ def test_an_import_against_the_layers_is_caught(tmp_path):
     checked = lint_imports(tmp_path)
     assert checked.returncode != 0
     assert "BROKEN" in checked.stdout and "flowactors.sdk.units -> flowactors.engine.controller" in checked.stdout
+
+
+def test_the_engine_and_the_repositories_type_check():
+    """mypy at pyproject.toml's strictness (``[tool.mypy]``) finds no error in either package."""
+    checked = subprocess.run([sys.executable, "-m", "mypy", "flowactors/engine", "repositories"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 0 and "Success" in checked.stdout, checked.stdout + checked.stderr
 
 
 def import_circles() -> list[list[str]]:
