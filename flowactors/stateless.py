@@ -4,8 +4,9 @@ A flow run as one transaction per trigger, in memory (``flowactors.engine.statel
 engine and its guarantees; docs/stateless.md the guide).
 """
 
+from flowactors.engine.errors import TriggerFailed
 from flowactors.engine.stateless_engine import (InMemoryStateStore, StatelessBatches, StatelessFlow, StatelessOutput,
-                                         TriggerFailed, TriggerResult)
+                                                TriggerResult)
 
 __all__ = ["InMemoryStateStore", "StatelessBatches", "StatelessFlow", "StatelessOutput", "TriggerFailed",
            "TriggerResult"]

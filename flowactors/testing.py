@@ -28,12 +28,13 @@ from typing import Any, Mapping, Sequence
 
 from flowactors.engine.actors.ray_hosting import RayHosting
 from flowactors.engine.session_backend import EngineBackend
+from flowactors.engine.errors import TriggerFailed
 from flowactors.engine.executor import Executor
 from flowactors.engine.log_writer import LogWriter
 from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueHost
 from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
-from flowactors.engine.stateless_engine import STATELESS_ENGINE, InMemoryStateStore, StatelessBackend, TriggerFailed, TriggerLog
+from flowactors.engine.stateless_engine import STATELESS_ENGINE, InMemoryStateStore, StatelessBackend, TriggerLog
 from flowactors.engine.transport import HostedLink, Link, ObjectLink, QueueObjectLink, call_now, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import ProcessContext, Processor

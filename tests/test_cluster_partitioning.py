@@ -11,10 +11,11 @@ import pytest
 
 from flowactors.engine.cluster.hash_ring import HashRing
 from flowactors.engine.cluster.partitioning import Partitioner, partition_batch
-from flowactors.engine.cluster.topology import (ClusterNode, ClusterView, TopologyError, partition_id,
+from flowactors.engine.cluster.topology import (ClusterNode, ClusterView, partition_id,
                                                 partition_of, ray_nodes, read_topology, resolve_nodes,
                                                 write_topology)
-from flowactors.engine.cluster.transfer import TransferRefused, decode_transfer, encode_transfer
+from flowactors.engine.cluster.transfer import decode_transfer, encode_transfer
+from flowactors.engine.errors import TopologyError, TransferRefused
 from flowactors.engine.controller import fold_partitions
 from flowactors.processors import GenerateFlowFile, LogAttribute
 from flowactors.sdk.flow import Flow, FlowValidationError

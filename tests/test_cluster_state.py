@@ -10,7 +10,8 @@ import threading
 import orjson
 import pytest
 
-from flowactors.engine.cluster.cluster_state import FILE_NAME, ClusterStateError, ClusterStateService
+from flowactors.engine.cluster.cluster_state import FILE_NAME, ClusterStateService
+from flowactors.engine.errors import ClusterStateError
 
 
 def test_versions_grow_and_replace_is_compare_and_set(tmp_path):

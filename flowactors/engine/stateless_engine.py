@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 
+from flowactors.engine.errors import TriggerFailed
 from flowactors.engine.session_backend import EngineBackend
 from flowactors.engine.placement import flow_order, runtime_env_of, runtime_env_refusal
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
@@ -65,16 +66,6 @@ log = logging.getLogger(__name__)
 REASON_ATTRIBUTES = (REASON_ATTRIBUTE, PROCESSOR_ATTRIBUTE)
 #: what a trigger's input may be: content, or content and attributes
 Input = bytes | str | tuple[bytes | str, Mapping[str, str]]
-
-
-class TriggerFailed(Exception):
-    """Why a trigger failed: ``kind`` is "exception" (``processor`` raised), "failure port"
-    (``port`` received a FlowFile), "timeout" or "left over" (FlowFiles no processor took). The
-    held ``on_failure`` callbacks get this exception."""
-
-    def __init__(self, reason: str, kind: str, *, processor: str | None = None, port: str | None = None):
-        super().__init__(reason)
-        self.reason, self.kind, self.processor, self.port = reason, kind, processor, port
 
 
 class InMemoryStateStore:

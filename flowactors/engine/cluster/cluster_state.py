@@ -24,16 +24,13 @@ import orjson
 import ray
 from ray.actor import ActorHandle
 
+from flowactors.engine.errors import ClusterStateError
 from repositories.model import StateMap
 
 FORMAT = 1
 FILE_NAME = "cluster-state.json"
 #: seconds a task waits for the keeper before the call fails (its node may be away)
 CALL_WAIT = 30.0
-
-
-class ClusterStateError(RuntimeError):
-    """The cluster state file is damaged or of another format, or its keeper cannot be reached."""
 
 
 class ClusterStateService:

@@ -28,12 +28,12 @@ from typing import Any
 
 import ray
 
-from flowactors.engine.cluster.topology import (RESOURCE_SHARE, ClusterNode, TopologyError, node_repository,
+from flowactors.engine.cluster.topology import (RESOURCE_SHARE, ClusterNode, node_repository,
                                                 ray_nodes, read_topology, resolve_nodes, write_topology)
 from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 from flowactors.engine.cluster.cluster_state import ClusterStateService
 from flowactors.engine.controller import CONTROLLER_CONCURRENCY, PROCESSOR_COUNTS, QUEUE_COUNTS, FlowController, cause_of
-from flowactors.engine.errors import FlowStartError
+from flowactors.engine.errors import FlowStartError, TopologyError
 from flowactors.engine.periodic import Periodic
 from flowactors.engine.transport import P, R, ActorLink, Method, component_lost, finished, resolve
 from flowactors.sdk.flow import Flow

@@ -24,16 +24,14 @@ from typing import Any, Iterable, Sequence
 import orjson
 import ray
 
+from flowactors.engine.errors import TopologyError
+
 NODE_RESOURCE_PREFIX = "flowactors-node:"
 #: the topology file's format version (docs/formats/cluster-topology.md)
 TOPOLOGY_VERSION = 1
 TOPOLOGY_FILE = "cluster.json"
 #: how much of its node's resource an actor asks for (Ray needs a positive amount to place by it)
 RESOURCE_SHARE = 0.001
-
-
-class TopologyError(ValueError):
-    """The nodes asked for are not in the cluster, or the topology file is damaged; says which."""
 
 
 @dataclass(frozen=True)

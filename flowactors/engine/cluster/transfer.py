@@ -33,6 +33,7 @@ from typing import Any, Protocol, Sequence
 import orjson
 import zstandard
 
+from flowactors.engine.errors import TransferRefused
 from flowactors.engine.cluster.topology import ClusterView
 from flowactors.engine.queues.connection import QueueHost
 from flowactors.engine.transport import P, R, Link, Method, call_now, component_lost, finished, resolve
@@ -71,10 +72,6 @@ class TransferReceiving(Protocol):
 
     async def receive_transfer(self, connection_id: str, payload: tuple) -> int:
         """Commit a transfer there; the room left."""
-
-
-class TransferRefused(RuntimeError):
-    """The receiving node did not take the transfer (nothing was committed there)."""
 
 
 def encode_transfer(sender: str, compression: str, flowfiles: Sequence[FlowFile],
