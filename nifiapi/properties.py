@@ -7,6 +7,7 @@ contexts read from a host (``nifiapi._host.Host``) instead of a Java context.
 
 from __future__ import annotations
 
+import io
 import datetime
 import math
 import os
@@ -16,6 +17,8 @@ import urllib.request
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Callable
+
+from nifiapi.componentstate import StateManager
 
 
 class ExpressionLanguageScope(Enum):
@@ -370,8 +373,6 @@ class ProcessContext(PropertyContext):
         self.java_context.yieldResources()
 
     def getStateManager(self):
-        from nifiapi.componentstate import StateManager
-
         return StateManager(self.java_context.getStateManager())
 
 
@@ -569,8 +570,6 @@ class ResourceReference:
     def read(self):
         """A binary stream over the resource."""
         if self.resource_type == ResourceType.TEXT:
-            import io
-
             return io.BytesIO(self.location.encode())
         if self.resource_type == ResourceType.URL:
             return urllib.request.urlopen(self.location)  # noqa: S310 - the processor's configured URL

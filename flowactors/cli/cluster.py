@@ -24,6 +24,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+import flowactors
+import repositories
+
 from flowactors.cli.common import CliError, SettingOption, setting_values, invoke, key_value
 from flowactors.driver.loading import load_flow
 from flowactors.driver.cluster_job import RESULT_PREFIX
@@ -156,9 +159,6 @@ def cmd_submit(args: SimpleNamespace) -> int:
         raise CliError(f"the flow file {flow_path} is not inside the working directory {working_dir}", 2) from None
     runtime_env: dict[str, Any] = {"working_dir": str(working_dir), "excludes": EXCLUDES, "env_vars": env_vars}
     if args.ship_flowactors:
-        import flowactors
-        import repositories
-
         runtime_env["py_modules"] = [str(Path(flowactors.__file__).parent), str(Path(repositories.__file__).parent)]
     client = connect(args.address)
     running = [j for j in flow_jobs(client, flow.name) if _status_name(j.status) not in TERMINAL]

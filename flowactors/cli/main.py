@@ -43,7 +43,7 @@ def cmd_run(args: SimpleNamespace) -> int:
     4 stalled (FlowFiles left that the processors keep failing on; they stay queued), 5 a
     stateless trigger failed (nothing of it was kept)."""
     from flowactors.driver.running import run_flow  # Ray (both): only when a flow runs
-    from flowactors.driver.watch import stall_message
+    from flowactors.driver.watch import stall_message  # Ray too (the engine's links)
 
     flow = load_flow(args.flow, args.extensions)
     duration = args.duration

@@ -22,6 +22,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+from ray.util import metrics
+
 
 from flowactors.engine.periodic import Periodic
 
@@ -56,8 +58,6 @@ def _get(kind: str, name: str, description: str, **options: Any):
     """The process's one instance of a metric (Ray wants each defined once per process)."""
     metric = _metrics.get(name)
     if metric is None:
-        from ray.util import metrics
-
         metric = _metrics[name] = getattr(metrics, kind)(name, description=description, tag_keys=TAG_KEYS,
                                                          **options)
     return metric

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from nifiapi.__jvm__ import JvmHolder
 from flowactors.nifi.inspection import ProcessorInfo
 
 _modules: dict[tuple[str, int], ModuleType] = {}
@@ -114,8 +115,6 @@ def _module_name(path: Path) -> str:
 def instantiate(cls: type, **injected: Any) -> Any:
     """A new processor, constructed with ``jvm=`` when it accepts it; then the attributes NiFi
     injects after construction (``logger``, ``identifier``) are set."""
-    from nifiapi.__jvm__ import JvmHolder
-
     try:
         inspect.signature(cls).bind(jvm=JvmHolder.jvm)
         arguments = {"jvm": JvmHolder.jvm}

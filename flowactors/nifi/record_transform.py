@@ -25,7 +25,7 @@ READER, WRITER = "Record Reader", "Record Writer"
 def record_descriptors() -> list[PropertyDescriptor]:
     """The two properties NiFi puts before a record transform's own: the record formats."""
     try:
-        from flowactors.sdk import record_formats as records
+        from flowactors.sdk import record_formats as records  # pyarrow: an optional dependency (spark extra)
     except ImportError as err:
         raise RuntimeError(f"NiFi Python record transforms read and write records with pyarrow, which is not "
                            f"installed ({err}): pip install 'flowactors[spark]'") from None
@@ -75,7 +75,7 @@ def partition_text(value: Any) -> str:
 def transform_records(processor: Any, context: Any, session: Any, flowfile: Any, reader: str, writer: str,
                       logger: Any) -> None:
     """Run ``processor`` over the records of ``flowfile`` and route the outcome (module docstring)."""
-    from flowactors.sdk import record_formats as records
+    from flowactors.sdk import record_formats as records  # pyarrow: only for a record transform
 
     try:
         with session.read(flowfile) as stream:
@@ -125,7 +125,7 @@ def transform_records(processor: Any, context: Any, session: Any, flowfile: Any,
 def _table(group: _Group):
     """The group's records as a table: the schema the processor gave, else the one of the group's
     first record (as NiFi's writer takes it), types inferred from every record."""
-    import pyarrow as pa
+    import pyarrow as pa  # optional (spark extra): only for a record transform
 
     schema = group.schema if isinstance(group.schema, pa.Schema) else None
     return pa.Table.from_pylist(group.records, schema=schema)

@@ -24,6 +24,7 @@ from flowactors.engine.errors import NoSuchEventError
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentNotFoundError, FileSystemContentRepository
+from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import ContentClaim
 from repositories.provenance import ProvenanceEvent, WriteAheadProvenanceRepository
 from repositories.provenance.outbox import take_from_outbox
@@ -111,8 +112,6 @@ class StoppedRepository:
     def flowfile(self):
         """The FlowFile write-ahead log (``WriteAheadFlowFileRepository``), for replay (``writable``)."""
         if self._flowfile is None:
-            from repositories.flowfile import WriteAheadFlowFileRepository
-
             if not (self.root / "flowfile" / "data.mdb").exists():
                 raise FileNotFoundError(f"no FlowFile repository in {self.root} (expected {self.root / 'flowfile'})")
             self._flowfile = WriteAheadFlowFileRepository.from_settings(self.root, self.settings)

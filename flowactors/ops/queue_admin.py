@@ -28,12 +28,14 @@ from typing import Iterator
 
 from flowactors.engine.flow_operations import describe, drop_events
 from flowactors.engine.errors import NoSuchQueueError
+from repositories.content import FileSystemContentRepository
 from repositories.lock import RepositoryLock
 from flowactors.sdk.settings import Settings
 from repositories.flowfile import (SWAP_QUEUE_PREFIX, RepositoryCorruptError, UnsupportedFormatVersionError,
                                    WriteAheadFlowFileRepository)
 from repositories.flowfile.swapfile import swap_directory
 from repositories.model import FlowFile, now_millis, total_size
+from repositories.provenance import WriteAheadProvenanceRepository
 
 DEFAULT_LIMIT = 100
 #: the errors that say the log itself is damaged (``flowactors status`` reports it DAMAGED)
@@ -138,9 +140,6 @@ def empty_queue(repository: str | os.PathLike, queue_id: str, settings: Settings
     """Drop every FlowFile of a stopped flow's queue, swapped ones included: removed from the log
     (claimant counts lowered), a DROP event each, swap files deleted; then a checkpoint releases
     the content nobody references any more."""
-    from repositories.content import FileSystemContentRepository
-    from repositories.provenance import WriteAheadProvenanceRepository
-
     root = Path(repository)
     settings = settings or Settings()
     with stopped_log(root, "flowactors queue empty") as wal:

@@ -79,7 +79,7 @@ def authentication_mode(url: str) -> str | None:
 
 def session_dir() -> str:
     """The connected Ray's session folder (its logs, and the Grafana provisioning its dashboard writes)."""
-    import ray
+    import ray  # heavy: the operations tools that do not run a flow never import it
 
     context = ray.get_runtime_context()
     return os.path.join(context.get_temp_dir(), context.get_session_name())
@@ -90,7 +90,7 @@ def open_dashboard(started: bool, out: TextIO | None = None) -> dict:
     Grafana dashboard beside Ray's (waiting for it if this run ``started`` that Ray). Returns
     ``{"url", "grafana_dashboard"}`` (the latter None off the dashboard's machine), or ``{}`` if
     this Ray runs without a dashboard, which is said too."""
-    import ray
+    import ray  # heavy: the operations tools that do not run a flow never import it
 
     out = out or sys.stderr
     address = ray.init(ignore_reinit_error=True).dashboard_url  # the connected Ray's: none without a dashboard

@@ -286,7 +286,7 @@ def _spark_type(data_type: pa.DataType) -> pa.DataType:
 def arrow_to_spark(spark, table: pa.Table):
     """A Spark DataFrame over an Arrow table, handed to the JVM as an Arrow stream (no pandas,
     no Python rows): what PySpark 3.5's Arrow path for pandas does, minus the pandas step."""
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame  # PySpark, heavy: imported in the Spark service's process only
     from pyspark.sql.pandas.serializers import ArrowStreamSerializer
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -305,7 +305,7 @@ def arrow_to_spark(spark, table: pa.Table):
 
 def spark_to_arrow(frame) -> pa.Table:
     """The DataFrame's records as one Arrow table, collected as Arrow record batches."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.pandas.types import to_arrow_schema  # PySpark: the Spark service's process only
 
     batches = frame._collect_as_arrow()
     schema = batches[0].schema if batches else to_arrow_schema(frame.schema)
@@ -359,7 +359,7 @@ class SparkServiceActor:
         # executors run Python (UDFs, RayDP's conversions) with this interpreter, not the system's
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-        import raydp
+        import raydp  # RayDP, heavy: only when Spark starts
 
         try:
             spark = raydp.init_spark(s.app_name or self.name, s.executors, s.executor_cores, s.executor_memory,
@@ -384,7 +384,7 @@ class SparkServiceActor:
         """Undo a failed start: RayDP's stop, and its master actor, which RayDP leaves behind when
         the start failed before its cluster object existed."""
         try:
-            import raydp
+            import raydp  # RayDP, heavy: only when Spark starts
 
             raydp.stop_spark()
         except Exception:
@@ -398,7 +398,7 @@ class SparkServiceActor:
         """Stop Spark (executors, RayDP's master, the driver JVM); the actor can then be killed."""
         with self._lock:
             if self._spark is not None:
-                import raydp
+                import raydp  # RayDP, heavy: only when Spark starts
 
                 self._spark = None
                 raydp.stop_spark()
