@@ -168,12 +168,12 @@ class ProcessorRunner:
             self.provenance_repository = provenance_repository or InMemoryProvenanceRepository()
             self.component_id = f"test/{self.name}"
             self.queue_ids = {q: q for q in [INPUT, *relationships]}
-            self.backend = StatelessBackend(
-                content=self.content,
-                queues={q: QueueObjectLink(ConnectionQueue(QueueConfig(q, 0, 0))) for q in self.queue_ids},
+            stateless = StatelessBackend(
                 log=TriggerLog(InMemoryStateStore(), self.provenance_repository), inputs=[INPUT],
                 destinations={r: [r] for r in relationships},
                 component=(self.component_id, self.name, processor_type.__name__))
+            stateless.use(self.content, {q: ConnectionQueue(QueueConfig(q, 0, 0)) for q in self.queue_ids})
+            self.backend = stateless
             self._flowfiles = None
             self._provenance = ObjectLink(self.provenance_repository)
         elif self.engine == "ray":

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from flowactors.cli.common import CliError, invoke, one_of
+from flowactors.driver.errors import FlowLoadError
 from flowactors.driver.loading import load_flow
 from flowactors.ops.flow_graph import DIRECTIONS, to_svg
 from flowactors.ops.png import PictureError, PngError, check_picture, svg_to_png
@@ -130,7 +131,7 @@ def cmd_graph(args: SimpleNamespace) -> int:
         raise CliError(str(err), 2) from None
     try:
         loaded = load_flow(args.flow, args.extensions)
-    except CliError:
+    except (CliError, FlowLoadError):   # they name the file already
         raise
     except Exception as err:   # a definition that does not load: its own message
         raise CliError(f"{args.flow}: {err}", 2) from None
