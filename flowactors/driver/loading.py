@@ -15,12 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import orjson
-
 from flowactors.driver.errors import FlowLoadError
 from flowactors.driver.nifi_export import flow_from_nifi, is_nifi_definition
 from flowactors.nifi import resolve_type_name as resolve_nifi_python_type
-from flowactors.sdk.flow import Flow, FlowValidationError, resolve_processor_type
+from flowactors.sdk.flow import Flow, read_definition, resolve_processor_type
 from flowactors.sdk.processor import Processor
 
 
@@ -36,15 +34,7 @@ def resolve_type_name(type_name: Any) -> type[Processor]:
 def load_definition(text: str | bytes | dict, *, extensions: Sequence[str | Path] | None = None) -> Flow:
     """A flow from a definition's JSON text (or its object): a flowactors definition, or one
     exported from NiFi, whose Python processors are looked for in ``extensions`` (folders)."""
-    if isinstance(text, dict):
-        data = text
-    else:
-        try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError as err:
-            raise FlowValidationError("?", [f"the definition is not valid JSON: {err}"]) from None
-    if not isinstance(data, dict):
-        raise FlowValidationError("?", ["the definition must be a JSON object"])
+    data = text if isinstance(text, dict) else read_definition(text)
     if is_nifi_definition(data):
         return flow_from_nifi(data, extensions=extensions)
     return Flow.from_dict(data, resolve_type=resolve_type_name)

@@ -408,13 +408,7 @@ class Flow:
     def from_json(cls, text: str | bytes, *,
                   resolve_type: Callable[[Any], type[Processor]] | None = None) -> "Flow":
         """``from_dict`` of a definition's JSON text."""
-        try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError as err:
-            raise FlowValidationError("?", [f"the definition is not valid JSON: {err}"]) from None
-        if not isinstance(data, dict):
-            raise FlowValidationError("?", ["the definition must be a JSON object"])
-        return cls.from_dict(data, resolve_type=resolve_type)
+        return cls.from_dict(read_definition(text), resolve_type=resolve_type)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n")
@@ -438,6 +432,18 @@ class Flow:
         node = self.processors[processor]
         return {rel: [c.id for c in self.connections_from(processor) if rel in c.relationships]
                 for rel in node.type.relationship_names(node.property_values)}
+
+
+def read_definition(text: str | bytes) -> dict[str, Any]:
+    """A definition's JSON text as its object; ``FlowValidationError`` when it is not JSON, or not
+    an object (a flowactors definition and a NiFi export alike)."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as err:
+        raise FlowValidationError("?", [f"the definition is not valid JSON: {err}"]) from None
+    if not isinstance(data, dict):
+        raise FlowValidationError("?", ["the definition must be a JSON object"])
+    return data
 
 
 def default_connection_name(source: str, relationships: Sequence[str], destination: str) -> str:
