@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Mapping, Se
 
 from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
-from flowactors.sdk.session_contract import (CommitBatch, CommitError, DeliveryError, IdAllocator, SessionBackend,
-                                             StateConflict)
+from flowactors.sdk.session_contract import (F_UPDATED_ATTRIBUTES, F_UPDATED_CLAIM, F_UPDATED_SIZE, F_UUID, CommitBatch,
+                                             CommitError, DeliveryError, IdAllocator, SessionBackend, StateConflict)
 from flowactors.sdk.session_records import FlowFileRecord, RecordCommit
 from flowactors.sdk.session_runs import EventSource, Run, Runs
 from repositories.content.writer import BaseClaimWriter
@@ -40,10 +40,6 @@ __all__ = ["CommitError", "DeliveryError", "FlowFileHandlingError", "ProcessSess
            "StateConflict"]
 
 CHUNK = 1024 * 1024
-#: positions in an event's field array (``CommitBatch.events``)
-_UUID = FIELD_INDEX["flowfile_uuid"]
-_UPDATED_ATTRIBUTES, _UPDATED_CLAIM = FIELD_INDEX["updated_attributes"], FIELD_INDEX["updated_claim"]
-_UPDATED_SIZE = FIELD_INDEX["updated_size"]
 _T = ProvenanceEventType
 _new_tuple = tuple.__new__
 
@@ -491,8 +487,8 @@ class ProcessSession:
         for uuid in moving:
             other._records[uuid] = self._records.pop(uuid)
         moved = set(moving)
-        other._events.extend(e for e in self._events if e[_UUID] in moved)
-        self._events = [e for e in self._events if e[_UUID] not in moved]
+        other._events.extend(e for e in self._events if e[F_UUID] in moved)
+        self._events = [e for e in self._events if e[F_UUID] not in moved]
 
     @property
     def has_work(self) -> bool:
@@ -606,9 +602,9 @@ class ProcessSession:
         for name, value in fields.items():
             event[FIELD_INDEX[name]] = value
         if event_type == _T.SEND:  # what was sent, not what the FlowFile became
-            event[_UPDATED_ATTRIBUTES] = flowfile.attributes  # never changed in place: shared with the event
-            event[_UPDATED_CLAIM] = flowfile.claim
-            event[_UPDATED_SIZE] = flowfile.size
+            event[F_UPDATED_ATTRIBUTES] = flowfile.attributes  # never changed in place: shared with the event
+            event[F_UPDATED_CLAIM] = flowfile.claim
+            event[F_UPDATED_SIZE] = flowfile.size
         self._events.append(event)
         return event
 

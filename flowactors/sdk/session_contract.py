@@ -13,10 +13,26 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim, StateChange
-from repositories.provenance.event import EventRun
+from repositories.provenance.event import FIELD_INDEX, EventRun
 
 __all__ = ["CommitBatch", "CommitError", "DeliveryError", "IdAllocator", "SessionBackend",
            "StateConflict"]
+
+
+#: positions in an event's field array (``CommitBatch.events``; ``repositories.provenance.event.FIELD_INDEX``),
+#: named once for the session's modules
+F_TYPE = FIELD_INDEX["event_type"]
+F_UUID = FIELD_INDEX["flowfile_uuid"]
+F_CHILDREN = FIELD_INDEX["child_uuids"]
+F_PREVIOUS_ATTRIBUTES = FIELD_INDEX["previous_attributes"]
+F_PREVIOUS_CLAIM = FIELD_INDEX["previous_claim"]
+F_PREVIOUS_SIZE = FIELD_INDEX["previous_size"]
+F_SOURCE_QUEUE = FIELD_INDEX["source_queue_id"]
+F_UPDATED_ATTRIBUTES = FIELD_INDEX["updated_attributes"]
+F_UPDATED_CLAIM = FIELD_INDEX["updated_claim"]
+F_UPDATED_SIZE = FIELD_INDEX["updated_size"]
+F_LINEAGE_START = FIELD_INDEX["lineage_start_date"]
+F_DETAILS = FIELD_INDEX["details"]
 
 
 class CommitError(RuntimeError):

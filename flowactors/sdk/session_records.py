@@ -13,17 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from flowactors.sdk.session_contract import CommitBatch
+from flowactors.sdk.session_contract import (F_CHILDREN, F_PREVIOUS_ATTRIBUTES, F_PREVIOUS_CLAIM, F_PREVIOUS_SIZE,
+                                             F_SOURCE_QUEUE, F_TYPE, F_UPDATED_ATTRIBUTES, F_UPDATED_CLAIM,
+                                             F_UPDATED_SIZE, F_UUID, CommitBatch)
 from flowactors.sdk.session_runs import CONTENT_EVENTS, CREATION_EVENTS, QueueIndex
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile, now_millis
-from repositories.provenance.event import FIELD_INDEX, ProvenanceEventType
+from repositories.provenance.event import ProvenanceEventType
 
-#: positions in an event's field array (``CommitBatch.events``)
-_TYPE, _UUID, _CHILDREN = FIELD_INDEX["event_type"], FIELD_INDEX["flowfile_uuid"], FIELD_INDEX["child_uuids"]
-_PREVIOUS_ATTRIBUTES, _PREVIOUS_CLAIM = FIELD_INDEX["previous_attributes"], FIELD_INDEX["previous_claim"]
-_PREVIOUS_SIZE, _SOURCE_QUEUE = FIELD_INDEX["previous_size"], FIELD_INDEX["source_queue_id"]
-_UPDATED_ATTRIBUTES, _UPDATED_CLAIM = FIELD_INDEX["updated_attributes"], FIELD_INDEX["updated_claim"]
-_UPDATED_SIZE = FIELD_INDEX["updated_size"]
 _T = ProvenanceEventType
 
 
@@ -75,7 +71,7 @@ class RecordCommit:
         self._add_records(batch)
         finals = {r.current.uuid: r for r in self.records.values()}
         for event in self.events:
-            _complete_event(event, finals.get(event[_UUID]))
+            _complete_event(event, finals.get(event[F_UUID]))
         batch.events = self.events
         return batch
 
@@ -97,8 +93,8 @@ class RecordCommit:
         """CREATE / FORK / JOIN / CONTENT_MODIFIED / ATTRIBUTES_MODIFIED events nobody reported."""
         reported: dict[str, set[str]] = {}
         for event in self.events:
-            reported.setdefault(event[_UUID], set()).add(event[_TYPE])
-            for child in event[_CHILDREN]:
+            reported.setdefault(event[F_UUID], set()).add(event[F_TYPE])
+            for child in event[F_CHILDREN]:
                 reported.setdefault(child, set()).add("CHILD")
         by_parent: dict[str, list[str]] = {}
         emit = self.emit
@@ -130,7 +126,7 @@ class RecordCommit:
         """Each record's acknowledgement, then its removal and DROP event, or its queued version
         and offer."""
         now = now_millis()
-        dropped = {e[_UUID] for e in self.events if e[_TYPE] == _T.DROP}
+        dropped = {e[F_UUID] for e in self.events if e[F_TYPE] == _T.DROP}
         for record in self.records.values():
             if record.original is not None and record.source_queue is not None:
                 batch.acknowledgements.setdefault(record.source_queue, []).append(record.original.uuid)
@@ -157,12 +153,12 @@ def _complete_event(event: list, record: FlowFileRecord | None) -> None:
         return
     original = record.original
     if original is not None:
-        event[_PREVIOUS_ATTRIBUTES] = original.attributes
-        event[_PREVIOUS_CLAIM] = original.claim
-        event[_PREVIOUS_SIZE] = original.size
-        event[_SOURCE_QUEUE] = record.source_queue
-    if event[_TYPE] != _T.SEND:
+        event[F_PREVIOUS_ATTRIBUTES] = original.attributes
+        event[F_PREVIOUS_CLAIM] = original.claim
+        event[F_PREVIOUS_SIZE] = original.size
+        event[F_SOURCE_QUEUE] = record.source_queue
+    if event[F_TYPE] != _T.SEND:
         current = record.current
-        event[_UPDATED_ATTRIBUTES] = current.attributes
-        event[_UPDATED_CLAIM] = current.claim
-        event[_UPDATED_SIZE] = current.size
+        event[F_UPDATED_ATTRIBUTES] = current.attributes
+        event[F_UPDATED_CLAIM] = current.claim
+        event[F_UPDATED_SIZE] = current.size

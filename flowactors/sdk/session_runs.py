@@ -20,16 +20,12 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
-from flowactors.sdk.session_contract import CommitBatch
+from flowactors.sdk.session_contract import (F_DETAILS, F_LINEAGE_START, F_PREVIOUS_ATTRIBUTES, F_PREVIOUS_CLAIM,
+                                             F_PREVIOUS_SIZE, F_SOURCE_QUEUE, F_UPDATED_ATTRIBUTES, F_UPDATED_CLAIM,
+                                             F_UPDATED_SIZE, F_UUID, CommitBatch)
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile, now_millis
 from repositories.provenance.event import FIELD_INDEX, EventRun, ProvenanceEventType, new_event_fields
 
-#: positions in an event's field array (``CommitBatch.events``)
-_UUID, _LINEAGE_START, _DETAILS = FIELD_INDEX["flowfile_uuid"], FIELD_INDEX["lineage_start_date"], FIELD_INDEX["details"]
-_PREVIOUS_ATTRIBUTES, _PREVIOUS_CLAIM = FIELD_INDEX["previous_attributes"], FIELD_INDEX["previous_claim"]
-_PREVIOUS_SIZE, _SOURCE_QUEUE = FIELD_INDEX["previous_size"], FIELD_INDEX["source_queue_id"]
-_UPDATED_ATTRIBUTES, _UPDATED_CLAIM = FIELD_INDEX["updated_attributes"], FIELD_INDEX["updated_claim"]
-_UPDATED_SIZE = FIELD_INDEX["updated_size"]
 _T = ProvenanceEventType
 _new_tuple = tuple.__new__
 _CLAIM_LENGTH = itemgetter(2)
@@ -294,9 +290,9 @@ class _RunCommit:
             drop = self._event_run(_T.DROP, run, dropped)
             relationship = run.relationship
             if isinstance(relationship, list):
-                drop.each[_DETAILS] = [f"Auto-Terminated by {relationship[i]} Relationship" for i in dropped]
+                drop.each[F_DETAILS] = [f"Auto-Terminated by {relationship[i]} Relationship" for i in dropped]
             else:
-                drop.shared[_DETAILS] = f"Auto-Terminated by {relationship} Relationship"
+                drop.shared[F_DETAILS] = f"Auto-Terminated by {relationship} Relationship"
             self.drops.append(drop)
         elif run.originals is not None and "DROP" not in run.reported:
             self.drops.append(self._event_run(_T.DROP, run, dropped))
@@ -329,7 +325,7 @@ class _RunCommit:
         source = self.source
         shared = new_event_fields(event_type, self.now if timestamp is None else timestamp, "", source.component_id,
                                   source.component_name, source.component_type, 0)
-        shared[_UUID] = shared[_LINEAGE_START] = None   # each event's own, in ``each``
+        shared[F_UUID] = shared[F_LINEAGE_START] = None   # each event's own, in ``each``
         made = self._run_columns(run)
         if len(positions) == len(run.current):
             each = dict(made)
@@ -344,12 +340,12 @@ class _RunCommit:
         if made is None:
             current = run.current
             claims = [f[3] for f in current]
-            made = {_UUID: [f[1] for f in current], _LINEAGE_START: [f[5] for f in current],
-                    _UPDATED_ATTRIBUTES: [f[2] for f in current], _UPDATED_CLAIM: claims,
-                    _UPDATED_SIZE: _sizes(claims)}
+            made = {F_UUID: [f[1] for f in current], F_LINEAGE_START: [f[5] for f in current],
+                    F_UPDATED_ATTRIBUTES: [f[2] for f in current], F_UPDATED_CLAIM: claims,
+                    F_UPDATED_SIZE: _sizes(claims)}
             if run.originals is not None and run.sources is not None:
                 made.update(_previous_columns(run.originals, current, made))
-                made[_SOURCE_QUEUE] = run.sources
+                made[F_SOURCE_QUEUE] = run.sources
             self._columns[id(run)] = made
         return made
 
@@ -358,14 +354,14 @@ def _previous_columns(originals: list[FlowFile], current: list[FlowFile], made: 
     """The ``previous_*`` columns of a taken run's events, sharing ``made``'s ``updated_*`` lists
     where nothing changed."""
     if originals is current:
-        return {_PREVIOUS_ATTRIBUTES: made[_UPDATED_ATTRIBUTES], _PREVIOUS_CLAIM: made[_UPDATED_CLAIM],
-                _PREVIOUS_SIZE: made[_UPDATED_SIZE]}
-    previous: dict[int, list] = {_PREVIOUS_ATTRIBUTES: [f[2] for f in originals]}
+        return {F_PREVIOUS_ATTRIBUTES: made[F_UPDATED_ATTRIBUTES], F_PREVIOUS_CLAIM: made[F_UPDATED_CLAIM],
+                F_PREVIOUS_SIZE: made[F_UPDATED_SIZE]}
+    previous: dict[int, list] = {F_PREVIOUS_ATTRIBUTES: [f[2] for f in originals]}
     old = [f[3] for f in originals]
-    if old == made[_UPDATED_CLAIM]:   # content unchanged (compared by identity first): the same fields
-        previous[_PREVIOUS_CLAIM], previous[_PREVIOUS_SIZE] = made[_UPDATED_CLAIM], made[_UPDATED_SIZE]
+    if old == made[F_UPDATED_CLAIM]:   # content unchanged (compared by identity first): the same fields
+        previous[F_PREVIOUS_CLAIM], previous[F_PREVIOUS_SIZE] = made[F_UPDATED_CLAIM], made[F_UPDATED_SIZE]
     else:
-        previous[_PREVIOUS_CLAIM], previous[_PREVIOUS_SIZE] = old, _sizes(old)
+        previous[F_PREVIOUS_CLAIM], previous[F_PREVIOUS_SIZE] = old, _sizes(old)
     return previous
 
 
