@@ -172,16 +172,6 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
         return self._merger.block_size
 
     @property
-    def compression_level(self) -> int:
-        """The zstd level of an event file's blocks."""
-        return self._merger.compression_level
-
-    @property
-    def fsync_rollover(self) -> bool:
-        """Whether a rollover fsyncs the event file and the index before it deletes the journals."""
-        return self._merger.fsync
-
-    @property
     def index_chunk(self) -> int:
         """Events indexed in one index transaction of a merge (read at each merge)."""
         return self._merger.index_chunk
@@ -189,11 +179,6 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
     @index_chunk.setter
     def index_chunk(self, events: int) -> None:
         self._merger.index_chunk = events
-
-    @property
-    def ids_given_up(self) -> int:
-        """Event ids given up because their events never arrived (``register_numbered``)."""
-        return self._journals.ids_given_up
 
     # ------------------------------------------------------------------ commit path
 
@@ -486,7 +471,7 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
             "bytes_on_disk": file_bytes + journal_bytes + index.bytes,
             "index_lag": unmerged,
             "waiting_batches": waiting,
-            "ids_given_up": self.ids_given_up,
+            "ids_given_up": self._journals.ids_given_up,
         }
 
     # ------------------------------------------------------------------ closing
