@@ -106,7 +106,7 @@ def child_main(path: str, report: str, always_sync: str, mode: str) -> None:
 
         repo._sync = slow_sync
     elif mode == "journal":
-        repo.FOLD_ENTRIES = 3
+        repo._journal.FOLD_ENTRIES = 3
     p = repo.get(PROGRESS)
     b = int(p.flowfile.attributes["batch"]) if p is not None else 0
     prev = [repo.get(fid(b, i)).flowfile for i in range(N)] if b >= 1 else []

@@ -24,6 +24,7 @@ from repositories.flowfile import (
     WriteAheadFlowFileRepository,
 )
 from repositories.flowfile import records as rec
+from repositories.flowfile.opening import FORMAT_VERSION
 from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, ResourceClaim, StateChange, StateMap
 
 R1 = ResourceClaim("default", "1", "claim-1")
@@ -674,7 +675,7 @@ def _poke(path: Path, db_name: bytes, key: bytes, value: bytes) -> None:
 
 def test_a_newer_format_version_asks_for_an_upgrade(w):
     w.repo.close()
-    newer = WriteAheadFlowFileRepository.FORMAT_VERSION + 1
+    newer = FORMAT_VERSION + 1
     _poke(w.path, b"meta", b"format_version", bytes([newer]))
     with pytest.raises(UnsupportedFormatVersionError, match="upgrade flowactors") as err:
         WriteAheadFlowFileRepository(w.path)
@@ -828,7 +829,7 @@ import sys
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import ContentClaim, QueuedFlowFile, ResourceClaim
 repo = WriteAheadFlowFileRepository(sys.argv[1])
-repo.FOLD_ENTRIES = 2
+repo._journal.FOLD_ENTRIES = 2
 moved = ResourceClaim("default", "2", "claim-2")
 for queued in list(repo.recover()):
     pass
@@ -852,7 +853,7 @@ def test_commits_of_two_processes_are_applied_in_the_order_they_were_made(w, tmp
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    w.repo.FOLD_ENTRIES = 1000  # nothing applied here before the other process reads
+    w.repo._journal.FOLD_ENTRIES = 1000  # nothing applied here before the other process reads
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
     for ff in ffs:
         w.repo.commit([q(ff)], [], [R1])
@@ -876,12 +877,12 @@ def test_while_applying_fails_commits_go_on_and_what_a_process_holds_stays_bound
     """Commits go on into the journal while applying it is put off (as after a failure); the
     process holds at most twice FOLD_ENTRIES of its commits as encoded, and applying the long
     journal later, part by part, decodes the rest: nothing is lost or applied twice."""
-    w.repo.FOLD_ENTRIES = 4
+    w.repo._journal.FOLD_ENTRIES = 4
     w.repo._journal.retry_at = float("inf")   # as when applying has just failed
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(30)]
     for i, ff in enumerate(ffs):
         w.repo.commit([q(ff)], [ffs[i - 1].uuid] if i % 3 == 2 else [], [R1])
-    assert len(w.repo._journal.recent) == 2 * w.repo.FOLD_ENTRIES
+    assert len(w.repo._journal.recent) == 2 * w.repo._journal.FOLD_ENTRIES
     kept = [f.uuid for i, f in enumerate(ffs) if i % 3 != 1]   # every third one removed by the next commit
     assert set(everything(w.repo)) == set(kept)
     assert w.repo.claimant_count(R1) == len(kept) and w.repo.queue_counts() == {"q1": len(kept)}
@@ -891,7 +892,7 @@ def test_while_applying_fails_commits_go_on_and_what_a_process_holds_stays_bound
 def test_what_a_process_holds_as_encoded_is_bounded_in_flowfiles_too(w):
     """Besides twice FOLD_ENTRIES commits, the process holds at most RECENT_UPDATES FlowFile
     updates as encoded; the commits past it are decoded when the journal is applied."""
-    w.repo.RECENT_UPDATES = 5   # five commits of at most 3 FlowFiles: the journal is not applied meanwhile
+    w.repo._journal.RECENT_UPDATES = 5   # five commits of at most 3 FlowFiles: the journal is not applied meanwhile
     batches = [[w.ff(R1, offset=10 * i + j) for j in range(3)] for i in range(4)]
     for batch in batches:
         w.repo.commit([q(ff) for ff in batch], [], [R1])
@@ -916,7 +917,7 @@ def test_a_fold_worked_out_before_its_transaction_also_applies_what_came_in_mean
     """Applying the journal works out its net effect outside LMDB's writer lock, in a read
     transaction; the commits made between that and the write transaction (updates, moves and
     removals of FlowFiles the plan saw, new ones) are applied after it, in the same transaction."""
-    w.repo.FOLD_ENTRIES = 1000  # nothing applied by the commits themselves
+    w.repo._journal.FOLD_ENTRIES = 1000  # nothing applied by the commits themselves
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(6)]
     for ff in ffs:
         w.repo.commit([q(ff)], [], [R1])
@@ -943,7 +944,7 @@ def test_a_fold_worked_out_before_the_tables_changed_is_dropped(w):
     registration applied the journal and moved records in between, so the plan (which would
     count every claimant twice and bring back a removed FlowFile) is dropped and the journal
     applied in the write transaction itself."""
-    w.repo.FOLD_ENTRIES = 1000
+    w.repo._journal.FOLD_ENTRIES = 1000
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(4)]
     for ff in ffs:
         w.repo.commit([q(ff)], [], [R1])
@@ -961,7 +962,7 @@ def test_where_another_process_applies_the_journal_commits_apply_it_only_past_tw
     """An executor's commits on Ray leave the journal to the FlowFile repository's service
     (``applied_elsewhere``) and keep none of their entries as encoded; should that service stop,
     they apply it themselves at twice the bounds, so the journal stays bounded."""
-    w.repo.FOLD_ENTRIES = 4
+    w.repo._journal.FOLD_ENTRIES = 4
     w.repo.applied_elsewhere = True
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
     for ff in ffs[:7]:
@@ -975,7 +976,7 @@ def test_where_another_process_applies_the_journal_commits_apply_it_only_past_tw
     for ff in ffs[7:]:
         w.repo.commit([q(ff)], [], [R1])
     assert set(everything(w.repo)) == {f.uuid for f in ffs} and w.repo.claimant_count(R1) == 8
-    w.repo.FOLD_ENTRIES, w.repo._journal.retry_at = 1, 0.0
+    w.repo._journal.FOLD_ENTRIES, w.repo._journal.retry_at = 1, 0.0
     for i in range(8, 10):
         w.repo.commit([q(w.ff(R1, offset=i, qindex=i))], [], [R1])
     with w.repo._environment.read() as txn:   # the second commit reached twice the bound (2) and applied it
@@ -986,7 +987,7 @@ def test_a_commit_leaves_the_journal_to_the_thread_of_its_process_already_applyi
     """An executor's tasks commit through one instance at once; while one of them applies the
     journal, the others' commits go on without starting an application of their own (it would
     plan the same part and be dropped, or wait for the writer lock behind it)."""
-    w.repo.FOLD_ENTRIES = 2
+    w.repo._journal.FOLD_ENTRIES = 2
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(4)]
     with w.repo._journal.applying:  # as a task thread in ``Journal.apply_after_commit`` holds it
         for ff in ffs[:3]:
@@ -1004,7 +1005,7 @@ def test_applying_for_others_writes_only_what_it_worked_out_and_nothing_when_ano
     worked out in its read transaction: the commits made meanwhile wait for the next look, and
     when another process applied the journal meanwhile it writes nothing, never decoding or
     applying entries while it holds the writer lock."""
-    w.repo.FOLD_ENTRIES = 4
+    w.repo._journal.FOLD_ENTRIES = 4
     w.repo.applied_elsewhere = True
     ffs = [w.ff(R1, offset=i, qindex=i) for i in range(8)]
     for ff in ffs[:5]:
@@ -1174,3 +1175,21 @@ def test_a_damaged_outbox_entry_is_named_and_the_others_still_read(w):
     assert entries[0][0] == 0 and entries[0][1][0] == 2
     assert entries[1][0] == 2 and "event id 2 is damaged: provenance outbox entry checksum" in entries[1][1]
     assert entries[2][0] == 4 and "record version 9" in entries[2][1]
+
+
+def test_a_stream_outlives_its_dropped_repository_and_keeps_the_log_its_own(tmp_path):
+    """``recover`` and ``iter_queue`` hold their repository while they are read: dropping it
+    mid-stream neither breaks the stream nor frees the log for a second instance of this process;
+    a repository dropped unread lets go of its log at once (no reference cycle keeps it)."""
+    repo = WriteAheadFlowFileRepository(tmp_path / "flowfile")
+    repo.commit([QueuedFlowFile(make_ff(None), "q"), QueuedFlowFile(make_ff(None), "q")], [])
+    recovering, paging = repo.recover(batch_size=1), repo.iter_queue("q", batch_size=1)
+    del repo
+    assert WriteAheadFlowFileRepository.open_here(tmp_path / "flowfile") is not None
+    assert [(q, len(b)) for q, b in recovering] == [("q", 1), ("q", 1)]
+    assert [len(b) for b in paging] == [1, 1]
+    del recovering, paging
+    assert WriteAheadFlowFileRepository.open_here(tmp_path / "flowfile") is None
+    dropped = WriteAheadFlowFileRepository(tmp_path / "flowfile")
+    del dropped
+    assert WriteAheadFlowFileRepository.open_here(tmp_path / "flowfile") is None

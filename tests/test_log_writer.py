@@ -14,6 +14,7 @@ import pytest
 from flowactors.engine.log_writer import LogWriter
 from flowactors.sdk.session_contract import CommitBatch, CommitError, DeliveryError
 from flowactors.sdk.settings import Settings
+from repositories.flowfile.journal import Journal
 from repositories.flowfile import WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
 
@@ -397,7 +398,7 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
 
     from flowactors.engine.repository_services import JOURNAL_LOOK_INTERVAL, FlowFileRepositoryService
 
-    monkeypatch.setattr(WriteAheadFlowFileRepository, "FOLD_ENTRIES", 4)
+    monkeypatch.setattr(Journal, "FOLD_ENTRIES", 4)
     service = FlowFileRepositoryService(str(tmp_path), Settings())
     service.open()
     try:
@@ -452,7 +453,7 @@ def test_the_services_look_applies_a_long_journal_part_after_part_and_an_error_w
     from flowactors.engine.repository_services import JOURNAL_LOOK_INTERVAL, FlowFileRepositoryService
     from repositories.flowfile import FlowFileRepositoryError
 
-    monkeypatch.setattr(WriteAheadFlowFileRepository, "FOLD_ENTRIES", 4)
+    monkeypatch.setattr(Journal, "FOLD_ENTRIES", 4)
     service = FlowFileRepositoryService(str(tmp_path), Settings())
     service.open()
     try:

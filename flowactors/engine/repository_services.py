@@ -21,6 +21,7 @@ from flowactors.engine.metrics import ContentRepositoryMetrics, FlowFileReposito
 from flowactors.engine.periodic import Periodic
 from flowactors.sdk.settings import Settings
 from repositories.content import ContentRepository, FileSystemContentRepository
+from repositories.flowfile.journal import Journal
 from repositories.flowfile import (SWAP_QUEUE_PREFIX, FlowFileRepository, FlowFileRepositoryError,
                                    WriteAheadFlowFileRepository)
 from repositories.flowfile.protocol import SwapFileEntry
@@ -82,7 +83,7 @@ class FlowFileRepositoryService(Service):
         #: applies the log's journal so that the executors' commits need not (``_look_at_journal``)
         self._applier = Periodic("flowfile-journal", JOURNAL_LOOK_INTERVAL, self._look_at_journal,
                                  self._journal_not_applied, each_error_once=True,
-                                 retry_after=WriteAheadFlowFileRepository.FOLD_RETRY_SECONDS)
+                                 retry_after=Journal.FOLD_RETRY_SECONDS)
 
     def open(self) -> dict:
         """Open the log and begin a new run of the flow over it (commits of an older run are

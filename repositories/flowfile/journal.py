@@ -16,7 +16,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Protocol
 
 import lmdb
 
@@ -31,17 +30,6 @@ from repositories.flowfile.records import JournalEntry
 log = logging.getLogger(__name__)
 
 
-class FoldBounds(Protocol):
-    """When the journal is applied (``WriteAheadFlowFileRepository`` documents each bound; read
-    at each use, so a change on the repository's class or instance takes effect at once)."""
-
-    FOLD_ENTRIES: int
-    FOLD_BYTES: int
-    RECENT_UPDATES: int
-    FOLD_RETRY_SECONDS: float
-    applied_elsewhere: bool
-
-
 class Journal:
     """The ``journal`` sub-database of one log, and applying it to the tables.
 
@@ -50,10 +38,30 @@ class Journal:
     failed, commits do not try again before this ``time.monotonic()``. ``applying``: held by the
     commit that applies the journal (one application at a time in a process)."""
 
-    def __init__(self, environment: LogEnvironment, bounds: FoldBounds, claims: ClaimTable,
-                 queues: QueueTable) -> None:
+    #: Journal entries (commits), or bytes of them, after which a commit applies the journal to
+    #: the tables: bounds the journal, the time the applying holds the writer lock, and what one
+    #: application (or one part of a long journal's) holds in memory. The window must also hold
+    #: several lives of a FlowFile (its commits from creation to removal), since only one that
+    #: is created and removed inside it never reaches the tables (docs/performance.md has how
+    #: these were chosen). Read at each use: a change on the class or an instance counts at once
+    #: (a repository's: ``repository._journal``).
+    FOLD_ENTRIES = 64
+    FOLD_BYTES = 32 * 1024**2
+    #: At most this many FlowFile updates of this process's commits are held as encoded (besides
+    #: at most twice FOLD_ENTRIES commits); applying decodes the others from the journal. This
+    #: keeps what a process holds near one window's worth (FOLD_BYTES) even while applying
+    #: fails, when the entries bound alone would let it hold twice FOLD_ENTRIES commits of any size.
+    RECENT_UPDATES = 131_072
+    #: After applying failed (a damaged record, a full map), commits wait this long to try again.
+    FOLD_RETRY_SECONDS: float = 10
+    #: True where another process applies the journal once it is long (``apply_if_long``, which
+    #: the FlowFile repository's service calls on a thread): this process's commits then apply it
+    #: only past twice the bounds, a backstop while that process is down, and keep none of their
+    #: entries as encoded (they would only be used by the backstop).
+    applied_elsewhere = False
+
+    def __init__(self, environment: LogEnvironment, claims: ClaimTable, queues: QueueTable) -> None:
         self.environment = environment
-        self.bounds = bounds
         self.claims = claims
         self.queues = queues
         self.recent: dict[int, JournalEntry] = {}
@@ -76,17 +84,16 @@ class Journal:
             with txn.cursor(db=journal) as cur:
                 oldest = rec.unpack_u64(cur.key()) if cur.first() else seq
             self.recent = {s: e for s, e in self.recent.items() if s >= oldest}
-        return self._long(stat, 2 if self.bounds.applied_elsewhere else 1)
+        return self._long(stat, 2 if self.applied_elsewhere else 1)
 
     def hold(self, seq: int, entry: JournalEntry) -> None:
         """Keep the committed ``entry`` of sequence ``seq`` as encoded, within the bounds (more
         than them are held only while applying fails); called under the instance lock, in
         commit order."""
-        bounds = self.bounds
-        if bounds.applied_elsewhere or len(self.recent) >= 2 * bounds.FOLD_ENTRIES:
+        if self.applied_elsewhere or len(self.recent) >= 2 * self.FOLD_ENTRIES:
             return
         held_updates = sum(len(held[0]) for held in self.recent.values())
-        if held_updates + len(entry[0]) <= bounds.RECENT_UPDATES:
+        if held_updates + len(entry[0]) <= self.RECENT_UPDATES:
             self.recent[seq] = entry
 
     def apply_after_commit(self) -> None:
@@ -99,18 +106,17 @@ class Journal:
         try:
             self.settle()
         except FlowFileRepositoryError as e:
-            self.retry_at = time.monotonic() + self.bounds.FOLD_RETRY_SECONDS
+            self.retry_at = time.monotonic() + self.FOLD_RETRY_SECONDS
             log.error("%s (commits go on into the journal; applying it is tried again in %d s)",
-                      e, self.bounds.FOLD_RETRY_SECONDS)
+                      e, self.FOLD_RETRY_SECONDS)
         finally:
             self.applying.release()
 
     def _long(self, journal: lmdb._StatDict, factor: int = 1) -> bool:
         """Whether the journal (its ``txn.stat``) has reached ``factor`` times the bounds at
         which it is applied (FOLD_ENTRIES, FOLD_BYTES)."""
-        bounds = self.bounds
-        return (journal["entries"] >= factor * bounds.FOLD_ENTRIES
-                or (journal["leaf_pages"] + journal["overflow_pages"]) * journal["psize"] >= factor * bounds.FOLD_BYTES)
+        return (journal["entries"] >= factor * self.FOLD_ENTRIES
+                or (journal["leaf_pages"] + journal["overflow_pages"]) * journal["psize"] >= factor * self.FOLD_BYTES)
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -143,7 +149,7 @@ class Journal:
         held = 0
         seq = 0
         recent = self.recent
-        max_entries, max_bytes = self.bounds.FOLD_ENTRIES, self.bounds.FOLD_BYTES
+        max_entries, max_bytes = self.FOLD_ENTRIES, self.FOLD_BYTES
         with txn.cursor(db=self.environment.journal) as cur:
             for key, value in cur:
                 seq = rec.unpack_u64(key)

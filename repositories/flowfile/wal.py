@@ -42,15 +42,15 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from repositories.flowfile import records as rec
 from repositories.flowfile.claims import ClaimTable
 from repositories.flowfile.counters import Counters
-from repositories.flowfile.environment import K_CHECKPOINT, K_NEXT_ID, K_SEQ, LogEnvironment, Txn
+from repositories.flowfile.environment import K_CHECKPOINT, K_NEXT_ID, K_SEQ, Txn
 from repositories.flowfile.errors import FlowFileRepositoryError
 from repositories.flowfile.journal import Journal
-from repositories.flowfile.opening import FORMAT_VERSION, UPGRADABLE_VERSIONS, open_environment
+from repositories.flowfile.opening import open_environment
 from repositories.flowfile.protocol import (
     EventBatch,
     FlowFileRepository,
@@ -72,6 +72,8 @@ log = logging.getLogger(__name__)
 
 # LMDB forbids opening one environment twice in one process (closing either breaks the other's
 # POSIX locks), so instances register their directory here.
+T = TypeVar("T")
+
 _open_lock = threading.Lock()
 _open_paths: dict[str, weakref.ReferenceType[WriteAheadFlowFileRepository]] = {}
 
@@ -80,30 +82,14 @@ class WriteAheadFlowFileRepository(FlowFileRepository):
     """FlowFile records, queue order, claimant counts and swap files in one LMDB environment
     (implements ``FlowFileRepository``, protocol.py)."""
 
-    #: On-disk format of the whole environment (meta key ``format_version``).
-    FORMAT_VERSION = FORMAT_VERSION
-    #: Format versions opened and upgraded in place.
-    UPGRADABLE_VERSIONS = UPGRADABLE_VERSIONS
-    #: Journal entries (commits), or bytes of them, after which a commit applies the journal to
-    #: the tables: bounds the journal, the time the applying holds the writer lock, and what one
-    #: application (or one part of a long journal's) holds in memory. The window must also hold
-    #: several lives of a FlowFile (its commits from creation to removal), since only one that
-    #: is created and removed inside it never reaches the tables (docs/performance.md has how
-    #: these were chosen). Read at each use: a change on the class or an instance counts at once.
-    FOLD_ENTRIES = 64
-    FOLD_BYTES = 32 * 1024**2
-    #: At most this many FlowFile updates of this process's commits are held as encoded (besides
-    #: at most twice FOLD_ENTRIES commits); applying decodes the others from the journal. This
-    #: keeps what a process holds near one window's worth (FOLD_BYTES) even while applying
-    #: fails, when the entries bound alone would let it hold twice FOLD_ENTRIES commits of any size.
-    RECENT_UPDATES = 131_072
-    #: After applying failed (a damaged record, a full map), commits wait this long to try again.
-    FOLD_RETRY_SECONDS: float = 10
-    #: True where another process applies the journal once it is long (``apply_if_long``, which
-    #: the FlowFile repository's service calls on a thread): this process's commits then apply it
-    #: only past twice the bounds, a backstop while that process is down, and keep none of their
-    #: entries as encoded (they would only be used by the backstop).
-    applied_elsewhere = False
+    @property
+    def applied_elsewhere(self) -> bool:
+        """True where another process applies the journal once it is long (``Journal.applied_elsewhere``)."""
+        return self._journal.applied_elsewhere
+
+    @applied_elsewhere.setter
+    def applied_elsewhere(self, elsewhere: bool) -> None:
+        self._journal.applied_elsewhere = elsewhere
 
     def __init__(
         self,
@@ -132,9 +118,7 @@ class WriteAheadFlowFileRepository(FlowFileRepository):
         self._environment = environment
         self._claims = ClaimTable(environment)
         self._queues = QueueTable(environment)
-        # the bounds are read through a proxy: no reference cycle keeps an unclosed instance (and
-        # its LMDB environment) alive once dropped
-        self._journal = Journal(environment, weakref.proxy(self), self._claims, self._queues)
+        self._journal = Journal(environment, self._claims, self._queues)
         self._reader = QueueReader(environment, self._journal)
         self._swap = SwapRegistry(environment, self._journal, self._queues)
         self._state = StateStore(environment)
@@ -428,14 +412,19 @@ class WriteAheadFlowFileRepository(FlowFileRepository):
         ``include_swapped``: their queues learn of them from ``swap_files()``."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        return self._reader.scan(b"", None, batch_size, include_swapped)
+        return self._holding(self._reader.scan(b"", None, batch_size, include_swapped))
 
     def iter_queue(self, queue: str, batch_size: int = 10_000) -> Iterator[list[FlowFile]]:
         """Stream one queue's FlowFiles in FIFO order (e.g. ``swap:<location>`` to swap in)."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         prefix = self._environment.prefix(queue)
-        return (b for _q, b in self._reader.scan(prefix, rec.prefix_successor(prefix), batch_size, True))
+        return self._holding(b for _q, b in self._reader.scan(prefix, rec.prefix_successor(prefix), batch_size, True))
+
+    def _holding(self, stream: Iterator[T]) -> Iterator[T]:
+        """``stream``, keeping this repository alive while it is read: its environment stays this
+        instance's, so no other instance opens it in this process meanwhile (``open_here``)."""
+        yield from stream
 
     def page(self, queue: str, start: bytes | None, stop: bytes | None,
              count: int) -> tuple[list[FlowFile], bytes | None]:
