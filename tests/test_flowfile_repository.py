@@ -1193,3 +1193,29 @@ def test_a_stream_outlives_its_dropped_repository_and_keeps_the_log_its_own(tmp_
     dropped = WriteAheadFlowFileRepository(tmp_path / "flowfile")
     del dropped
     assert WriteAheadFlowFileRepository.open_here(tmp_path / "flowfile") is None
+
+
+#: every call of the FlowFileRepository protocol but close, with arguments it takes
+_AFTER_CLOSE = {
+    "apply_if_long": (), "begin_run": (), "checkpoint": (), "claimant_count": (R1,), "commit": ([], []),
+    "get_state": ("c",), "is_referenced": (R1,), "iter_queue": ("q",), "last_key": ("q",),
+    "outbox_entries": (), "page": ("q", None, None, 1), "queue_counts": (), "queue_sizes": (),
+    "raise_event_ids": (1,), "rebuild_claimant_counts": (), "recover": (),
+    "register_swap_file": ("q", "swap-1", 1, 1), "remove_from_outbox": ([0],), "rename_queue": ("q", "r"),
+    "reserve_event_ids": (1,), "reserve_ids": (1,), "state_ids": (), "stats": (), "swap_files": (),
+    "unregister_swap_file": ("swap-1",),
+}
+
+
+def test_every_call_of_a_closed_repository_says_it_is_closed(h):
+    """protocol.py's contract, on both implementations: once closed, every method raises."""
+    from repositories.flowfile.protocol import FlowFileRepository
+
+    called = {n for n in vars(FlowFileRepository) if not n.startswith("_") and callable(getattr(FlowFileRepository, n))}
+    assert called - {"close"} == set(_AFTER_CLOSE)   # a new method gets a line here
+    h.repo.close()
+    for name, args in _AFTER_CLOSE.items():
+        with pytest.raises(FlowFileRepositoryError, match="closed"):
+            result = getattr(h.repo, name)(*args)
+            if name in ("iter_queue", "recover"):
+                next(iter(result))

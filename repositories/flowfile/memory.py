@@ -113,6 +113,7 @@ class InMemoryFlowFileRepository(FlowFileRepository):
             return first
 
     def raise_event_ids(self, at_least: int) -> int:
+        self._check_open()
         with self._lock:
             self._next_event_id = max(self._next_event_id, at_least)
             return self._next_event_id
@@ -162,10 +163,12 @@ class InMemoryFlowFileRepository(FlowFileRepository):
         return False
 
     def get_state(self, component_id: str) -> StateMap:
+        self._check_open()
         with self._lock:
             return self._state.get(component_id, StateMap())
 
     def state_ids(self) -> list[str]:
+        self._check_open()
         with self._lock:
             return list(self._state)
 
