@@ -235,3 +235,15 @@ def test_null_in_a_field_with_a_default_takes_the_default():
     route, first = flow.processors["route"], flow.connections[0]
     assert (route.auto_terminate, route.run_schedule, route.batch_size) == ((), "0 sec", None)
     assert (first.load_balance, first.prioritizers, first.name) == ("none", (), "generate.success.route")
+
+
+@pytest.mark.parametrize("former, now", sorted(__import__("flowactors.sdk.flow", fromlist=["MOVED_TYPES"]).MOVED_TYPES.items()))
+def test_a_definition_naming_a_moved_type_by_its_former_name_still_loads(former, now):
+    from flowactors.sdk.flow import resolve_processor_type
+
+    assert resolve_processor_type(former).type_name() == now
+
+
+def test_flow_from_json_refuses_a_nifi_export_naming_what_reads_it():
+    with pytest.raises(FlowValidationError, match="exported from NiFi: load it with flowactors.driver.loading"):
+        Flow.from_json('{"flowContents": {"name": "orders"}}')

@@ -162,7 +162,7 @@ def test_a_flow_definition_names_python_processors_and_round_trips(tmp_path):
     assert routed["type"] == f"nifi-python:RouteOnField@{EXAMPLES}"
     assert routed["auto_terminate"] == ["failure", "r1", "r2", "unmatched", "original"]  # original: by default
     again = load_definition(flow.to_json())
-    assert again.to_dict() == data
+    assert again.to_dict() == data == Flow.from_json(flow.to_json()).to_dict()  # the SDK names them too
     assert again.processors["route"].type.relationship_names(again.processors["route"].properties) == [
         "original", "failure", "r1", "r2", "unmatched"]
     flow.add_parameter_context("routing", {"routes": "r1, r3"})
@@ -172,6 +172,8 @@ def test_a_flow_definition_names_python_processors_and_round_trips(tmp_path):
     data["processors"][1]["type"] = f"nifi-python:NoSuch@{EXAMPLES}"
     with pytest.raises(FlowValidationError, match="processor 'route': no NiFi Python processor named 'NoSuch'"):
         load_definition(data)
+    with pytest.raises(FlowValidationError, match="processor 'route': no NiFi Python processor named 'NoSuch'"):
+        Flow.from_dict(data)
 
 
 # ---------------------------------------------------------------------------------- transforms

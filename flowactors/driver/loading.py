@@ -2,9 +2,8 @@
 definition exported from NiFi (``nifi_export``), with the processor types they name resolved.
 
 ``load_flow`` reads a file (what ``flowactors run|validate|graph`` and the cluster job load);
-``load_definition`` reads a definition's text or object of either kind; ``resolve_type_name`` names
-a processor type as a definition does (``package.module.Class``, a standard processor alone, a
-moved type by its former name, or ``nifi-python:<Class>@<place>`` for a NiFi 2 Python processor).
+``load_definition`` reads a definition's text or object of either kind (processor types named as
+``flowactors.sdk.flow.resolve_processor_type`` resolves them).
 A file or definition that cannot be loaded is one ``FlowLoadError`` or ``FlowValidationError``.
 """
 
@@ -13,22 +12,11 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from flowactors.driver.errors import FlowLoadError
 from flowactors.driver.nifi_export import flow_from_nifi, is_nifi_definition
-from flowactors.nifi import resolve_type_name as resolve_nifi_python_type
-from flowactors.sdk.flow import Flow, read_definition, resolve_processor_type
-from flowactors.sdk.processor import Processor
-
-
-def resolve_type_name(type_name: Any) -> type[Processor]:
-    """The processor type a definition names: ``nifi-python:<Class>@<file or extensions folder>``
-    (docs/flow-definition.md) for a NiFi 2 Python processor, else as the SDK resolves it
-    (``flowactors.sdk.flow.resolve_processor_type``)."""
-    if isinstance(type_name, str) and type_name.startswith("nifi-python:"):
-        return resolve_nifi_python_type(type_name)
-    return resolve_processor_type(type_name)
+from flowactors.sdk.flow import Flow, read_definition
 
 
 def load_definition(text: str | bytes | dict, *, extensions: Sequence[str | Path] | None = None) -> Flow:
@@ -37,7 +25,7 @@ def load_definition(text: str | bytes | dict, *, extensions: Sequence[str | Path
     data = text if isinstance(text, dict) else read_definition(text)
     if is_nifi_definition(data):
         return flow_from_nifi(data, extensions=extensions)
-    return Flow.from_dict(data, resolve_type=resolve_type_name)
+    return Flow.from_dict(data)
 
 
 def load_flow(path: str | Path, extensions: Sequence[str] | None = None) -> Flow:

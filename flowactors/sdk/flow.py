@@ -19,7 +19,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import orjson
 
@@ -356,12 +356,14 @@ class Flow:
         return orjson.dumps(self.to_dict(type_names), option=orjson.OPT_INDENT_2).decode()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *,
-                  resolve_type: Callable[[Any], type[Processor]] | None = None) -> "Flow":
-        """A flow from its definition, each processor's type named by ``resolve_type`` (default
-        ``resolve_processor_type``; ``flowactors.driver.loading`` also names NiFi 2 Python
-        processors, and reads NiFi's own definitions)."""
-        resolve_type = resolve_type or resolve_processor_type
+    def from_dict(cls, data: dict[str, Any]) -> "Flow":
+        """A flow from its flowactors definition, each processor's type named as
+        ``resolve_processor_type`` resolves it. A definition exported from NiFi is refused with
+        what to use instead: ``flowactors.driver.loading.load_definition`` reads both kinds."""
+        if isinstance(data.get("flowContents"), dict):
+            raise FlowValidationError(str(data.get("flowContents", {}).get("name", "?")), [
+                "this is a flow definition exported from NiFi: load it with "
+                "flowactors.driver.loading.load_definition (flowactors run and validate do)"])
         problems: list[str] = [_unknown_key(k, DEFINITION_KEYS, "a field of the flow definition")
                                for k in data if k not in DEFINITION_KEYS]
         version = data.get("flowactors_flow")
@@ -384,7 +386,7 @@ class Flow:
         for label, entry, fields in _entries(data.get("processors"), "processor", ("type", "properties"),
                                              _PROCESSOR_TABLE, problems):
             try:
-                processor_type = resolve_type(entry.get("type"))
+                processor_type = resolve_processor_type(entry.get("type"))
             except (ImportError, AttributeError, TypeError, ValueError) as err:
                 problems.append(f"{label}: {err}")
                 continue
@@ -405,10 +407,9 @@ class Flow:
         return flow
 
     @classmethod
-    def from_json(cls, text: str | bytes, *,
-                  resolve_type: Callable[[Any], type[Processor]] | None = None) -> "Flow":
+    def from_json(cls, text: str | bytes) -> "Flow":
         """``from_dict`` of a definition's JSON text."""
-        return cls.from_dict(read_definition(text), resolve_type=resolve_type)
+        return cls.from_dict(read_definition(text))
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n")
@@ -524,14 +525,22 @@ MOVED_TYPES = {"flowactors.processors.ports.InputPort": "flowactors.sdk.ports.In
                "flowactors.processors.routing.Funnel": "flowactors.sdk.ports.Funnel",
                "flowactors.processors.stateless.ExecuteStateless":
                    "flowactors.processors.execute_stateless.ExecuteStateless"}
+#: type names with a scheme of their own -> the module and function that resolve them, imported
+#: by name when a definition names one (a NiFi 2 Python processor: docs/flow-definition.md)
+TYPE_SCHEMES = {"nifi-python:": ("flowactors.nifi", "resolve_type_name")}
 
 
 def resolve_processor_type(type_name: Any) -> type[Processor]:
     """The Processor class named ``package.module.Class``; a standard processor, port or funnel
     may be named alone (``GenerateFlowFile``: looked up in ``flowactors.processors``, by name at
-    run time as a definition names it), a moved type by its former name (``MOVED_TYPES``)."""
+    run time as a definition names it), a moved type by its former name (``MOVED_TYPES``), a
+    type with a scheme by its scheme's resolver (``TYPE_SCHEMES``: ``nifi-python:<Class>@<place>``)."""
     if not isinstance(type_name, str) or not type_name:
         raise ValueError(f"'type' must name a processor class, not {type_name!r}")
+    for scheme, (module_name, function) in TYPE_SCHEMES.items():
+        if type_name.startswith(scheme):
+            resolved: type[Processor] = getattr(importlib.import_module(module_name), function)(type_name)
+            return resolved
     type_name = MOVED_TYPES.get(type_name, type_name)
     if "." not in type_name:
         type_name = f"flowactors.processors.{type_name}"
