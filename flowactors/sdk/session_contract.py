@@ -2,8 +2,8 @@
 commit raises, the backend a session talks to, and the FlowFile id allocator.
 
 ``flowactors.sdk.session.ProcessSession`` builds a ``CommitBatch`` and hands it to its
-``SessionBackend``; every engine implements the backend (``flowactors.engine.session_backend.EngineBackend``),
-and the test runner (``flowactors.testing``) too. The errors are raised by the backend and reach
+``SessionBackend``; every engine implements the backend with ``flowactors.engine.session_backend.EngineBackend``
+(the test runner too, through its subclass). The errors are raised by the backend and reach
 the processor through ``ProcessSession.commit``, which re-exports them.
 """
 

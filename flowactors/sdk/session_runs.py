@@ -149,27 +149,25 @@ class RunEvent:
             yield flowfile, {**self.shared, **{name: values[i] for name, values in self.each.items()}}
 
 
-class Runs:
-    """The runs a session holds, and the events reported for them, in order."""
+class Runs(list[Run]):
+    """The runs a session holds (the list's items), and the events reported for them, in order.
+    A list so that ``if runs:``, which the per-FlowFile calls ask each time, is the list's own test."""
 
-    __slots__ = ("_runs", "_events")
+    __slots__ = ("_events",)
 
     def __init__(self) -> None:
-        self._runs: list[Run] = []
+        super().__init__()
         self._events: list[RunEvent] = []
 
-    def __bool__(self) -> bool:
-        return bool(self._runs)
-
     def add(self, run: Run) -> None:
-        self._runs.append(run)
+        self.append(run)
 
     def of(self, flowfiles: Sequence[FlowFile]) -> Run | None:
         """The run whose FlowFiles ``flowfiles`` are, all of them and in order, if there is one
         (a batch call's columnar path); None sends the call down the per-FlowFile path."""
         if not flowfiles or type(flowfiles) is not list:
             return None
-        for run in self._runs:
+        for run in self:
             if not run.removed and run.current == flowfiles:   # lengths first, then identity, in C
                 return run
         return None
@@ -183,23 +181,24 @@ class Runs:
 
     def taken(self) -> list[tuple[str, FlowFile]]:
         """(source queue, FlowFile as taken) of each FlowFile the runs took from a queue."""
-        return [pair for run in self._runs for pair in run.taken()]
+        return [pair for run in self for pair in run.taken()]
 
     def release(self) -> tuple[list[Run], list[RunEvent]]:
         """Every run and run event, in order, for the session to turn into per-FlowFile records and
         events; the set is empty after."""
-        released = self._runs, self._events
-        self._runs, self._events = [], []
+        released = list(self), self._events
+        self.clear()
+        self._events = []
         return released
 
     def unhandled(self) -> list[str]:
         """The uuids of the FlowFiles neither transferred nor removed."""
-        return [f.uuid for run in self._runs if not run.removed and run.relationship is None for f in run.current]
+        return [f.uuid for run in self if not run.removed and run.relationship is None for f in run.current]
 
     def needs_clones(self, destinations: Callable[[str], list[str]]) -> bool:
         """Whether a run goes to a relationship connected more than once (its FlowFiles then need
         clones, made one FlowFile at a time)."""
-        for run in self._runs:
+        for run in self:
             relationship = run.relationship
             names = () if relationship is None else [relationship] if isinstance(relationship, str) else set(relationship)
             if any(len(destinations(name)) > 1 for name in names):
@@ -212,7 +211,7 @@ class Runs:
         built from the runs' columns. The reported events come first, then the implicit ones (as
         ``RecordCommit``), then the drops."""
         commit = _RunCommit(destinations, source)
-        for run in self._runs:
+        for run in self:
             commit.add(run)
         batch = commit.batch
         batch.events = [commit.complete(e) for e in self._events] + commit.implicit + commit.drops

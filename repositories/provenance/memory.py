@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Collection, Iterator, Mapping, Sequence
+from typing import Collection, Iterator, Mapping, Sequence
 
 from repositories.provenance.event import (
     EncodedBatch,
@@ -36,7 +36,7 @@ class InMemoryProvenanceRepository(ProvenanceRepository):
     """
 
     def __init__(self, *, max_storage_time: float = 86400.0, max_storage_size: int = 10 << 30,
-                 indexed_attributes: Sequence[str] = (), **_ignored: Any):
+                 indexed_attributes: Sequence[str] = ()):
         self.max_storage_time = max_storage_time
         self.max_storage_size = max_storage_size
         self.indexed_attributes = tuple(indexed_attributes)
@@ -45,13 +45,6 @@ class InMemoryProvenanceRepository(ProvenanceRepository):
         self._bytes = 0
         self._next_id = 0
         self._lock = threading.RLock()
-
-    @classmethod
-    def from_settings(cls, repository_dir: Any, settings: Any, **overrides: Any) -> "InMemoryProvenanceRepository":
-        """A repository configured by a ``Settings`` (``repository_dir`` is not used)."""
-        return cls(max_storage_time=settings.provenance_max_storage_time,
-                   max_storage_size=settings.provenance_max_storage_size,
-                   indexed_attributes=settings.provenance_indexed_attributes, **overrides)
 
     def register(self, events: Sequence[ProvenanceEvent]) -> tuple[int, int]:
         with self._lock:
