@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from flowactors.engine.log_writer import LogWriter
-from flowactors.sdk.session_contract import CommitBatch, CommitError, DeliveryError
+from flowactors.sdk.session_contract import CommitBatch, CommitError
 from flowactors.sdk.settings import Settings
 from repositories.flowfile.journal import Journal
 from repositories.flowfile import WriteAheadFlowFileRepository
@@ -134,7 +134,7 @@ def test_a_log_that_cannot_write_refuses_the_session(tmp_path):
     log = LogWriter(closed, False)
     with pytest.raises(CommitError, match="the FlowFile repository refused the commit: .*is closed") as refused:
         log.record(CommitBatch(updates=[QueuedFlowFile(flowfile(1), "q")]))
-    assert not isinstance(refused.value, DeliveryError)  # refused: not decided, the session rolls back
+    assert type(refused.value) is CommitError  # refused, not a state conflict: the session rolls back
     log.close()
 
 

@@ -31,7 +31,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from flowactors.engine.session_backend import register_numbered_now
 from flowactors.engine.cluster.partitioning import plan_partitions
 from flowactors.engine.cluster.topology import partition_of
 from flowactors.engine.errors import FlowStartError, NoSuchQueueError
@@ -53,7 +52,8 @@ from repositories.content.errors import ContentRepositoryError
 from repositories.flowfile import FlowFileRepositoryError
 from repositories.lock import RepositoryInUseError, RepositoryLock
 from repositories.model import now_millis, total_size
-from repositories.provenance.event import ProvenanceEvent, encode_batch, event_fields
+from repositories.provenance.event import EncodedBatch, ProvenanceEvent, encode_batch, event_fields
+from repositories.provenance.outbox import register_anew_if_late
 
 MAINTENANCE_TICK = 0.5
 #: calls a controller serves at once (status polls and queue operations while it starts or stops)
@@ -96,6 +96,22 @@ def fold_partitions(queue_status: dict[str, dict], load_balanced: set[str]) -> N
             whole[key] = whole.get(key, 0) + part.get(key, 0)
         whole["back_pressure"] = whole.get("back_pressure", False) or part.get("back_pressure", False)
         whole.setdefault("waiting_for", {})[node] = part.get("count", 0)
+
+
+#: seconds a caller that reads its events next waits for them to become visible
+VISIBLE_WAIT = 5.0
+
+
+def register_numbered_now(reserve: Callable[[int], int], provenance_repository: Link,
+                          numbered: list[tuple[int, EncodedBatch]], visible: bool = False) -> None:
+    """Register numbered events over a link and wait (``register_anew_if_late``: those that came
+    after provenance gave their ids up get new ids from ``reserve``). ``visible``: also wait (a
+    moment at most) until search sees them, as a caller that reads them next needs."""
+    last = register_anew_if_late(
+        lambda batches: call_now(provenance_repository, ProvenanceRepositoryService.register_numbered, batches),
+        reserve, numbered)
+    if visible and last >= 0:
+        call_now(provenance_repository, ProvenanceRepositoryService.wait_visible, last, VISIBLE_WAIT)
 
 
 class FlowController:

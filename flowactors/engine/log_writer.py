@@ -32,14 +32,20 @@ from __future__ import annotations
 import logging
 import threading
 
-from flowactors.engine.session_backend import refused
 from flowactors.engine.metrics import FlowFileRepositoryMetrics
-from flowactors.sdk.session_contract import CommitBatch, CommitError
-from repositories.flowfile import FlowFileRepository
+from flowactors.sdk.session_contract import CommitBatch, CommitError, StateConflict
+from repositories.flowfile import FlowFileRepository, StateConflictError
 from repositories.model import StateMap
 from repositories.provenance.event import encode_batch
 
 log = logging.getLogger(__name__)
+
+
+def refused(err: BaseException) -> CommitError:
+    """The error a session gets when the FlowFile repository did not take its commit: a
+    ``StateConflict`` when its state change lost a race with another task's."""
+    error = StateConflict if isinstance(err, StateConflictError) else CommitError
+    return error(f"the FlowFile repository refused the commit: {type(err).__name__}: {err}")
 
 
 class LogWriter:

@@ -36,13 +36,10 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.cluster.partitioning import partition_batch
 from flowactors.engine.queues.connection import QueueHost
-from flowactors.engine.repository_services import ProvenanceRepositoryService
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
-from flowactors.sdk.session_contract import CommitBatch, CommitError, DeliveryError, StateConflict
-from repositories.flowfile import StateConflictError
+from flowactors.sdk.session_contract import CommitBatch, DeliveryError
 from repositories.model import FlowFile, FlowFileBatch, StateChange, StateMap, now_millis, total_size
-from repositories.provenance.event import EncodedBatch, ProvenanceEvent, ProvenanceEventType, event_fields
-from repositories.provenance.outbox import register_anew_if_late
+from repositories.provenance.event import ProvenanceEvent, ProvenanceEventType, event_fields
 
 
 class Log(Protocol):
@@ -58,29 +55,6 @@ class Log(Protocol):
 
     def get_state(self, component_id: str) -> StateMap:
         """A processor's state as the log holds it."""
-
-
-#: seconds a caller that reads its events next waits for them to become visible
-VISIBLE_WAIT = 5.0
-
-
-def register_numbered_now(reserve: Callable[[int], int], provenance_repository: Link,
-                          numbered: list[tuple[int, EncodedBatch]], visible: bool = False) -> None:
-    """Register numbered events over a link and wait (``register_anew_if_late``: those that came
-    after provenance gave their ids up get new ids from ``reserve``). ``visible``: also wait (a
-    moment at most) until search sees them, as a caller that reads them next needs."""
-    last = register_anew_if_late(
-        lambda batches: call_now(provenance_repository, ProvenanceRepositoryService.register_numbered, batches),
-        reserve, numbered)
-    if visible and last >= 0:
-        call_now(provenance_repository, ProvenanceRepositoryService.wait_visible, last, VISIBLE_WAIT)
-
-
-def refused(err: BaseException) -> CommitError:
-    """The error a session gets when the FlowFile repository did not take its commit: a
-    ``StateConflict`` when its state change lost a race with another task's."""
-    error = StateConflict if isinstance(err, StateConflictError) else CommitError
-    return error(f"the FlowFile repository refused the commit: {type(err).__name__}: {err}")
 
 
 @dataclass
