@@ -90,7 +90,7 @@ def exit_status(handler: Callable[[SimpleNamespace], int], args: SimpleNamespace
     a user can act on (bad input: 2; a repository or start-up failure: 1; interrupted: 130)."""
     try:
         return handler(args)
-    except (FlowValidationError, SettingsError, FlowLoadError) as err:
+    except (FlowValidationError, SettingsError, FlowLoadError, RunOptionError) as err:
         print(f"flowactors: {err}", file=sys.stderr)
         return 2
     except CliError as err:
@@ -100,9 +100,6 @@ def exit_status(handler: Callable[[SimpleNamespace], int], args: SimpleNamespace
         print(f"flowactors: interrupted{f' by {err}' if str(err) else ''}", file=sys.stderr)
         return 130
     except Exception as err:  # repository and start-up errors carry their own advice
-        if isinstance(err, RunOptionError):
-            print(f"flowactors: {err}", file=sys.stderr)
-            return 2
         known = (FlowStartError, OSError, FlowFileRepositoryError, RepositoryInUseError)
         if isinstance(err, known):
             print(f"flowactors: {getattr(err, 'cause', None) or err}", file=sys.stderr)  # Ray: the remote error

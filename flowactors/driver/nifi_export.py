@@ -2,8 +2,8 @@
 
 ``flow_from_nifi(data)`` turns it into a ``Flow`` that runs on any flowactors engine, or raises
 one ``NiFiImportError`` listing every component and property that flowactors cannot run as NiFi
-would (never a partial flow, never a silently changed one). ``Flow.from_json`` and
-``flowactors run nifi-flow.json`` call it when the file is a NiFi definition.
+would (never a partial flow, never a silently changed one). ``flowactors.driver.loading`` (so
+``flowactors run nifi-flow.json``) calls it when the definition is NiFi's.
 
 How NiFi's parts map (docs/nifi-flows.md has the table):
 

@@ -13,9 +13,9 @@ thread here, off every processor's commit path.
 A flow heals (``watch``, ``repair``). On Ray every component's actor restarts when its process
 dies (``max_restarts``); the same thread looks at every component each tick, and when one was
 restarted or is gone, or a task could not carry out a commit the log had decided, it repairs
-the flow from the log: every task stops (its session ends: committed, rolled back, or in doubt),
-claim files no FlowFile in the log references are deleted (what a session cut short or a commit
-in doubt that did not land wrote; a restarted FlowFile repository reopens, as at start),
+the flow from the log: every task stops (its session ends: committed or rolled back), claim
+files no FlowFile in the log references are deleted (what a session cut short wrote; a restarted
+FlowFile repository reopens, as at start),
 every queue starts afresh and is refilled from the log, the tasks start again. Nothing is read
 from a queue's memory, so nothing a dead process held is lost, and nothing a living task held is
 duplicated (it stopped first). Restarts are counted per kind of component, in the status and as
@@ -356,7 +356,7 @@ class FlowController:
                 if "flowfile-repository" in restarted:  # its open also deletes orphan content
                     reopened = call_now(self._flowfile_service, FlowFileRepositoryService.open)
                     orphans, self.run = reopened["orphans_removed"], reopened["run"]
-                else:  # what a session cut short (or a commit in doubt that did not land) wrote
+                else:  # what a session cut short wrote
                     orphans = call_now(self._flowfile_service, FlowFileRepositoryService.remove_orphans)
                 if "provenance-repository" in restarted:
                     call_now(self._provenance_service, ProvenanceRepositoryService.open)

@@ -363,8 +363,8 @@ class ProvenanceRepositoryService(Service):
         return self.opened.events(start_id, count)
 
     def search_with(self, filters: dict, limit: int | None) -> list[ProvenanceEvent]:
-        """``WriteAheadProvenanceRepository.search(**filters, limit=limit)``, newest first; the filters come as
-        one dict since a link passes positional arguments only (the flow page's search)."""
+        """``WriteAheadProvenanceRepository.search(**filters, limit=limit)``, newest first, for the
+        flow page's search, whose filters arrive as one dict of the fields the user filled in."""
         self._catch_up()
         return self.opened.search(**filters, limit=limit)
 

@@ -106,7 +106,7 @@ class EngineBackend:
         self.overlap_delivery = overlap_delivery
         self._delivery: Delivery | None = None
         #: why the flow needs a repair from the log, once something this task did was decided
-        #: but not carried out (a delivery that failed, a commit in doubt, a requeue lost)
+        #: but not carried out (a delivery that failed, a requeue lost)
         self.lost: str | None = None
         #: load-balanced destination -> its ``Partitioner`` (a flow on several nodes)
         self.partitioners = dict(partitioners or {})

@@ -649,7 +649,7 @@ def run_stateless(flow: Flow, *, settings: Mapping[str, Any] | None = None, dura
                   ) -> dict:
     """Trigger ``flow`` until a trigger finds no work (its sources have nothing left), one fails,
     ``duration`` passed (triggers go on while it lasts) or ``timeout`` did (``final["timed_out"]``);
-    the final status, with ``failure`` for a trigger that failed (``Flow.run(engine="stateless")``,
+    the final status, with ``failure`` for a trigger that failed (``run_flow(flow, engine="stateless")``,
     ``flowactors run --stateless``)."""
     began = time.monotonic()
     outputs: dict[str, int] = {}

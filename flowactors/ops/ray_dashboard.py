@@ -92,6 +92,8 @@ def open_dashboard(started: bool, out: TextIO | None = None) -> dict:
     this Ray runs without a dashboard, which is said too."""
     import ray  # heavy: the operations tools that do not run a flow never import it
 
+    if not ray.is_initialized():
+        raise RuntimeError("open_dashboard needs a connected Ray (run_flow connects first)")
     out = out or sys.stderr
     address = ray.init(ignore_reinit_error=True).dashboard_url  # the connected Ray's: none without a dashboard
     if not address:

@@ -68,11 +68,11 @@ __all__ = ["LinkedSwapRegistry", "ConnectionQueue", "LocalSwapRegistry", "QueueA
 UNBOUNDED = 1 << 62
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)   # not frozen: one is made and pickled per offer, and frozen doubles both
 class QueueState:
     """What a producer needs after an offer: how full the queue is, as how many more FlowFiles
     and bytes it takes before back pressure (so a producer whose offer is still on its way can
-    tell whether that offer may fill it: ``EngineBackend``)."""
+    tell whether that offer may fill it: ``EngineBackend``). Never changed once made."""
 
     count: int
     size: int
