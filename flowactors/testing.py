@@ -159,7 +159,6 @@ class ProcessorRunner:
                 queues={q: ConnectionQueue(QueueConfig(q, 0, 0)) for q in self.queue_ids}, inputs=[INPUT],
                 destinations={r: [r] for r in relationships},
                 component=(self.component_id, self.name, processor_type.__name__))
-            self._flowfiles: Link | None = ObjectLink(self.flowfile_repository)
             self._provenance: Link = ObjectLink(self.provenance_repository)
         elif self.engine == "stateless":
             if flowfile_repository is not None:
@@ -174,7 +173,6 @@ class ProcessorRunner:
                 component=(self.component_id, self.name, processor_type.__name__))
             stateless.use(self.content, {q: ConnectionQueue(QueueConfig(q, 0, 0)) for q in self.queue_ids})
             self.backend = stateless
-            self._flowfiles = None
             self._provenance = ObjectLink(self.provenance_repository)
         elif self.engine == "ray":
             if flowfile_repository is not None or provenance_repository is not None:
@@ -185,7 +183,7 @@ class ProcessorRunner:
             self.component_id = f"test/{unique}"
             self.queue_ids = {q: f"{unique}.{q}" for q in [INPUT, *relationships]}
             self.content = content if content is not None else ray_components.content  # claims: this process
-            self._flowfiles, self._provenance = ray_components.flowfiles, ray_components.provenance
+            self._provenance = ray_components.provenance
             self.backend = EngineBackend(
                 content=self.content, queues=ray_components.host_queues(list(self.queue_ids.values())),
                 log=ray_components.log, inputs=[self.queue_ids[INPUT]],
@@ -221,9 +219,9 @@ class ProcessorRunner:
         now = now_millis()
         attrs = {"filename": new_uuid, "path": "./", **(attributes or {}), "uuid": new_uuid}
         flowfile = FlowFile(self.ids.take(), new_uuid, attrs, claim, now, now, queue_date=now)
-        if self._flowfiles is not None:  # the stateless engine has no log
-            call_now(self._flowfiles, FlowFileRepositoryService.commit, [QueuedFlowFile(flowfile, self.queue_ids[INPUT])], [],
-                     writer.created())
+        if self.engine != "stateless":  # whose trigger log keeps nothing between triggers
+            self.backend.log.record(CommitBatch(updates=[QueuedFlowFile(flowfile, self.queue_ids[INPUT])],
+                                                new_claims=writer.created()))
         writer.close()
         self.queues[INPUT].offer([flowfile])
         return flowfile

@@ -102,7 +102,7 @@ def test_close_waits_for_the_commits_under_way_and_takes_no_more(wal, monkeypatc
 def test_a_metric_that_fails_after_the_commit_is_written_does_not_fail_the_commit(wal, monkeypatch):
     """Once the log has the commit, nothing may raise into the session: it would roll back (and
     delete the content of) a commit the log keeps."""
-    log = LogWriter(wal, False)
+    log = LogWriter(wal, False, flow="f")  # an executor's: it counts its commits
 
     def fails(count=1):
         raise RuntimeError("the metrics agent is gone")
@@ -420,7 +420,7 @@ def test_the_flowfile_repositorys_service_applies_the_journal_for_the_executors(
 
 def _counted_log(wal: WriteAheadFlowFileRepository, min_interval: float) -> tuple[LogWriter, list[int]]:
     """An executor log whose commit counter only lists what it is sent."""
-    log = LogWriter(wal, False)
+    log = LogWriter(wal, False, flow="f")  # an executor's: it counts its commits
     sent: list[int] = []
 
     class Counter:

@@ -50,15 +50,16 @@ def refused(err: BaseException) -> CommitError:
 
 class LogWriter:
     """The ``Log`` that every task of one executor shares (see the module docstring);
-    ``recording``: provenance is on, so commits keep their events in the log's outbox."""
+    ``recording``: provenance is on, so commits keep their events in the log's outbox; ``flow``:
+    the flow whose commit metric it counts (None: no metric, as in the test runner)."""
 
-    def __init__(self, wal: FlowFileRepository, recording: bool, flow: str = "", run: int | None = None):
+    def __init__(self, wal: FlowFileRepository, recording: bool, flow: str | None = None, run: int | None = None):
         self.wal = wal  # open in this process (``WriteAheadFlowFileRepository.open_shared``; in memory: the test runner)
         self.recording = recording
         #: the log's run these commits belong to: once a newer start began another (a controller
         #: that died and came back while this process lives on), they are refused
         self.run = run
-        self.metrics = FlowFileRepositoryMetrics(flow)
+        self.metrics = FlowFileRepositoryMetrics(flow) if flow is not None else None
         self._closed = False
         self._writing = 0  # commits under way
         self._state = threading.Condition()
@@ -76,10 +77,11 @@ class LogWriter:
                                 state=batch.state, event_batch=events)
             except Exception as err:  # nothing written: this session rolls back
                 raise refused(err) from err
-            try:  # the commit is in the log: nothing after it may raise
-                self.metrics.committed()
-            except Exception as err:
-                self._not_sent(err)
+            if self.metrics is not None:
+                try:  # the commit is in the log: nothing after it may raise
+                    self.metrics.committed()
+                except Exception as err:
+                    self._not_sent(err)
         finally:
             with self._state:
                 self._writing -= 1
@@ -100,10 +102,11 @@ class LogWriter:
             if not self._state.wait_for(lambda: not self._writing, timeout):
                 log.warning("%d commit(s) still under way %g s after the executor's log closed; "
                             "each ends written or refused as its task is told", self._writing, timeout)
-        try:
-            self.metrics.flush()
-        except Exception as err:
-            self._not_sent(err)
+        if self.metrics is not None:
+            try:
+                self.metrics.flush()
+            except Exception as err:
+                self._not_sent(err)
 
     @staticmethod
     def _not_sent(err: Exception) -> None:
