@@ -2,12 +2,14 @@
 
 A *link* stands for one component (a connection's queue, a repository) as seen from one processor
 task. ``link.call(Component.method, *args, **kwargs)`` starts the call and returns a pending
-result (the method is named by reference, e.g. ``FlowFileRepositoryService.commit``, so a type
-checker checks the arguments, positional and by name, and a rename reaches every caller; the link
-calls the method of that name on its target, which may be another class offering it, as a Ray
-actor does); ``resolve`` waits for a list
-of them at once, so a commit's offers to several queues overlap. The links differ only
-in transport, which is what placement decides:
+result; ``resolve`` waits for a list of them at once, so a commit's offers to several queues
+overlap. The method is named by reference (``FlowFileRepositoryService.commit``): a type checker
+checks the arguments against that class's method, and a rename of it reaches every caller. The
+link calls the method *of that name* on its target, as a Ray actor call does, so a target of
+another class (a ``ClusterController`` answering ``FlowController.status``, an in-memory
+repository answering a service's method, a test's stand-in) must offer the same name and
+arguments: the check is against the class named, not the target. The links differ only in
+transport, which is what placement decides:
 
 * ``LoopLink``: an async component on this process's event loop (a queue hosted in the same
   executor as the processor): a local call, nothing pickled.
