@@ -152,3 +152,18 @@ def test_the_in_process_engine_refuses_a_runtime_env_and_spark_naming_the_proces
         run_flow(flow, tmp_path / "repository2", engine="in-process", timeout=30)
     with pytest.raises(ValueError, match="engine must be one of 'ray', 'in-process', 'stateless', not 'threads'"):
         run_flow(flow, tmp_path / "repository3", engine="threads")
+
+
+def test_the_in_process_engine_refuses_a_spark_processor_even_one_naming_a_running_service(tmp_path):
+    """Spark is reached through Ray: a Spark processor naming a service someone else runs is
+    refused before the flow starts, as one using the flow's own (the stateless engine, which
+    runs inside Ray Data, takes the former)."""
+    from flowactors.spark.processors import ExecuteSparkSQL
+
+    flow = Flow("named-spark")
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "empty")})
+    flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "SELECT 1", "Spark Service": "shared.spark"},
+             auto_terminate=["success", "original", "failure"])
+    flow.connect(get, "sql")
+    with pytest.raises(FlowStartError, match=r"sql run\(s\) on Spark.*engine='ray'"):
+        run_flow(flow, tmp_path / "repository", engine="in-process", timeout=30)

@@ -2,15 +2,15 @@
 started by the engine before those processors and stopped after them.
 
 A processor class names the services it may use in ``Processor.flow_services``; the engine asks
-each service which processors of the flow need the flow's own instance (``needed_by``) and, when
-any do, whether it can host it (``engine_problem``), then starts it and, after the processors
+each service whether it can run the flow's processors that use it (``engine_problem``), and which
+of them need the flow's own instance (``needed_by``): when any do, it starts it and, after the processors
 stopped, stops it. The engine knows services only through this interface, so a component package
 (``flowactors.spark``) brings its service without the engine importing it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: the flow module imports the processor API, which names this one
     from flowactors.sdk.flow import Flow
@@ -30,9 +30,9 @@ class FlowService(Protocol):
         """The names of the processors of ``flow`` that use the flow's own instance (none: the
         service is not started)."""
 
-    def engine_problem(self, processors: Sequence[str], engine: str) -> str | None:
-        """Why ``engine`` (``flowactors.engine.ENGINES``) cannot host the service ``processors``
-        need, as a message naming them and saying what to do; None if it can."""
+    def engine_problem(self, flow: "Flow", engine: str) -> str | None:
+        """Why ``engine`` (``flowactors.engine.ENGINES``) cannot run ``flow``'s processors that use
+        this service, as a message naming them and saying what to do; None if it can."""
 
     def start(self, flow: "Flow", settings: Any, name: str) -> Any:
         """Start the flow's instance, named ``name``; returns what ``stop`` takes. Raises
@@ -52,10 +52,4 @@ def flow_services(flow: "Flow") -> list[FlowService]:
 
 def service_problems(flow: "Flow", engine: str) -> list[str]:
     """Why ``engine`` cannot run ``flow``'s services, one message a service (empty: it can)."""
-    problems = []
-    for service in flow_services(flow):
-        users = service.needed_by(flow)
-        problem = service.engine_problem(users, engine) if users else None
-        if problem is not None:
-            problems.append(problem)
-    return problems
+    return [p for p in (service.engine_problem(flow, engine) for service in flow_services(flow)) if p is not None]

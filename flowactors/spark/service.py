@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import ray
@@ -464,8 +464,14 @@ class FlowSparkService:
         return [name for name, node in flow.processors.items()
                 if SPARK_SERVICE in node.type.flow_services and not node.properties.get("Spark Service")]
 
-    def engine_problem(self, processors: Sequence[str], engine: str) -> str | None:
+    def engine_problem(self, flow, engine: str) -> str | None:
+        """Spark is reached through Ray: the in-process engine runs no Spark processor at all; the
+        stateless engine runs those that name a running service, not the flow's own."""
         if engine == "ray":
+            return None
+        processors = (self.needed_by(flow) if engine == "stateless" else
+                      [name for name, node in flow.processors.items() if SPARK_SERVICE in node.type.flow_services])
+        if not processors:
             return None
         return (f"{', '.join(processors)} run(s) on Spark, which flowactors reaches through Ray (RayDP): the "
                 f"flow's own Spark service starts on the Ray engine only; name a running service in their "
