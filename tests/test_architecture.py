@@ -106,8 +106,10 @@ def test_the_circle_finder_finds_a_circle(tmp_path, monkeypatch):
     assert import_circles() == [["circled.a", "circled.b"]]
 
 
-def test_the_sdk_and_the_components_import_no_ray():
-    code = ("import flowactors.processors, flowactors.sdk.flow, flowactors.sdk.session, sys; "
+def test_the_sdk_the_components_and_the_command_import_no_ray():
+    """Ray comes with the engines: the SDK, the processors and the flowactors command (which
+    imports the engines only for the commands that run a flow) do not bring it."""
+    code = ("import flowactors.processors, flowactors.sdk.flow, flowactors.sdk.session, flowactors.cli.main, sys; "
             "assert 'ray' not in sys.modules, 'ray was imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

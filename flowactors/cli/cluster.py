@@ -29,7 +29,7 @@ import repositories
 
 from flowactors.cli.common import CliError, SettingOption, setting_values, invoke, key_value
 from flowactors.driver.loading import load_flow
-from flowactors.driver.cluster_job import RESULT_PREFIX
+from flowactors.driver.job_result import RESULT_PREFIX
 from flowactors.ops.status_view import status_text
 from flowactors.sdk.settings import flow_settings
 

@@ -33,6 +33,7 @@ from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
 from flowactors.engine.errors import FlowStartError
 from flowactors.engine.transport import ActorLink, call_now
 from flowactors.driver.errors import FlowLoadError
+from flowactors.driver.job_result import result
 from flowactors.driver.loading import load_flow
 from flowactors.driver.watch import Over, RunEnd, RunLimits, RunWatch, stall_message
 from flowactors.ops.error_log import ErrorLog
@@ -40,7 +41,6 @@ from flowactors.ops.status_view import status_text
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.settings import Settings, SettingsError, flow_settings
 
-RESULT_PREFIX = "FLOWACTORS-RESULT "
 POLL_INTERVAL = 0.5
 PROGRESS_INTERVAL = 60.0
 
@@ -106,10 +106,6 @@ class JobError(Exception):
 
 class _Stopped(Exception):
     """SIGTERM/SIGINT reached the driver: ``ray job stop`` or ``flowactors stop`` gave up waiting."""
-
-
-def result(payload: dict) -> None:
-    print(RESULT_PREFIX + json.dumps(payload, default=str), flush=True)
 
 
 def _node(spec: str | None) -> dict:

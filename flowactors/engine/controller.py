@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 from flowactors.engine.cluster.partitioning import plan_partitions
 from flowactors.engine.cluster.topology import partition_of
-from flowactors.engine.errors import FlowStartError, NoSuchQueueError
-from flowactors.engine.flow_operations import describe, drop_events, replay_running
+from flowactors.engine.errors import FlowStartError, NoSuchEventError, NoSuchQueueError, ReplayError
+from flowactors.engine.flow_operations import ReplayResult, describe, drop_events, missing_event_message, replay_event
 from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import Hosting, Resettable, Watched
 from flowactors.engine.placement import Placement, plan
@@ -48,10 +48,11 @@ from flowactors.engine.transport import HostedLink, Link, call_now, causes, comp
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.flow_service import FlowService, FlowServiceError, flow_services, service_problems
 from flowactors.sdk.settings import Settings
+from repositories.content import FileSystemContentRepository
 from repositories.content.errors import ContentRepositoryError
 from repositories.flowfile import FlowFileRepositoryError
 from repositories.lock import RepositoryInUseError, RepositoryLock
-from repositories.model import now_millis, total_size
+from repositories.model import QueuedFlowFile, now_millis, total_size
 from repositories.provenance.event import EncodedBatch, ProvenanceEvent, encode_batch, event_fields
 from repositories.provenance.outbox import register_anew_if_late
 
@@ -437,10 +438,31 @@ class FlowController:
                 call_now(self._content_service, ContentRepositoryService.release, released)
         return len(released)
 
-    def replay(self, event_id: int, requested_by: str | None = None):
-        """Queue a FlowFile again with a provenance event's input (``flow_operations.replay_running``)."""
+    def replay(self, event_id: int, requested_by: str | None = None) -> ReplayResult:
+        """Queue a FlowFile again with a provenance event's input (``flow_operations.replay_event``)
+        through the running flow's components, holding the claims lock, so a checkpoint cannot
+        release the claim between the commit that adds the claimant and the move back out of the
+        archive."""
+        if not self.started:
+            raise ReplayError(f"flow '{self.flow.name}' is not running: replay into its stopped repository "
+                              f"with flowactors replay (replay_stopped)")
+        if self.provenance_repository is None:
+            raise ReplayError("provenance is disabled for this flow (provenance_enabled): there is nothing to replay")
+        provenance, flowfiles = self.provenance_repository, self._flowfile_service
+        event = call_now(provenance, ProvenanceRepositoryService.get, event_id)
+        if event is None:
+            stats = call_now(provenance, ProvenanceRepositoryService.stats)
+            raise NoSuchEventError(missing_event_message(event_id, stats, f"flow '{self.flow.name}'"))
         with self._claims_lock:
-            return replay_running(self, event_id, requested_by)
+            return replay_event(
+                event, FileSystemContentRepository.from_settings(self.root, self.settings), connections=self.queues,
+                requested_by=requested_by,
+                reserve_id=lambda: call_now(flowfiles, FlowFileRepositoryService.reserve_ids, 1),
+                commit=lambda flowfile, queue: call_now(flowfiles, FlowFileRepositoryService.commit,
+                                                        [QueuedFlowFile(flowfile, queue)], []),
+                remove=lambda uuid: call_now(flowfiles, FlowFileRepositoryService.commit, [], [uuid]),
+                register=self.record_events,
+                offer=lambda queue, flowfile: call_now(self.queues[queue], QueueHost.offer, [flowfile]))
 
     # ------------------------------------------------------------------ on several nodes
     def _view(self) -> dict | None:

@@ -8,7 +8,7 @@ in the connection *E* took the FlowFile from (``source_queue_id``); a REPLAY eve
 original FlowFile as parent, the new one as child. The new FlowFile shares the content claim (no
 bytes copied); a claim released meanwhile is moved back from the archive, so the archive's age-off
 cannot delete bytes a queued FlowFile references. Events with no input queue, and content already
-aged off, cannot be replayed. ``replay_event`` is the one procedure; ``replay_running`` gives it a
+aged off, cannot be replayed. ``replay_event`` is the one procedure; ``FlowController.replay`` gives it a
 running controller's components, ``flowactors.ops.replay.replay_stopped`` a stopped repository's.
 
 Emptying a queue drops only queued FlowFiles (as NiFi), with a DROP event each (``drop_events``).
@@ -21,13 +21,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from flowactors.engine.errors import NoSuchEventError, ReplayError
-from flowactors.engine.queues.connection import QueueHost
-from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
-from flowactors.engine.transport import call_now
+from flowactors.engine.errors import ReplayError
 from repositories.content import FileSystemContentRepository
 from repositories.fsutil import fsync_dir
-from repositories.model import ContentClaim, FlowFile, QueuedFlowFile, new_flowfile_uuid, now_millis
+from repositories.model import ContentClaim, FlowFile, new_flowfile_uuid, now_millis
 from repositories.provenance import ProvenanceEvent, ProvenanceEventType
 
 
@@ -113,31 +110,6 @@ class ReplayResult:
     queue_id: str            # the connection it waits in
     size: int
     restored_from_archive: bool
-
-
-def replay_running(controller: Any, event_id: int, requested_by: str | None = None) -> ReplayResult:
-    """Replay through a running ``FlowController``'s components (call it via ``FlowController.replay``,
-    which holds its claims lock meanwhile, so a checkpoint cannot release the claim between the
-    commit that adds the claimant and the move back out of the archive)."""
-    if not controller.started:
-        raise ReplayError(f"flow '{controller.flow.name}' is not running: replay into its stopped repository "
-                          f"with flowactors replay (replay_stopped)")
-    provenance = controller.provenance_repository
-    if provenance is None:
-        raise ReplayError("provenance is disabled for this flow (provenance_enabled): there is nothing to replay")
-    event = call_now(provenance, ProvenanceRepositoryService.get, event_id)
-    if event is None:
-        raise NoSuchEventError(missing_event_message(event_id, call_now(provenance, ProvenanceRepositoryService.stats),
-                                                     f"flow '{controller.flow.name}'"))
-    flowfiles = controller.flowfile_repository
-    content = FileSystemContentRepository.from_settings(controller.root, controller.settings)
-    return replay_event(
-        event, content, connections=controller.queues, requested_by=requested_by,
-        reserve_id=lambda: call_now(flowfiles, FlowFileRepositoryService.reserve_ids, 1),
-        commit=lambda flowfile, queue: call_now(flowfiles, FlowFileRepositoryService.commit, [QueuedFlowFile(flowfile, queue)], []),
-        remove=lambda uuid: call_now(flowfiles, FlowFileRepositoryService.commit, [], [uuid]),
-        register=controller.record_events,
-        offer=lambda queue, flowfile: call_now(controller.queues[queue], QueueHost.offer, [flowfile]))
 
 
 def replay_event(event: ProvenanceEvent, content: FileSystemContentRepository, *, connections: Iterable[str] | None,

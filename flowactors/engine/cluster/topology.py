@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import orjson
-import ray
 
 from flowactors.engine.errors import TopologyError
 
@@ -44,6 +43,8 @@ def ray_nodes(entries: Iterable[dict] | None = None) -> dict[str, tuple[ClusterN
     """Every node Ray knows (``ray.nodes()``): name -> (node, alive). A name that Ray lists twice
     (a node that died and came back) is alive if any of its entries is."""
     if entries is None:
+        import ray  # heavy: the CLI's provenance commands import this module without running a flow
+
         entries = ray.nodes()
     found: dict[str, tuple[ClusterNode, bool]] = {}
     for entry in entries:
