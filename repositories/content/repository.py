@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, ResourceClaim
@@ -33,18 +33,10 @@ from .streams import ClaimRangeIO, ContentInputStream, read_range
 ARCHIVE_CANDIDATES_PER_PASS = 10_000
 
 
-class DiskUsage(NamedTuple):
-    """A file system's size, used and free bytes."""
-
-    total: int
-    used: int
-    free: int
-
-
-def disk_usage(path: str | os.PathLike[str]) -> DiskUsage:
+def disk_usage(path: str | os.PathLike[str]) -> "shutil._ntuple_diskusage":
     """The file system's ``(total, used, free)`` in bytes; age-off and ``usage()`` call this
     (tests replace it)."""
-    return DiskUsage(*shutil.disk_usage(path))
+    return shutil.disk_usage(path)
 
 
 class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):

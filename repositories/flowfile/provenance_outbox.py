@@ -13,12 +13,7 @@ from collections.abc import Iterable
 
 from repositories.flowfile import records as rec
 from repositories.flowfile.environment import LogEnvironment, Txn
-from repositories.flowfile.protocol import EventBatch, OutboxEntry
-
-
-def encode_outbox_entry(batch: EventBatch) -> bytes:
-    """The outbox value of a commit's event batch (encoded before its transaction)."""
-    return rec.encode_outbox_entry(batch.count, batch.min_timestamp, batch.max_timestamp, batch.data)
+from repositories.flowfile.protocol import OutboxEntry
 
 
 class ProvenanceOutbox:

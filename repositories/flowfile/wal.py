@@ -59,7 +59,7 @@ from repositories.flowfile.protocol import (
     RepositoryStats,
     SwapFileEntry,
 )
-from repositories.flowfile.provenance_outbox import ProvenanceOutbox, encode_outbox_entry
+from repositories.flowfile.provenance_outbox import ProvenanceOutbox
 from repositories.flowfile.queue_reader import QueueReader
 from repositories.flowfile.queue_table import QueueTable
 from repositories.flowfile.repair import rebuild_claimant_counts
@@ -259,7 +259,8 @@ class WriteAheadFlowFileRepository(FlowFileRepository):
         outbox = None
         if event_batch is not None:
             events = event_batch.count
-            outbox = encode_outbox_entry(event_batch)
+            outbox = rec.encode_outbox_entry(event_batch.count, event_batch.min_timestamp, event_batch.max_timestamp,
+                                              event_batch.data)
         if not (prepared or rkeys or new_ckeys or events or state):
             self._environment.check_open()
             return None
