@@ -10,7 +10,9 @@ is skipped with the reason (it is never silently passed).
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,7 +109,79 @@ def full_disk_scenario(mount: Path, scratch: Path) -> None:
     assert repo.read_bytes(claim) == b"fits"
 
 
-def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
+class _Lines(logging.Handler):
+    """The messages logged while it is attached (the scenarios may run in a child process, where
+    pytest's caplog does not reach)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def archive_room_scenario(mount: Path, scratch: Path) -> None:
+    """A disk full of archived content makes room for new content; one full of live content
+    refuses it naming the disk and its usage (issue 50)."""
+    container = mount / "content"
+    repo = FileSystemContentRepository(mount, containers=("content",), sections=4,
+                                       max_flowfiles_per_claim=1)
+    lines = _Lines()
+    logging.getLogger("repositories.content.repository").addHandler(lines)
+    try:
+        # 14 x 64 KiB contents, committed and then released: the archive fills 7/8 of the disk.
+        old = []
+        for _ in range(14):
+            writer = repo.writer()
+            old.append(writer.write_bytes(os.urandom(64 * 1024)))
+            writer.flush(sync=False)
+            writer.close()
+        repo.release([claim.resource for claim in old])
+        assert repo.usage()["content"]["archive_count"] == 14
+
+        # 1. New content that does not fit beside the archive: the oldest archived claims go.
+        writer = repo.writer()
+        new = [writer.write_bytes(os.urandom(64 * 1024)) for _ in range(6)]
+        writer.flush(sync=False)
+        writer.close()
+        assert all(len(repo.read_bytes(claim)) == 64 * 1024 for claim in new)
+        usage = repo.usage()["content"]
+        kept = [repo.archive_path_of(claim.resource).exists() for claim in old]
+        deleted = kept.count(False)
+        assert kept == [False] * deleted + [True] * (14 - deleted)  # oldest first
+        assert deleted == 14 - usage["archive_count"] and 0 < deleted < 14
+        # each time, down to the archive's max usage percent (90 %), said in one line
+        said = [re.fullmatch(rf"content repository container 'content' at {re.escape(str(container))} was "
+                             r"out of disk space: deleted its (\d+) oldest archived claims \((\d+) bytes, "
+                             r"archived since [-\d: ]+\) to make room; its file system is now (\S+) % used, "
+                             r"(\d+) archived claims left", line) for line in lines.lines]
+        assert all(said), lines.lines
+        assert sum(int(m[1]) for m in said) == deleted
+        assert sum(int(m[2]) for m in said) == deleted * 64 * 1024
+        assert all(float(m[3]) <= 90.0 for m in said) and int(said[-1][4]) == 14 - deleted
+
+        # 2. Live content alone fills the disk: the archive is emptied, then the write is refused.
+        writer = repo.writer()
+        with pytest.raises(ContentRepositoryFullError) as caught:
+            for _ in range(20):
+                writer.write_bytes(os.urandom(64 * 1024))
+        _check_full_error(caught.value, container)
+        message = str(caught.value)
+        assert "holds no archived content left to delete" in message
+        assert re.search(r"its file system is (?:9\d|100)\.\d % used \([\d,]+ of 1,048,576 bytes, [\d,]+ free\)",
+                         message), message
+        assert repo.usage()["content"]["archive_count"] == 0
+        writer.discard()
+        assert all(len(repo.read_bytes(claim)) == 64 * 1024 for claim in new)  # live untouched
+    finally:
+        logging.getLogger("repositories.content.repository").removeHandler(lines)
+
+
+def _on_a_small_disk(tmp_path: Path, scenario: str) -> None:
+    """Run ``scenario`` (a function of this module) on an empty 1 MiB tmpfs: mounted here as root,
+    else in a child process in a user and mount namespace of its own; skipped, saying why, when
+    neither can mount."""
     mount = tmp_path / "small-fs"
     mount.mkdir()
     scratch = tmp_path / "scratch"
@@ -115,7 +189,7 @@ def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
     if mount_tmpfs(mount, SIZE):
         try:
             assert shutil.disk_usage(mount).total == SIZE
-            full_disk_scenario(mount, scratch)
+            globals()[scenario](mount, scratch)
         finally:
             unmount(mount)
         return
@@ -125,7 +199,7 @@ def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
         pytest.skip("cannot mount a tmpfs (not root) and no unshare(1): ENOSPC not tested")
     child = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
-        "import test_content_enospc as t; t.full_disk_scenario(Path(sys.argv[2]), Path(sys.argv[3]))"
+        f"import test_content_enospc as t; t.{scenario}(Path(sys.argv[2]), Path(sys.argv[3]))"
     )
     script = (
         f'mount -t tmpfs -o size={SIZE} tmpfs "$1" || exit 77; '
@@ -140,3 +214,11 @@ def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
         pytest.skip(f"cannot mount a tmpfs here (no privileges, no user namespaces): "
                     f"{result.stderr.strip()}")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
+    _on_a_small_disk(tmp_path, "full_disk_scenario")
+
+
+def test_a_disk_full_of_archive_makes_room_and_one_full_of_live_content_says_so(tmp_path):
+    _on_a_small_disk(tmp_path, "archive_room_scenario")

@@ -532,6 +532,29 @@ def test_a_full_disk_error_fails_the_writer_until_discarded(make_repo, monkeypat
 # --- containers --------------------------------------------------------------------------
 
 
+def test_a_write_over_quota_deletes_the_oldest_archived_claim_and_goes_through(make_repo, monkeypatch, caplog):
+    """A quota (EDQUOT) refuses a write that the disk's figures say fits: the oldest archived
+    claim goes all the same, and the write is tried again (the real ENOSPC: test_content_enospc.py)."""
+    repo = make_repo(max_flowfiles_per_claim=1, archive_max_usage_percent=100)  # whatever this disk holds
+    archived = _committed_claims(repo, 3)
+    repo.release([c.resource for c in archived])
+    real_pwrite, refusals = os.pwrite, [errno.EDQUOT]
+
+    def over_quota_once(fd, data, offset):
+        if refusals:
+            raise OSError(refusals.pop(), os.strerror(errno.EDQUOT))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", over_quota_once)
+    writer = repo.writer()
+    claim = writer.write_bytes(b"fits now")
+    writer.close()
+    monkeypatch.undo()
+    assert repo.read_bytes(claim) == b"fits now"
+    assert [repo.archive_path_of(c.resource).exists() for c in archived] == [False, True, True]
+    assert "deleted its 1 oldest archived claims (100 bytes" in caplog.text
+
+
 def test_containers_are_chosen_round_robin(tmp_path):
     absolute = tmp_path / "elsewhere" / "disk3"
     repo = FileSystemContentRepository(

@@ -5,6 +5,10 @@ Claim files are created with ``O_EXCL`` where ``ClaimFiles`` places them; bytes 
 ``pwrite`` at offsets the writer tracks, so nothing depends on a shared file position. A source
 that is another content of the repository or a plain file is copied in the kernel
 (``copy_file_range``) where the file system allows it.
+
+A write the file system refuses for lack of space (ENOSPC, EDQUOT) is tried again as long as the
+repository's ``make_room`` deletes archived claims to make room for it; only when nothing is left
+to delete does the writer fail (``ContentRepositoryFullError``, naming the disk and its usage).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from __future__ import annotations
 import errno
 import io
 import os
-from typing import BinaryIO
+import shutil
+from typing import BinaryIO, Callable
 
 from repositories.fsutil import fsync_dir
 
@@ -35,13 +40,16 @@ class ClaimWriter(BaseClaimWriter):
     """Writes the contents of ONE session into resource claim files of its own.
 
     Get one from ``FileSystemContentRepository.writer()``: ``files`` are the repository's claim
-    files, the other arguments its options of the same names.
+    files, ``make_room(container name, bytes wanted)`` is called when a write to that container
+    is refused for lack of space and says whether trying again may succeed (it deleted archived
+    claims); the other arguments are the repository's options of the same names.
     """
 
     def __init__(self, files: ClaimFiles, *, max_appendable_size: int, max_flowfiles_per_claim: int,
-                 always_sync: bool) -> None:
+                 always_sync: bool, make_room: Callable[[str, int], bool] | None = None) -> None:
         super().__init__(max_appendable_size, max_flowfiles_per_claim)
         self._files = files
+        self._make_room = make_room
         self._always_sync = always_sync
         self._fd = -1
         self._path = ""
@@ -126,16 +134,18 @@ class ClaimWriter(BaseClaimWriter):
     def _storage_new_claim(self) -> None:
         resource, container_path = self._files.next_claim()
         path = os.path.join(container_path, resource.section, resource.id)
-        try:
-            new_dirs = self._files.make_section_dir(resource)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            self._container_name, self._container_path = resource.container, container_path
-            self._fail(exc, path)
+        self._container_name, self._container_path = resource.container, container_path
+        new_dirs: list[str] = []
+        while True:
+            try:
+                new_dirs += self._files.make_section_dir(resource)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                break
+            except OSError as exc:
+                if not self._room_for(exc, 0):
+                    self._fail(exc, path)
         self._fd = fd
         self._path = path
-        self._container_name = resource.container
-        self._container_path = container_path
         self._flushed = 0
         self._created.append(resource)
         self._resource = resource
@@ -166,14 +176,16 @@ class ClaimWriter(BaseClaimWriter):
 
     def _pwrite_all(self, view: memoryview) -> None:
         fd, offset = self._fd, self._flushed
-        try:
-            while view:
+        while view:
+            try:
                 written = os.pwrite(fd, view, offset)
-                offset += written
-                view = view[written:]
-        except OSError as exc:
-            self._flushed = offset
-            self._fail(exc, self._path)
+            except OSError as exc:
+                if self._room_for(exc, len(view)):
+                    continue
+                self._flushed = offset
+                self._fail(exc, self._path)
+            offset += written
+            view = view[written:]
         self._flushed = offset
 
     def _storage_truncate(self, size: int) -> None:
@@ -235,6 +247,8 @@ class ClaimWriter(BaseClaimWriter):
                     if exc.errno in _NO_KERNEL_COPY and copied == 0:
                         kernel = False
                         continue
+                    if self._room_for(exc, want):
+                        continue
                     # Which side failed is unknown: treat it as a failed write.
                     self._fail(exc, self._path)
                 self._flushed += n
@@ -251,13 +265,25 @@ class ClaimWriter(BaseClaimWriter):
             self._size += n
         return copied
 
+    def _room_for(self, exc: OSError, wanted: int) -> bool:
+        """Whether a write refused with ``exc`` is worth trying again: the file system is full and
+        the repository made room on it (deleted archived claims) for ``wanted`` bytes more."""
+        if exc.errno not in FULL_ERRNOS or self._make_room is None:
+            return False
+        return self._make_room(self._container_name, wanted)
+
     def _fail(self, exc: OSError, path: str) -> None:
         """Mark the writer failed and raise the repository error for ``exc`` (never returns)."""
         if self._failure is None:
             self._failure = exc
         if exc.errno in FULL_ERRNOS:
+            try:
+                disk = shutil.disk_usage(self._container_path)
+            except OSError:
+                disk = None
             raise ContentRepositoryFullError.for_container(
-                self._container_name, self._container_path, exc
+                self._container_name, self._container_path, exc, disk,
+                archive_emptied=self._make_room is not None,
             ) from exc
         raise ContentRepositoryError(f"writing claim file {path} failed: {exc}") from exc
 

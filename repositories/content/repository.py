@@ -13,8 +13,10 @@ ids are unique without coordination and every size or age is taken from the file
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -29,8 +31,14 @@ from .options import ContentRepositoryOptions, ContentSettings, options_from_set
 from .protocol import ContentRepository
 from .streams import ClaimRangeIO, ContentInputStream, read_range
 
+log = logging.getLogger(__name__)
+
 #: archived claims kept in memory per container and pass of the usage age-off (as NiFi).
 ARCHIVE_CANDIDATES_PER_PASS = 10_000
+#: free space, in hundredths of the disk, that making room for a refused write leaves besides the
+#: write's own bytes when no max usage percent says how much (so that not every next write is
+#: refused and scans the archive again)
+ROOM_PERCENT = 1
 
 
 def disk_usage(path: str | os.PathLike[str]) -> "shutil._ntuple_diskusage":
@@ -81,6 +89,8 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
             directories[name] = os.path.abspath(path if path.is_absolute() else self.root / path)
         self._files = ClaimFiles(directories, self.next_section)
         self.archive_candidates_per_pass = archive_candidates_per_pass
+        self._room_lock = threading.Lock()  # one thread of the process makes room at a time
+        self._rooms_made = 0  # times room was made (a waiting thread sees it was made meanwhile)
         self._config = dict(root=os.fspath(root), containers=dict(pairs),
                             archive_candidates_per_pass=archive_candidates_per_pass, **options)
         if not create:
@@ -117,7 +127,7 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
         """A writer for the contents of one session (see ``ClaimWriter``)."""
         return ClaimWriter(self._files, max_appendable_size=self.max_appendable_size,
                            max_flowfiles_per_claim=self.max_flowfiles_per_claim,
-                           always_sync=self.always_sync)
+                           always_sync=self.always_sync, make_room=self.make_room)
 
     # --- locating and reading -----------------------------------------------------------
     def path_of(self, resource: ResourceClaim) -> Path:
@@ -248,20 +258,63 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
         stats["removed"] = stats["removed_by_retention"] + stats["removed_by_usage"]
         return stats
 
-    def _over_target(self, container: str) -> int:
+    def make_room(self, name: str, wanted: int) -> bool:
+        """Called by a writer whose write to container ``name`` its file system refused for lack of
+        space (ENOSPC, EDQUOT): delete the container's archived claims, oldest first, until the
+        file system is under the max usage percent and has ``wanted`` bytes free besides (and,
+        without a max usage percent, ``ROOM_PERCENT`` of the disk), and say in one log line what
+        was deleted. Returns whether the write is worth trying again: archived claims were
+        deleted, by this call or by another thread of the process while this one waited."""
+        container = self._files.containers[name]
+        made = self._rooms_made
+        with self._room_lock:
+            if self._rooms_made != made:
+                return True
+            stats = dict(removed_by_retention=0, removed_by_usage=0, bytes_freed=0)
+            totals = [0, 0]
+            candidates = heapq.nsmallest(self.archive_candidates_per_pass,
+                                         self._scan_archive(container, None, totals, stats))
+            if not candidates:
+                return False
+            self._age_off_by_usage(container, candidates, None, totals, stats, wanted)
+            if not stats["removed_by_usage"]:
+                return False
+            self._rooms_made += 1
+        disk = disk_usage(container)
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(candidates[0][0] / 1e9))
+        log.warning(
+            "content repository container %r at %s was out of disk space: deleted its %d oldest "
+            "archived claims (%d bytes, archived since %s) to make room; its file system is now "
+            "%.1f %% used, %d archived claims left", name, container, stats["removed_by_usage"],
+            stats["bytes_freed"], since, 100.0 * (disk.total - disk.free) / (disk.total or 1), totals[1])
+        return True
+
+    def _over_target(self, container: str, room: int | None = None) -> int:
         """Bytes the container's file system holds beyond the max usage percent (<= 0: none, and
-        always without a max usage percent)."""
+        always without a max usage percent); with ``room``, at least the bytes to delete for
+        ``room`` bytes to be free (``make_room``)."""
         percent = self.archive_max_usage_percent
-        if percent is None:
+        if percent is None and room is None:
             return 0
         usage = disk_usage(container)
         used = usage.total - usage.free
-        return used - int(usage.total * percent / 100.0)
+        excess = used - int(usage.total * percent / 100.0) if percent is not None else 0
+        if room is not None:
+            extra = 0 if percent is not None else usage.total * ROOM_PERCENT // 100
+            excess = max(excess, room + extra - usage.free)
+        return excess
 
     def _age_off_by_usage(self, container: str, candidates: list[tuple[int, str, int, int]],
                           cutoff_ns: int | None, totals: list[int],
-                          stats: dict[str, int]) -> list[tuple[int, str, int, int]]:
-        excess = self._over_target(container)
+                          stats: dict[str, int], room: int | None = None) -> list[tuple[int, str, int, int]]:
+        """Delete the oldest archived claims while ``_over_target(container, room)`` is above 0:
+        first ``candidates``, then the next oldest of another scan, and so on; returns the
+        candidates of the last scan. With ``room`` (the file system refused a write) at least
+        ``room`` bytes (one claim for 0) go whatever the figures say: a disk quota, reserved blocks
+        or a lack of inodes can refuse a write that ``disk_usage`` says fits."""
+        excess = self._over_target(container, room)
+        if room is not None:
+            excess = max(excess, room, 1)
         index = 0
         deleted_since_scan = 0
         while excess > 0:
@@ -295,7 +348,7 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
             excess -= estimate
             if excess <= 0:
                 # The estimate says enough; the file system has the last word.
-                excess = self._over_target(container)
+                excess = self._over_target(container, room)
         return candidates
 
     def _scan_archive(self, container: str, cutoff_ns: int | None, totals: list[int],
