@@ -1,182 +1,57 @@
-"""Processors that read and write local files: ListFile, FetchFile, GetFile, PutFile."""
+"""Processors that read and write local files: ListFile, FetchFile, GetFile, PutFile.
+
+Listing a directory (ListFile, GetFile) is ``_listing``; keeping a path beneath a directory
+(PutFile's filename and Base Directory, FetchFile's Base Directory) is ``_beneath``.
+"""
 
 from __future__ import annotations
 
 import errno
-import grp
 import logging
 import os
-import pwd
 import re
+import shutil
 import stat
 import time
 import uuid as uuid_module
-import zlib
 from collections import deque
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import BinaryIO, Iterator, Mapping
 
 import orjson
 
+from flowactors.processors._beneath import (
+    DIR_FLAGS, Refused, inside, name_parts, open_beneath, relative_parts, resolve_beneath, unlink_beneath, walk,
+)
+from flowactors.processors._common import CHUNK, boolean_property
+from flowactors.processors._listing import (
+    FILE_FILTER, IGNORE_HIDDEN, INPUT_DIRECTORY, MAX_AGE, MAX_SIZE, MIN_AGE, MIN_SIZE, PATH_FILTER, RECURSE, Entry,
+    Lister,
+)
 from flowactors.sdk import ContentRepositoryError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.processors._common import CHUNK, NIFI_TIME_FORMAT, REGEX_VALIDATOR, boolean_property, permission_text
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 
 log = logging.getLogger(__name__)
 
-def _format_time(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime(NIFI_TIME_FORMAT)
-
-
-def _owner(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _group(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+#: what ListFile and GetFile do with a file taken while it is still being written (their warning's words)
+_LISTED_TOO_EARLY = "and listed again, a FlowFile each time, as it changes"
+_TAKEN_TOO_EARLY = "then deleted, so what is written to it afterwards is lost"
 
 
 def _uri(path: str | os.PathLike) -> str:
     return Path(os.path.abspath(path)).as_uri()
 
 
-# ---------------------------------------------------------------------------------- listing
-@dataclass(frozen=True)
-class _Entry:
-    path: str          # absolute path of the file
-    relative_dir: str  # directory relative to the input directory, "" for the input directory
-    stat: os.stat_result
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
-
-    def attributes(self) -> dict[str, str]:
-        """The attributes NiFi's ListFile / GetFile give a file."""
-        st = self.stat
-        return {
-            "filename": self.name,
-            "path": f"{self.relative_dir}/" if self.relative_dir else "./",
-            "absolute.path": os.path.dirname(self.path) + "/",
-            "file.size": str(st.st_size),
-            "file.lastModifiedTime": _format_time(st.st_mtime),
-            "file.lastAccessTime": _format_time(st.st_atime),
-            "file.creationTime": _format_time(st.st_ctime),
-            "file.owner": _owner(st.st_uid),
-            "file.group": _group(st.st_gid),
-            "file.permissions": permission_text(st.st_mode),
-        }
+def _base_directory(what: str, effect: str) -> PropertyDescriptor:
+    """The optional Base Directory of PutFile and FetchFile (a flowactors addition; unset, as NiFi)."""
+    return PropertyDescriptor(
+        "Base Directory", f"When set, {effect} only beneath this directory: a {what} that resolves outside it "
+        f"(through '..', an absolute path or a symbolic link) sends the FlowFile to failure, saying where it led. "
+        f"Unset (the default), as NiFi: wherever {what} leads", validator=validators.NON_EMPTY)
 
 
-_INPUT_DIRECTORY = PropertyDescriptor("Input Directory", "The directory to take files from", required=True,
-                                      validator=validators.NON_EMPTY)
-_RECURSE = boolean_property("Recurse Subdirectories", True, "Whether to take files from subdirectories too")
-_FILE_FILTER = PropertyDescriptor("File Filter", "Only files whose whole name matches this regular expression",
-                                  required=True, default=r"[^\.].*", validator=REGEX_VALIDATOR)
-_PATH_FILTER = PropertyDescriptor("Path Filter", "With recursion, only files whose directory, relative to the "
-                                  "input directory, matches this regular expression", validator=REGEX_VALIDATOR)
-_MIN_AGE = PropertyDescriptor("Minimum File Age", "Files modified more recently than this are left alone "
-                              "(so that files still being written are not taken)", required=True,
-                              default="0 sec", validator=validators.DURATION)
-_MAX_AGE = PropertyDescriptor("Maximum File Age", "Files modified longer ago than this are left alone",
-                              validator=validators.DURATION)
-_MIN_SIZE = PropertyDescriptor("Minimum File Size", "Smaller files are left alone", required=True,
-                               default="0 B", validator=validators.DATA_SIZE)
-_MAX_SIZE = PropertyDescriptor("Maximum File Size", "Larger files are left alone", validator=validators.DATA_SIZE)
-_IGNORE_HIDDEN = boolean_property("Ignore Hidden Files", True,
-                                  "Whether to leave alone files and directories whose name starts with '.'")
-
-
-class _Lister:
-    """The filters ListFile and GetFile share, read from the context once when scheduled."""
-
-    def __init__(self, context: ProcessContext):
-        self.root = os.path.abspath(context.property("Input Directory").evaluate())
-        self.recurse = context.property("Recurse Subdirectories").as_bool()
-        self.file_filter = re.compile(context.property("File Filter").evaluate())
-        path_filter = context.property("Path Filter").evaluate()
-        self.path_filter = re.compile(path_filter) if path_filter else None
-        self.min_age = context.property("Minimum File Age").as_duration() or 0.0
-        self.max_age = context.property("Maximum File Age").as_duration()
-        self.min_size = context.property("Minimum File Size").as_data_size() or 0
-        self.max_size = context.property("Maximum File Size").as_data_size()
-        self.ignore_hidden = context.property("Ignore Hidden Files").as_bool()
-        # with several concurrent tasks each takes the files whose path hashes to its number
-        self.instance = context.instance
-        self.tasks = max(1, context.concurrent_tasks)
-
-    def owns(self, path: str) -> bool:
-        """Whether this task lists ``path`` (with several concurrent tasks, by a hash of it)."""
-        return self.tasks == 1 or zlib.crc32(path.encode()) % self.tasks == self.instance
-
-    def accepts(self, st: os.stat_result, now: float) -> bool:
-        """Whether a file of this age and size passes the age and size filters."""
-        age = now - st.st_mtime
-        if age < self.min_age or (self.max_age is not None and age > self.max_age):
-            return False
-        return self.min_size <= st.st_size and (self.max_size is None or st.st_size <= self.max_size)
-
-    def refresh(self, entry: _Entry) -> _Entry | None:
-        """The entry with a fresh stat, or None if the file is gone or no longer passes the filters."""
-        try:
-            st = os.stat(entry.path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode) or not self.accepts(st, time.time()):
-            return None
-        return _Entry(entry.path, entry.relative_dir, st)
-
-    def entries(self) -> Iterator[_Entry]:
-        """Every file under the root that passes the filters (symlinked directories are not followed)."""
-        now = time.time()
-        pending = [("", self.root)]
-        while pending:
-            relative, directory = pending.pop()
-            try:
-                with os.scandir(directory) as it:
-                    children = list(it)
-            except FileNotFoundError:
-                continue
-            except OSError as err:
-                log.warning("cannot list %s: %s", directory, err)
-                continue
-            for child in children:
-                if self.ignore_hidden and child.name.startswith("."):
-                    continue
-                try:
-                    if child.is_dir(follow_symlinks=False):
-                        if self.recurse:
-                            pending.append((f"{relative}/{child.name}" if relative else child.name, child.path))
-                        continue
-                    if not child.is_file():
-                        continue
-                    st = child.stat()
-                except OSError:
-                    continue  # gone meanwhile
-                if not _storable(child.path):
-                    log.warning("left %r where it is: its name is not valid UTF-8, which a FlowFile's "
-                                "attributes must be; rename the file to take it", os.fsencode(child.path))
-                    continue
-                if not self.file_filter.fullmatch(child.name):
-                    continue
-                if self.path_filter is not None and relative and not self.path_filter.fullmatch(relative):
-                    continue
-                if not self.accepts(st, now):
-                    continue
-                if not self.owns(child.path):
-                    continue
-                yield _Entry(child.path, relative, st)
-
-
+# ---------------------------------------------------------------------------------- ListFile
 class ListFile(Processor):
     """Lists the files of a directory, one FlowFile without content per file, for FetchFile to read.
 
@@ -205,13 +80,19 @@ class ListFile(Processor):
     under Tracking Entities they share the state (a task that commits at the same moment as
     another lists again), under Tracking Timestamps each keeps its own time. Provenance: a CREATE
     event per FlowFile (from the session).
+
+    Minimum File Age is NiFi's 0 sec by default, so a file still being written is listed as it is
+    so far, and again as it changes; with the property left unset, the first file listed less
+    than a second after it was modified is warned about once per run (``Lister.warn_if_recent``).
+    A run until idle would end before a default wait let such a file settle (a source that finds
+    nothing to take is idle), which is why the default stays NiFi's.
     """
 
     description = "Lists files in a directory (one content-less FlowFile per new file)"
     input_required = False
     ENTITIES, TIMESTAMPS = "Tracking Entities", "Tracking Timestamps"
-    properties = (_INPUT_DIRECTORY, _RECURSE, _FILE_FILTER, _PATH_FILTER, _MIN_AGE, _MAX_AGE, _MIN_SIZE,
-                  _MAX_SIZE, _IGNORE_HIDDEN,
+    properties = (INPUT_DIRECTORY, RECURSE, FILE_FILTER, PATH_FILTER, MIN_AGE, MAX_AGE, MIN_SIZE,
+                  MAX_SIZE, IGNORE_HIDDEN,
                   PropertyDescriptor("Listing Strategy", "How the files already listed are remembered",
                                      required=True, default=ENTITIES, allowable_values=(ENTITIES, TIMESTAMPS)))
     relationships = (SUCCESS,)
@@ -220,7 +101,7 @@ class ListFile(Processor):
     TIMESTAMP, IDS = "listing.timestamp", "listing.ids"
 
     def on_scheduled(self, context: ProcessContext) -> None:
-        self._lister = _Lister(context)
+        self._lister = Lister(context, _LISTED_TOO_EARLY)
         self._by_timestamp = context.property("Listing Strategy").evaluate() == self.TIMESTAMPS
         # under Tracking Timestamps each task keeps its own time (its files' newest is its own)
         tasks = self._lister.tasks
@@ -232,6 +113,7 @@ class ListFile(Processor):
         if not new:
             context.yield_()
             return
+        self._lister.warn_if_recent(new)
         for entry in new:
             flowfile = session.create()
             flowfile = session.put_all_attributes(flowfile, entry.attributes())
@@ -247,11 +129,11 @@ class ListFile(Processor):
         if not kept:  # another task listed meanwhile: next time
             session.rollback()
 
-    def _new_by_entity(self, listed: Mapping[str, str]) -> tuple[list[_Entry], dict[str, str]]:
+    def _new_by_entity(self, listed: Mapping[str, str]) -> tuple[list[Entry], dict[str, str]]:
         """The files new or changed since listed, and (when there are some) the state to keep:
         every file of this task as it is now, the other tasks' and the strategies' keys as they are."""
         seen: dict[str, str] = {}
-        new: list[_Entry] = []
+        new: list[Entry] = []
         # no file of this task tracked yet, but a time kept (Tracking Timestamps before, or
         # another task count): what that time covers counts as listed
         newest, at_newest = (-1, set()) if any(self._owned_paths(listed)) else self._kept_time(listed)
@@ -295,7 +177,7 @@ class ListFile(Processor):
                 ids |= set(orjson.loads(listed[prefix + self.IDS]))
         return oldest, ids
 
-    def _new_by_timestamp(self, listed: Mapping[str, str]) -> tuple[list[_Entry], dict[str, str]]:
+    def _new_by_timestamp(self, listed: Mapping[str, str]) -> tuple[list[Entry], dict[str, str]]:
         time_key, ids_key = self._prefix + self.TIMESTAMP, self._prefix + self.IDS
         if ids_key in listed:  # its own (Tracking Entities keeps a timestamp too, never the ids)
             newest = int(listed[time_key])
@@ -317,6 +199,15 @@ class ListFile(Processor):
         return new, {**kept, time_key: str(top), ids_key: orjson.dumps(ids).decode()}
 
 
+# ---------------------------------------------------------------------------------- FetchFile
+class _NotFetched(Exception):
+    """The file cannot be fetched: the relationship the FlowFile goes to, and why."""
+
+    def __init__(self, relationship: Relationship, reason: str):
+        super().__init__(reason)
+        self.relationship = relationship
+
+
 class FetchFile(Processor):
     """Replaces each FlowFile's content with the content of a local file (streamed, never loaded).
 
@@ -325,6 +216,11 @@ class FetchFile(Processor):
     problem (e.g. a directory) to failure; all three are penalized. With Completion Strategy
     "Delete File" the file is deleted only after the session committed, so a crash in between
     leaves the file in place (at-least-once). Provenance: a FETCH event with the ``file://`` URI.
+
+    File to Fetch is built from attributes, so it can lead anywhere (``../`` in a filename, an
+    absolute path, a symbolic link): as in NiFi, unless **Base Directory** is set; then a file
+    that resolves outside it goes to failure, and the file is opened, and deleted, through
+    directories entered one at a time without following a link out of it (``_beneath``).
     """
 
     description = "Fetches the content of a local file into a FlowFile"
@@ -333,6 +229,7 @@ class FetchFile(Processor):
                            default="${absolute.path}/${filename}", expression_language=True),
         PropertyDescriptor("Completion Strategy", "What to do with the file once fetched (and committed)",
                            required=True, default="None", allowable_values=("None", "Delete File")),
+        _base_directory("File to Fetch", "files are fetched"),
     )
     NOT_FOUND = Relationship("not.found", "The file does not exist")
     PERMISSION_DENIED = Relationship("permission.denied", "The file could not be read for lack of permission")
@@ -341,51 +238,82 @@ class FetchFile(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         target = context.property("File to Fetch")
         delete = context.property("Completion Strategy").evaluate() == "Delete File"
+        base = context.property("Base Directory").evaluate()
         to_delete: list[str] = []
         for flowfile in session.get_batch():
             path = target.evaluate(flowfile)
-            relationship, problem = None, None
+            started = time.monotonic()
             try:
-                if not os.path.exists(path):
-                    relationship, problem = self.NOT_FOUND, "no such file"
-                elif not os.path.isfile(path):
-                    relationship, problem = FAILURE, "not a regular file"
-                elif not os.access(path, os.R_OK):
-                    relationship, problem = self.PERMISSION_DENIED, "permission denied"
-                else:
-                    started = time.monotonic()
-                    flowfile = session.import_from(path, flowfile)
-                    session.provenance.fetch(flowfile, _uri(path),
-                                             duration=int((time.monotonic() - started) * 1000))
-            except FileNotFoundError:
-                relationship, problem = self.NOT_FOUND, "no such file"
-            except PermissionError:
-                relationship, problem = self.PERMISSION_DENIED, "permission denied"
-            except IsADirectoryError:
-                relationship, problem = FAILURE, "not a regular file"
-            except OSError as err:
-                relationship, problem = FAILURE, str(err)
-            if relationship is not None:
-                log.warning("%s: cannot fetch %s for %s: %s", context.name, path, flowfile.uuid, problem)
-                session.transfer(session.penalize(flowfile), relationship)
+                flowfile = self._fetch(session, flowfile, path, base)
+            except _NotFetched as failed:
+                log.warning("%s: cannot fetch %s for %s: %s", context.name, path, flowfile.uuid, failed)
+                session.transfer(session.penalize(flowfile), failed.relationship)
                 continue
+            session.provenance.fetch(flowfile, _uri(path), duration=int((time.monotonic() - started) * 1000))
             session.transfer(flowfile, SUCCESS)
             if delete:
                 to_delete.append(path)
         if to_delete:
-            session.commit_async(on_success=lambda: _delete_all(to_delete, context.name))
+            session.commit_async(on_success=lambda: _delete_all(to_delete, context.name, base))
+
+    def _fetch(self, session, flowfile: FlowFile, path: str, base: str | None) -> FlowFile:
+        """The FlowFile with the file's content; ``_NotFetched`` says where it goes instead."""
+        try:
+            if base is None:
+                if not os.path.exists(path):
+                    raise FileNotFoundError(path)
+                if not os.path.isfile(path):
+                    raise IsADirectoryError(path)
+                if not os.access(path, os.R_OK):
+                    raise PermissionError(path)
+                return session.import_from(path, flowfile)
+            with _open_beneath(path, base) as source:
+                size = os.fstat(source.fileno()).st_size
+                return session.write(flowfile, lambda out: shutil.copyfileobj(source, out, CHUNK), size_hint=size)
+        except Refused as refused:
+            raise _NotFetched(FAILURE, str(refused)) from None
+        except FileNotFoundError:
+            raise _NotFetched(self.NOT_FOUND, "no such file") from None
+        except PermissionError:
+            raise _NotFetched(self.PERMISSION_DENIED, "permission denied") from None
+        except IsADirectoryError:
+            raise _NotFetched(FAILURE, "not a regular file") from None
+        except OSError as err:
+            raise _NotFetched(FAILURE, str(err)) from None
 
 
-def _delete_all(paths: list[str], name: str) -> None:
+def _open_beneath(path: str, base: str) -> BinaryIO:
+    """The regular file ``path`` opened for reading, only where it resolves beneath ``base``."""
+    resolved, real_base = resolve_beneath(path, base, "File to Fetch")
+    parts = relative_parts(resolved, real_base)
+    if not parts:
+        raise IsADirectoryError(path)
+    parent, _ = open_beneath(real_base, parts[:-1], create=False)
+    try:  # not blocking: a FIFO put there is refused below, not waited on
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    finally:
+        os.close(parent)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(path)
+    return os.fdopen(fd, "rb", buffering=0)
+
+
+def _delete_all(paths: list[str], name: str, base: str | None = None) -> None:
+    """Delete the files a committed session took (beneath ``base`` when set)."""
     for path in paths:
         try:
-            os.unlink(path)
+            if base is None:
+                os.unlink(path)
+            else:
+                unlink_beneath(path, base)
         except FileNotFoundError:
             pass
-        except OSError as err:
+        except (OSError, Refused) as err:
             log.warning("%s: could not delete %s after it was committed: %s", name, path, err)
 
 
+# ---------------------------------------------------------------------------------- GetFile
 class GetFile(Processor):
     """Takes files from a directory into FlowFiles (streamed), then deletes them unless told to keep them.
 
@@ -398,39 +326,41 @@ class GetFile(Processor):
     As in NiFi, Keep Source File = true takes the same files again on every trigger (useful for
     tests). With several concurrent tasks each takes the files whose path hashes to its task
     number, so no two tasks take the same file. Attributes as ListFile. Provenance: a RECEIVE
-    event per file with its ``file://`` URI.
+    event per file with its ``file://`` URI. Minimum File Age and its warning as ListFile's: a file
+    taken while still being written is deleted, and what its writer adds afterwards is lost.
     """
 
     description = "Takes files from a local directory"
     input_required = False
     properties = (
-        _INPUT_DIRECTORY, _FILE_FILTER, _PATH_FILTER,
+        INPUT_DIRECTORY, FILE_FILTER, PATH_FILTER,
         PropertyDescriptor("Batch Size", "The most files taken per trigger", required=True, default="10",
                            validator=validators.POSITIVE_INTEGER),
         boolean_property("Keep Source File", False, "Whether to leave the files in place (they are then "
                          "taken again on every trigger)"),
-        _RECURSE, _MIN_AGE, _MAX_AGE, _MIN_SIZE, _MAX_SIZE, _IGNORE_HIDDEN,
+        RECURSE, MIN_AGE, MAX_AGE, MIN_SIZE, MAX_SIZE, IGNORE_HIDDEN,
     )
     relationships = (SUCCESS,)
 
     def on_scheduled(self, context: ProcessContext) -> None:
-        self._lister = _Lister(context)
+        self._lister = Lister(context, _TAKEN_TOO_EARLY)
         self._batch = context.property("Batch Size").as_int()
         self._keep = context.property("Keep Source File").as_bool()
         #: files listed and not yet taken, oldest first. One walk of the directory serves batch
         #: after batch until it is used up (as NiFi's GetFile keeps a file queue): listing 100,000
         #: files costs ~0.7 s, which per batch made a backlog quadratic. Each file is stat'ed again
         #: when taken. With Keep Source File every trigger lists again (it takes the same files).
-        self._listed: deque[_Entry] = deque()
+        self._listed: deque[Entry] = deque()
 
-    def _next_entries(self) -> list[_Entry]:
+    def _next_entries(self) -> list[Entry]:
         if self._keep or not self._listed:
             self._listed = deque(sorted(self._lister.entries(), key=lambda e: (e.stat.st_mtime_ns, e.path)))
-        entries: list[_Entry] = []
+        entries: list[Entry] = []
         while self._listed and len(entries) < self._batch:
             entry = self._lister.refresh(self._listed.popleft())
             if entry is not None:
                 entries.append(entry)
+        self._lister.warn_if_recent(entries)
         return entries
 
     def on_trigger(self, context: ProcessContext, session) -> None:
@@ -461,39 +391,6 @@ class GetFile(Processor):
 
 
 # ---------------------------------------------------------------------------------- PutFile
-class _Refused(Exception):
-    """The FlowFile cannot be written where its filename says; the message is the reason."""
-
-
-def _storable(path: str) -> bool:
-    """Whether a path (as the OS gave it, undecodable bytes as surrogates) can be an attribute."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-def _name_parts(filename: str | None) -> list[str]:
-    """The path components of a filename, refusing anything that could leave the directory."""
-    if not filename:
-        raise _Refused("the FlowFile has no filename")
-    if "\x00" in filename:
-        raise _Refused("the filename contains a NUL character")
-    if filename.startswith("/") or os.path.isabs(filename):
-        raise _Refused(f"the filename {filename!r} is an absolute path")
-    parts = [p for p in filename.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise _Refused(f"the filename {filename!r} has a '..' component")
-    if not parts:
-        raise _Refused(f"the filename {filename!r} names no file")
-    return parts
-
-
 def _permissions(value: str) -> int:
     value = value.strip()
     if re.fullmatch(r"[0-7]{3,4}", value):
@@ -513,9 +410,6 @@ def _permissions_problem(value: str) -> str | None:
     return None
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-
-
 class PutFile(Processor):
     """Writes each FlowFile's content to a file in Directory, named by its ``filename`` attribute.
 
@@ -529,35 +423,52 @@ class PutFile(Processor):
     descriptors and the file is created relative to them, so the checks apply to what is written.
     Subdirectories in the filename (``a/b.txt``) are created when Create Missing Directories is
     true. Failures are penalized. Provenance: a SEND event with the ``file://`` URI of the file.
+
+    **Directory** may lead anywhere, as in NiFi (it is built from attributes, ``/out/${tenant}``),
+    unless **Base Directory** is set: then a Directory that resolves outside it goes to failure,
+    naming where it led and the base, and Directory is entered from the base as the filename is.
+
+    **A retry of the FlowFile's own write is not a conflict.** The file is written before the
+    session commits; when the commit fails (a full disk, a killed process) the FlowFile comes
+    back and finds the file. Under ``fail`` and ``ignore``, an existing file that holds exactly
+    this FlowFile's content (same size, same bytes) counts as written: success, with the SEND
+    event the failed commit lost. The file itself is the evidence that survives any crash and
+    needs nothing else on disk (a marker or a kept temporary name would be left behind by the
+    same crashes), and it is exact: placing those bytes again would change nothing. So another
+    FlowFile with the very same content succeeds too, where NiFi sends it to failure; the bytes
+    are compared only when the sizes are equal.
     """
 
     description = "Writes FlowFile contents to files in a local directory"
     properties = (
         PropertyDescriptor("Directory", "The directory to write files to", required=True,
                            expression_language=True, validator=validators.NON_EMPTY),
-        PropertyDescriptor("Conflict Resolution Strategy", "What to do when a file of that name exists",
+        PropertyDescriptor("Conflict Resolution Strategy", "What to do when a file of that name exists (one "
+                           "holding exactly this FlowFile's content counts as written, so a retry succeeds)",
                            required=True, default="fail", allowable_values=("replace", "ignore", "fail")),
         boolean_property("Create Missing Directories", True, "Whether to create the directories that do not "
                          "exist (the target directory and subdirectories in the filename)"),
         PropertyDescriptor("Permissions", "Permissions of the written file, e.g. 644 or rw-r--r-- "
                            "(default: as the process's umask gives)", expression_language=True,
                            validator=_permissions_problem),
+        _base_directory("Directory", "files are written"),
     )
     relationships = (SUCCESS, FAILURE)
     REASON = "putfile.failure.reason"
 
     def on_trigger(self, context: ProcessContext, session) -> None:
         directory = context.property("Directory")
-        strategy = context.property("Conflict Resolution Strategy").evaluate()
-        create = context.property("Create Missing Directories").as_bool()
         permissions = context.property("Permissions")
-        sync = bool(getattr(session.backend, "always_sync", False))
+        placer = _Placer(session, strategy=context.property("Conflict Resolution Strategy").evaluate(),
+                         create=context.property("Create Missing Directories").as_bool(),
+                         base=context.property("Base Directory").evaluate(),
+                         sync=bool(getattr(session.backend, "always_sync", False)))
         for flowfile in session.get_batch():
             try:
                 mode = _permissions(permissions.evaluate(flowfile)) if permissions.is_set else None
                 started = time.monotonic()
-                written = self._put(session, flowfile, directory.evaluate(flowfile), strategy, create, mode, sync)
-            except _Refused as refused:
+                written = placer.put(flowfile, directory.evaluate(flowfile), mode)
+            except Refused as refused:
                 reason = str(refused)
             except (OSError, ValueError, ContentRepositoryError) as err:
                 reason = f"{type(err).__name__}: {err}"
@@ -573,57 +484,41 @@ class PutFile(Processor):
             flowfile = session.put_attribute(flowfile, self.REASON, reason)
             session.transfer(session.penalize(flowfile), FAILURE)
 
-    def _put(self, session, flowfile: FlowFile, directory: str, strategy: str, create: bool,
-             mode: int | None, sync: bool) -> str | None:
-        """Write the file; its path, or None when an existing file was left alone ("ignore")."""
-        parts = _name_parts(flowfile.attributes.get("filename"))
-        if not directory:
-            raise _Refused("the Directory property evaluated to an empty path")
-        if create:
-            os.makedirs(directory, exist_ok=True)
-        root = os.path.realpath(directory)
-        fds: list[int] = []
-        try:
-            fds.append(os.open(root, _DIR_FLAGS))
-            real = root
-            for part in parts[:-1]:
-                fd, real = self._enter(fds[-1], real, part, root, create)
-                fds.append(fd)
-            return self._write(session, flowfile, fds[-1], real, parts[-1], root, strategy, mode, sync)
-        except FileNotFoundError as err:
-            raise _Refused(f"directory does not exist: {err.filename or directory}") from None
-        finally:
-            for fd in fds:
-                os.close(fd)
 
-    @staticmethod
-    def _enter(parent: int, real: str, part: str, root: str, create: bool) -> tuple[int, str]:
-        """Open the subdirectory ``part`` of ``parent`` without following a link outside ``root``."""
-        for _ in range(2):
+class _Placer:
+    """Places FlowFiles' contents as files, with one trigger's PutFile settings."""
+
+    def __init__(self, session, *, strategy: str, create: bool, base: str | None, sync: bool):
+        self.session, self.strategy, self.create, self.base, self.sync = session, strategy, create, base, sync
+
+    def put(self, flowfile: FlowFile, directory: str, mode: int | None) -> str | None:
+        """Write the file; its path, or None when an existing file was left alone ("ignore")."""
+        parts = name_parts(flowfile.attributes.get("filename"))
+        if not directory:
+            raise Refused("the Directory property evaluated to an empty path")
+        try:
+            fd, root = self._open_directory(directory)
+            fd, real = walk(fd, root, parts[:-1], root, self.create)
             try:
-                return os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=parent), os.path.join(real, part)
-            except FileNotFoundError:
-                if not create:
-                    raise _Refused(f"directory {os.path.join(real, part)!r} does not exist "
-                                   f"(Create Missing Directories is false)") from None
-                try:
-                    os.mkdir(part, 0o777, dir_fd=parent)
-                except FileExistsError:
-                    pass  # made by someone else meanwhile: open it
-            except OSError as err:
-                if err.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                st = os.stat(part, dir_fd=parent, follow_symlinks=False)
-                if not stat.S_ISLNK(st.st_mode):
-                    raise _Refused(f"{os.path.join(real, part)!r} is not a directory") from None
-                target = os.path.realpath(os.path.join(real, part))
-                if not _inside(target, root):
-                    raise _Refused(f"{os.path.join(real, part)!r} is a symbolic link to {target!r}, "
-                                   f"outside the target directory") from None
-                if not os.path.isdir(target):
-                    raise _Refused(f"{os.path.join(real, part)!r} is not a directory") from None
-                return os.open(target, _DIR_FLAGS), target
-        raise _Refused(f"could not create directory {os.path.join(real, part)!r}")
+                return self._write(flowfile, fd, real, parts[-1], root, mode)
+            finally:
+                os.close(fd)
+        except FileNotFoundError as err:
+            unset = "" if self.create else " (Create Missing Directories is false)"
+            raise Refused(f"directory {err.filename or directory!r} does not exist{unset}") from None
+
+    def _open_directory(self, directory: str) -> tuple[int, str]:
+        """Directory opened (created first if asked): its descriptor and resolved path. With a
+        Base Directory, only beneath it, entered from it."""
+        if self.base is None:
+            if self.create:
+                os.makedirs(directory, exist_ok=True)
+            root = os.path.realpath(directory)
+            return os.open(root, DIR_FLAGS), root
+        resolved, real_base = resolve_beneath(directory, self.base, "Directory")
+        if self.create:
+            os.makedirs(real_base, exist_ok=True)
+        return open_beneath(real_base, relative_parts(resolved, real_base), self.create)
 
     @staticmethod
     def _existing(dir_fd: int, real: str, name: str, root: str) -> bool:
@@ -634,21 +529,45 @@ class PutFile(Processor):
             return False
         if stat.S_ISLNK(st.st_mode):
             target = os.path.realpath(os.path.join(real, name))
-            if not _inside(target, root):
-                raise _Refused(f"{os.path.join(real, name)!r} is a symbolic link to {target!r}, "
-                               f"outside the target directory")
+            if not inside(target, root):
+                raise Refused(f"{os.path.join(real, name)!r} is a symbolic link to {target!r}, "
+                              f"outside the target directory")
         elif stat.S_ISDIR(st.st_mode):
-            raise _Refused(f"{os.path.join(real, name)!r} is a directory")
+            raise Refused(f"{os.path.join(real, name)!r} is a directory")
         return True
 
-    def _write(self, session, flowfile: FlowFile, dir_fd: int, real: str, name: str, root: str,
-               strategy: str, mode: int | None, sync: bool) -> str | None:
+    def _conflict(self, flowfile: FlowFile, dir_fd: int, path: str, name: str) -> str | None:
+        """``name`` exists, under ``ignore`` or ``fail``: ``path`` when it holds exactly this
+        content (this FlowFile's own earlier write, whose commit failed), else None to leave it
+        ("ignore") or ``Refused`` ("fail")."""
+        if self._holds(flowfile, dir_fd, name):
+            return path
+        if self.strategy == "ignore":
+            return None
+        raise Refused(f"{path!r} exists (Conflict Resolution Strategy is fail)")
+
+    def _holds(self, flowfile: FlowFile, dir_fd: int, name: str) -> bool:
+        """Whether the regular file ``name`` has the FlowFile's size and bytes (read a chunk at
+        a time; opened without blocking, so a FIFO there is no match rather than a hang)."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            return False
+        with os.fdopen(fd, "rb") as existing:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != flowfile.size:
+                return False
+            with self.session.read(flowfile) as content:
+                while chunk := content.read(CHUNK):
+                    if existing.read(len(chunk)) != chunk:
+                        return False
+            return existing.read(1) == b""
+
+    def _write(self, flowfile: FlowFile, dir_fd: int, real: str, name: str, root: str,
+               mode: int | None) -> str | None:
         path = os.path.join(real, name)
-        if self._existing(dir_fd, real, name, root):
-            if strategy == "ignore":
-                return None
-            if strategy == "fail":
-                raise _Refused(f"{path!r} exists (Conflict Resolution Strategy is fail)")
+        if self._existing(dir_fd, real, name, root) and self.strategy != "replace":
+            return self._conflict(flowfile, dir_fd, path, name)
         temp = f".{name}.{uuid_module.uuid4().hex[:16]}.partial"
         if len(temp.encode()) > 255:
             temp = f".putfile.{uuid_module.uuid4().hex}.partial"
@@ -656,19 +575,8 @@ class PutFile(Processor):
                      dir_fd=dir_fd)
         placed = False
         try:
-            try:
-                with session.read(flowfile) as source:
-                    while chunk := source.read(CHUNK):
-                        view = memoryview(chunk)
-                        while view:
-                            view = view[os.write(fd, view):]
-                if mode is not None:
-                    os.fchmod(fd, mode)
-                if sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            if strategy == "replace":
+            self._fill(flowfile, fd, mode)
+            if self.strategy == "replace":
                 os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 placed = True
             else:
@@ -676,19 +584,15 @@ class PutFile(Processor):
                 try:
                     os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
                 except FileExistsError:
-                    if strategy == "ignore":
-                        return None
-                    raise _Refused(f"{path!r} exists (Conflict Resolution Strategy is fail)") from None
+                    return self._conflict(flowfile, dir_fd, path, name)
                 except OSError as err:
                     if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
                         raise
                     if os.path.lexists(path):  # no hard links on this file system: check, then rename
-                        if strategy == "ignore":
-                            return None
-                        raise _Refused(f"{path!r} exists (Conflict Resolution Strategy is fail)") from None
+                        return self._conflict(flowfile, dir_fd, path, name)
                     os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                     placed = True
-            if sync:
+            if self.sync:
                 os.fsync(dir_fd)
             return path
         finally:
@@ -697,3 +601,18 @@ class PutFile(Processor):
                     os.unlink(temp, dir_fd=dir_fd)
                 except FileNotFoundError:
                     pass
+
+    def _fill(self, flowfile: FlowFile, fd: int, mode: int | None) -> None:
+        """Stream the content into the new file ``fd`` and close it (its mode set, synced when asked)."""
+        try:
+            with self.session.read(flowfile) as source:
+                while chunk := source.read(CHUNK):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+            if mode is not None:
+                os.fchmod(fd, mode)
+            if self.sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
