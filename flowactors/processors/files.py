@@ -499,13 +499,13 @@ class _Placer:
         try:
             fd, root = self._open_directory(directory)
             fd, real = walk(fd, root, parts[:-1], root, self.create)
-            try:
-                return self._write(flowfile, fd, real, parts[-1], root, mode)
-            finally:
-                os.close(fd)
         except FileNotFoundError as err:
             unset = "" if self.create else " (Create Missing Directories is false)"
             raise Refused(f"directory {err.filename or directory!r} does not exist{unset}") from None
+        try:
+            return self._write(flowfile, fd, real, parts[-1], root, mode)
+        finally:
+            os.close(fd)
 
     def _open_directory(self, directory: str) -> tuple[int, str]:
         """Directory opened (created first if asked): its descriptor and resolved path. With a
