@@ -15,6 +15,8 @@ import os
 import stat
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: symbolic links followed in one walk at most (the kernel's own bound, MAXSYMLINKS)
+MAX_LINKS = 40
 
 
 class Refused(Exception):
@@ -64,13 +66,14 @@ def open_beneath(root: str, parts: list[str], create: bool) -> tuple[int, str]:
     return walk(os.open(root, DIR_FLAGS), root, parts, root, create)
 
 
-def walk(fd: int, real: str, parts: list[str], root: str, create: bool) -> tuple[int, str]:
+def walk(fd: int, real: str, parts: list[str], root: str, create: bool, links: int = 0) -> tuple[int, str]:
     """From the open directory ``fd`` (resolved path ``real``, beneath ``root``), enter each of
-    ``parts`` in turn (``enter``): the last one's descriptor, which the caller closes, and its
-    resolved path. ``fd`` is taken over: closed here, also when a part is refused."""
+    ``parts`` in turn (``enter``; ``links``: the links this walk followed so far): the last one's
+    descriptor, which the caller closes, and its resolved path. ``fd`` is taken over: closed
+    here, also when a part is refused."""
     try:
         for part in parts:
-            child, real = enter(fd, real, part, root, create)
+            child, real = enter(fd, real, part, root, create, links)
             os.close(fd)
             fd = child
     except BaseException:
@@ -79,10 +82,12 @@ def walk(fd: int, real: str, parts: list[str], root: str, create: bool) -> tuple
     return fd, real
 
 
-def enter(parent: int, real: str, part: str, root: str, create: bool) -> tuple[int, str]:
+def enter(parent: int, real: str, part: str, root: str, create: bool, links: int = 0) -> tuple[int, str]:
     """Open the subdirectory ``part`` of ``parent`` (whose resolved path is ``real``) without
     following a link outside ``root``; with ``create``, make it when missing, else
-    ``FileNotFoundError`` naming its path."""
+    ``FileNotFoundError`` naming its path. A link that resolves beneath ``root`` is followed by
+    walking from ``root`` to its target again, so a link put on that way meanwhile is checked
+    too; past ``MAX_LINKS`` links the path is refused."""
     for _ in range(2):
         try:
             return os.open(part, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=parent), os.path.join(real, part)
@@ -105,7 +110,9 @@ def enter(parent: int, real: str, part: str, root: str, create: bool) -> tuple[i
                               f"outside {root!r}") from None
             if not os.path.isdir(target):
                 raise Refused(f"{os.path.join(real, part)!r} is not a directory") from None
-            return os.open(target, DIR_FLAGS), target
+            if links >= MAX_LINKS:
+                raise Refused(f"{os.path.join(real, part)!r}: more than {MAX_LINKS} symbolic links on the way") from None
+            return walk(os.open(root, DIR_FLAGS), root, relative_parts(target, root), root, False, links + 1)
     raise Refused(f"could not create directory {os.path.join(real, part)!r}")
 
 
