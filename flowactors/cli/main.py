@@ -22,6 +22,7 @@ import typer
 
 from flowactors.cli import cluster, provenance, state, ui
 from flowactors.cli import queue as queue_commands
+from flowactors.cli import repository as repository_commands
 from flowactors.cli.common import (LOG_LEVELS, CliError, ExtensionsOption, FlowArgument, Repository, SettingOption,
                                    help_without_command, invoke, one_of, setting_values)
 from flowactors.cli.ui import UiFlag, UiHost, UiPort, flow_page
@@ -256,6 +257,7 @@ def build_app() -> typer.Typer:
     provenance.add_commands(app)      # provenance search|show|repair, lineage, replay
     queue_commands.add_commands(app)  # queue list|empty
     state.add_commands(app)           # state list|clear
+    repository_commands.add_commands(app)  # repository salvage
     cluster.add_commands(app)         # submit, stop, logs (status FLOW --address is above)
     return app
 

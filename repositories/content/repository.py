@@ -25,7 +25,7 @@ from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, ResourceClaim
 
 from .claim_files import ARCHIVE_DIR, CLAIM_ID, ClaimFiles, scandir, section_dirs
-from .errors import FULL_ERRNOS
+from .errors import FULL_ERRNOS, ContentNotFoundError
 from .file_writer import ClaimWriter
 from .options import ContentRepositoryOptions, ContentSettings, options_from_settings
 from .protocol import ContentRepository
@@ -179,6 +179,26 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
             for fd, _path in fds.values():
                 os.close(fd)
         return out
+
+    def adopt(self, source: "FileSystemContentRepository", resource: ResourceClaim) -> bool:
+        """Make the claim file of ``resource`` in the repository ``source`` (live, else archived) a
+        live claim of this one: hard-linked where both are on one file system, else copied. A
+        claim this repository holds already (a container both share) is left as it is. Returns
+        False when ``source`` holds the claim in neither place. For a salvage (docs/cli.md)."""
+        target = self.path_of(resource)
+        if target.exists():
+            return True
+        try:
+            fd, path = source._files.open_for_reading(resource)
+        except ContentNotFoundError:
+            return False
+        os.close(fd)
+        self._files.make_section_dir(resource)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copyfile(path, target)
+        return True
 
     # --- management (the content-repository actor) --------------------------------------
     def release(self, resources: Iterable[ResourceClaim]) -> int:

@@ -15,10 +15,11 @@ log = logging.getLogger(__name__)
 
 #: What to do when the repository cannot be read; appended to every corruption message.
 CORRUPT_ADVICE = (
-    "Restore the directory from a backup, or move it aside (e.g. rename it to "
-    "'flowfile.corrupt') so that flowactors starts with an empty FlowFile repository "
-    "(the FlowFiles it held are then lost; their content stays in the content repository "
-    "until orphan cleanup)."
+    "Restore the directory from a backup, or copy the FlowFiles it can still read into a new "
+    "repository folder with `flowactors repository salvage --repository <folder> --to <new folder>` "
+    "and run the flow there, or move it aside (e.g. rename it to 'flowfile.corrupt') so that "
+    "flowactors starts with an empty FlowFile repository (the FlowFiles it held are then lost; "
+    "their content stays in the content repository until orphan cleanup)."
 )
 
 
