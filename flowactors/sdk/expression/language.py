@@ -13,6 +13,11 @@ lazy function walks (``Node``, ``Call``, ``EvaluationContext``, ``lookup_attribu
 ``to_millis``, ``as_number``), and the registry (``register_function``,
 ``register_string_function``, ``literal_check``, ``ArgumentError``, ``FUNCTIONS``, ``MANY``,
 ``DYNAMIC``, ``OMITTED``). A processor uses ``ExpressionError`` and the parser's ``compile_value``.
+
+One evaluation produces at most ``MAX_EVALUATION_CHARS`` characters of text in all: a function whose
+result grows with a number or by repetition checks the size before it makes the result
+(``Call.check_result_size``), and every text a function returns is counted against the evaluation
+(``EvaluationContext.charge``); going over is ``ExpressionLimitError``, an ``ExpressionError``.
 """
 
 from __future__ import annotations
@@ -41,7 +46,42 @@ class ExpressionError(ValueError):
         self.text = text
 
     def __str__(self) -> str:
-        return f"{self.message} at position {self.position} in '{self.text}'"
+        return f"{self.message} at position {self.position} in '{_excerpt(self.text, self.position)}'"
+
+
+#: the most characters of the property value an error message quotes (around the position at fault)
+_QUOTED_CHARS = 160
+
+
+def _excerpt(text: str, position: int) -> str:
+    """``text``, or for a long one (a template read from an attribute) the part around ``position``."""
+    if len(text) <= _QUOTED_CHARS:
+        return text
+    start = max(0, min(position - _QUOTED_CHARS // 2, len(text) - _QUOTED_CHARS))
+    end = start + _QUOTED_CHARS
+    return ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+
+
+#: The most characters of text one evaluation may produce: every text a function returns, and every
+#: value joined from parts, counted together (docs/expression-language.md, "Limits"). 16 Mi
+#: characters: 16 times the largest attribute a FlowFile may hold (``flowactors.sdk.attribute_limits``).
+MAX_EVALUATION_CHARS = 16 * 1024 * 1024
+#: How many ``evaluateELString`` evaluations may be under way inside one another.
+MAX_NESTED_EVALUATIONS = 8
+
+
+class ExpressionLimitError(ExpressionError):
+    """An evaluation refused because it would produce more than ``MAX_EVALUATION_CHARS`` characters
+    of text (or nest ``evaluateELString`` deeper than ``MAX_NESTED_EVALUATIONS``), before it made
+    that text. An ``ExpressionError``: processors treat it as any expression that cannot be evaluated."""
+
+
+def limit_error(what: str, chars: int, position: int, text: str) -> ExpressionLimitError:
+    """The error for ``what`` (a function, a joined value) making the evaluation ``chars`` characters."""
+    return ExpressionLimitError(
+        f"{what} would make the evaluation produce {chars:,} characters, more than the {MAX_EVALUATION_CHARS:,} "
+        f"one evaluation may produce (MAX_EVALUATION_CHARS); keep large data in the FlowFile's content",
+        position, text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -118,9 +158,10 @@ def parse_number(text: str) -> int | float | None:
 class EvaluationContext:
     """What one evaluation sees. ``now()`` is read once, so all its uses in a value agree;
     ``state`` is the processor's state map when the caller gives it (``getStateValue``), ``each``
-    the value a multi-attribute function's chain is applied to."""
+    the value a multi-attribute function's chain is applied to; ``produced`` the characters of text
+    made so far (``charge``), ``nesting`` the ``evaluateELString`` evaluations under way."""
 
-    __slots__ = ("attributes", "flowfile", "state", "each", "_now")
+    __slots__ = ("attributes", "flowfile", "state", "each", "produced", "nesting", "_now")
 
     def __init__(self, attributes: Mapping[str, str], flowfile: FlowFile | None,
                  state: Mapping[str, str] | None = None) -> None:
@@ -128,12 +169,21 @@ class EvaluationContext:
         self.flowfile = flowfile
         self.state = state
         self.each: Value = None
+        self.produced = 0
+        self.nesting = 0
         self._now: int | None = None
 
     def now(self) -> int:
         if self._now is None:
             self._now = time.time_ns() // 1_000_000
         return self._now
+
+    def charge(self, chars: int, refuse: Callable[[int], NoReturn]) -> None:
+        """Count ``chars`` characters of text made; once the evaluation has made more than
+        ``MAX_EVALUATION_CHARS``, ``refuse`` (the maker's) raises, given the total."""
+        self.produced += chars
+        if self.produced > MAX_EVALUATION_CHARS:
+            refuse(self.produced)
 
 
 class Node:
@@ -195,18 +245,35 @@ class Call(Node):
         self.text = text
 
     def eval(self, ctx: EvaluationContext) -> Value:
+        """The function's result. A text it makes (not its subject or an argument, returned as it
+        is) counts against the evaluation's ``MAX_EVALUATION_CHARS``; a lazy function's result is
+        a value its arguments made, counted there."""
         subject = self.subject.eval(ctx) if self.subject is not None else None
         try:
             if self.function.lazy:
                 return self.function.impl(self, ctx, subject, self.args)
-            return self.function.impl(self, subject, *[arg.eval(ctx) for arg in self.args])
+            values = [arg.eval(ctx) for arg in self.args]
+            result = self.function.impl(self, subject, *values)
         except ExpressionError:
             raise
         except (ValueError, ArithmeticError) as exc:  # a safety net: report it where it happened
             self.fail(str(exc))
+        if type(result) is str and result is not subject and all(result is not value for value in values):
+            ctx.charge(len(result), self.refuse)
+        return result
 
     def fail(self, message: str) -> NoReturn:
         raise ExpressionError(f"{self.function.name}(): {message}", self.position, self.text)
+
+    def refuse(self, chars: int) -> NoReturn:
+        """``ExpressionLimitError``: this call would make the evaluation ``chars`` characters."""
+        raise limit_error(f"{self.function.name}()", chars, self.position, self.text)
+
+    def check_result_size(self, chars: int) -> None:
+        """Refuse a result of ``chars`` characters before making it, when it alone is more than
+        ``MAX_EVALUATION_CHARS`` (what a function whose result grows with a number calls first)."""
+        if chars > MAX_EVALUATION_CHARS:
+            self.refuse(chars)
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Sequence
 
 from flowactors.sdk.expression.language import (DYNAMIC, FLOWFILE_FIELDS, FUNCTIONS, MANY, VOLATILE_FUNCTIONS,
                                                 ArgumentError, Call, EvaluationContext, ExpressionError, Function,
-                                                Node, Value, lookup_attribute, parse_number, render)
+                                                Node, Value, limit_error, lookup_attribute, parse_number, render)
 
 if TYPE_CHECKING:
     from repositories.model import FlowFile
@@ -41,15 +41,22 @@ class _Const(Node):
 
 
 class _Concat(Node):
-    """Literal text and expressions side by side: the result is always text."""
+    """Literal text and expressions side by side: the result is always text, counted against the
+    evaluation's ``MAX_EVALUATION_CHARS`` before it is joined; ``text`` is the property value."""
 
-    __slots__ = ("parts",)
+    __slots__ = ("parts", "text")
 
-    def __init__(self, parts: tuple[str | Node, ...]) -> None:
+    def __init__(self, parts: tuple[str | Node, ...], text: str) -> None:
         self.parts = parts
+        self.text = text
 
     def eval(self, ctx: EvaluationContext) -> Value:
-        return "".join(p if isinstance(p, str) else render(p.eval(ctx)) for p in self.parts)
+        pieces = [p if isinstance(p, str) else render(p.eval(ctx)) for p in self.parts]
+        ctx.charge(sum(map(len, pieces)), self.refuse)
+        return "".join(pieces)
+
+    def refuse(self, chars: int) -> NoReturn:
+        raise limit_error("the value's text", chars, 0, self.text)
 
 
 class _Attr(Node):
@@ -114,11 +121,17 @@ class _Multi(Node):
         finally:
             ctx.each = saved
         if self.aggregate == "join":
-            return render(self.args[0].eval(ctx)).join(render(r) for r in results)
+            separator = render(self.args[0].eval(ctx))
+            pieces = [render(r) for r in results]
+            ctx.charge(sum(map(len, pieces)) + len(separator) * (len(pieces) - 1), self.refuse)
+            return separator.join(pieces)
         if self.aggregate == "count":
             return sum(1 for r in results if (r is True or (r is not None and not isinstance(r, bool))))
         combine = all if self.source.function.name.startswith("all") else any
         return combine(r is True or (isinstance(r, str) and r.lower() == "true") for r in results)
+
+    def refuse(self, chars: int) -> NoReturn:
+        raise limit_error("join()", chars, self.source.position, self.source.text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,7 +220,7 @@ class _Parser:
             return _Const("")
         if len(parts) == 1:
             return _Const(parts[0]) if isinstance(parts[0], str) else parts[0]
-        return _Concat(tuple(parts))
+        return _Concat(tuple(parts), self.text)
 
     def peek(self, start: int) -> str:
         """The next character after blanks; inside an expression the text must not end here."""
@@ -432,6 +445,13 @@ class CompiledValue:
         if attributes is None:
             attributes = flowfile.attributes if flowfile is not None else {}
         return render(self._root.eval(EvaluationContext(attributes, flowfile, state)))
+
+    def evaluate_within(self, ctx: EvaluationContext) -> str:
+        """The value evaluated as part of an evaluation under way (``evaluateELString``): the same
+        attributes, FlowFile and state, and the same ``MAX_EVALUATION_CHARS`` for both."""
+        if self._constant is not None:
+            return self._constant
+        return render(self._root.eval(ctx))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return compile_value, (self.text,)  # the tree is rebuilt (and cached) on the other side

@@ -82,7 +82,9 @@ def _to_radix(call: Call, subject: Value, radix: Value, width: Value = OMITTED) 
             break
     text = "".join(reversed(digits))
     if width is not OMITTED:
-        text = text.zfill(to_whole(call, width, "width"))
+        wanted = to_whole(call, width, "width")
+        call.check_result_size(wanted)
+        text = text.zfill(wanted)
     return "-" + text if number < 0 else text
 
 

@@ -91,8 +91,34 @@ def _document(call: Call, subject: Value):
         call.fail(f"the subject is not JSON: {exc}")
 
 
-def _json_text(value) -> str:
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
+def _json_text(call: Call, value) -> str:
+    """A JSON value as text (a string as itself). A list (what a path with wildcards found, which
+    may hold the same parts of the document many times over) is written an item at a time, and
+    refused once it passes ``MAX_EVALUATION_CHARS``, before it is all made."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        return _dumps(call, value)
+    items: list[str] = []
+    size = 1
+    for item in value:
+        items.append(_dumps(call, item))
+        size += len(items[-1]) + 1
+        call.check_result_size(size)
+    return "[" + ",".join(items) + "]"
+
+
+def _dumps(call: Call, value) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:   # nested deeper than orjson writes
+        call.fail(f"cannot write the JSON: {exc}")
+
+
+def _check_growth(call: Call, subject: Value, places: int, added: str) -> None:
+    """Refuse a document that writing ``added`` (JSON text) in ``places`` places would make larger
+    than ``MAX_EVALUATION_CHARS``, before writing it."""
+    call.check_result_size(len(render(subject)) + places * (len(added) + 1))
 
 
 def _json_value(value: Value):
@@ -117,13 +143,13 @@ def _json_path_get(call: Call, subject: Value, path: Value) -> Value:
     result = found if _INDEFINITE.search(text) else (found[0] if found else None)
     if isinstance(result, list) and len(result) == 1 and not isinstance(result[0], (list, dict)):
         result = result[0]
-    return "" if result is None else _json_text(result)
+    return "" if result is None else _json_text(call, result)
 
 
 @register_function("jsonPathDelete", (1, 1), check=_check_path)
 def _json_path_delete(call: Call, subject: Value, path: Value) -> Value:
     document = _json_path(render(path)).filter(lambda _: True, _document(call, subject))
-    return orjson.dumps(document).decode()
+    return _dumps(call, document)
 
 
 @register_function("jsonPathSet", (2, 2), check=_check_path)
@@ -131,28 +157,37 @@ def _json_path_set(call: Call, subject: Value, path: Value, value: Value) -> Val
     """The document with the value at an existing path replaced (a path not there: unchanged)."""
     expression = _json_path(render(path))
     document = _document(call, subject)
-    if expression.find(document):
+    found = expression.find(document)
+    if found:
+        _check_growth(call, subject, len(found), _dumps(call, _json_value(value)))
         document = expression.update(document, _json_value(value))
-    return orjson.dumps(document).decode()
+    return _dumps(call, document)
 
 
-def _change_each(call: Call, subject: Value, path: Value, kind: type, change) -> Value:
-    """The document with ``change`` applied to each ``kind`` (list or dict) the path finds."""
+def _change_each(call: Call, subject: Value, path: Value, kind: type, added: tuple, change) -> Value:
+    """The document with ``change`` applied to each ``kind`` (list or dict) the path finds, which
+    writes ``added`` (the values it adds) in each."""
     document = _document(call, subject)
-    for match in _json_path(render(path)).find(document):
+    found = _json_path(render(path)).find(document)
+    for match in found:
         if not isinstance(match.value, kind):
             call.fail(f"{render(path)} is not an {'array' if kind is list else 'object'}")
+    if found:
+        _check_growth(call, subject, len(found), "".join(_dumps(call, part) for part in added))
+    for match in found:
         change(match.value)
-    return orjson.dumps(document).decode()
+    return _dumps(call, document)
 
 
 @register_function("jsonPathAdd", (2, 2), check=_check_path)
 def _json_path_add(call: Call, subject: Value, path: Value, value: Value) -> Value:
     """The document with the value appended to each array at the path."""
-    return _change_each(call, subject, path, list, lambda found: found.append(_json_value(value)))
+    item = _json_value(value)
+    return _change_each(call, subject, path, list, (item,), lambda found: found.append(item))
 
 
 @register_function("jsonPathPut", (3, 3), check=_check_path)
 def _json_path_put(call: Call, subject: Value, path: Value, key: Value, value: Value) -> Value:
     """The document with ``key`` set to the value in each object at the path."""
-    return _change_each(call, subject, path, dict, lambda found: found.__setitem__(render(key), _json_value(value)))
+    name, item = render(key), _json_value(value)
+    return _change_each(call, subject, path, dict, (name, item), lambda found: found.__setitem__(name, item))

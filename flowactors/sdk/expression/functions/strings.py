@@ -8,8 +8,8 @@ import re
 from typing import Sequence
 
 from flowactors.sdk.expression.language import (
-    JAVA_WHITESPACE, OMITTED, Value, to_boolean, Call, EvaluationContext, register_function, literal_check, Node,
-    render, register_string_function, to_whole)
+    JAVA_WHITESPACE, MAX_NESTED_EVALUATIONS, OMITTED, Value, to_boolean, Call, EvaluationContext,
+    ExpressionLimitError, register_function, literal_check, Node, render, register_string_function, to_whole)
 from flowactors.sdk.expression.parser import compile_value
 from flowactors.sdk.expression.regex import check_regex, java_regex, java_replacement
 
@@ -95,17 +95,28 @@ def _get_delimited_field(call: Call, subject: Value, index: Value, delimiter: Va
 
 @register_function("append", (1, 1))
 def _append(call: Call, subject: Value, suffix: Value) -> Value:
-    return render(subject) + render(suffix)
+    text, more = render(subject), render(suffix)
+    call.check_result_size(len(text) + len(more))
+    return text + more
 
 
 @register_function("prepend", (1, 1))
 def _prepend(call: Call, subject: Value, prefix: Value) -> Value:
-    return render(prefix) + render(subject)
+    text, more = render(subject), render(prefix)
+    call.check_result_size(len(text) + len(more))
+    return more + text
 
 
 @register_function("replace", (2, 2))
 def _replace(call: Call, subject: Value, search: Value, replacement: Value) -> Value:
-    return None if subject is None else render(subject).replace(render(search), render(replacement))
+    """Every occurrence of ``search`` replaced; an empty ``search`` occurs before every character
+    and at the end (as Java's). Refused before it is made when the result would be too large."""
+    if subject is None:
+        return None
+    text, found, put = render(subject), render(search), render(replacement)
+    if len(put) > len(found):
+        call.check_result_size(len(text) + text.count(found) * (len(put) - len(found)))
+    return text.replace(found, put)
 
 
 def _regex_replace(name: str, count: int) -> None:
@@ -115,10 +126,19 @@ def _regex_replace(name: str, count: int) -> None:
     def impl(call: Call, subject: Value, regex: Value, replacement: Value) -> Value:
         if subject is None:
             return None
+        text = render(subject)
         pattern = java_regex(render(regex))
         parts = java_replacement(pattern, render(replacement))
-        return pattern.sub(lambda match: "".join(p if isinstance(p, str) else match.group(p) or "" for p in parts),
-                           render(subject), count=count)
+        made = len(text)   # an upper bound of the result: the text, and every replacement made so far
+
+        def replace(match: re.Match[str]) -> str:
+            nonlocal made
+            piece = "".join(p if isinstance(p, str) else match.group(p) or "" for p in parts)
+            made += len(piece)
+            call.check_result_size(made)
+            return piece
+
+        return pattern.sub(replace, text, count=count)
 
     register_function(name, (2, 2), check=check_regex)(impl)
 
@@ -148,7 +168,17 @@ def _evaluate_el_string(call: Call, ctx: EvaluationContext, subject: Value, args
     """The subject's text read as a property value: its expressions evaluated on the same FlowFile."""
     if subject is None:
         return None
-    return compile_value(render(subject)).evaluate(ctx.attributes, flowfile=ctx.flowfile, state=ctx.state)
+    if ctx.nesting >= MAX_NESTED_EVALUATIONS:
+        raise ExpressionLimitError(f"evaluateELString(): more than {MAX_NESTED_EVALUATIONS} evaluations inside one "
+                                   f"another (MAX_NESTED_EVALUATIONS); does a value evaluate itself?",
+                                   call.position, call.text)
+    text = render(subject)
+    ctx.charge(len(text), call.refuse)   # what it parses, as large as what it reads
+    ctx.nesting += 1
+    try:
+        return compile_value(text).evaluate_within(ctx)
+    finally:
+        ctx.nesting -= 1
 
 
 @register_function("repeat", (1, 2), volatile=True)
@@ -160,20 +190,29 @@ def _repeat(call: Call, subject: Value, times: Value, most: Value = OMITTED) -> 
     high = low if most is OMITTED else to_whole(call, most, "maximum count")
     if low < 0 or high < low:
         call.fail(f"the counts must be 0 or more and the maximum not below the minimum, got {low}, {high}")
-    return render(subject) * (low if high == low else random.randint(low, high))
+    text = render(subject)
+    count = low if high == low else random.randint(low, high)
+    call.check_result_size(len(text) * count)
+    return text * count
+
+
+#: the largest length NiFi pads to (Java's largest int); beyond it the subject is left as it is
+_JAVA_INT_MAX = 2**31 - 1
 
 
 def _pad(name: str, left: bool) -> None:
     """padLeft / padRight: to ``length`` characters with the pad text repeated (default ``_``);
-    a subject that long already is unchanged."""
+    a subject that long already is unchanged, and so is one asked for more than Java's largest
+    int (as NiFi); a length between ``MAX_EVALUATION_CHARS`` and that is refused."""
 
     def impl(call: Call, subject: Value, length: Value, pad: Value = "_") -> Value:
         if subject is None:
             return None
         text, size, fill = render(subject), to_whole(call, length, "length"), render(pad) or " "
         missing = size - len(text)
-        if missing <= 0:
+        if missing <= 0 or size > _JAVA_INT_MAX:
             return text
+        call.check_result_size(size)
         padding = (fill * (missing // len(fill) + 1))[:missing]
         return padding + text if left else text + padding
 
