@@ -101,6 +101,22 @@ def test_results_up_to_the_bound_are_made():
     assert ev("${attr:padLeft(-10, 'a')}") == "hello"
 
 
+def test_whole_numbers_wrap_around_as_javas_long():
+    assert ev("${literal(9223372036854775807):plus(1)}") == "-9223372036854775808"
+    assert ev("${literal(-9223372036854775808):minus(1)}") == "9223372036854775807"
+    assert ev("${literal(4294967296):multiply(4294967296)}") == "0"
+    assert ev("${literal(-9223372036854775808):divide(-1)}") == "-9223372036854775808"
+    # 3037000500^4 modulo 2^64: what Java's long arithmetic leaves, not a 38-digit number
+    assert ev("${literal(3037000500):multiply(3037000500):multiply(3037000500):multiply(3037000500)}") == (
+        "21162740538052864")
+
+
+def test_from_radix_refuses_a_number_past_a_long():
+    assert ev("${literal('7fffffffffffffff'):fromRadix(16)}") == "9223372036854775807"
+    with pytest.raises(ExpressionError, match="outside the range of a whole number"):
+        ev("${literal('8000000000000000'):fromRadix(16)}")
+
+
 def test_an_error_in_a_long_template_quotes_the_part_around_the_fault():
     template = "x" * 1_000_000 + "${attr:repeat(9999999999)}" + "y" * 1_000_000
     with pytest.raises(ExpressionLimitError) as caught:

@@ -1,8 +1,8 @@
 """Mathematical operations (NiFi guide: Mathematical Operations and Numeric Manipulation).
 
 Whole numbers stay whole (Java's long arithmetic: division truncates toward zero, ``mod`` takes
-the dividend's sign); a decimal on either side makes the result decimal. A missing side gives a
-missing result.
+the dividend's sign, a result past the 64-bit range wraps around); a decimal on either side makes
+the result decimal. A missing side gives a missing result.
 """
 
 from __future__ import annotations
@@ -15,13 +15,21 @@ from typing import Callable
 from flowactors.sdk.expression.language import OMITTED, Value, Call, register_function, to_number, render, to_whole
 
 
+_LONG_MIN, _LONG_SPAN = -2**63, 2**64
+
+
+def _java_long(number: int) -> int:
+    """``number`` as Java's 64-bit long holds it: wrapped around past its range."""
+    return (number - _LONG_MIN) % _LONG_SPAN + _LONG_MIN
+
+
 def _operation(name: str, whole: Callable[[Call, int, int], int], decimal: Callable[[float, float], float]) -> None:
     def impl(call: Call, subject: Value, other: Value) -> Value:
         if subject is None or other is None:
             return None
         a, b = to_number(call, subject, "subject"), to_number(call, other, "argument")
         if isinstance(a, int) and isinstance(b, int):
-            return whole(call, a, b)
+            return _java_long(whole(call, a, b))
         return decimal(float(a), float(b))
 
     register_function(name, (1, 1))(impl)
@@ -94,9 +102,12 @@ def _from_radix(call: Call, subject: Value, radix: Value) -> Value:
         return None
     text, base = render(subject).strip(), _radix(call, radix)
     try:
-        return int(text, base)
+        number = int(text, base)
     except ValueError:
-        call.fail(f"{text!r} is not a number in base {base}")
+        call.fail(f"{text[:40]!r} is not a number in base {base}")
+    if number != _java_long(number):   # Java's Long.parseLong refuses it
+        call.fail(f"{text[:40]!r} in base {base} is outside the range of a whole number (64 bits)")
+    return number
 
 
 @register_function("random", subject=False, volatile=True)
