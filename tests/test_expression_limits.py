@@ -12,6 +12,7 @@ import resource
 import pytest
 
 from flowactors.sdk.expression import MAX_EVALUATION_CHARS, ExpressionError, ExpressionLimitError, compile_value
+from flowactors.sdk.expression.cache import MAX_CACHED_CHARS, text_cache
 from flowactors.sdk.expression.language import MAX_NESTED_EVALUATIONS
 
 BIG = "x" * 5000                                  # 5,000 x 5,000 is past the bound
@@ -124,3 +125,27 @@ def test_an_error_in_a_long_template_quotes_the_part_around_the_fault():
     message = str(caught.value)
     assert len(message) < 600
     assert "at position 1000007 in '...xxx" in message and "${attr:repeat(9999999999)}yyy" in message
+
+
+def test_a_cache_keeps_results_of_so_much_text_only():
+    made: list[str] = []
+
+    @text_cache(entries=8)
+    def parse(text: str) -> str:
+        made.append(text)
+        return text.upper()
+
+    small, large = "a" * 10, "b" * (MAX_CACHED_CHARS + 1)
+    assert [parse(small), parse(small)] == [small.upper()] * 2
+    assert [parse(large), parse(large)] == [large.upper()] * 2
+    assert made == [small, large, large]   # the large one made again, not kept
+    halves = ["c" * (MAX_CACHED_CHARS // 2), "d" * (MAX_CACHED_CHARS // 2), "e" * 10]
+    for text in halves + halves[:1]:
+        parse(text)
+    assert made[3:] == halves + halves[:1]   # the third pushed the first out
+
+
+def test_compile_value_keeps_no_parse_of_a_long_value():
+    short, long = "${attr:toUpper()}", "${attr}" * (MAX_CACHED_CHARS // 7 + 1)
+    assert compile_value(short) is compile_value(short)
+    assert compile_value(long) is not compile_value(long)

@@ -10,11 +10,11 @@ registered in ``language.FUNCTIONS`` (by the modules of ``flowactors.sdk.express
 from __future__ import annotations
 
 import difflib
-import functools
 import operator
 import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Sequence
 
+from flowactors.sdk.expression.cache import text_cache
 from flowactors.sdk.expression.language import (DYNAMIC, FLOWFILE_FIELDS, FUNCTIONS, MANY, VOLATILE_FUNCTIONS,
                                                 ArgumentError, Call, EvaluationContext, ExpressionError, Function,
                                                 Node, Value, limit_error, lookup_attribute, parse_number, render)
@@ -486,8 +486,10 @@ def _inputs(root: Node) -> tuple[tuple[str, Callable | None], ...] | None:
     return tuple(names.items())
 
 
-@functools.lru_cache(maxsize=4096)
+@text_cache(4096)
 def compile_value(text: str) -> CompiledValue:
     """Parse a property value; raises ExpressionError for any syntax error, unknown function, wrong
-    number of arguments or invalid literal regular expression / date pattern."""
+    number of arguments or invalid literal regular expression / date pattern. Cached
+    (``flowactors.sdk.expression.cache``: a value read from an attribute is parsed again rather
+    than kept when the cache holds much text)."""
     return CompiledValue(text, _Parser(text, text).template())

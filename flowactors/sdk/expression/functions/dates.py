@@ -15,6 +15,7 @@ import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from flowactors.sdk.expression.cache import text_cache
 from flowactors.sdk.expression.language import (
     OMITTED, Value, Call, Date, register_function, literal_check, to_millis, parse_number, render)
 
@@ -26,7 +27,7 @@ _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday",
 _DateToken = str | tuple[str, int]  # literal text, or (pattern letter, repeat count)
 
 
-@functools.lru_cache(maxsize=256)
+@text_cache(256)
 def _date_pattern(pattern: str) -> tuple[_DateToken, ...]:
     """Split a SimpleDateFormat pattern into literal text and (letter, count) fields."""
     tokens: list[_DateToken] = []
@@ -134,7 +135,7 @@ def _two_digit_year(value: int) -> int:
     return year - 100 if year > now + 20 else year
 
 
-@functools.lru_cache(maxsize=256)
+@text_cache(256, size=lambda tokens: sum(len(t) if isinstance(t, str) else 1 for t in tokens))
 def _date_reader(tokens: tuple[_DateToken, ...]) -> tuple[re.Pattern[str], tuple[tuple[str, int], ...]]:
     """A regular expression for text written with ``tokens``, and the field of each group."""
     parts, fields = [], []

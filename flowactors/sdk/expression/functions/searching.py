@@ -7,12 +7,12 @@ value, a path with wildcards, filters, slices or ``..`` gives a JSON array of wh
 
 from __future__ import annotations
 
-import functools
 import re
 
 import orjson
 from jsonpath_ng.ext import parse as parse_json_path
 
+from flowactors.sdk.expression.cache import text_cache
 from flowactors.sdk.expression.language import (
     MANY, Value, Call, Date, register_function, literal_check, render)
 from flowactors.sdk.expression.regex import check_regex, java_regex
@@ -69,7 +69,7 @@ def _last_index_of(call: Call, subject: Value, search: Value) -> Value:
 _INDEFINITE = re.compile(r"\*|\.\.|\?\(|\[[^\]]*[:,][^\]]*\]")
 
 
-@functools.lru_cache(maxsize=256)
+@text_cache(256)
 def _json_path(path: str):
     if not path.startswith("$"):
         raise ValueError(f"a JSONPath starts with '$', got {path!r}")
