@@ -18,7 +18,7 @@ from typing import Iterator
 
 from repositories.provenance.event import ProvenanceEvent
 from repositories.provenance.eventfile import BlockCache, EventFileReader, TableOfContents
-from repositories.provenance.index import FileSpan, Hit, LiveFiles
+from repositories.provenance.index_query import FileSpan, Hit, LiveFiles
 
 
 @dataclass
