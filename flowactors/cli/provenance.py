@@ -146,17 +146,24 @@ def cmd_search(args: SimpleNamespace) -> int:
             component_id=args.component_id, relationship=args.relationship, filename=args.filename,
             attributes=dict(args.attribute) or None, start_time=args.since, end_time=args.until,
             min_size=args.min_size, max_size=args.max_size, limit=args.limit + 1)
+        warnings = repo.warnings()
     more = len(events) > args.limit
     events = events[:args.limit]
     if args.json:
         print(json.dumps([event_to_dict(e) for e in events], indent=2))
-        return 0
-    if not events:
+    elif not events:
         print("no events match")
-        return 0
-    print(format_table(events))
-    print(f"{len(events)} event(s), newest first" + ("; more match: raise --limit" if more else ""))
+    else:
+        print(format_table(events))
+        print(f"{len(events)} event(s), newest first" + ("; more match: raise --limit" if more else ""))
+    warn(warnings)
     return 0
+
+
+def warn(warnings: list[str]) -> None:
+    """What a read could not read (damaged event files), one line each on standard error."""
+    for warning in warnings:
+        print(f"flowactors: warning: {warning}", file=sys.stderr)
 
 
 def format_table(events: list[ProvenanceEvent]) -> str:
@@ -186,8 +193,11 @@ def cmd_show(args: SimpleNamespace) -> int:
         raise CliError("--out goes with --content input|output", 2)
     with _open(args, "flowactors provenance show") as repo:
         event = repo.event(args.event_id)
+        warnings = repo.warnings()
         if args.content:
-            return _write_content(repo, event, args.content, args.out)
+            status = _write_content(repo, event, args.content, args.out)
+            warn(warnings)
+            return status
         states = {side: claim_state(repo.content, claim)
                   for side, claim in (("input", event.previous_claim), ("output", event.updated_claim))}
     if args.json:
@@ -198,6 +208,7 @@ def cmd_show(args: SimpleNamespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(format_event(event, states))
+    warn(warnings)
     return 0
 
 
@@ -283,23 +294,36 @@ def attribute_changes(event: ProvenanceEvent) -> list[tuple[str, str, str | None
 def cmd_repair(args: SimpleNamespace) -> int:
     """Open the provenance repository offline: recovery reads every journal, steps over damaged
     records to the readable ones after them, merges what it read into an event file, takes the
-    events a killed run left in the FlowFile repository's outbox, and reports. Exit 0 when nothing
-    was lost, 1 when events could not be read (named and counted)."""
+    events a killed run left in the FlowFile repository's outbox; then every block of every event
+    file is read, and a damaged file loses its damaged blocks and keeps the rest (the index made to
+    match). Reports each; exit 0 when everything was intact, 1 when damage was found (named,
+    counted, and repaired: what could be read is kept)."""
     with _open(args, "flowactors provenance repair", writable=True) as repo:
         recovery = repo.provenance.recovery
         taken, damaged = repo.take_outbox()
-    lost, problems = recovery.get("events_lost", 0), recovery.get("problems", []) + damaged
-    for problem in problems:
-        print(f"  {problem}")
+        repairs = repo.provenance.repair_event_files()
+        files = repo.provenance.stats()["event_files"]
+    at_open = [p for p in recovery.get("problems", []) if p not in recovery.get("damaged_event_files", [])]
+    problems = at_open + damaged
+    for line in problems + [repair.describe() for repair in repairs]:
+        print(f"  {line}")
     if taken:
         print(f"provenance in {args.repository}: {taken} events of the last commits of a run that did not stop "
               f"cleanly were taken from the FlowFile repository's outbox")
     merged = recovery.get("events_recovered", 0)
-    if not problems:
-        print(f"provenance in {args.repository}: intact ({merged} events merged from journals)")
+    if not problems and not repairs:
+        print(f"provenance in {args.repository}: intact ({merged} events merged from journals; every block of "
+              f"{files} event file{'' if files == 1 else 's'} read)")
         return 0
-    print(f"provenance in {args.repository}: {merged} events read from journals and kept; {lost} could not be "
-          f"read (counted where later events bound them)")
+    if problems:
+        print(f"provenance in {args.repository}: {merged} events read from journals and kept; "
+              f"{recovery.get('events_lost', 0)} could not be read (counted where later events bound them)")
+    if repairs:
+        lost = sum(r.events_lost or 0 for r in repairs)
+        unknown = sum(r.events_lost is None for r in repairs)
+        print(f"provenance in {args.repository}: {len(repairs)} damaged event file{'' if len(repairs) == 1 else 's'} "
+              f"repaired: {lost} events lost{f' (and those of {unknown} unreadable files)' if unknown else ''}, "
+              f"{sum(r.events_kept for r in repairs)} kept; search, show and lineage read them without warnings now")
     return 1
 
 
@@ -313,12 +337,14 @@ def cmd_lineage(args: SimpleNamespace) -> int:
     else:
         with _open(args, "flowactors lineage") as repo:
             lineage = repo.provenance.lineage(args.uuid)
+            lineage.warnings += repo.warnings()
     if not lineage.nodes:
         raise CliError(f"no provenance events name FlowFile {args.uuid} in {args.repository} (find uuids with "
                        f"'flowactors provenance search'; events older than provenance_max_storage_time are "
                        f"aged off)", 2)
     view = condense(lineage, args.uuid, expand=args.expand)
     print(json.dumps(view.to_dict(), indent=2) if args.json else to_text(view))
+    warn(lineage.warnings)
     if args.output:
         try:
             write_picture(view, args.output)

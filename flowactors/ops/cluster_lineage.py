@@ -7,7 +7,8 @@ node (``flowactors://<node>/<flow>/<connection>``), and a RECEIVE on the receivi
 ``cluster_lineage`` starts on whichever node knows the FlowFile, and follows those pairs both ways,
 node to node, into one ``Lineage``: node and event ids are prefixed with the node's name
 (``n1/event:12``), component names say the node (``fetch @ n1``), and an edge joins each SEND to
-the RECEIVE it became. Read on a stopped flow's repository folder, as ``flowactors lineage``.
+the RECEIVE it became. Read on a stopped flow's repository folder, as ``flowactors lineage``;
+what a node's damaged event files kept from it is in the lineage's ``warnings``.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def cluster_lineage(repository: str | os.PathLike, flowfile_uuid: str, settings:
         merged.edges += [LineageEdge(a, b, uuid) for a, b, uuid in dict.fromkeys(links) if a in known and b in known]
         return merged
     finally:
-        for repo in opened.values():
+        for node, repo in opened.items():
+            merged.warnings += [f"node {node}: {warning}" for warning in repo.warnings()]
             repo.close()
 
 

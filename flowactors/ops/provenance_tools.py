@@ -134,6 +134,13 @@ class StoppedRepository:
             raise NoSuchEventError(missing_event_message(event_id, self.provenance.stats(), self.root))
         return event
 
+    def warnings(self) -> list[str]:
+        """What the reads so far could not read, one line (damaged event file blocks, named and
+        counted, with the command that repairs them; ``damage_warning``); none if provenance was
+        not opened or is intact."""
+        warning = self._provenance.damage_warning() if self._provenance is not None else None
+        return [warning] if warning else []
+
     def close(self) -> None:
         try:
             if self._provenance is not None:

@@ -4,7 +4,8 @@ Public names are re-exported here; the modules are ``event`` (the event type and
 ``journal`` (commit-path journals), ``eventfile`` (merged, compressed event files and their tables of
 contents), ``index`` (LMDB index shards), ``lineage``, ``protocol`` (``ProvenanceRepository``: what
 the engine calls on a repository), ``repository`` (``WriteAheadProvenanceRepository``, the durable
-one) with its parts ``unmerged``, ``file_set``, ``merge``, ``recovery`` and ``filters``, ``memory``
+one) with its parts ``unmerged``, ``file_set``, ``merge``, ``recovery``, ``damage`` and ``repair``
+(damaged event files), ``index_query`` and ``filters``, ``memory``
 (``InMemoryProvenanceRepository``) and ``outbox`` (taking a running flow's events from the FlowFile
 repository).
 """

@@ -17,6 +17,11 @@ Layout (little-endian; docs/formats/provenance-repository.md has it byte by byte
 A block's entry list is a journal's (journal.py): in version 2 an entry is a batch of events,
 which never spans two blocks; version 1 files (one event an entry) are still read.
 
+A block that is cut short, fails its checksum or does not decompress to a valid entry list raises
+``DamagedBlockError`` (a damaged header too, at offset 0); the file's other blocks read on. The
+table of contents lists the blocks to read: a repaired file (repair.py) keeps its intact blocks at
+their offsets, and the bytes of a dropped block between two of them are never read again.
+
 While a merge runs the files are named ``.prov.part`` and ``.toc.part``; the rename of the
 ``.prov.part`` is the merge's commit point (see repository.py).
 """
@@ -31,11 +36,11 @@ import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import zstandard
 
-from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceFormatError, decode_index_columns,
+from repositories.provenance.event import (ProvenanceEvent, ProvenanceFormatError,
                                            decode_entry, event_from_fields)
 from repositories.provenance.journal import ENTRY_HEADER_SIZE, iter_entries, pack_count, pack_entry_header
 
@@ -57,6 +62,8 @@ _TOC_ENTRY = struct.Struct("<QQ")
 _CRC = struct.Struct("<I")
 FILE_HEADER_SIZE = _FILE_HEADER.size
 BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
+#: the first bytes of every block's compressed data (a zstd frame's magic number)
+ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def event_file_name(first_id: int) -> str:
@@ -85,6 +92,22 @@ class TableOfContents:
             return None
         index = bisect.bisect_right(self.block_first_ids, event_id) - 1
         return self.block_offsets[max(index, 0)]
+
+    def block_span(self, index: int) -> tuple[int, int]:
+        """The ids the ``index``-th block may hold: its first id up to the next block's, or the
+        file's last id."""
+        firsts = self.block_first_ids
+        return firsts[index], (firsts[index + 1] - 1 if index + 1 < len(firsts) else self.last_id)
+
+    def span_at(self, offset: int) -> tuple[int, int] | tuple[None, None]:
+        """The ids of the block at ``offset``; every id of the file for offset 0 (its header);
+        ``(None, None)`` for an offset that starts no block the table lists."""
+        if offset == 0:
+            return self.first_id, self.last_id
+        index = bisect.bisect_left(self.block_offsets, offset)
+        if index < len(self.block_offsets) and self.block_offsets[index] == offset:
+            return self.block_span(index)
+        return None, None
 
     def encode(self) -> bytes:
         body = bytearray(
@@ -219,34 +242,74 @@ class EventFileWriter:
         self._file.close()
 
 
-def read_block(fd: int, offset: int, where: str, decompressor: zstandard.ZstdDecompressor) -> bytes:
-    """The verified, decompressed entry list of the block at ``offset``."""
+class DamagedBlockError(ProvenanceFormatError):
+    """A block of an event file fails its checks (``offset`` 0: the file's header, so every block
+    of it): the message names the file, the block and what is wrong; the file's other blocks read on."""
+
+    def __init__(self, path: str | Path, offset: int, problem: str):
+        self.path, self.offset, self.problem = str(path), offset, problem
+        super().__init__(f"{path}: {problem}" if offset == 0 else f"{path}: block at offset {offset} {problem}")
+
+
+#: what a sequential reader calls with a damaged block it steps over
+DamageHandler = Callable[[DamagedBlockError], None]
+
+
+def read_block(fd: int, offset: int, where: str, decompressor: zstandard.ZstdDecompressor) -> tuple[bytes, int]:
+    """The verified, decompressed entry list of the block at ``offset``, and the bytes the block
+    takes in the file (``DamagedBlockError`` when it is cut short, fails its checksum or does not
+    decompress to its length)."""
     header = os.pread(fd, BLOCK_HEADER_SIZE, offset)
+    if not header:
+        raise DamagedBlockError(where, offset, "is missing (the file ends before it)")
     if len(header) != BLOCK_HEADER_SIZE:
-        raise ProvenanceFormatError(f"{where}: block at offset {offset} is cut short (header)")
+        raise DamagedBlockError(where, offset, "is cut short (header)")
     clen, crc, ulen, count, first, last = _BLOCK_HEADER.unpack(header)
+    left = os.fstat(fd).st_size - offset - BLOCK_HEADER_SIZE
+    if clen > left:   # not read: a damaged length would have this allocate up to 4 GiB
+        raise DamagedBlockError(where, offset, f"is cut short ({max(left, 0)} of {clen} bytes)")
     compressed = os.pread(fd, clen, offset + BLOCK_HEADER_SIZE)
-    if len(compressed) != clen:
-        raise ProvenanceFormatError(f"{where}: block at offset {offset} is cut short ({len(compressed)} of {clen} bytes)")
     if zlib.crc32(compressed) != crc:
-        raise ProvenanceFormatError(f"{where}: block at offset {offset} fails its checksum (corrupt file)")
+        raise DamagedBlockError(where, offset, "fails its checksum (corrupt file)")
     try:
+        if zstandard.frame_content_size(compressed) != ulen:   # decompressing would allocate what it says
+            raise DamagedBlockError(where, offset, f"holds a frame of another length than its header's {ulen}")
         raw = decompressor.decompress(compressed, max_output_size=ulen)
     except zstandard.ZstdError as err:
-        raise ProvenanceFormatError(f"{where}: block at offset {offset} does not decompress ({err})") from err
+        raise DamagedBlockError(where, offset, f"does not decompress ({err})") from err
     if len(raw) != ulen:
-        raise ProvenanceFormatError(f"{where}: block at offset {offset} holds {len(raw)} bytes, header says {ulen}")
-    return raw
+        raise DamagedBlockError(where, offset, f"holds {len(raw)} bytes, header says {ulen}")
+    return raw, BLOCK_HEADER_SIZE + clen
 
 
-def check_header(fd: int, path: Path) -> tuple[int, int]:
-    """Verify an event file's header; returns its first event id and its version."""
+def block_length(fd: int, offset: int) -> int | None:
+    """Bytes the block at ``offset`` takes (its header and compressed bytes, as its header says),
+    None if its header is cut short."""
+    header = os.pread(fd, BLOCK_HEADER_SIZE, offset)
+    if len(header) != BLOCK_HEADER_SIZE:
+        return None
+    return BLOCK_HEADER_SIZE + _BLOCK_HEADER.unpack(header)[0]
+
+
+def checked_entries(raw: bytes, path: str | Path, offset: int, version: int) -> list[tuple[int, int, memoryview]]:
+    """The entries of a decompressed block; ``DamagedBlockError`` when its entry list is malformed
+    (its checksum held: the block was written so, or damaged along with its checksum)."""
+    try:
+        return list(iter_entries(raw, f"{path} block at offset {offset}", version))
+    except ProvenanceFormatError as err:
+        raise DamagedBlockError(path, offset, f"holds a damaged entry list ({err})") from None
+
+
+def check_header(fd: int, path: str | Path) -> tuple[int, int]:
+    """Verify an event file's header; returns its first event id and its version. A header cut
+    short or of another magic is damage (``DamagedBlockError`` at offset 0); an unknown version or
+    codec is refused (``ProvenanceFormatError``: a file of another release, never repaired)."""
     data = os.pread(fd, FILE_HEADER_SIZE, 0)
     if len(data) != FILE_HEADER_SIZE:
-        raise ProvenanceFormatError(f"{path}: event file header is cut short")
+        raise DamagedBlockError(path, 0, "event file header is cut short")
     magic, version, codec, first = _FILE_HEADER.unpack(data)
     if magic != EVENT_FILE_MAGIC:
-        raise ProvenanceFormatError(f"{path}: not a provenance event file (magic {magic!r})")
+        raise DamagedBlockError(path, 0, f"not a provenance event file (magic {magic!r})")
     if version not in READ_VERSIONS:
         raise ProvenanceFormatError(
             f"{path}: unsupported event file version {version} (this release reads versions "
@@ -257,53 +320,32 @@ def check_header(fd: int, path: Path) -> tuple[int, int]:
     return first, version
 
 
-def rebuild_toc(path: Path) -> TableOfContents:
-    """Rebuild a lost table of contents by walking an event file's blocks (recovery only)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        first_id, version = check_header(fd, path)
-        size = os.fstat(fd).st_size
-        decompressor = zstandard.ZstdDecompressor()
-        offset = FILE_HEADER_SIZE
-        firsts, offsets = [], []
-        count, last, min_ts, max_ts = 0, -1, None, None
-        for_ts = FIELD_INDEX["timestamp"]
-        while offset < size:
-            raw = read_block(fd, offset, str(path), decompressor)
-            header = _BLOCK_HEADER.unpack(os.pread(fd, BLOCK_HEADER_SIZE, offset))
-            firsts.append(header[4])
-            offsets.append(offset)
-            where = f"{path} block at offset {offset}"
-            for first, events, data in iter_entries(raw, where, version):
-                times = decode_index_columns(data, first, events, f"{where} entry {first}")[0][for_ts]
-                count += events
-                last = first + events - 1
-                min_ts = min(times) if min_ts is None else min(min_ts, *times)
-                max_ts = max(times) if max_ts is None else max(max_ts, *times)
-            offset += BLOCK_HEADER_SIZE + header[0]
-        if not count:
-            raise ProvenanceFormatError(f"{path}: event file holds no events")
-        return TableOfContents(first_id, last, count, min_ts or 0, max_ts or 0, tuple(firsts), tuple(offsets))
-    finally:
-        os.close(fd)
+def header_bytes(version: int, first_id: int) -> bytes:
+    """An event file's 16-byte header (a repair rewrites a damaged one with it)."""
+    return _FILE_HEADER.pack(EVENT_FILE_MAGIC, version, CODEC_ZSTD, first_id)
+
+
+#: a block's entries, as ``checked_entries`` returns them
+BlockEntries = list[tuple[int, int, memoryview]]
 
 
 class BlockCache:
-    """A small LRU of decompressed blocks, keyed by (path, offset), shared by the readers."""
+    """A small LRU of decompressed, checked blocks (their entries), keyed by (path, offset),
+    shared by the readers."""
 
     def __init__(self, capacity: int = 16):
         self.capacity = capacity
-        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._blocks: OrderedDict[tuple[str, int], BlockEntries] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, int]) -> bytes | None:
+    def get(self, key: tuple[str, int]) -> BlockEntries | None:
         with self._lock:
             block = self._blocks.get(key)
             if block is not None:
                 self._blocks.move_to_end(key)
             return block
 
-    def put(self, key: tuple[str, int], block: bytes) -> None:
+    def put(self, key: tuple[str, int], block: BlockEntries) -> None:
         with self._lock:
             self._blocks[key] = block
             self._blocks.move_to_end(key)
@@ -317,7 +359,10 @@ class BlockCache:
 
 
 class EventFileReader:
-    """Random and sequential access to one finished event file through its table of contents."""
+    """Random and sequential access to one finished event file through its table of contents.
+
+    A damaged block raises ``DamagedBlockError`` when read (a damaged header, when the reader
+    opens); the sequential readers can step over it instead (``on_damage``)."""
 
     def __init__(self, path: Path, toc: TableOfContents, cache: BlockCache | None = None):
         self.path = Path(path)
@@ -333,22 +378,21 @@ class EventFileReader:
             raise
         if first != toc.first_id:
             self.close()
-            raise ProvenanceFormatError(f"{path}: header says first event {first}, table of contents {toc.first_id}")
+            raise DamagedBlockError(path, 0, f"header says first event {first}, table of contents {toc.first_id}")
 
-    def block(self, offset: int) -> bytes:
+    def _entries(self, offset: int) -> BlockEntries:
+        """The checked entries of the block at ``offset`` (``DamagedBlockError`` if damaged)."""
         key = (str(self.path), offset)
         if self._cache is not None:
             cached = self._cache.get(key)
             if cached is not None:
                 return cached
         with self._lock:  # a ZstdDecompressor is not safe to share between threads
-            raw = read_block(self._fd, offset, str(self.path), self._decompressor)
+            raw, _ = read_block(self._fd, offset, str(self.path), self._decompressor)
+        entries = checked_entries(raw, self.path, offset, self.version)
         if self._cache is not None:
-            self._cache.put(key, raw)
-        return raw
-
-    def _entries(self, offset: int) -> Iterator[tuple[int, int, memoryview]]:
-        return iter_entries(self.block(offset), f"{self.path} block at offset {offset}", self.version)
+            self._cache.put(key, entries)
+        return entries
 
     def _decode(self, first: int, count: int, data: memoryview) -> list[list]:
         return decode_entry(data, first, count, f"{self.path} entry {first}")
@@ -377,23 +421,34 @@ class EventFileReader:
                     break
         return found
 
-    def iter_from(self, start_id: int) -> Iterator[ProvenanceEvent]:
-        """Events with id >= ``start_id`` in id order, to the end of the file."""
+    def iter_from(self, start_id: int, on_damage: DamageHandler | None = None) -> Iterator[ProvenanceEvent]:
+        """Events with id >= ``start_id`` in id order, to the end of the file; a damaged block is
+        handed to ``on_damage`` and stepped over (raised, without it)."""
         if start_id > self.toc.last_id:
             return
         index = max(bisect.bisect_right(self.toc.block_first_ids, start_id) - 1, 0)
         for offset in self.toc.block_offsets[index:]:
-            for first, count, data in self._entries(offset):
+            for first, count, data in self._entries_or_none(offset, on_damage):
                 if first + count > start_id:
                     for fields in self._decode(first, count, data)[max(start_id - first, 0):]:
                         yield event_from_fields(fields, f"{self.path} event {fields[0]}")
 
-    def iter_entries_all(self) -> Iterator[tuple[int, int, int, memoryview]]:
+    def iter_entries_all(self, on_damage: DamageHandler | None = None) -> Iterator[tuple[int, int, int, memoryview]]:
         """``(block offset, first event id, event count, encoded events)`` for every entry
-        (rebuilding an index)."""
+        (rebuilding an index); damaged blocks as in ``iter_from``."""
         for offset in self.toc.block_offsets:
-            for first, count, data in self._entries(offset):
+            for first, count, data in self._entries_or_none(offset, on_damage):
                 yield offset, first, count, data
+
+    def _entries_or_none(self, offset: int, on_damage: DamageHandler | None) -> BlockEntries:
+        """The block's entries, or none when it is damaged and ``on_damage`` takes the error."""
+        try:
+            return self._entries(offset)
+        except DamagedBlockError as err:
+            if on_damage is None:
+                raise
+            on_damage(err)
+            return []
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -3,9 +3,10 @@
 An event file (eventfile.py: ``<first id>.prov`` and its table of contents ``<first id>.toc``) is
 taken in once its merge committed (or recovery found it) and leaves when age-off deletes it.
 ``EventFileSet`` finds the file holding an id, opens one reader a file (sharing one block cache)
-and fetches the events the index points at. Its state is guarded by the repository's lock (given
-to the constructor); a reader is used outside it, so a file deleted meanwhile makes a read raise
-``FileNotFoundError``, which the callers treat as the events being gone.
+and fetches the events the index points at, stepping over damaged blocks (noted in its
+``DamageLog``). Its state is guarded by the repository's lock (given to the constructor); a reader
+is used outside it, so a file deleted meanwhile makes a read raise ``FileNotFoundError``, which the
+callers treat as the events being gone.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import bisect
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
+from repositories.provenance.damage import DamageLog
 from repositories.provenance.event import ProvenanceEvent
-from repositories.provenance.eventfile import BlockCache, EventFileReader, TableOfContents
+from repositories.provenance.eventfile import BlockCache, DamagedBlockError, EventFileReader, TableOfContents
 from repositories.provenance.index_query import FileSpan, Hit, LiveFiles
 
 
@@ -48,9 +50,10 @@ class StoredEventFile:
 class EventFileSet:
     """The committed event files, in id order (see the module docstring)."""
 
-    def __init__(self, lock: threading.RLock, cache: BlockCache):
+    def __init__(self, lock: threading.RLock, cache: BlockCache, damage: DamageLog):
         self._lock = lock
         self.cache = cache
+        self.damage = damage
         self._files: dict[int, StoredEventFile] = {}
         self._file_ids: list[int] = []
         self._readers: dict[int, EventFileReader] = {}
@@ -72,6 +75,15 @@ class EventFileSet:
     def add(self, info: StoredEventFile) -> None:
         self._files[info.file_id] = info
         bisect.insort(self._file_ids, info.file_id)
+
+    def replace(self, info: StoredEventFile) -> None:
+        """A file repaired in place (a new table of contents): read through it from now on."""
+        with self._lock:
+            self._files[info.file_id] = info
+            reader = self._readers.pop(info.file_id, None)
+        if reader is not None:
+            reader.close()
+        self.cache.forget(str(info.path))
 
     def holding(self, event_id: int) -> StoredEventFile | None:
         """The file whose id range holds ``event_id``, if any."""
@@ -101,8 +113,9 @@ class EventFileSet:
                 reader = existing
         return reader
 
-    def fetch(self, hits: list[Hit]) -> list[ProvenanceEvent]:
-        """The events the index hits point at, in hit order; dangling hits are skipped."""
+    def fetch(self, hits: list[Hit], lost: list[int] | None = None) -> list[ProvenanceEvent]:
+        """The events the index hits point at, in hit order; dangling hits are skipped, and so are
+        hits into damaged blocks (noted in ``damage``; their ids appended to ``lost``)."""
         wanted: dict[int, dict[int, list[int]]] = {}
         for hit in hits:
             wanted.setdefault(hit.file_id, {}).setdefault(hit.block_offset, []).append(hit.event_id)
@@ -112,10 +125,26 @@ class EventFileSet:
             if info is None:
                 continue
             try:
-                found.update(self.reader(info).get_many(blocks))
+                reader = self.reader(info)
+                for offset, ids in blocks.items():
+                    try:
+                        found.update(reader.get_many({offset: ids}))
+                    except DamagedBlockError as err:
+                        self._note(err, info, ids, lost)
+            except DamagedBlockError as err:   # its header: every block of it
+                self._note(err, info, [i for ids in blocks.values() for i in ids], lost)
             except FileNotFoundError:
                 continue
         return [found[h.event_id] for h in hits if h.event_id in found]
+
+    def _note(self, err: DamagedBlockError, info: StoredEventFile, ids: list[int], lost: list[int] | None) -> None:
+        self.damage.note(err, info.toc, ids)
+        if lost is not None:
+            lost.extend(ids)
+
+    def note_damage(self, info: StoredEventFile) -> Callable[[DamagedBlockError], None]:
+        """What a sequential read of the file calls with a damaged block it steps over."""
+        return lambda err: self.damage.note(err, info.toc)
 
     def delete(self, file_id: int) -> int:
         """Forget the file and delete it; returns the bytes it took."""
@@ -125,6 +154,7 @@ class EventFileSet:
             self._readers.pop(file_id, None)    # closed when no search holds it any more
         size = info.size()
         self.cache.forget(str(info.path))
+        self.damage.forget(str(info.path))
         info.path.unlink(missing_ok=True)
         info.toc_path.unlink(missing_ok=True)
         return size

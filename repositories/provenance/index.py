@@ -19,7 +19,8 @@ Searching: equality filters are intersected by a leapfrog join that walks each t
 newest down (seeking, never listing a whole term), checking time and size on the ``events`` entry;
 with no equality filter the ``events`` table is walked backwards, skipping every zone whose time or
 size span misses the ranges. Entries whose event file is gone (aged off, or a merge that never
-finished) are skipped. A shard is deleted whole once every event file it lists is gone.
+finished) are skipped, and so are the ids whose ``events`` entry a repair deleted (``drop_pointers``:
+their event file block was damaged). A shard is deleted whole once every event file it lists is gone.
 docs/provenance-index.md has the measurements behind this design.
 """
 
@@ -34,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from itertools import compress, groupby, repeat
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Sequence
 
 import lmdb
 
@@ -458,6 +459,25 @@ class IndexShard:
         self._refresh_id_bounds()
         return removed
 
+    def drop_pointers(self, file_id: int, low: int, high: int, keep: Collection[int]) -> int:
+        """Delete the ``events`` entries of ids ``low``..``high`` that point into ``file_id`` at a
+        block offset not in ``keep`` (blocks a repair dropped); returns how many. The term tables'
+        entries of those ids stay, dangling: a search skips an id with no ``events`` entry."""
+        removed = 0
+        with self.env.begin(write=True) as txn:
+            cursor = txn.cursor(self.events)
+            found = cursor.set_range(_pack_id(low))
+            while found and _unpack_id(cursor.key())[0] <= high:
+                pointed_file, offset, _, _ = _unpack_ptr(cursor.value())
+                if pointed_file == file_id and offset not in keep:
+                    cursor.delete()
+                    removed += 1
+                    found = bool(cursor.key())
+                else:
+                    found = cursor.next()
+        self._refresh_id_bounds()
+        return removed
+
     def _remove_runs(self, txn, db, runs: list[list], present: set[bytes]) -> None:
         """Delete a term table's entries for the events in ``present`` (removed from ``events``).
         A stored range was written by one transaction, so its ids are all present or none: its
@@ -655,6 +675,11 @@ class ProvenanceIndex:
             if overlaps or shard.files.intersection(file_ids):
                 removed += shard.remove(batch if overlaps else None, file_ids)
         return removed
+
+    def drop_pointers(self, file_id: int, low: int, high: int, keep: Collection[int]) -> int:
+        """``IndexShard.drop_pointers`` in every shard listing the file; returns entries deleted."""
+        return sum(shard.drop_pointers(file_id, low, high, keep) for shard in self.shards
+                   if file_id in shard.files and not shard.empty and shard.min_id <= high and low <= shard.max_id)
 
     def drop_unreferenced(self, live_file_ids: Iterable[int]) -> list[str]:
         """Delete every shard none of whose event files still exists; returns their names."""

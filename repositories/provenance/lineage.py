@@ -53,13 +53,19 @@ class LineageEdge:
 
 @dataclass
 class Lineage:
-    """Nodes (FlowFiles and events) and directed edges; ``truncated`` if ``max_events`` was hit."""
+    """Nodes (FlowFiles and events) and directed edges; ``truncated`` if ``max_events`` was hit.
+
+    ``unreadable``: ids of the family's events that lie in damaged event file blocks, so are
+    missing from the graph; ``warnings``: what a reader of stopped repositories (the ``lineage``
+    command, ``cluster_lineage``) could not read, one line a repository."""
 
     flowfile_uuid: str
     nodes: list[LineageNode] = field(default_factory=list)
     edges: list[LineageEdge] = field(default_factory=list)
     events: list[ProvenanceEvent] = field(default_factory=list)
     truncated: bool = False
+    unreadable: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def node(self, node_id: str) -> LineageNode:
         for n in self.nodes:

@@ -220,10 +220,11 @@ class JournalMerger:
         return partial_ids
 
     def reindex(self, info: StoredEventFile) -> None:
-        """Index a committed event file again (its entries missing from the index)."""
+        """Index a committed event file again (its entries missing from the index); its damaged
+        blocks are stepped over (noted in the file set's damage log)."""
         reader = self.files.reader(info)
         batch: IndexBatch = self.index.batch(info.file_id)
-        for offset, entry_id, count, data in reader.iter_entries_all():
+        for offset, entry_id, count, data in reader.iter_entries_all(self.files.note_damage(info)):
             columns, filenames = batch.decode(data, entry_id, count, f"{info.path} entry {entry_id}")
             batch.add_columns(columns, offset, filenames)
             if len(batch) >= self.index_chunk:

@@ -3,7 +3,8 @@
 ``RepositoryRecovery.run`` (docs/formats/provenance-repository.md lists every crash point):
 
 1. takes in the committed event files (a ``.prov`` with its ``.toc``; a lost or damaged table of
-   contents is rebuilt from the event file) and notes partial ones (``.part``);
+   contents is rebuilt from the event file), checks each for damage (``damage.check_structure``:
+   one problem line a damaged file) and notes partial ones (``.part``);
 2. opens the journals, cutting a torn tail, deleting the empty ones and those whose events are in a
    committed event file already (merged before a crash);
 3. continues the ids one past the largest id found anywhere (or the kept high-water mark);
@@ -17,8 +18,9 @@ is stepped over, and event files missing from the index are an error (reading ca
 
 What was found goes to ``report`` (the repository's ``recovery``): ``journals_merged``,
 ``events_recovered``, ``journals_deleted``, ``torn_bytes_cut``, ``tocs_rebuilt``, ``problems``,
-``events_lost``, and when there were any ``ids_without_events``, ``files_reindexed``,
-``partial_files_removed``, ``partial_index_entries_removed``.
+``events_lost``, ``damaged_event_files`` (their lines of ``problems``), ``damaged_blocks``, and when
+there were any ``ids_without_events``, ``files_reindexed``, ``partial_files_removed``,
+``partial_index_entries_removed``.
 """
 
 from __future__ import annotations
@@ -29,13 +31,8 @@ from typing import Any, Sequence
 
 from repositories.fsutil import write_atomically
 from repositories.provenance.event import ProvenanceFormatError
-from repositories.provenance.eventfile import (
-    EVENT_SUFFIX,
-    PART_SUFFIX,
-    TableOfContents,
-    rebuild_toc,
-    toc_file_name,
-)
+from repositories.provenance.damage import DamagedBlock, check_structure, describe_file, rebuild_toc, repair_advice
+from repositories.provenance.eventfile import EVENT_SUFFIX, PART_SUFFIX, DamagedBlockError, TableOfContents, toc_file_name
 from repositories.provenance.file_set import EventFileSet, StoredEventFile
 from repositories.provenance.index import ProvenanceIndex
 from repositories.provenance.journal import JournalFile, JournalRecord, parse_journal_name
@@ -65,7 +62,7 @@ class RepositoryRecovery:
 
     def run(self) -> None:
         self.report.update(journals_merged=0, events_recovered=0, journals_deleted=0, torn_bytes_cut=0,
-                           tocs_rebuilt=[], problems=[], events_lost=0)
+                           tocs_rebuilt=[], problems=[], events_lost=0, damaged_event_files=[], damaged_blocks=0)
         partial_found = self._take_in_event_files()
         leftovers, damaged, max_id = self._open_journals()
         max_id = max([max_id, self.index.max_indexed_id()] + [f.toc.last_id for f in self.files.in_order()])
@@ -78,7 +75,8 @@ class RepositoryRecovery:
         self._index_unindexed()
 
     def _take_in_event_files(self) -> bool:
-        """Step 1: the committed event files into the file set; whether partial ones were seen."""
+        """Step 1: the committed event files into the file set, each checked for damage
+        (``check_structure``); whether partial ones were seen."""
         partial_found = False
         for container in self.containers:
             if not container.is_dir():   # read-only: a container never written
@@ -95,13 +93,46 @@ class RepositoryRecovery:
                 try:
                     toc = TableOfContents.read(toc_path)
                 except (FileNotFoundError, ProvenanceFormatError) as err:
-                    log.warning("provenance: rebuilding the table of contents of %s (%s)", path, err)
-                    toc = rebuild_toc(path)
-                    if not self.readonly:   # read-only: rebuilt in memory for this reader
-                        write_atomically(toc_path, toc.encode())
-                    self.report["tocs_rebuilt"].append(str(path))
+                    found = self._rebuilt_toc(path, file_id, toc_path, err)
+                    if found is None:
+                        continue
+                    toc, damaged = found
+                else:
+                    damaged = _structure_damage(path, toc)
                 self.files.add(StoredEventFile(file_id, path, toc_path, toc))
+                self._report_damage(path, damaged)
         return partial_found
+
+    def _rebuilt_toc(self, path: Path, file_id: int, toc_path: Path,
+                     err: Exception) -> tuple[TableOfContents, list[DamagedBlock]] | None:
+        """A lost or damaged table of contents rebuilt from the event file (written, unless
+        read-only or the file is damaged: then ``repair`` writes it once it dropped the damage);
+        None for a file no block of which reads: not taken in, reported (``repair`` deletes it)."""
+        if not self.readonly:   # read-only: rebuilt in memory at every open, nothing to warn about
+            log.warning("provenance: rebuilding the table of contents of %s (%s)", path, err)
+        try:
+            toc, damaged = rebuild_toc(path, file_id)
+        except DamagedBlockError as unreadable:
+            self._report_damage(path, [DamagedBlock(str(path), 0, f"{unreadable.problem}, and its table of "
+                                                                 f"contents is lost", file_id, None)])
+            return None
+        if not self.readonly and not damaged:   # read-only: rebuilt in memory for this reader
+            write_atomically(toc_path, toc.encode())
+        self.report["tocs_rebuilt"].append(str(path))
+        return toc, damaged
+
+    def _report_damage(self, path: Path, damaged: list[DamagedBlock]) -> None:
+        """Damaged blocks found at open: noted for the reads, and one problem line for the file,
+        which the caller says once (a run prints its problems, the commands ``damage_warning``)."""
+        if not damaged:
+            return
+        for block in damaged:
+            self.files.damage.add(block)
+        problem = f"{describe_file(str(path), damaged)}; its events there cannot be read, the rest can; " \
+                  f"{repair_advice(self.root)}"
+        self.report["problems"].append(problem)
+        self.report["damaged_event_files"].append(problem)
+        self.report["damaged_blocks"] += len(damaged)
 
     def _open_journals(self) -> tuple[dict[int, Generation], set[int], int]:
         """Step 2: the journals left to merge, by generation; the generations with a damaged
@@ -202,7 +233,20 @@ class RepositoryRecovery:
                     f"rebuild it: run 'flowactors provenance repair' with write access, or start the flow")
             return
         for file_id in unindexed:
-            self.merger.reindex(self.files[file_id])
+            try:
+                self.merger.reindex(self.files[file_id])
+            except DamagedBlockError as err:   # its header: indexed once repair rewrote it
+                self.files.damage.note(err, self.files[file_id].toc)
+                continue
             self.report.setdefault("files_reindexed", []).append(file_id)
         self.index.drop_unreferenced(self.files)
         self.merger.write_next_id(self.journals.next_id)
+
+
+def _structure_damage(path: Path, toc: TableOfContents) -> list[DamagedBlock]:
+    """``check_structure``, but nothing for a file of a version this release does not read (its
+    reads refuse it, naming it)."""
+    try:
+        return check_structure(path, toc)
+    except ProvenanceFormatError:
+        return []

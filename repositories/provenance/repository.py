@@ -30,6 +30,9 @@ point): partial event files (``.part``) are deleted with their index entries; jo
 are in a committed event file are deleted; the other journals have any torn tail cut and are merged
 again; the id generator continues one past the largest id found anywhere.
 
+Damaged event files (damage.py, repair.py): a damaged block costs only its own events; the reads
+step over it and note it (``damaged_blocks``, ``damage_warning``), ``repair_event_files`` drops it.
+
 Read-only (``readonly=True``: the read-only commands on a stopped flow's folder): nothing is
 created, cut, merged, deleted or written, LMDB index shards are opened ``readonly`` without their
 lock file, and the journals recovery would merge are searched where they lie (as a running
@@ -52,19 +55,23 @@ from repositories.provenance.event import (
     EncodedBatch,
     ProvenanceEvent,
     ProvenanceEventType,
+    ProvenanceFormatError,
     check_batches,
     encode_batch,
     event_fields,
     matches,
 )
-from repositories.provenance.eventfile import BlockCache
+from repositories.provenance.damage import DamagedBlock, DamageLog, repair_advice
+from repositories.provenance.eventfile import BlockCache, DamagedBlockError
 from repositories.provenance.file_set import EventFileSet
 from repositories.provenance.filters import Filters, contains_any, index_query, needles, search_filters
 from repositories.provenance.index import Hit, ProvenanceIndex
+from repositories.provenance.index_query import IndexQuery, LiveFiles
 from repositories.provenance.lineage import Lineage, build_lineage, collect_family, named_uuids
 from repositories.provenance.merge import JournalMerger
 from repositories.provenance.protocol import ProvenanceRepository
 from repositories.provenance.recovery import RepositoryRecovery
+from repositories.provenance.repair import FileRepair, repair_event_files
 from repositories.provenance.unmerged import UnmergedJournals
 
 
@@ -115,7 +122,9 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
         self._merge_lock = threading.Lock()      # one rollover / age-off at a time
         self._closed = False
         self._cache = BlockCache(32)
-        self._files = EventFileSet(self._lock, self._cache)
+        #: damaged event file blocks met (at open or by a read); a read-only repository's caller says so
+        self._damage = DamageLog(self.root, warn=not readonly)
+        self._files = EventFileSet(self._lock, self._cache, self._damage)
         self._journals = UnmergedJournals(self.containers, journal_count, gap_timeout, self._lock)
         self._index = ProvenanceIndex(self.root / "index", shard_size=index_shard_size,
                                       indexed_attributes=self.indexed_attributes, sync=fsync_rollover,
@@ -309,9 +318,14 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
             return self._files.reader(info).get(event_id)
         except FileNotFoundError:
             return None
+        except DamagedBlockError as err:
+            self._damage.note(err, info.toc, [event_id])
+            raise ProvenanceFormatError(
+                f"provenance event {event_id} cannot be read: {err}; {repair_advice(self.root)}") from None
 
     def events(self, start_id: int, count: int) -> list[ProvenanceEvent]:
-        """Up to ``count`` events with id >= ``start_id``, in id order (gaps where events aged off)."""
+        """Up to ``count`` events with id >= ``start_id``, in id order (gaps where events aged off,
+        and where event file blocks are damaged: those are noted, ``damaged_blocks``)."""
         out: list[ProvenanceEvent] = []
         position = max(start_id, 0)
         while len(out) < count:
@@ -323,12 +337,14 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
                     return out
             for info in pending:
                 try:
-                    for event in self._files.reader(info).iter_from(position):
+                    for event in self._files.reader(info).iter_from(position, self._files.note_damage(info)):
                         out.append(event)
                         if len(out) >= count:
                             return out
                 except FileNotFoundError:
                     pass
+                except DamagedBlockError as err:   # its header: every block of it
+                    self._damage.note(err, info.toc)
                 position = max(position, info.toc.last_id + 1)
         return out
 
@@ -365,9 +381,23 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
             live = self._files.live()
             out = self._scan_journals(filters, limit)
         if limit is None or len(out) < limit:
-            hits = self._index.search(index_query(filters), None if limit is None else limit - len(out), live)
-            out.extend(self._files.fetch(hits))
+            out.extend(self._search_index(index_query(filters), None if limit is None else limit - len(out), live))
         return out
+
+    def _search_index(self, query: IndexQuery, limit: int | None, live: LiveFiles) -> list[ProvenanceEvent]:
+        """The events of the index's hits, newest first, at most ``limit``: hits in damaged blocks
+        cannot be read, so more hits are asked for (twice as many, or as many more as were lost)
+        until ``limit`` events were read or the index has no more."""
+        if limit is None:
+            return self._files.fetch(self._index.search(query, None, live))
+        asked = limit
+        while True:
+            hits = self._index.search(query, asked, live)
+            lost: list[int] = []
+            found = self._files.fetch(hits, lost)
+            if len(found) >= limit or len(hits) < asked:
+                return found[:limit]
+            asked = max(2 * asked, limit + len(lost))
 
     def _scan_journals(self, filters: Filters, limit: int | None) -> list[ProvenanceEvent]:
         """Matching events of the unmerged journals, newest first (called with the lock held)."""
@@ -381,11 +411,12 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
                     break
         return out
 
-    def _find_many(self, uuids: Collection[str]) -> list[ProvenanceEvent]:
+    def _find_many(self, uuids: Collection[str], lost: list[int]) -> list[ProvenanceEvent]:
         """Every event naming any of these uuids (as ``search(flowfile_uuid=...)`` finds them),
         each once, in no particular order: one scan of the unmerged journals (decoding only the
         entries holding one of the uuids), one read transaction per index shard for all the uuids'
-        postings, and one ``fetch`` of all the hits (each event block decompressed once)."""
+        postings, and one ``fetch`` of all the hits (each event block decompressed once); the ids
+        of hits in damaged blocks go to ``lost``."""
         wanted = set(uuids)
         filters = [search_filters(self._searchable, uuid) for uuid in wanted]
         test = contains_any([needle for f in filters for needle in needles(f)])
@@ -398,15 +429,41 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
         for found in self._index.search_many([index_query(f) for f in filters], live):
             for hit in found:
                 hits[hit.event_id] = hit
-        out.extend(self._files.fetch(list(hits.values())))
+        out.extend(self._files.fetch(list(hits.values()), lost))
         return out
 
     def lineage(self, flowfile_uuid: str, *, max_events: int = 100_000) -> Lineage:
         """The lineage graph of a FlowFile's whole family (see lineage.py for its shape), read a
         BFS level at a time (``_find_many``); at most about ``max_events`` events (see
-        ``collect_family``: the FlowFile whose events reach it is kept whole), ``truncated`` if cut."""
-        events, truncated = collect_family(flowfile_uuid, self._find_many, max_events)
-        return build_lineage(flowfile_uuid, events, truncated)
+        ``collect_family``: the FlowFile whose events reach it is kept whole), ``truncated`` if cut.
+        Events of the family in damaged event file blocks are left out and listed in ``unreadable``
+        (the blocks are in ``damaged_blocks``)."""
+        lost: list[int] = []
+        events, truncated = collect_family(flowfile_uuid, lambda uuids: self._find_many(uuids, lost), max_events)
+        lineage = build_lineage(flowfile_uuid, events, truncated)
+        lineage.unreadable = sorted(set(lost))
+        return lineage
+
+    # ------------------------------------------------------------------ damaged event files
+
+    def damaged_blocks(self) -> list[DamagedBlock]:
+        """The damaged event file blocks met so far, at open (``check_structure``: a file cut
+        short, a damaged block length or header) or by a read (a block failing its checksum):
+        their events cannot be read; the other blocks' can."""
+        return self._damage.blocks()
+
+    def damage_warning(self) -> str | None:
+        """``damaged_blocks`` in one line: the files and blocks, the ids reads asked for in them,
+        and the command that repairs them; None when none was met."""
+        return self._damage.warning()
+
+    def repair_event_files(self) -> list[FileRepair]:
+        """Read every block of every event file and repair the damaged files: their damaged
+        blocks dropped, the intact ones kept where they are, the index no longer pointing into
+        the dropped ones (repair.py); one ``FileRepair`` a file that needed one."""
+        with self._merge_lock:
+            self._check_writable()
+            return repair_event_files(self._files, self._index, fsync=self._merger.fsync)
 
     # ------------------------------------------------------------------ age-off and stats
 
@@ -472,6 +529,7 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
             "index_lag": unmerged,
             "waiting_batches": waiting,
             "ids_given_up": self._journals.ids_given_up,
+            "damaged_blocks": len(self._damage.blocks()),
         }
 
     # ------------------------------------------------------------------ closing
