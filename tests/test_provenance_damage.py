@@ -259,3 +259,16 @@ def test_an_event_file_with_no_block_that_reads_and_no_table_of_contents_is_name
     assert not prov(tmp_path).exists()
     status, out, err = cli(capsys, "provenance", "repair", *repo)
     assert status == 0 and err == "" and "intact" in out
+
+
+def test_a_batch_sent_again_whose_ids_lie_in_a_damaged_block_is_not_written_twice(tmp_path):
+    """A flow's batch whose answer was lost is sent again; its ids were merged into a block that
+    is damaged since: it was written, so it is dropped (not refused as late, and no error)."""
+    from repositories.provenance.event import encode_batch, event_fields
+
+    events = build(tmp_path)
+    _, lost = damage(tmp_path, "flip", "middle")
+    again = encode_batch([event_fields(e) for e in events if e.event_id in lost][:5])
+    with Repository(tmp_path / "provenance") as repo:
+        assert repo.register_numbered([(min(lost), again)]) == []
+        assert repo.stats()["next_event_id"] == len(events)

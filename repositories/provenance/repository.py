@@ -239,12 +239,19 @@ class WriteAheadProvenanceRepository(ProvenanceRepository):
                 if batch.count == 0:
                     continue
                 if journals.arrived(first):
-                    if first not in journals.held and self.get(first) is None:
+                    if first not in journals.held and not self._written(first):
                         late.append(position)
                     continue    # else: sent again after a lost answer, written already
                 journals.write_numbered(first, batch, now)
             journals.skip_gaps(now)
         return late
+
+    def _written(self, event_id: int) -> bool:
+        """Whether the event was written: it reads, or it lies in a damaged block (noted)."""
+        try:
+            return self.get(event_id) is not None
+        except ProvenanceFormatError:
+            return True
 
     def wait_visible(self, event_id: int, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds until ``event_id`` is visible (or was given up)."""
