@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 FILE_NAME = "errors.jsonl"
 VERSION = 1
 #: the fields of a version-1 entry a reader needs (docs/formats/error-log.md)
 FIELDS = ("version", "at", "processor", "where", "error")
+#: the fields that may be left out or null, else text
+OPTIONAL_TEXTS = ("flow", "traceback", "node")
 #: past this size the log is moved to ``errors.jsonl.1`` (replacing an older one) and started anew
 MAX_BYTES = 16 * 1024 * 1024
 
@@ -89,9 +92,25 @@ def read_errors(repository: str | Path) -> tuple[list[dict], list[int]]:
         if isinstance(entry, dict) and entry.get("version") not in (None, VERSION):
             raise ErrorLogError(f"{path}, line {number}: an error log entry of version {entry['version']!r}; "
                                 f"this flowactors reads version {VERSION} (docs/formats/error-log.md)")
-        if (isinstance(entry, dict) and all(k in entry for k in FIELDS) and isinstance(entry["at"], (int, float))
-                and all(isinstance(entry[k], str) for k in ("processor", "where", "error"))):
+        if _readable(entry):
             entries.append(entry)
         elif line.strip():
             unreadable.append(number)
     return entries, unreadable
+
+
+def _readable(entry: object) -> bool:
+    """Whether a line's JSON is an entry of the documented types: ``at`` a time a calendar
+    holds (not NaN, infinite or past year 9999), the texts text, the optional ones text or null."""
+    if not (isinstance(entry, dict) and all(k in entry for k in FIELDS)
+            and all(isinstance(entry[k], str) for k in ("processor", "where", "error"))
+            and all(isinstance(entry.get(k), (str, type(None))) for k in OPTIONAL_TEXTS)):
+        return False
+    at = entry["at"]
+    if not isinstance(at, (int, float)) or isinstance(at, bool):
+        return False
+    try:
+        datetime.fromtimestamp(at, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return False
+    return True
