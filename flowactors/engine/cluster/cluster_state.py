@@ -53,11 +53,10 @@ class ClusterStateService:
             found = data.get("flowactors_cluster_state") if isinstance(data, dict) else None
             raise ClusterStateError(f"{self.path} is not cluster state of format {FORMAT} (found {found!r})")
         states = data.get("components")
-        if not isinstance(states, dict) or not all(
-                isinstance(s, dict) and isinstance(s.get("version"), int) and isinstance(s.get("values"), dict)
-                for s in states.values()):
+        if not isinstance(states, dict) or not all(map(_well_formed, states.values())):
             raise ClusterStateError(f"{self.path} is damaged: 'components' must map each component to a version "
-                                    f"and values")
+                                    f"(a whole number, 0 or more) and values (an object of strings); restore it "
+                                    f"from a backup or remove it to start every processor's cluster state over")
         return states
 
     def _write(self) -> None:
@@ -109,6 +108,15 @@ class ClusterStateService:
                 self._states[component] = previous
             raise
         return version
+
+
+def _well_formed(state: Any) -> bool:
+    """Whether a component's entry is as docs/formats/cluster-state.md says."""
+    if not isinstance(state, dict):
+        return False
+    version, values = state.get("version"), state.get("values")
+    return (type(version) is int and version >= 0 and isinstance(values, dict)
+            and all(isinstance(v, str) for v in values.values()))
 
 
 class ClusterState:

@@ -94,16 +94,26 @@ def read_topology(repository: str | Path) -> list[ClusterNode] | None:
         return None
     try:
         data = orjson.loads(raw)
-        version = data.get("flowactors_cluster")
-        nodes = [ClusterNode(n["name"], n["resource"]) for n in data["nodes"]]
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as err:
-        raise TopologyError(f"{path} is damaged ({type(err).__name__}: {err}); it records the nodes the flow "
-                            f"ran on. Restore it from a backup, or delete it to let the flow take the nodes "
-                            f"it is given (partitioned FlowFiles may then move to other nodes)") from None
+    except orjson.JSONDecodeError as err:
+        raise _damaged(path, f"not JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise _damaged(path, "not a JSON object")
+    version = data.get("flowactors_cluster")
     if version != TOPOLOGY_VERSION:
         raise TopologyError(f"{path} has format version {version!r}; this flowactors reads version "
                             f"{TOPOLOGY_VERSION} (docs/formats/cluster-topology.md)")
-    return nodes
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list) or not all(
+            isinstance(n, dict) and isinstance(n.get("name"), str) and isinstance(n.get("resource"), str)
+            for n in nodes):
+        raise _damaged(path, "'nodes' must be a list of objects each with a 'name' and a 'resource' string")
+    return [ClusterNode(n["name"], n["resource"]) for n in nodes]
+
+
+def _damaged(path: Path, problem: str) -> TopologyError:
+    return TopologyError(f"{path} is damaged ({problem}); it records the nodes the flow ran on. Restore it from "
+                         f"a backup, or delete it to let the flow take the nodes it is given (partitioned "
+                         f"FlowFiles may then move to other nodes)")
 
 
 def write_topology(repository: str | Path, flow: str, nodes: Sequence[ClusterNode]) -> None:
