@@ -69,7 +69,79 @@ def flow_from_nifi(data: Mapping[str, Any], name: str | None = None, *,
     are looked for in ``extensions`` (default: the folders of ``FLOWACTORS_PYTHON_EXTENSIONS``)."""
     if extensions is None:
         extensions = [f for f in os.environ.get(EXTENSIONS_VARIABLE, "").split(os.pathsep) if f]
+    problems = shape_problems(data, "definition", "the definition")
+    if problems:
+        root = data.get("flowContents") if isinstance(data, dict) else None
+        given = root.get("name") if isinstance(root, dict) else None
+        raise NiFiImportError(name or (given if isinstance(given, str) and given else "nifi-flow"), problems)
     return _Importer(data, name, [str(f) for f in extensions]).build()
+
+
+#: What the import reads of each part of a NiFi definition, the part's fields and their JSON kind:
+#: a Python type (``int`` is a whole number, not true or false), or the name of a part in
+#: ``[part]`` (a list of them), ``{part}`` (an object of them by name) or alone (one); the part
+#: ``text`` is a string or null, ``name`` a string. Every field may be null or left out but those
+#: of ``_REQUIRED``; fields not named are not read.
+_SHAPES: dict[str, dict[str, type | str]] = {
+    "definition": {"flowContents": "group", "parameterContexts": "{context}"},
+    "group": {"identifier": str, "name": str, "parameterContextName": str, "executionEngine": str,
+              "flowFileConcurrency": str, "processGroups": "[group]", "processors": "[processor]",
+              "funnels": "[component]", "inputPorts": "[component]", "outputPorts": "[component]",
+              "connections": "[connection]", "controllerServices": "[item]", "remoteProcessGroups": "[item]"},
+    "item": {"identifier": str, "name": str, "type": str},
+    "component": {"identifier": str, "name": str, "scheduledState": str, "allowRemoteAccess": bool},
+    "processor": {"identifier": str, "name": str, "type": str, "scheduledState": str, "bundle": "bundle",
+                  "properties": "{text}", "propertyDescriptors": "{descriptor}", "schedulingStrategy": str,
+                  "schedulingPeriod": str, "executionNode": str, "concurrentlySchedulableTaskCount": int,
+                  "penaltyDuration": str, "yieldDuration": str, "autoTerminatedRelationships": "[name]",
+                  "retriedRelationships": "[name]"},
+    "bundle": {"artifact": str},
+    "descriptor": {"identifiesControllerService": bool},
+    "connection": {"name": str, "source": "end", "destination": "end", "selectedRelationships": "[name]",
+                   "prioritizers": "[name]", "backPressureObjectThreshold": int,
+                   "backPressureDataSizeThreshold": str, "flowFileExpiration": str, "loadBalanceStrategy": str,
+                   "loadBalanceCompression": str, "partitioningAttribute": str},
+    "end": {"id": str, "type": str, "groupId": str, "name": str},
+    "context": {"name": str, "parameters": "[parameter]", "inheritedParameterContexts": "[name]"},
+    "parameter": {"name": str, "value": str, "sensitive": bool, "description": str},
+}
+_REQUIRED = {"definition": ("flowContents",), "processor": ("identifier", "type"), "component": ("identifier",),
+             "connection": ("source", "destination"), "end": ("id",)}
+_KIND_WORDS = {str: "a string", int: "a whole number", bool: "true or false"}
+
+
+def shape_problems(value: Any, part: str, where: str) -> list[str]:
+    """What in ``value``, a ``part`` of a NiFi definition (``_SHAPES``) found at ``where``, is not
+    of the kind the import reads: each problem names the field's place."""
+    if part in ("text", "name"):   # a text may be null, a name may not
+        if isinstance(value, str) or (value is None and part == "text"):
+            return []
+        return [f"{where} must be a string, not {value!r}"]
+    if not isinstance(value, dict):
+        return [f"{where} must be an object, not {type(value).__name__}"]
+    problems = [f"{where} lacks '{key}'" for key in _REQUIRED.get(part, ()) if value.get(key) is None]
+    for key, kind in _SHAPES[part].items():
+        field, place = value.get(key), f"{where}.{key}"
+        if field is None:
+            continue
+        if isinstance(kind, type):
+            if not isinstance(field, kind) or (kind is int and isinstance(field, bool)):
+                problems.append(f"{place} must be {_KIND_WORDS[kind]}, not {field!r}")
+        elif kind.startswith("["):
+            if not isinstance(field, list):
+                problems.append(f"{place} must be a list, not {type(field).__name__}")
+                continue
+            for index, item in enumerate(field):
+                problems += shape_problems(item, kind[1:-1], f"{place}[{index}]")
+        elif kind.startswith("{"):
+            if not isinstance(field, dict):
+                problems.append(f"{place} must be an object, not {type(field).__name__}")
+                continue
+            for name, item in field.items():
+                problems += shape_problems(item, kind[1:-1], f"{place}[{name!r}]")
+        else:
+            problems += shape_problems(field, kind, place)
+    return problems
 
 
 class _Importer:
@@ -133,7 +205,7 @@ class _Importer:
         for port in group.get("outputPorts") or []:
             self._port(port, OutputPort if root or port["identifier"] not in self.feeding else Funnel, path, where)
         for child in group.get("processGroups") or []:
-            self._group(child, self._name(path, child.get("name") or child["identifier"]), root=False)
+            self._group(child, self._name(path, child.get("name") or child.get("identifier") or "group"), root=False)
         for connection in group.get("connections") or []:
             self._connection(connection, where)
 
@@ -250,7 +322,7 @@ class _Importer:
     def _connection(self, connection: Mapping[str, Any], where: str) -> None:
         ends = []
         for end in (connection["source"], connection["destination"]):
-            if end.get("type", "").startswith("REMOTE_"):
+            if (end.get("type") or "").startswith("REMOTE_"):
                 if end.get("groupId") not in self.reported:
                     self.problems.append(f"{where}: a connection to the remote port '{end.get('name')}' is not "
                                          f"supported")

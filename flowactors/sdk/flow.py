@@ -375,8 +375,18 @@ class Flow:
         if not isinstance(settings, dict):
             problems.append(f"'settings' must be an object of setting names and values, not {_json_kind(settings)}")
             settings = {}
-        flow = cls(data.get("name") or "flow", settings, parameter_context=data.get("parameter_context"))
-        for entry in data.get("parameter_contexts") or []:
+        texts = {}
+        for key in ("name", "parameter_context"):
+            texts[key] = data.get(key)
+            if not isinstance(texts[key], (str, type(None))):
+                problems.append(f"'{key}' must be a string, not {_json_kind(texts[key])}")
+                texts[key] = None
+        contexts = data.get("parameter_contexts") or []
+        if not isinstance(contexts, list):
+            problems.append(f"'parameter_contexts' must be a list of objects, not {_json_kind(contexts)}")
+            contexts = []
+        flow = cls(texts["name"] or "flow", settings, parameter_context=texts["parameter_context"])
+        for entry in contexts:
             try:
                 context = params.ParameterContext.from_dict(entry)
             except (params.ParameterError, AttributeError, TypeError) as err:

@@ -72,7 +72,15 @@ class ParameterContext:
             raise ParameterError(f"a parameter context needs a name, got {name!r}")
         parameters = {}
         for entry in data.get("parameters") or []:
-            parameter = Parameter(str(entry.get("name", "")), entry.get("value"), bool(entry.get("sensitive", False)),
+            value = entry.get("value")
+            if isinstance(value, bool):   # as a property's value: JSON's true and false, and numbers, as text
+                value = "true" if value else "false"
+            elif isinstance(value, (int, float)):
+                value = str(value)
+            elif value is not None and not isinstance(value, str):
+                raise ParameterError(f"parameter context '{name}': parameter {entry.get('name')!r} has the value "
+                                     f"{value!r}; give it as a string (or null for a sensitive one)")
+            parameter = Parameter(str(entry.get("name", "")), value, bool(entry.get("sensitive", False)),
                                   entry.get("description") or "")
             if not _NAME.fullmatch(parameter.name):
                 raise ParameterError(f"parameter context '{name}': {parameter.name!r} is not a parameter name "
