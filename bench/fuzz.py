@@ -1,0 +1,140 @@
+"""Scenario 14: every reader of every format flowactors owns, fuzzed for minutes a format.
+
+``python -m bench --only fuzz`` (part of ``make bench``: ``MINUTES`` a format; ``--quick``:
+``QUICK_SECONDS``; ``--size``: seconds a format) and the long run, ``python -m bench.fuzz``
+(``--minutes``, default ``LONG_MINUTES``; ``--results bench`` writes its figures into
+bench/RESULTS.md as this scenario), feed each format's public reader the damaged inputs of
+tests/fuzz_formats.py (valid files made by the real writer, then mutated; arbitrary bytes) with
+Hypothesis, one format at a time. Unlike the test
+(tests/test_fuzz_formats.py), a run does not stop at the first unexpected exception: it counts
+the examples, keeps one example of each different finding (by the exception's type and the
+reader's line it came from) and goes on. A format's row says how many examples ran and how many
+different unexpected exceptions they found, which must be 0 (the known ones are the test's
+``xfail`` examples, each naming its finding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+from hypothesis import HealthCheck, Phase, given, settings
+
+from bench import row
+from tests.fuzz_formats import Finding, Format, check, formats
+
+SCENARIO = "14 Fuzzing every format's reader (issue 50)"
+MINUTES = 2
+LONG_MINUTES = 5
+QUICK_SECONDS = 10
+#: characters of a finding's example kept in the results
+EXAMPLE_CHARACTERS = 600
+
+
+class _TimeUp(Exception):
+    """Raised inside Hypothesis's run when the format's time is over."""
+
+
+def fuzz(fmt: Format, workdir: Path, seconds: float) -> tuple[int, dict[str, tuple[str, str]]]:
+    """Run ``fmt``'s examples for ``seconds``: ``(examples run, {signature: (message, example)})``."""
+    strategy = fmt.examples(workdir)
+    deadline = time.monotonic() + seconds
+    examples = 0
+    findings: dict[str, tuple[str, str]] = {}
+
+    @settings(max_examples=1_000_000_000, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def one(example) -> None:
+        nonlocal examples
+        if time.monotonic() > deadline:
+            raise _TimeUp
+        examples += 1
+        try:
+            check(fmt, workdir, example)
+        except Finding as finding:
+            findings.setdefault(finding.signature, (str(finding)[:EXAMPLE_CHARACTERS], repr(example)[:EXAMPLE_CHARACTERS]))
+
+    while time.monotonic() < deadline:   # a run that ends early (a small space) starts again
+        try:
+            one()
+        except _TimeUp:
+            break
+    return examples, findings
+
+
+def run(quick: bool, workdir: Path, size: int | None = None, only: list[str] | None = None) -> list[dict]:
+    """One row of examples and one of unexpected exceptions a format (``size``: seconds a format)."""
+    seconds = size if size is not None else QUICK_SECONDS if quick else MINUTES * 60
+    rows = []
+    for fmt in formats():
+        if only and fmt.name not in only:
+            continue
+        started = time.monotonic()
+        examples, findings = fuzz(fmt, workdir, seconds)
+        took = time.monotonic() - started
+        print(f"    {fmt.name}: {examples:,} examples in {took:.0f} s, {len(findings)} unexpected exception(s)",
+              file=sys.stderr, flush=True)
+        rows.append(row(SCENARIO, f"{fmt.name}: examples", examples, None, "", "examples",
+                        f"{took:.0f} s of Hypothesis examples, {examples / took:,.0f}/s"))
+        found = row(SCENARIO, f"{fmt.name}: unexpected exceptions", len(findings), None, "", "findings (must be 0)",
+                    "; ".join(sorted(findings)) or "none")
+        if findings:
+            found["details"] = "\n".join(f"- `{signature}`: {message}\n  - example: `{example}`"
+                                         for signature, (message, example) in sorted(findings.items()))
+        rows.append(found)
+    return rows
+
+
+def record(rows: list[dict], argv: list[str], seconds: float, out_dir: Path) -> None:
+    """Write this run's rows as scenario 14 of the results in ``out_dir`` (RESULTS.md and
+    results.json, as ``python -m bench`` does), keeping the rows of formats this run left out
+    (``--only``) and every other scenario."""
+    from bench import report
+    from bench.__main__ import git_state, machine
+
+    path = out_dir / report.JSON
+    run = orjson.loads(path.read_bytes()) if path.exists() else {
+        "command": "python -m bench.fuzz", "python_executable": sys.executable, "mode": "full",
+        "date": "", "machine": machine(), "git": git_state(), "seconds": 0.0, "scenarios": []}
+    previous = next((s for s in run["scenarios"] if s.get("key") == "fuzz"), {"rows": []})
+    redone = {r["metric"] for r in rows}
+    kept = [r for r in previous["rows"] if r["metric"] not in redone]
+    git = git_state()
+    scenario = {"key": "fuzz", "number": 14, "title": SCENARIO.split(" ", 1)[1], "status": "ok", "seconds": seconds,
+                "command": shlex.join(["python", "-m", "bench.fuzz", *argv]),
+                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git["commit"],
+                "dirty": git["dirty"], "rows": kept + rows}
+    run["scenarios"] = sorted([s for s in run["scenarios"] if s.get("key") != "fuzz"] + [scenario],
+                              key=lambda s: s["number"])
+    report.write(run, out_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=LONG_MINUTES, help="minutes a format (default: %(default)s)")
+    parser.add_argument("--only", nargs="+", metavar="FORMAT", help="these formats only: "
+                        + ", ".join(f.name for f in formats()))
+    parser.add_argument("--workdir", type=Path, default=Path(__file__).resolve().parent / "scratch" / "fuzz")
+    parser.add_argument("--results", type=Path, metavar="DIR",
+                        help="also write the figures as scenario 14 of DIR/RESULTS.md and results.json")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    rows = run(False, args.workdir, size=int(args.minutes * 60), only=args.only)
+    for r in rows:
+        print(f"{r['metric']}: {r['flowactors']:,} ({r['notes']})")
+        if r.get("details"):
+            print(r["details"])
+    if args.results:
+        record(rows, argv, time.monotonic() - started, args.results)
+    return 1 if any(r["metric"].endswith("unexpected exceptions") and r["flowactors"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
