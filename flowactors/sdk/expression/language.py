@@ -245,9 +245,9 @@ class Call(Node):
         self.text = text
 
     def eval(self, ctx: EvaluationContext) -> Value:
-        """The function's result. A text it makes (not its subject or an argument, returned as it
-        is) counts against the evaluation's ``MAX_EVALUATION_CHARS``; a lazy function's result is
-        a value its arguments made, counted there."""
+        """The function's result. A text it makes (not its subject, nor a text equal to an
+        argument's: returned as it is) counts against the evaluation's ``MAX_EVALUATION_CHARS``; a
+        lazy function's result is a value its arguments made, counted there."""
         subject = self.subject.eval(ctx) if self.subject is not None else None
         try:
             if self.function.lazy:
@@ -258,8 +258,10 @@ class Call(Node):
             raise
         except (ValueError, ArithmeticError) as exc:  # a safety net: report it where it happened
             self.fail(str(exc))
-        if type(result) is str and result is not subject and all(result is not value for value in values):
-            ctx.charge(len(result), self.refuse)
+        if type(result) is str and result is not subject and result not in values:   # made: counted
+            ctx.produced += len(result)   # ``ctx.charge``, inline: this runs for every call
+            if ctx.produced > MAX_EVALUATION_CHARS:
+                self.refuse(ctx.produced)
         return result
 
     def fail(self, message: str) -> NoReturn:

@@ -8,7 +8,7 @@ import re
 from typing import Sequence
 
 from flowactors.sdk.expression.language import (
-    JAVA_WHITESPACE, MAX_NESTED_EVALUATIONS, OMITTED, Value, to_boolean, Call, EvaluationContext,
+    JAVA_WHITESPACE, MAX_EVALUATION_CHARS, MAX_NESTED_EVALUATIONS, OMITTED, Value, to_boolean, Call, EvaluationContext,
     ExpressionLimitError, register_function, literal_check, Node, render, register_string_function, to_whole)
 from flowactors.sdk.expression.parser import compile_value
 from flowactors.sdk.expression.regex import check_regex, java_regex, java_replacement
@@ -126,14 +126,22 @@ def _regex_replace(name: str, count: int) -> None:
     def impl(call: Call, subject: Value, regex: Value, replacement: Value) -> Value:
         if subject is None:
             return None
-        text = render(subject)
+        text, written = render(subject), render(replacement)
         pattern = java_regex(render(regex))
-        parts = java_replacement(pattern, render(replacement))
-        made = len(text)   # an upper bound of the result: the text, and every replacement made so far
+        parts = java_replacement(pattern, written)
+
+        def substitute(match: re.Match[str]) -> str:
+            return "".join(p if isinstance(p, str) else match.group(p) or "" for p in parts)
+
+        # at most a replacement at each of the n positions, each of its characters a whole subject
+        n = len(text) + 1
+        if n * n * (len(written) + 1) <= MAX_EVALUATION_CHARS:
+            return pattern.sub(substitute, text, count=count)
+        made = len(text)   # more than the bound is possible: what the replacements make, counted
 
         def replace(match: re.Match[str]) -> str:
             nonlocal made
-            piece = "".join(p if isinstance(p, str) else match.group(p) or "" for p in parts)
+            piece = substitute(match)
             made += len(piece)
             call.check_result_size(made)
             return piece
