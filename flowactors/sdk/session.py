@@ -12,7 +12,8 @@ for a batch it handed out whole and that only batch calls changed since: those i
 (``flowactors.sdk.session_runs``); each path builds its part of the commit. The session talks to the world through a ``SessionBackend``
 (``flowactors.sdk.session_contract``; the engines share one, ``flowactors.engine.session_backend.EngineBackend``),
 so the same processor code runs on every engine and in unit tests. The errors a commit raises are
-the contract's, re-exported here for processors.
+the contract's, re-exported here for processors, as is ``FlowFileHandlingError``; every put of
+attributes is checked against ``flowactors.sdk.attribute_limits`` (``AttributeLimitError``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import shutil
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Mapping, Sequence, cast
 
+from flowactors.sdk.attribute_limits import AttributeLimitError, check_batch, check_total, check_values
 from flowactors.sdk.processor import ProcessContext, Relationship
 from flowactors.sdk.provenance_reporter import ProvenanceReporter
 from flowactors.sdk.session_contract import (F_UPDATED_ATTRIBUTES, F_UPDATED_CLAIM, F_UPDATED_SIZE, F_UUID, CommitBatch,
-                                             CommitError, DeliveryError, IdAllocator, SessionBackend, StateConflict)
+                                             CommitError, DeliveryError, FlowFileHandlingError, IdAllocator,
+                                             SessionBackend, StateConflict)
 from flowactors.sdk.session_records import FlowFileRecord, RecordCommit
 from flowactors.sdk.session_runs import EventSource, Run, Runs
 from repositories.content.writer import BaseClaimWriter
@@ -36,16 +39,12 @@ from repositories.provenance.event import FIELD_INDEX, ProvenanceEventType, new_
 if TYPE_CHECKING:  # an annotation: the state module makes the pending change, the session only commits it
     from flowactors.sdk.state import PendingState
 
-__all__ = ["CommitError", "DeliveryError", "FlowFileHandlingError", "ProcessSession",
+__all__ = ["AttributeLimitError", "CommitError", "DeliveryError", "FlowFileHandlingError", "ProcessSession",
            "StateConflict"]
 
 CHUNK = 1024 * 1024
 _T = ProvenanceEventType
 _new_tuple = tuple.__new__
-
-
-class FlowFileHandlingError(RuntimeError):
-    """A processor broke the session's rules (e.g. left a FlowFile without a destination)."""
 
 
 class ProcessSession:
@@ -184,11 +183,17 @@ class ProcessSession:
         return self.put_all_attributes(flowfile, {key: value})
 
     def put_all_attributes(self, flowfile: FlowFile, values: Mapping[str, str]) -> FlowFile:
-        record = self._record(flowfile)
-        values = _attribute_values(values)
-        if all(record.current.attributes.get(k) == v for k, v in values.items()):
-            return record.current
-        return self._update(record, attributes={**record.current.attributes, **values})
+        """Set these attributes (``uuid`` excepted); ``AttributeLimitError``, nothing changed, when
+        that would pass a limit of ``flowactors.sdk.attribute_limits``."""
+        return self._put(self._record(flowfile), _attribute_values(values), checked=True)
+
+    def _put(self, record: FlowFileRecord, values: dict[str, str], checked: bool) -> FlowFile:
+        current = record.current
+        if all(current.attributes.get(k) == v for k, v in values.items()):
+            return current
+        if checked:
+            check_total(self.context.name, current, values, check_values(self.context.name, current, values))
+        return self._update(record, attributes={**current.attributes, **values})
 
     def remove_attribute(self, flowfile: FlowFile, key: str) -> FlowFile:
         return self.remove_all_attributes(flowfile, [key])
@@ -345,12 +350,17 @@ class ProcessSession:
     def put_attributes_batch(self, flowfiles: Sequence[FlowFile],
                              values: Mapping[str, str] | Sequence[Mapping[str, str]]) -> list[FlowFile]:
         """``put_all_attributes`` on each FlowFile: ``values`` a mapping (the same for every one)
-        or one mapping a FlowFile. A FlowFile that already has every value is left as it is."""
+        or one mapping a FlowFile. A FlowFile that already has every value is left as it is. The
+        limits are checked for the whole batch first: ``AttributeLimitError`` changes none."""
         wanted = _attribute_values_for(values, len(flowfiles))
         run = self._runs.of(flowfiles)
-        if run is not None and run.put_attributes(wanted):
-            return list(run.current)
+        if run is not None:
+            check_batch(self.context.name, run.current, wanted)
+            if run.put_attributes(wanted):
+                return list(run.current)
         records = [self._record(f) for f in flowfiles]
+        if run is None:
+            check_batch(self.context.name, [r.current for r in records], wanted)
         each = [wanted] * len(records) if isinstance(wanted, dict) else wanted
         update = self._update
         out = []
@@ -508,9 +518,9 @@ class ProcessSession:
         if self._writer is not None:
             self._writer.discard()
         self._reset()
-        for queue_id, flowfile in taken:
-            self._records[flowfile.uuid] = FlowFileRecord(flowfile, flowfile, queue_id)
-            self.transfer(self.put_all_attributes(flowfile, attributes), relationship)
+        for queue_id, flowfile in taken:   # unchecked: a FlowFile past the limits still gets there
+            record = self._records[flowfile.uuid] = FlowFileRecord(flowfile, flowfile, queue_id)
+            self.transfer(self._put(record, _attribute_values(attributes), checked=False), relationship)
         self.commit(keep_on_failure=True)
 
     # ------------------------------------------------------------------ internals

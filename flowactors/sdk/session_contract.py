@@ -3,8 +3,9 @@ commit raises, the backend a session talks to, and the FlowFile id allocator.
 
 ``flowactors.sdk.session.ProcessSession`` builds a ``CommitBatch`` and hands it to its
 ``SessionBackend``; every engine implements the backend with ``flowactors.engine.session_backend.EngineBackend``
-(the test runner too, through its subclass). The errors are raised by the backend and reach
-the processor through ``ProcessSession.commit``, which re-exports them.
+(the test runner too, through its subclass). The commit errors are raised by the backend and reach
+the processor through ``ProcessSession.commit``, which re-exports them; ``FlowFileHandlingError``
+is the session's own, for a processor that broke its rules.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Callable, Protocol, Sequence
 from repositories.model import FlowFile, FlowFileBatch, QueuedFlowFile, ResourceClaim, StateChange
 from repositories.provenance.event import FIELD_INDEX, EventRun
 
-__all__ = ["CommitBatch", "CommitError", "DeliveryError", "IdAllocator", "SessionBackend",
+__all__ = ["CommitBatch", "CommitError", "DeliveryError", "FlowFileHandlingError", "IdAllocator", "SessionBackend",
            "StateConflict"]
 
 
@@ -33,6 +34,11 @@ F_UPDATED_CLAIM = FIELD_INDEX["updated_claim"]
 F_UPDATED_SIZE = FIELD_INDEX["updated_size"]
 F_LINEAGE_START = FIELD_INDEX["lineage_start_date"]
 F_DETAILS = FIELD_INDEX["details"]
+
+
+class FlowFileHandlingError(RuntimeError):
+    """A processor broke the session's rules (e.g. left a FlowFile without a destination, or put
+    an attribute past its limit: ``flowactors.sdk.attribute_limits``)."""
 
 
 class CommitError(RuntimeError):
