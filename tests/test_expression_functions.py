@@ -75,6 +75,7 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
     ("${literal('att7'):replaceByPattern('att[0-4]:low,att[5-9]:high,.*:other')}", "high"),
     ("${abc:padLeft(4)}", "___a"), ("${abc:padRight(4, 'xy')}", "axyx"), ("${a:padLeft(3)}", "Hello World"),
     ("${missing:padLeft(3):isNull()}", "true"),
+    ("${abc:padLeft(4, '')}", "___a"), ("${abc:padRight(4, ${missing})}", "a___"),   # NiFi: an empty pad is '_'
     # Encode / decode
     ("${html:escapeHtml4()}", "&lt;a href=&quot;x&quot;&gt;caf&eacute; &amp; &ntilde;&lt;/a&gt;"),
     ("${literal('α'):escapeHtml4()}", "&alpha;"), ("${literal('α'):escapeHtml3()}", "α"),

@@ -216,7 +216,7 @@ def _pad(name: str, left: bool) -> None:
     def impl(call: Call, subject: Value, length: Value, pad: Value = "_") -> Value:
         if subject is None:
             return None
-        text, size, fill = render(subject), to_whole(call, length, "length"), render(pad) or " "
+        text, size, fill = render(subject), to_whole(call, length, "length"), render(pad) or "_"
         missing = size - len(text)
         if missing <= 0 or size > _JAVA_INT_MAX:
             return text
