@@ -4,6 +4,8 @@ and the limit, and a processor that hits one loses nothing."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from flowactors import FlowFileHandlingError, Flow, Processor, Relationship
@@ -52,6 +54,8 @@ def test_an_attribute_past_its_limit_is_refused_naming_the_flowfile_the_attribut
         f"Pass: FlowFile {flowfile.uuid}: attribute 'big' would be 1,048,579 characters (name and value), more "
         f"than the 1,048,576 one attribute may hold (MAX_ATTRIBUTE_CHARS); put large data in the FlowFile's "
         f"content instead (docs/configuration.md, \"Attribute limits\")")
+    copy = pickle.loads(pickle.dumps(error))   # as Ray sends it between processes
+    assert (str(copy), copy.flowfile, copy.attribute, copy.size) == (str(error), flowfile.uuid, "big", error.size)
     session.transfer(flowfile, "success")   # the session goes on with the FlowFile as it was
     session.commit()
     assert [f.attributes.get("big") for f in runner.output("success")] == [None]
