@@ -8,7 +8,7 @@ disk) and reads through ``open()``/``read_bytes()``. The on-disk layout is descr
 """
 
 from .claim_files import ARCHIVE_DIR
-from .errors import ContentNotFoundError, ContentRepositoryError, ContentRepositoryFullError
+from .errors import ContentChecksumError, ContentNotFoundError, ContentRepositoryError, ContentRepositoryFullError
 from .file_writer import ClaimWriter
 from .memory import InMemoryClaimWriter, InMemoryContentRepository, MemoryContentStream
 from .options import ContentSettings
@@ -21,6 +21,7 @@ __all__ = [
     "ARCHIVE_DIR",
     "BaseClaimWriter",
     "ClaimWriter",
+    "ContentChecksumError",
     "ContentInputStream",
     "ContentNotFoundError",
     "ContentOutputStream",

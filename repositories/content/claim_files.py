@@ -22,6 +22,7 @@ from typing import Callable, Iterator, Mapping
 
 from repositories.model import ResourceClaim
 
+from .checksums import CHECKED_SUFFIX, Trailer, is_checked
 from .errors import ContentNotFoundError, ContentRepositoryError
 from .options import new_claim_id
 
@@ -72,20 +73,26 @@ class ClaimFiles:
         """The file of a resource claim once archived, checked as ``directory_of`` does."""
         return Path(self.directory_of(resource), resource.section, ARCHIVE_DIR, resource.id)
 
-    def open_for_reading(self, resource: ResourceClaim) -> tuple[int, str]:
-        """The claim file opened read-only, live or else archived, and its path; the caller closes
-        the descriptor. Raises ``ContentNotFoundError`` when the claim is in neither place."""
+    def open_for_reading(self, resource: ResourceClaim) -> tuple[int, str, Trailer | None]:
+        """The claim file opened read-only, live or else archived, its path, and its checksums (None
+        for a claim written without); the caller closes the descriptor. Raises
+        ``ContentNotFoundError`` when the claim is in neither place, and ``ContentChecksumError``
+        when a claim written with checksums has no valid trailer."""
         container = self.directory_of(resource)
         live = os.path.join(container, resource.section, resource.id)
-        try:
-            return os.open(live, os.O_RDONLY | os.O_CLOEXEC), live
-        except FileNotFoundError:
-            pass
         archived = os.path.join(container, resource.section, ARCHIVE_DIR, resource.id)
-        try:
-            return os.open(archived, os.O_RDONLY | os.O_CLOEXEC), archived
-        except FileNotFoundError:
-            pass
+        for path in (live, archived):
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            if not is_checked(resource.id):
+                return fd, path, None
+            try:
+                return fd, path, Trailer.load(fd, path, resource)
+            except BaseException:
+                os.close(fd)
+                raise
         error = ContentNotFoundError(
             f"resource claim {resource.id!r} of container {resource.container!r} is neither live "
             f"({live}) nor archived ({archived}): it was aged off the archive or deleted"
@@ -94,12 +101,14 @@ class ClaimFiles:
         raise error
 
     # --- new claim files ----------------------------------------------------------------
-    def next_claim(self) -> tuple[ResourceClaim, str]:
+    def next_claim(self, checked: bool = False) -> tuple[ResourceClaim, str]:
         """A resource claim no other has (``new_claim_id``) in the next container in turn and the
-        next section, and that container's directory. Nothing is created: the writer makes the
-        section directory (``make_section_dir``) and then creates the file with ``O_EXCL``."""
+        next section, and that container's directory; ``checked``: its id says it is written with
+        checksums. Nothing is created: the writer makes the section directory
+        (``make_section_dir``) and then creates the file with ``O_EXCL``."""
         name = self._names[next(self._round_robin) % len(self._names)]
-        return ResourceClaim(name, self._next_section(), new_claim_id()), self.containers[name]
+        claim_id = new_claim_id() + CHECKED_SUFFIX if checked else new_claim_id()
+        return ResourceClaim(name, self._next_section(), claim_id), self.containers[name]
 
     def make_section_dir(self, resource: ResourceClaim) -> list[str]:
         """Make the claim's section directory exist (and its container's, if it was removed);

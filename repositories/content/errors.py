@@ -65,3 +65,13 @@ class ContentNotFoundError(ContentRepositoryError):
     """A content claim's resource claim is neither live nor archived: it was aged off or deleted."""
 
     claim: object = None
+
+
+class ContentChecksumError(ContentRepositoryError):
+    """A content's bytes do not match the checksum written with them: the claim file (or its
+    checksum file) was changed or damaged after it was written. ``path`` is the claim file,
+    ``offset`` the first byte of the failing 4 KiB block in it, ``claim`` the content read."""
+
+    path: str | None = None
+    offset: int | None = None
+    claim: object = None

@@ -9,6 +9,11 @@ that is another content of the repository or a plain file is copied in the kerne
 A write the file system refuses for lack of space (ENOSPC, EDQUOT) is tried again as long as the
 repository's ``make_room`` deletes archived claims to make room for it; only when nothing is left
 to delete does the writer fail (``ContentRepositoryFullError``, naming the disk and its usage).
+
+With ``checksums`` the writer sums every byte it hands to the kernel and writes the claim file's
+trailer (checksums.py) where its contents end at every ``flush`` and when it retires the claim.
+Bytes then never go from file to file in the kernel: they pass through the writer, which sums
+them, and a content of the repository copied is read through its stream, which verifies it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import BinaryIO, Callable
 
 from repositories.fsutil import fsync_dir
 
+from .checksums import BlockSums
 from .claim_files import ClaimFiles
 from .errors import FULL_ERRNOS, ContentRepositoryError, ContentRepositoryFullError
 from .streams import COPY_CHUNK, ContentInputStream
@@ -46,10 +52,14 @@ class ClaimWriter(BaseClaimWriter):
     """
 
     def __init__(self, files: ClaimFiles, *, max_appendable_size: int, max_flowfiles_per_claim: int,
-                 always_sync: bool, make_room: Callable[[str, int], bool] | None = None) -> None:
+                 always_sync: bool, make_room: Callable[[str, int], bool] | None = None,
+                 checksums: bool = False) -> None:
         super().__init__(max_appendable_size, max_flowfiles_per_claim)
         self._files = files
         self._make_room = make_room
+        self._checksums = checksums
+        self._sums: BlockSums | None = None  # the current claim's checksums, with checksums
+        self._extent = 0  # where the current claim file ends (past its contents: its trailer)
         self._always_sync = always_sync
         self._fd = -1
         self._path = ""
@@ -72,6 +82,7 @@ class ClaimWriter(BaseClaimWriter):
             sync = self._always_sync
         if self._fd >= 0:
             self._drain()
+            self._write_trailer()
         if not sync:
             return
         # A failed fsync is never retried (the kernel may have dropped the dirty pages): the
@@ -99,8 +110,15 @@ class ClaimWriter(BaseClaimWriter):
         try:
             if self._failure is None:
                 self._drain()
+                self._write_trailer()
         finally:
-            fd, self._fd = self._fd, -1
+            self._close_file()
+
+    def _close_file(self) -> None:
+        """Close the current claim file (a failure fails the writer)."""
+        fd, self._fd = self._fd, -1
+        self._sums = None
+        if fd >= 0:
             try:
                 os.close(fd)
             except OSError as exc:
@@ -132,21 +150,23 @@ class ClaimWriter(BaseClaimWriter):
 
     # --- storage ------------------------------------------------------------------------
     def _storage_new_claim(self) -> None:
-        resource, container_path = self._files.next_claim()
+        resource, container_path = self._files.next_claim(self._checksums)
         path = os.path.join(container_path, resource.section, resource.id)
         self._container_name, self._container_path = resource.container, container_path
         new_dirs: list[str] = []
+        access = os.O_RDWR if self._checksums else os.O_WRONLY   # a cut-back block is summed again
         while True:
             try:
                 new_dirs += self._files.make_section_dir(resource)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                fd = os.open(path, access | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
                 break
             except OSError as exc:
                 if not self._room_for(exc, 0):
                     self._fail(exc, path)
         self._fd = fd
         self._path = path
-        self._flushed = 0
+        self._flushed = self._extent = 0
+        self._sums = BlockSums() if self._checksums else None
         self._created.append(resource)
         self._resource = resource
         self._dirs_to_sync[os.path.dirname(path)] = None
@@ -174,8 +194,27 @@ class ClaimWriter(BaseClaimWriter):
             self._pwrite_all(memoryview(self._buffer))
             self._buffer.clear()
 
-    def _pwrite_all(self, view: memoryview) -> None:
+    def _write_trailer(self) -> None:
+        """With checksums: write the current claim's trailer where its contents end (drained), and
+        cut off what is left past it of an earlier, longer one."""
+        if self._sums is None:
+            return
+        at, previous = self._flushed, self._extent
+        self._pwrite_all(memoryview(self._sums.trailer()), summed=False)
+        end, self._flushed = self._flushed, at
+        if end < previous:
+            try:
+                os.ftruncate(self._fd, end)
+            except OSError as exc:
+                self._fail(exc, self._path)
+        self._extent = end
+
+    def _pwrite_all(self, view: memoryview, summed: bool = True) -> None:
+        """Write all of ``view`` where the claim's contents end (``summed``: they are contents, which
+        the checksums take; a trailer is not)."""
         fd, offset = self._fd, self._flushed
+        if summed and self._sums is not None:
+            self._sums.add(view)
         while view:
             try:
                 written = os.pwrite(fd, view, offset)
@@ -187,6 +226,7 @@ class ClaimWriter(BaseClaimWriter):
             offset += written
             view = view[written:]
         self._flushed = offset
+        self._extent = max(self._extent, offset)
 
     def _storage_truncate(self, size: int) -> None:
         if size >= self._flushed:
@@ -195,26 +235,25 @@ class ClaimWriter(BaseClaimWriter):
         self._buffer.clear()
         try:
             os.ftruncate(self._fd, size)
+            if self._sums is not None:
+                self._sums.truncate(size, lambda offset, count: os.pread(self._fd, count, offset))
         except OSError as exc:
             self._fail(exc, self._path)
-        self._flushed = size
+        self._flushed = self._extent = size
 
     def _storage_retire(self) -> None:
         try:
             self._drain()
+            self._write_trailer()
         finally:
-            fd, self._fd = self._fd, -1
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError as exc:
-                    self._fail(exc, self._path)
+            self._close_file()
         self._unsynced.append(self._path)
 
     def _copy_source(self, source: BinaryIO, length: int | None) -> int:
-        # Zero-copy paths: another claim of this repository, or a plain file.
+        # Zero-copy paths: another claim of this repository (not with checksums: its bytes are
+        # read through the stream, which verifies them where it has checksums), or a plain file.
         claim_fd = source.claim_fd() if isinstance(source, ContentInputStream) else None
-        if isinstance(source, ContentInputStream) and claim_fd is not None:
+        if isinstance(source, ContentInputStream) and claim_fd is not None and not self._checksums:
             position = source.tell()
             available = max(source.claim.length - position, 0)
             count = available if length is None else min(length, available)
@@ -234,7 +273,7 @@ class ClaimWriter(BaseClaimWriter):
         ``pwrite`` through a 1 MiB buffer. Returns the bytes copied (fewer at EOF)."""
         self._drain()
         copied = 0
-        kernel = hasattr(os, "copy_file_range")
+        kernel = hasattr(os, "copy_file_range") and self._sums is None   # with checksums, the bytes are summed
         buffer: memoryview | None = None
         while count is None or copied < count:
             want = COPY_CHUNK * 64 if count is None else min(COPY_CHUNK * 64, count - copied)

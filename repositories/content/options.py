@@ -112,7 +112,11 @@ class ContentRepositoryOptions:
         archive_enabled: bool = True,
         archive_max_retention: float | None = 3 * 3600.0,
         archive_max_usage_percent: float | None = 90.0,
+        checksums: bool = False,
     ) -> None:
+        """``checksums``: write a CRC-32 of every 4 KiB block of each new claim file beside it and
+        verify every read of those claims (checksums.py); the in-memory repository has no files
+        and ignores it."""
         if sections < 1:
             raise ValueError(f"sections must be >= 1, not {sections}")
         if max_appendable_size < 0 or max_flowfiles_per_claim < 0:
@@ -127,6 +131,7 @@ class ContentRepositoryOptions:
         self.archive_enabled = archive_enabled
         self.archive_max_retention = archive_max_retention
         self.archive_max_usage_percent = archive_max_usage_percent
+        self.checksums = checksums
         self._first_section = random.randrange(sections)
         self._writer_threads = itertools.count()  # threads that made a claim, in turn
         self._section_turns = threading.local()  # each thread's own runs (``next_section``)

@@ -25,11 +25,11 @@ from repositories.fsutil import fsync_dir
 from repositories.model import ContentClaim, ResourceClaim
 
 from .claim_files import ARCHIVE_DIR, CLAIM_ID, ClaimFiles, scandir, section_dirs
-from .errors import FULL_ERRNOS, ContentNotFoundError
+from .errors import FULL_ERRNOS
 from .file_writer import ClaimWriter
 from .options import ContentRepositoryOptions, ContentSettings, options_from_settings
 from .protocol import ContentRepository
-from .streams import ClaimRangeIO, ContentInputStream, read_range
+from .streams import ClaimRangeIO, ContentInputStream, read_content, read_contents
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
         """A writer for the contents of one session (see ``ClaimWriter``)."""
         return ClaimWriter(self._files, max_appendable_size=self.max_appendable_size,
                            max_flowfiles_per_claim=self.max_flowfiles_per_claim,
-                           always_sync=self.always_sync, make_room=self.make_room)
+                           always_sync=self.always_sync, make_room=self.make_room, checksums=self.checksums)
 
     # --- locating and reading -----------------------------------------------------------
     def path_of(self, resource: ResourceClaim) -> Path:
@@ -144,9 +144,9 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
 
         Raises ``ContentNotFoundError`` when the resource claim is in neither.
         """
-        fd, path = self._files.open_for_reading(claim.resource)
+        fd, path, trailer = self._files.open_for_reading(claim.resource)
         try:
-            return ContentInputStream(ClaimRangeIO(fd, claim, path), claim, path)
+            return ContentInputStream(ClaimRangeIO(fd, claim, path, trailer), claim, path)
         except BaseException:
             os.close(fd)
             raise
@@ -155,29 +155,31 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
         """The whole content in memory (``b""`` for ``None``); use ``open()`` for large ones."""
         if claim is None:
             return b""
-        fd, path = self._files.open_for_reading(claim.resource)
+        fd, path, trailer = self._files.open_for_reading(claim.resource)
         try:
-            return read_range(fd, claim.offset, claim.length, path, claim.offset, claim.length)
+            return read_content(fd, trailer, path, claim.offset, claim.length, claim)
         finally:
             os.close(fd)
 
     def read_many(self, claims: Sequence[ContentClaim | None]) -> list[bytes]:
         """``read_bytes`` of each claim, each claim file opened once (a batch's read: many
-        contents of one resource claim cost one ``open`` and a ``pread`` each)."""
-        fds: dict[ResourceClaim, tuple[int, str]] = {}
-        out: list[bytes] = []
-        try:
-            for claim in claims:
-                if claim is None:
-                    out.append(b"")
-                    continue
-                opened = fds.get(claim.resource)
-                if opened is None:
-                    opened = fds[claim.resource] = self._files.open_for_reading(claim.resource)
-                out.append(read_range(opened[0], claim.offset, claim.length, opened[1], claim.offset, claim.length))
-        finally:
-            for fd, _path in fds.values():
+        contents of one resource claim cost one ``open`` and a ``pread`` each, or with checksums
+        one read and check of the blocks they span, ``read_contents``)."""
+        out: list[bytes] = [b""] * len(claims)
+        by_resource: dict[ResourceClaim, tuple[list[int], list[ContentClaim]]] = {}
+        for i, claim in enumerate(claims):
+            if claim is not None:
+                indexes, group = by_resource.setdefault(claim.resource, ([], []))
+                indexes.append(i)
+                group.append(claim)
+        for resource, (indexes, group) in by_resource.items():
+            fd, path, trailer = self._files.open_for_reading(resource)
+            try:
+                contents = read_contents(fd, trailer, path, group)
+            finally:
                 os.close(fd)
+            for i, data in zip(indexes, contents):
+                out[i] = data
         return out
 
     def adopt(self, source: "FileSystemContentRepository", resource: ResourceClaim) -> bool:
@@ -188,11 +190,10 @@ class FileSystemContentRepository(ContentRepositoryOptions, ContentRepository):
         target = self.path_of(resource)
         if target.exists():
             return True
-        try:
-            fd, path = source._files.open_for_reading(resource)
-        except ContentNotFoundError:
+        live, archived = source.path_of(resource), source.archive_path_of(resource)
+        path = live if live.exists() else archived
+        if not path.exists():
             return False
-        os.close(fd)
         self._files.make_section_dir(resource)
         try:
             os.link(path, target)

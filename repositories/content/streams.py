@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Sequence, TypeVar
 
 from repositories.model import ContentClaim
 
+from .checksums import Trailer, read_checked, read_checked_many
 from .errors import ContentRepositoryError
 
 #: bytes per step when copying from a stream or a file, and per chunk when iterating a content.
@@ -57,11 +58,14 @@ class ChunkedIteration:
 class ClaimRangeIO(io.RawIOBase):
     """Unbuffered reading of ``claim.length`` bytes at ``claim.offset`` of an open claim file (it
     owns ``fd`` and closes it), with ``pread``; positions are relative to the content. ``path`` is
-    named in the error when the file ends before the content does."""
+    named in the error when the file ends before the content does. ``trailer``: the claim file's
+    checksums, against which every read is verified (None: written without)."""
 
-    def __init__(self, fd: int, claim: ContentClaim, path: str) -> None:
+    def __init__(self, fd: int, claim: ContentClaim, path: str, trailer: Trailer | None = None) -> None:
         super().__init__()
         self.fd = fd
+        self.trailer = trailer
+        self._claim = claim
         self._start = claim.offset
         self._length = claim.length
         self._pos = 0
@@ -81,6 +85,11 @@ class ClaimRangeIO(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         if len(view) > remaining:
             view = view[:remaining]
+        if self.trailer is not None:
+            data = self._read(self._start + self._pos, len(view))
+            view[:len(data)] = data
+            self._pos += len(data)
+            return len(data)
         n = os.preadv(self.fd, [view], self._start + self._pos)
         if n == 0:
             raise _truncated(self._path, self._start, self._length)
@@ -89,10 +98,12 @@ class ClaimRangeIO(io.RawIOBase):
 
     def readall(self) -> bytes:
         self._checkClosed()
-        data = read_range(self.fd, self._start + self._pos, self._length - self._pos, self._path,
-                          self._start, self._length)
+        data = self._read(self._start + self._pos, self._length - self._pos)
         self._pos = self._length
         return data
+
+    def _read(self, offset: int, count: int) -> bytes:
+        return read_content(self.fd, self.trailer, self._path, offset, count, self._claim)
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._checkClosed()
@@ -142,6 +153,27 @@ def read_range(fd: int, offset: int, count: int, path: str, start: int, length: 
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def read_content(fd: int, trailer: Trailer | None, path: str, offset: int, count: int,
+                 claim: ContentClaim) -> bytes:
+    """``count`` bytes of the open claim file ``fd`` (at ``path``) from ``offset``, part of the
+    content ``claim``: verified against the claim file's ``trailer`` unless it is None (then
+    ``read_range``). Raises ``ContentRepositoryError`` if the file ends first and
+    ``ContentChecksumError`` if the bytes do not match their checksums."""
+    if trailer is None:
+        return read_range(fd, offset, count, path, claim.offset, claim.length)
+    return read_checked(fd, trailer, path, offset, count, claim,
+                        lambda: _truncated(path, claim.offset, claim.length))
+
+
+def read_contents(fd: int, trailer: Trailer | None, path: str, claims: Sequence[ContentClaim]) -> list[bytes]:
+    """``read_content`` of each of ``claims``, contents of the open claim file ``fd``; with a
+    ``trailer``, the blocks they span are read and checked once where they lie close together
+    (``read_checked_many``)."""
+    if trailer is None:
+        return [read_range(fd, c.offset, c.length, path, c.offset, c.length) for c in claims]
+    return read_checked_many(fd, trailer, path, claims, _truncated)
+
+
 class ContentInputStream(ChunkedIteration, io.BufferedReader):
     """A readable, seekable stream over one content (positions relative to the content).
 
@@ -162,5 +194,6 @@ class ContentInputStream(ChunkedIteration, io.BufferedReader):
 
     def claim_fd(self) -> int | None:
         """The claim file's descriptor (absolute offsets: ``claim.offset + tell()``), for
-        zero-copy transfers inside this package; None once closed."""
-        return None if self.closed else self._range.fd
+        zero-copy transfers inside this package; None once closed, and for a claim written with
+        checksums (its bytes are read, to be verified)."""
+        return None if self.closed or self._range.trailer is not None else self._range.fd
