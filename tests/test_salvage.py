@@ -200,3 +200,16 @@ def test_a_page_whose_header_makes_lmdb_abort_costs_only_its_own_records(tmp_pat
     assert COUNT - 100 < len(keys) < COUNT
     assert keys == sorted(keys)
     assert len(problems) == 1 and "LMDB aborted reading it" in problems[0]
+
+
+def test_swapped_out_flowfiles_are_salvaged_into_the_queue_that_swapped_them(tmp_path, capsys):
+    damaged, new = tmp_path / "repository", tmp_path / "salvaged"
+    queued = queued_repository(damaged)
+    with WriteAheadFlowFileRepository.from_settings(damaged, Settings()) as log:
+        log.register_swap_file(QUEUE, "swap-1.swap", 500, 0, flowfiles=queued[:500])
+        assert log.queue_counts()[QUEUE] == len(queued) - 500
+    status, out, _ = run_cli(capsys, "repository", "salvage", "--repository", str(damaged), "--to", str(new), "--json")
+    assert status == 0 and json.loads(out)["kept"] == {QUEUE: len(queued)}
+    with WriteAheadFlowFileRepository.from_settings(new, Settings()) as log:
+        assert log.swap_files() == []
+        assert sorted(f.uuid for batch in log.iter_queue(QUEUE) for f in batch) == sorted(f.uuid for f in queued)
