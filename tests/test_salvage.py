@@ -113,7 +113,7 @@ def test_salvage_keeps_every_record_but_those_on_the_damaged_page_and_the_new_re
     queued = queued_repository(damaged)
     data = damaged / "flowfile" / "data.mdb"
     on_page = damage_the_page_of(data, queued[len(queued) // 2])
-    assert 10 < len(on_page) < 100
+    assert 0 < len(on_page) < 100   # a leaf page holds a few dozen records at most
     before = hashlib.sha256(data.read_bytes()).hexdigest()
 
     status, out, err = run_cli(capsys, "repository", "salvage", "--repository", str(damaged), "--to", str(new),
