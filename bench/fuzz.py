@@ -21,6 +21,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import orjson
 from hypothesis import HealthCheck, Phase, given, settings
@@ -36,8 +37,8 @@ QUICK_SECONDS = 10
 EXAMPLE_CHARACTERS = 600
 
 
-class _TimeUp(Exception):
-    """Raised inside Hypothesis's run when the format's time is over."""
+#: examples of one Hypothesis run; runs follow one another (each its own random seed) until the time is up
+ROUND = 200
 
 
 def fuzz(fmt: Format, workdir: Path, seconds: float) -> tuple[int, dict[str, tuple[str, str]]]:
@@ -47,29 +48,28 @@ def fuzz(fmt: Format, workdir: Path, seconds: float) -> tuple[int, dict[str, tup
     examples = 0
     findings: dict[str, tuple[str, str]] = {}
 
-    @settings(max_examples=1_000_000_000, database=None, deadline=None, phases=[Phase.generate],
+    @settings(max_examples=ROUND, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(strategy)
     def one(example) -> None:
         nonlocal examples
-        if time.monotonic() > deadline:
-            raise _TimeUp
+        if time.monotonic() > deadline:   # the rest of the round only draws its examples
+            return
         examples += 1
         try:
             check(fmt, workdir, example)
         except Finding as finding:
             findings.setdefault(finding.signature, (str(finding)[:EXAMPLE_CHARACTERS], repr(example)[:EXAMPLE_CHARACTERS]))
 
-    while time.monotonic() < deadline:   # a run that ends early (a small space) starts again
-        try:
-            one()
-        except _TimeUp:
-            break
+    while time.monotonic() < deadline:
+        one()
     return examples, findings
 
 
-def run(quick: bool, workdir: Path, size: int | None = None, only: list[str] | None = None) -> list[dict]:
-    """One row of examples and one of unexpected exceptions a format (``size``: seconds a format)."""
+def run(quick: bool, workdir: Path, size: int | None = None, only: list[str] | None = None,
+        after: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """One row of examples and one of unexpected exceptions a format (``size``: seconds a format);
+    ``after`` is given the rows so far after each format."""
     seconds = size if size is not None else QUICK_SECONDS if quick else MINUTES * 60
     rows = []
     for fmt in formats():
@@ -88,6 +88,8 @@ def run(quick: bool, workdir: Path, size: int | None = None, only: list[str] | N
             found["details"] = "\n".join(f"- `{signature}`: {message}\n  - example: `{example}`"
                                          for signature, (message, example) in sorted(findings.items()))
         rows.append(found)
+        if after is not None:
+            after(rows)
     return rows
 
 
@@ -126,13 +128,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the figures as scenario 14 of DIR/RESULTS.md and results.json")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    rows = run(False, args.workdir, size=int(args.minutes * 60), only=args.only)
+
+    def after(rows: list[dict]) -> None:   # each format's figures kept as soon as it is done
+        if args.results:
+            record(rows, argv, time.monotonic() - started, args.results)
+
+    rows = run(False, args.workdir, size=int(args.minutes * 60), only=args.only, after=after)
     for r in rows:
         print(f"{r['metric']}: {r['flowactors']:,} ({r['notes']})")
         if r.get("details"):
             print(r["details"])
-    if args.results:
-        record(rows, argv, time.monotonic() - started, args.results)
     return 1 if any(r["metric"].endswith("unexpected exceptions") and r["flowactors"] for r in rows) else 0
 
 
