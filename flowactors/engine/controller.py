@@ -663,7 +663,7 @@ class FlowController:
         if not self.started:
             return self._abandon_start()
         self._maintenance.stop()  # a repair under way finishes first
-        resolve([e.call(Executor.stop) for e in self.executors])
+        self._stop_executors()
         self._stop_services()
         final = self.status()
         if self.flowfile_repository is not None:
@@ -676,6 +676,19 @@ class FlowController:
         self._repository_lock.release()
         self.started = False
         return final
+
+    def _stop_executors(self) -> None:
+        """Stop every executor; one whose process died (or is restarting) has nothing left to
+        stop: what its tasks held is in the log, where the next start finds it."""
+        pending = [e.call(Executor.stop) for e in self.executors]
+        for executor, call in zip(self.executors, pending):
+            try:
+                resolve([call])
+            except Exception as err:
+                if not component_lost(err):
+                    raise
+                self.maintenance_errors.append(f"executor {executor!r} was not running at stop "
+                                               f"({type(err).__name__}); what it held is in the log")
 
     def _abandon_start(self) -> dict:
         """Undo a start that failed part-way, so its own error is the one the user sees: stop the

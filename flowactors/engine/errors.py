@@ -40,3 +40,8 @@ class TransferRefused(RuntimeError):
 
 class TopologyError(ValueError):
     """The nodes asked for are not in the cluster, or the topology file is damaged; says which."""
+
+
+class ProcessKilledByFlowFile(RuntimeError):
+    """A FlowFile was alone in a trigger each time the processor's process ended, often enough to
+    be set aside (``flowactors.engine.process_deaths``); its text is the FlowFile's failure reason."""

@@ -30,6 +30,7 @@ from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, Rec
                                                 TRANSFER_BATCH, TransferRefused, sender_name)
 from flowactors.engine.log_writer import LogWriter
 from flowactors.engine.placement import ExecutorPlan
+from flowactors.engine.process_deaths import DeathGuard
 from flowactors.engine.stateless_engine import STATELESS_ENGINE
 from flowactors.engine.task import ProcessorTask, make_context
 from flowactors.engine.transport import Link, LoopLink
@@ -73,7 +74,10 @@ class Executor:
         self.receivers: dict[str, TransferReceiver] = {}
 
     def __repr__(self) -> str:
-        """What the Ray dashboard and log prefixes show for this actor: what it hosts."""
+        """What the Ray dashboard and log prefixes show for this actor: what it hosts (its class's
+        name while it is being built: Ray shows an actor whose ``__init__`` failed by it too)."""
+        if "plan" not in self.__dict__:
+            return f"{type(self).__name__}(not built)"
         tasks = ", ".join(f"{name}#{i}" if self.flow.processors[name].concurrent_tasks > 1 else name
                           for name, i in self.plan.tasks)
         return f"{self.flow.name}.{self.plan.name}[{tasks}; queues: {', '.join(self.plan.queues) or '-'}]"
@@ -122,6 +126,7 @@ class Executor:
             node = self.flow.processors[name]
             backend = backend_for(node, [c.id for c in self.flow.connections_to(name)], self.flow.destinations(name))
             task = add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
+            task.guard_with(DeathGuard.open(self.root, self.flow.name, task.key))
             task.context.stateless_engine = STATELESS_ENGINE
             if self.view is not None and self.view.cluster_state:
                 task.context.cluster_state = ClusterState(self.view.cluster_state, task.component_id)
@@ -206,7 +211,14 @@ class Executor:
                                                for task in self.tasks.values())))
         if self.log is not None:
             await loop.run_in_executor(None, self.log.close)
+        self._close_guards()
         return statuses
+
+    def _close_guards(self) -> None:
+        for task in self.tasks.values():
+            if task.guard is not None:
+                task.guard.close()
+                task.guard = task.backend.guard = None
 
     async def health(self) -> dict:
         """What the controller's watch asks (``FlowController.watch``): which build of this
@@ -220,6 +232,7 @@ class Executor:
         for queue in self.queues.values():
             await queue.reset()
         self.log = None
+        self._close_guards()
         self._counters = {key: (task.counters, task.metrics) for key, task in self.tasks.items()}
         self.tasks = {}
 

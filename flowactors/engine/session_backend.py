@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from flowactors.engine.cluster.partitioning import partition_batch
 from flowactors.engine.queues.connection import QueueHost
+from flowactors.engine.process_deaths import DeathGuard
 from flowactors.engine.transport import Link, call_now, component_lost, resolve
 from flowactors.sdk.session_contract import CommitBatch, DeliveryError
 from repositories.model import FlowFile, FlowFileBatch, StateChange, StateMap, now_millis, total_size
@@ -114,6 +115,9 @@ class EngineBackend:
         #: only destination is where data that cannot reach its node falls back to, and waiting on it
         #: would stop the sender that drains the very partition it would fall back into)
         self.back_pressure = back_pressure
+        #: what the task's trigger may take after a process death, and the record of what it holds
+        #: (``flowactors.engine.process_deaths``; set by the executor that hosts the task)
+        self.guard: DeathGuard | None = None
 
     @property
     def commits(self) -> int:
@@ -149,8 +153,14 @@ class EngineBackend:
     def poll(self, max_count: int) -> list[tuple[str, FlowFile]]:
         if not self._prefetched and self.inputs:
             self.prefetch(max_count, 0.0)
+        if self.guard is not None:
+            return self.guard.take(self._prefetched, max_count)
         count = min(max_count, len(self._prefetched))
         return [self._prefetched.popleft() for _ in range(count)]
+
+    def head_set_aside(self) -> FlowFile | None:
+        """The next FlowFile to take if the guard says it is to be set aside, else None."""
+        return self.guard.head_set_aside(self._prefetched) if self.guard is not None else None
 
     def return_prefetched(self) -> None:
         """Give back FlowFiles fetched but never handed to a session (on stop)."""

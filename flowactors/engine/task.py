@@ -26,7 +26,9 @@ from collections import deque
 from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.session_backend import Counters, EngineBackend
 from flowactors.sdk.flow import ProcessorNode
+from flowactors.engine.errors import ProcessKilledByFlowFile
 from flowactors.engine.metrics import ProcessorMetrics
+from flowactors.engine.process_deaths import DEATHS_TO_SET_ASIDE, DeathGuard
 from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.sdk.relationships import MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
 from flowactors.sdk.session import ProcessSession
@@ -79,11 +81,26 @@ class ProcessorTask:
         self.errors: deque[dict] = deque(maxlen=10)
         self._published = 0.0
         self._limit: int | None = None  # a smaller batch while a failing one is narrowed down
+        #: what the task's triggers may take after its process died in one (``guard_with``)
+        self.guard: DeathGuard | None = None
 
     @property
     def key(self) -> str:
         """The task's name in its executor and its thread."""
         return f"{self.node.name}#{self.instance}"
+
+    def guard_with(self, guard: DeathGuard) -> None:
+        """Keep what this task's triggers hold in ``guard``'s record, and take as it says; a death
+        of the task's last process in a trigger is said in the task's errors."""
+        self.guard = self.backend.guard = guard
+        held = guard.held_at_death
+        if held:
+            shown = ", ".join(map(str, held[:5])) + (", ..." if len(held) > 5 else "")
+            alone = (f"; FlowFile {held[0]} has now ended it {guard.deaths(held[0])} time(s) alone "
+                     f"(set aside at {DEATHS_TO_SET_ASIDE})" if len(held) == 1 else
+                     "; each runs alone now, until the one that ends the process is found")
+            self._record_error("process death", ProcessKilledByFlowFile(
+                f"the process ended while this task's trigger held {len(held)} FlowFile(s) (ids {shown}){alone}"))
 
     def start(self) -> None:
         self._stop.clear()
@@ -181,6 +198,13 @@ class ProcessorTask:
         the log already accepted is never rolled back: ``ProcessSession.commit``)."""
         commits_before = self.counters.commits
         failed = True
+        guard = self.guard
+        if guard is not None:
+            guard.begin_trigger()
+            poison = self.backend.head_set_aside()
+            if poison is not None:
+                self._set_aside_killer(poison)
+                return
         session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids,
                                  penalty_duration=self.penalty)
         started = time.monotonic()
@@ -207,6 +231,8 @@ class ProcessorTask:
         except Exception as err:
             self._failed(session, err)
         finally:
+            if guard is not None:
+                guard.end_trigger()
             self.context.batch_size = batch_size
             self.counters.tasks += 1
             self.counters.task_seconds += time.monotonic() - started
@@ -239,9 +265,25 @@ class ProcessorTask:
             self._record_error("rollback", rollback_error)
             self._pause(self.settings.administrative_yield)
 
-    def _set_aside(self, session: ProcessSession, flowfile, err: Exception) -> None:
+    def _set_aside_killer(self, flowfile) -> None:
+        """Route a FlowFile that ended the process (``DeathGuard.set_aside``) as ``_set_aside``
+        does, without calling the processor; routed, it is no suspect any more."""
+        assert self.guard is not None
+        session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids,
+                                 penalty_duration=self.penalty)
+        self.guard.release_set_aside()
+        taken = session.get()
+        if taken is None:
+            return
+        deaths = self.guard.deaths(flowfile.id)
+        error = ProcessKilledByFlowFile(f"processing it ended the processor's process {deaths} times "
+                                        f"(an exit, a crash or the kernel's OOM killer); set aside")
+        if self._set_aside(session, taken, error):
+            self.guard.cleared(flowfile.id)
+
+    def _set_aside(self, session: ProcessSession, flowfile, err: Exception) -> bool:
         """The one FlowFile the processor fails on: to ``failure`` if it has one, else (or if even
-        that commit is refused) penalized in its queue."""
+        that commit is refused) penalized in its queue. True if routed."""
         routed = False
         if FAILURE in {r.name for r in self.context.relationships}:
             reason = f"{type(err).__name__}: {err}"[:MAX_REASON]
@@ -256,6 +298,7 @@ class ProcessorTask:
             session.rollback(penalize=True)
         outcome = f"routed to '{FAILURE}'" if routed else f"penalized in its queue for {self.penalty:g} s"
         self._record_error("on_trigger", err, f"; FlowFile {flowfile.uuid} {outcome}")
+        return routed
 
     def _record_error(self, where: str, err: BaseException, outcome: str = "") -> None:
         # listed before it is counted: a status read meanwhile (on another thread) that counts an

@@ -1,0 +1,248 @@
+"""FlowFiles that end their processor's process: found across restarts and set aside.
+
+A processor that ends its own process on some FlowFile (``os._exit``, a crash in native code, the
+kernel's OOM killer) takes every FlowFile the process held with it: nothing of them was committed,
+so they are back in their queues when the process restarts (on Ray, ``max_restarts``; in process,
+at the next run), and a task that took the same batch again would die again, forever.
+
+So each task keeps, in a small file, the ids of the FlowFiles its running trigger holds
+(``InHandRecord``: written as a session takes them, marked empty when the trigger ends; a process's
+death leaves the file in the page cache, which is all this needs). The next build of the task
+reads what the dead one held (``DeathGuard.open``): those FlowFiles are *suspects*. A suspect is
+handed to the processor only alone, one FlowFile in its trigger, so the next death names the
+FlowFile that causes it; a suspect whose trigger ends without a death is cleared. A FlowFile that
+was alone in hand at ``DEATHS_TO_SET_ASIDE`` deaths is *set aside*: never given to ``on_trigger``
+again, but routed to ``failure`` with the reason where the processor has one, else penalized in
+its queue each time it comes up (``ProcessorTask``).
+
+Two deaths, not one: a process killed from outside (an operator, a machine short of memory) while
+one FlowFile was alone in hand does not make that FlowFile poison. Finding the FlowFile costs at
+most three deaths whatever the batch size: the batch, then the FlowFile alone twice.
+
+Both files are in ``<repository>/process-deaths/<flow>/``; their formats are docs/formats/process-deaths.md.
+A damaged file is said once and read as empty: it only ever narrows what the next trigger takes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+from array import array
+from collections import deque
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import quote
+
+from repositories.model import FlowFile
+
+log = logging.getLogger(__name__)
+
+#: deaths with a FlowFile alone in hand after which it is set aside
+DEATHS_TO_SET_ASIDE = 2
+#: suspects kept per task at most (the oldest are forgotten first): a bound on a file whose
+#: entries are cleared only when their FlowFile comes up again
+MAX_SUSPECTS = 100_000
+FOLDER = "process-deaths"
+
+IN_HAND_MAGIC = b"FAIH"
+IN_HAND_VERSION = 1
+_HEADER = struct.Struct("<4sBBHI")  # magic, version, state, reserved, count
+_STATE_OFFSET = 5
+_IDLE, _HOLDING = 0, 1
+SUSPECTS_FORMAT = "flowactors process-death suspects"
+SUSPECTS_VERSION = 1
+
+
+class InHandRecord:
+    """The ids of the FlowFiles a task's running trigger holds, in a file of its own.
+
+    ``add`` and ``clear`` are one or two ``pwrite`` calls each, on the task's own thread; nothing
+    is synced (a process's death keeps what it wrote; a machine's crash ends every trigger anyway).
+    """
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._count = 0
+
+    def held_at_death(self) -> list[int]:
+        """What a trigger held when its process ended without finishing it (empty if none)."""
+        data = os.pread(self._fd, _HEADER.size, 0)
+        if not data:
+            return []
+        try:
+            magic, version, state, _, count = _HEADER.unpack(data)
+        except struct.error:
+            magic, version, state, count = b"", 0, _IDLE, 0
+        if magic != IN_HAND_MAGIC or version != IN_HAND_VERSION or state not in (_IDLE, _HOLDING):
+            log.warning("%s is not a version-%d in-hand record of flowactors; read as empty", self.path,
+                        IN_HAND_VERSION)
+            return []
+        if state == _IDLE:
+            return []
+        data = os.pread(self._fd, 8 * count, _HEADER.size)
+        ids = array("Q")
+        ids.frombytes(data[:len(data) // 8 * 8])  # a record cut short: the ids it has
+        return ids.tolist()
+
+    def add(self, ids: Sequence[int]) -> None:
+        """The running trigger took these too."""
+        packed = array("Q", ids).tobytes()
+        header = _HEADER.pack(IN_HAND_MAGIC, IN_HAND_VERSION, _HOLDING, 0, self._count + len(ids))
+        if self._count == 0:
+            os.pwrite(self._fd, header + packed, 0)
+        else:  # the ids first: a header never counts ids not written yet
+            os.pwrite(self._fd, packed, _HEADER.size + 8 * self._count)
+            os.pwrite(self._fd, header, 0)
+        self._count += len(ids)
+
+    def clear(self) -> None:
+        """The trigger ended (committed or rolled back): it holds nothing now."""
+        if self._count:
+            self.reset()
+
+    def reset(self) -> None:
+        """Mark the record empty, whatever it held."""
+        os.pwrite(self._fd, bytes([_IDLE]), _STATE_OFFSET)
+        self._count = 0
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class DeathGuard:
+    """One task's suspects and in-hand record; the task's backend asks it what a trigger may take."""
+
+    def __init__(self, in_hand: InHandRecord, suspects_path: Path, suspects: dict[int, int],
+                 held_at_death: list[int]):
+        self.in_hand = in_hand
+        self.suspects_path = suspects_path
+        #: FlowFile id -> deaths while it was alone in hand (0: it was in a batch that died)
+        self.suspects = suspects
+        #: what the previous process held when it died (empty if it did not die in a trigger)
+        self.held_at_death = held_at_death
+        self._handed = 0
+        self._alone: int | None = None
+        self._release = False
+
+    @classmethod
+    def open(cls, root: str | Path, flow: str, task_key: str) -> "DeathGuard":
+        """The guard of task ``task_key`` of ``flow`` over the repository at ``root``, with what
+        the task's last process held if it died in a trigger counted in."""
+        folder = Path(root) / FOLDER / quote(flow, safe="")
+        name = quote(task_key, safe="")
+        in_hand = InHandRecord(folder / f"{name}.inhand")
+        suspects_path = folder / f"{name}.suspects"
+        suspects = _read_suspects(suspects_path)
+        held = in_hand.held_at_death()
+        guard = cls(in_hand, suspects_path, suspects, held)
+        if held:
+            if len(held) == 1:
+                suspects[held[0]] = suspects.get(held[0], 0) + 1
+            else:
+                for flowfile_id in held:
+                    suspects.setdefault(flowfile_id, 0)
+            guard._save()
+            in_hand.reset()
+        return guard
+
+    def deaths(self, flowfile_id: int) -> int:
+        return self.suspects.get(flowfile_id, 0)
+
+    def set_aside(self, flowfile: FlowFile) -> bool:
+        """Whether ``flowfile`` has ended the process often enough to be set aside."""
+        return self.suspects.get(flowfile.id, 0) >= DEATHS_TO_SET_ASIDE
+
+    def begin_trigger(self) -> None:
+        self._handed = 0
+        self._alone = None
+
+    def take(self, prefetched: deque[tuple[str, FlowFile]], max_count: int) -> list[tuple[str, FlowFile]]:
+        """Take up to ``max_count`` of ``prefetched`` for the running trigger and record them in
+        hand: a suspect only alone (the first and only FlowFile of its trigger), a FlowFile to be
+        set aside never (but after ``release_set_aside``, only it: the task routes it)."""
+        suspects = self.suspects
+        if self._release:
+            self._release = False
+            return [prefetched.popleft()] if self.head_set_aside(prefetched) else []
+        if not suspects:
+            count = min(max_count, len(prefetched))
+            taken = [prefetched.popleft() for _ in range(count)]
+        elif self._alone is not None:
+            return []
+        else:
+            taken = []
+            while prefetched and len(taken) < max_count:
+                flowfile = prefetched[0][1]
+                if flowfile.id in suspects:
+                    if taken or self._handed or suspects[flowfile.id] >= DEATHS_TO_SET_ASIDE:
+                        break
+                    self._alone = flowfile.id
+                    taken.append(prefetched.popleft())
+                    break
+                taken.append(prefetched.popleft())
+        if taken:
+            self._handed += len(taken)
+            self.in_hand.add([flowfile.id for _, flowfile in taken])
+        return taken
+
+    def head_set_aside(self, prefetched: deque[tuple[str, FlowFile]]) -> FlowFile | None:
+        """The FlowFile at the head of ``prefetched`` if it is to be set aside, else None."""
+        if self.suspects and prefetched and self.set_aside(prefetched[0][1]):
+            return prefetched[0][1]
+        return None
+
+    def release_set_aside(self) -> None:
+        """The next ``take`` hands out the FlowFile to be set aside at the head (and only it), for
+        the task to route without ``on_trigger``."""
+        self._release = True
+
+    def end_trigger(self) -> None:
+        """The trigger ended without its process dying: a suspect it held alone is cleared."""
+        self.in_hand.clear()
+        if self._alone is not None:
+            self.cleared(self._alone)
+            self._alone = None
+
+    def cleared(self, flowfile_id: int) -> None:
+        """``flowfile_id`` is no suspect any more (it went through, or was routed to failure)."""
+        if self.suspects.pop(flowfile_id, None) is not None:
+            self._save()
+
+    def close(self) -> None:
+        self.in_hand.close()
+
+    def _save(self) -> None:
+        while len(self.suspects) > MAX_SUSPECTS:
+            del self.suspects[next(iter(self.suspects))]
+        document = {"format": SUSPECTS_FORMAT, "version": SUSPECTS_VERSION,
+                    "suspects": [[flowfile_id, deaths] for flowfile_id, deaths in self.suspects.items()]}
+        temporary = self.suspects_path.with_name(self.suspects_path.name + ".new")
+        temporary.write_text(json.dumps(document))
+        os.replace(temporary, self.suspects_path)
+
+
+def _read_suspects(path: Path) -> dict[int, int]:
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        log.warning("%s cannot be read (%s); read as empty", path, err)
+        return {}
+    if not isinstance(document, dict) or document.get("format") != SUSPECTS_FORMAT:
+        log.warning("%s is not a flowactors process-death suspects file; read as empty", path)
+        return {}
+    if document.get("version") != SUSPECTS_VERSION:
+        log.warning("%s is version %r of the process-death suspects, this flowactors reads %d; read as empty",
+                    path, document.get("version"), SUSPECTS_VERSION)
+        return {}
+    entries = document.get("suspects")
+    if not isinstance(entries, list) or not all(
+            isinstance(e, list) and len(e) == 2 and all(type(v) is int and v >= 0 for v in e) for e in entries):
+        log.warning("%s has damaged entries; read as empty", path)
+        return {}
+    return {flowfile_id: deaths for flowfile_id, deaths in entries}

@@ -1,0 +1,209 @@
+"""A FlowFile whose processing ends the processor's process is found and set aside.
+
+Issue 50, finding 3: a processor that exits its process on one FlowFile (NiFi's test extension
+``ExitAfterFourInvocations`` does the like) rolled its whole batch back, the executor restarted,
+took the same batch and died again, forever. Now what a trigger holds is recorded
+(``flowactors.engine.process_deaths``): after a death those FlowFiles run alone, and the one alone
+at two deaths is set aside: to ``failure`` with the reason, or penalized where there is none. Real
+process deaths: an executor actor on Ray, whole ``flowactors run`` processes on the in-process engine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+from collections import deque
+from pathlib import Path
+
+import pytest
+import ray.cloudpickle
+
+from flowactors import Flow, Processor, Relationship
+from flowactors.driver.running import processor_totals, run_flow
+from flowactors.engine.process_deaths import DEATHS_TO_SET_ASIDE, DeathGuard, InHandRecord
+from flowactors.processors import GetFile, PutFile
+from repositories.flowfile import WriteAheadFlowFileRepository
+from repositories.model import FlowFile
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Fatal, on the Ray engine
+FLOWACTORS = str(Path(sys.executable).parent / "flowactors")
+
+
+class Fatal(Processor):
+    """Ends its own process on a FlowFile whose content is ``bad``, as a crash in native code would."""
+
+    relationships = [Relationship("success"), Relationship("failure")]
+
+    def on_trigger(self, context, session):
+        import os
+
+        for flowfile in session.get_batch():
+            if session.read_bytes(flowfile) == b"bad":
+                os._exit(3)
+            session.transfer(flowfile, "success")
+
+
+def sources(directory: Path, count: int, bad: int) -> None:
+    directory.mkdir(parents=True)
+    for i in range(count):
+        (directory / f"f{i}.txt").write_bytes(b"bad" if i == bad else f"ok {i}".encode())
+
+
+def flowfile(flowfile_id: int) -> FlowFile:
+    return FlowFile(flowfile_id, f"uuid-{flowfile_id}", {}, None, 0, 0)
+
+
+def prefetched(*ids: int) -> deque:
+    return deque(("q", flowfile(i)) for i in ids)
+
+
+def taken_ids(taken: list) -> list[int]:
+    return [f.id for _, f in taken]
+
+
+def die(guard: DeathGuard, tmp_path: Path) -> DeathGuard:
+    """The process ends in the trigger (no ``end_trigger``); its next build opens the guard again."""
+    guard.close()
+    return DeathGuard.open(tmp_path, "flow", "fatal#0")
+
+
+def test_after_a_death_each_flowfile_held_runs_alone_and_the_one_alone_at_two_deaths_is_set_aside(tmp_path):
+    guard = DeathGuard.open(tmp_path, "flow", "fatal#0")
+    assert guard.held_at_death == [] and guard.suspects == {}
+    guard.begin_trigger()
+    queue = prefetched(*range(1, 9))
+    assert taken_ids(guard.take(queue, 8)) == list(range(1, 9))  # no suspects: the batch as asked
+    guard = die(guard, tmp_path)
+    assert guard.held_at_death == list(range(1, 9)) and guard.suspects == dict.fromkeys(range(1, 9), 0)
+
+    queue = prefetched(*range(1, 12))
+    for expected in (1, 2, 3):  # each suspect alone, and nothing more in its trigger
+        guard.begin_trigger()
+        assert taken_ids(guard.take(queue, 8)) == [expected]
+        assert guard.take(queue, 8) == []
+        guard.end_trigger()  # it went through: no suspect any more
+    assert 3 not in guard.suspects
+    guard.begin_trigger()
+    assert taken_ids(guard.take(queue, 8)) == [4]
+    guard = die(guard, tmp_path)
+    assert guard.held_at_death == [4] and guard.deaths(4) == 1 and not guard.set_aside(flowfile(4))
+
+    queue = prefetched(4, 5)
+    guard.begin_trigger()
+    assert taken_ids(guard.take(queue, 8)) == [4]
+    guard = die(guard, tmp_path)
+    assert guard.deaths(4) == DEATHS_TO_SET_ASIDE and guard.set_aside(flowfile(4))
+    queue = prefetched(4, 5, 9, 10)
+    guard.begin_trigger()
+    assert guard.head_set_aside(queue) == flowfile(4)
+    assert guard.take(queue, 8) == []  # never handed to the processor
+    guard.release_set_aside()
+    assert taken_ids(guard.take(queue, 8)) == [4]  # only to the task, to route it
+    guard.cleared(4)
+    guard.begin_trigger()
+    assert taken_ids(guard.take(queue, 8)) == [5]
+    guard.end_trigger()
+    guard.begin_trigger()
+    assert taken_ids(guard.take(queue, 8)) == [9, 10]  # not suspects: taken together again
+    guard.end_trigger()
+    guard.close()
+    reopened = DeathGuard.open(tmp_path, "flow", "fatal#0")
+    assert reopened.held_at_death == [] and set(reopened.suspects) == {6, 7, 8}  # kept on disk
+    reopened.close()
+
+
+def test_a_trigger_that_takes_twice_is_recorded_whole(tmp_path):
+    record = InHandRecord(tmp_path / "r.inhand")
+    record.add([1, 2])
+    record.add([3])
+    record.close()
+    assert InHandRecord(tmp_path / "r.inhand").held_at_death() == [1, 2, 3]
+    record = InHandRecord(tmp_path / "r.inhand")
+    record.reset()
+    assert record.held_at_death() == []
+
+
+@pytest.mark.parametrize("name, content", [
+    ("fatal%230.inhand", b"NOPE\x01\x01\x00\x00\x02\x00\x00\x00"),
+    ("fatal%230.suspects", b"{not json"),
+    ("fatal%230.suspects", json.dumps({"format": "flowactors process-death suspects", "version": 9,
+                                       "suspects": []}).encode()),
+    ("fatal%230.suspects", json.dumps({"format": "flowactors process-death suspects", "version": 1,
+                                       "suspects": [[1, -1]]}).encode()),
+])
+def test_a_damaged_or_foreign_file_is_said_and_read_as_empty(tmp_path, caplog, name, content):
+    folder = tmp_path / "process-deaths" / "flow"
+    folder.mkdir(parents=True)
+    (folder / name).write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="flowactors.engine.process_deaths"):
+        guard = DeathGuard.open(tmp_path, "flow", "fatal#0")
+    assert guard.held_at_death == [] and guard.suspects == {}
+    assert str(folder / name) in caplog.text
+    guard.close()
+
+
+def test_on_ray_the_flowfile_that_ends_the_executor_goes_to_failure_and_the_rest_through(ray_session, tmp_path):
+    """The issue's case: 10 files, one ends the process that takes it. Before, 16 deaths in 66 s,
+    none delivered, then ActorUnavailableError; now the other 9 are delivered once and the one is
+    routed to failure, named, after at most three deaths."""
+    sources(tmp_path / "in", 10, bad=4)
+    flow = Flow("fatal")
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")})
+    fatal = flow.add(Fatal, "fatal")
+    flow.add(PutFile, "ok", properties={"Directory": str(tmp_path / "ok")}, auto_terminate=["success", "failure"])
+    flow.add(PutFile, "failed", properties={"Directory": str(tmp_path / "failed")},
+             auto_terminate=["success", "failure"])
+    flow.connect(get, fatal)
+    flow.connect(fatal, "ok", relationships=("success",))
+    flow.connect(fatal, "failed", relationships=("failure",))
+    final = run_flow(flow, tmp_path / "repository", engine="ray", timeout=180, stall_seconds=10)
+    assert not final.get("timed_out") and "stalled" not in final
+    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == [f"f{i}.txt" for i in range(10) if i != 4]
+    assert [p.name for p in (tmp_path / "failed").iterdir()] == ["f4.txt"]
+    errors = [e["error"] for e in processor_totals(final)["fatal"]["recent_errors"]]
+    assert any("ProcessKilledByFlowFile: processing it ended the processor's process 2 times" in e
+               and "routed to 'failure'" in e for e in errors), errors
+    assert 1 <= final["restarts"].get("executor", 0) <= 3, final["restarts"]
+
+
+def test_in_process_each_run_that_dies_narrows_it_down_until_the_flowfile_is_penalized(tmp_path):
+    """Without a failure relationship, and with the whole run dying each time (the in-process
+    engine): the runs that follow find the FlowFile, then keep it penalized in its queue, never
+    given to the processor again, while the rest is delivered."""
+    sources(tmp_path / "in", 6, bad=2)
+    (tmp_path / "fatal_flow.py").write_text(textwrap.dedent(f"""
+        import os
+        from flowactors import Flow, Processor, Relationship
+        from flowactors.processors import GetFile, PutFile
+
+        class FatalNoFailure(Processor):
+            relationships = [Relationship("success")]
+
+            def on_trigger(self, context, session):
+                for flowfile in session.get_batch():
+                    if session.read_bytes(flowfile) == b"bad":
+                        os._exit(3)
+                    session.transfer(flowfile, "success")
+
+        flow = Flow("fatal-runs")
+        get = flow.add(GetFile, "get", properties={{"Input Directory": {str(tmp_path / "in")!r}}})
+        flow.add(FatalNoFailure, "fatal")
+        flow.add(PutFile, "ok", properties={{"Directory": {str(tmp_path / "ok")!r}}},
+                 auto_terminate=["success", "failure"])
+        flow.connect(get, "fatal", name="files")
+        flow.connect("fatal", "ok")
+        """))
+    command = [FLOWACTORS, "run", str(tmp_path / "fatal_flow.py"), "--engine", "in-process", "--quiet",
+               "--repository", str(tmp_path / "repository"), "--stall-seconds", "2", "--timeout", "60"]
+    codes = [subprocess.run(command, capture_output=True, text=True, timeout=120) for _ in range(4)]
+    # the batch, then the FlowFile alone twice: three deaths; the fourth run sets it aside
+    assert [c.returncode for c in codes] == [3, 3, 3, 4], [(c.returncode, c.stderr[-500:]) for c in codes]
+    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == [f"f{i}.txt" for i in range(6) if i != 2]
+    assert "fatal: ProcessKilledByFlowFile: processing it ended the processor's process 2 times" in codes[3].stderr
+    with WriteAheadFlowFileRepository(tmp_path / "repository" / "flowfile", create=False) as wal:
+        kept = [(queue, f) for queue, batch in wal.recover() for f in batch]
+    assert [(queue, f.attributes["filename"]) for queue, f in kept] == [("files", "f2.txt")]
+    assert "(1 in 'files'; 1 penalized)" in codes[3].stderr  # stalled on it, as on any penalized FlowFile
