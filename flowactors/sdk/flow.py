@@ -26,6 +26,7 @@ import orjson
 from flowactors.sdk import parameters as params
 from flowactors.sdk.ports import InputPort, OutputPort
 from flowactors.sdk.processor import Processor
+from flowactors.sdk.runtime_env import pip_conflicts
 from flowactors.sdk.settings import Settings, SettingsError
 from flowactors.sdk.suggest import did_you_mean
 from flowactors.sdk.units import parse_data_size, parse_duration
@@ -709,6 +710,8 @@ def _scheduling_problems(node: ProcessorNode) -> list[str]:
         problems.append(f"isolated must be true or false, not {node.isolated!r}")
     if node.runtime_env is not None and not isinstance(node.runtime_env, dict):
         problems.append(f"runtime_env must be a mapping (Ray's runtime_env), not {node.runtime_env!r}")
+    else:
+        problems.extend(pip_conflicts(node.type.runtime_env) + pip_conflicts(node.runtime_env))
     if not isinstance(node.primary_node_only, bool):
         problems.append(f"primary_node_only must be true or false, not {node.primary_node_only!r}")
     return problems
