@@ -111,3 +111,30 @@ def test_repository_errors_cross_a_ray_call_intact():
                   UnsupportedFormatVersionError("/r/flowfile", 9, 1)):
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error) and copy.path == error.path
+
+
+def test_a_controller_that_dies_as_it_starts_is_one_line_naming_the_cause(ray_session, tmp_path, monkeypatch):
+    """Issue 50, finding 4: an actor that died on start showed ActorUnavailableError or a Ray
+    traceback, the cause only in Ray's logs. A processor whose module the driver imports but Ray's
+    workers cannot: the controller's process dies unpickling the flow; the run says so in one line."""
+    (tmp_path / "driver_only.py").write_text(
+        "from flowactors import Processor, Relationship\n"
+        "class DriverOnly(Processor):\n"
+        "    relationships = [Relationship('success')]\n"
+        "    def on_trigger(self, context, session):\n"
+        "        context.yield_()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # here only: Ray's workers never see the folder
+    from driver_only import DriverOnly
+
+    flow = Flow("unimportable")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 1})
+    flow.add(DriverOnly, "driver-only", auto_terminate=["success"])
+    flow.connect(generate, "driver-only")
+    with pytest.raises(Exception) as raised:
+        run_flow(flow, tmp_path / "repository", engine="ray", timeout=60)
+    message = str(raised.value)
+    assert type(raised.value).__name__ == "FlowStartError" and "\n" not in message
+    assert message.startswith("flow 'unimportable' could not start: its controller's process ended as it started: "
+                              "ModuleNotFoundError: No module named 'driver_only' (Ray's worker processes import")
+    with RepositoryLock(tmp_path / "repository", "test"):  # nothing left holding the repository
+        pass

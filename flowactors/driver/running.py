@@ -26,11 +26,12 @@ from flowactors.driver.errors import RunOptionError
 from flowactors.driver.watch import Over, RunEnd, RunLimits, RunWatch
 from flowactors.engine.actors.ray_hosting import FlowControllerActor, RayHosting
 from flowactors.engine.cluster.coordinator import ClusterController
-from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController
+from flowactors.engine.controller import CONTROLLER_CONCURRENCY, FlowController, cause_of
+from flowactors.engine.errors import FlowStartError
 from flowactors.engine.in_process import InProcessHosting
 from flowactors.engine.stateless_engine import run_stateless
 from flowactors.engine import ENGINES, STALL_SECONDS
-from flowactors.engine.transport import ActorLink, Pending, ThreadedLink, call_now, finished, resolve
+from flowactors.engine.transport import ActorLink, Pending, ThreadedLink, call_now, component_lost, finished, resolve
 from flowactors.ops.error_log import ErrorLog
 from flowactors.ops.ray_dashboard import LOCAL_DASHBOARD, open_dashboard
 from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker, route_logging
@@ -181,11 +182,28 @@ def _start_controller(flow: Flow, repository: str | Path, settings: Settings, en
 
 def _start_flow(flow_name: str, controller: ControllerLink, view: StatusView, show_status: bool) -> dict:
     """Start the flow, its steps shown as they come with ``show_status``; the recovery's report."""
-    starting = controller.call(FlowController.start)
-    view.start()
-    if show_status:
-        show_start(flow_name, controller, starting, view)
-    return resolve([starting])[0]
+    try:
+        starting = controller.call(FlowController.start)
+        view.start()
+        if show_status:
+            show_start(flow_name, controller, starting, view)
+        return resolve([starting])[0]
+    except FlowStartError:
+        raise
+    except Exception as err:
+        if not component_lost(err):
+            raise
+        raise FlowStartError(f"flow '{flow_name}' could not start: its controller's process ended as it started: "
+                             f"{cause_of(err)}{_start_hint(cause_of(err))}") from None
+
+
+def _start_hint(cause: str) -> str:
+    """What to do about a component that could not start on Ray, where the cause says enough."""
+    if cause.startswith("ModuleNotFoundError"):
+        return (" (Ray's worker processes import each processor's class by its module: install that module, "
+                "put its folder on PYTHONPATH for the workers too, or ship it with the flow: "
+                "ray.cloudpickle.register_pickle_by_value(module))")
+    return ""
 
 
 def _on_each_status(view: StatusView, errors: ErrorLog,
@@ -220,6 +238,9 @@ def _stop(controller: ControllerLink, started_ray: bool, view: StatusView, final
     view.stop()
     try:
         final.update(call_now(controller, FlowController.stop))
+    except Exception as err:
+        if "recovery" in final or not component_lost(err):  # a controller that died starting has nothing to stop
+            raise
     finally:
         if isinstance(controller, ActorLink):
             ray.kill(controller.handle)

@@ -44,7 +44,8 @@ from flowactors.engine.repository_services import (ContentRepositoryService, Flo
 from flowactors.engine.metrics import RestartMetrics
 from flowactors.engine.periodic import Periodic
 from flowactors.engine import STOP_TIMEOUT
-from flowactors.engine.transport import HostedLink, Link, call_now, causes, component_lost, finished, resolve
+from flowactors.engine.transport import (HostedLink, Link, call_now, causes, component_lost, finished,
+                                         remote_error_line, resolve)
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.flow_service import FlowService, FlowServiceError, flow_services, service_problems
 from flowactors.sdk.settings import Settings
@@ -72,7 +73,7 @@ def cause_of(error: BaseException) -> str:
     error = causes(error)[-1]
     if isinstance(error, (FlowFileRepositoryError, ContentRepositoryError, FlowStartError)):
         return str(error)
-    return f"{type(error).__name__}: {error}"
+    return remote_error_line(error) or f"{type(error).__name__}: {error}"
 
 
 #: a processor's counts that add up over its tasks (and over a cluster's nodes)

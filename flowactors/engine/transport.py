@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 from typing import Any, Callable, Concatenate, ParamSpec, Protocol, Sequence, TypeVar, Union
 
 import ray
@@ -84,6 +85,23 @@ def component_lost(error: BaseException) -> bool:
     """Whether a call failed because the component's process died (or is restarting), rather
     than with an error of its own: then the call's outcome is unknown."""
     return any(isinstance(e, ray.exceptions.RayActorError) for e in causes(error))
+
+
+def remote_error_line(error: BaseException) -> str | None:
+    """The remote error's own last line (``Type: message``) where Ray gives it only as text (an
+    actor whose creation task raised: ``ActorDiedError``), else None."""
+    text = getattr(error, "error_msg", None)
+    if not isinstance(error, ray.exceptions.RayActorError) or not isinstance(text, str):
+        return None
+    for line in reversed(text.splitlines()):
+        line = _ANSI.sub("", line).strip()
+        if _ERROR_LINE.match(line):
+            return line
+    return None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: |$)")
 
 
 def call_now(link: Link, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Any:
