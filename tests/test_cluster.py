@@ -153,6 +153,31 @@ def test_an_address_where_nothing_listens_is_one_line(tmp_path):
         f"(ray start --head) and is this its dashboard address (default port 8265)?"]
 
 
+def test_run_starts_a_ray_of_its_own_beside_one_a_ray_start_left_on_the_machine(head, tmp_path):
+    """Issue 50, finding 5: with no --address (and no RAY_ADDRESS), `flowactors run` connected to
+    whatever Ray a `ray start` had left on the machine (another user's), then failed there. Ray
+    finds such a Ray through ``<RAY_TMPDIR>/ray/ray_current_cluster``; here that file names this
+    module's head, so `--address auto` does join it (Ray's meaning of auto), and a plain run does not."""
+    discover = Path(tempfile.mkdtemp(prefix="fa-tmp-", dir="/tmp"))  # short: Ray's socket paths live under it
+    try:
+        (discover / "ray").mkdir()
+        (discover / "ray" / "ray_current_cluster").symlink_to(Path(head.temp_dir) / "ray_current_cluster")
+        assert (discover / "ray" / "ray_current_cluster").read_text().strip()  # `ray start` wrote it
+        env = {**head.env, "RAY_TMPDIR": str(discover)}
+        run = [FLOWACTORS, "run", str(ROOT / "examples" / "demo.py"), "--quiet"]
+        own = subprocess.run([*run, "--repository", str(tmp_path / "own")], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert own.returncode == 0, own.stderr[-2000:]
+        assert "Started a local Ray instance" in own.stderr and "Connecting to existing Ray" not in own.stderr
+        joined = subprocess.run([*run, "--repository", str(tmp_path / "joined"), "--address", "auto"], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=300)
+        assert joined.returncode == 0, joined.stderr[-2000:]
+        assert "Connecting to existing Ray cluster" in joined.stderr
+    finally:
+        kill_head(str(discover))  # the run's own Ray, had it outlived the run
+        shutil.rmtree(discover, ignore_errors=True)
+
+
 def test_submit_refuses_a_relative_repository_and_a_client_address(tmp_path):
     demo = str(ROOT / "examples" / "demo.py")
     relative = subprocess.run([FLOWACTORS, "submit", demo, "--address", "http://127.0.0.1:1", "--repository",
