@@ -152,7 +152,9 @@ def test_on_ray_the_flowfile_that_ends_the_executor_goes_to_failure_and_the_rest
     sources(tmp_path / "in", 10, bad=4)
     flow = Flow("fatal")
     get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")})
-    fatal = flow.add(Fatal, "fatal")
+    # in a process of its own: a death in a shared executor would also end GetFile's task, which may
+    # have committed files it had not deleted yet, and takes them again (at least once, as NiFi's)
+    fatal = flow.add(Fatal, "fatal", isolated=True)
     flow.add(PutFile, "ok", properties={"Directory": str(tmp_path / "ok")}, auto_terminate=["success", "failure"])
     flow.add(PutFile, "failed", properties={"Directory": str(tmp_path / "failed")},
              auto_terminate=["success", "failure"])
@@ -166,18 +168,33 @@ def test_on_ray_the_flowfile_that_ends_the_executor_goes_to_failure_and_the_rest
     errors = [e["error"] for e in processor_totals(final)["fatal"]["recent_errors"]]
     assert any("ProcessKilledByFlowFile: processing it ended the processor's process 2 times" in e
                and "routed to 'failure'" in e for e in errors), errors
-    assert 1 <= final["restarts"].get("executor", 0) <= 3, final["restarts"]
+    assert 1 <= final["restarts"].get("executor", 0) <= 3, (final["restarts"], errors)
 
 
 def test_in_process_each_run_that_dies_narrows_it_down_until_the_flowfile_is_penalized(tmp_path):
     """Without a failure relationship, and with the whole run dying each time (the in-process
     engine): the runs that follow find the FlowFile, then keep it penalized in its queue, never
-    given to the processor again, while the rest is delivered."""
-    sources(tmp_path / "in", 6, bad=2)
+    given to the processor again, while the rest is delivered. The source makes its six FlowFiles
+    once, its state committed with them (GetFile, dying with the process after its commit and
+    before deleting its files, would take them again, as NiFi's does: more deaths to count)."""
     (tmp_path / "fatal_flow.py").write_text(textwrap.dedent(f"""
         import os
         from flowactors import Flow, Processor, Relationship
-        from flowactors.processors import GetFile, PutFile
+        from flowactors.processors import PutFile
+
+        class SixOnce(Processor):
+            input_required = False
+            relationships = [Relationship("success")]
+
+            def on_trigger(self, context, session):
+                made = context.state.get()
+                if made.values:
+                    context.yield_()
+                    return
+                for i in range(6):
+                    flowfile = session.write_bytes(session.create(), b"bad" if i == 2 else b"ok")
+                    session.transfer(session.put_attribute(flowfile, "filename", f"f{{i}}.txt"), "success")
+                context.state.replace(made, {{"made": "6"}})
 
         class FatalNoFailure(Processor):
             relationships = [Relationship("success")]
@@ -189,11 +206,11 @@ def test_in_process_each_run_that_dies_narrows_it_down_until_the_flowfile_is_pen
                     session.transfer(flowfile, "success")
 
         flow = Flow("fatal-runs")
-        get = flow.add(GetFile, "get", properties={{"Input Directory": {str(tmp_path / "in")!r}}})
+        flow.add(SixOnce, "make")
         flow.add(FatalNoFailure, "fatal")
         flow.add(PutFile, "ok", properties={{"Directory": {str(tmp_path / "ok")!r}}},
                  auto_terminate=["success", "failure"])
-        flow.connect(get, "fatal", name="files")
+        flow.connect("make", "fatal", name="files")
         flow.connect("fatal", "ok")
         """))
     command = [FLOWACTORS, "run", str(tmp_path / "fatal_flow.py"), "--engine", "in-process", "--quiet",
