@@ -52,6 +52,8 @@ GENERATED = 4
 TEXT = "".join(f"line {i}\n" for i in range(8))
 HOLD_THRESHOLD = 3
 WAIT = 60
+#: FAST, and an on_trigger running a second is named as stuck; the run's stop waits a second for it
+SETTINGS = {**FAST, "long_trigger_seconds": 1.0, "stop_grace_seconds": 1.0}
 
 
 class Unwell(Processor):
@@ -67,10 +69,20 @@ class Unwell(Processor):
         context.yield_()
 
 
+class Stuck(Processor):
+    """Its first trigger never returns (a remote call with no timeout, say)."""
+
+    input_required = False
+    relationships = [Relationship("success")]
+
+    def on_trigger(self, context, session):
+        threading.Event().wait(3600)
+
+
 def watched_flow() -> Flow:
     """generate (8 lines, 4 times) -> split -> fan -> merge (3 at a time) and -> hold, which runs
     once an hour: its queue fills to the threshold and stays there (back pressure)."""
-    flow = Flow("page-live", settings=FAST)
+    flow = Flow("page-live", settings=SETTINGS)
     generate = flow.add(GenerateFlowFile, "generate", properties={
         "Custom Text": TEXT, "Max FlowFiles": GENERATED, "filename": "letters.txt"})
     split = flow.add(SplitText, "split", properties={"Line Split Count": 1}, auto_terminate=["original", "failure"])
@@ -80,6 +92,7 @@ def watched_flow() -> Flow:
         auto_terminate=["merged", "original", "failure"])
     hold = flow.add(Funnel, "hold", run_schedule="1 hour", auto_terminate=["success"])
     flow.add(Unwell, "unwell", auto_terminate=["success"])
+    flow.add(Stuck, "stuck", auto_terminate=["success"])
     flow.connect(generate, split, name="to-split")
     flow.connect(split, fan, "splits", name="splits")
     flow.connect(fan, merge, name="to-merge")
@@ -96,8 +109,10 @@ def unsettled(status: dict) -> list[str]:
         waits.append(f"generate made {processors['generate']['flowfiles_out']}")
     if processors["unwell"]["errors"] != 1:
         waits.append(f"unwell has {processors['unwell']['errors']} errors")
+    if not processors["stuck"]["stuck_seconds"]:
+        waits.append("stuck is not named as stuck yet")
     waits += [f"{p['name']} is busy" for p in status["processors"]
-              if p["running"] and not p["idle"] and not p["back_pressure"] and p["name"] != "hold"]
+              if p["running"] and not p["idle"] and not p["back_pressure"] and p["name"] not in ("hold", "stuck")]
     return waits
 
 
@@ -131,7 +146,7 @@ def running(ray_session, repository):
 
         def run():
             try:
-                run_flow(flow, repository, settings=FAST, until=lambda status: stop.is_set(),
+                run_flow(flow, repository, settings=SETTINGS, until=lambda status: stop.is_set(),
                          on_started=started, on_status=hooks["on_status"])
             except BaseException as err:   # the test reports it
                 failure.append(err)
@@ -190,7 +205,7 @@ def test_the_page_shows_the_running_flow(running, browser):
     url, controller = running
     browser.get(url)
     graph = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#graph g.processor"), "no graph")
-    assert len(graph) == 6
+    assert len(graph) == 7
 
     # the live counts are the controller's (the flow is steady: nothing moves any more)
     status = call_now(controller, FlowController.status)
@@ -223,6 +238,10 @@ def test_the_page_shows_the_running_flow(running, browser):
     line = bulletin.find_element(By.CSS_SELECTOR, ".line")
     assert line.text.endswith("unwell on_scheduled: RuntimeError: the disk is on fire")
     assert "unwell" in browser.find_element(By.CSS_SELECTOR, 'g.processor.has-errors').get_attribute("data-processor")
+    # the processor stuck in on_trigger: named, and how long it has been in it
+    stuck = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "g.processor.stuck"), "nothing shown stuck")
+    assert [g.get_attribute("data-processor") for g in stuck] == ["stuck"]
+    assert re.fullmatch(r"in 0 · out 0 / in on_trigger \d+ s", shown('g.processor[data-processor="stuck"]'))
     line.click()
     full = bulletin.find_element(By.CSS_SELECTOR, "pre")
     assert "second line of the story" in full.text and "Traceback" in full.text

@@ -64,6 +64,10 @@ def cmd_run(args: SimpleNamespace) -> int:
         print(json.dumps(final, default=str, indent=2))
     for problem in final.get("recovery", {}).get("provenance_problems", []):
         print(f"flowactors: warning: provenance recovery: {problem}", file=sys.stderr)
+    for left in final.get("left_running", []):
+        print(f"flowactors: warning: processor '{left['processor']}' was still in on_trigger when the run stopped "
+              f"({left['trigger_seconds']:g} s in it): left behind; the FlowFiles it holds stay queued for the next "
+              f"run", file=sys.stderr)
     errors = sum(p["errors"] for p in final.get("processors", []))
     if final.get("timed_out"):
         queued = sum(q["count"] for q in final.get("queues", []))

@@ -84,6 +84,13 @@ QUEUE_COUNTS = ("queued", "in_flight", "count", "bytes", "penalized", "swapped",
                 "total_out", "bytes_in")
 
 
+def stuck_seconds(tasks: list[dict], threshold: float) -> float:
+    """How long the longest running ``on_trigger`` of a processor's tasks has taken, if that is
+    ``threshold`` seconds or more (``long_trigger_seconds``); else 0."""
+    longest = max((t.get("trigger_seconds", 0.0) for t in tasks), default=0.0)
+    return longest if longest >= threshold else 0.0
+
+
 def fold_partitions(queue_status: dict[str, dict], load_balanced: set[str]) -> None:
     """Count a load-balanced connection's partitions (``<connection>@<node>``) in the
     connection's own status, as NiFi shows one connection: ``waiting_for`` says how many wait for
@@ -546,6 +553,7 @@ class FlowController:
                 "name": name, "type": self.flow.processors[name].type.__name__, **total,
                 "running": sum(t["running"] for t in tasks), "idle": all(t["idle"] for t in tasks),
                 "back_pressure": any(t["back_pressure"] for t in tasks),
+                "stuck_seconds": stuck_seconds(tasks, self.settings.long_trigger_seconds),
                 "recent_errors": sorted((e for t in tasks for e in t["recent_errors"]), key=lambda e: e["at"])[-5:],
             })
         queues = [dict(queue_status[c.id], source=c.source, destination=c.destination)
@@ -664,9 +672,11 @@ class FlowController:
         if not self.started:
             return self._abandon_start()
         self._maintenance.stop()  # a repair under way finishes first
-        self._stop_executors()
+        left_running = self._stop_executors()
         self._stop_services()
         final = self.status()
+        if left_running:
+            final["left_running"] = left_running
         if self.flowfile_repository is not None:
             self.maintenance_once(force=True)
         if self.provenance_repository is not None:  # first: it takes the last events from the log
@@ -678,18 +688,32 @@ class FlowController:
         self.started = False
         return final
 
-    def _stop_executors(self) -> None:
-        """Stop every executor; one whose process died (or is restarting) has nothing left to
-        stop: what its tasks held is in the log, where the next start finds it."""
-        pending = [e.call(Executor.stop) for e in self.executors]
+    def _stop_executors(self) -> list[dict]:
+        """Stop every executor, each task given ``stop_grace_seconds`` to end its trigger; the
+        tasks left behind in ``on_trigger`` (name, instance, seconds in it), each also said in
+        ``maintenance_errors``. An executor whose process died (or is restarting) has nothing
+        left to stop: what its tasks held is in the log, where the next start finds it."""
+        grace = self.settings.stop_grace_seconds
+        pending = [e.call(Executor.stop, grace) for e in self.executors]
+        left_running = []
         for executor, call in zip(self.executors, pending):
             try:
-                resolve([call])
+                statuses = resolve([call])[0]
             except Exception as err:
                 if not component_lost(err):
                     raise
                 self.maintenance_errors.append(f"executor {executor!r} was not running at stop "
                                                f"({type(err).__name__}); what it held is in the log")
+                continue
+            for task in statuses:
+                if task["running"] and task["name"] in self.flow.processors:
+                    left_running.append({"processor": task["name"], "instance": task["instance"],
+                                         "trigger_seconds": task["trigger_seconds"]})
+                    self.maintenance_errors.append(
+                        f"processor '{task['name']}' was still in on_trigger {grace:g} s after the stop began "
+                        f"({task['trigger_seconds']:g} s in it): left behind; the FlowFiles it holds were never "
+                        f"committed and stay queued for the next run")
+        return left_running
 
     def _abandon_start(self) -> dict:
         """Undo a start that failed part-way, so its own error is the one the user sees: stop the

@@ -201,7 +201,9 @@ class Executor:
         return await asyncio.get_running_loop().run_in_executor(None, self._receiver(connection_id).receive, payload)
 
     async def stop(self, timeout: float = STOP_TIMEOUT) -> list[dict]:
-        """Stop every hosted task (each finishes its session and gives back what it fetched)."""
+        """Stop every hosted task (each finishes its session and gives back what it fetched),
+        waiting up to ``timeout`` seconds for each; a task still in ``on_trigger`` then is left
+        behind (its status says ``running``): what its session holds was never committed."""
         loop = asyncio.get_running_loop()
         self.started = False
         for task in self.tasks.values():
@@ -209,16 +211,23 @@ class Executor:
         # joined off the event loop: a stopping task may still need its local queues
         statuses = list(await asyncio.gather(*(loop.run_in_executor(None, task.stop, timeout)
                                                for task in self.tasks.values())))
-        if self.log is not None:
+        if self.log is not None:  # a task left behind that commits later is refused
             await loop.run_in_executor(None, self.log.close)
         self._close_guards()
         return statuses
 
     def _close_guards(self) -> None:
+        """Close the tasks' death guards; a task left behind in ``on_trigger`` keeps its guard
+        open but abandoned (a left-behind trigger is no process death, and its thread may still
+        write: closing the file under it could let that write land in another file)."""
         for task in self.tasks.values():
-            if task.guard is not None:
+            if task.guard is None:
+                continue
+            if task.running:
+                task.guard.abandon()
+            else:
                 task.guard.close()
-                task.guard = task.backend.guard = None
+            task.guard = task.backend.guard = None
 
     async def health(self) -> dict:
         """What the controller's watch asks (``FlowController.watch``): which build of this

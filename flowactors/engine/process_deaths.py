@@ -67,6 +67,7 @@ class InHandRecord:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._count = 0
+        self._abandoned = False
 
     def held_at_death(self) -> list[int]:
         """What a trigger held when its process ended without finishing it (empty if none)."""
@@ -90,6 +91,8 @@ class InHandRecord:
 
     def add(self, ids: Sequence[int]) -> None:
         """The running trigger took these too."""
+        if self._abandoned:
+            return
         packed = array("Q", ids).tobytes()
         header = _HEADER.pack(IN_HAND_MAGIC, IN_HAND_VERSION, _HOLDING, 0, self._count + len(ids))
         if self._count == 0:
@@ -101,13 +104,18 @@ class InHandRecord:
 
     def clear(self) -> None:
         """The trigger ended (committed or rolled back): it holds nothing now."""
-        if self._count:
+        if self._count and not self._abandoned:
             self.reset()
 
     def reset(self) -> None:
         """Mark the record empty, whatever it held."""
         os.pwrite(self._fd, bytes([_IDLE]), _STATE_OFFSET)
         self._count = 0
+
+    def abandon(self) -> None:
+        """Mark the record empty and write nothing more (``DeathGuard.abandon``)."""
+        self.reset()
+        self._abandoned = True
 
     def close(self) -> None:
         os.close(self._fd)
@@ -214,6 +222,11 @@ class DeathGuard:
 
     def close(self) -> None:
         self.in_hand.close()
+
+    def abandon(self) -> None:
+        """The task's trigger was left running at a stop: record nothing more for it (it is no
+        process death), and leave the file open under its thread."""
+        self.in_hand.abandon()
 
     def _save(self) -> None:
         while len(self.suspects) > MAX_SUSPECTS:

@@ -76,6 +76,8 @@ class ProcessorTask:
         self._thread: threading.Thread | None = None
         self.idle = False
         self.busy = False
+        #: when the running trigger began (``time.monotonic``), None between triggers
+        self.trigger_began: float | None = None
         self.back_pressure = False
         self.running = False
         self.errors: deque[dict] = deque(maxlen=10)
@@ -127,8 +129,14 @@ class ProcessorTask:
             "flowfiles_in": c.flowfiles_in, "flowfiles_out": c.flowfiles_out, "bytes_read": c.bytes_read,
             "bytes_written": c.bytes_written, "commits": c.commits, "errors": c.errors, "expired": c.expired,
             "state_conflicts": c.state_conflicts,
+            "trigger_seconds": self.trigger_seconds(),
             "recent_errors": list(self.errors),
         }
+
+    def trigger_seconds(self) -> float:
+        """How long the running ``on_trigger`` has taken so far; 0 between triggers."""
+        began = self.trigger_began
+        return 0.0 if began is None else round(time.monotonic() - began, 1)
 
     # ------------------------------------------------------------------ the trigger loop
     def _run(self) -> None:
@@ -207,7 +215,7 @@ class ProcessorTask:
                 return
         session = ProcessSession(self.context, self.backend, component_id=self.component_id, ids=self.ids,
                                  penalty_duration=self.penalty)
-        started = time.monotonic()
+        started = self.trigger_began = time.monotonic()
         self.busy = True
         batch_size = self.context.batch_size
         if self._limit is not None:
@@ -240,6 +248,7 @@ class ProcessorTask:
             # may be down for a moment): a flow is never called done on the strength of a failure
             self.idle = not failed and self.counters.commits == commits_before
             self.busy = False
+            self.trigger_began = None
             if started - self._published >= METRICS_INTERVAL:  # deltas since the last update
                 self._published = started
                 self.metrics.publish(self.counters)

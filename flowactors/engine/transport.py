@@ -188,7 +188,15 @@ class LoopLink:
         self.loop = loop
 
     def call(self, method: Method[P, R], /, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future:
+        """The call's future; a loop that is closed (a task left behind at stop calls after its
+        executor ended) fails it with ``RuntimeError`` without making the call."""
+        if self.loop.is_closed():
+            return completed(_closed, self.target, method.__name__)
         return asyncio.run_coroutine_threadsafe(getattr(self.target, method.__name__)(*args, **kwargs), self.loop)
+
+
+def _closed(target: Any, method: str) -> None:
+    raise RuntimeError(f"{method} of {type(target).__name__}: its event loop is closed (the executor ended)")
 
 
 class HostedLink:

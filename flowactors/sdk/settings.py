@@ -74,6 +74,8 @@ class Settings(BaseModel):
     # --- processors ---
     default_batch_size: int = Field(1000, ge=1)
     administrative_yield: float = Field(1.0, ge=0)
+    long_trigger_seconds: float = Field(30.0, gt=0)
+    stop_grace_seconds: float = Field(5.0, ge=0)
 
     # --- placement (flowactors.engine.placement) ---
     placement: Literal["shared", "isolated"] = "shared"

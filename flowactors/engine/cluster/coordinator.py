@@ -335,6 +335,7 @@ def merge_statuses(flow: Flow, by_node: dict[str, dict]) -> dict:
                 into[key] += p.get(key, 0)
             into["idle"] = into["idle"] and p.get("idle", True)
             into["back_pressure"] = into["back_pressure"] or p.get("back_pressure", False)
+            into["stuck_seconds"] = max(into.get("stuck_seconds", 0.0), p.get("stuck_seconds", 0.0))
             into["recent_errors"] += [{**e, "node": node} for e in p.get("recent_errors", [])]
         for q in status.get("queues", []):
             into = queues.setdefault(q["id"], {"id": q["id"], "source": q.get("source"),
