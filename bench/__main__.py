@@ -64,6 +64,8 @@ SCENARIOS = (
     Scenario("nodes", 12, "One flow across Ray nodes: transfers, and spreading scenario 1 (issue 17)", "bench.nodes"),
     Scenario("lineage", 13, "Lineage of a split and merge, condensed and drawn (issue 19)", "bench.lineage"),
     Scenario("fuzz", 14, "Fuzzing every format's reader (issue 50)", "bench.fuzz"),
+    Scenario("checksums", 15, "Content checksums: write and read with and without (issue 50)",
+             "bench.content_checksums"),
 )
 
 

@@ -285,3 +285,9 @@ def test_a_flowfile_whose_content_fails_its_checksum_goes_to_failure_with_the_re
         errors = [e["error"] for p in final["processors"] for e in p["recent_errors"]]
         assert any(e.startswith("ContentChecksumError: content at offset") and
                    f"FlowFile {damaged.uuid} penalized in its queue" in e for e in errors), errors
+
+
+def test_the_flow_setting_turns_checksums_on(tmp_path):
+    assert not FileSystemContentRepository.from_settings(tmp_path / "off", Settings()).checksums
+    on = FileSystemContentRepository.from_settings(tmp_path / "on", Settings(content_checksums=True))
+    assert on.checksums and committed(on, [b"x" * 5000])[0].resource.id.endswith(".c1")

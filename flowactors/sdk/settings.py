@@ -50,6 +50,7 @@ class Settings(BaseModel):
     archive_max_retention: float = Field(3 * 3600.0, ge=0)
     archive_max_usage_percent: float = Field(90.0, ge=0, le=100)
     archive_check_interval: float = Field(60.0, gt=0)
+    content_checksums: bool = False
 
     # --- connection queues ---
     swap_threshold: int = Field(20_000, ge=1)

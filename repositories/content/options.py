@@ -56,6 +56,9 @@ class ContentSettings(Protocol):
     @property
     def archive_max_usage_percent(self) -> float | None: ...
 
+    @property
+    def content_checksums(self) -> bool: ...
+
 
 def options_from_settings(settings: ContentSettings) -> dict[str, Any]:
     """The constructor options a flow's settings give a content repository: the same for the
@@ -69,6 +72,7 @@ def options_from_settings(settings: ContentSettings) -> dict[str, Any]:
         archive_enabled=settings.archive_enabled,
         archive_max_retention=settings.archive_max_retention,
         archive_max_usage_percent=settings.archive_max_usage_percent,
+        checksums=settings.content_checksums,
     )
 
 
