@@ -30,7 +30,7 @@ from flowactors.engine.errors import ProcessKilledByFlowFile
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.engine.process_deaths import DEATHS_TO_SET_ASIDE, DeathGuard
 from flowactors.sdk.processor import ProcessContext, Processor
-from flowactors.sdk.relationships import MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
+from flowactors.sdk.relationships import failure_attributes
 from flowactors.sdk.session import ProcessSession
 from flowactors.sdk.session_contract import DeliveryError, IdAllocator, StateConflict
 from flowactors.sdk.settings import Settings
@@ -295,9 +295,8 @@ class ProcessorTask:
         that commit is refused) penalized in its queue. True if routed."""
         routed = False
         if FAILURE in {r.name for r in self.context.relationships}:
-            reason = f"{type(err).__name__}: {err}"[:MAX_REASON]
             try:
-                session.route_inputs(FAILURE, {REASON_ATTRIBUTE: reason, PROCESSOR_ATTRIBUTE: self.node.name})
+                session.route_inputs(FAILURE, failure_attributes(self.node.name, err))
                 routed = True
             except DeliveryError:  # in the log: routed; the flow is repaired from the log
                 routed = True

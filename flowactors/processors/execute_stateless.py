@@ -17,7 +17,7 @@ from typing import Sequence
 
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.sdk.relationships import FAILURE, MAX_REASON, PROCESSOR_ATTRIBUTE, REASON_ATTRIBUTE
+from flowactors.sdk.relationships import FAILURE, failure_attributes
 
 PER_FLOWFILE, PER_BATCH = "FlowFile", "Batch"
 #: attributes of an output FlowFile: the output port (or ``processor.relationship``) it reached
@@ -109,7 +109,7 @@ class ExecuteStateless(Processor):
         if not result.success:
             failure = result.failure
             relationship = self.TIMEOUT if failure.kind == "timeout" else FAILURE
-            attributes = {REASON_ATTRIBUTE: failure.reason[:MAX_REASON], PROCESSOR_ATTRIBUTE: failure.processor or ""}
+            attributes = failure_attributes(failure.processor or "", failure.reason)
             session.transfer_batch(session.put_attributes_batch(inputs, attributes), relationship)
             return
         try:

@@ -4,7 +4,7 @@ by the engine carries.
 A processor that declares ``FAILURE`` gets the FlowFile it raised on routed there by the engine
 (``flowactors.engine.task``), with ``REASON_ATTRIBUTE`` (the error, at most ``MAX_REASON``
 characters) and ``PROCESSOR_ATTRIBUTE`` (the processor's name); a processor that routes a failure
-itself (ExecuteStateless) sets the same two attributes.
+itself (ExecuteStateless, a content it cannot read) sets the same two (``failure_attributes``).
 """
 
 from __future__ import annotations
@@ -18,3 +18,10 @@ FAILURE = Relationship("failure", "FlowFiles that could not be processed")
 MAX_REASON = 1000
 #: the attributes a FlowFile sent to ``failure`` carries: why, and which processor
 REASON_ATTRIBUTE, PROCESSOR_ATTRIBUTE = "flowactors.failure.reason", "flowactors.failure.processor"
+
+
+def failure_attributes(processor: str, error: BaseException | str) -> dict[str, str]:
+    """What a FlowFile sent to ``failure`` carries: the error (``Type: message``, or the text
+    given), cut to ``MAX_REASON`` characters, and the processor's name."""
+    reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return {REASON_ATTRIBUTE: reason[:MAX_REASON], PROCESSOR_ATTRIBUTE: processor}
