@@ -27,6 +27,8 @@ from repositories.content import (
     ContentRepositoryFullError,
 )
 from tmpfs import mount_tmpfs, unmount
+from flowactors.processors import CompressContent, ReplaceText
+from flowactors.testing import ProcessorRunner
 
 SIZE = 1024 * 1024
 
@@ -218,6 +220,37 @@ def _on_a_small_disk(tmp_path: Path, scenario: str) -> None:
 
 def test_a_real_enospc_fails_the_writer_and_discard_frees_the_space(tmp_path):
     _on_a_small_disk(tmp_path, "full_disk_scenario")
+
+
+def _rolls_back_on_a_full_disk(mount: Path, processor, properties: dict) -> None:
+    """A processor that writes content rolls back on a full disk: nothing is wrong with the
+    FlowFile, so it goes back to its queue rather than to ``failure`` (CompressContent and
+    ReplaceText routed it to failure, as for content they could not read)."""
+    repo = FileSystemContentRepository(mount, containers=("content",), sections=4)
+    filler = repo.writer()  # live content: nothing the archive could give back
+    filler.write_bytes(b"f" * (SIZE - 460 * 1024))  # room for the input, not for what is made of it
+    filler.flush(sync=False)
+    runner = ProcessorRunner(processor, properties, content=repo)
+    runner.enqueue(os.urandom(300 * 1024), {"filename": "big.bin"})  # incompressible
+    with pytest.raises(ContentRepositoryFullError):
+        runner.run()
+    assert runner.output("failure") == [] and runner.output("success") == []
+    assert runner.input_count == 1  # back in its queue, to be tried again once there is room
+    filler.close()
+
+
+def compress_full_disk_scenario(mount: Path, scratch: Path) -> None:
+    _rolls_back_on_a_full_disk(mount, CompressContent, {"Mode": "compress", "Compression Format": "gzip"})
+
+
+def replace_text_full_disk_scenario(mount: Path, scratch: Path) -> None:
+    _rolls_back_on_a_full_disk(mount, ReplaceText, {"Replacement Strategy": "Append", "Evaluation Mode": "Entire text",
+                                                    "Replacement Value": "!"})
+
+
+@pytest.mark.parametrize("scenario", ["compress_full_disk_scenario", "replace_text_full_disk_scenario"])
+def test_processors_that_write_roll_back_on_a_full_disk_instead_of_failing_the_flowfile(tmp_path, scenario):
+    _on_a_small_disk(tmp_path, scenario)
 
 
 def test_a_disk_full_of_archive_makes_room_and_one_full_of_live_content_says_so(tmp_path):

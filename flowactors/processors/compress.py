@@ -10,7 +10,7 @@ from typing import BinaryIO, Callable, Mapping, NamedTuple
 
 import zstandard
 
-from flowactors.sdk import ContentRepositoryError
+from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 from flowactors.processors._common import CHUNK, boolean_property, iter_chunks
@@ -192,6 +192,8 @@ class CompressContent(Processor):
                     flowfile = session.rewrite(flowfile, lambda src, out: fmt.compress(src, out, level))
                 else:
                     flowfile = session.rewrite(flowfile, fmt.decompress)
+            except ContentRepositoryFullError:
+                raise  # the whole trigger rolls back; nothing is wrong with the FlowFile
             except (_Corrupt, ContentRepositoryError, OSError) as err:
                 log.warning("%s: cannot %s %s: %s", context.name, "compress" if compress else "decompress",
                             flowfile.uuid, err)

@@ -9,7 +9,7 @@ import shutil
 import uuid as uuid_module
 from typing import BinaryIO, Callable, NamedTuple
 
-from flowactors.sdk import ContentRepositoryError, FlowFile
+from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 from flowactors.processors._common import (
@@ -147,6 +147,8 @@ class SplitText(Processor):
                     children = self._with_header(session, flowfile, header_end, splits)
                 else:
                     children = session.split(flowfile, [(s.offset, s.length) for s in splits])
+            except ContentRepositoryFullError:
+                raise  # the whole trigger rolls back; nothing is wrong with the FlowFile
             except (_NotEnoughLines, ContentRepositoryError, OSError) as err:
                 log.warning("%s: cannot split %s: %s", context.name, flowfile.uuid, err)
                 session.transfer(flowfile, FAILURE)
@@ -271,6 +273,8 @@ class ReplaceText(Processor):
                 search = search_value.evaluate(flowfile) or ""
                 transform = self._transform(strategy, search, replacement)
                 flowfile = self._apply(session, flowfile, strategy, lines, transform, replacement, charset, limit)
+            except ContentRepositoryFullError:
+                raise  # the whole trigger rolls back; nothing is wrong with the FlowFile
             except (_TooLarge, re.error, ValueError, ContentRepositoryError, OSError) as err:
                 log.warning("%s: cannot replace text in %s: %s", context.name, flowfile.uuid, err)
                 session.transfer(flowfile, FAILURE)
