@@ -124,7 +124,8 @@ def test_the_cli_says_stalled_timed_out_and_fail_on_error(tmp_path, capsys):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "x.txt").write_bytes(b"bad")
     flow = Flow("cli-endings")
-    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")})
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in"),
+                                                "Minimum File Age": "0 sec"})  # written a moment ago, on purpose
     flow.add(UpdateAttribute, "compare", properties={"big": "${filename:plus(3)}"}, auto_terminate=["success"])
     flow.connect(get, "compare", name="q")
     flow.save(tmp_path / "stalls.json")
@@ -143,7 +144,7 @@ def test_the_cli_says_stalled_timed_out_and_fail_on_error(tmp_path, capsys):
     for i in range(3):
         (tmp_path / "in2" / f"f{i}").write_bytes(b"bad" if i == 1 else b"good")
     flow = Flow("cli-errors")
-    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in2")})
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in2"), "Minimum File Age": "0 sec"})
     flow.add(Fussy, "fussy", auto_terminate=["success", "failure"])
     flow.connect(get, "fussy")
     flow.save(tmp_path / "errors.json")  # names test_failing_flowfiles.Fussy: tests/ is on sys.path
