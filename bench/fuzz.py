@@ -16,7 +16,9 @@ different unexpected exceptions they found, which must be 0 (the known ones are 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -84,6 +86,8 @@ def run(quick: bool, workdir: Path, size: int | None = None, only: list[str] | N
                         f"{took:.0f} s of Hypothesis examples, {examples / took:,.0f}/s"))
         found = row(SCENARIO, f"{fmt.name}: unexpected exceptions", len(findings), None, "", "findings (must be 0)",
                     "; ".join(sorted(findings)) or "none")
+        for signature, (message, example) in sorted(findings.items()):
+            print(f"      {signature}: {message}\n        example: {example}", file=sys.stderr, flush=True)
         if findings:
             found["details"] = "\n".join(f"- `{signature}`: {message}\n  - example: `{example}`"
                                          for signature, (message, example) in sorted(findings.items()))
@@ -97,17 +101,17 @@ def record(rows: list[dict], argv: list[str], seconds: float, out_dir: Path) -> 
     """Write this run's rows as scenario 14 of the results in ``out_dir`` (RESULTS.md and
     results.json, as ``python -m bench`` does), keeping the rows of formats this run left out
     (``--only``) and every other scenario."""
-    from bench import report
-    from bench.__main__ import git_state, machine
+    from bench import report   # not bench.__main__: it imports every scenario, this needs none
 
     path = out_dir / report.JSON
+    git = _git_state()
     run = orjson.loads(path.read_bytes()) if path.exists() else {
         "command": "python -m bench.fuzz", "python_executable": sys.executable, "mode": "full",
-        "date": "", "machine": machine(), "git": git_state(), "seconds": 0.0, "scenarios": []}
+        "date": "", "machine": {"cores": os.cpu_count(), "memory_gib": 0.0, "cpu": "", "python": sys.version.split()[0],
+                                "ray": "", "hostname": ""}, "git": git, "seconds": 0.0, "scenarios": []}
     previous = next((s for s in run["scenarios"] if s.get("key") == "fuzz"), {"rows": []})
     redone = {r["metric"] for r in rows}
     kept = [r for r in previous["rows"] if r["metric"] not in redone]
-    git = git_state()
     scenario = {"key": "fuzz", "number": 14, "title": SCENARIO.split(" ", 1)[1], "status": "ok", "seconds": seconds,
                 "command": shlex.join(["python", "-m", "bench.fuzz", *argv]),
                 "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git["commit"],
@@ -115,6 +119,16 @@ def record(rows: list[dict], argv: list[str], seconds: float, out_dir: Path) -> 
     run["scenarios"] = sorted([s for s in run["scenarios"] if s.get("key") != "fuzz"] + [scenario],
                               key=lambda s: s["number"])
     report.write(run, out_dir)
+
+
+def _git_state() -> dict:
+    """The commit of this checkout and whether its tree has changes (as the harness records it)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).resolve().parent)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    changes = [line for line in git("status", "--porcelain").splitlines() if line.strip()]
+    return {"commit": git("rev-parse", "HEAD") or "unknown", "dirty": bool(changes), "changes": changes}
 
 
 def main(argv: list[str] | None = None) -> int:
