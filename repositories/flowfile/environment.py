@@ -271,6 +271,28 @@ class LogEnvironment:
             return UnsupportedFormatVersionError(self.path, e.found, rec.RECORD_VERSION, what)
         return RepositoryCorruptError(self.path, f"{what}: {e}")
 
+    def number_key(self, key: bytes, table: str) -> int:
+        """The u64 BE number a key of ``table`` (``journal``: a commit sequence;
+        ``provenance_outbox``: a first event id) holds; ``RepositoryCorruptError`` naming the table
+        and the key when it holds none."""
+        try:
+            return rec.unpack_u64(key)
+        except rec.RecordError as e:
+            raise self._damaged_key(key, table, str(e)) from None
+
+    def text_key(self, key: bytes, table: str) -> str:
+        """The text a key of ``table`` (``state``: a component id; ``swap_files``: a swap file's
+        location) is; ``RepositoryCorruptError`` naming the table and the key when it is not UTF-8."""
+        try:
+            return key.decode()
+        except UnicodeDecodeError:
+            raise self._damaged_key(key, table, "not UTF-8") from None
+
+    def _damaged_key(self, key: bytes, table: str, problem: str) -> RepositoryCorruptError:
+        shown = key[:32].hex() + ("..." if len(key) > 32 else "")
+        return RepositoryCorruptError(self.path, f"the {table} sub-database holds a damaged key, "
+                                                 f"{len(key)} bytes {shown} ({problem})")
+
     def damaged(self, problem: str) -> None:
         """Count and log a claimant or queue count that would have gone below 0 (``log_damaged_count``)."""
         self.damaged_counts += 1

@@ -82,7 +82,7 @@ class Journal:
         if self.recent and next(iter(self.recent)) < seq - stat["entries"] + 1:
             # another process applied some of what this one holds: drop those
             with txn.cursor(db=journal) as cur:
-                oldest = rec.unpack_u64(cur.key()) if cur.first() else seq
+                oldest = self.environment.number_key(cur.key(), "journal") if cur.first() else seq
             self.recent = {s: e for s, e in self.recent.items() if s >= oldest}
         return self._long(stat, 2 if self.applied_elsewhere else 1)
 
@@ -149,16 +149,17 @@ class Journal:
         held = 0
         seq = 0
         recent = self.recent
+        environment = self.environment
         max_entries, max_bytes = self.FOLD_ENTRIES, self.FOLD_BYTES
-        with txn.cursor(db=self.environment.journal) as cur:
+        with txn.cursor(db=environment.journal) as cur:
             for key, value in cur:
-                seq = rec.unpack_u64(key)
+                seq = environment.number_key(key, "journal")
                 entry = recent.get(seq)
                 if entry is None:
                     try:
                         entry = rec.decode_journal_entry(value)
                     except rec.RecordError as e:
-                        raise self.environment.record_error(e, f"journal entry {seq}") from None
+                        raise environment.record_error(e, f"journal entry {seq}") from None
                 entries.append(entry)
                 held += len(value)
                 if len(entries) >= max_entries or held >= max_bytes:
@@ -173,7 +174,7 @@ class Journal:
         with txn.cursor(db=self.environment.journal) as cur:
             if not cur.first():
                 return None
-            first = rec.unpack_u64(cur.key())
+            first = self.environment.number_key(cur.key(), "journal")
         for last, entries in self.parts(txn):
             return PlannedFold(first, last, net_effect(self.environment, txn, entries))
         return None
@@ -196,9 +197,10 @@ class Journal:
         seq = 0
         if planned is not None:
             with txn.cursor(db=self.environment.journal) as cur:
-                if cur.first() and rec.unpack_u64(cur.key()) == planned.first:
+                number = self.environment.number_key
+                if cur.first() and number(cur.key(), "journal") == planned.first:
                     self._write_effect(txn, planned.last, planned.effect)
-                    while cur.key() and rec.unpack_u64(cur.key()) <= planned.last:
+                    while cur.key() and number(cur.key(), "journal") <= planned.last:
                         cur.delete()
                     seq = planned.last
         if rest:

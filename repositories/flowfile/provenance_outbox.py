@@ -32,10 +32,11 @@ class ProvenanceOutbox:
         damaged entry. Read as it is: the journal need not be applied for it."""
         found: list[OutboxEntry] = []
         size = 0
-        path = self.environment.path
-        with self.environment.read() as txn, txn.cursor(db=self.environment.outbox) as cur:
+        environment = self.environment
+        path = environment.path
+        with environment.read() as txn, txn.cursor(db=environment.outbox) as cur:
             for key, value in cur:
-                first = rec.unpack_u64(key)
+                first = environment.number_key(key, "provenance_outbox")
                 try:
                     found.append((first, rec.decode_outbox_entry(value)))
                 except rec.RecordError as e:

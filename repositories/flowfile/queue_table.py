@@ -33,9 +33,10 @@ class QueueTable:
     def sizes(self) -> dict[str, tuple[int, int]]:
         """``(FlowFile count, content bytes)`` per queue id, as the tables hold them."""
         out = {}
-        with self.environment.read() as txn:
-            for key, value in txn.cursor(db=self.environment.queues):
-                out[key.decode()] = self.value(value, key)
+        environment = self.environment
+        with environment.read() as txn:
+            for key, value in txn.cursor(db=environment.queues):
+                out[environment.text_key(key, "queues")] = self.value(value, key)
         return out
 
     def apply(self, txn: Txn, changes: Mapping[bytes, list[int]]) -> None:

@@ -41,9 +41,10 @@ class StateStore:
 
     def ids(self) -> list[str]:
         """The component ids that have stored state, without reading it (a damaged one included)."""
-        with self.environment.read() as txn:
-            cursor = txn.cursor(db=self.environment.state)
-            return [key.decode() for key in cursor.iternext(keys=True, values=False)]
+        environment = self.environment
+        with environment.read() as txn:
+            cursor = txn.cursor(db=environment.state)
+            return [environment.text_key(key, "state") for key in cursor.iternext(keys=True, values=False)]
 
     def put(self, txn: Txn, change: StateChange) -> None:
         """Check ``change`` against the stored version and write it (``StateConflictError``

@@ -69,8 +69,9 @@ class SwapRegistry:
             self.journal.fold(txn)
             moved = self.queues.move_records(txn, environment.prefix(old), target)
             for key, raw in list(txn.cursor(db=environment.swap)):
-                if self._entry(raw, key.decode())["queue"] == old:
-                    moved += self._unregister_in(txn, key.decode(), target)
+                location = environment.text_key(key, "swap_files")
+                if self._entry(raw, location)["queue"] == old:
+                    moved += self._unregister_in(txn, location, target)
             environment.next_seq(txn)
         return moved
 
@@ -79,7 +80,7 @@ class SwapRegistry:
         out = []
         with self.environment.read() as txn:
             for key, value in txn.cursor(db=self.environment.swap):
-                location = key.decode()
+                location = self.environment.text_key(key, "swap_files")
                 e = self._entry(value, location)
                 entry: SwapFileEntry = {"queue": e["queue"], "location": location, "count": e["count"],
                                         "size": e["size"]}

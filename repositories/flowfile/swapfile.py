@@ -42,6 +42,7 @@ _HEAD = struct.Struct(">8sBIQq")  # magic, version, count, content bytes, create
 _U16 = struct.Struct(">H")
 _FRAME = struct.Struct(">I16s")  # record length, uuid
 _CRC = struct.Struct("<I")
+_FRAME_AND_CRC = _FRAME.size + _CRC.size  # an entry's bytes besides its record
 _EMPTY_QUEUE = rec.queue_prefix("")
 _MAX_NAME = 120
 _counter = itertools.count(1)
@@ -235,6 +236,7 @@ class SwapFileReader:
         except OSError as e:
             raise SwapFileError(self.path, f"it cannot be opened ({e.strerror or e})") from None
         try:
+            self._size = os.fstat(self._f.fileno()).st_size
             self.header = read_header(self._f, self.path)
             if offset is not None and offset != self.header.length:
                 self._f.seek(offset)
@@ -259,14 +261,16 @@ class SwapFileReader:
                 self.path, f"it is truncated: entry {i} of {self.header.count} starts at byte "
                            f"{self.offset} but the file ends there")
         length, ukey = _FRAME.unpack(head)
-        body = f.read(length + 4)
-        if len(body) < length + 4:
+        end = self.offset + _FRAME_AND_CRC + length
+        # a damaged length is bounded by what the file holds before anything is read
+        if end > self._size or len(body := f.read(length + 4)) < length + 4:
             raise SwapFileError(
-                self.path, f"it is truncated inside entry {i} of {self.header.count} (byte {self.offset})")
+                self.path, f"it is truncated inside entry {i} of {self.header.count} (byte {self.offset}): the "
+                           f"entry says its record is {length} bytes, more than the rest of the file holds")
         record = body[:-4]
         if _CRC.unpack_from(body, length)[0] != zlib.crc32(record, zlib.crc32(head)):
             raise SwapFileError(self.path, f"entry {i} (byte {self.offset}) does not match its checksum")
-        self.offset += _FRAME.size + length + 4
+        self.offset = end
         self.index = i + 1
         return ukey, record
 
