@@ -27,7 +27,7 @@ from typing import Any, Callable
 import orjson
 from hypothesis import strategies as st
 
-from tests.fuzz_mutations import cpu_limit, damaged, json_documents, memory_bound
+from tests.fuzz_mutations import EXAMPLE_CPU_SECONDS, cpu_limit, damaged, json_documents, memory_bound
 
 
 class Finding(Exception):
@@ -67,14 +67,14 @@ class Format:
         return self.strategy(self.seeded(workdir))
 
 
-def check(fmt: Format, workdir: Path, example: Any) -> None:
+def check(fmt: Format, workdir: Path, example: Any, cpu_seconds: float = EXAMPLE_CPU_SECONDS) -> None:
     """Read ``example`` as ``fmt``'s public reader would; ``Finding`` unless the read is whole
-    or ends in one of the format's documented errors."""
+    or ends in one of the format's documented errors (or within ``cpu_seconds`` of CPU time)."""
     folder = workdir / f"{fmt.name}-case"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     try:
-        with memory_bound(), cpu_limit():
+        with memory_bound(), cpu_limit(cpu_seconds):
             fmt.read(folder, example)
     except fmt.accepted as err:
         if fmt.names_place and str(folder) not in str(err) and " at byte " not in str(err):

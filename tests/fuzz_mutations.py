@@ -40,15 +40,14 @@ class Hang(Exception):
     """An example ran past ``EXAMPLE_CPU_SECONDS`` of CPU time."""
 
 
-def _hang(_signum: int, _frame: Any) -> None:
-    raise Hang(f"the reader ran for more than {EXAMPLE_CPU_SECONDS} s of CPU time")
-
-
 @contextlib.contextmanager
 def cpu_limit(seconds: float = EXAMPLE_CPU_SECONDS) -> Iterator[None]:
     """Raise ``Hang`` in the body once it has used ``seconds`` of CPU time (SIGPROF: the
     wall-clock SIGALRM is pytest-timeout's)."""
-    previous = signal.signal(signal.SIGPROF, _hang)
+    def hang(_signum: int, _frame: Any) -> None:
+        raise Hang(f"the reader ran for more than {seconds} s of CPU time")
+
+    previous = signal.signal(signal.SIGPROF, hang)
     signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
