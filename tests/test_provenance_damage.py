@@ -272,3 +272,22 @@ def test_a_batch_sent_again_whose_ids_lie_in_a_damaged_block_is_not_written_twic
     with Repository(tmp_path / "provenance") as repo:
         assert repo.register_numbered([(min(lost), again)]) == []
         assert repo.stats()["next_event_id"] == len(events)
+
+
+def test_the_warning_comes_as_the_run_starts_not_when_it_ends(tmp_path):
+    """A long-running flow says so at its start: ``on_warning`` is called before the run's first
+    look at the flow's status."""
+    from flowactors.driver.running import run_flow
+
+    repository = tmp_path / "repository"
+    build(repository)
+    os.truncate(prov(repository), os.path.getsize(prov(repository)) - 10)
+    (tmp_path / "in").mkdir()
+    flow = Flow("warned-early")
+    flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "in")}, auto_terminate=["success"])
+    warned: list[str] = []
+    known_at_each_look: list[int] = []
+    run_flow(flow, repository, engine="in-process", on_warning=warned.append,
+             until=lambda status: known_at_each_look.append(len(warned)) or True)  # the first look ends it
+    assert len(warned) == 1 and warned[0].startswith(f"provenance recovery: {prov(repository)}: ")
+    assert known_at_each_look == [1]

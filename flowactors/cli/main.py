@@ -57,13 +57,11 @@ def cmd_run(args: SimpleNamespace) -> int:
                              timeout=args.timeout, engine=args.engine, stall_seconds=args.stall_seconds,
                              failure_ports=args.failure_port, trigger_timeout=args.trigger_timeout,
                              nodes=_nodes(args.nodes), log_level=args.log_level, dashboard=args.dashboard,
-                             **page_hooks)
+                             on_warning=_warn, **page_hooks)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(final, default=str, indent=2))
-    for problem in final.get("recovery", {}).get("provenance_problems", []):
-        print(f"flowactors: warning: provenance recovery: {problem}", file=sys.stderr)
     for left in final.get("left_running", []):
         print(f"flowactors: warning: processor '{left['processor']}' was still in on_trigger when the run stopped "
               f"({left['trigger_seconds']:g} s in it): left behind; the FlowFiles it holds stay queued for the next "
@@ -87,6 +85,11 @@ def cmd_run(args: SimpleNamespace) -> int:
         outputs = ", ".join(f"{count} to {port}" for port, count in final["outputs"].items()) or "no outputs"
         print(f"flow '{flow.name}': {final['triggers']} stateless triggers in {final['seconds']:g} s, {outputs}")
     return 3 if errors and args.fail_on_error else 0
+
+
+def _warn(line: str) -> None:
+    """A problem the run goes on with, said as it is found (above the live view on a terminal)."""
+    print(f"flowactors: warning: {line}", file=sys.stderr)
 
 
 def _nodes(value: str | None):

@@ -12,6 +12,7 @@ machine (the one another user's ``ray start`` left running): a run's Ray is the 
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
@@ -51,6 +52,7 @@ RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 #: the link to a run's controller: an actor's on the Ray engine, a served object's otherwise
 ControllerLink = ActorLink | ThreadedLink
+log = logging.getLogger(__name__)
 
 
 def start_local_ray(**options: Any) -> None:
@@ -85,7 +87,8 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
              on_started: Callable[[ControllerLink], None] | None = None, until: Callable[[dict], bool] | None = None,
              engine: str = "ray", stall_seconds: float = STALL_SECONDS, on_status: Callable[[dict], None] | None = None,
              failure_ports: Sequence[str] = (), trigger_timeout: float | None = None, nodes: Any = None,
-             dashboard: bool = False, log_level: str | None = None) -> dict:
+             dashboard: bool = False, log_level: str | None = None,
+             on_warning: Callable[[str], None] | None = None) -> dict:
     """Run ``flow`` on ``engine`` until it is idle or ``duration`` seconds passed; return its final status.
 
     Idle means every queue is empty (nothing queued or in flight) and no processor found work, in
@@ -108,6 +111,8 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
     (``flowactors.ops.ray_dashboard.open_dashboard``: ``final["dashboard"]``).
     Options that do not go together are ``RunOptionError``, before anything starts.
     ``show_status`` shows the live view (``flowactors.ops.status_view``) and the final table;
+    ``on_warning`` gets each problem the start found and the run goes on with (damaged provenance
+    named, with what repairs it), once, as soon as the flow runs (default: this module's logger).
     ``log_level`` (a logging level's name) shows the processors' Python logging at that level,
     those in Ray's actors too when this call starts Ray or connects to it. Every processor error
     the run sees is kept in full in the repository's error log (``flowactors.ops.error_log``).
@@ -134,6 +139,8 @@ def run_flow(flow: Flow, repository: str | Path = "repository", *, until_idle: b
         if dashboard:
             final["dashboard"] = open_dashboard(started_ray)
         final["recovery"] = _start_flow(flow.name, controller, view, show_status)
+        for problem in final["recovery"].get("provenance_problems", []):
+            (on_warning or log.warning)(f"provenance recovery: {problem}")
         if on_started is not None:
             on_started(controller)
         watch = RunWatch(controller, began, limits, on_status=_on_each_status(view, errors, on_status),
