@@ -97,7 +97,7 @@ def missing_event_message(event_id: int, stats: dict, where: Any) -> str:
         held = (f"events before {oldest} were aged off (provenance_max_storage_time, "
                 f"provenance_max_storage_size)")
     else:
-        held = "that id was aged off or never committed"
+        held = "that id was aged off, never committed, or in a damaged block that provenance repair dropped"
     return f"no provenance event {event_id} in {where}: {held}"
 
 
