@@ -70,7 +70,8 @@ def die(guard: DeathGuard, tmp_path: Path) -> DeathGuard:
     return DeathGuard.open(tmp_path, "flow", "fatal#0")
 
 
-def test_after_a_death_each_flowfile_held_runs_alone_and_the_one_alone_at_two_deaths_is_set_aside(tmp_path):
+def test_after_a_death_each_flowfile_held_runs_alone_and_the_one_alone_at_two_deaths_is_set_aside(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="flowactors.engine.process_deaths")
     guard = DeathGuard.open(tmp_path, "flow", "fatal#0")
     assert guard.held_at_death == [] and guard.suspects == {}
     guard.begin_trigger()
@@ -78,6 +79,9 @@ def test_after_a_death_each_flowfile_held_runs_alone_and_the_one_alone_at_two_de
     assert taken_ids(guard.take(queue, 8)) == list(range(1, 9))  # no suspects: the batch as asked
     guard = die(guard, tmp_path)
     assert guard.held_at_death == list(range(1, 9)) and guard.suspects == dict.fromkeys(range(1, 9), 0)
+    assert caplog.messages[-1] == ("flow/fatal#0: the process ended while the task's trigger held 8 FlowFile(s) "
+                                   "(ids 1, 2, 3, 4, 5, ...); each of them runs alone now, until the one that "
+                                   "ends the process is found")
 
     queue = prefetched(*range(1, 12))
     for expected in (1, 2, 3):  # each suspect alone, and nothing more in its trigger
@@ -90,6 +94,8 @@ def test_after_a_death_each_flowfile_held_runs_alone_and_the_one_alone_at_two_de
     assert taken_ids(guard.take(queue, 8)) == [4]
     guard = die(guard, tmp_path)
     assert guard.held_at_death == [4] and guard.deaths(4) == 1 and not guard.set_aside(flowfile(4))
+    assert caplog.messages[-1].endswith("held 1 FlowFile(s) (ids 4); FlowFile 4 has now been alone in hand at "
+                                        "1 death(s) (set aside at 2)")
 
     queue = prefetched(4, 5)
     guard.begin_trigger()

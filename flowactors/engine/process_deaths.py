@@ -155,6 +155,7 @@ class DeathGuard:
                     suspects.setdefault(flowfile_id, 0)
             guard._save()
             in_hand.reset()
+            _say_death(flow, task_key, held, suspects)
         return guard
 
     def deaths(self, flowfile_id: int) -> int:
@@ -236,6 +237,17 @@ class DeathGuard:
         temporary = self.suspects_path.with_name(self.suspects_path.name + ".new")
         temporary.write_text(json.dumps(document))
         os.replace(temporary, self.suspects_path)
+
+
+def _say_death(flow: str, task_key: str, held: list[int], suspects: dict[int, int]) -> None:
+    """One log line for a death found at a task's start: not a processor error (a process killed
+    from outside is one too), but what a user looking for a crash loop wants to read."""
+    shown = ", ".join(map(str, held[:5])) + (", ..." if len(held) > 5 else "")
+    then = (f"FlowFile {held[0]} has now been alone in hand at {suspects[held[0]]} death(s) "
+            f"(set aside at {DEATHS_TO_SET_ASIDE})" if len(held) == 1 else
+            "each of them runs alone now, until the one that ends the process is found")
+    log.warning("%s/%s: the process ended while the task's trigger held %d FlowFile(s) (ids %s); %s",
+                flow, task_key, len(held), shown, then)
 
 
 def _read_suspects(path: Path) -> dict[int, int]:

@@ -28,7 +28,7 @@ from flowactors.engine.session_backend import Counters, EngineBackend
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.errors import ProcessKilledByFlowFile
 from flowactors.engine.metrics import ProcessorMetrics
-from flowactors.engine.process_deaths import DEATHS_TO_SET_ASIDE, DeathGuard
+from flowactors.engine.process_deaths import DeathGuard
 from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.sdk.relationships import failure_attributes
 from flowactors.sdk.session import ProcessSession
@@ -92,17 +92,8 @@ class ProcessorTask:
         return f"{self.node.name}#{self.instance}"
 
     def guard_with(self, guard: DeathGuard) -> None:
-        """Keep what this task's triggers hold in ``guard``'s record, and take as it says; a death
-        of the task's last process in a trigger is said in the task's errors."""
+        """Keep what this task's triggers hold in ``guard``'s record, and take as it says."""
         self.guard = self.backend.guard = guard
-        held = guard.held_at_death
-        if held:
-            shown = ", ".join(map(str, held[:5])) + (", ..." if len(held) > 5 else "")
-            alone = (f"; FlowFile {held[0]} has now ended it {guard.deaths(held[0])} time(s) alone "
-                     f"(set aside at {DEATHS_TO_SET_ASIDE})" if len(held) == 1 else
-                     "; each runs alone now, until the one that ends the process is found")
-            self._record_error("process death", ProcessKilledByFlowFile(
-                f"the process ended while this task's trigger held {len(held)} FlowFile(s) (ids {shown}){alone}"))
 
     def start(self) -> None:
         self._stop.clear()
