@@ -35,6 +35,8 @@ from typing import Any, Mapping, Sequence, final
 import orjson
 
 from repositories.model import ContentClaim, ResourceClaim, now_millis
+from repositories.provenance.field_kinds import (FILENAME_CHECK, ColumnCheck, check_claim_table, column_checks,
+                                                 string_maps)
 
 #: The version byte of one encoded event.
 EVENT_ENCODING_VERSION = 1
@@ -219,6 +221,9 @@ _NO_CLAIM: tuple[None, int, int] = (None, 0, 0)
 INDEX_FIELDS = ("event_type", "timestamp", "flowfile_uuid", "parent_uuids", "child_uuids", "component_id",
                 "component_name", "relationship", "updated_size")
 _INDEX_POSITIONS = tuple(FIELD_INDEX[name] for name in INDEX_FIELDS)
+#: the check of each field's values, by position (None: not checked), and of the index part's
+_CHECKS = column_checks(_FIELDS, _TYPES)
+_INDEX_CHECKS = tuple(_CHECKS[position] for position in _INDEX_POSITIONS)
 _U32 = struct.Struct("<I")
 
 
@@ -442,6 +447,9 @@ def decode_columns(data: bytes | memoryview, first_id: int, count: int,
         if count != 1 or fields[0] != first_id:
             raise ProvenanceFormatError(f"{where}: a version-1 event with id {fields[0]} given as "
                                         f"{count} events from id {first_id}")
+        for check, value in zip(_CHECKS, fields):
+            if check is not None and not check.passes(value):
+                raise ProvenanceFormatError(f"{where}: not a valid version-1 event ({check.error()})")
         return [[value] for value in fields]
     try:
         if version == LEGACY_BATCH_ENCODING_VERSION:
@@ -455,10 +463,12 @@ def decode_columns(data: bytes | memoryview, first_id: int, count: int,
                 columns[position] = column
         if type(columns) is not list or len(columns) != len(_FIELDS):
             raise ValueError(f"{len(columns)} columns, not {len(_FIELDS)}")
+        if type(maps) is not list or not string_maps(maps):
+            raise ValueError("its attribute maps are not a list of objects of strings")
         current = version == BATCH_ENCODING_VERSION
         out: list = [list(range(first_id, first_id + count))]
-        out.extend(None if current and type(c) is list and c and c[0] == _SAME_AS else _expand(c, count, maps, current)
-                   for c in columns[1:])
+        out.extend(None if current and type(c) is list and c and c[0] == _SAME_AS
+                   else _expand(c, count, maps, current, check) for c, check in zip(columns[1:], _CHECKS[1:]))
         for previous, updated in _SAME_PAIRS:
             if out[updated] is None:
                 raise ValueError(f"column {updated} refers to another column")
@@ -488,13 +498,13 @@ def decode_index_columns(data: bytes | memoryview, first_id: int, count: int,
         out: list = [None] * len(_FIELDS)
         out[0] = list(range(first_id, first_id + count))
         current = version == BATCH_ENCODING_VERSION
-        for position, column in zip(_INDEX_POSITIONS, index_columns):
-            out[position] = _expand(column, count, None, current)
+        for position, column, check in zip(_INDEX_POSITIONS, index_columns, _INDEX_CHECKS):
+            out[position] = _expand(column, count, None, current, check)
         if current and type(filenames) is list and filenames[:1] == [_SAME_AS]:
             if filenames[1:] != [_F_UUID]:
                 raise ValueError(f"the filename column cannot be the same as column {filenames[1:]!r}")
             return out, out[_F_UUID]
-        return out, _expand(filenames, count, None, current)
+        return out, _expand(filenames, count, None, current, FILENAME_CHECK)
     except (ValueError, TypeError, IndexError) as err:
         raise ProvenanceFormatError(f"{where}: not a valid version-{version} event batch ({err})") from err
 
@@ -536,29 +546,39 @@ def _parse(part: bytes | memoryview, where: str) -> Any:
         raise ProvenanceFormatError(f"{where}: event batch is not valid JSON ({err})") from err
 
 
-def _expand(column: Any, count: int, maps: list | None, current: bool) -> list:
+def _expand(column: Any, count: int, maps: list | None, current: bool, check: ColumnCheck | None) -> list:
     """A stored ``[kind, values]`` column as one value an event (claims and runs only if
-    ``current``: version 4's kinds)."""
+    ``current``: version 4's kinds), its values passed by ``check`` (each stored value once; the
+    attribute maps an index refers to are the caller's to check)."""
     kind, values = column
-    if kind == _SHARED:
+    stored: list | None = None
+    if kind == _SHARED:   # ``check.passes(values)``, without its call: most columns of a small batch are shared
+        if check is not None and (type(values) not in check.types or check.one is not None and not check.one(values)):
+            raise check.error()
         return [values] * count
     if kind == _EACH and type(values) is list and len(values) == count:
-        return values
-    if kind == _MAPS and maps is not None and type(values) is list and len(values) == count:
+        out = stored = values
+    elif kind == _MAPS and maps is not None and type(values) is list and len(values) == count:
+        if values and min(values) < 0:   # not a number: TypeError here or below
+            raise ValueError("its attribute map column holds a value that is not an index of a map")
         return [maps[i] for i in values]
-    if kind == _RUNS and current and type(values) is list:
+    elif kind == _RUNS and current and type(values) is list:
         for _, n in values:
             if type(n) is not int or n < 1:
                 raise ValueError(f"a run of {n!r} events")
         out = _stretched(values)
-        if len(out) == count:
-            return out
-    if kind == _CLAIMS and current and type(values) is list and len(values) == 4:
+        stored = [value for value, _ in values]
+    elif kind == _CLAIMS and current and type(values) is list and len(values) == 4:
         resources, refs, offsets, lengths = values
         if len(refs) == len(offsets) == len(lengths) == count and -1 <= min(refs) and max(refs) < len(resources):
+            check_claim_table(resources, offsets, lengths)   # the claims' parts, each resource once
             return [None if ref < 0 else [*resources[ref], offset, length]
                     for ref, offset, length in zip(refs, offsets, lengths)]
-    raise ValueError(f"a column of kind {kind!r} does not hold {count} values")
+    if stored is None or len(out) != count:
+        raise ValueError(f"a column of kind {kind!r} does not hold {count} values")
+    if check is not None and not check.many(stored):
+        raise check.error()
+    return out
 
 
 def decode_entry(data: bytes | memoryview, first_id: int, count: int,

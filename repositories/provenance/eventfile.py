@@ -62,6 +62,9 @@ _TOC_ENTRY = struct.Struct("<QQ")
 _CRC = struct.Struct("<I")
 FILE_HEADER_SIZE = _FILE_HEADER.size
 BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
+#: the largest offset a block can start at: its header must end within what a file can hold (an
+#: offset of 2**63 - 1 bytes, which ``pread`` takes)
+_MAX_BLOCK_OFFSET = (1 << 63) - 1 - BLOCK_HEADER_SIZE
 #: the first bytes of every block's compressed data (a zstd frame's magic number)
 ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -141,11 +144,19 @@ class TableOfContents:
             first_of_block, offset = _TOC_ENTRY.unpack_from(data, _TOC_HEADER.size + i * _TOC_ENTRY.size)
             firsts.append(first_of_block)
             offsets.append(offset)
+        # blocks follow the header, one after another, in id order: what the reads' binary searches assume
+        if offsets and (offsets[0] < FILE_HEADER_SIZE or offsets[-1] > _MAX_BLOCK_OFFSET
+                        or not _increasing(offsets) or not _increasing(firsts)):
+            raise ProvenanceFormatError(f"{where}: table of contents lists blocks out of order or outside a file")
         return cls(first, last, count, min_ts, max_ts, tuple(firsts), tuple(offsets))
 
     @classmethod
     def read(cls, path: Path) -> "TableOfContents":
         return cls.decode(Path(path).read_bytes(), str(path))
+
+
+def _increasing(values: list[int]) -> bool:
+    return all(map(int.__lt__, values, values[1:]))
 
 
 class EventFileWriter:
@@ -259,13 +270,14 @@ def read_block(fd: int, offset: int, where: str, decompressor: zstandard.ZstdDec
     """The verified, decompressed entry list of the block at ``offset``, and the bytes the block
     takes in the file (``DamagedBlockError`` when it is cut short, fails its checksum or does not
     decompress to its length)."""
-    header = os.pread(fd, BLOCK_HEADER_SIZE, offset)
-    if not header:
+    size = os.fstat(fd).st_size
+    if offset >= size:   # an offset past any file too (a damaged index's), which pread would refuse
         raise DamagedBlockError(where, offset, "is missing (the file ends before it)")
+    header = os.pread(fd, BLOCK_HEADER_SIZE, offset)
     if len(header) != BLOCK_HEADER_SIZE:
         raise DamagedBlockError(where, offset, "is cut short (header)")
     clen, crc, ulen, count, first, last = _BLOCK_HEADER.unpack(header)
-    left = os.fstat(fd).st_size - offset - BLOCK_HEADER_SIZE
+    left = size - offset - BLOCK_HEADER_SIZE
     if clen > left:   # not read: a damaged length would have this allocate up to 4 GiB
         raise DamagedBlockError(where, offset, f"is cut short ({max(left, 0)} of {clen} bytes)")
     compressed = os.pread(fd, clen, offset + BLOCK_HEADER_SIZE)

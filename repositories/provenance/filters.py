@@ -13,7 +13,7 @@ from typing import Any, Callable, Collection, Mapping
 import orjson
 
 from repositories.provenance.event import ProvenanceEventType
-from repositories.provenance.index import attribute_key, term_key
+from repositories.provenance.index_batch import attribute_key, term_key
 from repositories.provenance.index_query import IndexQuery
 
 #: What ``search_filters`` returns: ``matches``'s keyword arguments.

@@ -21,26 +21,29 @@ with no equality filter the ``events`` table is walked backwards, skipping every
 size span misses the ranges. Entries whose event file is gone (aged off, or a merge that never
 finished) are skipped, and so are the ids whose ``events`` entry a repair deleted (``drop_pointers``:
 their event file block was damaged). A shard is deleted whole once every event file it lists is gone.
-docs/provenance-index.md has the measurements behind this design.
+An entry no writer makes (a key or value of another length) is the shard damaged: a
+``ProvenanceFormatError`` naming it, with ``REBUILD_ADVICE``. docs/provenance-index.md has the
+measurements behind this design; ``index_batch.py`` makes the entries.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
 import shutil
 import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from itertools import compress, groupby, repeat
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Iterator, Sequence
+from typing import Collection, Iterable, Iterator, Sequence
 
 import lmdb
 
-from repositories.provenance.event import (FIELD_INDEX, ProvenanceEvent, ProvenanceEventType, ProvenanceFormatError,
-                                           decode_columns, decode_index_columns, event_fields)
+from repositories.provenance.event import ProvenanceFormatError
+from repositories.provenance.index_batch import ID_KEY, ID_RANGE, MAX_I64, POINTER, TERM_TABLES, ZONE, IndexBatch
+# the terms and tables too: the index's callers outside the repository (tests, bench) name them from here
+from repositories.provenance.index_batch import RANGE_TABLES, attribute_key, term_key, term_keys  # noqa: F401
 # FileSpan too: the index's callers outside the repository (bench.provenance_workload) name it from here
 from repositories.provenance.index_query import FileSpan, Hit, IndexQuery, LiveFiles  # noqa: F401
 
@@ -48,18 +51,11 @@ INDEX_FORMAT_VERSION = 2
 #: shards of this format (a term entry an event) are read, never written to
 LEGACY_INDEX_FORMAT = 1
 
-_ID = struct.Struct(">Q")
-_PTR = struct.Struct("<QQqq")        # file id, block offset, timestamp, size
 _I64 = struct.Struct("<q")
-_ZONE = struct.Struct("<Qqqqq")      # last event id, min/max timestamp, min/max size
-_RANGE = struct.Struct(">QQ")        # a term's run of event ids: last, first (sorted by last)
-#: Events per ``zones`` entry: a range search skips a zone whose time or size span misses.
-ZONE_EVENTS = 1024
-_pack_id = _ID.pack
-_unpack_id = _ID.unpack
-_unpack_ptr = _PTR.unpack
-_pack_ptr = _PTR.pack
-_pack_range = _RANGE.pack
+_pack_id = ID_KEY.pack
+_unpack_id = ID_KEY.unpack
+_unpack_ptr = POINTER.unpack
+_pack_range = ID_RANGE.pack
 
 
 def _unpack_range(value: bytes | memoryview) -> tuple[int, int]:
@@ -67,213 +63,14 @@ def _unpack_range(value: bytes | memoryview) -> tuple[int, int]:
     if len(value) == 8:
         event_id = _unpack_id(value)[0]
         return event_id, event_id
-    last, first = _RANGE.unpack(value)
+    last, first = ID_RANGE.unpack(value)
     return first, last
 
-TERM_TABLES = (b"uuid", b"type", b"component_id", b"component_name", b"relationship", b"attribute")
-#: term tables whose values are ranges of ids (format 2); the others hold one id an event
-RANGE_TABLES = (b"type", b"component_id", b"component_name", b"relationship")
-_MAX_TERM = 400        # LMDB keys are at most 511 bytes
-_TERM_PREFIX = 360
-_MAX_U63 = (1 << 63) - 1
 
-
-def term_key(value: str) -> bytes:
-    """The key a value is indexed under: its UTF-8, or a prefix plus a hash when too long."""
-    data = value.encode()
-    if len(data) <= _MAX_TERM:
-        return data
-    return data[:_TERM_PREFIX] + b"\x00#" + hashlib.blake2b(data, digest_size=16).digest()
-
-
-def attribute_key(name: str, value: str) -> bytes:
-    return term_key(f"{name}\x00{value}")
-
-
-def term_keys(values: list, prefix: bytes = b"") -> list[bytes]:
-    """``term_key`` of each string value (after ``prefix``: ``attribute_key``'s is the name and a
-    NUL), built without a Python call a value: the rollover makes one for every event."""
-    try:
-        keys = list(map(str.encode, values))
-    except TypeError:   # not all strings: one at a time, as term_key would do it
-        keys = [str(value).encode() for value in values]
-    if prefix:
-        keys = list(map(prefix.__add__, keys))
-    if keys and max(map(len, keys)) > _MAX_TERM:
-        keys = [key if len(key) <= _MAX_TERM else term_key(key.decode()) for key in keys]
-    return keys
-
-
-_F = FIELD_INDEX
-_F_ID, _F_TYPE, _F_TS, _F_UUID = _F["event_id"], _F["event_type"], _F["timestamp"], _F["flowfile_uuid"]
-_F_PARENTS, _F_CHILDREN, _F_CID, _F_CNAME = _F["parent_uuids"], _F["child_uuids"], _F["component_id"], _F["component_name"]
-_F_REL, _F_PREV, _F_UPD, _F_SIZE = _F["relationship"], _F["previous_attributes"], _F["updated_attributes"], _F["updated_size"]
-_TYPE_KEYS = {t.value: t.value.encode() for t in ProvenanceEventType}
-
-
-class _TermRanges:
-    """One term table's entries of a batch: ``[term, first id, last id]`` runs, a run extended
-    while the next event with that term follows the last one (ids come in increasing order)."""
-
-    __slots__ = ("runs", "_last")
-
-    def __init__(self) -> None:
-        self.runs: list[list] = []
-        self._last: dict[bytes, list] = {}
-
-    def add(self, term: bytes, first: int, last: int) -> None:
-        run = self._last.get(term)
-        if run is not None and run[2] == first - 1:
-            run[2] = last
-        else:
-            run = [term, first, last]
-            self.runs.append(run)
-            self._last[term] = run
-
-    def add_column(self, values: list, ids: list[int], key: Callable[[str], bytes]) -> None:
-        """The runs of equal values of one entry's column; None and "" are not indexed."""
-        first = values[0]
-        if values.count(first) == len(values):   # the usual case: one term for the whole entry
-            if first is not None and first != "":
-                self.add(key(first), ids[0], ids[-1])
-            return
-        terms: dict[str, bytes] = {}
-        position = 0
-        for value, group in groupby(values):
-            length = len(list(group))
-            if value is not None and value != "":
-                term = terms.get(value)
-                if term is None:
-                    term = terms[value] = key(value)
-                self.add(term, ids[position], ids[position + length - 1])
-            position += length
-
-    def packed(self) -> list[tuple[bytes, bytes]]:
-        return [(term, _pack_range(last, first)) for term, first, last in self.runs]
-
-
-class IndexBatch:
-    """The entries of a run of events of one event file, gathered for one LMDB transaction.
-
-    Built straight from decoded columns (no event objects), an entry (a batch of events) at a
-    time, because this loop is the cost of a rollover; also used to remove the same entries again
-    when a merge is redone. A term shared by consecutive events (a commit's component, type,
-    relationship) is one range entry, not an entry an event.
-    """
-
-    __slots__ = ("file_id", "attributes", "primary", "uuid", "attribute", "ranges", "timestamps", "sizes",
-                 "min_ts", "max_ts")
-
-    def __init__(self, file_id: int, attributes: Sequence[str]):
-        self.file_id = file_id
-        self.attributes = tuple(attributes)
-        self.primary: list[tuple[bytes, bytes]] = []
-        self.uuid: list[tuple[bytes, bytes]] = []        # (term, u64 BE event id)
-        self.attribute: list[tuple[bytes, bytes]] = []
-        self.ranges = {table: _TermRanges() for table in RANGE_TABLES}
-        self.timestamps: list[int] = []
-        self.sizes: list[int] = []
-        self.min_ts = _MAX_U63
-        self.max_ts = -_MAX_U63
-
-    def __len__(self) -> int:
-        return len(self.primary)
-
-    @property
-    def first_id(self) -> int:
-        return _unpack_id(self.primary[0][0])[0]
-
-    @property
-    def last_id(self) -> int:
-        return _unpack_id(self.primary[-1][0])[0]
-
-    def zones(self) -> list[tuple[bytes, bytes]]:
-        """``zones`` entries: the id, time and size span of every run of ZONE_EVENTS events."""
-        out = []
-        primary, timestamps, sizes = self.primary, self.timestamps, self.sizes
-        for start in range(0, len(primary), ZONE_EVENTS):
-            end = min(start + ZONE_EVENTS, len(primary))
-            times, zone_sizes = timestamps[start:end], sizes[start:end]
-            out.append((primary[start][0], _ZONE.pack(_unpack_id(primary[end - 1][0])[0], min(times),
-                                                      max(times), min(zone_sizes), max(zone_sizes))))
-        return out
-
-    def tables(self) -> dict[bytes, list[tuple[bytes, bytes]]]:
-        """Each term table's entries as LMDB writes them (format 2 values)."""
-        out = {table: ranges.packed() for table, ranges in self.ranges.items()}
-        out[b"uuid"], out[b"attribute"] = self.uuid, self.attribute
-        return out
-
-    def postings(self) -> Iterator[tuple[bytes, bytes, int]]:
-        """Every ``(table, term, event id)`` the batch indexes, ranges expanded: what an index
-        with an entry an event would hold (the SQLite comparison in ``bench.provenance_workload``)."""
-        for table, items in ((b"uuid", self.uuid), (b"attribute", self.attribute)):
-            for term, packed in items:
-                yield table, term, _unpack_id(packed)[0]
-        for table, ranges in self.ranges.items():
-            for term, first, last in ranges.runs:
-                for event_id in range(first, last + 1):
-                    yield table, term, event_id
-
-    def add_event(self, event: ProvenanceEvent, block_offset: int) -> None:
-        self.add_columns([[value] for value in event_fields(event)], block_offset)
-
-    def decode(self, data: bytes | memoryview, first_id: int, count: int, where: str) -> tuple[list, list | None]:
-        """An encoded entry's columns and filenames as ``add_columns`` takes them, parsing only a
-        batch's index part when the filename is the only attribute indexed (the default)."""
-        if self.attributes == ("filename",):
-            return decode_index_columns(data, first_id, count, where)
-        return decode_columns(data, first_id, count, where), None
-
-    def add_columns(self, columns: list[list], block_offset: int, filenames: list | None = None) -> None:
-        """Add the events of one entry given as columns (``event.decode_columns``, or ``decode``
-        with each event's ``filenames``); an entry's ids are consecutive (the journal's layout),
-        so a run of equal values is a range of ids."""
-        ids = columns[_F_ID]
-        if not ids:
-            return
-        if ids[-1] - ids[0] != len(ids) - 1:
-            raise ValueError(f"an entry's event ids must be consecutive, got {ids[0]}..{ids[-1]} for {len(ids)}")
-        file_id = self.file_id
-        packed = list(map(_pack_id, ids))
-        timestamps = list(map(int, columns[_F_TS]))   # tolerate floats from a caller
-        sizes = list(map(int, columns[_F_SIZE]))
-        self.primary.extend(zip(packed, map(_pack_ptr, repeat(file_id), repeat(block_offset), timestamps, sizes)))
-        uuids = columns[_F_UUID]
-        self.uuid.extend(zip(term_keys(uuids), packed))
-        parents, children = columns[_F_PARENTS], columns[_F_CHILDREN]
-        if any(parents) or any(children):
-            for uuid, others, p in zip(uuids, map(list.__add__, parents, children), packed):
-                for other in dict.fromkeys(others):
-                    if other != uuid:
-                        self.uuid.append((term_key(other), p))
-        ranges = self.ranges
-        ranges[b"type"].add_column(columns[_F_TYPE], ids, _type_key)
-        ranges[b"component_id"].add_column(columns[_F_CID], ids, term_key)
-        ranges[b"component_name"].add_column(columns[_F_CNAME], ids, term_key)
-        ranges[b"relationship"].add_column(columns[_F_REL], ids, term_key)
-        if filenames is not None and self.attributes == ("filename",):
-            named = packed
-            if None in filenames:   # events whose FlowFile has no filename: not indexed
-                present = [name is not None for name in filenames]
-                filenames, named = list(compress(filenames, present)), list(compress(packed, present))
-            self.attribute.extend(zip(term_keys(filenames, b"filename\x00"), named))
-        elif self.attributes:
-            for updated, previous, p in zip(columns[_F_UPD], columns[_F_PREV], packed):
-                for name in self.attributes:
-                    value = updated.get(name)
-                    if value is None:
-                        value = previous.get(name)
-                    if value is not None:
-                        self.attribute.append((attribute_key(name, str(value)), p))
-        self.timestamps.extend(timestamps)
-        self.sizes.extend(sizes)
-        self.min_ts = min(self.min_ts, min(timestamps))
-        self.max_ts = max(self.max_ts, max(timestamps))
-
-
-def _type_key(event_type: str) -> bytes:
-    return _TYPE_KEYS[event_type]
+#: what to do about a damaged index or one of an unknown format: recovery (a writable open) indexes
+#: every event file that no shard lists
+REBUILD_ADVICE = ("delete the index directory and start the flow, or run 'flowactors provenance repair': the index "
+                  "is rebuilt from the event files")
 
 
 class _Posting:
@@ -287,7 +84,7 @@ class _Posting:
         self.key = key
         found = self.cursor.set_key(key)
         self.count = self.cursor.count() if found else 0   # entries, not ids: a join's order hint
-        self.width = len(self.cursor.value()) if found else _RANGE.size
+        self.width = len(self.cursor.value()) if found else ID_RANGE.size
 
     def seek_le(self, target: int) -> int | None:
         c = self.cursor
@@ -365,10 +162,19 @@ class IndexShard:
         self.files: set[int] = set()
         self.min_id = -1
         self.max_id = -1
-        self.min_ts = _MAX_U63
-        self.max_ts = -_MAX_U63
+        self.min_ts = MAX_I64
+        self.max_ts = -MAX_I64
         self.full = False
         self.legacy = False
+        try:
+            self._read_meta(readonly)
+            self._refresh_id_bounds()
+        except BaseException:
+            self.env.close()
+            raise
+
+    def _read_meta(self, readonly: bool) -> None:
+        """Check the shard's format (writing it into a new shard) and read its files and time span."""
         with self.env.begin(write=not readonly) as txn:
             version = txn.get(b"format", db=self.meta)
             if version is None and readonly:
@@ -381,25 +187,44 @@ class IndexShard:
             elif version != str(INDEX_FORMAT_VERSION).encode():
                 raise ProvenanceFormatError(
                     f"{self.path}: unsupported index format {version!r} (this release reads formats "
-                    f"{LEGACY_INDEX_FORMAT} and {INDEX_FORMAT_VERSION}); delete the index directory and "
-                    f"restart to rebuild it from the event files")
+                    f"{LEGACY_INDEX_FORMAT} and {INDEX_FORMAT_VERSION}); {REBUILD_ADVICE}")
             cursor = txn.cursor(self.meta)
             if cursor.set_range(b"file:"):
                 for key in cursor.iternext(keys=True, values=False):
                     if not key.startswith(b"file:"):
                         break
+                    if len(key) != 5 + ID_KEY.size:
+                        raise self._damaged(f"its meta key {key[:40]!r} names no event file")
                     self.files.add(_unpack_id(key[5:])[0])
             for name, attr in ((b"min_ts", "min_ts"), (b"max_ts", "max_ts")):
                 value = txn.get(name, db=self.meta)
                 if value is not None:
+                    if len(value) != _I64.size:
+                        raise self._damaged(f"its meta value {name.decode()} is {len(value)} bytes, not {_I64.size}")
                     setattr(self, attr, _I64.unpack(value)[0])
-        self._refresh_id_bounds()
 
     def _refresh_id_bounds(self) -> None:
         with self.env.begin() as txn:
             cursor = txn.cursor(self.events)
-            self.min_id = _unpack_id(cursor.key())[0] if cursor.first() else -1
-            self.max_id = _unpack_id(cursor.key())[0] if cursor.last() else -1
+            self.min_id = self._event_id(cursor.key()) if cursor.first() else -1
+            self.max_id = self._event_id(cursor.key()) if cursor.last() else -1
+
+    def _event_id(self, key: bytes) -> int:
+        if len(key) != ID_KEY.size:
+            raise self._damaged(f"its events table has a key of {len(key)} bytes, not an event id")
+        return _unpack_id(key)[0]
+
+    def _damaged(self, problem: str) -> ProvenanceFormatError:
+        """The error of a shard whose tables hold what the index never writes."""
+        return ProvenanceFormatError(f"{self.path}: the index shard is damaged: {problem}; {REBUILD_ADVICE}")
+
+    @contextlib.contextmanager
+    def _reading_tables(self) -> Iterator[None]:
+        """An entry of the tables not of its format's size, met in the body, as ``_damaged``."""
+        try:
+            yield
+        except struct.error as err:
+            raise self._damaged(f"an entry of its tables is not of its format's size ({err})") from None
 
     @property
     def empty(self) -> bool:
@@ -432,7 +257,7 @@ class IndexShard:
     def remove(self, batch: IndexBatch | None, file_ids: Iterable[int]) -> int:
         """Delete the entries a batch would have written and forget these files; returns events removed."""
         removed = 0
-        with self.env.begin(write=True) as txn:
+        with self._reading_tables(), self.env.begin(write=True) as txn:
             if batch is not None:
                 present = set()
                 for packed, _ in batch.primary:
@@ -464,7 +289,7 @@ class IndexShard:
         block offset not in ``keep`` (blocks a repair dropped); returns how many. The term tables'
         entries of those ids stay, dangling: a search skips an id with no ``events`` entry."""
         removed = 0
-        with self.env.begin(write=True) as txn:
+        with self._reading_tables(), self.env.begin(write=True) as txn:
             cursor = txn.cursor(self.events)
             found = cursor.set_range(_pack_id(low))
             while found and _unpack_id(cursor.key())[0] <= high:
@@ -511,14 +336,14 @@ class IndexShard:
     def search(self, query: IndexQuery, limit: int | None, live: LiveFiles) -> list[Hit]:
         if self.empty:
             return []
-        with self.env.begin() as txn:
+        with self._reading_tables(), self.env.begin() as txn:
             return self._search(txn, query, limit, live)
 
     def search_many(self, queries: Sequence[IndexQuery], live: LiveFiles) -> list[list[Hit]]:
         """``search(query, None, live)`` of each query, all in one read transaction."""
         if self.empty:
             return [[] for _ in queries]
-        with self.env.begin() as txn:
+        with self._reading_tables(), self.env.begin() as txn:
             return [self._search(txn, query, None, live) for query in queries]
 
     def _search(self, txn, query: IndexQuery, limit: int | None, live: LiveFiles) -> list[Hit]:
@@ -551,7 +376,7 @@ class IndexShard:
         if not zones.last():
             return
         for first_key, zone in zones.iterprev():
-            last_id, min_ts, max_ts, min_size, max_size = _ZONE.unpack(zone)
+            last_id, min_ts, max_ts, min_size, max_size = ZONE.unpack(zone)
             if not query.zone_overlaps(min_ts, max_ts, min_size, max_size):
                 continue
             start = _pack_id(last_id)

@@ -38,13 +38,16 @@ from repositories.provenance.eventfile import (
     toc_file_name,
 )
 from repositories.provenance.file_set import EventFileSet, StoredEventFile
-from repositories.provenance.index import IndexBatch, ProvenanceIndex
+from repositories.provenance.index import ProvenanceIndex
+from repositories.provenance.index_batch import IndexBatch
 from repositories.provenance.journal import JournalFile
 from repositories.provenance.unmerged import Generation, UnmergedJournals
 
 log = logging.getLogger(__name__)
 
 NEXT_ID_FILE = "next-event-id"
+#: the largest event id (the index keys ids as u64, packs them as i64 in places)
+_MAX_ID = (1 << 63) - 1
 _TIMESTAMP = FIELD_INDEX["timestamp"]
 
 #: Steps of a merge at which a fault hook is called (tests stop there to simulate a crash).
@@ -59,16 +62,26 @@ MERGE_STEPS = (
 
 
 def read_next_id(root: Path) -> int:
-    """The id high-water mark a repository kept under ``root`` (0 if none or unreadable)."""
+    """The id high-water mark a repository kept under ``root`` (0 if none or unreadable: the
+    ids then continue from the journals, the event files and the index)."""
     path = root / NEXT_ID_FILE
     try:
         data = orjson.loads(path.read_bytes())
-        return int(data["next_event_id"]) if data.get("version") == 1 else 0
     except FileNotFoundError:
         return 0
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+    except orjson.JSONDecodeError as err:
         log.warning("provenance: ignoring unreadable %s (%s)", path, err)
         return 0
+    if type(data) is not dict:
+        log.warning("provenance: ignoring unreadable %s (not a JSON object)", path)
+        return 0
+    if data.get("version") != 1:
+        return 0
+    next_id = data.get("next_event_id")
+    if type(next_id) is not int or not 0 <= next_id <= _MAX_ID:
+        log.warning("provenance: ignoring unreadable %s (its next_event_id is %r, not an event id)", path, next_id)
+        return 0
+    return next_id
 
 
 class JournalMerger:
