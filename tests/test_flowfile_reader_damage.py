@@ -3,7 +3,7 @@ reader"): each gives the format's own error naming the file and what is wrong, n
 exception or an allocation a damaged length asks for.
 
 Real files in tmp_path made by the real writers, then damaged: a swap file's entry length set past
-its end; keys of the write-ahead log's sub-databases that no writer makes (a provenance outbox or
+its end; a journal entry's removal count set past its end (its checksum made right again); keys of the write-ahead log's sub-databases that no writer makes (a provenance outbox or
 journal key that is not a u64, a state, swap registry or queue key that is not UTF-8), put with
 LMDB itself. No Ray.
 """
@@ -18,11 +18,12 @@ import lmdb
 import pytest
 
 from repositories.flowfile import RepositoryCorruptError
+from repositories.flowfile import records as rec
 from repositories.flowfile.swapfile import SwapFileError, SwapFileReader, write_swap_file
 from repositories.flowfile.wal import WriteAheadFlowFileRepository
 from repositories.model import FlowFile, QueuedFlowFile, ResourceClaim, StateChange
 from repositories.provenance.event import EncodedBatch, ProvenanceEventType, encode_batch, new_event_fields
-from tests.fuzz_mutations import memory_bound
+from tests.fuzz_mutations import cpu_limit, memory_bound, tail_crc
 
 CLAIM = ResourceClaim("default", "1", "claim-1")
 
@@ -51,6 +52,18 @@ def test_a_swap_entry_longer_than_the_file_is_refused_before_it_is_read(tmp_path
             reader.verify()
         with pytest.raises(SwapFileError, match=problem):
             reader.read(2)
+
+
+# --- journal entries --------------------------------------------------------------------------------------
+
+
+def test_a_removal_count_past_the_entry_is_refused_before_the_keys_are_listed() -> None:
+    _, rkeys, columns = rec.encode_commit([], [flowfile(1).uuid])
+    entry = bytearray(rec.encode_journal_entry(0, columns, rkeys, []))
+    struct.pack_into(">I", entry, 5, 0xFFFFFFFF)   # the removals' count, its checksum made right again
+    with memory_bound(), cpu_limit(2):   # listing 4 billion keys first would fail or take minutes here
+        with pytest.raises(rec.RecordError, match="journal entry length does not match its counts"):
+            rec.decode_journal_entry(tail_crc(bytes(entry)))
 
 
 # --- keys of the write-ahead log ------------------------------------------------------------------------

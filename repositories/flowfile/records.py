@@ -560,7 +560,7 @@ def decode_journal_entry(value: bytes) -> tuple[list[tuple], list[bytes], list[b
             updates, pos = _decode_records(value, nu, end)
         else:
             updates, pos = _decode_columns(value, nu, end)
-        rkeys = [value[pos + 16 * i : pos + 16 * i + 16] for i in range(nr)]
+        rkeys = _SIXTEEN.findall(value[pos : pos + 16 * nr])   # as many as the entry holds, whatever nr says
         pos += 16 * nr
         ckeys = []
         for _ in range(nc):
