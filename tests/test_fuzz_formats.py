@@ -5,10 +5,9 @@ another exception, a hang or an unbounded allocation.
 
 This is the short run of ``make test``: a fixed number of examples a format, derandomized, no
 example database. ``python -m bench.fuzz --minutes 5`` (scenario 14 of ``make bench``) runs the
-same for minutes. Findings in readers other areas own (``repositories/``) are listed in ``KNOWN``:
-the short run lets those through, and each has an example below marked ``xfail(strict=True)``,
-which fails once its reader is fixed (then remove both). Findings in the readers this area fixed
-keep a regression example each.
+same for minutes. Every finding keeps its example here: a finding in a reader of another area
+(``repositories/``) is kept marked ``xfail(strict=True)`` with what it is until that area fixes
+the reader, which turns it into a failure, and the mark goes.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 
 from tests.fuzz_formats import Finding, check, formats
@@ -27,43 +27,18 @@ from tests.fuzz_mutations import tail_crc
 
 FORMATS = {fmt.name: fmt for fmt in formats()}
 #: examples a format in the short run (the slow ones open a whole repository an example)
-EXAMPLES = {"wal-log": 40, "provenance-journal": 40, "provenance-event-file": 40, "provenance-index": 40}
-DEFAULT_EXAMPLES = 150
-
-#: Findings in readers of other areas, by the exception and the reader's function (line numbers
-#: move): the short run lets them through; each has an xfail example below.
-KNOWN = {
-    "wal-values": {"Hang at records.py (<listcomp>)", "MemoryError at records.py (<listcomp>)"},
-    "provenance-journal": {"AttributeError at index.py (add_columns)", "AttributeError at index.py (term_key)",
-                           "BadValsizeError at index.py (add)", "KeyError at event.py (<listcomp>)",
-                           "KeyError at index.py (_type_key)", "TypeError at index.py (add_column)",
-                           "TypeError at index.py (add_columns)", "TypeError at index.py (_type_key)",
-                           "TypeError at merge.py (_write)", "wrong read at read_repository"},
-    "provenance-index": {"AttributeError at merge.py (read_next_id)", "error at index.py (__init__)",
-                         "error at index.py (_refresh_id_bounds)", "error at index.py (_walk_events)",
-                         "error at index.py (_unpack_range)"},
-}
-
-
-def family(finding: Finding) -> str:
-    """A finding's signature without its line number."""
-    return re.sub(r":\d+", "", finding.signature)
-
+EXAMPLES = {"wal-log": 100, "provenance-journal": 100, "provenance-event-file": 100, "provenance-index": 100}
+DEFAULT_EXAMPLES = 300
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_reader_gives_a_whole_read_or_its_documented_error(name: str, tmp_path: Path) -> None:
     fmt = FORMATS[name]
-    known = KNOWN.get(name, set())
 
     @settings(max_examples=EXAMPLES.get(name, DEFAULT_EXAMPLES), derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(fmt.examples(tmp_path))
     def read(example) -> None:
-        try:
-            check(fmt, tmp_path, example)
-        except Finding as finding:
-            if family(finding) not in known:
-                raise
+        check(fmt, tmp_path, example)
 
     read()
 
@@ -174,7 +149,7 @@ def test_nifi_export_of_wrong_shape_is_one_import_error_naming_the_place(change,
         load_definition(orjson.dumps(_nifi(change)))
 
 
-# --- findings in the repositories' readers, kept until their area fixes them --------------------------
+# --- the fuzzers' findings in the repositories' readers, fixed there (aa96ef7, ea23595, 1e1ccbc) ----------
 
 
 def _journal_batch_edit(seeds: dict, part: int, edit, writable: bool) -> tuple[str, bytes, bool]:
@@ -196,12 +171,34 @@ def _journal_batch_edit(seeds: dict, part: int, edit, writable: bool) -> tuple[s
     return name, journal[:16] + record + journal[24 + length:], writable
 
 
+def _event_file_batch_edit(seeds: dict, part: int, edit) -> tuple[str, bytes, bool]:
+    """The event file with its first block's first batch edited as ``_journal_batch_edit`` does,
+    compressed and framed again (read read-only)."""
+    name = next(n for n in sorted(seeds["files"]) if n.endswith(".prov"))
+    data = seeds["files"][name]
+    clen, _crc, _ulen, count, first, last = struct.unpack_from("<IIIIQQ", data, 16)
+    raw = zstandard.ZstdDecompressor().decompress(data[48:48 + clen])
+    journal = b"\0" * 16 + struct.pack("<II", len(raw), zlib.crc32(raw)) + raw   # a journal of one record
+    _, edited, _ = _journal_batch_edit({"journals": {"j": journal}}, part, edit, False)
+    raw = edited[24:]
+    compressed = zstandard.ZstdCompressor().compress(raw)
+    block = struct.pack("<IIIIQQ", len(compressed), zlib.crc32(compressed), len(raw), count, first, last) + compressed
+    return name, data[:16] + block + data[48 + clen:], False
+
+
+def _toc_with_block_offset(seeds: dict, offset: int) -> tuple[str, bytes, bool]:
+    name = next(n for n in sorted(seeds["files"]) if n.endswith(".toc"))
+    data = bytearray(seeds["files"][name])
+    struct.pack_into("<Q", data, 52 + 8, offset)
+    return name, tail_crc(bytes(data)), False
+
+
 def _index_column(position: int, value):
     """An edit of a batch's index part: its column ``position`` (of ``INDEX_FIELDS``) shared ``value``."""
     return lambda index: index[1].__setitem__(position, [0, value])
 
 
-#: (format, the finding, how to build its example from the format's valid inputs)
+#: (format, what the reader did with it before its fix, how to build the example from the format's valid inputs)
 REPOSITORY_FINDINGS = [
     ("wal-values", "a journal entry (checksum right) whose removal count is 0xFFFFFFFF: decode_journal_entry "
                    "makes a list of that many keys before it compares the count with the entry's length "
@@ -222,6 +219,21 @@ REPOSITORY_FINDINGS = [
     ("provenance-journal", "a batch whose attribute maps are an object, not a list: KeyError 0 in event._expand, "
                            "not ProvenanceFormatError",
      lambda seeds: _journal_batch_edit(seeds, 1, lambda rest: rest.__setitem__(1, {}), False)),
+    ("provenance-journal", "a batch whose timestamp column is a list, read-only: TypeError in event.matches "
+                           "when a search compares times",
+     lambda seeds: _journal_batch_edit(seeds, 0, _index_column(1, []), False)),
+    ("provenance-journal", "a batch whose updated_size column is 2**63: struct.error (argument out of range) "
+                           "packing the index entry at the merge",
+     lambda seeds: _journal_batch_edit(seeds, 0, _index_column(8, 1 << 63), True)),
+    ("provenance-event-file", "a block (checksum right) whose first batch's attribute maps are an object, not a "
+                              "list: KeyError 0 in event._expand, not ProvenanceFormatError",
+     lambda seeds: _event_file_batch_edit(seeds, 1, lambda rest: rest.__setitem__(1, {}))),
+    ("provenance-event-file", "a block whose first batch's flowfile_uuid column is an object: events() returns it "
+                              "as the event's uuid (no error)",
+     lambda seeds: _event_file_batch_edit(seeds, 0, _index_column(2, {"a": 1}))),
+    ("provenance-event-file", "a table of contents (checksum right) whose first block offset is 2**64 - 1: "
+                              "OverflowError from os.pread in read_block, not ProvenanceFormatError",
+     lambda seeds: _toc_with_block_offset(seeds, (1 << 64) - 1)),
     ("provenance-index", "next-event-id holding JSON null: AttributeError in merge.read_next_id (data.get)",
      lambda seeds: ("next-event-id", b"null", True)),
     ("provenance-index", "a meta key 'file:abc' (an id of 3 bytes): struct.error in IndexShard.__init__",
@@ -234,13 +246,9 @@ REPOSITORY_FINDINGS = [
 
 
 @pytest.mark.parametrize("fmt, finding, build", [
-    pytest.param(fmt, finding, build, id=f"{fmt}-{number}",
-                 marks=pytest.mark.xfail(strict=True, raises=Finding, reason=finding))
-    for number, (fmt, finding, build) in enumerate(REPOSITORY_FINDINGS)])
-def test_repository_reader_finding(fmt: str, finding: str, build, tmp_path: Path) -> None:
-    example = build(FORMATS[fmt].seeded(tmp_path))
-    try:
-        check(FORMATS[fmt], tmp_path, example, cpu_seconds=2)   # a known hang need not take the fuzzers' 10 s
-    except Finding as found:
-        assert family(found) in KNOWN[fmt], f"another finding than the one named: {found}"
-        raise
+    pytest.param(fmt, finding, build, id=f"{fmt}-{number}") for number, (fmt, finding, build) in
+    enumerate(REPOSITORY_FINDINGS)])
+def test_repository_reader_handles_what_the_fuzzer_found(fmt: str, finding: str, build, tmp_path: Path) -> None:
+    """Each was a finding (``finding`` says what the reader did); now a whole read or the
+    format's documented error naming the file."""
+    check(FORMATS[fmt], tmp_path, build(FORMATS[fmt].seeded(tmp_path)), cpu_seconds=2)
