@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=LONG_MINUTES, help="minutes a format (default: %(default)s)")
     parser.add_argument("--only", nargs="+", metavar="FORMAT", help="these formats only: "
                         + ", ".join(f.name for f in formats()))
-    parser.add_argument("--workdir", type=Path, default=Path(__file__).resolve().parent / "scratch" / "fuzz")
+    parser.add_argument("--workdir", type=Path, default=Path(__file__).resolve().parent / "scratch" / "fuzz-long",
+                        help="where the seeds and the examples are written (not make bench's own scratch/fuzz)")
     parser.add_argument("--results", type=Path, metavar="DIR",
                         help="also write the figures as scenario 14 of DIR/RESULTS.md and results.json")
     args = parser.parse_args(argv)
