@@ -152,15 +152,22 @@ class LoggedPutFile(PutFile):
     def on_stopped(self, context):
         os.close(self._log)
 
-    def _write(self, session, flowfile, dir_fd, real, name, *rest):
-        path = super()._write(session, flowfile, dir_fd, real, name, *rest)
-        if path is not None:
-            with open(name, "rb", opener=lambda p, f: os.open(p, f, dir_fd=dir_fd)) as placed:
-                written = hashlib.sha256(placed.read()).hexdigest()
-            attrs = flowfile.attributes
-            os.write(self._log, f"{attrs.get('path', '')}{attrs.get('filename')} {flowfile.uuid} "
-                                f"{attrs.get('sha256', '-')} {written} {self._run}\n".encode())
-        return path
+    def placer(self, context, session):
+        placer = super().placer(context, session)
+        put = placer.put
+
+        def logged(flowfile, directory, mode):
+            path = put(flowfile, directory, mode)
+            if path is not None:
+                with open(path, "rb") as placed:
+                    written = hashlib.sha256(placed.read()).hexdigest()
+                attrs = flowfile.attributes
+                os.write(self._log, f"{attrs.get('path', '')}{attrs.get('filename')} {flowfile.uuid} "
+                                    f"{attrs.get('sha256', '-')} {written} {self._run}\n".encode())
+            return path
+
+        placer.put = logged
+        return placer
 
 
 def die_with_parent(parent: int) -> None:

@@ -459,10 +459,7 @@ class PutFile(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         directory = context.property("Directory")
         permissions = context.property("Permissions")
-        placer = _Placer(session, strategy=context.property("Conflict Resolution Strategy").evaluate(),
-                         create=context.property("Create Missing Directories").as_bool(),
-                         base=context.property("Base Directory").evaluate(),
-                         sync=bool(getattr(session.backend, "always_sync", False)))
+        placer = self.placer(context, session)
         for flowfile in session.get_batch():
             try:
                 mode = _permissions(permissions.evaluate(flowfile)) if permissions.is_set else None
@@ -483,6 +480,14 @@ class PutFile(Processor):
             log.warning("%s: %s not written: %s", context.name, flowfile.uuid, reason)
             flowfile = session.put_attribute(flowfile, self.REASON, reason)
             session.transfer(session.penalize(flowfile), FAILURE)
+
+    def placer(self, context: ProcessContext, session) -> "_Placer":
+        """What places one trigger's files (``put``: the path written, or None), with this
+        processor's settings; a subclass may wrap it (the crash tests log each file placed)."""
+        return _Placer(session, strategy=context.property("Conflict Resolution Strategy").evaluate(),
+                       create=context.property("Create Missing Directories").as_bool(),
+                       base=context.property("Base Directory").evaluate(),
+                       sync=bool(getattr(session.backend, "always_sync", False)))
 
 
 class _Placer:
