@@ -164,7 +164,14 @@ def test_run_starts_a_ray_of_its_own_beside_one_a_ray_start_left_on_the_machine(
         (discover / "ray" / "ray_current_cluster").symlink_to(Path(head.temp_dir) / "ray_current_cluster")
         assert (discover / "ray" / "ray_current_cluster").read_text().strip()  # `ray start` wrote it
         env = {**head.env, "RAY_TMPDIR": str(discover)}
-        run = [FLOWACTORS, "run", str(ROOT / "examples" / "demo.py"), "--quiet"]
+        # a flow of its own name: the demo's metrics on the head are another test's to count
+        (tmp_path / "which_ray.py").write_text(textwrap.dedent("""
+            from flowactors import Flow
+            from flowactors.processors import GenerateFlowFile
+            flow = Flow("which-ray")
+            flow.add(GenerateFlowFile, "generate", properties={"Max FlowFiles": 1}, auto_terminate=["success"])
+            """))
+        run = [FLOWACTORS, "run", str(tmp_path / "which_ray.py"), "--quiet"]
         own = subprocess.run([*run, "--repository", str(tmp_path / "own")], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=300)
         assert own.returncode == 0, own.stderr[-2000:]

@@ -224,7 +224,9 @@ def test_in_process_each_run_that_dies_narrows_it_down_until_the_flowfile_is_pen
     codes = [subprocess.run(command, capture_output=True, text=True, timeout=120) for _ in range(4)]
     # the batch, then the FlowFile alone twice: three deaths; the fourth run sets it aside
     assert [c.returncode for c in codes] == [3, 3, 3, 4], [(c.returncode, c.stderr[-500:]) for c in codes]
-    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == [f"f{i}.txt" for i in range(6) if i != 2]
+    # (a PutFile the death cut short leaves its hidden .partial file, as NiFi's leaves its dot file)
+    placed = sorted(p.name for p in (tmp_path / "ok").iterdir() if not p.name.startswith("."))
+    assert placed == [f"f{i}.txt" for i in range(6) if i != 2]
     assert "fatal: ProcessKilledByFlowFile: processing it ended the processor's process 2 times" in codes[3].stderr
     with WriteAheadFlowFileRepository(tmp_path / "repository" / "flowfile", create=False) as wal:
         kept = [(queue, f) for queue, batch in wal.recover() for f in batch]
