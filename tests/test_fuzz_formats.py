@@ -102,6 +102,11 @@ def _definition(**changes) -> bytes:
     (_definition(parameter_contexts=7), "'parameter_contexts' must be a list of objects"),
     (_definition(parameter_context="env", parameter_contexts=[{"name": "env", "parameters": [
         {"name": "dir", "value": {}}]}]), "parameter 'dir' has the value {}; give it as a string"),
+    (_definition(parameter_context="env", parameter_contexts=[{"name": "env", "inherits": [{"a": 1}]}]),
+     "parameter context 'env': 'inherits' must be a list of context names, not [{'a': 1}]"),
+    (_definition(parameter_context="env", parameter_contexts=[{"name": "env", "parameters": [{"name": "d"}]}],
+                 processors=[{"name": "g", "type": "GenerateFlowFile", "properties": {"File Size": "#{ 1 KB"}}]),
+     "property 'File Size': '#{' at index 0 does not start a reference"),
 ])
 def test_flow_definition_of_wrong_types_is_one_validation_error(text: bytes, problem: str) -> None:
     from flowactors.driver.loading import load_definition

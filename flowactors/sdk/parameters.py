@@ -86,7 +86,11 @@ class ParameterContext:
                 raise ParameterError(f"parameter context '{name}': {parameter.name!r} is not a parameter name "
                                      f"(letters, digits, blanks, '-', '_', '.')")
             parameters[parameter.name] = parameter
-        return cls(name, parameters, tuple(data.get("inherits") or ()), data.get("description") or "")
+        inherits = data.get("inherits") or ()
+        if not isinstance(inherits, (list, tuple)) or not all(isinstance(i, str) for i in inherits):
+            raise ParameterError(f"parameter context '{name}': 'inherits' must be a list of context names, "
+                                 f"not {inherits!r}")
+        return cls(name, parameters, tuple(inherits), data.get("description") or "")
 
 
 def lookup(contexts: Mapping[str, ParameterContext], name: str | None) -> dict[str, Parameter]:
@@ -126,6 +130,15 @@ def references(text: str) -> list[str]:
     names: list[str] = []
     _scan(text, lambda name, _where: names.append(name) or "")
     return names
+
+
+def _named(text: str) -> list[str]:
+    """The parameters ``text`` refers to; none when a ``#{`` in it starts no reference (a problem
+    ``resolve`` reports)."""
+    try:
+        return references(text)
+    except ParameterError:
+        return []
 
 
 def substitute(text: str, values: Mapping[str, str]) -> str:
@@ -222,7 +235,7 @@ def resolve(properties: Mapping[str, str], parameters: Mapping[str, Parameter]) 
         try:
             resolved[key] = substitute(text, values) if "#{" in text else text
         except ParameterError as err:
-            missing = [r for r in references(text) if r not in values]
+            missing = [r for r in _named(text) if r not in values]
             hint = ""
             if missing and missing[0] in parameters and parameters[missing[0]].sensitive:
                 hint = f" (it is sensitive: give its value in {environment_variable(missing[0])})"
@@ -247,7 +260,7 @@ def context_from_values(name: str, values: Mapping[str, str | None], sensitive: 
 
 def sensitive_values(properties: Mapping[str, str], parameters: Mapping[str, Parameter]) -> list[str]:
     """The values of the sensitive parameters ``properties`` refer to (what ``redact`` hides)."""
-    names = {name for text in properties.values() if "#{" in text for name in references(text)}
+    names = {name for text in properties.values() if "#{" in text for name in _named(text)}
     return [v for name in names if name in parameters and parameters[name].sensitive
             and (v := value_of(parameters[name]))]
 
