@@ -107,6 +107,12 @@ def _definition(**changes) -> bytes:
     (_definition(parameter_context="env", parameter_contexts=[{"name": "env", "parameters": [{"name": "d"}]}],
                  processors=[{"name": "g", "type": "GenerateFlowFile", "properties": {"File Size": "#{ 1 KB"}}]),
      "property 'File Size': '#{' at index 0 does not start a reference"),
+    (_definition(processors=[{"name": "r", "type": "ReplaceText", "properties": {"Character Set": "a\x00"}}]),
+     "is not a character set Python knows"),
+    (_definition(processors=[{"name": "u", "type": "UnpackContent", "properties": {"File Filter": "a{99999999999}"}}]),
+     "invalid regular expression 'a{99999999999}'"),
+    (_definition(processors=[{"name": "u", "type": "UnpackContent", "properties": {"File Filter": "(" * 5000}}]),
+     "invalid regular expression"),
 ])
 def test_flow_definition_of_wrong_types_is_one_validation_error(text: bytes, problem: str) -> None:
     from flowactors.driver.loading import load_definition

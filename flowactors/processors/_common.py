@@ -25,7 +25,7 @@ CHUNK = 1024 * 1024
 def _charset_problem(value: str) -> str | None:
     try:
         codecs.lookup(value)
-    except LookupError:
+    except (LookupError, ValueError):   # ValueError: a NUL in the name
         return f"{value!r} is not a character set Python knows (e.g. UTF-8, ISO-8859-1, US-ASCII)"
     return None
 
@@ -33,8 +33,8 @@ def _charset_problem(value: str) -> str | None:
 def _regex_problem(value: str) -> str | None:
     try:
         re.compile(value)
-    except re.error as err:
-        return f"invalid regular expression {value!r}: {err}"
+    except (re.error, OverflowError, RecursionError) as err:   # a repeat count past C's, groups nested too deep
+        return f"invalid regular expression {value[:200]!r}: {type(err).__name__ if isinstance(err, RecursionError) else err}"
     return None
 
 
