@@ -100,7 +100,8 @@ def run(quick: bool, workdir: Path, size: int | None = None, only: list[str] | N
 def record(rows: list[dict], argv: list[str], seconds: float, out_dir: Path) -> None:
     """Write this run's rows as scenario 14 of the results in ``out_dir`` (RESULTS.md and
     results.json, as ``python -m bench`` does), keeping the rows of formats this run left out
-    (``--only``) and every other scenario."""
+    (``--only``) and every other scenario; each row's notes end with the command, date and
+    commit of the run that measured it."""
     from bench import report   # not bench.__main__: it imports every scenario, this needs none
 
     path = out_dir / report.JSON
@@ -112,10 +113,12 @@ def record(rows: list[dict], argv: list[str], seconds: float, out_dir: Path) -> 
     previous = next((s for s in run["scenarios"] if s.get("key") == "fuzz"), {"rows": []})
     redone = {r["metric"] for r in rows}
     kept = [r for r in previous["rows"] if r["metric"] not in redone]
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    command = shlex.join(["python", "-m", "bench.fuzz", *argv])
+    rows = [{**r, "notes": f"{r['notes']}; `{command}`, {date}, commit {git['commit'][:12]}"} for r in rows]
     scenario = {"key": "fuzz", "number": 14, "title": SCENARIO.split(" ", 1)[1], "status": "ok", "seconds": seconds,
-                "command": shlex.join(["python", "-m", "bench.fuzz", *argv]),
-                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": git["commit"],
-                "dirty": git["dirty"], "rows": kept + rows}
+                "command": command, "date": date, "commit": git["commit"], "dirty": git["dirty"],
+                "rows": kept + rows}   # each row's notes say the run that measured it
     run["scenarios"] = sorted([s for s in run["scenarios"] if s.get("key") != "fuzz"] + [scenario],
                               key=lambda s: s["number"])
     report.write(run, out_dir)
