@@ -20,18 +20,13 @@ environment stands for the workers' (they are one image).
 from __future__ import annotations
 
 import importlib.metadata as metadata
-import re
 from functools import cache
 from typing import Any, Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 DISTRIBUTION = "flowactors"
-
-
-def canonical(name: str) -> str:
-    """A distribution's name as pip compares names (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 #: what flowactors loads in a processor's process beyond its own requirements, where installed
@@ -44,7 +39,7 @@ def framework_packages() -> dict[str, str]:
     found: dict[str, str] = {}
 
     def add(name: str) -> None:
-        key = canonical(name)
+        key = canonicalize_name(name)
         if key in found:
             return
         try:
@@ -78,7 +73,7 @@ def pip_conflicts(runtime_env: Mapping[str, Any] | None) -> list[str]:
             requirement = Requirement(str(line))
         except InvalidRequirement:
             continue
-        installed = packages.get(canonical(requirement.name))
+        installed = packages.get(canonicalize_name(requirement.name))
         if installed is not None and not requirement.specifier.contains(installed, prereleases=True):
             problems.append(
                 f"its dependency '{line}' asks for another {requirement.name} than the {installed} flowactors "
