@@ -69,6 +69,11 @@ class InHandRecord:
         self._count = 0
         self._abandoned = False
 
+    @property
+    def held(self) -> int:
+        """How many FlowFiles the running trigger has taken (0 between triggers)."""
+        return self._count
+
     def held_at_death(self) -> list[int]:
         """What a trigger held when its process ended without finishing it (empty if none)."""
         data = os.pread(self._fd, _HEADER.size, 0)
@@ -132,7 +137,6 @@ class DeathGuard:
         self.suspects = suspects
         #: what the previous process held when it died (empty if it did not die in a trigger)
         self.held_at_death = held_at_death
-        self._handed = 0
         self._alone: int | None = None
         self._release = False
 
@@ -166,7 +170,6 @@ class DeathGuard:
         return self.suspects.get(flowfile.id, 0) >= DEATHS_TO_SET_ASIDE
 
     def begin_trigger(self) -> None:
-        self._handed = 0
         self._alone = None
 
     def take(self, prefetched: deque[tuple[str, FlowFile]], max_count: int) -> list[tuple[str, FlowFile]]:
@@ -187,14 +190,13 @@ class DeathGuard:
             while prefetched and len(taken) < max_count:
                 flowfile = prefetched[0][1]
                 if flowfile.id in suspects:
-                    if taken or self._handed or suspects[flowfile.id] >= DEATHS_TO_SET_ASIDE:
+                    if taken or self.in_hand.held or suspects[flowfile.id] >= DEATHS_TO_SET_ASIDE:
                         break
                     self._alone = flowfile.id
                     taken.append(prefetched.popleft())
                     break
                 taken.append(prefetched.popleft())
         if taken:
-            self._handed += len(taken)
             self.in_hand.add([flowfile.id for _, flowfile in taken])
         return taken
 
