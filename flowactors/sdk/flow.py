@@ -8,18 +8,15 @@ engine of ``flowactors.engine``; ``flowactors.driver.loading`` loads it from fil
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import importlib.util
 import keyword
 import os
 import re
 import sys
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Sequence
 
 import orjson
 
@@ -27,8 +24,11 @@ from flowactors.sdk import parameters as params
 from flowactors.sdk.ports import InputPort, OutputPort
 from flowactors.sdk.processor import Processor
 from flowactors.sdk.runtime_env import pip_conflicts
+from flowactors.sdk import services as svc
+from flowactors.sdk.services import ControllerService, ServiceNode
 from flowactors.sdk.settings import Settings, SettingsError
-from flowactors.sdk.suggest import did_you_mean
+from flowactors.sdk.definition_entries import (entries, json_fields, json_kind, properties_of, property_texts,
+                                               unknown_key)
 from flowactors.sdk.units import parse_data_size, parse_duration
 
 DEFINITION_VERSION = 2
@@ -154,8 +154,8 @@ class Connection:
 CONNECTION_FIELDS = tuple(f for f in Connection.__dataclass_fields__
                           if f not in ("source", "destination", "relationships"))
 #: the keys of a definition's object (``Flow.to_dict``)
-DEFINITION_KEYS = ("flowactors_flow", "name", "settings", "parameter_context", "parameter_contexts", "processors",
-                   "connections")
+DEFINITION_KEYS = ("flowactors_flow", "name", "settings", "parameter_context", "parameter_contexts",
+                   "controller_services", "processors", "connections")
 
 
 class Flow:
@@ -163,6 +163,8 @@ class Flow:
         self.name = name
         self.processors: dict[str, ProcessorNode] = {}
         self.connections: list[Connection] = []
+        #: controller services by their path (``flowactors.sdk.services``: ``<group>/<name>``)
+        self.services: dict[str, ServiceNode] = {}
         #: overrides of ``flowactors.sdk.settings.Settings`` for this flow
         self.settings: dict[str, Any] = dict(settings or {})
         #: parameter contexts by name (``flowactors.sdk.parameters``), and the one processors use
@@ -183,15 +185,41 @@ class Flow:
             name = f"{name}#{len(self.processors)}"
         unknown = sorted(set(scheduling) - set(PROCESSOR_FIELDS))
         if unknown:
-            raise TypeError("; ".join(f"processor '{name}': {_unknown_key(k, PROCESSOR_FIELDS, 'a processor field')}"
+            raise TypeError("; ".join(f"processor '{name}': {unknown_key(k, PROCESSOR_FIELDS, 'a processor field')}"
                                       for k in unknown))
         if "auto_terminate" in scheduling:
             scheduling["auto_terminate"] = _names(scheduling["auto_terminate"])
-        texts, problems = _property_texts(processor_type, properties or {})
+        texts, problems = property_texts(processor_type, properties or {})
         self._problems.extend(f"processor '{name}': {p}" for p in problems)
         node = ProcessorNode(name, processor_type, texts, **scheduling)
         self.processors[name] = node
         return node
+
+    def add_service(self, service_type: type[ControllerService], name: str | None = None, *,
+                    properties: dict[str, Any] | None = None, group: str = "") -> ServiceNode:
+        """Place a controller service (``flowactors.sdk.services``) in the process group ``group``
+        (``""``: the flow's own); processors name it in their properties by ``name``."""
+        if not (isinstance(service_type, type) and issubclass(service_type, ControllerService)):
+            raise TypeError(f"{service_type!r} is not a ControllerService subclass")
+        texts, problems = property_texts(service_type, properties or {})
+        node = ServiceNode(name or service_type.__name__, service_type, texts, group.strip("/"))
+        self._problems.extend(f"controller service '{node.path}': {p}" for p in problems)
+        if node.path in self.services:
+            self._problems.append(f"two controller services are named '{node.path}'; names must be unique "
+                                  f"in a group")
+        self.services[node.path] = node
+        return node
+
+    def services_used_by(self, processors: Iterable[str]) -> list[ServiceNode]:
+        """The services the named processors use, and those these use, in the order to enable them."""
+        nodes = list(self.services.values())
+        wanted = []
+        for name in processors:
+            node = self.processors[name]
+            visible = svc.visible_services(nodes, svc.group_of(name))
+            wanted.extend(visible[r] for r in svc.references(node.type, node.property_values).values()
+                          if r in visible)
+        return svc.dependency_order(wanted, nodes)
 
     def add_parameter_context(self, name: str, values: dict[str, Any] | None = None, *,
                               sensitive: Iterable[str] = (), inherits: Iterable[str] = (),
@@ -225,7 +253,7 @@ class Flow:
         name = name or default_connection_name(source_name, rels, destination_name)
         unknown = sorted(set(queue_settings) - set(CONNECTION_FIELDS))
         if unknown:
-            raise TypeError("; ".join(f"connection '{name}': {_unknown_key(k, CONNECTION_FIELDS, 'a connection field')}"
+            raise TypeError("; ".join(f"connection '{name}': {unknown_key(k, CONNECTION_FIELDS, 'a connection field')}"
                                       for k in unknown))
         connection = Connection(source_name, destination_name, rels, name, **queue_settings)
         connection.prioritizers = tuple(connection.prioritizers)
@@ -251,6 +279,8 @@ class Flow:
             problems.extend(params.redact(f"processor '{node.name}': {p}", secrets.get(node.name, ()))
                             for p in node.type.validate_properties(node.property_values))
             problems.extend(f"processor '{node.name}': {p}" for p in _scheduling_problems(node))
+        problems.extend(svc.flow_problems(self.services, ((n.name, n.type, n.property_values)
+                                                          for n in self.processors.values())))
         connected: dict[str, set[str]] = {name: set() for name in self.processors}
         incoming: set[str] = set()
         names_seen: set[str] = set()
@@ -311,6 +341,10 @@ class Flow:
             sensitive = _sensitive_names(node)
             secrets[node.name] = params.sensitive_values(node.properties, available) + [
                 value for name, value in resolved.items() if value and name in sensitive]
+        for service in self.services.values():
+            resolved, unresolved = params.resolve(service.properties, offered.get(self.parameter_context, {}))
+            problems.extend(f"controller service '{service.path}': {p}" for p in unresolved)
+            service.resolved = resolved
         return problems, secrets
 
     def validate(self) -> "Flow":
@@ -331,6 +365,7 @@ class Flow:
             "flowactors_flow": DEFINITION_VERSION, "name": self.name, "settings": dict(self.settings),
             "parameter_context": self.parameter_context,
             "parameter_contexts": [c.to_dict() for c in self.parameter_contexts.values()],
+            "controller_services": [s.to_dict() for s in self.services.values()],
             "processors": [n.to_dict(type_names.get(n.name)) for n in self.processors.values()],
             "connections": [c.to_dict() for c in self.connections],
         }
@@ -365,7 +400,7 @@ class Flow:
             raise FlowValidationError(str(data.get("flowContents", {}).get("name", "?")), [
                 "this is a flow definition exported from NiFi: load it with "
                 "flowactors.driver.loading.load_definition (flowactors run and validate do)"])
-        problems: list[str] = [_unknown_key(k, DEFINITION_KEYS, "a field of the flow definition")
+        problems: list[str] = [unknown_key(k, DEFINITION_KEYS, "a field of the flow definition")
                                for k in data if k not in DEFINITION_KEYS]
         version = data.get("flowactors_flow")
         if version not in READABLE_VERSIONS:
@@ -374,17 +409,17 @@ class Flow:
                 f"{', '.join(map(str, READABLE_VERSIONS))}"])
         settings = data.get("settings") or {}
         if not isinstance(settings, dict):
-            problems.append(f"'settings' must be an object of setting names and values, not {_json_kind(settings)}")
+            problems.append(f"'settings' must be an object of setting names and values, not {json_kind(settings)}")
             settings = {}
         texts = {}
         for key in ("name", "parameter_context"):
             texts[key] = data.get(key)
             if not isinstance(texts[key], (str, type(None))):
-                problems.append(f"'{key}' must be a string, not {_json_kind(texts[key])}")
+                problems.append(f"'{key}' must be a string, not {json_kind(texts[key])}")
                 texts[key] = None
         contexts = data.get("parameter_contexts") or []
         if not isinstance(contexts, list):
-            problems.append(f"'parameter_contexts' must be a list of objects, not {_json_kind(contexts)}")
+            problems.append(f"'parameter_contexts' must be a list of objects, not {json_kind(contexts)}")
             contexts = []
         flow = cls(texts["name"] or "flow", settings, parameter_context=texts["parameter_context"])
         for entry in contexts:
@@ -394,21 +429,27 @@ class Flow:
                 problems.append(f"parameter context {entry.get('name', '?') if isinstance(entry, dict) else '?'}: {err}")
                 continue
             flow.parameter_contexts[context.name] = context
-        for label, entry, fields in _entries(data.get("processors"), "processor", ("type", "properties"),
+        for label, entry, fields in entries(data.get("controller_services"), "controller service",
+                                             ("type", "properties"), _SERVICE_TABLE, problems):
+            try:
+                service_type = svc.resolve_service_type(entry.get("type"))
+            except (ImportError, AttributeError, TypeError, ValueError) as err:
+                problems.append(f"{label}: {err}")
+                continue
+            if fields is not None:
+                flow.add_service(service_type, fields.pop("name", None), properties=properties_of(entry, label, problems),
+                                 **fields)
+        for label, entry, fields in entries(data.get("processors"), "processor", ("type", "properties"),
                                              _PROCESSOR_TABLE, problems):
             try:
                 processor_type = resolve_processor_type(entry.get("type"))
             except (ImportError, AttributeError, TypeError, ValueError) as err:
                 problems.append(f"{label}: {err}")
                 continue
-            properties = entry.get("properties") or {}
-            if not isinstance(properties, dict):
-                problems.append(f"{label}: 'properties' must be an object of property names and values, "
-                                f"not {_json_kind(properties)}")
-                properties = {}
             if fields is not None:
-                flow.add(processor_type, fields.pop("name", None), properties=properties, **fields)
-        for _label, _entry, fields in _entries(data.get("connections"), "connection", (), _CONNECTION_TABLE,
+                flow.add(processor_type, fields.pop("name", None), properties=properties_of(entry, label, problems),
+                         **fields)
+        for _label, _entry, fields in entries(data.get("connections"), "connection", (), _CONNECTION_TABLE,
                                                problems):
             if fields is not None:
                 flow.connect(fields.pop("source"), fields.pop("destination"), fields.pop("relationships"), **fields)
@@ -576,122 +617,9 @@ def _names(value: str | Iterable[str]) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _property_texts(processor_type: type[Processor], values: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """Property values as the text processors read (numbers and booleans written as text), and
-    a problem for each value that has none to give (null, a list, an object), which is left out."""
-    texts, problems = {}, []
-    descriptors = processor_type.descriptor_map()
-    for key, value in values.items():
-        if isinstance(value, bool):
-            texts[key] = "true" if value else "false"
-        elif isinstance(value, (str, int, float)):
-            texts[key] = str(value)
-        else:
-            default = getattr(descriptors.get(key), "default", None)
-            leave_out = f"leave it out to take its default ({default!r})" if default is not None else "leave it out"
-            problems.append(f"property '{key}' is {_json_kind(value)}; give its value as a string "
-                            f"(\"{key}\": \"...\"), or {leave_out}")
-    return texts, problems
-
-
-def _entries(entries: Any, kind: str, own: tuple[str, ...], table: dict[str, _JsonField], problems: list[str]
-             ) -> Iterable[tuple[str, dict, dict | None]]:
-    """Each object of a definition's list of processors or connections, as (a label naming it,
-    the object, its fields read by ``_read_fields``, or None when one is wrong); an entry that is
-    not an object, and a key that is neither one of ``own`` nor of ``table``, are problems."""
-    if entries is not None and not isinstance(entries, list):
-        problems.append(f"'{kind}s' must be a list of objects, not {_json_kind(entries)}")
-        return
-    for number, entry in enumerate(entries or [], 1):
-        name = entry.get("name") if isinstance(entry, dict) else None
-        label = f"{kind} '{name}'" if isinstance(name, str) and name else f"{kind} {number}"
-        if not isinstance(entry, dict):
-            problems.append(f"{label}: must be an object, not {_json_kind(entry)}")
-            continue
-        problems.extend(f"{label}: {_unknown_key(k, (*own, *table), f'a {kind} field')}"
-                        for k in entry if k not in own and k not in table)
-        fields, wrong = _read_fields(entry, table)
-        problems.extend(f"{label}: {p}" for p in wrong)
-        yield label, entry, None if wrong else fields
-
-
-class _JsonField(NamedTuple):
-    """What a definition's field takes: ``kind`` is ``str``, ``int``, ``float``, ``bool``,
-    ``tuple`` (a list of names) or ``dict`` (an object); a ``required`` one must be given."""
-
-    kind: type
-    required: bool
-
-
-def _json_fields(cls: type, leave_out: Sequence[str]) -> dict[str, _JsonField]:
-    """The definition's fields of dataclass ``cls`` (but ``leave_out``), from its annotations: the
-    one table of JSON kinds ``_read_fields`` checks. A field without a default is required, but
-    ``name`` (a name left out is made up by ``Flow.add`` and ``Flow.connect``)."""
-    hints = typing.get_type_hints(cls)
-    table = {}
-    for f in dataclasses.fields(cls):
-        if f.name in leave_out:
-            continue
-        hint = hints[f.name]
-        if typing.get_origin(hint) in (typing.Union, types.UnionType):   # ``X | None``
-            hint = next(a for a in typing.get_args(hint) if a is not type(None))
-        required = (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-                    and f.name != "name")
-        table[f.name] = _JsonField(typing.get_origin(hint) or hint, required)
-    return table
-
-
-#: words for each JSON kind, in a problem
-_KIND_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false",
-               tuple: "a list of names", dict: "an object"}
-
-
-def _read_fields(entry: dict, table: dict[str, _JsonField]) -> tuple[dict[str, Any], list[str]]:
-    """The fields of a definition's ``entry`` that ``table`` names, and a problem for each one of
-    the wrong JSON kind (naming the field and the kind it takes) or required and not given. Null
-    in a field that is not required takes its default, as if left out; a relationship may be
-    one string."""
-    values, problems = {}, []
-    for key, (kind, required) in table.items():
-        value = entry.get(key)
-        if value is None:
-            if required:
-                problems.append(f"'{key}' must be {_KIND_WORDS[kind]}, not null" if key in entry else
-                                f"'{key}' is missing")
-            continue
-        if key == "relationships" and isinstance(value, str):
-            value = [value]
-        if kind is tuple:
-            right = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        elif kind in (int, float):   # JSON's true and false are not numbers; a float takes 5 too
-            right = isinstance(value, (int, kind)) and not isinstance(value, bool)
-        else:
-            right = isinstance(value, kind)
-        if right:
-            values[key] = value
-        else:
-            problems.append(f"'{key}' must be {_KIND_WORDS[kind]}, not {_json_kind(value)}")
-    return values, problems
-
-
-#: the JSON kind of each field of a definition's processor and connection (``_read_fields``)
-_PROCESSOR_TABLE = _json_fields(ProcessorNode, ("type", "properties", "resolved"))
-_CONNECTION_TABLE = _json_fields(Connection, ())
-
-
-def _json_kind(value: Any) -> str:
-    """What a JSON value is, in the definition's words."""
-    if value is None:
-        return "null"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return repr(value)
-
-
-def _unknown_key(key: str, known: Sequence[str], what: str) -> str:
-    return f"'{key}' is not {what}; {did_you_mean(key, known, 'the fields are')}"
+_PROCESSOR_TABLE = json_fields(ProcessorNode, ("type", "properties", "resolved"))
+_SERVICE_TABLE = json_fields(ServiceNode, ("type", "properties", "resolved"))
+_CONNECTION_TABLE = json_fields(Connection, ())
 
 
 def _scheduling_problems(node: ProcessorNode) -> list[str]:

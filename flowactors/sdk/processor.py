@@ -45,6 +45,10 @@ class PropertyDescriptor:
     sensitive: bool = False
     #: whether the value may hold ``${...}`` expressions evaluated against each FlowFile
     expression_language: bool = False
+    #: the API a controller service named by the value must provide (NiFi's
+    #: ``identifiesControllerService``): a class of ``flowactors.sdk.services`` such as
+    #: ``RecordReaderFactory``; the value is then a service's name, checked when the flow validates
+    service: type | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,9 @@ class ProcessContext:
     #: the stateless engine, for a processor that runs a flow inside it (ExecuteStateless), set by
     #: the engine running the processor (``flowactors.sdk.stateless_api``); None where none is offered
     stateless_engine: "StatelessEngine | None" = field(default=None, repr=False)
+    #: the enabled controller services the processor may use, by the names its properties give
+    #: them (``flowactors.sdk.services.visible_services``), set by the engine; read with ``service``
+    services: Mapping[str, Any] = field(default_factory=dict, repr=False)
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
     _yield_requested: bool = field(default=False, repr=False)
 
@@ -176,6 +183,12 @@ class ProcessContext:
             value = self._properties[name] = PropertyValue(raw)
         return value
 
+    def service(self, name: str, api: type | None = None) -> Any:
+        """The enabled controller service the property ``name`` names (NiFi's
+        ``asControllerService``); ``api``, when given, is the API it must provide.
+        ``ServiceNotFound`` says what is missing (the flow's validation catches it before a run)."""
+        return find_service(self.services, self.property(name).raw, f"property '{name}'", api)
+
     def yield_(self) -> None:
         """Ask the runtime not to trigger this processor again until its yield duration passed."""
         self._yield_requested = True
@@ -187,38 +200,37 @@ class ProcessContext:
         return requested
 
 
-class Processor:
-    """Base class of every processor.
+class ServiceNotFound(LookupError):
+    """A property names a controller service the component cannot reach (none of that name is
+    enabled where it runs, or it provides another API)."""
 
-    Subclasses set ``properties`` and ``relationships`` and implement ``on_trigger``. Set
-    ``dynamic_properties = True`` to accept properties that are not declared (their values are
-    validated as expressions). ``input_required`` says whether the processor needs an incoming
-    connection (False for sources such as GenerateFlowFile).
+
+def find_service(services: Mapping[str, Any], reference: str | None, where: str, api: type | None) -> Any:
+    """The service ``reference`` names among ``services`` (a context's), checked to provide ``api``."""
+    if reference is None:
+        raise ServiceNotFound(f"{where} names no controller service")
+    found = services.get(reference)
+    if found is None:
+        known = ", ".join(sorted(services)) or "none"
+        raise ServiceNotFound(f"{where} names controller service '{reference}', which is not enabled here "
+                              f"(enabled: {known})")
+    if api is not None and not isinstance(found, api):
+        raise ServiceNotFound(f"{where} names controller service '{reference}' ({type(found).__name__}), "
+                              f"which is not a {api.__name__}")
+    return found
+
+
+class Component:
+    """What processors and controller services share: declared properties and their validation.
+
+    Subclasses set ``properties``; ``dynamic_properties = True`` accepts properties that are not
+    declared (their values are validated as expressions).
     """
 
     properties: ClassVar[Sequence[PropertyDescriptor]] = ()
-    relationships: ClassVar[Sequence[Relationship]] = ()
     dynamic_properties: ClassVar[bool] = False
-    input_required: ClassVar[bool] = True
-    #: trigger even when the input queues are empty (e.g. to flush bins that reached their max age)
-    trigger_when_empty: ClassVar[bool] = False
-    #: what the processor does, in a sentence (shown with its type; purely informative)
+    #: what the component does, in a sentence (shown with its type; purely informative)
     description: ClassVar[str] = ""
-    #: a Ray ``runtime_env`` every use of this processor type needs (a NiFi Python processor's
-    #: dependencies): merged with the node's own, it gives each task an actor of its own
-    runtime_env: ClassVar[dict | None] = None
-    #: the flow services this processor may use (``flowactors.sdk.flow_service``): the engine starts
-    #: each one the flow needs before the processors and stops it after them
-    flow_services: ClassVar["Sequence[FlowService]"] = ()
-
-    def on_scheduled(self, context: ProcessContext) -> None:
-        """Called once in each task's actor before the first trigger."""
-
-    def on_stopped(self, context: ProcessContext) -> None:
-        """Called once in each task's actor when the flow stops."""
-
-    def on_trigger(self, context: ProcessContext, session) -> None:
-        raise NotImplementedError
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         """Extra checks over the whole configuration; return one sentence per problem."""
@@ -233,17 +245,9 @@ class Processor:
         return {d.name: d for d in cls.properties}
 
     @classmethod
-    def relationships_for(cls, values: Mapping[str, str]) -> Sequence[Relationship]:
-        """The relationships given these property values (RouteOnAttribute adds one per property)."""
-        return cls.relationships
-
-    @classmethod
-    def relationship_names(cls, values: Mapping[str, str] | None = None) -> list[str]:
-        return [r.name for r in cls.relationships_for(values or {})]
-
-    @classmethod
     def validate_properties(cls, values: Mapping[str, str]) -> list[str]:
-        """Every problem with the given property values, one sentence each."""
+        """Every problem with the given property values, one sentence each (a property naming a
+        controller service is checked by the flow, which knows its services)."""
         problems: list[str] = []
         descriptors = cls.descriptor_map()
         for name, descriptor in descriptors.items():
@@ -268,6 +272,45 @@ class Processor:
         if not problems:
             problems.extend(cls().custom_validate(values))
         return problems
+
+
+class Processor(Component):
+    """Base class of every processor.
+
+    Subclasses set ``properties`` and ``relationships`` and implement ``on_trigger``. Set
+    ``dynamic_properties = True`` to accept properties that are not declared (their values are
+    validated as expressions). ``input_required`` says whether the processor needs an incoming
+    connection (False for sources such as GenerateFlowFile).
+    """
+
+    relationships: ClassVar[Sequence[Relationship]] = ()
+    input_required: ClassVar[bool] = True
+    #: trigger even when the input queues are empty (e.g. to flush bins that reached their max age)
+    trigger_when_empty: ClassVar[bool] = False
+    #: a Ray ``runtime_env`` every use of this processor type needs (a NiFi Python processor's
+    #: dependencies): merged with the node's own, it gives each task an actor of its own
+    runtime_env: ClassVar[dict | None] = None
+    #: the flow services this processor may use (``flowactors.sdk.flow_service``): the engine starts
+    #: each one the flow needs before the processors and stops it after them
+    flow_services: ClassVar["Sequence[FlowService]"] = ()
+
+    def on_scheduled(self, context: ProcessContext) -> None:
+        """Called once in each task's actor before the first trigger."""
+
+    def on_stopped(self, context: ProcessContext) -> None:
+        """Called once in each task's actor when the flow stops."""
+
+    def on_trigger(self, context: ProcessContext, session) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def relationships_for(cls, values: Mapping[str, str]) -> Sequence[Relationship]:
+        """The relationships given these property values (RouteOnAttribute adds one per property)."""
+        return cls.relationships
+
+    @classmethod
+    def relationship_names(cls, values: Mapping[str, str] | None = None) -> list[str]:
+        return [r.name for r in cls.relationships_for(values or {})]
 
 
 def _expression_problems(name: str, value: str) -> list[str]:
