@@ -1,0 +1,1 @@
+"""Record readers and writers (one module a format) and the schema registry, as controller services."""
