@@ -33,11 +33,13 @@ from flowactors.engine.executor import Executor
 from flowactors.engine.log_writer import LogWriter
 from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig, QueueHost
+from flowactors.engine.services import ServiceHost
 from flowactors.engine.repository_services import FlowFileRepositoryService, ProvenanceRepositoryService
 from flowactors.engine.stateless_engine import STATELESS_ENGINE, InMemoryStateStore, StatelessBackend, TriggerLog
 from flowactors.engine.transport import HostedLink, Link, ObjectLink, QueueObjectLink, call_now, resolve
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import ProcessContext, Processor
+from flowactors.sdk.services import ControllerService, ServiceNode, dependency_order, flow_problems
 from flowactors.sdk.session import ProcessSession
 from flowactors.sdk.session_contract import CommitBatch, IdAllocator
 from flowactors.sdk.settings import Settings
@@ -135,14 +137,21 @@ class ProcessorRunner:
     def __init__(self, processor_type: type[Processor], properties: Mapping[str, Any] | None = None, *,
                  content=None, flowfile_repository=None, provenance_repository=None,
                  auto_terminate: Sequence[str] = (), batch_size: int = 1000, name: str | None = None,
-                 penalty_duration: float = 30.0, validate: bool = True, engine: str | None = None):
+                 penalty_duration: float = 30.0, validate: bool = True, engine: str | None = None,
+                 services: Mapping[str, tuple[type[ControllerService], Mapping[str, Any]]] | None = None):
         self.processor_type = processor_type
-        self.properties = {k: ("true" if v is True else "false" if v is False else str(v))
-                           for k, v in (properties or {}).items()}
+        self.properties = _texts(properties or {})
+        service_nodes = {name: ServiceNode(name, kind, _texts(values)) for name, (kind, values) in (services or {}).items()}
         if validate:
-            problems = processor_type.validate_properties(self.properties)
+            problems = processor_type.validate_properties(self.properties) + flow_problems(
+                service_nodes, [(name or processor_type.__name__, processor_type, self.properties)])
             if problems:
                 raise ValueError(f"{processor_type.__name__} is not valid: " + "; ".join(problems))
+        #: the controller services the processor may use (``services``: name -> (type, properties)),
+        #: enabled here and now, as the engines enable them before a processor starts
+        self.services = ServiceHost(dependency_order(service_nodes.values(), service_nodes.values()),
+                                    service_nodes.values())
+        self.services.enable()
         self.engine = engine or self.default_engine
         self.processor = processor_type()
         self.name = name or processor_type.__name__
@@ -197,6 +206,7 @@ class ProcessorRunner:
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),
             batch_size=batch_size, state=ProcessorState(self.component_id, self.backend),
             stateless_engine=STATELESS_ENGINE)
+        self.services.give_to(self.context)
         self.ids = IdAllocator(self.backend)
         self.penalty_duration = penalty_duration
         self.scheduled = False
@@ -289,6 +299,28 @@ class ProcessorRunner:
     def events(self) -> list[ProvenanceEvent]:
         """This runner's provenance events, oldest first."""
         return [e for e in call_now(self._provenance, ProvenanceRepositoryService.events, 0, 1_000_000) if e.component_id == self.component_id]
+
+
+def _texts(values: Mapping[str, Any]) -> dict[str, str]:
+    """Property values as text (booleans as NiFi writes them)."""
+    return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in values.items()}
+
+
+def enable_service(service_type: type[ControllerService], properties: Mapping[str, Any] | None = None, *,
+                   services: Mapping[str, tuple[type[ControllerService], Mapping[str, Any]]] | None = None,
+                   name: str | None = None) -> ControllerService:
+    """A controller service validated and enabled as a flow's engine enables it, with the services
+    it names (``services``: name -> (type, properties)) enabled first: for a service's tests.
+    ``ValueError`` lists what is not valid; ``ServiceEnableError`` when it refuses to enable."""
+    nodes = {n: ServiceNode(n, kind, _texts(values)) for n, (kind, values) in (services or {}).items()}
+    own = ServiceNode(name or service_type.__name__, service_type, _texts(properties or {}))
+    nodes[own.path] = own
+    problems = flow_problems(nodes, [])
+    if problems:
+        raise ValueError(f"{service_type.__name__} is not valid: " + "; ".join(problems))
+    host = ServiceHost(dependency_order([own], nodes.values()), nodes.values())
+    host.enable()
+    return host.instances[own.path]
 
 
 class RayComponents:
