@@ -32,7 +32,7 @@ from flowactors.engine.errors import FlowStartError
 from flowactors.engine.in_process import InProcessHosting
 from flowactors.engine.stateless_engine import run_stateless
 from flowactors.engine import ENGINES, STALL_SECONDS
-from flowactors.engine.transport import ActorLink, Pending, ThreadedLink, call_now, component_lost, finished, resolve
+from flowactors.engine.transport import ActorLink, Pending, ThreadedLink, call_now, causes, component_lost, finished, resolve
 from flowactors.ops.error_log import ErrorLog
 from flowactors.ops.ray_dashboard import LOCAL_DASHBOARD, open_dashboard
 from flowactors.ops.status_view import LOG_LEVEL_ENV, StatusView, log_in_worker, route_logging
@@ -195,8 +195,8 @@ def _start_flow(flow_name: str, controller: ControllerLink, view: StatusView, sh
         if show_status:
             show_start(flow_name, controller, starting, view)
         return resolve([starting])[0]
-    except FlowStartError:
-        raise
+    except FlowStartError as err:   # the controller's own error, not Ray's wrapping of it (traceback included)
+        raise next((e for e in causes(err) if type(e) is FlowStartError), err) from None
     except Exception as err:
         if not component_lost(err):
             raise

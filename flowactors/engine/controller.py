@@ -48,6 +48,7 @@ from flowactors.engine.transport import (HostedLink, Link, call_now, causes, com
                                          remote_error_line, resolve)
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.flow_service import FlowService, FlowServiceError, flow_services, service_problems
+from flowactors.sdk.services import ServiceEnableError
 from flowactors.sdk.settings import Settings
 from repositories.content import FileSystemContentRepository
 from repositories.content.errors import ContentRepositoryError
@@ -246,6 +247,9 @@ class FlowController:
             try:
                 resolve([pending])
             except Exception as err:
+                refused = next((e for e in causes(err) if type(e) is ServiceEnableError), None)
+                if refused is not None:   # a controller service refused: its own one line
+                    raise FlowStartError(str(refused)) from None
                 problem = hosting.start_problem(executor_plan, err)
                 if problem is None:
                     raise
@@ -558,7 +562,8 @@ class FlowController:
             })
         queues = [dict(queue_status[c.id], source=c.source, destination=c.destination)
                   for c in self.flow.connections if c.id in queue_status]  # all, once started
-        status: dict[str, Any] = {"flow": self.flow.name, "processors": processors, "queues": queues}
+        status: dict[str, Any] = {"flow": self.flow.name, "processors": processors, "queues": queues,
+                                  "services": services_status(self.flow, hosted)}
         if self.cluster:
             status.update(node=self.cluster["local"], transfers=transfers, cluster_views=views,
                           receivers={c: getattr(e, "name", "") or repr(e) for c, e in self.receivers().items()})
@@ -733,3 +738,11 @@ class FlowController:
         self._opened.clear()
         return {}
 
+
+def services_status(flow: Flow, hosted: list[dict]) -> list[dict]:
+    """One row a controller service of the flow: its name, type, and in how many executors it is
+    enabled (0: no running processor uses it)."""
+    enabled: collections.Counter[str] = collections.Counter(
+        row["name"] for statuses in hosted for row in statuses.get("services", []) if row["enabled"])
+    return [{"name": node.path, "type": node.type.__name__, "enabled": enabled[node.path]}
+            for node in flow.services.values()]

@@ -31,6 +31,7 @@ from flowactors.engine.cluster.transfer import (FAILOVER, LoadBalanceSender, Rec
 from flowactors.engine.log_writer import LogWriter
 from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.process_deaths import DeathGuard
+from flowactors.engine.services import ServiceHost
 from flowactors.engine.stateless_engine import STATELESS_ENGINE
 from flowactors.engine.task import ProcessorTask, make_context
 from flowactors.engine.transport import Link, LoopLink
@@ -72,6 +73,9 @@ class Executor:
         self.view = ClusterView(**cluster) if cluster else None
         self.started = False
         self.receivers: dict[str, TransferReceiver] = {}
+        #: the controller services the hosted processors use, enabled at the first ``wire`` and
+        #: kept across repairs (``flowactors.engine.services``); disabled by ``stop``
+        self.services: ServiceHost | None = None
 
     def __repr__(self) -> str:
         """What the Ray dashboard and log prefixes show for this actor: what it hosts (its class's
@@ -96,6 +100,12 @@ class Executor:
             # the FlowFile repository's service applies the journal (in another process on Ray;
             # in this one the instance is the service's, and the commits apply it as they always did)
             self._wal.applied_elsewhere = own
+        services = self.services
+        if services is None:
+            used = self.flow.services_used_by(sorted({name for name, _ in self.plan.tasks}))
+            services = ServiceHost(used, self.flow.services.values())
+            await loop.run_in_executor(None, services.enable)   # raises ServiceEnableError: the start fails
+            self.services = services
         log = self.log = LogWriter(self._wal, self.provenance_repository is not None, flow=self.flow.name, run=run)
         counted, self._counters = self._counters, {}
 
@@ -128,6 +138,7 @@ class Executor:
             task = add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
             task.guard_with(DeathGuard.open(self.root, self.flow.name, task.key))
             task.context.stateless_engine = STATELESS_ENGINE
+            services.give_to(task.context)
             if self.view is not None and self.view.cluster_state:
                 task.context.cluster_state = ClusterState(self.view.cluster_state, task.component_id)
         for connection_id, target in self.plan.senders:
@@ -214,6 +225,9 @@ class Executor:
         if self.log is not None:  # a task left behind that commits later is refused
             await loop.run_in_executor(None, self.log.close)
         self._close_guards()
+        if self.services is not None and not any(task.running for task in self.tasks.values()):
+            await loop.run_in_executor(None, self.services.disable)   # a task left behind keeps them
+            self.services = None
         return statuses
 
     def _close_guards(self) -> None:
@@ -267,7 +281,8 @@ class Executor:
     async def statuses(self) -> dict:
         """Every hosted task's and queue's status in one call (the controller's status poll)."""
         status = {"incarnation": self.incarnation, "tasks": [task.status() for task in self.tasks.values()],
-                  "queues": {q: await queue.status() for q, queue in self.queues.items()}}
+                  "queues": {q: await queue.status() for q, queue in self.queues.items()},
+                  "services": self.services.status() if self.services is not None else []}
         if self.view is not None:  # what this executor knows of the cluster (a flow on several nodes)
             status["cluster"] = self.view.describe()
         return status

@@ -45,6 +45,7 @@ from flowactors.engine.errors import TriggerFailed
 from flowactors.engine.session_backend import EngineBackend
 from flowactors.engine.placement import flow_order, runtime_env_of, runtime_env_refusal
 from flowactors.engine.queues.connection import ConnectionQueue, QueueConfig
+from flowactors.engine.services import ServiceHost
 from flowactors.engine.task import ProcessorTask
 from flowactors.engine.transport import QueueObjectLink
 from flowactors.sdk.ports import InputPort, OutputPort
@@ -397,6 +398,9 @@ class StatelessFlow:
         for port in self.input_ports:
             self._configs[self._input_queue(port)] = QueueConfig(self._input_queue(port), 0, 0)
         self.tasks: dict[str, StatelessTask] = {}
+        #: the controller services the processors use: enabled now, disabled by ``close``
+        self.services = ServiceHost(flow.services_used_by(nodes), flow.services.values())
+        self.services.enable()
         for name, node in nodes.items():
             if name in self.output_ports:
                 continue
@@ -406,6 +410,7 @@ class StatelessFlow:
                                        component=(f"{flow.name}/{name}", name, node.type.__name__))
             self.tasks[name] = StatelessTask(flow.name, node, 0, backend, self.settings)
             self.tasks[name].context.stateless_engine = STATELESS_ENGINE
+            self.services.give_to(self.tasks[name].context)
         #: the processors it triggers, each after the ones feeding it (the placement's flow order)
         self._order = [name for name in flow_order(flow) if name in self.tasks]
         self._scheduled: set[str] = set()  # the processors whose on_scheduled ran (and on_stopped not since)
@@ -569,6 +574,7 @@ class StatelessFlow:
         self._unsettled = []
         for name in self.tasks:
             self._stop(name)
+        self.services.disable()
 
     def status(self) -> dict:
         """The processors' counters over every trigger so far (as the other engines report them)."""

@@ -1,0 +1,161 @@
+"""Controller services, the component kind: references checked when a flow validates (reach,
+API, scope of process groups, circles), definitions that keep them, and the engines enabling them
+before the processors that use them start and disabling them after they stopped."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowactors import Flow
+from flowactors.driver.running import run_flow
+from flowactors.engine.errors import FlowStartError
+from flowactors.processors import GenerateFlowFile, UpdateAttribute
+from flowactors.sdk.flow import FlowValidationError
+from flowactors.sdk.services import ServiceEnableError
+from flowactors.stateless import StatelessFlow
+from flowactors.testing import ProcessorRunner, enable_service
+from tests.service_components import KeyValues, LookUp, NotALookup, Refuses
+
+
+def lookup_flow(service=KeyValues, service_properties=None, *, reference="keys", group="", processor="look",
+                journal=None):
+    flow = Flow("lookups")
+    flow.add_service(service, "keys", properties={"a": "apple"} if service_properties is None else service_properties, group=group)
+    source = flow.add(GenerateFlowFile, "source", properties={"Batch Size": "3"}, run_schedule="10 min")
+    key = flow.add(UpdateAttribute, "key", properties={"key": "a"})
+    look = flow.add(LookUp, processor, properties={"Lookup": reference, **({"Journal": journal} if journal else {})},
+                    auto_terminate=["success"])
+    flow.connect(source, key)
+    flow.connect(key, look)
+    return flow
+
+
+def looked_up(count):
+    """A run's ``until``: the processor 'look' took ``count`` FlowFiles."""
+    return lambda status: any(p["name"] == "look" and p["flowfiles_in"] >= count for p in status["processors"])
+
+
+def test_a_processor_reaches_its_service_by_name():
+    runner = ProcessorRunner(LookUp, {"Lookup": "keys"}, services={"keys": (KeyValues, {"a": "apple"})})
+    runner.enqueue(b"", {"key": "a"})
+    runner.enqueue(b"", {"key": "b"})
+    runner.run()
+    assert [f.attributes["value"] for f in runner.output("success")] == ["apple", "None"]
+
+
+def test_a_reference_to_a_service_the_flow_lacks_names_what_it_has():
+    with pytest.raises(FlowValidationError) as caught:
+        lookup_flow(reference="kyes").validate()
+    assert ("processor 'look': property 'Lookup' names controller service 'kyes', which the flow does not have "
+            "in reach (a LookupService it has: keys)") in caught.value.problems
+
+
+def test_a_service_of_the_wrong_kind_is_refused_naming_both_apis():
+    with pytest.raises(FlowValidationError) as caught:
+        lookup_flow(NotALookup, {}).validate()
+    assert caught.value.problems == [
+        "processor 'look': property 'Lookup' needs a LookupService, but controller service 'keys' is a "
+        "NotALookup (SSLContextService)"]
+
+
+def test_services_of_a_group_are_seen_inside_it_and_not_outside():
+    assert lookup_flow(group="Main", processor="Main/Inner/look").problems() == []
+    with pytest.raises(FlowValidationError, match="'keys', which the flow does not have in reach"):
+        lookup_flow(group="Main", processor="Other/look").validate()
+    assert lookup_flow(group="Main", reference="Main/keys", processor="look").problems() == []  # by its path
+
+
+def test_the_innermost_service_of_a_name_wins():
+    flow = lookup_flow(processor="Main/look")
+    flow.add_service(KeyValues, "keys", properties={"a": "avocado"}, group="Main")
+    assert flow.services_used_by(["Main/look"])[0].group == "Main"
+    assert flow.services_used_by(["key"]) == []
+
+
+def test_services_that_use_each_other_in_a_circle_are_refused():
+    flow = lookup_flow(service_properties={"Fallback": "other"})
+    flow.add_service(KeyValues, "other", properties={"Fallback": "keys"})
+    with pytest.raises(FlowValidationError, match="controller services use each other in a circle: "
+                                                  "keys -> other -> keys"):
+        flow.validate()
+
+
+def test_a_service_property_problem_names_the_service():
+    flow = lookup_flow(service_properties={"Fallback": "missing"})
+    with pytest.raises(FlowValidationError, match="controller service 'keys': property 'Fallback' names "
+                                                  "controller service 'missing'"):
+        flow.validate()
+
+
+def test_a_definition_keeps_the_services_and_their_groups():
+    flow = lookup_flow(group="Main", processor="Main/look")
+    again = Flow.from_json(flow.to_json())
+    assert [(s.path, s.type, s.properties) for s in again.services.values()] == [("Main/keys", KeyValues, {"a": "apple"})]
+    assert again.problems() == []
+
+
+def test_a_definition_names_standard_services_without_a_module_and_says_what_it_does_not_know():
+    data = lookup_flow().to_dict()
+    data["controller_services"][0]["type"] = "NoSuchReader"
+    with pytest.raises(FlowValidationError, match="controller service 'keys': 'flowactors.services.NoSuchReader' is "
+                                                  "not a ControllerService class \\(the standard services: "):
+        Flow.from_dict(data)
+
+
+def test_enable_order_and_disable_order_around_the_processors_in_process(tmp_path):
+    events = tmp_path / "events"
+    flow = lookup_flow(service_properties={"Fallback": "fallback", "Journal": str(events)}, journal=str(events))
+    flow.add_service(KeyValues, "fallback", properties={"b": "banana", "Journal": str(events)})
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60, until=looked_up(3))
+    assert not final.get("timed_out") and final["processors"][-1]["flowfiles_in"] == 3
+    assert events.read_text().split("\n")[:-1] == [
+        "enabled fallback", "enabled keys", "scheduled look", "stopped look", "disabled keys", "disabled fallback"]
+    assert final["services"] == [{"name": "keys", "type": "KeyValues", "enabled": 0},
+                                 {"name": "fallback", "type": "KeyValues", "enabled": 0}]
+
+
+def test_a_service_that_refuses_to_enable_stops_the_start_with_its_reason(tmp_path):
+    with pytest.raises(FlowStartError) as caught:
+        run_flow(lookup_flow(Refuses, {}), tmp_path / "repository", engine="in-process", timeout=60)
+    assert str(caught.value) == ("controller service 'keys' (Refuses) could not be enabled: the lookup file "
+                                 "/nowhere/keys.csv cannot be read")
+
+
+def test_the_stateless_engine_enables_services_for_its_life(tmp_path):
+    events = tmp_path / "events"
+    flow = Flow("stateless-lookups")
+    flow.add_service(KeyValues, "keys", properties={"a": "apple", "Journal": str(events)})
+    entry = flow.add_input_port("in")
+    look = flow.add(LookUp, "look", properties={"Lookup": "keys", "Journal": str(events)})
+    out = flow.add_output_port("out")
+    flow.connect(entry, look)
+    flow.connect(look, out)
+    with StatelessFlow(flow.validate()) as stateless:
+        result = stateless.trigger([(b"", {"key": "a"})])
+        assert [o.attributes["value"] for o in result.outputs["out"]] == ["apple"]
+    assert events.read_text().split("\n")[:-1] == ["enabled keys", "scheduled look", "stopped look", "disabled keys"]
+    with pytest.raises(ServiceEnableError, match="controller service 'keys' \\(Refuses\\) could not be enabled"):
+        flow.services["keys"].type, flow.services["keys"].properties = Refuses, {}
+        StatelessFlow(flow)
+
+
+def test_enable_service_enables_what_a_service_names_first():
+    service = enable_service(KeyValues, {"Fallback": "other"}, services={"other": (KeyValues, {"b": "banana"})})
+    assert service.lookup({"key": "b"}) == "banana"
+    with pytest.raises(ValueError, match="property 'Fallback' needs a LookupService, but controller service "
+                                         "'other' is a NotALookup"):
+        enable_service(KeyValues, {"Fallback": "other"}, services={"other": (NotALookup, {})})
+
+
+@pytest.mark.ray
+def test_on_ray_each_executor_enables_its_services_and_a_refusal_is_one_line(ray_session, tmp_path):
+    events = tmp_path / "events"
+    final = run_flow(lookup_flow(service_properties={"a": "apple", "Journal": str(events)}, journal=str(events)),
+                     tmp_path / "repository", timeout=120, until=looked_up(3),
+                     settings={"executors": 1})
+    assert not final.get("timed_out") and final["processors"][-1]["flowfiles_in"] == 3
+    assert events.read_text().split("\n")[:-1] == ["enabled keys", "scheduled look", "stopped look", "disabled keys"]
+    with pytest.raises(FlowStartError) as caught:
+        run_flow(lookup_flow(Refuses, {}), tmp_path / "refused", timeout=120)
+    assert str(caught.value) == ("controller service 'keys' (Refuses) could not be enabled: the lookup file "
+                                 "/nowhere/keys.csv cannot be read")
