@@ -42,6 +42,11 @@ themselves (as Avro schemas) stay in the field's metadata, so the Avro writer wr
 **Nullability** is Arrow's: an Avro union with ``"null"`` is a nullable field; the Avro written
 for a nullable field is ``["null", T]`` (``[T, "null"]`` when its default is not null).
 
+**The Avro text** an Arrow schema came from stays in its metadata (``AVRO_SCHEMA_TEXT``):
+``arrow_to_avro`` gives it back, exactly, while the schema still is the one it describes (as NiFi's
+record schema keeps its text), so union order and everything Arrow does not hold survive; a
+schema changed since (a field added) is converted field by field.
+
 Named Avro types keep their full names (``avro.name``; the top record's in the schema metadata
 under ``SCHEMA_NAME_KEY``), fixed types their size (``avro.fixed.size``), fields their default and
 doc (``avro.default`` as JSON, ``avro.doc``). Recursive records cannot be Arrow types: they are a
@@ -50,6 +55,7 @@ doc (``avro.default`` as JSON, ``avro.doc``). Recursive records cannot be Arrow 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Iterable, Sequence
@@ -67,6 +73,8 @@ AVRO_NAME = b"avro.name"
 AVRO_FIXED_SIZE = b"avro.fixed.size"
 AVRO_DEFAULT = b"avro.default"
 AVRO_DOC = b"avro.doc"
+#: schema metadata: the Avro schema text the schema was made from
+AVRO_SCHEMA_TEXT = b"avro.schema"
 
 #: the record name and namespace NiFi gives a schema that has none
 DEFAULT_RECORD_NAME, DEFAULT_NAMESPACE = "nifiRecord", "org.apache.nifi"
@@ -106,8 +114,13 @@ def avro_to_arrow(avro: str | dict) -> pa.Schema:
         raise RecordError(f"the Avro schema must be a record, not {json.dumps(shown)[:80]}")
     converter = _AvroToArrow()
     struct_type, _, meta = converter.convert(avro, "", "")
-    fields = list(struct_type)
-    return pa.schema(fields, metadata={SCHEMA_NAME_KEY: meta[AVRO_NAME]})
+    text = json.dumps(avro, separators=(",", ":"))
+    return pa.schema(list(struct_type), metadata={SCHEMA_NAME_KEY: meta[AVRO_NAME], AVRO_SCHEMA_TEXT: text.encode()})
+
+
+@functools.lru_cache(maxsize=256)
+def _fields_of_text(text: bytes) -> pa.Schema:
+    return pa.schema(list(avro_to_arrow(text.decode())))
 
 
 class _AvroToArrow:
@@ -253,6 +266,13 @@ def arrow_to_avro(schema: pa.Schema, name: str | None = None) -> dict:
     own name (``SCHEMA_NAME_KEY``), else NiFi's ``org.apache.nifi.nifiRecord``. Field names Avro
     does not allow are changed as NiFi changes them (``_`` for each other character), the
     original kept as an alias. Raises ``RecordError`` for a type Avro cannot hold."""
+    text = (schema.metadata or {}).get(AVRO_SCHEMA_TEXT)
+    if text is not None and _fields_of_text(text).equals(pa.schema(list(schema)), check_metadata=True):
+        avro = json.loads(text)
+        if name:
+            space, _, short = name.rpartition(".")
+            avro.update(name=short, **({"namespace": space} if space else {}))
+        return avro
     full = name or (schema.metadata or {}).get(SCHEMA_NAME_KEY, b"").decode() or \
         f"{DEFAULT_NAMESPACE}.{DEFAULT_RECORD_NAME}"
     return _ArrowToAvro().record(list(schema), full, "")
