@@ -62,7 +62,7 @@ def test_services_of_a_group_are_seen_inside_it_and_not_outside():
     assert lookup_flow(group="Main", processor="Main/Inner/look").problems() == []
     with pytest.raises(FlowValidationError, match="'keys', which the flow does not have in reach"):
         lookup_flow(group="Main", processor="Other/look").validate()
-    assert lookup_flow(group="Main", reference="Main/keys", processor="look").problems() == []  # by its path
+    assert lookup_flow(group="Main", reference="Main/keys", processor="Main/Inner/look").problems() == []  # by path
 
 
 def test_the_innermost_service_of_a_name_wins():
@@ -159,3 +159,9 @@ def test_on_ray_each_executor_enables_its_services_and_a_refusal_is_one_line(ray
         run_flow(lookup_flow(Refuses, {}), tmp_path / "refused", timeout=120)
     assert str(caught.value) == ("controller service 'keys' (Refuses) could not be enabled: the lookup file "
                                  "/nowhere/keys.csv cannot be read")
+
+
+def test_a_service_of_another_group_is_out_of_reach_even_by_its_path():
+    with pytest.raises(FlowValidationError, match="names controller service 'Main/keys', which the flow does not "
+                                                  "have in reach"):
+        lookup_flow(group="Main", reference="Main/keys", processor="Other/look").validate()

@@ -174,12 +174,14 @@ def enclosing_groups(group: str) -> list[str]:
 
 
 def visible_services(services: Iterable[ServiceNode], group: str) -> dict[str, ServiceNode]:
-    """The services a component of ``group`` sees, by each name that reaches them: every
-    service's full path, and the plain name of the innermost service of that name."""
+    """The services a component of ``group`` sees (those of its group and the groups around it,
+    as NiFi scopes them), by each name that reaches them: the service's full path, and its plain
+    name when no service of that name is further in."""
     services = list(services)
-    visible = {s.path: s for s in services}
+    visible: dict[str, ServiceNode] = {}
     for outer in reversed(enclosing_groups(group)):   # outermost first, so inner names win
         visible.update({s.name: s for s in services if s.group == outer})
+        visible.update({s.path: s for s in services if s.group == outer})
     return visible
 
 
