@@ -19,9 +19,13 @@ How NiFi's parts map (docs/nifi-flows.md has the table):
   relationships, primary node only) and their properties as that table says. **NiFi 2 Python
   processors** (bundle ``python-extensions``) are found by class name in the extensions folders
   given (or ``FLOWACTORS_PYTHON_EXTENSIONS``) and placed as ``flowactors.nifi.add_python_processor`` does.
-* Not supported, and reported: other processor types, controller services, remote process
-  groups, CRON scheduling, disabled components, retried relationships, groups run by NiFi's
-  stateless engine or with a FlowFile concurrency other than unbounded.
+* **Controller services** of ``flowactors.driver.nifi_standard_services.STANDARD_SERVICES`` are
+  placed in the group they belong to (``Flow.add_service(..., group=<path>)``), their properties
+  renamed as that table says; a property whose value is a service's identifier (a processor's or
+  a service's) names the service by its path instead (``<group>/<name>``; NiFi's scoping holds).
+* Not supported, and reported: other processor and service types, remote process groups, CRON
+  scheduling, disabled components, retried relationships, groups run by NiFi's stateless engine
+  or with a FlowFile concurrency other than unbounded.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from flowactors.nifi.extensions import ProcessorNotFound
 from flowactors.nifi.inspection import InspectionError
 from flowactors.nifi.loader import ProcessorLoadError
 from flowactors.driver.nifi_standard_processors import ANY, STANDARD_PROCESSORS
+from flowactors.driver.nifi_standard_services import ANY as ANY_VALUE, STANDARD_SERVICES
 from flowactors.sdk.ports import Funnel, InputPort, OutputPort
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.parameters import ParameterContext, ParameterError
@@ -87,8 +92,10 @@ _SHAPES: dict[str, dict[str, type | str]] = {
     "group": {"identifier": str, "name": str, "parameterContextName": str, "executionEngine": str,
               "flowFileConcurrency": str, "processGroups": "[group]", "processors": "[processor]",
               "funnels": "[component]", "inputPorts": "[component]", "outputPorts": "[component]",
-              "connections": "[connection]", "controllerServices": "[item]", "remoteProcessGroups": "[item]"},
+              "connections": "[connection]", "controllerServices": "[service]", "remoteProcessGroups": "[item]"},
     "item": {"identifier": str, "name": str, "type": str},
+    "service": {"identifier": str, "name": str, "type": str, "scheduledState": str, "properties": "{text}",
+                "propertyDescriptors": "{descriptor}"},
     "component": {"identifier": str, "name": str, "scheduledState": str, "allowRemoteAccess": bool},
     "processor": {"identifier": str, "name": str, "type": str, "scheduledState": str, "bundle": "bundle",
                   "properties": "{text}", "propertyDescriptors": "{descriptor}", "schedulingStrategy": str,
@@ -106,6 +113,7 @@ _SHAPES: dict[str, dict[str, type | str]] = {
     "parameter": {"name": str, "value": str, "sensitive": bool, "description": str},
 }
 _REQUIRED = {"definition": ("flowContents",), "processor": ("identifier", "type"), "component": ("identifier",),
+             "service": ("identifier", "type"),
              "connection": ("source", "destination"), "end": ("id",)}
 _KIND_WORDS = {str: "a string", int: "a whole number", bool: "true or false"}
 
@@ -153,6 +161,7 @@ class _Importer:
         self.problems: list[str] = []
         self.names: dict[str, str] = {}          # NiFi identifier -> flowactors processor name
         self.reported: set[str] = set()          # identifiers of components reported as not supported
+        self.services: dict[str, str] = {}       # NiFi identifier of a controller service -> its path
 
     def build(self) -> Flow:
         # a port's connections live in the group around it: look at every group's
@@ -160,6 +169,9 @@ class _Importer:
         self.fed = {c["destination"]["id"] for c in connections}
         self.feeding = {c["source"]["id"] for c in connections}
         self._parameter_contexts()
+        placed = self._name_services(self.root, path="")
+        for service, path in placed:
+            self._service(service, path)
         self._group(self.root, path="", root=True)
         if self.problems:
             raise NiFiImportError(self.flow.name, self.problems)
@@ -189,12 +201,10 @@ class _Importer:
             if value not in accepted:
                 self.problems.append(f"{where}: {key} {value} is not supported (flowactors runs every group "
                                      f"as NiFi's standard engine with unbounded concurrency)")
-        for section, label in (("controllerServices", "controller service"),
-                               ("remoteProcessGroups", "remote process group")):
-            for item in group.get(section) or []:
-                self.reported.add(item.get("identifier"))
-                self.problems.append(f"{where}: {label} '{item.get('name') or item.get('identifier')}' "
-                                     f"({item.get('type', label)}) is not supported")
+        for item in group.get("remoteProcessGroups") or []:
+            self.reported.add(item.get("identifier"))
+            self.problems.append(f"{where}: remote process group '{item.get('name') or item.get('identifier')}' "
+                                 f"is not supported")
         for processor in group.get("processors") or []:
             self._processor(processor, path, context)
         for index, funnel in enumerate(group.get("funnels") or [], 1):
@@ -233,6 +243,61 @@ class _Importer:
                                  f"not support")
         self._component(port, kind, name, where)
 
+    # ------------------------------------------------------------------ controller services
+    def _name_services(self, group: Mapping[str, Any], path: str) -> list[tuple[Mapping[str, Any], str]]:
+        """Every controller service of ``group`` and the groups inside it, with the group path it
+        goes in; each named (``self.services``) before any is placed, since a property may name
+        a service of a group read later."""
+        placed = []
+        names: set[str] = set()
+        for service in group.get("controllerServices") or []:
+            base = service.get("name") or service["identifier"]
+            name, n = base, 1
+            while name in names:   # NiFi allows repeated names in a group
+                n += 1
+                name = f"{base} ({n})"
+            names.add(name)
+            self.services[service["identifier"]] = f"{path}/{name}" if path else name
+            placed.append((service, path))
+        for child in group.get("processGroups") or []:
+            child_path = self._name(path, child.get("name") or child.get("identifier") or "group")
+            placed.extend(self._name_services(child, child_path))
+        return placed
+
+    def _service(self, service: Mapping[str, Any], group: str) -> None:
+        path = self.services[service["identifier"]]
+        java_type = service.get("type", "?")
+        where = f"controller service '{path}' ({java_type.rsplit('.', 1)[-1]})"
+        self._disabled(service, where)
+        mapping = STANDARD_SERVICES.get(java_type)
+        if mapping is None:
+            self.reported.add(service["identifier"])
+            self.problems.append(f"{where}: {java_type} is not a controller service flowactors has (supported: "
+                                 f"{', '.join(sorted({m.name for m in STANDARD_SERVICES.values()}))})")
+            return
+        try:
+            kind = mapping.service()
+        except (ImportError, TypeError) as err:   # an optional library the service needs is missing
+            self.reported.add(service["identifier"])
+            self.problems.append(f"{where}: {err}")
+            return
+        renamed, values, declared = mapping.renamed(), mapping.values(), kind.descriptor_map()
+        properties: dict[str, str] = {}
+        for key, value in ((k, v) for k, v in (service.get("properties") or {}).items() if v is not None):
+            target = renamed.get(key, key)
+            if value in self.services:
+                properties[target] = self.services[value]
+            elif target in declared or (kind.dynamic_properties and key not in mapping.fixed):
+                properties[target] = values.get(target, {}).get(value, value)
+            elif key in mapping.fixed:
+                accepted = mapping.fixed[key]
+                if accepted is not ANY_VALUE and value != accepted:
+                    self.problems.append(f"{where}: property '{key}' = '{value}' is not supported")
+            else:
+                self.problems.append(f"{where}: property '{key}' is not supported")
+        name = path.rpartition("/")[2]
+        self.flow.add_service(kind, name, properties=properties, group=group)
+
     # ------------------------------------------------------------------ processors
     def _processor(self, processor: Mapping[str, Any], path: str, context: str | None) -> None:
         name = self._name(path, processor.get("name") or processor["identifier"])
@@ -263,7 +328,8 @@ class _Importer:
             self.problems.append(f"{where}: name the folder holding it (flowactors run --extensions DIR, or "
                                  f"{EXTENSIONS_VARIABLE})")
             return
-        properties = {k: v for k, v in (processor.get("properties") or {}).items() if v is not None}
+        properties = {k: self.services.get(v, v) for k, v in (processor.get("properties") or {}).items()
+                      if v is not None}
         scheduling = self._scheduling(processor, where)
         try:
             node = add_python_processor(self.flow, class_name, name, extensions=self.extensions, properties=properties,
@@ -280,11 +346,20 @@ class _Importer:
         declared = mapping.processor.descriptor_map()
         properties: dict[str, str] = {}
         for key, value in given.items():
-            if (descriptors.get(key) or {}).get("identifiesControllerService"):
-                self.problems.append(f"{where}: property '{key}' names a controller service; controller "
-                                     f"services are not supported")
-                continue
             target = mapping.renamed.get(key, key)
+            if (descriptors.get(key) or {}).get("identifiesControllerService"):
+                takes = target in declared and declared[target].service is not None
+                if value in self.reported:
+                    pass   # the service was reported already
+                elif not takes:
+                    self.problems.append(f"{where}: property '{key}' names a controller service, and flowactors' "
+                                         f"{mapping.processor.__name__} has no such property")
+                elif value not in self.services:
+                    self.problems.append(f"{where}: property '{key}' names controller service '{value}', which is "
+                                         f"not in the definition")
+                else:
+                    properties[target] = self.services[value]   # the service, by its path
+                continue
             if target in declared or (mapping.processor.dynamic_properties and key not in mapping.fixed):
                 properties[target] = mapping.values.get(target, {}).get(value, value)
             elif key in mapping.fixed:
