@@ -44,6 +44,11 @@ class Host:
     def getStateManager(self) -> "HostStateManager":
         raise NotImplementedError
 
+    def getControllerService(self, reference: str) -> Any:
+        """The enabled controller service a property's value names, as a processor calls it
+        (NiFi: a py4j proxy of the Java service)."""
+        raise NotImplementedError
+
 
 class HostStateMap:
     """A stored state as read (NiFi: Java ``StateMap``)."""

@@ -490,10 +490,10 @@ class PythonPropertyValue:
         return size / _BYTES_PER[data_unit.name]
 
     def asControllerService(self):
+        """The controller service the value names, enabled by the runtime (NiFi: a Java proxy)."""
         if not self.value:
             return None
-        raise NotImplementedError("controller services are Java components; a processor outside NiFi has none "
-                                  f"(property value {self.value!r})")
+        return self.property_value.getControllerService(self.value)
 
     def asResource(self):
         """The referenced file, directory, URL or text (a ``ResourceReference``), or None."""

@@ -6,7 +6,7 @@ property names, so a test sees the order on any engine (Ray's processes too)."""
 from __future__ import annotations
 
 from flowactors.sdk.processor import Processor, PropertyDescriptor, Relationship
-from flowactors.sdk.services import ControllerService, LookupService, SSLContextService
+from flowactors.sdk.services import ControllerService, LookupService, SSLContextService, StringLookupService
 
 
 JOURNAL = PropertyDescriptor("Journal", "A file each lifecycle call is written to")
@@ -19,7 +19,7 @@ def note(context, event: str) -> None:
             out.write(event + "\n")
 
 
-class KeyValues(ControllerService, LookupService):
+class KeyValues(ControllerService, StringLookupService):
     """Each dynamic property a key and its value; 'Fallback' names another lookup asked for a
     key it lacks."""
 

@@ -540,3 +540,18 @@ def test_a_changed_processor_file_is_read_again(tmp_path):
     path.write_text(HEADER + textwrap.dedent(body.format("second")))
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
     assert python_processor_type(path).description == "second"
+
+
+def test_a_processor_reaches_a_controller_service_as_nifis_python_api_gives_it():
+    from tests.service_components import KeyValues, NotALookup
+    fill = example("FillFromLookup")
+    runner = ProcessorRunner(fill, {"Lookup Service": "addresses"},
+                             services={"addresses": (KeyValues, {"ada": "12 Baker St"})})
+    runner.enqueue(b'{"key": "ada"}')
+    runner.enqueue(b'{"key": "bob"}')
+    runner.run()
+    assert [json.loads(c) for c in runner.contents("success")] == [
+        {"key": "ada", "found": "12 Baker St"}, {"key": "bob", "found": None}]
+    with pytest.raises(ValueError, match="property 'Lookup Service' needs a StringLookupService, but controller "
+                                         "service 'addresses' is a NotALookup"):
+        ProcessorRunner(fill, {"Lookup Service": "addresses"}, services={"addresses": (NotALookup, {})})

@@ -81,8 +81,12 @@ def test_property_value_conversions_follow_nifi():
     assert value("1.5 KB").asDataSize(p.DataUnit.B) == 1536.0
     assert value("1 GB").asDataSize(p.DataUnit.MB) == 1024.0
     assert value(None).asTimePeriod(p.TimeUnit.SECONDS) is None and value(None).asDataSize(p.DataUnit.B) is None
-    with pytest.raises(NotImplementedError, match="controller services"):
-        value("some-service").asControllerService()
+    class Services(Host):
+        def getControllerService(self, reference):
+            return f"the service {reference}"
+
+    assert p.PythonPropertyValue(Services(), "keys", False, False, None).asControllerService() == "the service keys"
+    assert value("").asControllerService() is None and value(None).asControllerService() is None
 
 
 def test_descriptor_keeps_nifis_names_and_defaults():

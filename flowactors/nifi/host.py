@@ -17,6 +17,8 @@ import logging
 from typing import Any, Callable, Mapping, Sequence
 
 from flowactors.sdk.expression import ExpressionError, compile_value
+from flowactors.sdk.processor import find_service
+from nifiapi.__jvm__ import Optional
 from nifiapi._host import Host, HostStateManager, HostStateMap
 from nifiapi.componentstate import Scope
 
@@ -164,12 +166,15 @@ class FlowactorsHost(Host):
 
     ``descriptors``: the processor's ``nifiapi`` descriptors (dynamic ones included); ``values``:
     the configured property values; ``state``: the processor's ``ProcessorState`` (None while
-    validating); ``on_yield``: what ``yield_resources`` calls.
+    validating); ``on_yield``: what ``yield_resources`` calls; ``services``: the enabled controller
+    services the processor reaches (``ProcessContext.services``).
     """
 
     def __init__(self, name: str, descriptors: Sequence[Any], values: Mapping[str, str], *, state=None,
-                 on_yield: Callable[[], None] | None = None, cluster_state=None):
+                 on_yield: Callable[[], None] | None = None, cluster_state=None,
+                 services: Mapping[str, Any] | None = None):
         self.name = name
+        self.services = dict(services or {})
         self.descriptors = list(descriptors)
         self.values = {k: v for k, v in values.items() if v is not None}
         self.state_manager = ProcessorStateManager(state, name, cluster_state)
@@ -205,3 +210,24 @@ class FlowactorsHost(Host):
 
     def getStateManager(self):
         return self.state_manager
+
+    def getControllerService(self, reference):
+        return JavaServiceView(find_service(self.services, reference, f"processor '{self.name}'", None))
+
+
+class JavaServiceView:
+    """A flowactors controller service as a NiFi Python processor calls it: with Java's types at
+    the seam (a lookup takes a ``java.util.Map`` and answers a ``java.util.Optional``); any other
+    method is the service's own."""
+
+    def __init__(self, service: Any):
+        self._service = service
+
+    def lookup(self, coordinates, context=None):
+        return Optional.ofNullable(self._service.lookup(dict(coordinates)))
+
+    def getRequiredKeys(self):
+        return set(self._service.required_keys())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)

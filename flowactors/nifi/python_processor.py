@@ -37,6 +37,8 @@ from flowactors.nifi.inspection import ProcessorInfo
 from flowactors.nifi.record_transform import READER, WRITER, record_descriptors, transform_records
 from flowactors.nifi.validation import custom_problems, property_problems
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
+from flowactors.sdk.records.api import RecordReaderFactory, RecordSetWriterFactory, SchemaRegistry
+from flowactors.sdk.services import LookupService, ServiceAPI, SSLContextService, StringLookupService
 from nifiapi import properties as nifi_properties
 from nifiapi.properties import ExpressionLanguageScope, PropertyDependency, StandardValidators
 from nifiapi.relationship import Relationship as NiFiRelationship
@@ -192,7 +194,25 @@ def _flowactors_descriptor(descriptor: Any) -> PropertyDescriptor:
         default=descriptor.defaultValue,
         allowable_values=tuple(map(str, descriptor.allowableValues)) if descriptor.allowableValues else None,
         sensitive=bool(descriptor.sensitive),
-        expression_language=nifi_properties.expression_scope(descriptor) != ExpressionLanguageScope.NONE)
+        expression_language=nifi_properties.expression_scope(descriptor) != ExpressionLanguageScope.NONE,
+        service=service_api(getattr(descriptor, "controllerServiceDefinition", None)))
+
+
+def service_api(definition: str | None) -> type | None:
+    """The flowactors service API a NiFi descriptor's ``controller_service_definition`` names
+    (its Java interface's simple or full name); ``ServiceAPI`` (any service) for one flowactors
+    has no such API for; None when the property names no service."""
+    if not definition:
+        return None
+    return SERVICE_APIS.get(str(definition).rsplit(".", 1)[-1], ServiceAPI)
+
+
+#: NiFi's service interfaces a Python processor's property may name -> flowactors' APIs
+SERVICE_APIS: dict[str, type] = {
+    "LookupService": LookupService, "StringLookupService": StringLookupService,
+    "RecordReaderFactory": RecordReaderFactory, "RecordSetWriterFactory": RecordSetWriterFactory,
+    "SchemaRegistry": SchemaRegistry, "SSLContextService": SSLContextService,
+}
 
 
 # ---------------------------------------------------------------------------------- the processor type
@@ -254,7 +274,8 @@ class NiFiPythonProcessor(Processor):
         if model.problems:
             raise ProcessorNotValid(f"{context.name} is not valid: {'; '.join(model.problems)}")
         self.host = FlowactorsHost(context.name, model.descriptors, context.values, state=context.state,
-                                   on_yield=context.yield_, cluster_state=context.cluster_state)
+                                   on_yield=context.yield_, cluster_state=context.cluster_state,
+                                   services=context.services)
         scheduled = getattr(self.processor, "onScheduled", None)
         if callable(scheduled):
             scheduled(nifi_properties.ProcessContext(self.host))

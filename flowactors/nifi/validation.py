@@ -46,8 +46,7 @@ def _value_problems(descriptor: Any, value: str) -> list[str]:
     if allowed is not None and not expression and value not in [str(v) for v in allowed]:
         return [f"property '{name}' is {value!r}; allowed: {', '.join(map(str, allowed))}"]
     if descriptor.controllerServiceDefinition:
-        return [f"property '{name}' names a controller service "
-                f"({descriptor.controllerServiceDefinition}); flowactors has no controller services"]
+        return []   # a service's name: the flow checks it is one in reach, of that API
     problems = []
     for validator in descriptor.validators or ():
         if isinstance(validator, Validator):
