@@ -60,6 +60,7 @@ import json
 import re
 from typing import Any, Iterable, Sequence
 
+import fastavro
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -98,13 +99,17 @@ def _meta(field: pa.Field) -> dict[bytes, bytes]:
 
 
 # ---------------------------------------------------------------------------------- Avro -> Arrow
-def avro_to_arrow(avro: str | dict) -> pa.Schema:
+def avro_to_arrow(avro: str | dict, *, strict: bool = True) -> pa.Schema:
     """The Arrow schema of an Avro record schema (JSON text, or parsed). The record's full name
     goes in the metadata under ``SCHEMA_NAME_KEY``. Text that is not JSON, or not a valid Avro
-    record schema, raises ``RecordError`` with a one-line message saying what and where."""
-    if isinstance(avro, (str, bytes)):
+    record schema, raises ``RecordError`` with a one-line message saying what and where.
+    ``strict``: names and namespaces must be Avro's (``[A-Za-z_][A-Za-z0-9_]*``) and defaults
+    must fit their fields' types (NiFi's "Validate Schemas"); else any name is taken and
+    defaults are not checked. A field name given twice is an error either way."""
+    text = avro.decode() if isinstance(avro, bytes) else avro if isinstance(avro, str) else None
+    if text is not None:
         try:
-            avro = json.loads(avro)
+            avro = json.loads(text)
         except ValueError as err:
             where = f" at line {err.lineno}, column {err.colno}" if isinstance(err, json.JSONDecodeError) else ""
             reason = err.msg if isinstance(err, json.JSONDecodeError) else str(err)
@@ -112,23 +117,34 @@ def avro_to_arrow(avro: str | dict) -> pa.Schema:
     if not isinstance(avro, dict) or avro.get("type") != "record":
         shown = avro.get("type") if isinstance(avro, dict) else avro
         raise RecordError(f"the Avro schema must be a record, not {json.dumps(shown)[:80]}")
-    converter = _AvroToArrow()
+    converter = _AvroToArrow(strict)
     struct_type, _, meta = converter.convert(avro, "", "")
-    text = json.dumps(avro, separators=(",", ":"))
+    if strict:
+        try:
+            fastavro.parse_schema(avro, _write_hint=False)
+        except Exception as err:   # fastavro's SchemaParseException, UnknownType, ...
+            raise RecordError(f"the Avro schema is not valid: {err}") from None
+    text = text if text is not None else json.dumps(avro, separators=(",", ":"))
     return pa.schema(list(struct_type), metadata={SCHEMA_NAME_KEY: meta[AVRO_NAME], AVRO_SCHEMA_TEXT: text.encode()})
 
 
 @functools.lru_cache(maxsize=256)
 def _fields_of_text(text: bytes) -> pa.Schema:
-    return pa.schema(list(avro_to_arrow(text.decode())))
+    return pa.schema(list(avro_to_arrow(text.decode(), strict=False)))
 
 
 class _AvroToArrow:
     """One schema's conversion: the named types defined so far (full name -> definition)."""
 
-    def __init__(self) -> None:
+    def __init__(self, strict: bool = True) -> None:
         self.names: dict[str, tuple[dict, str]] = {}
         self.open: list[str] = []
+        self.strict = strict
+
+    def valid_name(self, name: Any, dotted: bool = False) -> bool:
+        if not isinstance(name, str) or not name:
+            return False
+        return not self.strict or all(_AVRO_NAME.fullmatch(p) for p in (name.split(".") if dotted else [name]))
 
     def convert(self, avro: Any, path: str, namespace: str) -> tuple[pa.DataType, bool, dict[bytes, bytes]]:
         """(Arrow type, nullable, field metadata) of an Avro type found at ``path``."""
@@ -190,9 +206,11 @@ class _AvroToArrow:
     def _named(self, avro: dict, path: str, namespace: str, defining: bool = True
                ) -> tuple[pa.DataType, bool, dict[bytes, bytes]]:
         name = avro.get("name")
-        if not isinstance(name, str) or not all(_AVRO_NAME.fullmatch(p) for p in name.split(".")):
+        if not self.valid_name(name, dotted=True):
             raise self.error(path, f"a {avro['type']} needs a valid 'name', not {json.dumps(name)}")
         space = avro.get("namespace") if "." not in name and isinstance(avro.get("namespace"), str) else namespace
+        if space and not self.valid_name(space, dotted=True):
+            raise self.error(path, f"the namespace {json.dumps(space)} is not valid (names separated by '.')")
         full = name if "." in name or not space else f"{space}.{name}"
         if defining:
             if full in self.names:
@@ -219,11 +237,14 @@ class _AvroToArrow:
             raise self.error(path, "a record's 'fields' must be a list")
         space = full.rpartition(".")[0]
         self.open.append(full)
-        arrow_fields = []
+        arrow_fields, seen = [], set()
         for index, field in enumerate(fields):
             name = field.get("name") if isinstance(field, dict) else None
-            if not isinstance(name, str) or not _AVRO_NAME.fullmatch(name):
+            if not self.valid_name(name):
                 raise self.error(path, f"field {index} needs a valid 'name', not {json.dumps(name)[:80]}")
+            if name in seen:
+                raise self.error(path, f"the field name '{name}' is used twice")
+            seen.add(name)
             where = f"{path}.{name}" if path else name
             if "type" not in field:
                 raise self.error(where, "a field needs a 'type'")

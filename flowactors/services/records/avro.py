@@ -1,0 +1,486 @@
+"""Avro's record reader and writer (NiFi's ``AvroReader`` and ``AvroRecordSetWriter``), on fastavro.
+
+**Reading.** With ``Use Embedded Avro Schema`` (the default) the content is an Avro object
+container file: its schema comes from its header, and its blocks are read one at a time into
+Arrow batches of at most ``BATCH_RECORDS`` records (about ``BATCH_BYTES`` of input), so a content
+larger than memory is read in bounded memory. With a schema given by name or text, the content
+is either a container file whose schema is that one, or (as NiFi reads it) bare datums, one
+record after another, with no header.
+
+**Writing.** Records are Arrow batches: each batch is cast to the writer's schema
+(``schema.conform``), its columns are made what fastavro writes without converting (timestamps,
+dates and times as their integers, dictionaries decoded, Avro's field names) by Arrow, then
+``to_pylist`` gives the rows fastavro encodes: no per-value Python of our own. ``Embed Avro
+Schema`` (the default) writes a container file, compressed as ``Compression Format`` says; the
+other strategies write bare datums and say the schema in attributes.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+from collections import deque
+from typing import Any, BinaryIO, Callable, Iterator, Mapping
+
+import fastavro
+import fastavro.validation
+import pyarrow as pa
+from fastavro.schema import to_parsing_canonical_form
+
+from flowactors.sdk.processor import PropertyDescriptor, validators
+from flowactors.sdk.records import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordError, RecordReader,
+                                    RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory, SchemaMismatchError,
+                                    SchemaNotFoundError, WriteResult)
+from flowactors.sdk.records import access
+from flowactors.sdk.records.schema import (CHOICE_MEMBERS, NIFI_TYPE, arrow_to_avro, avro_field_name, avro_text,
+                                           avro_to_arrow, conform, to_choice_storage)
+from flowactors.sdk.services import ControllerService, ServiceContext
+
+MIME_TYPE = "application/avro-binary"
+#: the 4 bytes every Avro object container file starts with
+MAGIC = b"Obj\x01"
+
+#: Compression Format's values (NiFi's) -> fastavro's codec; NiFi writes LZO as xz, and so does this
+CODECS = {"BZIP2": "bzip2", "DEFLATE": "deflate", "NONE": "null", "SNAPPY": "snappy", "LZO": "xz"}
+
+CACHE_SIZE = PropertyDescriptor("Cache Size", "How many schemas given as text are kept parsed", required=True,
+                                default="1000", validator=validators.NON_NEGATIVE_INTEGER)
+COMPRESSION_FORMAT = PropertyDescriptor(
+    "Compression Format", "How a container file's blocks are compressed (only with 'Embed Avro Schema': the codec "
+    "is named in the file's header)", required=True, default="NONE", allowable_values=tuple(CODECS))
+
+#: NiFi properties that tune its Java encoders and decoders, with nothing to tune here: the NiFi
+#: import leaves them out
+NIFI_IGNORED = ("Encoder Pool Size", "encoder-pool-size", "Fast Reader Enabled")
+
+
+def _cache(context: ServiceContext) -> access.SchemaCache:
+    return access.SchemaCache(avro_to_arrow, max(1, int(context.property("Cache Size").raw)))
+
+
+def _reason(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+# ---------------------------------------------------------------------------------- reading
+class AvroReader(ControllerService, RecordReaderFactory):
+    """Reads Avro: container files with their own schema, or datums of a schema given by name or text."""
+
+    description = "Reads Avro data: object container files with their embedded schema, or datums of a given schema"
+    properties = (access.access_strategy((access.EMBEDDED_AVRO, access.SCHEMA_NAME, access.SCHEMA_TEXT),
+                                         access.EMBEDDED_AVRO),
+                  *access.SCHEMA_PROPERTIES, CACHE_SIZE)
+    NIFI_PROPERTY_NAMES = {**access.NIFI_NAMES, "cache-size": "Cache Size"}
+    NIFI_VALUES = access.NIFI_VALUES
+
+    def on_enabled(self, context: ServiceContext) -> None:
+        self._context = context
+        self._schemas = _cache(context)
+
+    def create_reader(self, attributes: Mapping[str, str], stream: BinaryIO, size: int) -> RecordReader:
+        given = access.given_schema(self._context, attributes, self._schemas)
+        head = stream.read(len(MAGIC))
+        stream.seek(-len(head), io.SEEK_CUR)
+        if given is None or head == MAGIC:
+            reader = _ContainerReader(stream, size, self._schemas)
+            if given is not None:
+                _check_embedded(reader, given)
+            return reader
+        return _DatumReader(stream, size, given)
+
+
+def _check_embedded(reader: "_ContainerReader", given: pa.Schema) -> None:
+    """NiFi's rule: a container file read with a given schema must embed that schema."""
+    embedded = to_parsing_canonical_form(reader.avro_schema)
+    if embedded != to_parsing_canonical_form(arrow_to_avro(given)):
+        raise MalformedRecordError(f"the content is an Avro file whose embedded schema is not the schema given "
+                                   f"(embedded: {embedded[:200]})", record=0, offset=0)
+
+
+class _Rows:
+    """Turns fastavro's rows into Arrow batches of one schema. The columns whose values fastavro
+    gives in a form Arrow does not take (UUID objects, a choice's members) are fixed first."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.fixes = {f.name: f for f in schema if _needs_fixing(f)}
+        self.plain = pa.schema([f for f in schema if f.name not in self.fixes])
+
+    def batch(self, rows: list[dict]) -> pa.RecordBatch:
+        if not self.fixes:
+            return pa.RecordBatch.from_pylist(rows, schema=self.schema)
+        plain = pa.RecordBatch.from_pylist(rows, schema=self.plain)
+        fixed = {name: pa.array(_fix([r.get(name) for r in rows], field), field.type)
+                 for name, field in self.fixes.items()}
+        columns = [fixed[f.name] if f.name in fixed else plain.column(f.name) for f in self.schema]
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+def _needs_fixing(field: pa.Field) -> bool:
+    meta = field.metadata or {}
+    if meta.get(NIFI_TYPE) in (b"UUID", b"CHOICE"):
+        return True
+    t = field.type
+    if pa.types.is_struct(t):
+        return any(_needs_fixing(f) for f in t)
+    if pa.types.is_list(t):
+        return _needs_fixing(t.value_field)
+    if pa.types.is_map(t):
+        return _needs_fixing(t.item_field)
+    return False
+
+
+def _fix(values: list, field: pa.Field) -> list:
+    meta, t = field.metadata or {}, field.type
+    if meta.get(NIFI_TYPE) == b"UUID":
+        return [None if v is None else str(v) for v in values]
+    if meta.get(NIFI_TYPE) == b"CHOICE":
+        return to_choice_storage(values, t)
+    if not _needs_fixing(field):
+        return values
+    if pa.types.is_struct(t):
+        columns = {f.name: _fix([None if v is None else v.get(f.name) for v in values], f) for f in t}
+        return [None if v is None else {n: c[i] for n, c in columns.items()} for i, v in enumerate(values)]
+    if pa.types.is_list(t):
+        return [None if v is None else _fix(v, t.value_field) for v in values]
+    return [None if v is None else dict(zip(v, _fix(list(v.values()), t.item_field))) for v in values]
+
+
+class _ContainerReader(RecordReader):
+    """An Avro object container file, block by block."""
+
+    def __init__(self, stream: BinaryIO, size: int, schemas: access.SchemaCache):
+        self._stream = stream
+        self._size = size
+        try:
+            self._blocks = fastavro.block_reader(stream)
+        except Exception as err:   # fastavro raises what its decoder meets: ValueError, EOFError, KeyError...
+            raise MalformedRecordError(f"the content is not an Avro data file: {_reason(err)}", record=0,
+                                       offset=0) from None
+        text = self._blocks.metadata.get("avro.schema")
+        if text is None:
+            raise MalformedRecordError("the Avro data file has no schema in its header", record=0, offset=0)
+        self.avro_schema = json.loads(text)
+        try:
+            self._schema = schemas.get(text)
+        except RecordError as err:
+            raise MalformedRecordError(f"the Avro data file's schema: {err}", record=0, offset=0) from None
+        self._rows = _Rows(self._schema)
+
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        rows: list[dict] = []
+        done = 0
+        start = self._stream.tell()
+        blocks = iter(self._blocks)
+        while True:
+            try:
+                block = next(blocks, None)
+                if block is None:
+                    break
+                records = iter(block)
+                while True:   # a block of more than a batch's records is cut into batches
+                    rows.extend(itertools.islice(records, BATCH_RECORDS - len(rows)))
+                    if len(rows) < BATCH_RECORDS:
+                        break
+                    yield self._batch(rows, done)
+                    done, rows = done + len(rows), []
+            except (MalformedRecordError, SchemaMismatchError):
+                raise
+            except Exception as err:   # fastavro raises what its decoder meets: ValueError, EOFError, KeyError...
+                raise MalformedRecordError(f"the Avro data is not valid at record {done + len(rows)}: "
+                                           f"{_reason(err)}", record=done + len(rows)) from None
+            if rows and self._stream.tell() - start >= BATCH_BYTES:
+                yield self._batch(rows, done)
+                done, rows, start = done + len(rows), [], self._stream.tell()
+        if rows:
+            yield self._batch(rows, done)
+
+    def _batch(self, rows: list[dict], first: int) -> pa.RecordBatch:
+        try:
+            return self._rows.batch(rows)
+        except (pa.ArrowException, TypeError, ValueError) as err:
+            raise SchemaMismatchError(f"records {first} to {first + len(rows) - 1} do not fit the schema: "
+                                      f"{_reason(err)}") from None
+
+
+class _DatumReader(RecordReader):
+    """Bare Avro datums of a given schema, one after another (no header), as NiFi reads them."""
+
+    def __init__(self, stream: BinaryIO, size: int, schema: pa.Schema):
+        self._stream = stream
+        self._end = stream.tell() + size
+        self._schema = schema
+        try:
+            self._parsed = fastavro.parse_schema(arrow_to_avro(schema))
+        except Exception as err:
+            raise SchemaNotFoundError(f"the schema given cannot be read as Avro: {_reason(err)}") from None
+        self._rows = _Rows(schema)
+
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        stream, parsed, end = self._stream, self._parsed, self._end
+        rows: list[dict] = []
+        done = 0
+        start = offset = stream.tell()
+        read = fastavro.schemaless_reader
+        try:
+            while offset < end:
+                rows.append(read(stream, parsed, None))
+                offset = stream.tell()
+                if len(rows) >= BATCH_RECORDS or offset - start >= BATCH_BYTES:
+                    yield self._rows.batch(rows)
+                    done, rows, start = done + len(rows), [], offset
+        except (pa.ArrowException, TypeError) as err:
+            raise SchemaMismatchError(f"records {done} to {done + len(rows) - 1} do not fit the schema: "
+                                      f"{_reason(err)}") from None
+        except Exception as err:
+            raise MalformedRecordError(f"the Avro datum of record {done + len(rows)} (at byte {offset}) is not "
+                                       f"valid for the schema: {_reason(err) if str(err) else 'the content ends early'}",
+                                       record=done + len(rows), offset=offset) from None
+        if offset > end:
+            raise MalformedRecordError(f"the Avro datum of record {done + len(rows) - 1} runs past the content's end",
+                                       record=done + len(rows) - 1, offset=offset)
+        if rows:
+            yield self._rows.batch(rows)
+
+
+# ---------------------------------------------------------------------------------- writing
+class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
+    """Writes Avro: a container file with the schema embedded (the default), or bare datums."""
+
+    description = "Writes records as Avro: an object container file, or datums with the schema in attributes"
+    properties = (access.write_strategy((access.EMBED_AVRO_SCHEMA, access.NO_SCHEMA, access.WRITE_SCHEMA_NAME,
+                                         access.WRITE_AVRO_SCHEMA), access.EMBED_AVRO_SCHEMA),
+                  access.access_strategy((access.INHERIT, access.SCHEMA_NAME, access.SCHEMA_TEXT), access.INHERIT),
+                  *access.SCHEMA_PROPERTIES, COMPRESSION_FORMAT, CACHE_SIZE)
+    NIFI_PROPERTY_NAMES = {**access.NIFI_NAMES, "compression-format": "Compression Format",
+                           "cache-size": "Cache Size"}
+    NIFI_VALUES = access.NIFI_VALUES
+
+    def custom_validate(self, values: Mapping[str, str]) -> list[str]:
+        problems = []
+        codec = values.get("Compression Format", "NONE")
+        if values.get("Schema Write Strategy", access.EMBED_AVRO_SCHEMA) != access.EMBED_AVRO_SCHEMA \
+                and codec != "NONE":
+            problems.append(f"property 'Compression Format' is {codec}, but only a container file can be compressed "
+                            f"(its header names the codec): choose 'Schema Write Strategy' "
+                            f"'{access.EMBED_AVRO_SCHEMA}' or compression NONE")
+        if codec == "SNAPPY" and not _snappy_available():
+            problems.append("property 'Compression Format' is SNAPPY, which needs the Python package 'cramjam' "
+                            "(pip install cramjam)")
+        return problems
+
+    def on_enabled(self, context: ServiceContext) -> None:
+        self._context = context
+        self._schemas = _cache(context)
+        self._plans: dict[bytes, _Plan] = {}
+
+    def mime_type(self) -> str:
+        return MIME_TYPE
+
+    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
+        return access.writer_schema(self._context, attributes, read_schema, self._schemas)
+
+    def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
+        key = schema.serialize().to_pybytes()
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = _Plan(schema)
+            if len(self._plans) >= 64:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = plan
+        result = {"mime.type": MIME_TYPE, **access.schema_attributes(self._context, schema, avro_text)}
+        if self._context.property("Schema Write Strategy").raw == access.EMBED_AVRO_SCHEMA:
+            codec = CODECS[self._context.property("Compression Format").raw]
+            return _ContainerWriter(plan, out, codec, result)
+        return _DatumWriter(plan, out, result)
+
+
+def _snappy_available() -> bool:
+    try:
+        import cramjam  # noqa: F401  (fastavro's snappy codec)
+    except ImportError:
+        return False
+    return True
+
+
+class _Plan:
+    """What one schema's records need to be written: the Avro schema (parsed by fastavro) and,
+    for each column fastavro would otherwise convert value by value, the Arrow conversion."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.avro = arrow_to_avro(schema)
+        try:
+            self.parsed = fastavro.parse_schema(self.avro)
+        except Exception as err:
+            raise RecordError(f"the schema cannot be written as Avro: {_reason(err)}") from None
+        self.wire = pa.schema([pa.field(avro_field_name(f.name), _wire_type(f), f.nullable) for f in schema])
+        self.names = [avro_field_name(f.name) for f in schema]
+        self.maps = any(_has_map(f.type) for f in schema)
+
+    def rows(self, batch: pa.RecordBatch) -> list[dict]:
+        """The batch's records as fastavro's rows (dicts by Avro field name)."""
+        if not batch.schema.equals(self.schema):
+            batch = conform(batch, self.schema)
+        columns = [_to_wire(c, w.type) for c, w in zip(batch.columns, self.wire)]
+        wire = pa.RecordBatch.from_arrays(columns, schema=self.wire)
+        return wire.to_pylist(maps_as_pydicts="lossy") if self.maps else wire.to_pylist()
+
+    def mismatch(self, rows: list[dict], first: int, err: Exception) -> SchemaMismatchError:
+        """The error naming the first of ``rows`` that fastavro refused (found again by validating)."""
+        for index, row in enumerate(rows):
+            try:
+                fastavro.validation.validate(row, self.parsed, raise_errors=True)
+            except Exception as invalid:
+                return SchemaMismatchError(f"record {first + index} does not fit the Avro schema: {_reason(invalid)}")
+        return SchemaMismatchError(f"records from {first} could not be written as Avro: {_reason(err)}")
+
+
+def _has_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_map(f.type) for f in t)
+    if hasattr(t, "value_field"):
+        return _has_map(t.value_type)
+    return False
+
+
+def _wire_type(field: pa.Field) -> pa.DataType:
+    """The Arrow type whose Python values fastavro writes as ``field``'s Avro type as they are."""
+    t, meta = field.type, field.metadata or {}
+    if pa.types.is_dictionary(t):
+        return _wire_type(field.with_type(t.value_type))
+    if meta.get(NIFI_TYPE) == b"BIGINT":
+        return pa.string()
+    if meta.get(NIFI_TYPE) == b"CHOICE" and CHOICE_MEMBERS in meta:
+        return t
+    if pa.types.is_timestamp(t) or pa.types.is_time64(t):
+        return pa.int64()
+    if pa.types.is_date(t) or pa.types.is_time32(t):
+        return pa.int32()
+    if pa.types.is_unsigned_integer(t):
+        return pa.int64() if t.bit_width >= 32 else pa.int32()
+    if t == pa.float16():
+        return pa.float32()
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(avro_field_name(f.name), _wire_type(f), f.nullable) for f in t])
+    if hasattr(t, "value_field") and not pa.types.is_map(t):
+        return pa.list_(pa.field("item", _wire_type(t.value_field), t.value_field.nullable))
+    if pa.types.is_map(t):
+        return pa.map_(pa.string(), pa.field("value", _wire_type(t.item_field), t.item_field.nullable))
+    return t
+
+
+#: each temporal type's unit as Avro writes it (seconds become millis, nanos micros)
+_AVRO_UNITS = {"s": "ms", "ms": "ms", "us": "us", "ns": "us"}
+
+
+def _to_wire(array: pa.Array, wire: pa.DataType) -> pa.Array:
+    """``array`` as ``wire`` (``_wire_type``), by Arrow; the same array when nothing changes."""
+    t = array.type
+    if t == wire:
+        return array
+    if pa.types.is_dictionary(t):
+        return _to_wire(array.dictionary_decode(), wire)
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(t):
+        children = [_to_wire(array.field(i), w.type) for i, w in enumerate(wire)]
+        return pa.StructArray.from_arrays(children, fields=list(wire), mask=mask)
+    if pa.types.is_map(t):
+        keys = _to_wire(array.keys, pa.string()) if array.keys.type != pa.string() else array.keys
+        return pa.MapArray.from_arrays(array.offsets, keys, _to_wire(array.items, wire.item_type), type=wire,
+                                       mask=mask)
+    if hasattr(t, "value_field"):
+        flat = array.flatten() if pa.types.is_fixed_size_list(t) else None
+        if flat is not None:
+            offsets = pa.array(range(0, (len(array) + 1) * t.list_size, t.list_size), pa.int32())
+            return pa.ListArray.from_arrays(offsets, _to_wire(flat, wire.value_type), type=wire, mask=mask)
+        return pa.ListArray.from_arrays(array.offsets, _to_wire(array.values, wire.value_type), type=wire, mask=mask)
+    if pa.types.is_timestamp(t):
+        array = array.cast(pa.timestamp(_AVRO_UNITS[t.unit], t.tz), safe=False)
+    elif pa.types.is_time(t):
+        unit = _AVRO_UNITS[t.unit]
+        array = array.cast(pa.time32(unit) if unit == "ms" else pa.time64(unit), safe=False)
+    elif pa.types.is_date64(t):
+        array = array.cast(pa.date32())
+    try:
+        return array.cast(wire)
+    except pa.ArrowInvalid as err:   # an unsigned long past a signed one
+        raise SchemaMismatchError(f"a value of Arrow type {t} does not fit Avro's {wire}: {_reason(err)}") from None
+
+
+class _Sink:
+    """``out`` as fastavro's writer sees it: written only. (fastavro appends to a readable,
+    seekable stream that is not at its start; a writer writes from the stream's position.)"""
+
+    def __init__(self, out: BinaryIO):
+        self.write = out.write
+        self.flush = getattr(out, "flush", lambda: None)
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+
+class _ContainerWriter(RecordSetWriter):
+    """An Avro object container file: the header (schema, codec) at once, then blocks of records."""
+
+    def __init__(self, plan: _Plan, out: BinaryIO, codec: str, attributes: dict[str, str]):
+        self._plan = plan
+        self._attributes = attributes
+        self._count = 0
+        try:
+            self._writer = fastavro.write.Writer(_Sink(out), plan.parsed, codec=codec)
+        except ValueError as err:   # a codec whose library is missing
+            raise RecordError(f"cannot write Avro with codec '{codec}': {_reason(err)}") from None
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        rows = self._plan.rows(batch)
+        try:
+            deque(map(self._writer.write, rows), maxlen=0)
+        except Exception as err:   # fastavro: ValueError, TypeError, AttributeError for a value of the wrong kind
+            raise self._plan.mismatch(rows, self._count, err) from None
+        self._count += len(rows)
+
+    def finish(self) -> WriteResult:
+        self._writer.flush()
+        return WriteResult(self._count, dict(self._attributes))
+
+
+class _DatumWriter(RecordSetWriter):
+    """Bare datums, one after another (NiFi's writer when the schema is not embedded)."""
+
+    def __init__(self, plan: _Plan, out: BinaryIO, attributes: dict[str, str]):
+        self._plan = plan
+        self._out = out
+        self._attributes = attributes
+        self._count = 0
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        rows = self._plan.rows(batch)
+        buffer = io.BytesIO()
+        write: Callable[[Any], None] = lambda row: fastavro.schemaless_writer(buffer, self._plan.parsed, row)
+        try:
+            deque(map(write, rows), maxlen=0)
+        except Exception as err:
+            raise self._plan.mismatch(rows, self._count, err) from None
+        self._out.write(buffer.getvalue())
+        self._count += len(rows)
+
+    def finish(self) -> WriteResult:
+        return WriteResult(self._count, dict(self._attributes))

@@ -1,0 +1,283 @@
+"""Parquet's record reader and writer (NiFi's ``ParquetReader`` and ``ParquetRecordSetWriter``), on pyarrow.
+
+**Reading.** A Parquet file keeps its footer (schema, row groups) at its end, so it is read through
+the session's seekable content stream: the footer first, then each row group's column chunks by
+offset, ``BATCH_RECORDS`` records at a time (``ParquetFile.iter_batches``): memory is bounded by a
+row group, never the whole content. The schema is the file's (an Arrow schema stored by an Arrow
+writer comes back with its field metadata, so NiFi's types survive). As NiFi's reader, the
+FlowFile's ``record.offset`` and ``record.count`` attributes select a range of records, and
+``parquet.file.range.startOffset`` / ``parquet.file.range.endOffset`` the row groups whose middle
+falls in that byte range.
+
+**Writing.** Batches are cast to the writer's schema and buffered until they reach ``Row Group
+Size`` (of Arrow memory, as parquet-mr counts its buffered bytes), then written as one row group;
+the footer is written by ``finish``.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flowactors.sdk.processor import PropertyDescriptor, validators
+from flowactors.sdk.records import (BATCH_RECORDS, MalformedRecordError, RecordReader, RecordReaderFactory,
+                                    RecordSetWriter, RecordSetWriterFactory, SchemaMismatchError, WriteResult)
+from flowactors.sdk.records import access
+from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform
+from flowactors.sdk.services import ControllerService, ServiceContext
+from flowactors.sdk.units import parse_data_size
+
+MIME_TYPE = "application/parquet"
+
+#: the attributes NiFi's reader takes a part of the file from
+RECORD_OFFSET, RECORD_COUNT = "record.offset", "record.count"
+RANGE_START, RANGE_END = "parquet.file.range.startOffset", "parquet.file.range.endOffset"
+
+#: Compression Type's values (parquet-mr's codec names) -> pyarrow's; LZO has no pyarrow codec
+COMPRESSIONS = {"UNCOMPRESSED": "none", "SNAPPY": "snappy", "GZIP": "gzip", "LZO": None, "BROTLI": "brotli",
+                "LZ4": "lz4", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
+#: parquet-mr's default row group size (NiFi's when the property is not set)
+DEFAULT_ROW_GROUP_SIZE = 128 << 20
+
+#: NiFi properties that tune parquet-mr's Avro bridge or HDFS, with nothing to tune here: the NiFi
+#: import leaves them out
+NIFI_IGNORED = ("Avro Read Compatibility", "avro-read-compatibility", "Avro Add List Element Records",
+                "avro-add-list-element-records", "Avro Write Old List Structure", "avro-write-old-list-structure",
+                "Max Padding Size", "max-padding-size", "Enable Validation", "enable-validation")
+
+
+def _reason(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+# ---------------------------------------------------------------------------------- reading
+class ParquetReader(ControllerService, RecordReaderFactory):
+    """Reads Parquet files, with the schema they hold."""
+
+    description = "Reads Parquet files, row group by row group, with the schema they hold"
+    properties = ()
+    NIFI_PROPERTY_NAMES: dict[str, str] = {}
+    NIFI_VALUES: dict[str, dict[str, str]] = {}
+
+    def create_reader(self, attributes: Mapping[str, str], stream: BinaryIO, size: int) -> RecordReader:
+        return _ParquetRecordReader(stream, size, attributes)
+
+
+def _number(attributes: Mapping[str, str], name: str) -> int | None:
+    value = attributes.get(name)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise MalformedRecordError(f"attribute '{name}' is {value!r}, not a whole number of zero or more")
+    return number
+
+
+class _ParquetRecordReader(RecordReader):
+    def __init__(self, stream: BinaryIO, size: int, attributes: Mapping[str, str]):
+        if size < 12:   # "PAR1", a footer length, "PAR1"
+            raise MalformedRecordError(f"the content ({size} bytes) is too short to be a Parquet file", offset=0)
+        try:
+            self._file = pq.ParquetFile(stream)
+            self._schema = self._file.schema_arrow
+        except (pa.ArrowException, OSError) as err:
+            raise MalformedRecordError(f"the content is not a Parquet file: {_reason(err)}", offset=0) from None
+        self._offset = _number(attributes, RECORD_OFFSET)
+        count = _number(attributes, RECORD_COUNT)
+        self._count = count if self._offset is not None else None
+        start, end = _number(attributes, RANGE_START), _number(attributes, RANGE_END)
+        self._groups = self._row_groups(start or 0, end if end is not None else size)
+
+    def _row_groups(self, start: int, end: int) -> list[int]:
+        """The row groups whose middle is in [start, end) (parquet-mr's file range)."""
+        metadata = self._file.metadata
+        chosen = []
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            columns = [group.column(c) for c in range(group.num_columns)]
+            first = min((c.dictionary_page_offset or c.data_page_offset) for c in columns) if columns else 0
+            middle = first + sum(c.total_compressed_size for c in columns) // 2
+            if start <= middle < end:
+                chosen.append(index)
+        return chosen
+
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        skip, left = self._offset or 0, self._count
+        groups = list(self._groups)
+        metadata = self._file.metadata
+        while groups and skip >= metadata.row_group(groups[0]).num_rows:   # whole row groups before the offset
+            skip -= metadata.row_group(groups.pop(0)).num_rows
+        if not groups or left == 0:
+            return
+        done = 0
+        try:
+            for batch in self._file.iter_batches(batch_size=BATCH_RECORDS, row_groups=groups, use_threads=False):
+                if skip:
+                    cut = min(skip, batch.num_rows)
+                    batch, skip = batch.slice(cut), skip - cut
+                if left is not None:
+                    batch = batch.slice(0, left)
+                    left -= batch.num_rows
+                if batch.num_rows:
+                    done += batch.num_rows
+                    yield batch
+                if left == 0:
+                    return
+        except (pa.ArrowException, OSError) as err:
+            raise MalformedRecordError(f"the Parquet file cannot be read after record {done}: {_reason(err)}",
+                                       record=done) from None
+
+
+# ---------------------------------------------------------------------------------- writing
+COMPRESSION_TYPE = PropertyDescriptor("Compression Type", "The compression of the file's column chunks", required=True,
+                                      default="UNCOMPRESSED", allowable_values=tuple(COMPRESSIONS))
+ROW_GROUP_SIZE = PropertyDescriptor("Row Group Size", "How much data (as Arrow holds it in memory) a row group holds; "
+                                    "parquet-mr's 128 MB when unset", validator=validators.DATA_SIZE)
+PAGE_SIZE = PropertyDescriptor("Page Size", "The size of a data page (pyarrow's 1 MB when unset)", validator=validators.DATA_SIZE)
+DICTIONARY_PAGE_SIZE = PropertyDescriptor("Dictionary Page Size", "The most a column chunk's dictionary page holds "
+                                          "before the column falls back to plain encoding", validator=validators.DATA_SIZE)
+ENABLE_DICTIONARY_ENCODING = PropertyDescriptor("Enable Dictionary Encoding", "Whether columns are dictionary encoded "
+                                                "(true when unset)", allowable_values=("true", "false"))
+WRITER_VERSION = PropertyDescriptor("Writer Version", "The data page version: PARQUET_1_0 (v1 pages, the default) or "
+                                    "PARQUET_2_0 (v2 pages)", allowable_values=("PARQUET_1_0", "PARQUET_2_0"))
+INT96_FIELDS = PropertyDescriptor("INT96 Fields", "Timestamp fields to write as INT96 (any set: every timestamp field "
+                                  "is, as pyarrow writes INT96 for all or none)", validator=validators.NON_EMPTY)
+CACHE_SIZE = PropertyDescriptor("Cache Size", "How many schemas given as text are kept parsed", required=True,
+                                default="1000", validator=validators.NON_NEGATIVE_INTEGER)
+
+
+class ParquetRecordSetWriter(ControllerService, RecordSetWriterFactory):
+    """Writes records as one Parquet file."""
+
+    description = "Writes records as a Parquet file, a row group per 'Row Group Size' of records"
+    properties = (access.write_strategy(), access.access_strategy((access.INHERIT, access.SCHEMA_NAME,
+                                                                   access.SCHEMA_TEXT), access.INHERIT),
+                  *access.SCHEMA_PROPERTIES, CACHE_SIZE, COMPRESSION_TYPE, ROW_GROUP_SIZE, PAGE_SIZE,
+                  DICTIONARY_PAGE_SIZE, ENABLE_DICTIONARY_ENCODING, WRITER_VERSION, INT96_FIELDS)
+    NIFI_PROPERTY_NAMES = {**access.NIFI_NAMES, "cache-size": "Cache Size", "compression-type": "Compression Type",
+                           "row-group-size": "Row Group Size", "page-size": "Page Size",
+                           "dictionary-page-size": "Dictionary Page Size",
+                           "enable-dictionary-encoding": "Enable Dictionary Encoding",
+                           "writer-version": "Writer Version", "int96-fields": "INT96 Fields"}
+    NIFI_VALUES = access.NIFI_VALUES
+
+    def custom_validate(self, values: Mapping[str, str]) -> list[str]:
+        codec = values.get("Compression Type", "UNCOMPRESSED")
+        if not _writable(codec):
+            usable = ", ".join(name for name in COMPRESSIONS if _writable(name))
+            return [f"property 'Compression Type' is {codec}, which pyarrow cannot write (it can: {usable})"]
+        return []
+
+    def on_enabled(self, context: ServiceContext) -> None:
+        self._context = context
+        self._schemas = access.SchemaCache(avro_to_arrow, max(1, int(context.property("Cache Size").raw)))
+        size = context.property("Row Group Size").raw
+        self._row_group_bytes = int(parse_data_size(size)) if size else DEFAULT_ROW_GROUP_SIZE
+        options = {"compression": COMPRESSIONS[context.property("Compression Type").raw]}
+        for name, option in (("Page Size", "data_page_size"), ("Dictionary Page Size", "dictionary_pagesize_limit")):
+            if context.property(name).raw:
+                options[option] = int(parse_data_size(context.property(name).raw))
+        if context.property("Enable Dictionary Encoding").raw:
+            options["use_dictionary"] = context.property("Enable Dictionary Encoding").raw == "true"
+        if context.property("Writer Version").raw == "PARQUET_2_0":
+            options["data_page_version"] = "2.0"
+        if context.property("INT96 Fields").raw:
+            options["use_deprecated_int96_timestamps"] = True
+        self._options = options
+
+    def mime_type(self) -> str:
+        return MIME_TYPE
+
+    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
+        return access.writer_schema(self._context, attributes, read_schema, self._schemas)
+
+    def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
+        result = {"mime.type": MIME_TYPE, **access.schema_attributes(self._context, schema, avro_text)}
+        return _ParquetWriter(schema, out, self._options, self._row_group_bytes, result)
+
+
+def _writable(codec: str) -> bool:
+    name = COMPRESSIONS.get(codec)
+    return name == "none" or name is not None and pa.Codec.is_available(name)
+
+
+class _Sink:
+    """``out`` as the Parquet writer sees it: its position counted from where the file starts (the
+    footer's offsets are the file's own), never closed by it."""
+
+    closed = False
+
+    def __init__(self, out: BinaryIO):
+        self._out = out
+        self._written = 0
+
+    def write(self, data: bytes) -> int:
+        self._out.write(data)
+        self._written += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._written
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+
+class _ParquetWriter(RecordSetWriter):
+    def __init__(self, schema: pa.Schema, out: BinaryIO, options: dict, row_group_bytes: int,
+                 attributes: dict[str, str]):
+        self._schema = schema
+        self._row_group_bytes = row_group_bytes
+        self._attributes = attributes
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
+        self._count = 0
+        try:
+            self._writer = pq.ParquetWriter(pa.PythonFile(_Sink(out), mode="w"), schema, **options)
+        except (pa.ArrowException, ValueError) as err:
+            raise SchemaMismatchError(f"the schema cannot be written as Parquet: {_reason(err)}") from None
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        if not batch.schema.equals(self._schema):
+            batch = conform(batch, self._schema)
+        self._pending.append(batch)
+        self._pending_bytes += batch.nbytes
+        self._count += batch.num_rows
+        if self._pending_bytes >= self._row_group_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self._schema)
+        self._pending, self._pending_bytes = [], 0
+        try:
+            self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        except (pa.ArrowException, ValueError) as err:
+            raise SchemaMismatchError(f"the records cannot be written as Parquet: {_reason(err)}") from None
+
+    def finish(self) -> WriteResult:
+        self._flush()
+        self._writer.close()
+        return WriteResult(self._count, dict(self._attributes))
