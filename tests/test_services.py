@@ -165,3 +165,18 @@ def test_a_service_of_another_group_is_out_of_reach_even_by_its_path():
     with pytest.raises(FlowValidationError, match="names controller service 'Main/keys', which the flow does not "
                                                   "have in reach"):
         lookup_flow(group="Main", reference="Main/keys", processor="Other/look").validate()
+
+
+def test_validate_lists_each_service_and_who_uses_it(tmp_path, capsys):
+    from flowactors.cli.main import main
+    flow = lookup_flow(service_properties={"Fallback": "spare"})
+    flow.add_service(KeyValues, "spare", properties={})
+    flow.add_service(KeyValues, "unused", properties={})
+    path = tmp_path / "flow.json"
+    path.write_text(flow.to_json())
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "flow 'lookups' is valid: 3 processors, 2 connections, 3 controller services",
+        "  service keys (KeyValues): used by look",
+        "  service spare (KeyValues): used by look",
+        "  service unused (KeyValues): used by no processor"]

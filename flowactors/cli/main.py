@@ -35,7 +35,11 @@ from flowactors.engine import ENGINES, STALL_SECONDS
 def cmd_validate(args: SimpleNamespace) -> int:
     flow = load_flow(args.flow, args.extensions)
     flow.validate()
-    print(f"flow '{flow.name}' is valid: {len(flow.processors)} processors, {len(flow.connections)} connections")
+    print(f"flow '{flow.name}' is valid: {len(flow.processors)} processors, {len(flow.connections)} connections"
+          + (f", {len(flow.services)} controller services" if flow.services else ""))
+    for service in flow.services.values():
+        users = [name for name in flow.processors if service in flow.services_used_by([name])]
+        print(f"  service {service.path} ({service.type.__name__}): used by {', '.join(users) or 'no processor'}")
     return 0
 
 
