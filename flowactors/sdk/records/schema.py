@@ -176,7 +176,7 @@ class _AvroToArrow:
 
     def _required(self, avro: dict, key: str, path: str) -> Any:
         if key not in avro:
-            raise self.error(path, f"a {avro['type']} needs '{key}'")
+            raise self.error(path, f"an Avro {avro['type']} needs '{key}'")
         return avro[key]
 
     def _union(self, members: list, path: str, namespace: str) -> tuple[pa.DataType, bool, dict[bytes, bytes]]:
