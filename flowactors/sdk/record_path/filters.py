@@ -142,8 +142,7 @@ class _RegexFilter(FunctionFilter):
         super().__init__(name, subject, position)
         self.regex = regex
         self.whole = whole
-        self.compiled: re.Pattern[str] | None = check_literal(regex, lambda v: java_pattern(java_text(v) or ""),
-                                                              "regular expression")
+        self.compiled: re.Pattern[str] | None = check_literal(regex, lambda v: java_pattern(java_text(v) or ""))
 
     def test(self, value: Any, ctx: Context) -> bool:
         pattern = self.compiled

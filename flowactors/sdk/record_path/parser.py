@@ -259,6 +259,8 @@ class _Parser:
         if index is not None:
             return index
         condition = self.condition()
+        if self.peek().kind != RBRACKET:
+            raise self.unexpected(self.peek(), "an operator or ']'" if not isinstance(condition, Filter) else "']'")
         if not isinstance(condition, Filter):
             raise RecordPathError("a predicate [...] must be a comparison (<value> <operator> <value>) or a filter "
                                   "function (contains, containsRegex, endsWith, startsWith, isBlank, isEmpty, "

@@ -114,7 +114,7 @@ class _Hash(EachValue):
 
     def __init__(self, args: Sequence[Node], position: int) -> None:
         super().__init__("hash", args, position)
-        check_literal(args[1], lambda v: _algorithm(text_argument(v)), "hash algorithm")
+        check_literal(args[1], lambda v: _algorithm(text_argument(v)))
 
     def each(self, fv: FieldValue, ctx: Context) -> FieldValue:
         name = self.text_of(1, ctx)
@@ -161,7 +161,7 @@ class _Charset(EachValue):
     def __init__(self, name: str, args: Sequence[Node], position: int, to_bytes: bool) -> None:
         super().__init__(name, args, position)
         self.to_bytes = to_bytes
-        check_literal(args[1], lambda v: charset_codec(text_argument(v)), "character set")
+        check_literal(args[1], lambda v: charset_codec(text_argument(v)))
 
     def each(self, fv: FieldValue, ctx: Context) -> FieldValue:
         try:

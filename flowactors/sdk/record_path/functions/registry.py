@@ -56,13 +56,14 @@ def register(name: str, least: int, most: int | None = -1, *, filter: bool = Fal
     return decorate
 
 
-def check_literal(argument: Any, check: Callable[[Any], Any], what: str) -> Any:
+def check_literal(argument: Any, check: Callable[[Any], Any], what: str | None = None) -> Any:
     """When ``argument`` is a literal, ``check(value)``'s result (a compiled pattern, a codec...);
-    RecordPathError at the literal when ``check`` raises ValueError. None for any other argument
+    RecordPathError at the literal when ``check`` raises ValueError (its message, after "invalid
+    ``what``: " when the message does not say what it checked). None for any other argument
     (checked when evaluated)."""
     if not isinstance(argument, Literal):
         return None
     try:
         return check(argument.value)
     except ValueError as exc:
-        raise RecordPathError(f"invalid {what}: {exc}", argument.position) from None
+        raise RecordPathError(f"invalid {what}: {exc}" if what else str(exc), argument.position) from None

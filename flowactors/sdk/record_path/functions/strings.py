@@ -101,7 +101,7 @@ class _ReplaceRegex(EachValue):
     def __init__(self, args: Sequence[Node], position: int) -> None:
         super().__init__("replaceRegex", args, position)
         self.compiled: re.Pattern[str] | None = check_literal(
-            args[1], lambda v: java_pattern(text_argument(v)), "regular expression")
+            args[1], lambda v: java_pattern(text_argument(v)))
         if self.compiled is not None:
             check_literal(args[2], lambda v: java_replacement(self.compiled, text_argument(v)), "replacement")
 
