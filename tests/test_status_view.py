@@ -35,3 +35,11 @@ def test_plain_text_has_rates_back_pressure_and_one_line_errors():
     assert "\x1b" not in text and "Traceback" not in text
     assert "in/s" in text and "bytes/s" in text and "YES" in text
     assert "  p: on_trigger: boom" in text.splitlines()
+
+
+def test_services_say_where_they_are_enabled():
+    given = status(1, 1, 1, 1)
+    given["services"] = [{"name": "json-in", "type": "JsonTreeReader", "enabled": 2},
+                         {"name": "Main/registry", "type": "AvroSchemaRegistry", "enabled": 0}]
+    assert ("services: json-in (JsonTreeReader, enabled in 2 executors), Main/registry (AvroSchemaRegistry, not "
+            "enabled)") in status_text(given, width=200).splitlines()

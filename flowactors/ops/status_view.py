@@ -115,6 +115,11 @@ def status_tables(status: dict, elapsed: float | None = None,
                        size(q["bytes"]), _rate(speed.get("in")), _rate(speed.get("out")),
                        _rate(speed.get("bytes"), "bytes"), "[red]YES[/]" if q["back_pressure"] else "no")
     parts: list[RenderableType] = [processors, queues]
+    if status.get("services"):   # controller services (docs/services.md): where they are enabled
+        parts.append(Text("services: " + ", ".join(
+            f"{s['name']} ({s['type']}, " + (f"enabled in {s['enabled']} executor{'s' if s['enabled'] != 1 else ''})"
+                                            if s["enabled"] else "not enabled)")
+            for s in status["services"])))
     if status.get("nodes"):  # a flow on several nodes (docs/cluster.md)
         waiting = status.get("waiting_for_node", {})
         nodes = Table(expand=False)
