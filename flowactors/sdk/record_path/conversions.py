@@ -198,15 +198,18 @@ def java_pattern(text: str) -> re.Pattern[str]:
     ``\\b`` (ASCII only, unless it sets (?U)), over the expression language's translation
     (``java_regex``: named groups). ValueError naming the pattern index at fault when it is not
     valid."""
-    java_regex(text)   # a mistake is reported at its index in the text as written
-    flags = ""
+    flags, body = "", text
     leading = _LEADING_FLAGS.match(text)
     if leading is not None:
-        flags, text = leading.group(1), text[leading.end():]
-    translated = text if "s" in flags or re.search(r"\(\?[a-zA-Z]*s[a-zA-Z]*[:)]", text) else _java_dots(text)
+        flags, body = leading.group(1), text[leading.end():]
+    translated = body if "s" in flags or re.search(r"\(\?[a-zA-Z]*s[a-zA-Z]*[:)]", body) else _java_dots(body)
     flags = flags.replace("u", "")
     flags = flags.replace("U", "") if "U" in flags else flags + "a"
-    return java_regex(f"(?{flags}){translated}")
+    try:
+        return java_regex(f"(?{flags}){translated}" if flags else translated)
+    except ValueError:
+        java_regex(text)   # a mistake is reported at its index in the text as written
+        raise
 
 
 def _java_dots(text: str) -> str:
