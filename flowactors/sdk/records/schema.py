@@ -688,7 +688,8 @@ def _mismatch(array: pa.Array, field: pa.Field, err: Exception, path: str, recor
             low = middle
         except pa.ArrowException:
             high = middle
-    value = json.dumps(array[low].as_py(), default=str)
+    found = array[low].as_py()
+    value = repr(found) if isinstance(found, bytes) else json.dumps(found, default=str)
     value = value if len(value) <= 80 else value[:77] + "..."
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     where = f"record {low}" if records else f"nested value {low}"
