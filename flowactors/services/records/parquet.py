@@ -38,6 +38,8 @@ RANGE_START, RANGE_END = "parquet.file.range.startOffset", "parquet.file.range.e
 #: Compression Type's values (parquet-mr's codec names) -> pyarrow's; LZO has no pyarrow codec
 COMPRESSIONS = {"UNCOMPRESSED": "none", "SNAPPY": "snappy", "GZIP": "gzip", "LZO": None, "BROTLI": "brotli",
                 "LZ4": "lz4", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
+#: the read buffer of a column chunk
+READ_BUFFER = 1 << 20
 #: parquet-mr's default row group size (NiFi's when the property is not set)
 DEFAULT_ROW_GROUP_SIZE = 128 << 20
 
@@ -84,7 +86,8 @@ class _ParquetRecordReader(RecordReader):
         if size < 12:   # "PAR1", a footer length, "PAR1"
             raise MalformedRecordError(f"the content ({size} bytes) is too short to be a Parquet file", offset=0)
         try:
-            self._file = pq.ParquetFile(stream)
+            # buffered column reads: pyarrow then fetches a row group at a time (unbuffered, all at once)
+            self._file = pq.ParquetFile(stream, buffer_size=READ_BUFFER, pre_buffer=False)
             self._schema = self._file.schema_arrow
         except (pa.ArrowException, OSError) as err:
             raise MalformedRecordError(f"the content is not a Parquet file: {_reason(err)}", offset=0) from None
