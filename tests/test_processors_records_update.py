@@ -148,7 +148,7 @@ def test_malformed_content_is_a_failure_with_record_error_attributes():
 
 def test_invalid_record_paths_are_validation_problems_naming_property_and_position():
     problems = UpdateRecord.validate_properties({"Record Reader": "r", "Record Writer": "w", "/name[": "x"})
-    assert len(problems) == 1 and "'/name['" in problems[0] and "position" in problems[0]
+    assert len(problems) == 1 and "'/name['" in problems[0] and "its name" in problems[0] and "position" in problems[0]
     problems = UpdateRecord.validate_properties({"Record Reader": "r", "Record Writer": "w", "/name": "/a[",
                                                  "Replacement Value Strategy": "Record Path Value"})
     assert len(problems) == 1 and "'/name'" in problems[0] and "value" in problems[0]

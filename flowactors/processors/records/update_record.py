@@ -37,15 +37,19 @@ _ARROW_FAILURES = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedErr
                    OverflowError)
 
 
-def record_path_problems(names: list[str]) -> list[str]:
-    """One sentence for each of ``names`` (dynamic properties) that is no RecordPath, naming the
-    property and where in it the mistake is (shared with PartitionRecord)."""
+def record_path_problems(paths: dict[str, str], part: str) -> list[str]:
+    """One sentence for each path of ``paths`` (dynamic property -> its path text) that does not
+    compile, naming the property, ``part`` (its name or its value) and where the mistake is; a path
+    holding an expression is known only per FlowFile and is not checked (shared with
+    PartitionRecord)."""
     problems = []
-    for name in names:
+    for name, text in paths.items():
+        if "${" in text:
+            continue
         try:
-            compile_path(name)
+            compile_path(text)
         except RecordPathError as err:
-            problems.append(f"dynamic property '{name}' is not a valid RecordPath: {err}")
+            problems.append(f"dynamic property '{name}': {part} is not a valid RecordPath: {err}")
     return problems
 
 
@@ -74,15 +78,9 @@ class UpdateRecord(Processor):
         dynamic = [name for name in values if name not in self.descriptor_map()]
         if not dynamic:
             return ["at least one RecordPath must be given, as a dynamic property's name"]
-        problems = record_path_problems(dynamic)
+        problems = record_path_problems({name: name for name in dynamic}, "its name")
         if values.get(REPLACEMENT_VALUE_STRATEGY.name) == RECORD_PATH_VALUE:
-            for name in dynamic:
-                value = values[name]
-                if "${" not in value:
-                    try:
-                        compile_path(value)
-                    except RecordPathError as err:
-                        problems.append(f"dynamic property '{name}': its value is not a valid RecordPath: {err}")
+            problems += record_path_problems({name: values[name] for name in dynamic}, "its value")
         return problems
 
     def on_trigger(self, context: ProcessContext, session) -> None:
