@@ -29,7 +29,7 @@ class _DateCall(EachValue):
     def __init__(self, name: str, args: Sequence[Node], position: int) -> None:
         super().__init__(name, args, position)
         if len(args) > 2:
-            check_literal(args[2], lambda v: zone_of(text_argument(v)))
+            check_literal(args[2], lambda v: zone_of(text_argument(v)) if text_argument(v) else None)
 
     def zone(self, ctx: Context) -> tzinfo | None:
         """The time zone argument (None when not given or empty: the machine's)."""

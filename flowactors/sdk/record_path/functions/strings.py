@@ -139,8 +139,10 @@ class _ReplaceNull(EachValue):
     def each(self, fv: FieldValue, ctx: Context) -> FieldValue:
         if fv.value is not None:
             return fv
-        replacement = first_value(self.args[1], ctx)
-        return fv if replacement is None else computed(replacement, fv, STRING)
+        replacement = first(self.args[1], ctx)
+        if replacement is None or replacement.value is None:
+            return fv
+        return computed(replacement.value, fv, replacement.shape or fv.shape)
 
 
 register("replaceNull", 2)(lambda args, position: _ReplaceNull("replaceNull", args, position))
