@@ -154,3 +154,9 @@ def test_invalid_record_paths_are_validation_problems_naming_property_and_positi
     assert len(problems) == 1 and "'/name'" in problems[0] and "value" in problems[0]
     assert UpdateRecord.validate_properties({"Record Reader": "r", "Record Writer": "w"}) == [
         "at least one RecordPath must be given, as a dynamic property's name"]
+
+
+def test_literal_for_the_root_record_is_a_failure():
+    runner = run({"/": "x"}, people(("John Doe", 35)))
+    [failed] = runner.output("failure")
+    assert "root record" in failed.attributes["record.error.message"]
