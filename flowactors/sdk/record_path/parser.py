@@ -25,12 +25,10 @@ from typing import Any
 import pyarrow as pa
 
 from flowactors.sdk.expression.cache import text_cache
-from flowactors.sdk.record_path import filters  # noqa: F401  (registers the filter functions)
-from flowactors.sdk.record_path import functions  # noqa: F401  (registers the standalone functions)
 from flowactors.sdk.record_path.conversions import LONG_MAX, LONG_MIN
 from flowactors.sdk.record_path.errors import RecordPathError
-from flowactors.sdk.record_path.filters import Comparison
-from flowactors.sdk.record_path.functions.registry import FUNCTIONS
+from flowactors.sdk.record_path.filters import Comparison   # (its module registers the filter functions)
+from flowactors.sdk.record_path.functions.registry import FUNCTIONS   # (its package registers the others)
 from flowactors.sdk.record_path.lexer import (COMMA, DESCENDANT, DOT, END, LBRACKET, LPAREN, NAME, NUMBER, OPERATOR,
                                               RANGE, RBRACKET, RPAREN, SLASH, STAR, STRING, Token, tokenize)
 from flowactors.sdk.record_path.nodes import (Context, CurrentStart, Filter, FilterValue, Literal, Node, ParentStart,

@@ -201,7 +201,7 @@ class MapKey(Step):
         self.keys = keys
 
     def apply(self, values: list[FieldValue], ctx: Context) -> list[FieldValue]:
-        out = []
+        out: list[FieldValue] = []
         for fv in values:
             if map_like(fv):
                 shape = fv.shape

@@ -85,13 +85,16 @@ class FieldValue:
             parent.value[self.key] = value
         elif role == ELEMENT or role == ENTRY:
             container = parent.value if parent is not None else None
-            if role == ELEMENT and not (isinstance(container, list) and self.key < len(container)):
-                raise RecordPathError(f"cannot update element {self.key} of field '{self.name}': "
-                                      f"it is no longer in a list (a tuple is read only)")
-            if role == ENTRY and not isinstance(container, dict):
-                raise RecordPathError(f"cannot update entry '{self.key}' of field '{self.name}': "
-                                      f"it is no longer in a map")
-            container[self.key] = value
+            if role == ELEMENT:
+                if not (isinstance(container, list) and self.key < len(container)):
+                    raise RecordPathError(f"cannot update element {self.key} of field '{self.name}': "
+                                          f"it is no longer in a list (a tuple is read only)")
+                container[self.key] = value
+            else:
+                if not isinstance(container, dict):
+                    raise RecordPathError(f"cannot update entry '{self.key}' of field '{self.name}': "
+                                          f"it is no longer in a map")
+                container[self.key] = value
         elif role == ROOT:
             if not isinstance(value, dict) or not isinstance(self.value, dict):
                 raise RecordPathError(f"the root record can only be replaced by a record (a dict), "

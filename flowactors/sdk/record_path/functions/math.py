@@ -8,6 +8,7 @@ nothing) is an error, an operand that is None gives no result, as NiFi's.
 
 from __future__ import annotations
 
+import operator
 from decimal import Decimal
 from typing import Any, Callable, Sequence
 
@@ -72,14 +73,14 @@ class _Binary(_MathCall):
         return [computed(self.decimal(float(a), float(b)), None, DOUBLE, self.name)]
 
 
-def _times(a: float, b: float) -> float:
-    return a * b
+def _binary(name: str, whole: Callable[[int, int], int], decimal: Callable[[float, float], float]) -> None:
+    register(name, 2)(lambda args, position: _Binary(name, args, position, whole, decimal))
 
 
-for _name, _whole_op, _decimal_op in (
-        ("add", int.__add__, float.__add__), ("subtract", int.__sub__, float.__sub__),
-        ("multiply", int.__mul__, _times), ("divide", _divide_whole, float.__truediv__)):
-    register(_name, 2)(lambda args, position, n=_name, w=_whole_op, d=_decimal_op: _Binary(n, args, position, w, d))
+_binary("add", operator.add, operator.add)
+_binary("subtract", operator.sub, operator.sub)
+_binary("multiply", operator.mul, operator.mul)
+_binary("divide", _divide_whole, operator.truediv)
 
 
 class _ToNumber(_MathCall):

@@ -68,9 +68,14 @@ class _Around(EachValue):
         return computed(text[index + len(search):] if self.after else text[:index], fv, STRING)
 
 
-for _name, _last, _after in (("substringAfter", False, True), ("substringAfterLast", True, True),
-                             ("substringBefore", False, False), ("substringBeforeLast", True, False)):
-    register(_name, 2)(lambda args, position, n=_name, la=_last, af=_after: _Around(n, args, position, la, af))
+def _around(name: str, last: bool, after: bool) -> None:
+    register(name, 2)(lambda args, position: _Around(name, args, position, last, after))
+
+
+_around("substringAfter", last=False, after=True)
+_around("substringAfterLast", last=True, after=True)
+_around("substringBefore", last=False, after=False)
+_around("substringBeforeLast", last=True, after=False)
 
 
 class _Replace(EachValue):
@@ -238,7 +243,11 @@ class _TextChange(EachValue):
         return computed(self.change(java_text(fv.value) or ""), fv, STRING)
 
 
-for _name, _change in (("trim", lambda text: text.strip(JAVA_WHITESPACE)), ("toUpperCase", str.upper),
-                       ("toLowerCase", str.lower)):
-    register(_name, 1)(lambda args, position, n=_name, c=_change: _TextChange(n, args, position, c))
+def _text_change(name: str, change: Callable[[str], str]) -> None:
+    register(name, 1)(lambda args, position: _TextChange(name, args, position, change))
+
+
+_text_change("trim", lambda text: text.strip(JAVA_WHITESPACE))
+_text_change("toUpperCase", str.upper)
+_text_change("toLowerCase", str.lower)
 
