@@ -206,6 +206,13 @@ class _Framer:
     def _fast(self) -> _Chunk | None:
         """The next chunk cut at a candidate boundary (module docstring); None: scan exactly."""
         data, eof = self._source.window(self._position, BATCH_BYTES)
+        if self._comma_due:   # after an exactly framed chunk: step over the comma
+            stripped = data.lstrip(_WS)
+            if stripped[:1] != b",":
+                return None
+            self._position += len(data) - len(stripped) + 1
+            self._comma_due = False
+            data, eof = self._source.window(self._position, BATCH_BYTES)
         start, array = self._position, self._mode == "array"
         if eof:
             body = data.rstrip(_WS)

@@ -372,10 +372,13 @@ def _check_kind(values: list, kind: type, field: pa.Field, path: str, first: int
 
 def _scalars_as(values: list, field: pa.Field, formats: TemporalFormats, path: str, first: int) -> pa.Array:
     t = field.type
-    if not any(isinstance(v, str) for v in values) and not pa.types.is_temporal(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t):   # text as it is, any other value as JSON
+        return pa.array(to_choice_storage(values, pa.string()), t)
+    flags = any(isinstance(v, bool) for v in values)
+    if not any(isinstance(v, str) for v in values) and not pa.types.is_temporal(t) \
+            and (pa.types.is_boolean(t) or not flags):
         try:
-            return pa.array(values, t) if not (pa.types.is_string(t) and _has_nontext(values)) \
-                else pa.array(to_choice_storage(values, pa.string()), t)
+            return pa.array(values, t)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             pass
     if pa.types.is_temporal(t) and all(v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -386,10 +389,6 @@ def _scalars_as(values: list, field: pa.Field, formats: TemporalFormats, path: s
         return text_as(text, field.with_name(path), formats)
     except SchemaMismatchError as err:
         raise SchemaMismatchError(_renumbered(str(err), first)) from None
-
-
-def _has_nontext(values: Iterable) -> bool:
-    return any(v is not None and not isinstance(v, str) for v in values)
 
 
 def _as_text(value: Any) -> Any:
@@ -510,11 +509,6 @@ def single_char_problem(value: str) -> str | None:
     return None if len(unescape(value)) == 1 else f"must be a single character (or an escape such as \\t), not {value!r}"
 
 
-def first_error_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
 # ---------------------------------------------------------------------------------- values as JSON
 NEVER_SUPPRESS, ALWAYS_SUPPRESS, SUPPRESS_MISSING = "Never Suppress", "Always Suppress", "Suppress Missing Values"
 AUTOMATIC, FORMATTED, EPOCH_MILLIS, EPOCH_SECONDS = "Automatic", "Formatted String", "Epoch Milliseconds", \
@@ -613,7 +607,9 @@ class JsonText:
             return quoted(array)
         if pa.types.is_floating(t):
             return self._double(array)
-        if pa.types.is_decimal(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
+        if pa.types.is_decimal(t):
+            return self._decimal(array)
+        if pa.types.is_integer(t) or pa.types.is_boolean(t):
             return array.cast(pa.string())
         if pa.types.is_timestamp(t):
             return self._timestamp(array)
@@ -637,13 +633,25 @@ class JsonText:
                 text = pc.coalesce(pa.array(plain, pa.string()), text)
         return pc.if_else(special, quoted(text), text) if pc.any(special).as_py() else text
 
+    def _decimal(self, array: pa.Array) -> pa.Array:
+        text = array.cast(pa.string())
+        exponent = pc.match_substring(text, "E")
+        if self.scientific or not pc.any(exponent).as_py():
+            return text
+        plain = [None if v is None else _plain(v) for v in pc.if_else(exponent, text, None).to_pylist()]
+        return pc.coalesce(pa.array(plain, pa.string()), text)
+
     def _timestamp(self, array: pa.Array) -> pa.Array:
         millis = to_millis(array)
         mode = self.timestamps
         if mode == EPOCH_MILLIS or (mode == AUTOMATIC and self.formats.timestamp is None):
             return millis.cast(pa.string())
-        if mode == EPOCH_SECONDS:
-            return pc.divide(millis.cast(pa.decimal128(20, 3)), 1000).cast(pa.decimal128(20, 3)).cast(pa.string())
+        if mode == EPOCH_SECONDS:   # seconds with three decimals, as Java's BigDecimal.valueOf(millis, 3)
+            size = pc.abs(millis)
+            seconds = pc.divide(size, 1000)
+            fraction = pc.utf8_lpad(pc.subtract(size, pc.multiply(seconds, 1000)).cast(pa.string()), 3, "0")
+            sign = pc.if_else(pc.less(millis, 0), "-", "")
+            return pc.binary_join_element_wise(sign, seconds.cast(pa.string()), ".", fraction, "")
         return quoted(self.formats.format(array))
 
 
