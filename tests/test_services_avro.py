@@ -17,11 +17,13 @@ import uuid
 import fastavro
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from fastavro.schema import to_parsing_canonical_form
 
 from flowactors.sdk.records import (BATCH_RECORDS, MalformedRecordError, SchemaMismatchError, SchemaNotFoundError)
 from flowactors.sdk.records.schema import NIFI_TYPE, avro_to_arrow
-from flowactors.services.records.avro import AvroReader, AvroRecordSetWriter, _snappy_available
+from flowactors.services.records.avro import AvroReader, AvroRecordSetWriter, _Plan, _snappy_available
 from flowactors.services.records.registry import AvroSchemaRegistry
 from flowactors.testing import enable_service
 
@@ -339,3 +341,46 @@ def test_nifi_names_map_onto_declared_properties():
     assert AvroRecordSetWriter.NIFI_PROPERTY_NAMES["compression-format"] == "Compression Format"
     assert AvroRecordSetWriter.NIFI_VALUES["Schema Write Strategy"]["avro-embedded"] == "Embed Avro Schema"
     assert AvroReader.NIFI_VALUES["Schema Access Strategy"]["embedded-avro-schema"] == "Use Embedded Avro Schema"
+
+
+# ---------------------------------------------------------------------------------- numpy's encoding
+FLAT = {"type": "record", "name": "flat", "fields": [
+    {"name": "i", "type": ["null", "int"]}, {"name": "l", "type": "long"}, {"name": "f", "type": ["float", "null"]},
+    {"name": "d", "type": ["null", "double"]}, {"name": "b", "type": ["null", "boolean"]},
+    {"name": "s", "type": ["null", "string"]}, {"name": "y", "type": ["bytes", "null"]},
+    {"name": "e", "type": ["null", {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}]},
+    {"name": "t", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+    {"name": "n", "type": "null"}]}
+flat_rows = st.lists(st.fixed_dictionaries({
+    "i": st.none() | st.integers(-2 ** 31, 2 ** 31 - 1), "l": st.integers(-2 ** 63, 2 ** 63 - 1),
+    "f": st.none() | st.floats(width=32, allow_nan=False), "d": st.none() | st.floats(allow_nan=False),
+    "b": st.none() | st.booleans(), "s": st.none() | st.text(), "y": st.none() | st.binary(),
+    "e": st.none() | st.sampled_from(["A", "B", "C"]),
+    "t": st.none() | st.integers(-2 ** 60, 2 ** 60), "n": st.none()}), max_size=40)
+
+
+def test_a_flat_schema_is_encoded_by_numpy():
+    assert _Plan(avro_to_arrow(FLAT)).flat is not None
+    assert _Plan(avro_to_arrow(LOGICAL)).flat is None   # a decimal: fastavro writes it
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=flat_rows, cut=st.integers(0, 5))
+def test_numpy_encoding_is_fastavros_byte_for_byte(rows, cut):
+    schema = avro_to_arrow(FLAT)
+    table = pa.Table.from_pylist(rows, schema=schema).slice(min(cut, len(rows)))   # sliced arrays too
+    data, result = write(table, {"Schema Access Strategy": "Use 'Schema Text' Property",
+                                 "Schema Text": json.dumps(FLAT), "Schema Write Strategy": "Do Not Write Schema"})
+    expected = io.BytesIO()
+    for row in rows[min(cut, len(rows)):]:
+        fastavro.schemaless_writer(expected, fastavro.parse_schema(FLAT), row)
+    assert data == expected.getvalue()
+    assert result.record_count == table.num_rows
+
+
+def test_an_enum_value_outside_its_symbols_leaves_numpy_for_fastavros_message():
+    table = pa.table({"e": ["A", "Z"]})
+    with pytest.raises(SchemaMismatchError, match="record 1 does not fit the Avro schema"):
+        write(table, {"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": json.dumps(
+            {"type": "record", "name": "r", "fields": [{"name": "e", "type": {"type": "enum", "name": "E",
+                                                                              "symbols": ["A"]}}]})})

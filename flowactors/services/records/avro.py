@@ -10,7 +10,10 @@ record after another, with no header.
 **Writing.** Records are Arrow batches: each batch is cast to the writer's schema
 (``schema.conform``), its columns are made what fastavro writes without converting (timestamps,
 dates and times as their integers, dictionaries decoded, Avro's field names) by Arrow, then
-``to_pylist`` gives the rows fastavro encodes: no per-value Python of our own. ``Embed Avro
+``to_pylist`` gives the rows fastavro encodes: no per-value Python of our own. When every field
+is of a flat type (numbers, booleans, strings, bytes, enums, the temporal types, each nullable or
+not) numpy encodes the batch itself, column by column (``_encode``), byte for byte what fastavro
+writes, and fastavro only frames and compresses the block. ``Embed Avro
 Schema`` (the default) writes a container file, compressed as ``Compression Format`` says; the
 other strategies write bare datums and say the schema in attributes.
 """
@@ -21,11 +24,14 @@ import io
 import itertools
 import json
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 import fastavro
 import fastavro.validation
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro.schema import to_parsing_canonical_form
 
 from flowactors.sdk.processor import PropertyDescriptor, validators
@@ -312,8 +318,9 @@ def _snappy_available() -> bool:
 
 
 class _Plan:
-    """What one schema's records need to be written: the Avro schema (parsed by fastavro) and,
-    for each column fastavro would otherwise convert value by value, the Arrow conversion."""
+    """What one schema's records need to be written: the Avro schema (parsed by fastavro), for
+    each column fastavro would otherwise convert value by value the Arrow conversion, and, when
+    every field is of a flat type, how numpy encodes a batch itself (``encode``)."""
 
     def __init__(self, schema: pa.Schema):
         self.schema = schema
@@ -323,16 +330,27 @@ class _Plan:
         except Exception as err:
             raise RecordError(f"the schema cannot be written as Avro: {_reason(err)}") from None
         self.wire = pa.schema([pa.field(avro_field_name(f.name), _wire_type(f), f.nullable) for f in schema])
-        self.names = [avro_field_name(f.name) for f in schema]
         self.maps = any(_has_map(f.type) for f in schema)
+        specs = [_flat_spec(f["type"], w.type) for f, w in zip(self.avro["fields"], self.wire)]
+        self.flat = specs if all(s is not None for s in specs) else None
 
-    def rows(self, batch: pa.RecordBatch) -> list[dict]:
-        """The batch's records as fastavro's rows (dicts by Avro field name)."""
+    def wire_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The batch cast to the schema, its columns as fastavro writes them (``_wire_type``)."""
         if not batch.schema.equals(self.schema):
             batch = conform(batch, self.schema)
-        columns = [_to_wire(c, w.type) for c, w in zip(batch.columns, self.wire)]
-        wire = pa.RecordBatch.from_arrays(columns, schema=self.wire)
+        return pa.RecordBatch.from_arrays([_to_wire(c, w.type) for c, w in zip(batch.columns, self.wire)],
+                                          schema=self.wire)
+
+    def rows(self, wire: pa.RecordBatch) -> list[dict]:
+        """The records as fastavro's rows (dicts by Avro field name)."""
         return wire.to_pylist(maps_as_pydicts="lossy") if self.maps else wire.to_pylist()
+
+    def encode(self, wire: pa.RecordBatch) -> bytes | None:
+        """The records' Avro binary encoding, one datum after another, made by numpy; None when a
+        value needs fastavro (the schema is not flat, an enum value outside its symbols)."""
+        if not self.flat or wire.num_rows == 0:
+            return None
+        return _encode(wire.columns, self.flat)
 
     def mismatch(self, rows: list[dict], first: int, err: Exception) -> SchemaMismatchError:
         """The error naming the first of ``rows`` that fastavro refused (found again by validating)."""
@@ -342,6 +360,123 @@ class _Plan:
             except Exception as invalid:
                 return SchemaMismatchError(f"record {first + index} does not fit the Avro schema: {_reason(invalid)}")
         return SchemaMismatchError(f"records from {first} could not be written as Avro: {_reason(err)}")
+
+
+# ---------------------------------------------------------------------------------- numpy's encoding
+#: the Arrow type (of ``_wire_type``) each flat Avro type is written from
+_FLAT_TYPES = {"int": (pa.int8(), pa.int16(), pa.int32()), "long": (pa.int64(),), "float": (pa.float32(),),
+               "double": (pa.float64(),), "boolean": (pa.bool_(),), "string": (pa.string(),), "bytes": (pa.binary(),),
+               "null": (pa.null(),), "enum": (pa.string(),)}
+#: logical types whose values are their base type's, as ``_wire_type`` gives them
+_PLAIN_LOGICAL = (None, "date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
+                  "local-timestamp-millis", "local-timestamp-micros", "uuid")
+
+
+@dataclass(frozen=True)
+class _Flat:
+    """How a field of a flat type is encoded: its union's branches (``None``: not a union)."""
+
+    kind: str
+    null_branch: int | None = None
+    value_branch: int = 0
+    symbols: pa.Array | None = None
+
+
+def _flat_spec(avro: Any, wire: pa.DataType) -> _Flat | None:
+    members = avro if isinstance(avro, list) else [avro]
+    others = [m for m in members if m != "null"]
+    if len(others) > 1:
+        return None
+    null_branch = members.index("null") if isinstance(avro, list) and "null" in members else None
+    value = others[0] if others else "null"
+    value_branch = members.index(value) if isinstance(avro, list) else 0
+    symbols = None
+    if isinstance(value, dict) and value.get("type") == "enum":
+        kind, symbols = "enum", pa.array(value["symbols"], pa.string())
+    elif isinstance(value, dict) and value.get("logicalType") in _PLAIN_LOGICAL:
+        kind = value.get("type")
+    else:
+        kind = value
+    if not isinstance(kind, str) or wire not in _FLAT_TYPES.get(kind, ()):
+        return None
+    return _Flat(kind, null_branch, value_branch, symbols)
+
+
+def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Avro's zig-zag varints of int64 ``values``: (the bytes each takes, all their bytes)."""
+    zigzag = ((values << 1) ^ (values >> 63)).view(np.uint64)
+    sizes = np.ones(len(zigzag), np.int64)
+    for k in range(1, 10):
+        sizes += zigzag >= np.uint64(1 << (7 * k))
+    width = int(sizes.max()) if len(sizes) else 1
+    groups = [((zigzag >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8) for k in range(width)]
+    matrix = np.stack(groups, axis=1)
+    matrix[:, :-1] |= np.where(np.arange(width - 1) < (sizes - 1)[:, None], 0x80, 0).astype(np.uint8)
+    return sizes, matrix[np.arange(width) < sizes[:, None]]
+
+
+def _values(array: pa.Array, spec: _Flat) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The parts of the non-null values' encoding: (bytes per value, bytes)."""
+    valid = pc.drop_null(array) if array.null_count else array
+    kind = spec.kind
+    if kind in ("int", "long", "enum"):
+        if kind == "enum":
+            valid = pc.index_in(valid, value_set=spec.symbols)
+            if valid.null_count:
+                return None   # a value outside the symbols: fastavro names it
+        return [_varints(valid.to_numpy(zero_copy_only=False).astype(np.int64))]
+    if kind in ("float", "double"):
+        numbers = valid.to_numpy(zero_copy_only=False).astype("<f4" if kind == "float" else "<f8")
+        return [(np.full(len(numbers), numbers.itemsize, np.int64), numbers.view(np.uint8))]
+    if kind == "boolean":
+        return [(np.ones(len(valid), np.int64), valid.to_numpy(zero_copy_only=False).astype(np.uint8))]
+    buffers = valid.buffers()
+    offsets = np.frombuffer(buffers[1], np.int32)[valid.offset:valid.offset + len(valid) + 1].astype(np.int64)
+    data = buffers[2]
+    content = np.frombuffer(data, np.uint8)[offsets[0]:offsets[-1]] if data is not None else np.empty(0, np.uint8)
+    sizes = np.diff(offsets)
+    return [_varints(sizes), (sizes, content)]
+
+
+def _encode(columns: list[pa.Array], specs: list[_Flat]) -> bytes | None:
+    count = len(columns[0])
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    for array, spec in zip(columns, specs):
+        present = np.asarray(array.is_valid()) if array.null_count else None
+        if spec.null_branch is None and present is not None:
+            return None   # a null where the field allows none: fastavro names it
+        if spec.null_branch is not None:
+            branch = np.full(count, spec.value_branch * 2, np.uint8)
+            if present is not None:
+                branch[~present] = spec.null_branch * 2
+            parts.append((np.ones(count, np.int64), branch))
+        if spec.kind == "null":
+            continue
+        values = _values(array, spec)
+        if values is None:
+            return None
+        for sizes, data in values:
+            if present is not None:
+                sizes, all_sizes = np.zeros(count, np.int64), sizes
+                sizes[present] = all_sizes
+            parts.append((sizes, data))
+    return _interleave(count, parts)
+
+
+def _interleave(count: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
+    """Each row's bytes of every part, in order, row after row."""
+    row_sizes = np.zeros(count, np.int64)
+    for sizes, _ in parts:
+        row_sizes += sizes
+    ends = np.cumsum(row_sizes)
+    out = np.empty(int(ends[-1]) if count else 0, np.uint8)
+    position = ends - row_sizes
+    for sizes, data in parts:
+        if len(data):
+            starts = np.cumsum(sizes) - sizes
+            out[np.repeat(position - starts, sizes) + np.arange(len(data))] = data
+        position += sizes
+    return out.tobytes()
 
 
 def _has_map(t: pa.DataType) -> bool:
@@ -437,6 +572,14 @@ class _Sink:
         return False
 
 
+@dataclass
+class _Block:
+    """Records already encoded, as fastavro's ``Writer.write_block`` takes them (one block)."""
+
+    num_records: int
+    bytes_: io.BytesIO
+
+
 class _ContainerWriter(RecordSetWriter):
     """An Avro object container file: the header (schema, codec) at once, then blocks of records."""
 
@@ -450,12 +593,17 @@ class _ContainerWriter(RecordSetWriter):
             raise RecordError(f"cannot write Avro with codec '{codec}': {_reason(err)}") from None
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        rows = self._plan.rows(batch)
-        try:
-            deque(map(self._writer.write, rows), maxlen=0)
-        except Exception as err:   # fastavro: ValueError, TypeError, AttributeError for a value of the wrong kind
-            raise self._plan.mismatch(rows, self._count, err) from None
-        self._count += len(rows)
+        wire = self._plan.wire_batch(batch)
+        encoded = self._plan.encode(wire)
+        if encoded is not None:
+            self._writer.write_block(_Block(wire.num_rows, io.BytesIO(encoded)))
+        else:
+            rows = self._plan.rows(wire)
+            try:
+                deque(map(self._writer.write, rows), maxlen=0)
+            except Exception as err:   # fastavro: ValueError, TypeError, AttributeError for a value of the wrong kind
+                raise self._plan.mismatch(rows, self._count, err) from None
+        self._count += wire.num_rows
 
     def finish(self) -> WriteResult:
         self._writer.flush()
@@ -472,15 +620,19 @@ class _DatumWriter(RecordSetWriter):
         self._count = 0
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        rows = self._plan.rows(batch)
-        buffer = io.BytesIO()
-        write: Callable[[Any], None] = lambda row: fastavro.schemaless_writer(buffer, self._plan.parsed, row)
-        try:
-            deque(map(write, rows), maxlen=0)
-        except Exception as err:
-            raise self._plan.mismatch(rows, self._count, err) from None
-        self._out.write(buffer.getvalue())
-        self._count += len(rows)
+        wire = self._plan.wire_batch(batch)
+        encoded = self._plan.encode(wire)
+        if encoded is None:
+            rows = self._plan.rows(wire)
+            buffer = io.BytesIO()
+            write: Callable[[Any], None] = lambda row: fastavro.schemaless_writer(buffer, self._plan.parsed, row)
+            try:
+                deque(map(write, rows), maxlen=0)
+            except Exception as err:
+                raise self._plan.mismatch(rows, self._count, err) from None
+            encoded = buffer.getvalue()
+        self._out.write(encoded)
+        self._count += wire.num_rows
 
     def finish(self) -> WriteResult:
         return WriteResult(self._count, dict(self._attributes))
