@@ -400,5 +400,24 @@ def test_evaluation_errors_name_the_path_and_the_function(record):
                                  "'concat('x', divide(2, 0))'")
 
 
+def test_compiled_paths_pickle_as_their_text(record):
+    path = compile_path("/name[startsWith(., 'J')][not(. = 'x')]/.")
+    again = pickle.loads(pickle.dumps(path))
+    assert again.text == path.text and [fv.value for fv in again.evaluate(record)] == ["John Doe"]
+    trimmed = pickle.loads(pickle.dumps(compile_path("trim(/name)")))
+    assert trimmed.evaluate({"name": " x "})[0].value == "x"
+
+
+def test_logical_paths_of_selected_elements():
+    """NiFi's TestFieldValueLogicalPathBuilder: the path of each element a path selected."""
+    record = {"mapRecord": {"intArray": [1, 2, 3]},
+              "mapRecordArray": [{"intArray": [2, 1]}, {"intArray": [3]}, {"intArray": [4]}, {"intArray": [5, 0]}]}
+    assert [fv.logical_path() for fv in evaluate("//intArray[0..-1][. = 1]", record, None)] == \
+        ["/mapRecord/intArray[0]", "/mapRecordArray[0]/intArray[1]"]
+    assert [fv.logical_path() for fv in evaluate("/mapRecordArray[0..-1]/intArray[0..-1][. > 1]", record, None)] == \
+        ["/mapRecordArray[0]/intArray[0]", "/mapRecordArray[1]/intArray[0]", "/mapRecordArray[2]/intArray[0]",
+         "/mapRecordArray[3]/intArray[0]"]
+
+
 def test_field_value_repr():
     assert repr(FieldValue(1, "a", None, None, 1, "a")) == "FieldValue('a', 1)"

@@ -66,6 +66,11 @@ class RecordPath:
         except RecordPathError as exc:
             raise exc.with_text(self.text) from None
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its text (Ray ships processors holding compiled paths): compiled again where
+        it is unpickled."""
+        return compile_path, (self.text,)
+
     def __repr__(self) -> str:
         return f"RecordPath({self.text!r})"
 
