@@ -20,6 +20,7 @@ other strategies write bare datums and say the schema in attributes.
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import json
@@ -61,8 +62,10 @@ COMPRESSION_FORMAT = PropertyDescriptor(
 NIFI_IGNORED = ("Encoder Pool Size", "encoder-pool-size", "Fast Reader Enabled")
 
 
-def _cache(context: ServiceContext) -> access.SchemaCache:
-    return access.SchemaCache(avro_to_arrow, max(1, int(context.property("Cache Size").raw)))
+def _cache(context: ServiceContext, strict: bool = True) -> access.SchemaCache:
+    """Schemas parsed from text: given ones checked strictly, a file's own taken as written."""
+    return access.SchemaCache(functools.partial(avro_to_arrow, strict=strict),
+                              max(1, int(context.property("Cache Size").raw)))
 
 
 def _reason(err: BaseException) -> str:
@@ -84,13 +87,14 @@ class AvroReader(ControllerService, RecordReaderFactory):
     def on_enabled(self, context: ServiceContext) -> None:
         self._context = context
         self._schemas = _cache(context)
+        self._embedded = _cache(context, strict=False)
 
     def create_reader(self, attributes: Mapping[str, str], stream: BinaryIO, size: int) -> RecordReader:
         given = access.given_schema(self._context, attributes, self._schemas)
         head = stream.read(len(MAGIC))
         stream.seek(-len(head), io.SEEK_CUR)
         if given is None or head == MAGIC:
-            reader = _ContainerReader(stream, size, self._schemas)
+            reader = _ContainerReader(stream, size, self._embedded)
             if given is not None:
                 _check_embedded(reader, given)
             return reader
