@@ -210,3 +210,12 @@ def test_empty_record_set_is_a_file_with_its_schema():
     back = reader(data)
     assert back.schema().names == ["name", "favorite_number", "favorite_color"]
     assert list(back.batches()) == []
+
+
+def test_nifi_names_map_onto_declared_properties():
+    declared = set(ParquetRecordSetWriter.descriptor_map())
+    renamed = {k: v for k, v in ParquetRecordSetWriter.NIFI_PROPERTY_NAMES.items() if not k.startswith("schema")}
+    assert set(renamed.values()) - {"Schema Write Strategy"} <= declared
+    assert ParquetRecordSetWriter.NIFI_PROPERTY_NAMES["row-group-size"] == "Row Group Size"
+    assert not set(ParquetRecordSetWriter.NIFI_IGNORED) & declared
+    assert "Avro Read Compatibility" in ParquetReader.NIFI_IGNORED

@@ -57,10 +57,6 @@ COMPRESSION_FORMAT = PropertyDescriptor(
     "Compression Format", "How a container file's blocks are compressed (only with 'Embed Avro Schema': the codec "
     "is named in the file's header)", required=True, default="NONE", allowable_values=tuple(CODECS))
 
-#: NiFi properties that tune its Java encoders and decoders, with nothing to tune here: the NiFi
-#: import leaves them out
-NIFI_IGNORED = ("Encoder Pool Size", "encoder-pool-size", "Fast Reader Enabled")
-
 
 def _cache(context: ServiceContext, strict: bool = True) -> access.SchemaCache:
     """Schemas parsed from text: given ones checked strictly, a file's own taken as written."""
@@ -83,6 +79,8 @@ class AvroReader(ControllerService, RecordReaderFactory):
                   *access.SCHEMA_PROPERTIES, CACHE_SIZE)
     NIFI_PROPERTY_NAMES = {**access.NIFI_NAMES, "cache-size": "Cache Size"}
     NIFI_VALUES = access.NIFI_VALUES
+    #: NiFi properties that tune Java's Avro decoder, with nothing to tune here: the import leaves them out
+    NIFI_IGNORED = ("Fast Reader Enabled",)
 
     def on_enabled(self, context: ServiceContext) -> None:
         self._context = context
@@ -273,6 +271,8 @@ class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
     NIFI_PROPERTY_NAMES = {**access.NIFI_NAMES, "compression-format": "Compression Format",
                            "cache-size": "Cache Size"}
     NIFI_VALUES = access.NIFI_VALUES
+    #: NiFi properties that tune Java's Avro encoders, with nothing to tune here: the import leaves them out
+    NIFI_IGNORED = ("Encoder Pool Size", "encoder-pool-size")
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         problems = []

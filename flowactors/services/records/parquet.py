@@ -43,12 +43,6 @@ READ_BUFFER = 1 << 20
 #: parquet-mr's default row group size (NiFi's when the property is not set)
 DEFAULT_ROW_GROUP_SIZE = 128 << 20
 
-#: NiFi properties that tune parquet-mr's Avro bridge or HDFS, with nothing to tune here: the NiFi
-#: import leaves them out
-NIFI_IGNORED = ("Avro Read Compatibility", "avro-read-compatibility", "Avro Add List Element Records",
-                "avro-add-list-element-records", "Avro Write Old List Structure", "avro-write-old-list-structure",
-                "Max Padding Size", "max-padding-size", "Enable Validation", "enable-validation")
-
 
 def _reason(err: BaseException) -> str:
     text = str(err).strip()
@@ -63,6 +57,9 @@ class ParquetReader(ControllerService, RecordReaderFactory):
     properties = ()
     NIFI_PROPERTY_NAMES: dict[str, str] = {}
     NIFI_VALUES: dict[str, dict[str, str]] = {}
+    #: NiFi properties of parquet-mr's Avro bridge, with nothing to tune here: the import leaves them out
+    NIFI_IGNORED = ("Avro Read Compatibility", "avro-read-compatibility", "Avro Add List Element Records",
+                    "avro-add-list-element-records")
 
     def create_reader(self, attributes: Mapping[str, str], stream: BinaryIO, size: int) -> RecordReader:
         return _ParquetRecordReader(stream, size, attributes)
@@ -172,6 +169,10 @@ class ParquetRecordSetWriter(ControllerService, RecordSetWriterFactory):
                            "enable-dictionary-encoding": "Enable Dictionary Encoding",
                            "writer-version": "Writer Version", "int96-fields": "INT96 Fields"}
     NIFI_VALUES = access.NIFI_VALUES
+    #: NiFi properties of parquet-mr's Avro bridge and HDFS, with nothing to tune here: the import leaves them out
+    NIFI_IGNORED = ("Avro Write Old List Structure", "avro-write-old-list-structure", "Avro Add List Element Records",
+                    "avro-add-list-element-records", "Max Padding Size", "max-padding-size", "Enable Validation",
+                    "enable-validation")
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         codec = values.get("Compression Type", "UNCOMPRESSED")
