@@ -81,33 +81,21 @@ def route_failure(context: ProcessContext, session, flowfile: FlowFile, err: Bas
 
 class Records:
     """One content's records, read through a ``RecordReader`` a batch at a time: iterate for every
-    batch left, or ``take`` the next few records. Batches without records are skipped.
-
-    ``error`` is the exception reading stopped at, if any (kept because a caller such as DuckDB
-    wraps it in its own), ``count`` the records read so far."""
+    batch left, or ``take`` the next few records. Batches without records are skipped."""
 
     def __init__(self, reader: RecordReader):
         self.schema: pa.Schema = reader.schema()
         self._batches = reader.batches()
         self._head: pa.RecordBatch | None = None
-        self.error: BaseException | None = None
-        self.count = 0
 
     def _next(self) -> pa.RecordBatch | None:
         if self._head is not None:
             batch, self._head = self._head, None
             return batch
-        while True:
-            try:
-                batch = next(self._batches)
-            except StopIteration:
-                return None
-            except BaseException as err:
-                self.error = err
-                raise
+        for batch in self._batches:
             if batch.num_rows:
-                self.count += batch.num_rows
                 return batch
+        return None
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         while (batch := self._next()) is not None:
@@ -128,10 +116,6 @@ class Records:
         if self._head is None:
             self._head = self._next()
         return self._head is None
-
-    def arrow_reader(self) -> pa.RecordBatchReader:
-        """The records left, as an Arrow stream (DuckDB scans it as it reads it)."""
-        return pa.RecordBatchReader.from_batches(self.schema, iter(self))
 
 
 @contextmanager

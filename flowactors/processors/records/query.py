@@ -1,7 +1,7 @@
 """QueryRecord: SQL over a FlowFile's records (the table ``FLOWFILE``), run by DuckDB.
 
 Each dynamic property is a query and the relationship its results go to. The FlowFile's records
-reach DuckDB as an Arrow stream (``Records.arrow_reader``) that DuckDB scans as it reads it, and
+reach DuckDB as an Arrow stream (``Table``) that DuckDB scans as it reads it, and
 the results come back as Arrow batches written by the Record Writer as they come: a query that
 filters or projects runs in about one batch of memory; one that sorts or aggregates holds what
 DuckDB needs for that (and DuckDB's own memory limit). docs/records/query-record.md says how
@@ -11,6 +11,7 @@ DuckDB's SQL differs from NiFi's (Calcite's).
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from typing import Callable, Iterator, Mapping, Sequence
 
 import duckdb
@@ -159,30 +160,56 @@ class QueryRecord(Processor):
         """``child`` holding the results of ``sql`` over ``original``'s records."""
         if self._db is None:
             self._db = connect()   # triggered without on_scheduled: a test's own session
-        with open_records(session, original, reader) as records:
-            self._db.register(TABLE, records.arrow_reader())
+        with ExitStack() as scope:
+            table = Table(session, original, reader, scope)
+            if not table.schema.names:
+                raise QueryError(f"query '{name}' has no table to read: the records have no fields (an empty "
+                                 "content, its schema inferred from no record)")
+            self._db.register(TABLE, table)
+            scope.callback(self._db.unregister, TABLE)
             try:
-                try:
-                    results = self._db.sql(sql)
-                    if results is None:
-                        raise QueryError(f"query '{name}' gives no records (it must be a SELECT)")
-                    stream = results.to_arrow_reader(BATCH_RECORDS)
-                except (duckdb.Error, pa.ArrowException, OSError) as err:
-                    raise _failure(name, err, records) from None
-                schema, restore = result_schema(stream.schema, records.schema)
-                return write_records(session, child, writer, writer.write_schema(original.attributes, schema),
-                                     _results(stream, restore, name, records), original.attributes,
-                                     extra={ROUTE_ATTRIBUTE: name})
-            finally:
-                self._db.unregister(TABLE)
+                results = self._db.sql(sql)
+                if results is None:
+                    raise QueryError(f"query '{name}' gives no records (it must be a SELECT)")
+                stream = results.to_arrow_reader(BATCH_RECORDS)
+            except (duckdb.Error, pa.ArrowException, OSError) as err:
+                raise table.failure(name, err) from None
+            schema, restore = result_schema(stream.schema, table.schema)
+            return write_records(session, child, writer, writer.write_schema(original.attributes, schema),
+                                 _results(stream, restore, name, table), original.attributes,
+                                 extra={ROUTE_ATTRIBUTE: name})
 
 
-def _failure(name: str, err: BaseException, records: Records) -> BaseException:
-    """The error to route the FlowFile with: the reader's, when reading the records is what failed
-    under DuckDB, else the query's."""
-    if records.error is not None:
-        return records.error
-    return QueryError(f"query '{name}' failed: {duckdb_reason(err)}")
+class Table:
+    """``FLOWFILE`` as DuckDB reads it: an Arrow stream (``__arrow_c_stream__``) for each scan of
+    a query (a UNION or a subquery scans it again), each a reader of its own over the content,
+    opened when DuckDB first reads from it (asking for the schema opens nothing); the first scan
+    takes the reader opened for the schema. Readers and streams are closed with ``scope``."""
+
+    def __init__(self, session, flowfile: FlowFile, reader: RecordReaderFactory, scope: ExitStack):
+        self._open = lambda: scope.enter_context(open_records(session, flowfile, reader))
+        self._first: Records | None = self._open()
+        self.schema = self._first.schema
+        #: the exception a scan's reading stopped at, if any (DuckDB reports it in its own words)
+        self.error: BaseException | None = None
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return pa.RecordBatchReader.from_batches(self.schema, self._scan()).__arrow_c_stream__(requested_schema)
+
+    def _scan(self) -> Iterator[pa.RecordBatch]:
+        records, self._first = self._first or self._open(), None
+        try:
+            yield from records
+        except BaseException as err:
+            self.error = self.error or err
+            raise
+
+    def failure(self, name: str, err: BaseException) -> BaseException:
+        """The error to route the FlowFile with: the reader's, when reading the records is what
+        failed under DuckDB, else the query's."""
+        if self.error is not None:
+            return self.error
+        return QueryError(f"query '{name}' failed: {duckdb_reason(err)}")
 
 
 def duckdb_reason(err: BaseException) -> str:
@@ -191,12 +218,12 @@ def duckdb_reason(err: BaseException) -> str:
 
 
 def _results(stream: pa.RecordBatchReader, restore: Callable[[pa.RecordBatch], pa.RecordBatch], name: str,
-             records: Records) -> Iterator[pa.RecordBatch]:
+             table: Table) -> Iterator[pa.RecordBatch]:
     try:
         for batch in stream:
             yield restore(batch)
     except (duckdb.Error, pa.ArrowException, OSError) as err:
-        raise _failure(name, err, records) from None
+        raise table.failure(name, err) from None
 
 
 def result_schema(result: pa.Schema, source: pa.Schema) -> tuple[pa.Schema, Callable[[pa.RecordBatch], pa.RecordBatch]]:
