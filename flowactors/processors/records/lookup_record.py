@@ -21,9 +21,12 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error, open_records,
                                                reader_and_writer, remove_all, route_failure, write_records)
+from flowactors.processors.records.partition_record import _TOP_FIELD
+from flowactors.processors.records.partition_record import _top_field as top_level_column
 from flowactors.processors.records.update_record import _rebuild, _top_field, record_path_problems
 from flowactors.processors.records.validate import SPOOL_BYTES, _Spooled
 from flowactors.sdk import FlowFile
@@ -31,7 +34,7 @@ from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescript
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
 from flowactors.sdk.record_path.conversions import java_text
 from flowactors.sdk.records import RecordSetWriterFactory
-from flowactors.sdk.records.schema import conform
+from flowactors.sdk.records.schema import conform, merge_types
 from flowactors.sdk.relationships import FAILURE
 from flowactors.sdk.services import LookupService
 
@@ -89,17 +92,70 @@ class Lookups:
     def batches(self, records: Records) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
         """Each batch with its records looked up, and which of them matched; the first batch with
         a match fixes ``schema`` (earlier ones keep their own), later ones are conformed to it."""
-        for batch in records:
-            rows = batch.to_pylist(maps_as_pydicts="strict")
-            self._touched = set()
-            matched = np.fromiter((self.record(row, batch.schema) for row in rows), dtype=bool, count=len(rows))
-            built = _rebuild(batch, rows, self._touched, self.schema)
+        plan: tuple[str, str | None] | None = None
+        for number, batch in enumerate(records):
+            if number == 0:
+                plan = self._column_plan(batch.schema)
+            done = self._by_column(batch, *plan) if plan is not None else None
+            built, matched = done if done is not None else self._by_record(batch)
             if self.schema is None:
                 if matched.any():
                     self.schema = built.schema
                 yield built, matched
             else:
                 yield conform(built, self.schema), matched
+
+    def _by_record(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
+        rows = batch.to_pylist(maps_as_pydicts="strict")
+        self._touched = set()
+        matched = np.fromiter((self.record(row, batch.schema) for row in rows), dtype=bool, count=len(rows))
+        return _rebuild(batch, rows, self._touched, self.schema), matched
+
+    def _column_plan(self, schema: pa.Schema) -> tuple[str, str | None] | None:
+        """(the key column, the result column or None) when the lookups can be made a column at a
+        time: one coordinate, a top-level field of a scalar type; a result, if any, into a top-level
+        field that is not nested; no Root Record Path, no Insert Record Fields, no replacing."""
+        if self.settings.key is not None or self.root is not None or self.settings.record_fields \
+                or len(self.coordinates) != 1:
+            return None
+        key = top_level_column(next(iter(self.coordinates.values())), schema)
+        if key is None or self.result is None:
+            return None if key is None else (key, None)
+        match = _TOP_FIELD.match(self.result.text)
+        if match is None:
+            return None
+        result = match.group(1) if match.group(1) is not None else match.group(2)
+        index = schema.get_field_index(result)
+        return (key, result) if index < 0 or not pa.types.is_nested(schema.field(index).type) else None
+
+    def _by_column(self, batch: pa.RecordBatch, key: str, result: str | None
+                   ) -> tuple[pa.RecordBatch, np.ndarray] | None:
+        """The batch looked up a column at a time: each distinct key once, the results taken to
+        the records (None when the results or the field they go to need the record by record way)."""
+        keys = batch.column(key)
+        distinct = pc.unique(keys).drop_null()
+        [name] = self.coordinates
+        try:
+            found = pa.array([self._lookup({name: value}) for value in distinct.to_pylist()])
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return None   # results of several kinds
+        taken = found.take(pc.index_in(keys, value_set=distinct))
+        matched = taken.is_valid().to_numpy(zero_copy_only=False)
+        if result is None or not matched.any():
+            return batch, matched
+        index = batch.schema.get_field_index(result)
+        if index < 0:
+            return batch.append_column(pa.field(result, taken.type), taken), matched
+        field, column = batch.schema.field(index), batch.column(index)
+        target = taken.type if pa.types.is_null(field.type) else merge_types(field.type, taken.type)
+        if target is None or pa.types.is_nested(target) or pa.types.is_nested(taken.type):
+            return None
+        try:
+            merged = pc.if_else(pa.array(matched), taken.cast(target), column.cast(target))
+        except pa.ArrowException:
+            return None
+        kept = field if target == field.type else pa.field(result, target, metadata=field.metadata)
+        return batch.set_column(index, kept, merged), matched
 
     def record(self, row: dict, schema: pa.Schema) -> bool:
         """Look ``row`` up (changing it in place); whether it matched: every sub-record did."""
