@@ -244,6 +244,12 @@ class MergeRecord(Processor):
         PropertyDescriptor("Maximum Number of Bins", "The most bins open at once; the oldest is merged to make room",
                            required=True, default="10", validator=validators.POSITIVE_INTEGER),
     )
+    #: NiFi's internal property names (for the NiFi import; the values are NiFi's own)
+    NIFI_PROPERTY_NAMES = {"record-reader": "Record Reader", "record-writer": "Record Writer",
+                           "merge-strategy": "Merge Strategy", "correlation-attribute-name": "Correlation Attribute Name",
+                           "min-bin-size": "Minimum Bin Size", "max-bin-size": "Maximum Bin Size",
+                           "min-records": "Minimum Number of Records", "max-records": "Maximum Number of Records",
+                           "max.bin.count": "Maximum Number of Bins", "max-bin-age": "Max Bin Age"}
     MERGED = Relationship("merged", "The FlowFiles holding the merged records")
     ORIGINAL = Relationship("original", "The FlowFiles whose records were merged")
     relationships = (MERGED, ORIGINAL, FAILURE)
