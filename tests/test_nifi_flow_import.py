@@ -197,3 +197,42 @@ def test_nifi_python_processors_in_a_definition_are_found_in_the_extensions_fold
                  "--extensions", str(EXTENSIONS)]) == 0
     written = {p.name: p.read_text() for p in (tmp_path / "out").iterdir()}
     assert written == {"ann": "ann:1 Hello\nann:2 ann\n", "bob": "bob:1 Hello\nbob:2 bob\n"}
+
+
+def test_controller_services_come_with_their_groups_and_processors_name_them_by_path(tmp_path):
+    """A NiFi record flow: a JSON reader in the root group, an Avro writer inside 'Convert', and
+    ConvertRecord there naming both by identifier; it runs, and the Avro it writes holds the records."""
+    import fastavro
+
+    root_id, inner_id = "root", "convert-group"
+    reader = {"identifier": "svc-reader", "name": "JsonTreeReader", "type": "org.apache.nifi.json.JsonTreeReader",
+              "scheduledState": "ENABLED", "properties": {"schema-access-strategy": "infer-schema",
+                                                          "schema-cache": None}}
+    writer = {"identifier": "svc-writer", "name": "AvroRecordSetWriter", "type": "org.apache.nifi.avro.AvroRecordSetWriter",
+              "scheduledState": "ENABLED", "properties": {"Schema Write Strategy": "avro-embedded",
+                                                          "schema-access-strategy": "inherit-record-schema"}}
+    generate = processor(root_id, "orders", STANDARD + "GenerateFlowFile", {
+        "Custom Text": '[{"id": 1, "item": "tea"}, {"id": 2, "item": "cake"}]', "Batch Size": "1"},
+        schedule="10 min")
+    convert = processor(inner_id, "to avro", STANDARD + "ConvertRecord", {
+        "record-reader": "svc-reader", "record-writer": "svc-writer", "include-zero-record-flowfiles": "true"},
+        auto_terminate=("failure",))
+    for key in ("record-reader", "record-writer"):
+        convert["propertyDescriptors"][key]["identifiesControllerService"] = True
+    put = processor(inner_id, "store", STANDARD + "PutFile", {"Directory": str(tmp_path / "out")},
+                    auto_terminate=("success", "failure"))
+    entry = port(inner_id, "in", "INPUT_PORT")
+    inner = group(inner_id, "Convert", root_id, None, processors=[convert, put], inputPorts=[entry],
+                  controllerServices=[writer],
+                  connections=[connection(inner_id, entry, convert), connection(inner_id, convert, put, ("success",))])
+    root = group(root_id, "records", None, None, processors=[generate], processGroups=[inner],
+                 controllerServices=[reader], connections=[connection(root_id, generate, entry, ("success",))])
+    flow = flow_from_nifi(snapshot(root, {}))
+    assert {s.path: s.type.__name__ for s in flow.services.values()} == {
+        "JsonTreeReader": "JsonTreeReader", "Convert/AvroRecordSetWriter": "AvroRecordSetWriter"}
+    assert flow.processors["Convert/to avro"].properties["Record Writer"] == "Convert/AvroRecordSetWriter"
+    run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60,
+             until=lambda s: any(p["name"] == "Convert/store" and p["flowfiles_in"] for p in s["processors"]))
+    [written] = list((tmp_path / "out").iterdir())
+    with written.open("rb") as avro:
+        assert list(fastavro.reader(avro)) == [{"id": 1, "item": "tea"}, {"id": 2, "item": "cake"}]

@@ -40,6 +40,9 @@ class StandardProcessor:
 
 _STANDARD = "org.apache.nifi.processors.standard."
 _CHARSET = {"character-set": "Character Set"}
+#: what every record processor's NiFi export names its reader and writer
+_RECORDS = {"record-reader": "Record Reader", "record-writer": "Record Writer",
+            "include-zero-record-flowfiles": "Include Zero Record FlowFiles"}
 
 STANDARD_PROCESSORS: dict[str, StandardProcessor] = {
     _STANDARD + "GenerateFlowFile": StandardProcessor(
@@ -97,4 +100,33 @@ STANDARD_PROCESSORS: dict[str, StandardProcessor] = {
         values={"Hash Algorithm": {"BLAKE2-512": "BLAKE2b"}},
         # NiFi names the attribute after the algorithm: content_SHA-256
         derived=lambda values: {"Hash Attribute Name": f"content_{values.get('Hash Algorithm', 'SHA-256')}"}),
+    _STANDARD + "ConvertRecord": StandardProcessor(p.ConvertRecord, renamed=_RECORDS),
+    _STANDARD + "QueryRecord": StandardProcessor(
+        p.QueryRecord, renamed=_RECORDS | {"cache-schema": "Cache Schema"},
+        fixed={"dbf-default-precision": ANY, "dbf-default-scale": ANY}),
+    _STANDARD + "SplitRecord": StandardProcessor(p.SplitRecord, renamed=_RECORDS),
+    _STANDARD + "ValidateRecord": StandardProcessor(
+        p.ValidateRecord,
+        renamed=_RECORDS | {"invalid-record-writer": "Record Writer for Invalid Records",
+                            "schema-access-strategy": "Schema Access Strategy", "schema-registry": "Schema Registry",
+                            "schema-name": "Schema Name", "schema-text": "Schema Text",
+                            "allow-extra-fields": "Allow Extra Fields", "strict-type-checking": "Strict Type Checking",
+                            "coerce-types": "Coerce Types",
+                            "validation-details-attribute-name": "Validation Details Attribute Name",
+                            "maximum-validation-details-length": "Maximum Validation Details Length"},
+        values={"Schema Access Strategy": {"reader-schema": "Use Reader's Schema", "schema-name-property":
+                                           "Use 'Schema Name' Property", "schema-text-property": "Use 'Schema Text' Property"}}),
+    _STANDARD + "UpdateRecord": StandardProcessor(
+        p.UpdateRecord, renamed=_RECORDS | {"replacement-value-strategy": "Replacement Value Strategy"},
+        values={"Replacement Value Strategy": {"literal-value": "Literal Value",
+                                               "record-path-value": "Record Path Value"}}),
+    _STANDARD + "PartitionRecord": StandardProcessor(p.PartitionRecord, renamed=_RECORDS),
+    _STANDARD + "MergeRecord": StandardProcessor(
+        p.MergeRecord,
+        renamed=_RECORDS | {"merge-strategy": "Merge Strategy", "correlation-attribute-name": "Correlation Attribute Name",
+                            "min-records": "Minimum Number of Records", "max-records": "Maximum Number of Records",
+                            "min-bin-size": "Minimum Bin Size", "max-bin-size": "Maximum Bin Size",
+                            "max-bin-age": "Max Bin Age", "max-bin-count": "Maximum Number of Bins"}),
+    _STANDARD + "LookupRecord": StandardProcessor(
+        p.LookupRecord, renamed=p.LookupRecord.NIFI_PROPERTY_NAMES, values=p.LookupRecord.NIFI_VALUES),
 }

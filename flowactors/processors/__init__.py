@@ -12,6 +12,8 @@ from flowactors.processors.hash import HashContent
 from flowactors.processors.merge import MergeContent
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.execute_stateless import ExecuteStateless
+from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
+                                           SplitRecord, UpdateRecord, ValidateRecord)
 from flowactors.processors.text import ReplaceText, SplitText
 from flowactors.processors.unpack import UnpackContent
 # ports and funnels are SDK components (as in NiFi, they are not processors); a definition may
@@ -19,7 +21,8 @@ from flowactors.processors.unpack import UnpackContent
 from flowactors.sdk.ports import Funnel, InputPort, OutputPort
 
 __all__ = [
-    "CompressContent", "ExecuteStateless", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile", "GetFile",
-    "HashContent", "InputPort", "ListFile", "LogAttribute", "MergeContent", "OutputPort", "PutFile", "ReplaceText",
-    "RouteOnAttribute", "RouteOnContent", "SplitText", "UnpackContent", "UpdateAttribute",
+    "CompressContent", "ConvertRecord", "ExecuteStateless", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile",
+    "GetFile", "HashContent", "InputPort", "ListFile", "LogAttribute", "LookupRecord", "MergeContent", "MergeRecord",
+    "OutputPort", "PartitionRecord", "PutFile", "QueryRecord", "ReplaceText", "RouteOnAttribute", "RouteOnContent",
+    "SplitRecord", "SplitText", "UnpackContent", "UpdateAttribute", "UpdateRecord", "ValidateRecord",
 ]
