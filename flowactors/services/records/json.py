@@ -41,9 +41,9 @@ from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRec
 from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.textual import (AUTOMATIC, EPOCH_MILLIS, EPOCH_SECONDS, FORMAT_PROPERTIES, FORMATTED,
-                                                 NEVER_SUPPRESS, SUPPRESS_NULLS, SUPPRESS_VALUES, TIMESTAMP, JsonText,
-                                                 TemporalFormats, bool_property, from_millis, infer_rows, rows_to_batch,
-                                                 settle)
+                                                 NEVER_SUPPRESS, SUPPRESS_NULLS, SUPPRESS_VALUES, TIMESTAMP,
+                                                 ForwardWindow, JsonText, TemporalFormats, bool_property, from_millis,
+                                                 infer_rows, renumbered, rows_to_batch, settle)
 
 __all__ = ["JsonRecordSetWriter", "JsonTreeReader"]
 
@@ -125,28 +125,6 @@ class _Chunk:
     spans: list[tuple[int, int]] | None = None
 
 
-class _Source:
-    """The content, read through a window that only moves forward (bounded memory)."""
-
-    def __init__(self, stream: BinaryIO):
-        self._stream = stream
-        self._buffer = b""
-        self._at = 0          # the content offset of _buffer[0]
-        self._eof = False
-
-    def window(self, position: int, length: int) -> tuple[bytes, bool]:
-        """Up to ``length`` bytes of the content from ``position`` (never before the last window's
-        start), and whether they reach its end."""
-        if position > self._at:
-            self._buffer = self._buffer[position - self._at:]
-            self._at = position
-        while len(self._buffer) < length and not self._eof:
-            more = self._stream.read(max(length - len(self._buffer), 1 << 16))
-            self._eof = not more
-            self._buffer += more
-        return self._buffer[:length], self._eof and len(self._buffer) <= length
-
-
 class _Framer:
     """Cuts a JSON content into ``_Chunk``s: the objects of its top-level arrays and its top-level
     objects (NiFi's 'Root Node'; several arrays or objects one after another are read in turn), or
@@ -154,7 +132,7 @@ class _Framer:
     to date, numbers the records in messages."""
 
     def __init__(self, stream: BinaryIO, field: str | None):
-        self._source = _Source(stream)
+        self._source = ForwardWindow(stream)
         self._field = field
         self.records = 0
         self._position = 0
@@ -528,7 +506,7 @@ class _JsonReader(RecordReader):
                                                       schema=pa.schema([f.with_type(columns[f.name].type)
                                                                         for f in present])), plan.schema)
         except SchemaMismatchError as err:
-            raise SchemaMismatchError(_shifted(str(err), first)) from None
+            raise SchemaMismatchError(renumbered(str(err), first)) from None
 
     def _temporal(self, column: pa.Array, field: pa.Field, first: int) -> pa.Array:
         """A date, time or timestamp field as pyarrow inferred it, read as NiFi reads it."""
@@ -541,7 +519,7 @@ class _JsonReader(RecordReader):
             try:
                 return self._formats.parse(column, field.type, field.name)
             except SchemaMismatchError as err:
-                raise SchemaMismatchError(_shifted(str(err), first)) from None
+                raise SchemaMismatchError(renumbered(str(err), first)) from None
         pattern = self._formats.pattern(field.type)
         if pa.types.is_timestamp(t) and (pattern is None or pattern.startswith("yyyy-MM-dd")):
             return column.cast(pa.timestamp(t.unit, tz="UTC")).cast(field.type, safe=False)
@@ -550,11 +528,6 @@ class _JsonReader(RecordReader):
 
 class _NotArrow(Exception):
     """A chunk pyarrow parsed in a way that must be done again in Python."""
-
-
-def _shifted(message: str, first: int) -> str:
-    """A message naming ``record N`` of a chunk, naming the record in its content instead."""
-    return re.sub(r"record (\d+)", lambda m: f"record {first + int(m.group(1))}", message, count=1)
 
 
 def _selected_schema(schema: pa.Schema, name: str) -> pa.Schema:

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import timezone
 from decimal import Decimal
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
 import numpy as np
 import orjson
@@ -212,6 +212,31 @@ def from_millis(millis: pa.Array, data_type: pa.DataType) -> pa.Array:
     return millis.cast(pa.timestamp("ms", tz=getattr(data_type, "tz", None))).cast(data_type)
 
 
+# ---------------------------------------------------------------------------------- reading
+class ForwardWindow:
+    """A content read through a window that only moves forward: what a reader holds of it is one
+    window (bounded memory), whatever its size."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream = stream
+        self._buffer = b""
+        self._at = 0          # the content offset of _buffer[0]
+        self._eof = False
+
+    def window(self, position: int, length: int) -> tuple[bytes, bool]:
+        """Up to ``length`` bytes of the content from ``position`` (never before the last window's
+        start), and whether they reach its end."""
+        if position > self._at:
+            self._buffer = self._buffer[position - self._at:]
+            self._at = position
+        while len(self._buffer) < length and not self._eof:
+            more = self._stream.read(max(length - len(self._buffer), 1 << 16))
+            self._eof = not more
+            self._buffer += more
+        return self._buffer[:length], self._eof and len(self._buffer) <= length
+
+
+
 # ---------------------------------------------------------------------------------- text as a type
 def text_as(text: pa.Array, field: pa.Field, formats: TemporalFormats, path: str | None = None) -> pa.Array:
     """A column of text as ``field``'s type: empty text is null, numbers and booleans are read as
@@ -388,7 +413,7 @@ def _scalars_as(values: list, field: pa.Field, formats: TemporalFormats, path: s
     try:
         return text_as(text, field.with_name(path), formats)
     except SchemaMismatchError as err:
-        raise SchemaMismatchError(_renumbered(str(err), first)) from None
+        raise SchemaMismatchError(renumbered(str(err), first)) from None
 
 
 def _as_text(value: Any) -> Any:
@@ -400,8 +425,9 @@ def _as_text(value: Any) -> Any:
     return value
 
 
-def _renumbered(message: str, first: int) -> str:
-    """A message naming ``record N`` of a slice, made to name the record in its content."""
+def renumbered(message: str, first: int) -> str:
+    """A message naming ``record N`` of a batch, made to name the record in its content (the
+    batch's first record is record ``first`` there)."""
     return re.sub(r"record (\d+)", lambda m: f"record {first + int(m.group(1))}", message, count=1) if first else message
 
 
