@@ -150,6 +150,16 @@ def test_nested_fields_by_name():
     assert records(query.contents("q")[0]) == [{"name": "Jane", "city": "Los Angeles"}]
 
 
+def test_record_paths_become_list_functions():
+    # NiFi's testCompareResultsOfTwoRecordPathsAgainstArray and the documentation's RPATH example,
+    # in DuckDB's words (docs/records/query-record.md)
+    rows = [{"name": "John", "title": "SE", "addresses": [{"label": "home", "state": "NY"}, {"label": "work", "state": "CA"}]},
+            {"name": "Jane", "title": "PM", "addresses": [{"label": "home", "state": "NY"}, {"label": "work", "state": "NY"}]}]
+    state = "list_filter(addresses, lambda a: a.label = '{}')[1].state"
+    query = run({"q": f"SELECT title, name FROM FLOWFILE WHERE {state.format('home')} <> {state.format('work')}"}, rows)
+    assert records(query.contents("q")[0]) == [{"title": "SE", "name": "John"}]
+
+
 def test_column_names_are_case_insensitive_and_keep_the_records_spelling():
     query = run({"q": "SELECT NAME FROM flowfile WHERE Age > 18 LIMIT 1 OFFSET 0"}, PEOPLE)
     assert records(query.contents("q")[0]) == [{"name": "Tom"}]

@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import duckdb
 import pyarrow as pa
 
+from flowactors.processors._common import boolean_property
 from flowactors.processors.records._io import (INCLUDE_ZERO_RECORDS, RECORD_READER, RECORD_WRITER, Records,
                                                is_flowfile_error, open_records, reader_and_writer, reason, remove_all,
                                                route_failure, write_records)
@@ -25,6 +26,11 @@ from flowactors.sdk.expression import ExpressionError
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyValue, Relationship
 from flowactors.sdk.records import BATCH_RECORDS, RecordError, RecordReaderFactory, RecordSetWriterFactory, WriteResult
 from flowactors.sdk.relationships import FAILURE
+
+#: NiFi 1's property (NiFi 2 removed it), taken so that a NiFi 1 flow's value is not read as a query
+CACHE_SCHEMA = boolean_property(
+    "Cache Schema", True, "NiFi 1's choice of keeping the first FlowFile's schema for every query; it changes nothing "
+    "here: DuckDB plans each query against each FlowFile's own schema")
 
 #: the table the queries read, as NiFi names it
 TABLE = "FLOWFILE"
@@ -90,7 +96,7 @@ class QueryRecord(Processor):
 
     description = "Runs SQL queries (DuckDB) over each FlowFile's records, each query's results to a relationship"
     dynamic_properties = True
-    properties = (RECORD_READER, RECORD_WRITER, INCLUDE_ZERO_RECORDS)
+    properties = (RECORD_READER, RECORD_WRITER, INCLUDE_ZERO_RECORDS, CACHE_SCHEMA)
     ORIGINAL = Relationship("original", "The FlowFiles every query ran over")
     FAILURE = Relationship(FAILURE.name, "FlowFiles a query could not run over, or whose records could not be read "
                                          "or written")

@@ -41,6 +41,9 @@ ALLOW_EXTRA_FIELDS = boolean_property(
 STRICT_TYPE_CHECKING = boolean_property(
     "Strict Type Checking", True, "Whether a value must be of its field's type (true), or only convertible to it "
     "(false: the text \"1\" fits an int field, and is written as 1)")
+FORCE_TYPES = boolean_property(
+    "Force Types From Reader Schema", False, "NiFi's choice of reading values as the reader's schema types them "
+    "(true) or as they are (false); readers here always give their schema's types, so either value reads as true")
 DETAILS_ATTRIBUTE = PropertyDescriptor(
     "Validation Details Attribute Name", "An attribute of the invalid FlowFile to hold why its records are invalid "
     "(none when not set)", expression_language=True)
@@ -327,7 +330,7 @@ class ValidateRecord(Processor):
 
     description = "Validates records against a schema, routing valid and invalid records to FlowFiles of their own"
     properties = (RECORD_READER, RECORD_WRITER, INVALID_RECORD_WRITER, SCHEMA_ACCESS_STRATEGY, *access.SCHEMA_PROPERTIES,
-                  ALLOW_EXTRA_FIELDS, STRICT_TYPE_CHECKING, DETAILS_ATTRIBUTE, DETAILS_LENGTH)
+                  ALLOW_EXTRA_FIELDS, STRICT_TYPE_CHECKING, FORCE_TYPES, DETAILS_ATTRIBUTE, DETAILS_LENGTH)
     VALID = Relationship("valid", "The records that are valid, a FlowFile of them for each original")
     INVALID = Relationship("invalid", "The records that are not valid, a FlowFile of them for each original")
     relationships = (VALID, INVALID, Relationship(FAILURE.name, "FlowFiles whose records could not be read, "
