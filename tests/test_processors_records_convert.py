@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from flowactors.processors.records import ConvertRecord
-from flowactors.services import (AvroReader, AvroRecordSetWriter, JsonRecordSetWriter, JsonTreeReader,
-                                 ParquetReader, ParquetRecordSetWriter)
+from flowactors.services import (AvroReader, AvroRecordSetWriter, CSVReader, CSVRecordSetWriter, JsonRecordSetWriter,
+                                 JsonTreeReader, ParquetReader, ParquetRecordSetWriter)
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
@@ -159,6 +159,19 @@ def test_a_date_read_with_a_format_is_written_as_avros_date():
     with io.BytesIO(convert.read(out)) as stream:
         [record] = list(fastavro.reader(stream, return_record_name=False))
     assert (record["date"] - record["date"].__class__(1970, 1, 1)).days == 1
+
+
+def test_csv_formats_from_the_flowfiles_attributes():
+    # NiFi's testCSVFormattingWithEL
+    convert = runner(reader=(CSVReader, {"Value Separator": "${csv.in.delimiter}", "Quote Character": "${csv.in.quote}",
+                                         "Escape Character": "${csv.in.escape}", "Comment Marker": "${csv.in.comment}"}),
+                     writer=(CSVRecordSetWriter, {"Value Separator": "${csv.out.delimiter}",
+                                                  "Quote Character": "${csv.out.quote}", "Quote Mode": "Quote All Values"}))
+    convert.enqueue(b"~ comment\nid|username|password\n123|'John'|^|^'^^\n", {
+        "csv.in.delimiter": "|", "csv.in.quote": "'", "csv.in.escape": "^", "csv.in.comment": "~",
+        "csv.out.delimiter": "\t", "csv.out.quote": "`"})
+    convert.run()
+    assert convert.contents("success") == [b"`id`\t`username`\t`password`\n`123`\t`John`\t`|'^`\n"]
 
 
 def test_converts_to_parquet_and_back_in_batches():

@@ -11,7 +11,8 @@ import pytest
 
 from flowactors.processors.records import QueryRecord
 from flowactors.processors.records.query import sql_problem
-from flowactors.services import AvroReader, AvroRecordSetWriter, JsonRecordSetWriter, JsonTreeReader
+from flowactors.services import (AvroReader, AvroRecordSetWriter, CSVReader, CSVRecordSetWriter, JsonRecordSetWriter,
+                                 JsonTreeReader)
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
@@ -199,6 +200,18 @@ def test_a_query_may_read_the_records_more_than_once():
                 [{"name": "John", "age": 34}, {"name": "Jane", "age": 30}, {"name": "Jacob", "age": 45}])
     assert records(query.contents("younger")[0]) == [{"name": "John"}, {"name": "Jane"}]
     assert len(records(query.contents("twice")[0])) == 6
+
+
+def test_csv_in_and_out():
+    # NiFi's testNullable and testNoRecordsInput (a header and no record: the header's fields)
+    services = {"reader": (CSVReader, {"Schema Access Strategy": "Use String Fields From Header"}),
+                "writer": (CSVRecordSetWriter, {})}
+    query = runner({"q": "select name, age from FLOWFILE WHERE name IS NULL OR CAST(age AS INTEGER) > 23"},
+                   services=services)
+    query.enqueue(b"name,age\nTom,49\nAlice,\n,36\nJerry,3\n")
+    query.enqueue(b"name,age\n")
+    query.run()
+    assert query.contents("q") == [b"name,age\nTom,49\n,36\n", b"name,age\n"]
 
 
 def test_a_query_with_expressions_is_evaluated_against_each_flowfile():

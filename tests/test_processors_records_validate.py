@@ -14,8 +14,8 @@ import pytest
 from flowactors.processors.records import ValidateRecord
 from flowactors.processors.records.validate import RecordCheck
 from flowactors.sdk.records.schema import avro_to_arrow
-from flowactors.services import (AvroRecordSetWriter, AvroSchemaRegistry, JsonRecordSetWriter, JsonTreeReader,
-                                 ParquetRecordSetWriter)
+from flowactors.services import (AvroRecordSetWriter, AvroSchemaRegistry, CSVReader, CSVRecordSetWriter,
+                                 JsonRecordSetWriter, JsonTreeReader, ParquetRecordSetWriter)
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
@@ -82,6 +82,31 @@ def test_records_that_cannot_be_read_send_the_flowfile_to_failure():
     assert validator.read(failed) == content
     assert failed.attributes["record.error.index"] == "1"
     assert validator.output("valid") == [] and validator.output("invalid") == []
+
+
+def test_csv_through_unchanged_and_checked_as_text():
+    # NiFi's testColumnsOrder, testStrictTypeCheck and testNonStrictTypeCheckWithJsonWriter (a CSV
+    # header's string fields)
+    content = (b"fieldA,fieldB,fieldC,fieldD,fieldE,fieldF\nvalueA,valueB,valueC,valueD,valueE,valueF\n"
+               b"valueA,valueB,valueC,valueD,valueE,valueF\n")
+    csv = {"reader": (CSVReader, {}), "writer": (CSVRecordSetWriter, {})}
+    same = ProcessorRunner(ValidateRecord, {"Record Reader": "reader", "Record Writer": "writer"}, services=csv)
+    same.enqueue(content)
+    same.run()
+    assert same.contents("valid") == [content]
+    people = b"id,firstName,lastName\n1,John,Doe\n2,Jane,Doe\nThree,Jack,Doe\n"
+    header = {"reader": (CSVReader, {"Schema Access Strategy": "Use String Fields From Header"}),
+              "writer": (JsonRecordSetWriter, {}), "invalid": (CSVRecordSetWriter, {})}
+    for strict, valid, invalid in (("true", [], [people]), ("false", [b'[{"id":1,"firstName":"John","lastName":"Doe"},'
+                                                                       b'{"id":2,"firstName":"Jane","lastName":"Doe"}]'],
+                                   [b"id,firstName,lastName\nThree,Jack,Doe\n"])):
+        validator = ProcessorRunner(ValidateRecord, {
+            "Record Reader": "reader", "Record Writer": "writer", "Record Writer for Invalid Records": "invalid",
+            "Schema Access Strategy": TEXT, "Schema Text": json.dumps(PERSON), "Allow Extra Fields": "false",
+            "Strict Type Checking": strict}, services=header)
+        validator.enqueue(people)
+        validator.run()
+        assert (validator.contents("valid"), validator.contents("invalid")) == (valid, invalid)
 
 
 def test_strict_type_checking_wants_the_fields_own_type():
