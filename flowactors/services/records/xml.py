@@ -28,7 +28,7 @@ from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALU
                                            schema_name, with_name, write_strategy, writer_schema)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordError, RecordReader,
                                         RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory, WriteResult)
-from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform
+from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.textual import (FORMAT_PROPERTIES, NEVER_SUPPRESS, SUPPRESS_MISSING,
                                                  SUPPRESS_NULLS, SUPPRESS_VALUES, TemporalFormats, as_text,
@@ -146,6 +146,51 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _listed(rows: list[dict]) -> list[dict]:
+    """Records where a field is an array (a repeated element) in one of them, that field made an
+    array of one in the others (and so on inside records), as XML cannot tell them apart."""
+    arrays = {k for r in rows for k, v in r.items() if isinstance(v, list)}
+    nested = {k for r in rows for k, v in r.items() if isinstance(v, dict)}
+    if not arrays and not nested:
+        return rows
+    inner = {k: _listed([v for r in rows for v in _items(r.get(k)) if isinstance(v, dict)]) for k in nested | arrays}
+    fixed = {k: iter(v) for k, v in inner.items()}
+    result = []
+    for row in rows:
+        out = {}
+        for key, value in row.items():
+            if key in arrays and value is not None and not isinstance(value, list):
+                value = [value]
+            if key in fixed:
+                value = [next(fixed[key]) if isinstance(v, dict) else v for v in value] if isinstance(value, list) \
+                    else next(fixed[key]) if isinstance(value, dict) else value
+            out[key] = value
+        result.append(out)
+    return result
+
+
+def _items(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _lifted(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Record type ``a`` with each field that ``b`` has as an array (and ``a`` not) made an array."""
+    others = {f.name: f.type for f in b}
+    fields = []
+    for field in a:
+        other, t = others.get(field.name), field.type
+        if other is not None and pa.types.is_list(other) and not pa.types.is_list(t) and not pa.types.is_null(t):
+            t = pa.list_(t)
+        if other is not None and pa.types.is_struct(t):
+            inner = other.value_type if pa.types.is_list(other) else other
+            t = _lifted(t, inner) if pa.types.is_struct(inner) else t
+        elif other is not None and pa.types.is_list(t) and pa.types.is_struct(t.value_type):
+            inner = other.value_type if pa.types.is_list(other) else other
+            t = pa.list_(_lifted(t.value_type, inner)) if pa.types.is_struct(inner) else t
+        fields.append(field.with_type(t))
+    return pa.struct(fields)
+
+
 class _XmlReader(RecordReader):
     """One content's records (module docstring)."""
 
@@ -159,21 +204,24 @@ class _XmlReader(RecordReader):
         return self._schema
 
     def _infer(self) -> pa.Schema:
-        inferred, names = pa.schema([]), set()
+        inferred, names = pa.struct([]), set()
         for names_seen, values in self._records():
-            rows = [_plain(v) if isinstance(v, dict) else {} for v in values]
-            inferred = infer_rows(rows, self._formats, True, inferred)
+            rows = _listed([_plain(v) if isinstance(v, dict) else {} for v in values])
+            part = pa.struct(list(infer_rows(rows, self._formats, True)))
+            inferred, part = _lifted(inferred, part), _lifted(part, inferred)
+            inferred = pa.struct(list(merge_schemas(pa.schema(list(inferred)), pa.schema(list(part)))))
             names |= names_seen
-        schema = settle(inferred)
+        schema = settle(pa.schema(list(inferred)))
         return with_name(schema, names.pop()) if len(names) == 1 else schema
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         first = 0
         struct = pa.struct(list(self._schema))
         for _, values in self._records():
-            rows = [_fit(v, struct, self._content) for v in values]
-            yield rows_to_batch(rows, self._schema, self._formats, first)
-            first += len(rows)
+            for start in range(0, len(values), BATCH_RECORDS):
+                rows = [_fit(v, struct, self._content) for v in values[start:start + BATCH_RECORDS]]
+                yield rows_to_batch(rows, self._schema, self._formats, first)
+                first += len(rows)
 
     def _records(self) -> Iterator[tuple[set[str], list[Any]]]:
         """Batches of records: the names of their elements, and their values."""
@@ -189,8 +237,10 @@ class _XmlReader(RecordReader):
                     parser.feed(data)
                 else:
                     parser.close()
-            except etree.XMLSyntaxError as err:
+            except etree.XMLSyntaxError as err:   # the records read before it are given first
                 self._take(parser, record_depth, depth, names, values)
+                if values:
+                    yield names, values
                 raise _malformed(err, done + len(values), read) from None
             depth = self._take(parser, record_depth, depth, names, values)
             read += len(data)
