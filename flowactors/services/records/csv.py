@@ -37,9 +37,9 @@ from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, mer
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.lookup import (CHARSET, CUSTOM, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL, PREDEFINED, QUOTE_ALL,
                                         QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC_4180, TDF, TRIM_FIELDS)
-from flowactors.services.records.textual import (FORMAT_PROPERTIES, ForwardWindow, TemporalFormats, as_text, bool_property,
-                                                 renumbered, settle, single_char_problem, text_as, text_type,
-                                                 unescape)
+from flowactors.services.records.textual import (FORMAT_PROPERTIES, ForwardWindow, TemporalFormats, as_text,
+                                                 bool_property, renumbered, settle, single_char_problem, text_as,
+                                                 text_type, unescape)
 
 __all__ = ["CSVReader", "CSVRecordSetWriter"]
 
@@ -94,7 +94,8 @@ TRAILING_DELIMITER = PropertyDescriptor("Include Trailing Delimiter", "Whether e
 _FORMAT_VALUES = {"custom": CUSTOM, "rfc-4180": RFC_4180, "excel": EXCEL, "tdf": TDF, "mysql": MYSQL,
                   "informix-unload": INFORMIX, "informix-unload-csv": INFORMIX_CSV}
 _NIFI_NAMES = {**NIFI_NAMES, "Skip Header Line": FIRST_LINE_IS_HEADER.name, "ignore-csv-header": IGNORE_HEADER.name,
-               "csvutils-character-set": CHARSET.name, "csvutils-allow-duplicate-header-names": ALLOW_DUPLICATE_HEADERS.name,
+               "csvutils-character-set": CHARSET.name,
+               "csvutils-allow-duplicate-header-names": ALLOW_DUPLICATE_HEADERS.name,
                "Trim double quote": TRIM_DOUBLE_QUOTE.name}
 _NIFI_VALUES = {**NIFI_VALUES, CSV_FORMAT.name: _FORMAT_VALUES,
                 QUOTE_MODE.name: {"ALL": QUOTE_ALL, "MINIMAL": QUOTE_MINIMAL, "NON_NUMERIC": QUOTE_NON_NUMERIC,
@@ -444,9 +445,9 @@ class CSVReader(ControllerService, RecordReaderFactory):
 
     description = "Reads CSV (any Apache Commons CSV format, or a custom one) as records"
     properties = (access_strategy((INFER, SCHEMA_NAME, SCHEMA_TEXT, HEADER_DERIVED), INFER), *SCHEMA_PROPERTIES,
-                  *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, RECORD_SEPARATOR, FIRST_LINE_IS_HEADER, IGNORE_HEADER,
-                  QUOTE_CHAR, ESCAPE_CHAR, COMMENT_MARKER, NULL_STRING, TRIM_FIELDS, CHARSET, ALLOW_DUPLICATE_HEADERS,
-                  TRIM_DOUBLE_QUOTE)
+                  *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, RECORD_SEPARATOR, FIRST_LINE_IS_HEADER,
+                  IGNORE_HEADER, QUOTE_CHAR, ESCAPE_CHAR, COMMENT_MARKER, NULL_STRING, TRIM_FIELDS, CHARSET,
+                  ALLOW_DUPLICATE_HEADERS, TRIM_DOUBLE_QUOTE)
     NIFI_PROPERTY_NAMES = _NIFI_NAMES
     NIFI_VALUES = _NIFI_VALUES
 
@@ -568,15 +569,16 @@ class CSVRecordSetWriter(ControllerService, RecordSetWriterFactory):
 
     description = "Writes records as CSV (any Apache Commons CSV format, or a custom one)"
     properties = (write_strategy(), access_strategy((INHERIT, SCHEMA_NAME, SCHEMA_TEXT), INHERIT), *SCHEMA_PROPERTIES,
-                  *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, INCLUDE_HEADER, QUOTE_CHAR, ESCAPE_CHAR, COMMENT_MARKER,
-                  NULL_STRING, TRIM_FIELDS, QUOTE_MODE, RECORD_SEPARATOR, TRAILING_DELIMITER, CHARSET)
+                  *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, INCLUDE_HEADER, QUOTE_CHAR, ESCAPE_CHAR,
+                  COMMENT_MARKER, NULL_STRING, TRIM_FIELDS, QUOTE_MODE, RECORD_SEPARATOR, TRAILING_DELIMITER, CHARSET)
     NIFI_PROPERTY_NAMES = _NIFI_NAMES
     NIFI_VALUES = _NIFI_VALUES
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         if values.get(CSV_FORMAT.name, CUSTOM) == CUSTOM and values.get(QUOTE_MODE.name) == QUOTE_NONE \
                 and values.get(ESCAPE_CHAR.name, "\\") == "":
-            return [f"'{QUOTE_MODE.name}' '{QUOTE_NONE}' needs an '{ESCAPE_CHAR.name}' to write special characters with"]
+            return [f"'{QUOTE_MODE.name}' '{QUOTE_NONE}' needs an '{ESCAPE_CHAR.name}' to write special characters "
+                    "with"]
         return []
 
     def on_enabled(self, context: ServiceContext) -> None:

@@ -428,7 +428,9 @@ def _as_text(value: Any) -> Any:
 def renumbered(message: str, first: int) -> str:
     """A message naming ``record N`` of a batch, made to name the record in its content (the
     batch's first record is record ``first`` there)."""
-    return re.sub(r"record (\d+)", lambda m: f"record {first + int(m.group(1))}", message, count=1) if first else message
+    if not first:
+        return message
+    return re.sub(r"record (\d+)", lambda m: f"record {first + int(m.group(1))}", message, count=1)
 
 
 # ---------------------------------------------------------------------------------- inference from Python
@@ -532,7 +534,9 @@ def _unescaped(match: re.Match) -> str:
 
 def single_char_problem(value: str) -> str | None:
     """A validator: None when ``value`` is one character once Java escapes are read."""
-    return None if len(unescape(value)) == 1 else f"must be a single character (or an escape such as \\t), not {value!r}"
+    if len(unescape(value)) == 1:
+        return None
+    return f"must be a single character (or an escape such as \\t), not {value!r}"
 
 
 # ---------------------------------------------------------------------------------- values as JSON
@@ -700,6 +704,7 @@ def quoted(text: pa.Array) -> pa.Array:
     escaped = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
     control = pc.match_substring_regex(text, _CONTROL)
     if pc.any(control).as_py():
-        exact = [None if v is None else orjson.dumps(v).decode()[1:-1] for v in pc.if_else(control, text, None).to_pylist()]
+        exact = [None if v is None else orjson.dumps(v).decode()[1:-1]
+                 for v in pc.if_else(control, text, None).to_pylist()]
         escaped = pc.if_else(control, pa.array(exact, pa.string()), escaped)
     return pc.binary_join_element_wise('"', escaped, '"', "")

@@ -346,7 +346,8 @@ class _ElementWriter:
         if not self.pretty:
             return f"<{name}>{inner}</{name}>"
         indent = "\n" + "    " * depth
-        return f"{indent}<{name}>{inner}{indent}</{name}>" if container and inner else f"{indent}<{name}>{inner}</{name}>"
+        closing = indent if container and inner else ""
+        return f"{indent}<{name}>{inner}{closing}</{name}>"
 
     def record(self, name: str, value: dict, given: pa.DataType | None, depth: int) -> str | None:
         """A record's element, or None when nothing of it is written (every field suppressed)."""
@@ -456,8 +457,8 @@ class XMLRecordSetWriter(ControllerService, RecordSetWriterFactory):
                            "record_tag_name": RECORD_TAG.name, "array_wrapping": ARRAY_WRAPPING.name,
                            "array_tag_name": ARRAY_TAG.name}
     NIFI_VALUES = {**NIFI_VALUES, SUPPRESS_NULLS.name: SUPPRESS_VALUES,
-                   ARRAY_WRAPPING.name: {"use-property-as-wrapper": AS_WRAPPER, "use-property-for-elements": FOR_ELEMENTS,
-                                         "no-wrapping": NO_WRAPPING}}
+                   ARRAY_WRAPPING.name: {"use-property-as-wrapper": AS_WRAPPER,
+                                         "use-property-for-elements": FOR_ELEMENTS, "no-wrapping": NO_WRAPPING}}
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         if values.get(ARRAY_WRAPPING.name, NO_WRAPPING) != NO_WRAPPING and not values.get(ARRAY_TAG.name):
@@ -471,7 +472,8 @@ class XMLRecordSetWriter(ControllerService, RecordSetWriterFactory):
         self._formats = TemporalFormats.of(context)
         self._elements = _ElementWriter(context.property(SUPPRESS_NULLS.name).raw or NEVER_SUPPRESS,
                                           context.property(ARRAY_WRAPPING.name).raw or NO_WRAPPING,
-                                          context.property(ARRAY_TAG.name).raw, bool_property(context, PRETTY_PRINT.name))
+                                          context.property(ARRAY_TAG.name).raw,
+                                          bool_property(context, PRETTY_PRINT.name))
 
     def mime_type(self) -> str:
         return MIME_TYPE
