@@ -531,3 +531,7 @@ def test_nifi_names_for_the_import():
     assert JsonRecordSetWriter.NIFI_VALUES["Suppress Null Values"]["suppress-missing"] == "Suppress Missing Values"
     assert JsonTreeReader.NIFI_VALUES["Starting Field Strategy"]["NESTED_FIELD"] == "Nested Field"
     assert JsonTreeReader.NIFI_VALUES["Schema Access Strategy"]["infer-schema"] == "Infer Schema"
+
+
+def test_a_byte_order_mark_is_skipped():
+    assert read(b'\xef\xbb\xbf[{"a": 1}]')[1] == [{"a": 1}]

@@ -154,6 +154,11 @@ class _Dialect:
             return False
 
     @property
+    def arrow_encoding(self) -> str:
+        """The encoding pyarrow is told: its own UTF-8 (which skips a byte order mark), else the character set."""
+        return "utf8" if codecs.lookup(self.charset).name == "utf-8" else self.charset
+
+    @property
     def encoding(self) -> str:
         return "utf-8-sig" if codecs.lookup(self.charset).name == "utf-8" else self.charset
 
@@ -264,7 +269,7 @@ class _Text:
                                            f"(record {self.records})", record=self.records)
             if cut is None:
                 raise _Unparsable()
-            read = pa_csv.ReadOptions(block_size=cut + 64, encoding=d.encoding, column_names=internal,
+            read = pa_csv.ReadOptions(block_size=cut + 64, encoding=d.arrow_encoding, column_names=internal,
                                       skip_rows=1 if first and self._layout.header else 0)
             table = pa_csv.read_csv(pa.BufferReader(pa.py_buffer(data).slice(0, cut)), read_options=read,
                                     parse_options=parse, convert_options=convert)

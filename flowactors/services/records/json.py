@@ -163,6 +163,8 @@ class _Framer:
                                     record=record, offset=offset)
 
     def _enter_top(self) -> bool:
+        if self._position == 0 and self._source.window(0, 3)[0] == b"\xef\xbb\xbf":   # a UTF-8 byte order mark
+            self._position = 3
         while True:
             data, eof = self._source.window(self._position, 1 << 12)
             stripped = data.lstrip(_WS)

@@ -9,6 +9,11 @@ letters, fractions of a second when reading) falls back to the expression langua
 value by value. Without a format a value is a number of milliseconds since the epoch, as in NiFi
 (text in ISO 8601 is also read). Every date and time is in UTC (NiFi uses the JVM's time zone).
 
+**Shared pieces**: ``ForwardWindow`` (a content read through a window that only moves forward,
+for the JSON and CSV readers), ``JsonText`` (columns as JSON text, Jackson's way, for the JSON
+writer), ``as_text`` (values as NiFi writes them in text: CSV, XML, free-form), the ``Suppress
+Null Values`` property (JSON and XML writers).
+
 **Inference from text** is NiFi's (``SchemaInferenceUtil``): whole numbers are INT, or LONG past
 an int's range; numbers with a point are DOUBLE (NiFi says FLOAT for the positive ones that fit
 a float); ``true``/``false`` (any case) BOOLEAN; text matching the timestamp, date or time format
