@@ -324,24 +324,18 @@ _value = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | _
 @settings(max_examples=60, deadline=None)
 @given(rows=st.lists(st.fixed_dictionaries({"k": _text, "v": _value}), min_size=1, max_size=30),
        layout=st.sampled_from(["array", "pretty", "lines"]), piece=st.integers(16, 400))
-def test_any_layout_and_piece_size_reads_the_records(monkeypatch_session, rows, layout, piece):
+def test_any_layout_and_piece_size_reads_the_records(rows, layout, piece):
     """Candidate cuts that land inside strings or deeper in records are found out and fixed."""
-    monkeypatch_session.setattr(json_service, "BATCH_BYTES", piece)
     data = orjson.dumps(rows) if layout == "array" else orjson.dumps(rows, option=orjson.OPT_INDENT_2) \
         if layout == "pretty" else b"\n".join(orjson.dumps(r) for r in rows)
     schema = avro([{"name": "k", "type": "string"}, {"name": "v", "type": ["null", "string"]}])
-    _, records = read(data, {**TEXT, "Schema Text": schema})
+    with pytest.MonkeyPatch.context() as patch:   # hypothesis runs examples without function fixtures
+        patch.setattr(json_service, "BATCH_BYTES", piece)
+        _, records = read(data, {**TEXT, "Schema Text": schema})
     expected = [{"k": r["k"], "v": None if r["v"] is None else r["v"] if isinstance(r["v"], str)
                  else orjson.dumps(r["v"]).decode() if not isinstance(r["v"], bool) else str(r["v"]).lower()}
                 for r in rows]
     assert records == expected
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_session():
-    patcher = pytest.MonkeyPatch()
-    yield patcher
-    patcher.undo()
 
 
 # ---------------------------------------------------------------------------------- writing
