@@ -69,7 +69,8 @@ class RecordReader:
 
     def schema(self) -> pa.Schema:
         """The schema of the records: known before the first batch when the schema is given
-        (text, registry, embedded), else inferred from the first batch read."""
+        (text, registry, embedded), else inferred by the reader before its first batch (the JSON,
+        CSV and XML readers read the whole content once to infer it, as NiFi does)."""
         raise NotImplementedError
 
     def batches(self) -> Iterator[pa.RecordBatch]:
