@@ -236,3 +236,19 @@ def test_controller_services_come_with_their_groups_and_processors_name_them_by_
     [written] = list((tmp_path / "out").iterdir())
     with written.open("rb") as avro:
         assert list(fastavro.reader(avro)) == [{"id": 1, "item": "tea"}, {"id": 2, "item": "cake"}]
+
+
+def test_a_reference_to_a_service_nifi_left_out_of_the_export_says_what_to_export():
+    root_id = "root"
+    convert = processor(root_id, "convert", STANDARD + "ConvertRecord", {
+        "record-reader": "outside-reader", "record-writer": "outside-reader"}, auto_terminate=("success", "failure"))
+    for key in ("record-reader", "record-writer"):
+        convert["propertyDescriptors"][key]["identifiesControllerService"] = True
+    definition = snapshot(group(root_id, "records", None, None, processors=[convert]), {})
+    definition["externalControllerServices"] = {"outside-reader": {"identifier": "outside-reader", "name": "Shared JSON"}}
+    with pytest.raises(NiFiImportError) as caught:
+        flow_from_nifi(definition)
+    assert caught.value.problems[0] == (
+        "processor 'convert' (ConvertRecord): property 'record-reader' names controller service 'Shared JSON', which "
+        "NiFi left out of this export (it belongs to a group around the one exported: externalControllerServices); "
+        "export that group instead, or add the service to the flow")

@@ -264,6 +264,15 @@ class _Importer:
             placed.extend(self._name_services(child, child_path))
         return placed
 
+    def _missing_service(self, identifier: str) -> str:
+        """What to say of a reference to a service the definition does not hold."""
+        external = (self.data.get("externalControllerServices") or {}).get(identifier)
+        if isinstance(external, dict):
+            return (f"names controller service '{external.get('name') or identifier}', which NiFi left out of this "
+                    f"export (it belongs to a group around the one exported: externalControllerServices); export "
+                    f"that group instead, or add the service to the flow")
+        return f"names controller service '{identifier}', which is not in the definition"
+
     def _service(self, service: Mapping[str, Any], group: str) -> None:
         path = self.services[service["identifier"]]
         java_type = service.get("type", "?")
@@ -281,16 +290,16 @@ class _Importer:
             self.reported.add(service["identifier"])
             self.problems.append(f"{where}: {err}")
             return
-        renamed, values, declared = mapping.renamed(), mapping.values(), kind.descriptor_map()
+        renamed, values, declared, fixed = mapping.renamed(), mapping.values(), kind.descriptor_map(), mapping.ignored()
         properties: dict[str, str] = {}
         for key, value in ((k, v) for k, v in (service.get("properties") or {}).items() if v is not None):
             target = renamed.get(key, key)
             if value in self.services:
                 properties[target] = self.services[value]
-            elif target in declared or (kind.dynamic_properties and key not in mapping.fixed):
+            elif target in declared or (kind.dynamic_properties and key not in fixed):
                 properties[target] = values.get(target, {}).get(value, value)
-            elif key in mapping.fixed:
-                accepted = mapping.fixed[key]
+            elif key in fixed:
+                accepted = fixed[key]
                 if accepted is not ANY_VALUE and value != accepted:
                     self.problems.append(f"{where}: property '{key}' = '{value}' is not supported")
             else:
@@ -355,8 +364,7 @@ class _Importer:
                     self.problems.append(f"{where}: property '{key}' names a controller service, and flowactors' "
                                          f"{mapping.processor.__name__} has no such property")
                 elif value not in self.services:
-                    self.problems.append(f"{where}: property '{key}' names controller service '{value}', which is "
-                                         f"not in the definition")
+                    self.problems.append(f"{where}: property '{key}' {self._missing_service(value)}")
                 else:
                     properties[target] = self.services[value]   # the service, by its path
                 continue

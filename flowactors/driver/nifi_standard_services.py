@@ -3,9 +3,10 @@
 A NiFi flow definition names a service by its Java class and lists its properties by NiFi's
 internal names (``schema-access-strategy``), values too (``infer-schema``). Each flowactors
 service names its properties and values as NiFi *shows* them ("Schema Access Strategy",
-"Infer Schema"), and says how NiFi's internal spellings map onto them in two class attributes:
-``NIFI_PROPERTY_NAMES`` (internal name -> name) and ``NIFI_VALUES`` (name -> {internal value ->
-value}); the schema properties every record service shares map through
+"Infer Schema"), and says how NiFi's internal spellings map onto them in class attributes:
+``NIFI_PROPERTY_NAMES`` (internal name -> name), ``NIFI_VALUES`` (name -> {internal value ->
+value}) and ``NIFI_IGNORED`` (NiFi properties that tune NiFi's own libraries, accepted whatever
+their value); the schema properties every record service shares map through
 ``flowactors.sdk.records.access.NIFI_NAMES`` / ``NIFI_VALUES``. ``fixed`` lists NiFi properties
 flowactors has no such property for, as ``nifi_standard_processors`` does for processors.
 """
@@ -30,6 +31,11 @@ class StandardService:
 
     def service(self) -> type[ControllerService]:
         return resolve_service_type(self.name)
+
+    def ignored(self) -> dict[str, object]:
+        """The NiFi properties accepted whatever their value: this table's ``fixed`` and the
+        service's ``NIFI_IGNORED`` (tuning of NiFi's Java libraries that changes nothing here)."""
+        return {**{name: ANY for name in getattr(self.service(), "NIFI_IGNORED", ())}, **self.fixed}
 
     def renamed(self) -> dict[str, str]:
         return {**access.NIFI_NAMES, **getattr(self.service(), "NIFI_PROPERTY_NAMES", {})}

@@ -101,7 +101,7 @@ _NIFI_VALUES = {**NIFI_VALUES, CSV_FORMAT.name: _FORMAT_VALUES,
                 QUOTE_MODE.name: {"ALL": QUOTE_ALL, "MINIMAL": QUOTE_MINIMAL, "NON_NUMERIC": QUOTE_NON_NUMERIC,
                                   "NONE": QUOTE_NONE}}
 #: NiFi properties choosing among its Java parsers and writers: one implementation here, so the import leaves them out
-NIFI_IGNORED = ("CSV Parser", "csv-reader-csv-parser", "CSV Writer")
+_NIFI_IGNORED = ("CSV Parser", "csv-reader-csv-parser", "CSV Writer")
 #: Commons CSV's record separator and null string of the predefined formats, for writing
 _WRITTEN = {RFC_4180: ("\r\n", None), EXCEL: ("\r\n", None), TDF: ("\r\n", None), MYSQL: ("\n", "\\N"),
             INFORMIX: ("\n", None), INFORMIX_CSV: ("\n", None)}
@@ -455,6 +455,7 @@ class CSVReader(ControllerService, RecordReaderFactory):
                   ALLOW_DUPLICATE_HEADERS, TRIM_DOUBLE_QUOTE)
     NIFI_PROPERTY_NAMES = _NIFI_NAMES
     NIFI_VALUES = _NIFI_VALUES
+    NIFI_IGNORED = _NIFI_IGNORED
 
     def on_enabled(self, context: ServiceContext) -> None:
         self._context = context
@@ -578,6 +579,7 @@ class CSVRecordSetWriter(ControllerService, RecordSetWriterFactory):
                   COMMENT_MARKER, NULL_STRING, TRIM_FIELDS, QUOTE_MODE, RECORD_SEPARATOR, TRAILING_DELIMITER, CHARSET)
     NIFI_PROPERTY_NAMES = _NIFI_NAMES
     NIFI_VALUES = _NIFI_VALUES
+    NIFI_IGNORED = _NIFI_IGNORED
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         if values.get(CSV_FORMAT.name, CUSTOM) == CUSTOM and values.get(QUOTE_MODE.name) == QUOTE_NONE \
