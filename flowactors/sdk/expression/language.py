@@ -46,14 +46,14 @@ class ExpressionError(ValueError):
         self.text = text
 
     def __str__(self) -> str:
-        return f"{self.message} at position {self.position} in '{_excerpt(self.text, self.position)}'"
+        return f"{self.message} at position {self.position} in '{excerpt(self.text, self.position)}'"
 
 
 #: the most characters of the property value an error message quotes (around the position at fault)
 _QUOTED_CHARS = 160
 
 
-def _excerpt(text: str, position: int) -> str:
+def excerpt(text: str, position: int) -> str:
     """``text``, or for a long one (a template read from an attribute) the part around ``position``."""
     if len(text) <= _QUOTED_CHARS:
         return text

@@ -16,7 +16,7 @@ from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from decimal import Decimal
 from typing import Any, Callable
 
-from flowactors.sdk.expression.functions.dates import _zone   # IANA names, UTC/GMT/Z (shared with the EL)
+from flowactors.sdk.expression.functions.dates import time_zone   # IANA names, UTC/GMT/Z (shared with the EL)
 from flowactors.sdk.expression.regex import java_regex
 
 #: Java's long range, which whole-number arithmetic wraps around
@@ -156,7 +156,7 @@ def zone_of(name: str) -> tzinfo:
         return timezone(-offset if sign == "-" else offset)
     if name in _FIXED_SHORT_ZONES:
         return timezone(timedelta(hours=_FIXED_SHORT_ZONES[name]))
-    return _zone(_SHORT_ZONE_IDS.get(name, name))
+    return time_zone(_SHORT_ZONE_IDS.get(name, name))
 
 
 # --- character sets ---

@@ -3,7 +3,7 @@ cannot go on (a function given a value it cannot take)."""
 
 from __future__ import annotations
 
-from flowactors.sdk.expression.language import _excerpt  # the expression language's: a long text around a position
+from flowactors.sdk.expression.language import excerpt  # the expression language's: a long text around a position
 
 
 class RecordPathError(ValueError):
@@ -28,5 +28,5 @@ class RecordPathError(ValueError):
     def __str__(self) -> str:
         if not self.text:
             return self.message
-        return f"{self.message} at position {self.position} in '{_excerpt(self.text, self.position)}'"
+        return f"{self.message} at position {self.position} in '{excerpt(self.text, self.position)}'"
 

@@ -282,9 +282,6 @@ class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
             problems.append(f"property 'Compression Format' is {codec}, but only a container file can be compressed "
                             f"(its header names the codec): choose 'Schema Write Strategy' "
                             f"'{access.EMBED_AVRO_SCHEMA}' or compression NONE")
-        if codec == "SNAPPY" and not _snappy_available():
-            problems.append("property 'Compression Format' is SNAPPY, which needs the Python package 'cramjam' "
-                            "(pip install cramjam)")
         return problems
 
     def on_enabled(self, context: ServiceContext) -> None:
@@ -311,14 +308,6 @@ class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
             codec = CODECS[self._context.property("Compression Format").raw]
             return _ContainerWriter(plan, out, codec, result)
         return _DatumWriter(plan, out, result)
-
-
-def _snappy_available() -> bool:
-    try:
-        import cramjam  # noqa: F401  (fastavro's snappy codec)
-    except ImportError:
-        return False
-    return True
 
 
 class _Plan:

@@ -34,7 +34,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flowactors.sdk.expression.functions.dates import _date_pattern, _format_date, _parse_date
+from flowactors.sdk.expression.functions.dates import date_pattern, format_date, parse_date
 from flowactors.sdk.processor import PropertyDescriptor
 from flowactors.sdk.records.api import SchemaMismatchError
 from flowactors.sdk.records.schema import conform, merge_schemas, nifi_type_name, to_choice_storage
@@ -46,7 +46,7 @@ TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
 def _pattern_problem(value: str) -> str | None:
     try:
-        _date_pattern(value)
+        date_pattern(value)
     except ValueError as err:
         return str(err)
     return None
@@ -72,7 +72,7 @@ _STRF = {("y", 4): "%Y", ("u", 4): "%Y", ("y", 2): "%y", ("u", 2): "%y", ("M", 2
 def _strf(pattern: str, reading: bool) -> str | None:
     """The strftime code of a Java pattern, or None when Arrow cannot apply it exactly. Seconds
     followed by ``.SSS`` are Arrow's ``%S`` of milliseconds when writing; no fraction is read."""
-    tokens = _date_pattern(pattern)
+    tokens = date_pattern(pattern)
     parts: list[str] = []
     for index, token in enumerate(tokens):
         if isinstance(token, str):
@@ -149,8 +149,8 @@ class TemporalFormats:
             return millis.cast(pa.string())
         code = _strf(pattern, reading=False)
         if code is None:
-            tokens = _date_pattern(pattern)
-            return pa.array([None if m is None else _format_date(tokens, m, timezone.utc) for m in millis.to_pylist()],
+            tokens = date_pattern(pattern)
+            return pa.array([None if m is None else format_date(tokens, m, timezone.utc) for m in millis.to_pylist()],
                             pa.string())
         stamps = millis.cast(pa.timestamp("ms", tz="UTC"))
         if "%S.ms" not in code:
@@ -162,7 +162,7 @@ def _read_one(value: str | None, pattern: str) -> int | None:
     if value is None:
         return None
     try:
-        return _parse_date(value, pattern, timezone.utc)
+        return parse_date(value, pattern, timezone.utc)
     except ValueError:
         return None
 

@@ -28,7 +28,7 @@ _DateToken = str | tuple[str, int]  # literal text, or (pattern letter, repeat c
 
 
 @text_cache(256)
-def _date_pattern(pattern: str) -> tuple[_DateToken, ...]:
+def date_pattern(pattern: str) -> tuple[_DateToken, ...]:
     """Split a SimpleDateFormat pattern into literal text and (letter, count) fields."""
     tokens: list[_DateToken] = []
     literal: list[str] = []
@@ -75,7 +75,7 @@ def _date_pattern(pattern: str) -> tuple[_DateToken, ...]:
 
 
 @functools.lru_cache(maxsize=64)
-def _zone(name: str) -> tzinfo:
+def time_zone(name: str) -> tzinfo:
     if name in ("UTC", "GMT", "Z"):
         return timezone.utc
     try:
@@ -96,7 +96,7 @@ def _offset(moment: datetime, count: int, iso: bool) -> str:
     return (f"{sign}{hours:02d}", f"{sign}{hours:02d}{minutes:02d}", f"{sign}{hours:02d}:{minutes:02d}")[count - 1]
 
 
-def _format_date(tokens: tuple[_DateToken, ...], millis: int, zone: tzinfo | None) -> str:
+def format_date(tokens: tuple[_DateToken, ...], millis: int, zone: tzinfo | None) -> str:
     seconds, ms = divmod(millis, 1000)
     moment = datetime.fromtimestamp(seconds, timezone.utc).astimezone(zone)
     out: list[str] = []
@@ -169,11 +169,11 @@ def _read_offset(text: str) -> tzinfo:
     return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)))
 
 
-def _parse_date(text: str, pattern: str, zone: tzinfo | None) -> int:
+def parse_date(text: str, pattern: str, zone: tzinfo | None) -> int:
     """Milliseconds since the epoch of ``text`` written with ``pattern`` (in ``zone`` unless the
     text says its own offset or zone; else the machine's). ValueError when it is not such a date,
     including one the calendar lacks (``31-02-2026``)."""
-    regex, fields = _date_reader(_date_pattern(pattern))
+    regex, fields = _date_reader(date_pattern(pattern))
     match = regex.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"{text!r} does not match the date pattern {pattern!r}")
@@ -189,7 +189,7 @@ def _parse_date(text: str, pattern: str, zone: tzinfo | None) -> int:
         elif letter == "a":
             pm = value.upper() == "PM"
         elif letter == "z":
-            zone = _zone(value)
+            zone = time_zone(value)
         elif letter in "ZX":
             zone = _read_offset(value)
         elif letter == "S":
@@ -226,7 +226,7 @@ def _parse_instant(text: str) -> int:
 
 
 #: a literal pattern (argument 0) and time zone (argument 1) are checked when compiled
-_check_format = literal_check(_date_pattern, _zone)
+_check_format = literal_check(date_pattern, time_zone)
 
 
 def _moment(call: Call, subject: Value) -> int:
@@ -240,10 +240,10 @@ def _write(call: Call, subject: Value, pattern: Value, zone: Value) -> Value:
     if subject is None:
         return None
     millis = _moment(call, subject)
-    tokens = _date_pattern(render(pattern))
-    where = None if zone is OMITTED else _zone(render(zone))
+    tokens = date_pattern(render(pattern))
+    where = None if zone is OMITTED else time_zone(render(zone))
     try:
-        return _format_date(tokens, millis, where)
+        return format_date(tokens, millis, where)
     except (OverflowError, OSError, ValueError):
         call.fail(f"{millis} is outside the supported range of dates")
 
@@ -255,7 +255,7 @@ def _read(call: Call, subject: Value, pattern: Value, zone: Value) -> Value:
         return subject
     if pattern is OMITTED:  # a number of milliseconds, or an instant written in ISO-8601 / RFC-1123
         return Date(_moment(call, subject))
-    return Date(_parse_date(render(subject), render(pattern), None if zone is OMITTED else _zone(render(zone))))
+    return Date(parse_date(render(subject), render(pattern), None if zone is OMITTED else time_zone(render(zone))))
 
 
 @register_function("format", (1, 2), check=_check_format)
@@ -293,7 +293,7 @@ def _is_valid_date(call: Call, subject: Value, pattern: Value, zone: Value = OMI
     if subject is None:
         return False
     try:
-        _parse_date(render(subject), render(pattern), None if zone is OMITTED else _zone(render(zone)))
+        parse_date(render(subject), render(pattern), None if zone is OMITTED else time_zone(render(zone)))
     except ValueError:
         return False
     return True
@@ -369,10 +369,10 @@ def _duration_function(name: str, sign: int, instant: bool) -> None:
     def impl(call: Call, subject: Value, amount: Value, zone: Value = OMITTED) -> Value:
         if subject is None:
             return None
-        where = timezone.utc if instant else (None if zone is OMITTED else _zone(render(zone)))
+        where = timezone.utc if instant else (None if zone is OMITTED else time_zone(render(zone)))
         return Date(_shift(_moment(call, subject), render(amount), where, sign))
 
-    register_function(name, (1, 1) if instant else (1, 2), check=literal_check(_amount, _zone))(impl)
+    register_function(name, (1, 1) if instant else (1, 2), check=literal_check(_amount, time_zone))(impl)
 
 
 _duration_function("plusDuration", 1, instant=False)

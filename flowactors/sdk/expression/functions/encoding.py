@@ -204,15 +204,15 @@ _HASHES = {"MD5": "md5", "SHA": "sha1", "SHA-1": "sha1", "SHA-224": "sha224", "S
            "SHA3-256": "sha3_256", "SHA3-384": "sha3_384", "SHA3-512": "sha3_512"}
 
 
-def _algorithm(name: str) -> str:
+def digest_algorithm(name: str) -> str:
     algorithm = _HASHES.get(name.upper())
     if algorithm is None:
         raise ValueError(f"unknown hash algorithm {name!r} (one of {', '.join(_HASHES)})")
     return algorithm
 
 
-@register_function("hash", (1, 1), check=literal_check(_algorithm))
+@register_function("hash", (1, 1), check=literal_check(digest_algorithm))
 def _hash(call: Call, subject: Value, algorithm: Value) -> Value:
     if subject is None:
         return None
-    return hashlib.new(_algorithm(render(algorithm)), render(subject).encode("utf-8")).hexdigest()
+    return hashlib.new(digest_algorithm(render(algorithm)), render(subject).encode("utf-8")).hexdigest()

@@ -12,7 +12,7 @@ from datetime import date, datetime, time, timezone, tzinfo
 from decimal import Decimal
 from typing import Sequence
 
-from flowactors.sdk.expression.functions.dates import _date_pattern, _format_date, _parse_date  # shared with the EL
+from flowactors.sdk.expression.functions.dates import date_pattern, format_date, parse_date  # shared with the EL
 from flowactors.sdk.record_path.conversions import epoch_millis, zone_of
 from flowactors.sdk.record_path.functions.base import EachValue, text_argument
 from flowactors.sdk.record_path.functions.registry import check_literal, register
@@ -55,7 +55,7 @@ class _ToDate(_DateCall):
             return fv
         zone = self.zone(ctx)
         try:
-            millis = _parse_date(fv.value, pattern, zone)
+            millis = parse_date(fv.value, pattern, zone)
         except ValueError:
             return fv
         seconds, remainder = divmod(millis, 1000)
@@ -87,7 +87,7 @@ class _Format(_DateCall):
         else:
             return fv
         try:
-            return computed(_format_date(_date_pattern(pattern), millis, zone), fv, STRING)
+            return computed(format_date(date_pattern(pattern), millis, zone), fv, STRING)
         except (ValueError, OverflowError, OSError):
             return fv
 

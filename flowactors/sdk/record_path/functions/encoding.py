@@ -12,7 +12,7 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any, Sequence
 
-from flowactors.sdk.expression.functions.encoding import _algorithm   # Java's digest names (shared with the EL)
+from flowactors.sdk.expression.functions.encoding import digest_algorithm   # Java's digest names (shared with the EL)
 from flowactors.sdk.record_path.conversions import charset_codec, describe_type, java_text
 from flowactors.sdk.record_path.functions.base import EachValue, text_argument
 from flowactors.sdk.record_path.functions.registry import check_literal, register
@@ -114,14 +114,14 @@ class _Hash(EachValue):
 
     def __init__(self, args: Sequence[Node], position: int) -> None:
         super().__init__("hash", args, position)
-        check_literal(args[1], lambda v: _algorithm(text_argument(v)))
+        check_literal(args[1], lambda v: digest_algorithm(text_argument(v)))
 
     def each(self, fv: FieldValue, ctx: Context) -> FieldValue:
         name = self.text_of(1, ctx)
         if not name:
             return fv
         try:
-            algorithm = _algorithm(name)
+            algorithm = digest_algorithm(name)
         except ValueError as exc:
             raise self.error(f"hash: {exc}") from None
         return computed(hashlib.new(algorithm, (java_text(fv.value) or "").encode("utf-8")).hexdigest(), fv, STRING)
