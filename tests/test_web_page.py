@@ -1,5 +1,7 @@
 """The flow page's server without a browser: the token, the address file, rates and bulletins,
-and ``flowactors ui`` finding (or not finding) a page. The browser tests are in test_web_ui.py."""
+and ``flowactors ui`` finding (or not finding) a page; and the controller services on the page,
+in the headless Chromium of test_web_ui.py (skipped, saying why, without it) over a flow on the
+in-process engine. The browser tests of the rest of the page are in test_web_ui.py."""
 
 from __future__ import annotations
 
@@ -18,6 +20,17 @@ from flowactors import Flow
 from flowactors.ops.web.address import ADDRESS_FILE, NoPageError, PageAddress, read_address, write_address
 from flowactors.ops.web.server import FlowPage, StatusHistory, is_loopback
 from flowactors.processors import Funnel, GenerateFlowFile
+from flowactors.sdk.processor import PropertyDescriptor
+from tests.service_components import KeyValues, LookUp
+
+try:   # the headless Chromium the page's browser tests drive, and their wait
+    from tests.test_web_ui import By, browser, shoot, wait_for
+except pytest.skip.Exception as missing:   # no Chromium or no selenium: the browser tests say so
+    NO_BROWSER = str(missing)
+
+    @pytest.fixture
+    def browser():
+        pytest.skip(NO_BROWSER)
 
 
 def small_flow() -> Flow:
@@ -240,3 +253,200 @@ def test_run_ui_lists_a_broken_flow_before_drawing_it(tmp_path, monkeypatch):
     assert result.exit_code == 2, result.output
     assert result.output.startswith("flowactors: flow 'broken' is not valid")
     assert "'nowhere'" in result.output and not (tmp_path / "repo" / ADDRESS_FILE).exists()
+
+
+# ---------------------------------------------------------------------- controller services
+SECRET = "hunter2-never-on-the-page"
+PARAMETER_SECRET = "param-secret-never-on-the-page"
+
+
+class Vault(KeyValues):
+    """A lookup with a password (set) and a token (not set), both sensitive, and a default."""
+
+    properties = (*KeyValues.properties, PropertyDescriptor("Password", sensitive=True),
+                  PropertyDescriptor("Token", sensitive=True), PropertyDescriptor("Realm", default="main"))
+
+
+def services_flow() -> Flow:
+    """make -> Main/look -> sink; Main/look's 'Lookup' names 'keys', whose 'Fallback' names
+    'fallback'; 'Main/vault' (sensitive properties, one of them a sensitive parameter) is used by
+    no processor."""
+    flow = Flow("page-services", settings={"administrative_yield": 0.1})
+    flow.add_parameter_context("secrets", {"pw": PARAMETER_SECRET}, sensitive=["pw"])
+    flow.add_service(KeyValues, "fallback", properties={"b": "from the fallback"})
+    flow.add_service(KeyValues, "keys", properties={"a": "1", "Fallback": "fallback"})
+    flow.add_service(Vault, "vault", group="Main", properties={"Password": SECRET, "Journal": "#{pw}"})
+    make = flow.add(GenerateFlowFile, "make", properties={"Max FlowFiles": 3, "key": "b"})
+    look = flow.add(LookUp, "Main/look", properties={"Lookup": "keys"})
+    flow.connect(make, look, name="made")
+    flow.connect(look, flow.add(Funnel, "sink", auto_terminate=["success"]), name="looked")
+    return flow
+
+
+def test_the_page_describes_the_flow_s_services_and_never_a_sensitive_value(tmp_path):
+    """/api/meta lists each service as NiFi's Controller Services listing does (path, type, group,
+    the processors that use it, directly or through another service, as 'flowactors validate'
+    says) with its properties, and each processor's references by property; a sensitive value,
+    given or through a parameter, is never sent: only that it is set."""
+    flow = services_flow()
+    flow.validate()
+    with FlowPage(flow, tmp_path) as page:
+        status, body, _ = get(page.url + "api/meta")
+    assert status == 200
+    assert SECRET.encode() not in body and PARAMETER_SECRET.encode() not in body
+    meta = json.loads(body)
+    services = {s["path"]: s for s in meta["services"]}
+    assert list(services) == ["fallback", "keys", "Main/vault"]
+    keys = services["keys"]
+    assert (keys["name"], keys["group"], keys["type"], keys["apis"]) == ("keys", "", "KeyValues",
+                                                                        ["StringLookupService", "LookupService"])
+    assert keys["type_name"] == "tests.service_components.KeyValues"
+    assert keys["used_by"] == services["fallback"]["used_by"] == ["Main/look"]   # fallback: through keys
+    assert keys["properties"] == [
+        {"name": "Fallback", "value": "fallback", "set": True, "sensitive": False, "default": False,
+         "service": "fallback"},
+        {"name": "Journal", "value": None, "set": False, "sensitive": False, "default": False, "service": None},
+        {"name": "a", "value": "1", "set": True, "sensitive": False, "default": False, "service": None}]
+    vault = services["Main/vault"]
+    assert (vault["name"], vault["group"], vault["used_by"]) == ("vault", "Main", [])
+    assert {p["name"]: (p["value"], p["set"], p["sensitive"], p["default"]) for p in vault["properties"]} == {
+        "Fallback": (None, False, False, False), "Journal": ("#{pw}", True, False, False),
+        "Password": (None, True, True, False), "Token": (None, False, True, False),
+        "Realm": ("main", True, False, True)}
+    assert meta["processor_details"] == {
+        "make": {"type": "GenerateFlowFile", "group": "", "services": []},
+        "Main/look": {"type": "LookUp", "group": "Main",
+                      "services": [{"property": "Lookup", "reference": "keys", "service": "keys"}]},
+        "sink": {"type": "Funnel", "group": "", "services": []}}
+
+
+def test_the_status_carries_the_services_states():
+    history = StatusHistory()
+    services = [{"name": "keys", "type": "KeyValues", "enabled": 2},
+                {"name": "Main/vault", "type": "Vault", "enabled": 0}]
+    history.add({"processors": [], "queues": [], "services": services}, now=1.0)
+    assert history.view()["services"] == services
+    history.add({"processors": [], "queues": []}, now=2.0)   # a status of a flow without services
+    assert history.view()["services"] == []
+
+
+@pytest.fixture
+def services_page(repository):
+    """services_flow running on the in-process engine with its page, every FlowFile looked up:
+    (the page, the status it has)."""
+    import threading
+
+    from flowactors.driver.running import processor_totals, run_flow
+
+    flow = services_flow()
+    flow.validate()
+    done, stopping, failure = threading.Event(), threading.Event(), []
+    with FlowPage(flow, repository) as page:
+        def on_status(status: dict) -> None:
+            page.on_status(status)
+            if processor_totals(status)["sink"]["flowfiles_in"] == 3:
+                done.set()
+
+        def run() -> None:
+            try:
+                run_flow(flow, repository, engine="in-process", on_started=page.on_started, on_status=on_status,
+                         until=lambda status: stopping.is_set())
+            except BaseException as err:   # the test reports it
+                failure.append(err)
+                done.set()
+
+        runner = threading.Thread(target=run, name="flow")
+        runner.start()
+        try:
+            assert done.wait(60) and not failure, failure
+            yield page, page.history.view()
+        finally:
+            stopping.set()
+            runner.join(60)
+    assert not runner.is_alive() and not failure, failure
+
+
+def cells(row) -> list[str]:
+    return [td.text for td in row.find_elements(By.CSS_SELECTOR, ":scope > td")]
+
+
+def test_the_page_lists_the_services_and_a_processor_s_references(services_page, browser):
+    """The Controller Services listing: each service's path, type, group, state (as the flow's
+    status says) and users; a click shows its properties, a sensitive one only as set or not; a
+    processor clicked on the graph shows the services its properties name, which lead to the
+    listing."""
+    page, status = services_page
+    enabled = {s["name"]: s["enabled"] for s in status["services"]}
+    assert enabled["keys"] >= 1 and enabled["fallback"] >= 1 and enabled["Main/vault"] == 0
+
+    def state(path: str) -> str:
+        n = enabled[path]
+        return f"enabled in {n} executor{'s' if n != 1 else ''}" if n else "not enabled"
+
+    browser.get(page.url)
+    rows = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#service-table tr.service"), "no services")
+    assert browser.find_element(By.ID, "service-count").text == "3"
+    assert not browser.find_element(By.CSS_SELECTOR, "#services .empty").is_displayed()
+    expected = [["fallback", "KeyValues", "(the flow)", state("fallback"), "Main/look"],
+                ["keys", "KeyValues", "(the flow)", state("keys"), "Main/look"],
+                ["Main/vault", "Vault", "Main", "not enabled", "no processor"]]
+    wait_for(browser, lambda d: [cells(r) for r in rows] == expected,
+             f"the listing never showed {expected}: {[cells(r) for r in rows]}")
+
+    def service(path: str):
+        return browser.find_element(By.CSS_SELECTOR, f'tr.service[data-service="{path}"]')
+
+    def properties(path: str) -> dict[str, str]:
+        detail = browser.find_element(By.CSS_SELECTOR, f'tr.service-detail[data-service="{path}"]')
+        assert detail.is_displayed()
+        return {r.get_attribute("data-property"): r.find_element(By.TAG_NAME, "td").text
+                for r in detail.find_elements(By.CSS_SELECTOR, "table.properties tr")}
+
+    assert not browser.find_element(By.CSS_SELECTOR, 'tr.service-detail[data-service="keys"]').is_displayed()
+    service("keys").click()
+    assert properties("keys") == {"Fallback": "fallback", "Journal": "no value set", "a": "1"}
+    service("Main/vault").click()
+    assert properties("Main/vault") == {"Fallback": "no value set", "Journal": "#{pw}",
+                                        "Password": "sensitive value set", "Token": "no value set",
+                                        "Realm": "main (default)"}
+    assert "StringLookupService" in browser.find_element(
+        By.CSS_SELECTOR, 'tr.service-detail[data-service="Main/vault"]').text
+    source = browser.page_source
+    assert SECRET not in source and PARAMETER_SECRET not in source
+    # a property naming a service leads to it
+    browser.find_element(By.CSS_SELECTOR, 'tr.service-detail[data-service="keys"] a').click()
+    assert browser.find_elements(By.CSS_SELECTOR, "tr.service.selected") == [service("fallback")]
+    assert "open" in service("fallback").get_attribute("class")
+
+    # a processor on the graph: its references by property, their states live
+    panel = browser.find_element(By.ID, "processor-detail")
+    assert not panel.is_displayed()
+    browser.find_element(By.CSS_SELECTOR, 'g.processor[data-processor="Main/look"]').click()
+    assert panel.is_displayed() and browser.find_element(By.ID, "detail-name").text == "Main/look"
+    assert browser.find_element(By.ID, "detail-type").text == "LookUp in group Main"
+    assert [g.get_attribute("data-processor") for g in browser.find_elements(By.CSS_SELECTOR, "g.processor.selected")
+            ] == ["Main/look"]
+    references = browser.find_elements(By.CSS_SELECTOR, "#detail-services tbody tr")
+    assert [cells(r) for r in references] == [["Lookup", "keys", state("keys")]]
+    shoot(browser, "ui-services.png")
+    assert not panel.find_element(By.CSS_SELECTOR, ".empty").is_displayed()
+    references[0].find_element(By.TAG_NAME, "a").click()
+    assert browser.find_elements(By.CSS_SELECTOR, "tr.service.selected") == [service("keys")]
+    # a processor that names no service says so; one a service lists is a click away
+    browser.find_element(By.CSS_SELECTOR, 'g.processor[data-processor="make"]').click()
+    assert browser.find_element(By.ID, "detail-name").text == "make"
+    assert panel.find_element(By.CSS_SELECTOR, ".empty").text == "uses no controller service"
+    assert not browser.find_element(By.ID, "detail-services").is_displayed()
+    service("fallback").find_element(By.CSS_SELECTOR, "td.used-by a").click()
+    assert browser.find_element(By.ID, "detail-name").text == "Main/look"
+    panel.find_element(By.CSS_SELECTOR, ".close").click()
+    assert not panel.is_displayed() and not browser.find_elements(By.CSS_SELECTOR, "g.processor.selected")
+
+
+def test_a_flow_without_services_says_it_has_none(tmp_path, browser):
+    with FlowPage(small_flow(), tmp_path) as page:
+        browser.get(page.url)
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#graph g.processor"), "no graph")
+        assert browser.find_element(By.ID, "service-count").text == "0"
+        assert browser.find_element(By.CSS_SELECTOR, "#services .empty").text == "the flow has no controller services"
+        assert not browser.find_element(By.ID, "service-table").is_displayed()

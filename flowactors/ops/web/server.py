@@ -36,6 +36,7 @@ from flowactors.engine.repository_services import ProvenanceRepositoryService
 from flowactors.engine.transport import Link, call_now
 from flowactors.ops.flow_graph import to_svg as flow_svg
 from flowactors.ops.web.address import PageAddress, remove_address, write_address
+from flowactors.ops.web.services_view import processors_view, services_view
 from flowactors.ops.lineage_render import to_svg
 from flowactors.ops.lineage_view import condense
 from flowactors.ops.status_view import CONTROL_CODES, one_line, rates
@@ -99,7 +100,8 @@ class StatusHistory:
 
     def view(self) -> dict | None:
         """The latest status with rates (per second, over the window, as ``status_view.rates``
-        gives them) on every processor and queue, and the bulletins; None before the first status."""
+        gives them) on every processor and queue, its controller services (``services``: name,
+        type, in how many executors enabled), and the bulletins; None before the first status."""
         with self._lock:
             if not self._looks:
                 return None
@@ -119,7 +121,7 @@ class StatusHistory:
         queues = [with_rates(q, ("queue", q["id"])) for q in last.get("queues", [])]
         return {"flow": last.get("flow"), "started": last.get("started", False), "repairing": last.get("repairing"),
                 "window_seconds": round(seconds, 2), "processors": processors, "queues": queues,
-                "bulletins": bulletins}
+                "services": last.get("services", []), "bulletins": bulletins}
 
 
 class FlowPage:
@@ -137,6 +139,8 @@ class FlowPage:
         self.controller: Link | None = None
         self.url: str | None = None
         self._graph = flow_svg(flow, live=True)
+        self._services = services_view(flow)
+        self._processors = processors_view(flow)
         self._address: PageAddress | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -262,6 +266,7 @@ class FlowPage:
     async def _meta(self, request: web.Request) -> web.Response:
         return web.json_response({
             "flow": self.flow.name, "processors": list(self.flow.processors),
+            "processor_details": self._processors, "services": self._services,
             "connections": [{"id": c.id, "source": c.source, "destination": c.destination,
                              "relationships": list(c.relationships)} for c in self.flow.connections],
             "event_types": [t.value for t in ProvenanceEventType]})
@@ -269,7 +274,8 @@ class FlowPage:
     async def _status(self, request: web.Request) -> web.Response:
         view = self.history.view()
         if view is None:
-            view = {"flow": self.flow.name, "started": False, "processors": [], "queues": [], "bulletins": []}
+            view = {"flow": self.flow.name, "started": False, "processors": [], "queues": [], "services": [],
+                    "bulletins": []}
         view["elapsed"] = round(time.monotonic() - self._started, 1)
         return web.json_response(view)
 

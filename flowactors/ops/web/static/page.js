@@ -1,5 +1,7 @@
 // The flow page: polls /api/status once a second and writes the counts into the graph the server
-// drew (flowactors/ops/flow_graph.py); provenance search and the lineage viewer ask /api/*.
+// drew (flowactors/ops/flow_graph.py) and the controller services' states into their listing; a
+// processor clicked on the graph shows the services it uses; provenance search and the lineage
+// viewer ask /api/*.
 "use strict";
 
 const POLL_MS = 1000;
@@ -7,6 +9,8 @@ const token = new URLSearchParams(location.search).get("token");
 const headers = token ? { "X-Flowactors-Token": token } : {};
 let expanded = new Set();   // lineage groups opened
 let lineageUuid = null;
+let processorDetails = {};  // /api/meta's processor_details: name -> {type, group, services}
+let enabledIn = new Map();  // service path -> executors it is enabled in, from the last status
 
 function api(path) {
   return fetch(path, { headers }).then(async (response) => {
@@ -75,6 +79,8 @@ function paint(status) {
       .forEach((edge) => edge.classList.toggle("back-pressure", q.back_pressure));
   }
   paintBulletins(status.bulletins || []);
+  enabledIn = new Map((status.services || []).map((s) => [s.name, s.enabled]));
+  document.querySelectorAll("td.service-state").forEach(paintState);
 }
 
 function paintBulletins(bulletins) {
@@ -124,6 +130,121 @@ async function poll() {
   }
   setTimeout(poll, POLL_MS);
 }
+
+// ------------------------------------------------------------------ controller services
+function element(tag, className, text) {
+  const e = document.createElement(tag);
+  if (className) e.className = className;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function link(text, title, action) {
+  const a = element("a", "", text);
+  a.title = title;
+  a.addEventListener("click", (event) => { event.stopPropagation(); action(); });
+  return a;
+}
+
+function paintState(cell) {
+  // as the terminal's status says it (flowactors/ops/status_view.py)
+  const n = enabledIn.get(cell.dataset.service) || 0;
+  cell.textContent = n ? `enabled in ${n} executor${n === 1 ? "" : "s"}` : "not enabled";
+  cell.classList.toggle("enabled", n > 0);
+}
+
+function stateCell(path) {
+  const cell = element("td", "service-state");
+  cell.dataset.service = path;
+  paintState(cell);
+  return cell;
+}
+
+function drawServices(services) {
+  document.getElementById("service-count").textContent = services.length;
+  document.querySelector("#services .empty").style.display = services.length ? "none" : "";
+  document.getElementById("service-table").style.display = services.length ? "" : "none";
+  document.querySelector("#service-table tbody").replaceChildren(...services.flatMap(serviceRows));
+}
+
+function serviceRows(s) {
+  // a row, and the row under it its click opens: what it is and its properties
+  const row = element("tr", "service");
+  row.dataset.service = s.path;
+  row.title = "click for its properties";
+  const users = element("td", "used-by");
+  s.used_by.forEach((name, i) => {
+    users.append(...(i ? [", "] : []), link(name, "show this processor", () => selectProcessor(name)));
+  });
+  if (!s.used_by.length) users.append(element("span", "muted", "no processor"));
+  const group = s.group ? element("td", "", s.group) : element("td", "muted", "(the flow)");
+  row.append(element("td", "name", s.path), element("td", "", s.type), group, stateCell(s.path), users);
+  row.addEventListener("click", () => row.classList.toggle("open"));
+  const detail = element("tr", "service-detail");
+  detail.dataset.service = s.path;
+  const cell = element("td");
+  cell.colSpan = 5;
+  cell.append(element("div", "muted", `${s.type_name}: provides ${s.apis.join(", ") || "no service API"}`),
+              propertyTable(s.properties));
+  detail.append(cell);
+  return [row, detail];
+}
+
+function propertyTable(properties) {
+  const table = element("table", "properties");
+  for (const p of properties) {
+    const value = element("td");
+    if (p.sensitive || !p.set) {   // a sensitive value never reaches the page: only whether it is set
+      value.append(element("span", "muted", p.sensitive && p.set ? "sensitive value set" : "no value set"));
+    } else if (p.service) {
+      value.append(link(p.service, "show this service", () => showService(p.service)));
+    } else {
+      value.append(p.value, ...(p.default ? [" ", element("span", "muted", "(default)")] : []));
+    }
+    const row = element("tr");
+    row.dataset.property = p.name;
+    row.append(element("th", "", p.name), value);
+    table.append(row);
+  }
+  return table;
+}
+
+function showService(path) {
+  document.querySelectorAll("tr.service.selected").forEach((r) => r.classList.remove("selected"));
+  const row = document.querySelector(`tr.service[data-service="${CSS.escape(path)}"]`);
+  row.classList.add("open", "selected");
+  row.scrollIntoView({ block: "nearest" });
+}
+
+function selectProcessor(name) {
+  const detail = processorDetails[name];
+  const graph = document.getElementById("graph");
+  graph.querySelectorAll("g.processor.selected").forEach((g) => g.classList.remove("selected"));
+  const box = graph.querySelector(`g.processor[data-processor="${CSS.escape(name)}"]`);
+  if (box) box.classList.add("selected");
+  const panel = document.getElementById("processor-detail");
+  panel.hidden = false;
+  panel.dataset.processor = name;
+  document.getElementById("detail-name").textContent = name;
+  document.getElementById("detail-type").textContent = detail.type + (detail.group ? ` in group ${detail.group}` : "");
+  panel.querySelector(".empty").style.display = detail.services.length ? "none" : "";
+  const table = document.getElementById("detail-services");
+  table.style.display = detail.services.length ? "" : "none";
+  table.tBodies[0].replaceChildren(...detail.services.map((ref) => {
+    const row = element("tr");
+    row.dataset.property = ref.property;
+    const service = element("td");
+    if (ref.service) service.append(link(ref.service, "show it in the controller services", () => showService(ref.service)));
+    else service.append(ref.reference, " ", element("span", "muted", "(not in reach)"));
+    row.append(element("td", "", ref.property), service, ref.service ? stateCell(ref.service) : element("td"));
+    return row;
+  }));
+}
+
+document.querySelector("#processor-detail .close").addEventListener("click", () => {
+  document.getElementById("processor-detail").hidden = true;
+  document.querySelectorAll("#graph g.processor.selected").forEach((g) => g.classList.remove("selected"));
+});
 
 // ------------------------------------------------------------------ provenance search
 function option(select, value) {
@@ -215,7 +336,13 @@ async function start() {
   const form = document.getElementById("search");
   meta.processors.forEach((name) => option(form.component, name));
   meta.event_types.forEach((name) => option(form.type, name));
-  document.getElementById("graph").innerHTML = await (await api("api/graph.svg")).text();
+  processorDetails = meta.processor_details;
+  drawServices(meta.services);
+  const graph = document.getElementById("graph");
+  graph.innerHTML = await (await api("api/graph.svg")).text();
+  graph.querySelectorAll("g.processor").forEach((box) => {
+    box.addEventListener("click", () => selectProcessor(box.dataset.processor));
+  });
   poll();
 }
 
