@@ -147,7 +147,7 @@ ESCAPE_CHAR = _custom("Escape Character", "The character that makes the next one
 TRIM_FIELDS = _custom("Trim Fields", "Whether spaces around values are removed", required=True, default="true",
                       allowable_values=("true", "false"))
 
-_CSV_NIFI_NAMES = {"csv-file": "CSV File", "lookup-key-column": "Lookup Key Column",
+_CSV_NIFI_NAMES = {"csv-file": "CSV File", "csv-format": "CSV Format", "lookup-key-column": "Lookup Key Column",
                    "ignore-duplicates": "Ignore Duplicates"}
 _CSV_NIFI_VALUES = {
     "CSV Format": {"custom": CUSTOM, "rfc-4180": RFC_4180, "excel": EXCEL, "tdf": TDF, "mysql": MYSQL,
@@ -355,7 +355,7 @@ class CSVRecordLookupService(_CsvFileLookup, LookupService, RecordLookupService)
     properties = (CSV_FILE, CSV_FORMAT, CHARSET, KEY_COLUMN, IGNORE_DUPLICATES, VALUE_SEPARATOR, QUOTE_CHAR,
                   QUOTE_MODE, COMMENT_MARKER, ESCAPE_CHAR, TRIM_FIELDS)
     #: NiFi names this service's format property 'csv-format' (the simple service's is 'CSV Format')
-    NIFI_PROPERTY_NAMES = {**_CSV_NIFI_NAMES, "csv-format": "CSV Format"}
+    NIFI_PROPERTY_NAMES = _CSV_NIFI_NAMES
     NIFI_VALUES = _CSV_NIFI_VALUES
 
     def _entry(self, values: list[str], header: list[str], positions: dict[str, int]) -> dict[str, str | None]:
