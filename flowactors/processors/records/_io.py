@@ -141,9 +141,13 @@ def write_records(session, flowfile: FlowFile, writer_factory: RecordSetWriterFa
 
     flowfile = session.write(flowfile, write, size_hint=size_hint)
     result = results[0]
-    flowfile = session.put_all_attributes(flowfile, {MIME_TYPE: writer_factory.mime_type(), **result.attributes,
-                                                     RECORD_COUNT: str(result.record_count), **(extra or {})})
-    return flowfile, result
+    return session.put_all_attributes(flowfile, {**written_attributes(writer_factory, result), **(extra or {})}), result
+
+
+def written_attributes(writer_factory: RecordSetWriterFactory, result: WriteResult) -> dict[str, str]:
+    """What a FlowFile the writer wrote says of it: ``mime.type``, the writer's schema attributes,
+    ``record.count``."""
+    return {MIME_TYPE: writer_factory.mime_type(), **result.attributes, RECORD_COUNT: str(result.record_count)}
 
 
 def remove_all(session, flowfiles: Iterable[FlowFile]) -> None:

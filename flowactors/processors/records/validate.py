@@ -12,20 +12,20 @@ import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import BinaryIO, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from flowactors.processors._common import boolean_property
-from flowactors.processors.records._io import (MIME_TYPE, RECORD_COUNT, RECORD_READER, RECORD_WRITER, Records,
-                                               is_flowfile_error, open_records, reader_and_writer, remove_all,
-                                               route_failure, write_records)
+from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error, open_records,
+                                               reader_and_writer, remove_all, route_failure, write_records,
+                                               written_attributes)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.sdk.records import (BATCH_BYTES, RecordSetWriter, RecordSetWriterFactory, SchemaMismatchError,
-                                    WriteResult, access)
+from flowactors.sdk.records import (BATCH_BYTES, RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
+                                    SchemaMismatchError, WriteResult, access)
 from flowactors.sdk.records.schema import AVRO_DEFAULT, ENUM_SYMBOLS, NIFI_TYPE, avro_to_arrow, conform
 from flowactors.sdk.relationships import FAILURE
 
@@ -356,13 +356,13 @@ class ValidateRecord(Processor):
                                                           "not a positive whole number")
                 continue
             try:
-                outputs = self._validate(context, session, flowfile, Writers(reader, writer, invalid_writer))
+                valid, invalid, details = self._validate(context, session, flowfile,
+                                                         _Services(reader, writer, invalid_writer))
             except Exception as err:
                 if not is_flowfile_error(err):
                     raise
                 route_failure(context, session, flowfile, err)
                 continue
-            valid, (invalid, details) = outputs
             if valid is not None:
                 session.provenance.route(valid, self.VALID.name)
                 session.transfer(valid, self.VALID)
@@ -374,21 +374,21 @@ class ValidateRecord(Processor):
                 session.transfer(invalid, self.INVALID)
             session.remove(flowfile)
 
-    def _validate(self, context: ProcessContext, session, flowfile: FlowFile, writers: "Writers"
-                  ) -> tuple[FlowFile | None, tuple[FlowFile | None, str]]:
-        """The FlowFile of valid records and the one of invalid records with the details of why
-        (None for one with no record); on an error, what was made is removed."""
+    def _validate(self, context: ProcessContext, session, flowfile: FlowFile, services: "_Services"
+                  ) -> tuple[FlowFile | None, FlowFile | None, str]:
+        """The FlowFile of valid records, the one of invalid records (None for one with no record),
+        and the details of why those are invalid; on an error, what was made is removed."""
         made: list[FlowFile] = []
         try:
-            with open_records(session, flowfile, writers.reader) as records, \
+            with open_records(session, flowfile, services.reader) as records, \
                     tempfile.SpooledTemporaryFile(SPOOL_BYTES) as spool:
                 schema = records.schema if context.property(SCHEMA_ACCESS_STRATEGY.name).raw == READER_SCHEMA \
                     else access.given_schema(context, flowfile.attributes, self._schemas)
                 check = RecordCheck(schema, context.property(ALLOW_EXTRA_FIELDS.name).as_bool(),
                                     context.property(STRICT_TYPE_CHECKING.name).as_bool())
-                invalid_records = _Spooled(spool, writers.invalid, records.schema, flowfile.attributes)
+                invalid_records = _Spooled(spool, services.invalid, records.schema, flowfile.attributes)
                 made.append(session.create(flowfile))
-                valid, result = write_records(session, made[-1], writers.valid, schema,
+                valid, result = write_records(session, made[-1], services.valid, schema,
                                               _valid_batches(records, check, invalid_records))
                 made[-1] = valid
                 invalid_result = invalid_records.finish()
@@ -396,23 +396,22 @@ class ValidateRecord(Processor):
                 if invalid_result is not None:
                     made.append(session.create(flowfile))
                     invalid = made[-1] = session.write(made[-1], invalid_records.copy_to)
-                    invalid = made[-1] = session.put_all_attributes(invalid, {
-                        MIME_TYPE: writers.invalid.mime_type(), **invalid_result.attributes,
-                        RECORD_COUNT: str(invalid_result.record_count)})
+                    invalid = made[-1] = session.put_all_attributes(
+                        invalid, written_attributes(services.invalid, invalid_result))
         except BaseException:
             remove_all(session, made)
             raise
         if result.record_count == 0:
             session.remove(valid)
-            return None, (invalid, check.problems.details())
-        return valid, (invalid, check.problems.details())
+            return None, invalid, check.problems.details()
+        return valid, invalid, check.problems.details()
 
 
 @dataclass(frozen=True)
-class Writers:
+class _Services:
     """The reader and the writers ValidateRecord uses."""
 
-    reader: Any
+    reader: RecordReaderFactory
     valid: RecordSetWriterFactory
     invalid: RecordSetWriterFactory
 
