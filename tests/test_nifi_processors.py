@@ -26,6 +26,7 @@ from flowactors.nifi.host import ComponentLog
 from flowactors.nifi.inspection import inspect_file
 from flowactors.nifi.loader import ProcessorLoadError, missing_imports
 from flowactors.processors import GenerateFlowFile
+from flowactors.services import CSVReader, CSVRecordSetWriter, JsonRecordSetWriter, JsonTreeReader
 from flowactors.testing import ProcessorRunner
 from flowactors.engine.cluster.cluster_state import ClusterState, ClusterStateService
 
@@ -286,10 +287,17 @@ def test_on_several_nodes_cluster_scope_is_the_state_every_node_shares(tmp_path)
     assert all(runner.context.state.get().values == {} for runner in nodes)   # each node's own state untouched
 
 
+#: the reader and writer services the record transforms below name (NiFi's CSVReader, JsonTreeReader,
+#: JsonRecordSetWriter one object a line, CSVRecordSetWriter)
+RECORD_SERVICES = {"csv-in": (CSVReader, {}), "json-in": (JsonTreeReader, {}),
+                   "json-out": (JsonRecordSetWriter, {"Output Grouping": "One Line Per Object"}),
+                   "csv-out": (CSVRecordSetWriter, {})}
+
+
 def test_a_record_transform_writes_one_flowfile_per_relationship_and_partition():
-    properties = {"Record Reader": "CSV", "Record Writer": "JSON Lines", "Partition Field": "team",
+    properties = {"Record Reader": "csv-in", "Record Writer": "json-out", "Partition Field": "team",
                   "source": "${filename}"}
-    runner = ProcessorRunner(example("TagRecords"), properties)
+    runner = ProcessorRunner(example("TagRecords"), properties, services=RECORD_SERVICES)
     runner.enqueue(b"id,team,amount,drop\n1,red,5,\n2,blue,3,\n3,red,-2,\n4,blue,1,true\n5,red,0,\n",
                    {"filename": "in.csv", "kept": "yes"})
     runner.enqueue(b"id,team\n1,red\n", {"filename": "empty-partition-free.csv"})
@@ -303,22 +311,23 @@ def test_a_record_transform_writes_one_flowfile_per_relationship_and_partition()
         {"id": 5, "team": "red", "amount": 0, "drop": None, "source": "in.csv"}]
     (rejected,) = runner.output("rejected")
     assert json.loads(runner.read(rejected))["id"] == 3 and "team" not in rejected.attributes  # no partition
-    assert {f.attributes["mime.type"] for f in runner.output("success")} == {"application/x-ndjson"}
+    assert {f.attributes["mime.type"] for f in runner.output("success")} == {"application/json"}  # the writer's
     assert all(f.attributes["kept"] == "yes" for f in runner.output("success") if f.attributes["filename"] == "in.csv")
     assert len(runner.output("original")) == 2 and runner.output("failure") == []
 
 
 def test_a_record_transform_that_fails_emits_nothing_and_fails_the_input():
-    runner = ProcessorRunner(example("TagRecords"), {"Record Reader": "JSON Lines", "Record Writer": "CSV",
-                                                    "Partition Field": "team"})
+    runner = ProcessorRunner(example("TagRecords"), {"Record Reader": "json-in", "Record Writer": "csv-out",
+                                                    "Partition Field": "team"}, services=RECORD_SERVICES)
     runner.enqueue(b'{"team": "red", "amount": "lots"}\n', {"filename": "bad"})  # str < 0 raises
     runner.enqueue(b"not json\n", {"filename": "unreadable"})
     runner.run()
     assert [f.attributes["filename"] for f in runner.output("failure")] == ["bad", "unreadable"]
     assert runner.output("success") == [] and runner.output("original") == []
-    assert example("TagRecords").validate_properties({"Record Reader": "XML", "Record Writer": "CSV",
-                                                      "Partition Field": "x"}) == [
-        "property 'Record Reader' is 'XML'; allowed: CSV, JSON Lines, Parquet"]
+    with pytest.raises(ValueError, match="property 'Record Reader' needs a RecordReaderFactory, but controller "
+                                         "service 'json-out' is a JsonRecordSetWriter"):
+        ProcessorRunner(example("TagRecords"), {"Record Reader": "json-out", "Record Writer": "csv-out",
+                                                "Partition Field": "x"}, services=RECORD_SERVICES)
 
 
 # ---------------------------------------------------------------------------------- properties and lifecycle
@@ -498,9 +507,10 @@ def test_the_component_log_takes_nifis_placeholders_and_pythons_names(caplog):
     assert log.getName() == "flowactors.nifi.proc"
 
 
-def test_a_record_transform_that_hands_back_its_schema_writes_values_json_turned_to_text(tmp_path):
-    """Records reach a transform as JSON values (a timestamp as ISO text); the schema it is given
-    says so, so a transform returning that schema writes its records."""
+def test_a_record_transform_gets_json_values_and_a_schema_it_hands_back_reads_them_again(tmp_path):
+    """Records reach a transform as NiFi's JSON writer gives them (a timestamp as epoch
+    milliseconds) with the reader's schema; a transform handing that schema back has its values
+    read as that schema's types again, one handing none back has them typed as they are."""
     path = write(tmp_path, "Echo.py", """
         from nifiapi.recordtransform import RecordTransform, RecordTransformResult
 
@@ -512,15 +522,21 @@ def test_a_record_transform_that_hands_back_its_schema_writes_values_json_turned
             def __init__(self, **kwargs):
                 pass
             def transform(self, context, record, schema, attributemap):
-                return RecordTransformResult(record=record, schema=schema, relationship='success')
+                given = schema if attributemap.getAttribute('schema') == 'back' else None
+                return RecordTransformResult(record=record, schema=given, relationship='success')
         """)
-    runner = ProcessorRunner(python_processor_type(path), {"Record Reader": "CSV", "Record Writer": "JSON Lines"},
+    stamps = {"Timestamp Format": "yyyy-MM-dd'T'HH:mm:ss"}
+    runner = ProcessorRunner(python_processor_type(path), {"Record Reader": "in", "Record Writer": "out"},
+                             services={"in": (CSVReader, stamps),
+                                       "out": (JsonRecordSetWriter, {"Output Grouping": "One Line Per Object",
+                                                                     **stamps})},
                              auto_terminate=["original"])
-    runner.enqueue(b"id,at\n1,2024-01-02T03:04:05\n")
+    runner.enqueue(b"id,at\n1,2024-01-02T03:04:05\n", {"schema": "back"})
+    runner.enqueue(b"id,at\n1,2024-01-02T03:04:05\n", {"schema": "none"})
     runner.run()
     assert runner.output("failure") == []
-    [out] = runner.output("success")
-    assert json.loads(runner.read(out)) == {"id": 1, "at": "2024-01-02T03:04:05"}
+    assert {f.attributes["schema"]: json.loads(runner.read(f)) for f in runner.output("success")} == {
+        "back": {"id": 1, "at": "2024-01-02T03:04:05"}, "none": {"id": 1, "at": 1704164645000}}
 
 
 def test_a_changed_processor_file_is_read_again(tmp_path):
