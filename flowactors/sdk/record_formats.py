@@ -1,51 +1,42 @@
-"""Record formats: FlowFile content as CSV, JSON lines or Parquet, read into Arrow and written back.
+"""The record formats flowactors had before record readers and writers were controller services,
+and the standard services that read and write as each of them did.
 
-Processors that work on records (the Spark processors, NiFi Python record transforms) turn each
-FlowFile's content into an Arrow table (for Spark, the form data takes through Ray's object store
-and back) and turn result tables into content again. Reading
-streams from the session's content stream where the format allows it: CSV and JSON lines are
-parsed block by block; Parquet keeps its footer at the end, so it is read through the seekable
-content stream (columns and row groups are fetched by offset, the content is not copied first).
+ExecuteSparkSQL, TransformWithSpark and NiFi 2 Python record transforms once chose a record
+*format* by name: ``CSV``, ``JSON Lines`` or ``Parquet`` (the Spark processors also took a schema
+in Spark's DDL, a CSV delimiter and whether CSV has a header). They now name a reader and a writer
+controller service (``flowactors.sdk.records``), as NiFi's record processors do. For a definition
+saved before, ``reader_service`` and ``writer_service`` give the service that does what a format
+did, as the entry a definition's ``controller_services`` takes, and ``add_service_text`` the
+sentence that says what to add (the Spark processors' validation gives it; docs/spark.md and
+docs/nifi-python-processors.md say what changed).
 
-A schema is inferred from the data, or given as text in Spark's DDL style
-(``id BIGINT, name STRING, amount DECIMAL(10,2)``, see ``parse_schema``).
-
-Results are written as one or more contents: ``write_part`` fills one content with the next
-records of a ``RecordCursor`` until it holds ``max_records`` records or about ``max_bytes`` bytes,
-so a large result becomes several FlowFiles of a configured size.
+``parse_schema`` reads Spark's DDL (``id BIGINT, name STRING, amount DECIMAL(10,2)``): an old
+'Schema' becomes the reader's 'Schema Text' (an Avro schema, ``avro_text``).
 """
 
 from __future__ import annotations
 
-import base64
-import decimal
-import math
+import hashlib
 import re
-from dataclasses import dataclass
-from typing import Any, BinaryIO, Sequence
+from dataclasses import dataclass, field
 
 import orjson
 import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.json as pa_json
-import pyarrow.parquet as pq
+
+from flowactors.sdk.records.schema import avro_text
 
 CSV, JSON_LINES, PARQUET = "CSV", "JSON Lines", "Parquet"
 FORMATS = (CSV, JSON_LINES, PARQUET)
-MIME_TYPES = {CSV: "text/csv", JSON_LINES: "application/x-ndjson", PARQUET: "application/vnd.apache.parquet"}
-EXTENSIONS = {CSV: "csv", JSON_LINES: "jsonl", PARQUET: "parquet"}
 
-#: pyarrow's read block size: CSV and JSON lines are parsed this many bytes at a time.
-BLOCK_SIZE = 1 << 20
-#: records written first when splitting by size, to measure what a record costs in the format
-PROBE_RECORDS = 64
-
-
-class RecordFormatError(ValueError):
-    """A content could not be read as records of the expected format (or schema)."""
+_READERS = {CSV: "CSVReader", JSON_LINES: "JsonTreeReader", PARQUET: "ParquetReader"}
+_WRITERS = {CSV: ("CSVRecordSetWriter", {}),
+            JSON_LINES: ("JsonRecordSetWriter", {"Output Grouping": "One Line Per Object"}),
+            PARQUET: ("ParquetRecordSetWriter", {})}
+#: the reader's properties that give it a schema as text (NiFi's names and value)
+_SCHEMA_TEXT = {"Schema Access Strategy": "Use 'Schema Text' Property"}
 
 
-# ---------------------------------------------------------------------------------- schemas
+# ---------------------------------------------------------------------------------- Spark DDL
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "STRING": pa.string(), "VARCHAR": pa.string(), "CHAR": pa.string(), "TEXT": pa.string(),
     "BOOLEAN": pa.bool_(), "BOOL": pa.bool_(),
@@ -86,278 +77,73 @@ def parse_schema(text: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def schema_problem(text: str) -> str | None:
-    """A property validator: None when ``text`` is a schema ``parse_schema`` reads."""
-    try:
-        parse_schema(text)
-    except ValueError as err:
-        return str(err)
-    return None
-
-
-# ---------------------------------------------------------------------------------- reading
+# ---------------------------------------------------------------------------------- the services
 @dataclass(frozen=True)
-class ReadOptions:
-    """How contents are read: their format, an optional schema, and CSV's dialect."""
+class ServiceDefinition:
+    """A controller service as a definition's ``controller_services`` entry names it: its
+    ``name``, its standard ``type`` and its ``properties``; ``note`` says what of the old
+    configuration it does not carry over, when something."""
 
-    format: str = CSV
-    schema: pa.Schema | None = None
-    delimiter: str = ","
-    header: bool = True
+    name: str
+    type: str
+    properties: dict[str, str] = field(default_factory=dict)
+    note: str = ""
 
-
-def read_table(stream: BinaryIO, options: ReadOptions) -> pa.Table:
-    """The records of one content as an Arrow table (with exactly ``options.schema`` when given).
-
-    Raises RecordFormatError with pyarrow's explanation when the content does not parse.
-    """
-    try:
-        if options.format == CSV:
-            table = _read_csv(stream, options)
-        elif options.format == JSON_LINES:
-            table = _read_json_lines(stream, options)
-        elif options.format == PARQUET:
-            table = pq.read_table(pa.PythonFile(stream, mode="r"))
-        else:
-            raise RecordFormatError(f"unknown record format {options.format!r} (known: {', '.join(FORMATS)})")
-        if options.schema is not None:
-            table = conform(table, options.schema)
-    except (pa.ArrowException, ValueError) as err:
-        if isinstance(err, RecordFormatError):
-            raise
-        raise RecordFormatError(f"not valid {options.format}: {_first_line(err)}") from None
-    return table
+    def to_dict(self) -> dict:
+        return {"name": self.name, "type": self.type, "properties": dict(self.properties)}
 
 
-def _read_csv(stream: BinaryIO, options: ReadOptions) -> pa.Table:
-    schema = options.schema
-    read = pa_csv.ReadOptions(block_size=BLOCK_SIZE,
-                              column_names=schema.names if schema is not None and not options.header else None,
-                              autogenerate_column_names=schema is None and not options.header)
-    # an empty field is null; an empty quoted string ("") stays an empty string, as the writer wrote it
-    convert = pa_csv.ConvertOptions(strings_can_be_null=True, quoted_strings_can_be_null=False,
-                                    column_types=dict(zip(schema.names, schema.types)) if schema is not None else None,
-                                    include_columns=schema.names if schema is not None else None,
-                                    include_missing_columns=schema is not None)
-    try:
-        reader = pa_csv.open_csv(stream, read_options=read,
-                                 parse_options=pa_csv.ParseOptions(delimiter=options.delimiter),
-                                 convert_options=convert)
-    except pa.ArrowInvalid as err:
-        if "Empty CSV file" in str(err):
-            return _empty(schema)
-        raise
-    return reader.read_all()
-
-
-def _json_native(data_type: pa.DataType) -> bool:
-    """Whether pyarrow's JSON reader converts values to this type itself (else: infer, then cast)."""
-    return (pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_boolean(data_type)
-            or pa.types.is_string(data_type) or pa.types.is_timestamp(data_type))
-
-
-def _read_json_lines(stream: BinaryIO, options: ReadOptions) -> pa.Table:
-    # dates and decimals may be written as strings or numbers: they are inferred and cast by conform()
-    explicit = pa.schema([f for f in options.schema if _json_native(f.type)]) if options.schema is not None else None
-    parse = pa_json.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer")
-    first = stream.read(1)
-    if not first:
-        return _empty(options.schema)
-    reader = pa_json.open_json(_Prepend(first, stream), read_options=pa_json.ReadOptions(block_size=BLOCK_SIZE),
-                               parse_options=parse)
-    return reader.read_all()
-
-
-class _Prepend:
-    """A stream whose first bytes were already read (to tell an empty content from JSON)."""
-
-    def __init__(self, head: bytes, rest: BinaryIO):
-        self._head = head
-        self._rest = rest
-        self.closed = False
-
-    def read(self, size: int = -1) -> bytes:
-        head, self._head = self._head, b""
-        if size is None or size < 0:
-            return head + self._rest.read()
-        return head + self._rest.read(size - len(head)) if size > len(head) else head
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def _empty(schema: pa.Schema | None) -> pa.Table:
-    return (schema or pa.schema([])).empty_table()
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """The table with exactly the schema's columns, in its order and types (missing ones are null)."""
-    columns = []
-    for field in schema:
-        if field.name in table.column_names:
-            column = table.column(field.name)
-            columns.append(column if column.type == field.type else column.cast(field.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, field.type))
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def add_attribute_columns(table: pa.Table, values: dict[str, str]) -> pa.Table:
-    """The table with one string column per attribute, every row holding the attribute's value."""
-    for name, value in values.items():
-        column = pa.array([value] * table.num_rows, pa.string())
-        if name in table.column_names:
-            table = table.set_column(table.column_names.index(name), name, column)
-        else:
-            table = table.append_column(name, column)
-    return table
-
-
-def combine(tables: Sequence[pa.Table]) -> pa.Table:
-    """One table of every table's records; columns are matched by name and types widened when needed."""
-    tables = [t for t in tables if t.num_columns] or list(tables[:1])
-    if not tables:
-        return pa.table({})
-    try:
-        return pa.concat_tables(tables, promote_options="permissive").combine_chunks()
-    except pa.ArrowException as err:
-        raise RecordFormatError(f"the records do not share a schema: {_first_line(err)}") from None
-
-
-# ---------------------------------------------------------------------------------- writing
-class RecordCursor:
-    """The records still to be written, and what writing them has cost so far (bytes per record)."""
-
-    def __init__(self, table: pa.Table):
-        self.table = table
-        self.offset = 0
-        self.bytes_written = 0
-        self.records_written = 0
-        self._estimate = max(1.0, table.nbytes / table.num_rows) if table.num_rows else 1.0
-
-    @property
-    def remaining(self) -> int:
-        return self.table.num_rows - self.offset
-
-    @property
-    def bytes_per_record(self) -> float:
-        if self.records_written:
-            return max(1.0, self.bytes_written / self.records_written)
-        return self._estimate
-
-    def take(self, count: int) -> pa.Table:
-        part = self.table.slice(self.offset, count)
-        self.offset += part.num_rows
-        return part
-
-
-def write_part(out: BinaryIO, cursor: RecordCursor, fmt: str, *, max_records: int | None = None,
-               max_bytes: int | None = None) -> int:
-    """Write the cursor's next records as one complete content; returns how many were written.
-
-    Stops at ``max_records`` records, or once the content reaches ``max_bytes`` - or would by the
-    bytes per record seen so far - so a CSV or JSON lines content ends up at most about one record
-    over the size; a Parquet content, whose size after compression is only estimated, about it.
-    At least one record is written when any is left (a single larger record gets a content of
-    its own). With no records left, writes an empty content (CSV: the header only).
-    """
-    writer = _writer(fmt, out, cursor.table.schema)
-    start = out.tell()
-    written = 0
-    try:
-        while cursor.remaining:
-            limit = cursor.remaining if max_records is None else min(cursor.remaining, max_records - written)
-            if limit <= 0:
-                break
-            if max_bytes is not None:
-                room = max_bytes - (out.tell() - start)
-                fits = math.floor(room / cursor.bytes_per_record)
-                if fits < 1:
-                    if written:
-                        break
-                    fits = 1
-                # records differ in size: text formats fill half the room left at a time, so the
-                # estimate is corrected as the content fills; Parquet would pay a row group per
-                # step, so it takes the room left in one go (its size is an estimate anyway)
-                limit = min(limit, fits if fmt == PARQUET else max(1, fits // 2))
-                if not cursor.records_written:
-                    limit = min(limit, PROBE_RECORDS)  # learn the real size per record first
-            before = out.tell()
-            writer.write(cursor.take(limit))
-            cursor.bytes_written += out.tell() - before
-            cursor.records_written += limit
-            written += limit
-    finally:
-        writer.close()
-    return written
-
-
-class _CsvWriter:
-    def __init__(self, out: BinaryIO, schema: pa.Schema):
-        self._writer = pa_csv.CSVWriter(out, schema)
-
-    def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table)
-
-    def close(self) -> None:
-        self._writer.close()
-
-
-class _JsonLinesWriter:
-    def __init__(self, out: BinaryIO, schema: pa.Schema):
-        self._out = out
-
-    def write(self, table: pa.Table) -> None:
-        for batch in table.to_batches():
-            lines = [orjson.dumps(row, default=json_default, option=orjson.OPT_APPEND_NEWLINE)
-                     for row in batch.to_pylist()]
-            self._out.write(b"".join(lines))
-
-    def close(self) -> None:
-        pass
-
-
-def json_schema(schema: pa.Schema) -> pa.Schema:
-    """The schema of records after a JSON round trip (``json_default``): the columns whose values
-    JSON writes as text (dates, times, timestamps, decimals, binary) become strings."""
-    as_text = (pa.types.is_temporal, pa.types.is_decimal, pa.types.is_binary, pa.types.is_large_binary,
-               pa.types.is_fixed_size_binary)
-    return pa.schema([pa.field(f.name, pa.string(), f.nullable) if any(t(f.type) for t in as_text) else f
-                      for f in schema])
-
-
-def json_default(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"cannot write a {type(value).__name__} as JSON")
-
-
-class _ParquetWriter:
-    def __init__(self, out: BinaryIO, schema: pa.Schema):
-        self._writer = pq.ParquetWriter(out, schema)
-
-    def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table)
-
-    def close(self) -> None:
-        self._writer.close()
-
-
-def _writer(fmt: str, out: BinaryIO, schema: pa.Schema):
+def reader_service(fmt: str, *, delimiter: str = ",", header: bool = True,
+                   schema: str | None = None) -> ServiceDefinition:
+    """The reader service that reads what the record format ``fmt`` read with these options
+    (``schema``: Spark DDL). Raises ValueError for a format that never was one, a schema that
+    does not parse, and CSV without a header and without a schema (whose columns were named
+    ``f0``, ``f1``, ...: no reader names columns so)."""
+    if fmt not in _READERS:
+        raise ValueError(f"{fmt!r} was never a record format (they were {', '.join(FORMATS)})")
+    properties: dict[str, str] = {}
+    note = ""
+    if schema and fmt != PARQUET:
+        try:
+            properties.update({**_SCHEMA_TEXT, "Schema Text": avro_text(parse_schema(schema))})
+        except ValueError as err:
+            raise ValueError(f"the Schema {schema!r} does not read as Spark DDL: {err}") from None
+    elif schema:
+        note = "a Parquet file's own schema is read: select the columns you want in the query"
     if fmt == CSV:
-        return _CsvWriter(out, schema)
-    if fmt == JSON_LINES:
-        return _JsonLinesWriter(out, schema)
-    if fmt == PARQUET:
-        return _ParquetWriter(out, schema)
-    raise ValueError(f"unknown record format {fmt!r} (known: {', '.join(FORMATS)})")
+        if not header and not schema:
+            raise ValueError("CSV without a header line was read with columns named f0, f1, ..., which no reader "
+                             "service does (a CSVReader reads it given its columns as an Avro schema in 'Schema "
+                             "Text', with 'Schema Access Strategy' \"Use 'Schema Text' Property\")")
+        properties["Treat First Line as Header"] = "true" if header else "false"
+        if delimiter != ",":
+            properties["Value Separator"] = delimiter
+    return ServiceDefinition(_name(fmt, "reader", properties), _READERS[fmt], properties, note)
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+def writer_service(fmt: str) -> ServiceDefinition:
+    """The writer service that writes records as the record format ``fmt`` wrote them (ValueError
+    for a format that never was one)."""
+    if fmt not in _WRITERS:
+        raise ValueError(f"{fmt!r} was never a record format (they were {', '.join(FORMATS)})")
+    type_name, properties = _WRITERS[fmt]
+    return ServiceDefinition(_name(fmt, "writer", {}), type_name, dict(properties))
+
+
+def _name(fmt: str, role: str, options: dict[str, str]) -> str:
+    """``CSV reader``; with options beyond the format's own, a suffix made from them, so that one
+    configuration always gets one name and two get two."""
+    name = f"{fmt} {role}"
+    extra = {k: v for k, v in options.items() if k != "Treat First Line as Header" or v != "true"}
+    if not extra:
+        return name
+    return f"{name} {hashlib.sha1(orjson.dumps(extra, option=orjson.OPT_SORT_KEYS)).hexdigest()[:6]}"
+
+
+def add_service_text(definition: ServiceDefinition, prop: str) -> str:
+    """What to do, in one sentence: add ``definition`` and name it in the property ``prop``."""
+    entry = orjson.dumps(definition.to_dict()).decode()
+    note = f" ({definition.note})" if definition.note else ""
+    return (f"add the controller service {entry} (an entry of the definition's 'controller_services'; in Python "
+            f"flow.add_service({definition.type}, {definition.name!r}, properties=...)) and set '{prop}' to "
+            f"'{definition.name}'{note}")

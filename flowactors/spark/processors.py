@@ -4,37 +4,45 @@
 user's PySpark function DataFrame -> DataFrame. Both bin FlowFiles across triggers as MergeContent
 does (count, size, max age, correlation attribute), so one Spark job serves many small FlowFiles.
 
-A bin goes like this: each FlowFile's content is read into Arrow (CSV, JSON lines or Parquet,
-schema inferred or given); one that does not parse goes to failure alone. The rest are combined
-into one Arrow table, put in Ray's object store and run on the flow's Spark service
-(``flowactors.spark.service``). The result is written as FlowFiles of at most Max Records Per
-FlowFile records and about Max FlowFile Size bytes each, in the Output Format; they go to
-success, the inputs to original, all in one commit.
+A bin goes like this: each FlowFile's records are read into Arrow through the Record Reader
+service; one that cannot be read goes to failure alone. The rest are combined into one Arrow
+table, put in Ray's object store and run on the flow's Spark service
+(``flowactors.spark.service``). The result is written through the Record Writer service as
+FlowFiles of at most Max Records Per FlowFile records and about Max FlowFile Size bytes each; they
+go to success, the inputs to original, all in one commit.
 
 Provenance links the inputs to the outputs through the Spark job: a JOIN event makes a job
 FlowFile from the inputs (its uuid is the outputs' ``spark.job.id``), and a FORK event makes the
 outputs from it. The job FlowFile is never queued; it exists in provenance only, as the step
 where the records went through Spark.
 
-A job that fails (bad SQL, a function that raises, a Spark task that fails) sends every input of
-the bin to failure with the reason in ``spark.error``; nothing is emitted for it. When Spark is
-not there at all (it did not start, the service died), the trigger rolls back: the bin's
-FlowFiles return to the queue, unchanged, and the error shows in the processor's status.
+A job that fails (bad SQL, a function that raises, a Spark task that fails), and a result the
+writer cannot write, send every input of the bin to failure with the reason in ``spark.error``;
+nothing is emitted for it. When Spark is not there at all (it did not start, the service died),
+the trigger rolls back: the bin's FlowFiles return to the queue, unchanged, and the error shows
+in the processor's status.
+
+Definitions saved when these processors took record formats (Input Format, Output Format,
+Schema, CSV Delimiter, CSV Header) are refused by validation with the services to add instead
+(``flowactors.sdk.record_formats``; docs/spark.md).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import Callable, Mapping
+import math
+from typing import BinaryIO, Callable, Mapping, Sequence
 
+import pyarrow as pa
 import ray
 
 from flowactors.sdk import FlowFile
+from flowactors.sdk import record_formats as formats
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.binning import Bin, BinPacker, bin_limit_problems
-from flowactors.sdk import record_formats as records
-from flowactors.sdk.record_formats import ReadOptions, RecordCursor, RecordFormatError
+from flowactors.sdk.records import (RecordError, RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
+                                    WriteResult)
 from flowactors.spark.service import (SPARK_SERVICE, FunctionJob, JobResult, SparkError, SparkServiceError, SqlJob,
                                       find_service, service_name)
 
@@ -55,8 +63,20 @@ def _function_problem(value: str) -> str | None:
     return None
 
 
-def _character(value: str) -> str | None:
-    return None if len(value) == 1 else "must be a single character"
+RECORD_READER = PropertyDescriptor("Record Reader", "The controller service that reads each FlowFile's records",
+                                   required=True, service=RecordReaderFactory)
+RECORD_WRITER = PropertyDescriptor("Record Writer", "The controller service that writes the results", required=True,
+                                   service=RecordSetWriterFactory)
+#: the properties that chose record formats before readers and writers were services
+FORMER_READ = ("Input Format", "Schema", "CSV Delimiter", "CSV Header")
+FORMER_WRITE = ("Output Format",)
+#: the formats those properties defaulted to
+FORMER_DEFAULTS = {"Input Format": formats.CSV, "Output Format": formats.PARQUET}
+#: records written first when splitting by size, to measure what a record costs as the writer writes it
+PROBE_RECORDS = 64
+#: a file name extension for the standard writers' MIME types
+EXTENSIONS = {"text/csv": "csv", "application/json": "json", "application/parquet": "parquet",
+              "application/avro-binary": "avro", "application/xml": "xml", "text/plain": "txt"}
 
 
 class SparkRecordProcessor(Processor):
@@ -72,22 +92,12 @@ class SparkRecordProcessor(Processor):
     common_properties = (
         PropertyDescriptor(SERVICE_PROPERTY, "The Ray actor name of a Spark service someone else owns; unset, the "
                            "flow's own service ('<flow>.spark', configured by the flow's 'spark' settings) is used"),
-        PropertyDescriptor("Input Format", "The format of the incoming FlowFiles' records", required=True,
-                           default=records.CSV, allowable_values=records.FORMATS),
-        PropertyDescriptor("Schema", "The records' columns in Spark DDL, e.g. 'id BIGINT, name STRING, amount "
-                           "DOUBLE'; unset, the schema is inferred from each FlowFile (CSV, JSON lines) or read "
-                           "from it (Parquet)", validator=records.schema_problem),
-        PropertyDescriptor("CSV Delimiter", "The character between CSV fields", required=True, default=",",
-                           validator=_character),
-        PropertyDescriptor("CSV Header", "Whether the first CSV line names the columns (if not, give a Schema or "
-                           "columns are named f0, f1, ...)", required=True, default="true",
-                           allowable_values=("true", "false")),
+        RECORD_READER,
         PropertyDescriptor("Attribute Columns", "Comma-separated attribute names; each becomes a string column "
                            "holding the FlowFile's value (e.g. filename), so a job can tell records apart by origin"),
         PropertyDescriptor("Table Name", "The temporary view the records are registered as", required=True,
                            default="flowfiles", validator=validators.NON_EMPTY),
-        PropertyDescriptor("Output Format", "The format results are written in", required=True,
-                           default=records.PARQUET, allowable_values=records.FORMATS),
+        RECORD_WRITER,
         PropertyDescriptor("Max Records Per FlowFile", "At most this many result records per FlowFile",
                            validator=validators.POSITIVE_INTEGER),
         PropertyDescriptor("Max FlowFile Size", "A result FlowFile is closed once it holds about this much "
@@ -127,15 +137,20 @@ class SparkRecordProcessor(Processor):
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         return bin_limit_problems(values)
 
+    @classmethod
+    def validate_properties(cls, values: Mapping[str, str]) -> list[str]:
+        """The problems of ``values``; a definition that still chooses record formats (the former
+        properties, or their defaults with no Record Reader or Record Writer) is told which
+        controller services to add and name instead (``former_format_problems``)."""
+        current = {k: v for k, v in values.items() if k not in FORMER_READ + FORMER_WRITE}
+        former = former_format_problems(values)
+        replaced = {f"property '{p.name}' is required" for p in (RECORD_READER, RECORD_WRITER) if p.name not in values}
+        return [p for p in super().validate_properties(current) if p not in replaced] + former
+
     def on_scheduled(self, context: ProcessContext) -> None:
         p = context.property
-        schema = p("Schema").evaluate()
-        self._read = ReadOptions(format=p("Input Format").evaluate(),
-                                 schema=records.parse_schema(schema) if schema else None,
-                                 delimiter=p("CSV Delimiter").evaluate(), header=p("CSV Header").as_bool())
         self._attribute_columns = [a.strip() for a in (p("Attribute Columns").evaluate() or "").split(",") if a.strip()]
         self._view = p("Table Name").evaluate().strip()
-        self._output = p("Output Format").evaluate()
         self._max_records = p("Max Records Per FlowFile").as_int()
         self._max_bytes = p("Max FlowFile Size").as_data_size()
         self._zero_records = p("Include Zero Record FlowFiles").as_bool()
@@ -154,24 +169,25 @@ class SparkRecordProcessor(Processor):
 
     # ------------------------------------------------------------------ one bin, one job
     def _run_bin(self, context: ProcessContext, session, bin: Bin, reason: str) -> None:
+        reader = context.service(RECORD_READER.name, RecordReaderFactory)
         tables, inputs = [], []
         for flowfile in bin.flowfiles:
             try:
                 with session.read(flowfile) as stream:
-                    table = records.read_table(stream, self._read)
-            except RecordFormatError as err:
-                self._fail(session, [flowfile], str(err))
+                    table = reader.create_reader(flowfile.attributes, stream, flowfile.size).read_all()
+            except RecordError as err:
+                self._fail(session, [flowfile], _one_line(err))
                 continue
             if self._attribute_columns:
-                table = records.add_attribute_columns(
+                table = add_attribute_columns(
                     table, {name: flowfile.attributes.get(name) for name in self._attribute_columns})
             tables.append(table)
             inputs.append(flowfile)
         if not inputs:
             return
         try:
-            table = records.combine(tables)
-        except RecordFormatError as err:
+            table = combine(tables)
+        except RecordError as err:
             self._fail(session, inputs, str(err))
             return
         result = self._submit(session, table)
@@ -202,32 +218,26 @@ class SparkRecordProcessor(Processor):
 
     def _emit_results(self, context: ProcessContext, session, inputs: list[FlowFile], result: JobResult,
                       reason: str) -> None:
-        table = result.table
-        details = self.describe(context)
+        """The result, written through the Record Writer, to success and the inputs to original;
+        a result the writer cannot write sends the inputs to failure instead, with nothing emitted."""
         job = session.create(parents=inputs)  # the Spark job, in provenance only
         job = session.put_all_attributes(job, {"spark.job.id": job.uuid, "spark.bin.reason": reason})
+        try:
+            outputs = self._write_outputs(context, session, job, result)
+        except RecordError as err:
+            session.remove(job)
+            log.warning("%s: the result of a Spark job over %d FlowFiles could not be written: %s", context.name,
+                        len(inputs), err)
+            self._fail(session, inputs, f"the result could not be written: {_one_line(err)}")
+            return
+        details = self.describe(context)
         session.provenance.join(inputs, job, details=details)
-        outputs: list[FlowFile] = []
-        if table.num_rows or self._zero_records:
-            cursor = RecordCursor(table)
-            counts: list[int] = []
-            while True:
-                output = session.create(parent=job)
-                output = session.write(output, lambda out: counts.append(
-                    records.write_part(out, cursor, self._output, max_records=self._max_records,
-                                       max_bytes=self._max_bytes)))
-                outputs.append(output)
-                if not cursor.remaining:
-                    break
-            extension = records.EXTENSIONS[self._output]
-            for index, (output, count) in enumerate(zip(list(outputs), counts)):
-                outputs[index] = session.put_all_attributes(output, {
-                    "filename": f"{job.uuid}.{index}.{extension}" if len(outputs) > 1 else f"{job.uuid}.{extension}",
-                    "mime.type": records.MIME_TYPES[self._output], "record.count": str(count),
-                    "spark.input.count": str(len(inputs)), "spark.input.records": str(result.input_rows),
-                    "spark.job.seconds": f"{result.seconds:.3f}",
-                    "fragment.identifier": job.uuid, "fragment.index": str(index),
-                    "fragment.count": str(len(outputs))})
+        if outputs:
+            outputs = [session.put_all_attributes(output, {
+                "spark.input.count": str(len(inputs)), "spark.input.records": str(result.input_rows),
+                "spark.job.seconds": f"{result.seconds:.3f}", "fragment.identifier": job.uuid,
+                "fragment.index": str(index), "fragment.count": str(len(outputs))})
+                for index, output in enumerate(outputs)]
             session.provenance.fork(job, outputs, details=details)
         session.remove(job)
         for output in outputs:
@@ -235,10 +245,187 @@ class SparkRecordProcessor(Processor):
         for flowfile in inputs:
             session.transfer(flowfile, ORIGINAL)
 
+    def _write_outputs(self, context: ProcessContext, session, job: FlowFile, result: JobResult) -> list[FlowFile]:
+        """The result as FlowFiles (children of ``job``) of at most Max Records Per FlowFile
+        records and about Max FlowFile Size bytes, with the writer's attributes, ``record.count``
+        and ``filename``; none for an empty result unless Include Zero Record FlowFiles. Raises
+        RecordError (what was made removed) when the writer cannot write it."""
+        table = result.table
+        if not table.num_rows and not self._zero_records:
+            return []
+        factory = context.service(RECORD_WRITER.name, RecordSetWriterFactory)
+        schema = factory.write_schema(job.attributes, table.schema)
+        extension = EXTENSIONS.get(factory.mime_type())
+        results, outputs = ResultCursor(table), []
+        written: list[WriteResult] = []
+        try:
+            while True:
+                output = session.create(parent=job)
+                outputs.append(output)
+                outputs[-1] = session.write(output, lambda out, output=output: written.append(write_part(
+                    out, results, factory.create_writer(schema, out, output.attributes),
+                    max_records=self._max_records, max_bytes=self._max_bytes)))
+                if not results.remaining:
+                    break
+        except RecordError:
+            for output in outputs:
+                session.remove(output)
+            raise
+        return [session.put_all_attributes(output, {
+            "filename": ".".join([job.uuid, *([str(index)] if len(outputs) > 1 else []),
+                                  *([extension] if extension else [])]),
+            "mime.type": factory.mime_type(), **write.attributes, "record.count": str(write.record_count)})
+            for index, (output, write) in enumerate(zip(outputs, written))]
+
     def _fail(self, session, flowfiles: list[FlowFile], error: str) -> None:
         for flowfile in flowfiles:
             flowfile = session.put_attribute(flowfile, ERROR_ATTRIBUTE, error)
             session.transfer(flowfile, FAILURE)
+
+
+def former_format_problems(values: Mapping[str, str]) -> list[str]:
+    """What a definition that chooses record formats must do instead: for the reading side and the
+    writing side each, when its service property is unset (the former properties set or left at
+    their defaults), the service to add and name; when it is set, the former properties to drop."""
+    problems = []
+    for descriptor, former, service in ((RECORD_READER, FORMER_READ, _former_reader),
+                                        (RECORD_WRITER, FORMER_WRITE, _former_writer)):
+        given = [name for name in former if name in values]
+        if descriptor.name in values:
+            problems.extend(f"property '{name}' is gone: records are read and written by the controller services "
+                            f"'{RECORD_READER.name}' and '{RECORD_WRITER.name}' name; remove it" for name in given)
+            continue
+        reads = descriptor is RECORD_READER
+        replaced = (f"{_listed(given)}, which {'is' if len(given) == 1 else 'are'} gone (remove "
+                    f"{'it' if len(given) == 1 else 'them'})" if given else
+                    f"'{former[0]}' ({FORMER_DEFAULTS[former[0]]} by default), which is gone")
+        try:
+            todo = f"To {'read' if reads else 'write'} as before, " + formats.add_service_text(service(values),
+                                                                                         descriptor.name)
+        except ValueError as err:
+            todo = (f"The definition cannot be carried over as it is: {err}; add a "
+                    f"{'reader' if reads else 'writer'} service that fits and name it in '{descriptor.name}'")
+        problems.append(f"property '{descriptor.name}' is required: the controller service that "
+                        f"{'reads the records' if reads else 'writes the results'}, in place of {replaced}. {todo} "
+                        f"(docs/spark.md, \"Definitions from before services\")")
+    return problems
+
+
+def _former_reader(values: Mapping[str, str]) -> formats.ServiceDefinition:
+    return formats.reader_service(values.get("Input Format", FORMER_DEFAULTS["Input Format"]),
+                                  delimiter=values.get("CSV Delimiter", ","),
+                                  header=values.get("CSV Header", "true") == "true", schema=values.get("Schema"))
+
+
+def _former_writer(values: Mapping[str, str]) -> formats.ServiceDefinition:
+    return formats.writer_service(values.get("Output Format", FORMER_DEFAULTS["Output Format"]))
+
+
+def _listed(names: Sequence[str]) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
+    return text or type(err).__name__
+
+
+# ---------------------------------------------------------------------------------- records
+def add_attribute_columns(table: pa.Table, values: dict[str, str | None]) -> pa.Table:
+    """The table with one string column per attribute, every row holding the attribute's value."""
+    for name, value in values.items():
+        column = pa.array([value] * table.num_rows, pa.string())
+        if name in table.column_names:
+            table = table.set_column(table.column_names.index(name), name, column)
+        else:
+            table = table.append_column(name, column)
+    return table
+
+
+def combine(tables: Sequence[pa.Table]) -> pa.Table:
+    """One table of every table's records; columns are matched by name and types widened when
+    needed (RecordError when they cannot be: a number in one, text in another)."""
+    tables = [t for t in tables if t.num_columns] or list(tables[:1])
+    try:
+        return pa.concat_tables(tables, promote_options="permissive").combine_chunks()
+    except pa.ArrowException as err:
+        raise RecordError(f"the records do not share a schema: {_one_line(err)}") from None
+
+
+class ResultCursor:
+    """A job's result still to be written, and what writing it has cost so far (bytes per record)."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self.offset = 0
+        self.bytes_written = 0
+        self.records_written = 0
+        self._estimate = max(1.0, table.nbytes / table.num_rows) if table.num_rows else 1.0
+
+    @property
+    def remaining(self) -> int:
+        return self.table.num_rows - self.offset
+
+    @property
+    def bytes_per_record(self) -> float:
+        if self.records_written:
+            return max(1.0, self.bytes_written / self.records_written)
+        return self._estimate
+
+    def take(self, count: int) -> pa.Table:
+        part = self.table.slice(self.offset, count)
+        self.offset += part.num_rows
+        return part
+
+    def learn(self, size: int, records: int) -> None:
+        """``records`` records took ``size`` bytes as written."""
+        self.bytes_written += size
+        self.records_written += records
+
+
+def write_part(out: BinaryIO, cursor: ResultCursor, writer: RecordSetWriter, *, max_records: int | None = None,
+               max_bytes: int | None = None) -> WriteResult:
+    """Write the cursor's next records with ``writer`` as one complete content; what it wrote.
+
+    Stops at ``max_records`` records, or once the content reaches ``max_bytes`` - or would by the
+    bytes per record seen so far - taking half the room left at a time, so the estimate is
+    corrected as the content fills: a writer that writes as it goes (CSV, JSON, XML) ends about
+    one record over the size at most; one that holds records back (Parquet's row groups) is
+    measured when it finishes, its first content sized by the records' size in memory. At least
+    one record is written when any is left (a single larger record gets a content of its own);
+    with none left, an empty content (what the writer writes for no records).
+    """
+    start = out.tell()
+    written = held = 0   # held: records written whose bytes the writer has not given out yet
+    while cursor.remaining:
+        limit = cursor.remaining if max_records is None else min(cursor.remaining, max_records - written)
+        if limit <= 0:
+            break
+        if max_bytes is not None:
+            size = out.tell() - start + held * cursor.bytes_per_record
+            fits = math.floor((max_bytes - size) / cursor.bytes_per_record)
+            if fits < 1:
+                if written:
+                    break
+                fits = 1
+            limit = min(limit, max(1, fits // 2))
+            if not cursor.records_written and not written:
+                limit = min(limit, PROBE_RECORDS)  # learn the real size per record first
+        before = out.tell()
+        for batch in cursor.take(limit).to_batches():
+            writer.write_batch(batch)
+        grown = out.tell() - before
+        held += limit
+        if grown:
+            cursor.learn(grown, held)
+            held = 0
+        written += limit
+    end = out.tell()
+    result = writer.finish()
+    if held:   # what the writer held back came out as it finished
+        cursor.learn(out.tell() - end, held)
+    return result
 
 
 def _flow_name(session) -> str:
