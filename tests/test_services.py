@@ -98,7 +98,7 @@ def test_a_definition_names_standard_services_without_a_module_and_says_what_it_
     data = lookup_flow().to_dict()
     data["controller_services"][0]["type"] = "NoSuchReader"
     with pytest.raises(FlowValidationError, match="controller service 'keys': 'flowactors.services.NoSuchReader' is "
-                                                  "not a ControllerService class \\(the standard services: "):
+                                                  "not a ControllerService class \\(the standard ones: "):
         Flow.from_dict(data)
 
 

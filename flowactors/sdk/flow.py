@@ -22,7 +22,7 @@ import orjson
 
 from flowactors.sdk import parameters as params
 from flowactors.sdk.ports import InputPort, OutputPort
-from flowactors.sdk.processor import Processor
+from flowactors.sdk.processor import Processor, resolve_component
 from flowactors.sdk.runtime_env import pip_conflicts
 from flowactors.sdk import services as svc
 from flowactors.sdk.services import ControllerService, ServiceNode
@@ -587,24 +587,14 @@ def resolve_processor_type(type_name: Any) -> type[Processor]:
     may be named alone (``GenerateFlowFile``: looked up in ``flowactors.processors``, by name at
     run time as a definition names it), a moved type by its former name (``MOVED_TYPES``), a
     type with a scheme by its scheme's resolver (``TYPE_SCHEMES``: ``nifi-python:<Class>@<place>``)."""
-    if not isinstance(type_name, str) or not type_name:
-        raise ValueError(f"'type' must name a processor class, not {type_name!r}")
-    for scheme, (module_name, function) in TYPE_SCHEMES.items():
-        if type_name.startswith(scheme):
-            resolved: type[Processor] = getattr(importlib.import_module(module_name), function)(type_name)
-            return resolved
-    type_name = MOVED_TYPES.get(type_name, type_name)
-    if "." not in type_name:
-        type_name = f"flowactors.processors.{type_name}"
-    module_name, _, class_name = type_name.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ImportError(f"cannot import '{module_name}' for processor type '{type_name}': {err}") from None
-    processor_type = getattr(module, class_name, None)
-    if not (isinstance(processor_type, type) and issubclass(processor_type, Processor)):
-        raise TypeError(f"'{type_name}' is not a Processor class")
-    return processor_type
+    if isinstance(type_name, str):
+        for scheme, (module_name, function) in TYPE_SCHEMES.items():
+            if type_name.startswith(scheme):
+                resolved: type[Processor] = getattr(importlib.import_module(module_name), function)(type_name)
+                return resolved
+        type_name = MOVED_TYPES.get(type_name, type_name)
+    found: type[Processor] = resolve_component(type_name, Processor, "flowactors.processors", "processor")
+    return found
 
 
 def _sensitive_names(node: ProcessorNode) -> set[str]:

@@ -7,6 +7,7 @@ concurrent task inside a Ray actor. The session (``flowactors.sdk.session``) is 
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
@@ -175,13 +176,7 @@ class ProcessContext:
 
     def property(self, name: str) -> PropertyValue:
         """The value of a declared or dynamic property (the default when not set)."""
-        value = self._properties.get(name)
-        if value is None:
-            raw = self.values.get(name)
-            if raw is None and name in self.descriptors:
-                raw = self.descriptors[name].default
-            value = self._properties[name] = PropertyValue(raw)
-        return value
+        return property_value(self._properties, self.values, self.descriptors, name)
 
     def service(self, name: str, api: type | None = None) -> Any:
         """The enabled controller service the property ``name`` names (NiFi's
@@ -198,6 +193,40 @@ class ProcessContext:
         request is cleared (the engine asks once after each trigger)."""
         requested, self._yield_requested = self._yield_requested, False
         return requested
+
+
+def property_value(cache: dict[str, PropertyValue], values: Mapping[str, str],
+                   descriptors: Mapping[str, PropertyDescriptor], name: str) -> PropertyValue:
+    """A context's value of the property ``name`` (the default when not set), kept in ``cache``."""
+    value = cache.get(name)
+    if value is None:
+        raw = values.get(name)
+        if raw is None and name in descriptors:
+            raw = descriptors[name].default
+        value = cache[name] = PropertyValue(raw)
+    return value
+
+
+def resolve_component(type_name: Any, base: type, standard: str, kind: str) -> type:
+    """The ``base`` subclass a definition names ``package.module.Class``, or by its name alone
+    when it is one of the standard ones (looked up in the module ``standard``, by name at run
+    time). ``kind`` names what it is in messages ("processor", "controller service")."""
+    if not isinstance(type_name, str) or not type_name:
+        raise ValueError(f"'type' must name a {kind} class, not {type_name!r}")
+    if "." not in type_name:
+        type_name = f"{standard}.{type_name}"
+    module_name, _, class_name = type_name.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportError(f"cannot import '{module_name}' for {kind} type '{type_name}': {err}") from None
+    found = getattr(module, class_name, None)
+    if not (isinstance(found, type) and issubclass(found, base)):
+        known = ""
+        if module_name == standard and getattr(module, "__all__", None):
+            known = f" (the standard ones: {', '.join(module.__all__)})"
+        raise TypeError(f"'{type_name}' is not a {base.__name__} class{known}")
+    return found
 
 
 class ServiceNotFound(LookupError):

@@ -25,12 +25,12 @@ A processor reaches an enabled service with ``context.service("Record Reader")``
 
 from __future__ import annotations
 
-import importlib
 import ssl
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping
 
-from flowactors.sdk.processor import Component, PropertyDescriptor, PropertyValue, find_service
+from flowactors.sdk.processor import (Component, PropertyDescriptor, PropertyValue, find_service, property_value,
+                                      resolve_component)
 
 
 class ControllerService(Component):
@@ -88,13 +88,7 @@ class ServiceContext:
 
     def property(self, name: str) -> PropertyValue:
         """The value of a declared or dynamic property (the default when not set)."""
-        value = self._properties.get(name)
-        if value is None:
-            raw = self.values.get(name)
-            if raw is None and name in self.descriptors:
-                raw = self.descriptors[name].default
-            value = self._properties[name] = PropertyValue(raw)
-        return value
+        return property_value(self._properties, self.values, self.descriptors, name)
 
     def service(self, name: str, api: type | None = None) -> Any:
         """The enabled service the property ``name`` names (a reader's schema registry)."""
@@ -243,30 +237,12 @@ def dependency_order(wanted: Iterable[ServiceNode], all_services: Iterable[Servi
     return order
 
 
-#: type names of services that moved -> their name now (as ``flowactors.sdk.flow.MOVED_TYPES``)
-MOVED_SERVICE_TYPES: dict[str, str] = {}
-
-
 def resolve_service_type(type_name: Any) -> type[ControllerService]:
     """The ControllerService class named ``package.module.Class``; a standard service may be named
     alone (``JsonTreeReader``: looked up in ``flowactors.services``, by name at run time)."""
-    if not isinstance(type_name, str) or not type_name:
-        raise ValueError(f"'type' must name a controller service class, not {type_name!r}")
-    type_name = MOVED_SERVICE_TYPES.get(type_name, type_name)
-    if "." not in type_name:
-        type_name = f"flowactors.services.{type_name}"
-    module_name, _, class_name = type_name.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ImportError(f"cannot import '{module_name}' for controller service type '{type_name}': {err}") from None
-    service_type = getattr(module, class_name, None)
-    if not (isinstance(service_type, type) and issubclass(service_type, ControllerService)):
-        known = ""
-        if module_name == "flowactors.services":
-            known = f" (the standard services: {', '.join(getattr(module, '__all__', []))})"
-        raise TypeError(f"'{type_name}' is not a ControllerService class{known}")
-    return service_type
+    found: type[ControllerService] = resolve_component(type_name, ControllerService, "flowactors.services",
+                                                       "controller service")
+    return found
 
 
 def flow_problems(services: Mapping[str, ServiceNode], processors: Iterable[tuple[str, type[Component], Mapping[str, str]]]
