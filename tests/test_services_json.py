@@ -529,3 +529,13 @@ def test_nifi_names_for_the_import():
 
 def test_a_byte_order_mark_is_skipped():
     assert read(b'\xef\xbb\xbf[{"a": 1}]')[1] == [{"a": 1}]
+
+
+def test_an_empty_list_of_records_is_written_as_an_empty_array():
+    schema = pa.schema([("Records", pa.list_(pa.struct([("a", pa.int64())])))])
+    writer = enable_service(JsonRecordSetWriter, {})
+    out = io.BytesIO()
+    written = writer.create_writer(schema, out, {})
+    written.write_batch(pa.record_batch([pa.array([[], [{"a": 1}]], schema.field(0).type)], schema=schema))
+    assert written.finish().record_count == 2
+    assert out.getvalue() == b'[{"Records":[]},{"Records":[{"a":1}]}]'

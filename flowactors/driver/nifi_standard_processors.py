@@ -103,15 +103,17 @@ STANDARD_PROCESSORS: dict[str, StandardProcessor] = {
     _STANDARD + "ConvertRecord": StandardProcessor(p.ConvertRecord, renamed=_RECORDS),
     _STANDARD + "QueryRecord": StandardProcessor(
         p.QueryRecord, renamed=_RECORDS | {"cache-schema": "Cache Schema"},
-        fixed={"dbf-default-precision": ANY, "dbf-default-scale": ANY}),
+        fixed={"dbf-default-precision": ANY, "dbf-default-scale": ANY, "Default Decimal Precision": ANY,
+               "Default Decimal Scale": ANY}),
     _STANDARD + "SplitRecord": StandardProcessor(p.SplitRecord, renamed=_RECORDS),
     _STANDARD + "ValidateRecord": StandardProcessor(
         p.ValidateRecord,
         renamed=_RECORDS | {"invalid-record-writer": "Record Writer for Invalid Records",
                             "schema-access-strategy": "Schema Access Strategy", "schema-registry": "Schema Registry",
-                            "schema-name": "Schema Name", "schema-text": "Schema Text",
+                            "schema-name": "Schema Name", "schema-version": "Schema Version",
+                            "schema-branch": "Schema Branch", "schema-text": "Schema Text",
                             "allow-extra-fields": "Allow Extra Fields", "strict-type-checking": "Strict Type Checking",
-                            "coerce-types": "Coerce Types",
+                            "coerce-types": "Force Types From Reader Schema",
                             "validation-details-attribute-name": "Validation Details Attribute Name",
                             "maximum-validation-details-length": "Maximum Validation Details Length"},
         values={"Schema Access Strategy": {"reader-schema": "Use Reader's Schema", "schema-name-property":

@@ -606,7 +606,7 @@ class JsonText:
             text = self.value(child, level + 1, inner)
             if self.suppress != ALWAYS_SUPPRESS:
                 text = pc.fill_null(text, "null")
-            entries.append(pc.binary_join_element_wise(quoted(pa.array([field.name] * len(array))), text, colon))
+            entries.append(pc.binary_join_element_wise(quoted(pa.array([field.name] * len(array), pa.string())), text, colon))
         indent = "\n" + "  " * level
         if not entries:
             body = pa.array([""] * len(array), pa.string())
