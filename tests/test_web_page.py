@@ -23,14 +23,7 @@ from flowactors.processors import Funnel, GenerateFlowFile
 from flowactors.sdk.processor import PropertyDescriptor
 from tests.service_components import KeyValues, LookUp
 
-try:   # the headless Chromium the page's browser tests drive, and their wait
-    from tests.test_web_ui import By, browser, shoot, wait_for
-except pytest.skip.Exception as missing:   # no Chromium or no selenium: the browser tests say so
-    NO_BROWSER = str(missing)
-
-    @pytest.fixture
-    def browser():
-        pytest.skip(NO_BROWSER)
+from tests.browser import By, browser, shoot, wait_for  # noqa: F401 (browser: a fixture)
 
 
 def small_flow() -> Flow:

@@ -8,13 +8,10 @@ provenance search, a lineage and a group opened.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import ray.cloudpickle
@@ -32,18 +29,10 @@ from tests.provenance_flows import FAST
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-CHROMIUM = os.environ.get("FLOWACTORS_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("FLOWACTORS_CHROMEDRIVER", "/usr/bin/chromedriver")
-MISSING = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+from tests.browser import MISSING, By, Select, browser, shoot, wait_for  # noqa: F401 (browser: a fixture)
+
 if MISSING:
-    pytest.skip(f"THE FLOW PAGE IS NOT TESTED: {', '.join(MISSING)} not found. Install Chromium and its driver "
-                f"with 'make browser' (apt-get install chromium chromium-driver)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="THE FLOW PAGE IS NOT TESTED: selenium is not "
-                                "installed (pip install -e '.[test]')")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+    pytest.skip(MISSING, allow_module_level=True)
 
 pytestmark = pytest.mark.ray
 
@@ -117,20 +106,6 @@ def unsettled(status: dict) -> list[str]:
 
 
 @pytest.fixture
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1600,820", "--hide-scrollbars"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture
 def running(ray_session, repository):
     """The flow running on Ray with its page, until the test ends: (page url, controller link)."""
     flow = watched_flow()
@@ -167,19 +142,6 @@ def running(ray_session, repository):
             thread.join(WAIT)
     assert not thread.is_alive(), f"the flow did not stop within {WAIT} s"
     assert not failure, failure
-
-
-def shoot(driver, name: str) -> None:
-    """A screenshot for the README, when ``FLOWACTORS_SCREENSHOTS`` names the folder for it."""
-    folder = os.environ.get("FLOWACTORS_SCREENSHOTS")
-    if folder:
-        assert driver.save_screenshot(str(Path(folder) / name))
-
-
-def wait_for(driver, condition, message: str):
-    """``condition``'s first true value; a part of the page redrawn while it looked is looked at again."""
-    return WebDriverWait(driver, 20, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)).until(
-        lambda d: condition(d), message)
 
 
 def drawn_lineage(driver) -> set[str]:
