@@ -10,9 +10,11 @@ schema (an Arrow schema here, a Java RecordSchema in NiFi) and the input's attri
 through the Record Writer as each batch's results come, into a spool of the group's own (memory,
 then a temporary file: NiFi writes each group straight into a FlowFile's content, which a
 session here takes in one write), with the schema ``write_schema`` gives for the records' own
-schema: the one the first result of the group hands back when it is an Arrow schema, else the
-one inferred from the group's first batch of records (the first record's fields, as NiFi's
-writer keeps the first record's schema; a field only ever null as STRING, as NiFi infers it). So
+schema: the one the first result of the group hands back when it is an Arrow schema (a field
+whose values in the group's first batch do not fit its type typed as those values are, as NiFi's
+record keeps such a value and its JSON writer writes it as it is), else the one inferred from the
+group's first batch of records (the first record's fields, as NiFi's writer keeps the first
+record's schema; a field only ever null as STRING, as NiFi infers it). So
 a FlowFile takes about one batch of records in memory plus what the spools hold in memory.
 
 Each group becomes one new FlowFile (a child of the input, with its attributes), carrying the
@@ -146,14 +148,18 @@ def _transform_all(processor: Any, context: Any, session: Any, flowfile: Any, re
                 found.setdefault(key, (result, []))[1].append(result.getRecord())
             for key, (first, rows) in found.items():
                 group = groups.get(key)
-                if group is None:
-                    given = first.getSchema()
-                    own = given if isinstance(given, pa.Schema) else inferred_schema(rows)
-                    spool = spools.enter_context(tempfile.SpooledTemporaryFile(SPOOL_BYTES))
-                    created = writers.create_writer(writers.write_schema(flowfile.attributes, own), spool,
-                                                    flowfile.attributes)
-                    group = groups[key] = _Group(first.getRelationship(), first.getPartition(), own, created, spool)
-                group.writer.write_batch(records_batch(rows, group.schema))
+                if group is not None:
+                    group.writer.write_batch(records_batch(rows, group.schema))
+                    continue
+                given = first.getSchema()
+                own = given if isinstance(given, pa.Schema) else inferred_schema(rows)
+                batch = records_batch(rows, own, retype=True)
+                own = pa.schema([field.with_type(t) for field, t in zip(own, batch.schema.types)], own.metadata)
+                spool = spools.enter_context(tempfile.SpooledTemporaryFile(SPOOL_BYTES))
+                created = writers.create_writer(writers.write_schema(flowfile.attributes, own), spool,
+                                                flowfile.attributes)
+                group = groups[key] = _Group(first.getRelationship(), first.getPartition(), own, created, spool)
+                group.writer.write_batch(batch)
     return groups
 
 
@@ -261,15 +267,16 @@ def inferred_schema(rows: list[dict]) -> pa.Schema:
     """The schema of a group's records: the first record's fields, each typed by Arrow from every
     record's value; a field whose values are of several JSON kinds is text (JSON text for those
     that are not strings), one only ever null STRING."""
-    fields = []
-    for name in rows[0]:
-        values = [row.get(name) for row in rows]
-        try:
-            data_type = pa.array(values).type
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            data_type = pa.string()
-        fields.append(pa.field(name, _strings_for_nulls(data_type)))
-    return pa.schema(fields)
+    return pa.schema([pa.field(name, _inferred_type([row.get(name) for row in rows])) for name in rows[0]])
+
+
+def _inferred_type(values: list) -> pa.DataType:
+    """The type Arrow gives JSON values (text when they are of several kinds, STRING when all null)."""
+    try:
+        data_type = pa.array(values).type
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        data_type = pa.string()
+    return _strings_for_nulls(data_type)
 
 
 def _strings_for_nulls(t: pa.DataType) -> pa.DataType:
@@ -282,25 +289,38 @@ def _strings_for_nulls(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def records_batch(rows: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+def records_batch(rows: list[dict], schema: pa.Schema, *, retype: bool = False) -> pa.RecordBatch:
     """Records (dicts of JSON values, as ``json_records`` gives them) as a batch of ``schema``:
     each value read as its field's type as NiFi reads JSON (``json_type`` backwards: epoch
     milliseconds into dates, times and timestamps; arrays of bytes into bytes) or, when the
     transform put Python's own there (a datetime, a Decimal, bytes), as those; a value that is not
     text written as its JSON text into a text field, a field a record lacks null. Raises Arrow's
-    error for a value that does not fit its field."""
+    error for a value that does not fit its field; with ``retype``, such a field takes the type
+    the values have instead (as ``inferred_schema`` types them): NiFi's record keeps a value its
+    schema does not describe, and NiFi's JSON writer writes it as the transform made it (a hash
+    put into an INT field stays text)."""
     columns = []
     for field in schema:
         values = [row.get(field.name) for row in rows]
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            values = to_choice_storage(values, pa.string())
         try:
-            columns.append(_from_json(pa.array(values, json_type(field.type)), field.type))
+            columns.append(_column(values, field.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            if json_type(field.type) == field.type:
+            if not retype:
                 raise
-            columns.append(pa.array(values, field.type))
+            columns.append(_column(values, _inferred_type(values)))
     return pa.RecordBatch.from_arrays(columns, names=schema.names)
+
+
+def _column(values: list, t: pa.DataType) -> pa.Array:
+    """JSON values as an array of ``t`` (``records_batch``)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        values = to_choice_storage(values, pa.string())
+    try:
+        return _from_json(pa.array(values, json_type(t)), t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        if json_type(t) == t:
+            raise
+        return pa.array(values, t)
 
 
 def _from_json(array: pa.Array, t: pa.DataType) -> pa.Array:
