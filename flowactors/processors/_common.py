@@ -22,14 +22,6 @@ CHUNK = 1024 * 1024
 
 
 
-def _charset_problem(value: str) -> str | None:
-    try:
-        codecs.lookup(value)
-    except (LookupError, ValueError):   # ValueError: a NUL in the name
-        return f"{value!r} is not a character set Python knows (e.g. UTF-8, ISO-8859-1, US-ASCII)"
-    return None
-
-
 def _regex_problem(value: str) -> str | None:
     try:
         re.compile(value)
@@ -38,13 +30,13 @@ def _regex_problem(value: str) -> str | None:
     return None
 
 
-CHARSET_VALIDATOR = _charset_problem
 REGEX_VALIDATOR = _regex_problem
 
 
 def charset_property(description: str = "The character set of the content") -> PropertyDescriptor:
+    """A required ``Character Set`` property (default UTF-8) holding a name Python's codecs know."""
     return PropertyDescriptor("Character Set", description, required=True, default="UTF-8",
-                              validator=CHARSET_VALIDATOR)
+                              validator=validators.CHARSET)
 
 
 def boolean_property(name: str, default: bool, description: str) -> PropertyDescriptor:

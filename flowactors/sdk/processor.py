@@ -7,6 +7,7 @@ concurrent task inside a Ray actor. The session (``flowactors.sdk.session``) is 
 
 from __future__ import annotations
 
+import codecs
 import importlib
 import re
 from dataclasses import dataclass, field
@@ -83,6 +84,14 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _charset_problem(value: str) -> str | None:
+    try:
+        codecs.lookup(value)
+    except (LookupError, ValueError):   # ValueError: a NUL in the name
+        return f"{value!r} is not a character set Python knows (e.g. UTF-8, ISO-8859-1, US-ASCII, cp932)"
+    return None
+
+
 class validators:
     """Ready-made validators for common property kinds."""
 
@@ -93,6 +102,8 @@ class validators:
     DURATION: Validator = staticmethod(_checks(parse_duration))
     DATA_SIZE: Validator = staticmethod(_checks(parse_data_size))
     REGEX: Validator = staticmethod(_checks(re.compile))
+    #: a character set name Python's codecs know (Python's names: Java's Windows-31J is cp932)
+    CHARSET: Validator = staticmethod(_charset_problem)
     BOOLEAN: Validator = staticmethod(
         lambda v: None if v.lower() in ("true", "false") else "must be true or false"
     )

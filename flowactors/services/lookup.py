@@ -21,7 +21,6 @@ the table read before stays in use.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import logging
 import os
@@ -102,14 +101,6 @@ PREDEFINED = {DEFAULT: CsvDialect(), RFC4180_COMPAT: CsvDialect(), RFC_4180: Csv
               INFORMIX: CsvDialect("|", '"', "\\"), INFORMIX_CSV: CsvDialect(",", '"')}
 
 
-def _charset_problem(value: str) -> str | None:
-    try:
-        codecs.lookup(value)
-    except (LookupError, ValueError):
-        return f"{value!r} is not a character set Python knows (e.g. UTF-8, ISO-8859-1, cp932)"
-    return None
-
-
 def _escape_problem(value: str) -> str | None:
     return None if value == "" else single_char_problem(value)
 
@@ -125,7 +116,7 @@ CSV_FORMAT = PropertyDescriptor("CSV Format", "The format of the file: a predefi
                                 allowable_values=(CUSTOM, RFC_4180, EXCEL, TDF, MYSQL, INFORMIX, INFORMIX_CSV,
                                                   DEFAULT, RFC4180_COMPAT))
 CHARSET = PropertyDescriptor("Character Set", "The character set the file is decoded with", required=True,
-                             default="UTF-8", validator=_charset_problem, expression_language=True)
+                             default="UTF-8", validator=validators.CHARSET, expression_language=True)
 KEY_COLUMN = PropertyDescriptor("Lookup Key Column", "The column whose value is looked up (the lookup's key)",
                                 required=True, expression_language=True, validator=validators.NON_EMPTY)
 IGNORE_DUPLICATES = PropertyDescriptor(
