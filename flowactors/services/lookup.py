@@ -26,13 +26,16 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from flowactors.sdk.processor import PropertyDescriptor, validators
 from flowactors.sdk.record_path.conversions import java_text
 from flowactors.sdk.records import RecordLookupService
 from flowactors.sdk.services import ControllerService, LookupService, ServiceContext, ServiceEnableError, StringLookupService
+from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, DEFAULT, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL,
+                                                     NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
+                                                     QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC4180_COMPAT,
+                                                     RFC_4180, TDF, TRIM_FIELDS, CsvDialect)
 from flowactors.services.records.textual import char_property, single_char_problem, unescape
 
 log = logging.getLogger(__name__)
@@ -74,33 +77,6 @@ class SimpleKeyValueLookupService(ControllerService, StringLookupService):
 
 
 # ---------------------------------------------------------------------------------- CSV files
-CUSTOM, RFC_4180, EXCEL, TDF = "Custom Format", "RFC 4180", "Microsoft Excel", "Tab-Delimited"
-MYSQL, INFORMIX, INFORMIX_CSV = "MySQL Format", "Informix Unload", "Informix Unload Escape Disabled"
-DEFAULT, RFC4180_COMPAT = "Default Format", "RFC4180"
-
-
-@dataclass(frozen=True)
-class CsvDialect:
-    """How a CSV file is split into values (Apache Commons CSV's formats, as NiFi uses them)."""
-
-    separator: str = ","
-    quote: str | None = '"'
-    escape: str | None = None
-    comment: str | None = None
-    trim: bool = False
-
-    def reader(self, lines: Iterator[str]) -> Iterator[list[str]]:
-        quoting = csv.QUOTE_MINIMAL if self.quote else csv.QUOTE_NONE
-        return csv.reader(lines, delimiter=self.separator, quotechar=self.quote, escapechar=self.escape,
-                          quoting=quoting, doublequote=bool(self.quote), strict=False)
-
-
-#: the predefined formats (Commons CSV's DEFAULT, RFC4180, EXCEL, TDF, MYSQL, INFORMIX_UNLOAD(_CSV))
-PREDEFINED = {DEFAULT: CsvDialect(), RFC4180_COMPAT: CsvDialect(), RFC_4180: CsvDialect(), EXCEL: CsvDialect(),
-              TDF: CsvDialect("\t", trim=True), MYSQL: CsvDialect("\t", None, "\\"),
-              INFORMIX: CsvDialect("|", '"', "\\"), INFORMIX_CSV: CsvDialect(",", '"')}
-
-
 def _escape_problem(value: str) -> str | None:
     return None if value == "" else single_char_problem(value)
 
@@ -115,8 +91,6 @@ CSV_FORMAT = PropertyDescriptor("CSV Format", "The format of the file: a predefi
                                 "properties below)", required=True, default=DEFAULT,
                                 allowable_values=(CUSTOM, RFC_4180, EXCEL, TDF, MYSQL, INFORMIX, INFORMIX_CSV,
                                                   DEFAULT, RFC4180_COMPAT))
-CHARSET = PropertyDescriptor("Character Set", "The character set the file is decoded with", required=True,
-                             default="UTF-8", validator=validators.CHARSET, expression_language=True)
 KEY_COLUMN = PropertyDescriptor("Lookup Key Column", "The column whose value is looked up (the lookup's key)",
                                 required=True, expression_language=True, validator=validators.NON_EMPTY)
 IGNORE_DUPLICATES = PropertyDescriptor(
@@ -126,8 +100,6 @@ VALUE_SEPARATOR = _custom("Value Separator", "The character between values", req
                           validator=single_char_problem)
 QUOTE_CHAR = _custom("Quote Character", "The character values are quoted with", required=True, default='"',
                      validator=single_char_problem)
-QUOTE_ALL, QUOTE_MINIMAL = "Quote All Values", "Quote Minimal"
-QUOTE_NON_NUMERIC, QUOTE_NONE = "Quote Non-Numeric Values", "Do Not Quote Values"
 QUOTE_MODE = _custom("Quote Mode", "How values are quoted when written: reading takes any quoting, so this "
                      "changes nothing here (kept as NiFi has it)", required=True, default=QUOTE_MINIMAL,
                      allowable_values=(QUOTE_ALL, QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE))
@@ -135,16 +107,11 @@ COMMENT_MARKER = _custom("Comment Marker", "A line starting with this character 
                          validator=single_char_problem)
 ESCAPE_CHAR = _custom("Escape Character", "The character that makes the next one plain (empty: none)",
                       required=True, default="\\", validator=_escape_problem)
-TRIM_FIELDS = _custom("Trim Fields", "Whether spaces around values are removed", required=True, default="true",
-                      allowable_values=("true", "false"))
 
 _CSV_NIFI_NAMES = {"csv-file": "CSV File", "csv-format": "CSV Format", "lookup-key-column": "Lookup Key Column",
                    "ignore-duplicates": "Ignore Duplicates"}
-_CSV_NIFI_VALUES = {
-    "CSV Format": {"custom": CUSTOM, "rfc-4180": RFC_4180, "excel": EXCEL, "tdf": TDF, "mysql": MYSQL,
-                   "informix-unload": INFORMIX, "informix-unload-csv": INFORMIX_CSV, "default": DEFAULT,
-                   "RFC4180": RFC4180_COMPAT},
-    "Quote Mode": {"ALL": QUOTE_ALL, "MINIMAL": QUOTE_MINIMAL, "NON_NUMERIC": QUOTE_NON_NUMERIC, "NONE": QUOTE_NONE}}
+_CSV_NIFI_VALUES = {"CSV Format": {**NIFI_FORMAT_VALUES, "default": DEFAULT, "RFC4180": RFC4180_COMPAT},
+                    "Quote Mode": NIFI_QUOTE_MODES}
 
 
 class _CommentedLines:

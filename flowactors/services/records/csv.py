@@ -35,8 +35,10 @@ from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRec
                                         SchemaMismatchError, WriteResult)
 from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas
 from flowactors.sdk.services import ControllerService, ServiceContext
-from flowactors.services.lookup import (CHARSET, CUSTOM, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL, PREDEFINED, QUOTE_ALL,
-                                        QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC_4180, TDF, TRIM_FIELDS)
+from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL,
+                                                     NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
+                                                     QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC_4180, TDF,
+                                                     TRIM_FIELDS)
 from flowactors.services.records.textual import (FORMAT_PROPERTIES, ForwardWindow, TemporalFormats, as_text,
                                                  bool_property, renumbered, settle, single_char_problem, text_as,
                                                  text_type, unescape)
@@ -91,15 +93,11 @@ TRAILING_DELIMITER = PropertyDescriptor("Include Trailing Delimiter", "Whether e
                                         "separator (Custom Format only)", required=True, default="false",
                                         allowable_values=("true", "false"))
 
-_FORMAT_VALUES = {"custom": CUSTOM, "rfc-4180": RFC_4180, "excel": EXCEL, "tdf": TDF, "mysql": MYSQL,
-                  "informix-unload": INFORMIX, "informix-unload-csv": INFORMIX_CSV}
 _NIFI_NAMES = {**NIFI_NAMES, "Skip Header Line": FIRST_LINE_IS_HEADER.name, "ignore-csv-header": IGNORE_HEADER.name,
                "csvutils-character-set": CHARSET.name,
                "csvutils-allow-duplicate-header-names": ALLOW_DUPLICATE_HEADERS.name,
                "Trim double quote": TRIM_DOUBLE_QUOTE.name}
-_NIFI_VALUES = {**NIFI_VALUES, CSV_FORMAT.name: _FORMAT_VALUES,
-                QUOTE_MODE.name: {"ALL": QUOTE_ALL, "MINIMAL": QUOTE_MINIMAL, "NON_NUMERIC": QUOTE_NON_NUMERIC,
-                                  "NONE": QUOTE_NONE}}
+_NIFI_VALUES = {**NIFI_VALUES, CSV_FORMAT.name: NIFI_FORMAT_VALUES, QUOTE_MODE.name: NIFI_QUOTE_MODES}
 #: NiFi properties choosing among its Java parsers and writers: one implementation here, so the import leaves them out
 _NIFI_IGNORED = ("CSV Parser", "csv-reader-csv-parser", "CSV Writer")
 #: Commons CSV's record separator and null string of the predefined formats, for writing
