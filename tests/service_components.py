@@ -5,8 +5,12 @@ property names, so a test sees the order on any engine (Ray's processes too)."""
 
 from __future__ import annotations
 
+import os
+import threading
+
 from flowactors.sdk.processor import Processor, PropertyDescriptor, Relationship
-from flowactors.sdk.services import ControllerService, LookupService, SSLContextService, StringLookupService
+from flowactors.sdk.services import (ControllerService, LookupService, ServiceAPI, SSLContextService,
+                                     StringLookupService)
 
 
 JOURNAL = PropertyDescriptor("Journal", "A file each lifecycle call is written to")
@@ -67,3 +71,45 @@ class LookUp(Processor):
         for flowfile in session.get_batch():
             value = self.service.lookup({"key": flowfile.attributes.get("key", "")})
             session.transfer(session.put_attribute(flowfile, "value", str(value)), "success")
+
+
+class NumberSource(ServiceAPI):
+    """Gives numbers, each once."""
+
+    api = True
+
+    def take(self, count: int) -> list[int]:
+        raise NotImplementedError
+
+
+class Sequence(ControllerService, NumberSource):
+    """Numbers from 1, each given once across every process: state the flow's processors share."""
+
+    shared_state = True
+    properties = (JOURNAL,)
+
+    def on_enabled(self, context):
+        self.next = 1
+        self.lock = threading.Lock()
+        note(context, f"enabled {context.name} in {os.getpid()}")
+
+    def on_disabled(self, context):
+        note(context, f"disabled {context.name}")
+
+    def take(self, count):
+        with self.lock:
+            first, self.next = self.next, self.next + count
+        return list(range(first, first + count))
+
+
+class Number(Processor):
+    """Puts a number from the 'Numbers' service on each FlowFile ('number')."""
+
+    properties = (PropertyDescriptor("Numbers", required=True, service=NumberSource),)
+    relationships = (Relationship("success"),)
+
+    def on_trigger(self, context, session):
+        flowfiles = session.get_batch()
+        numbers = context.service("Numbers", NumberSource).take(len(flowfiles))
+        for flowfile, number in zip(flowfiles, numbers):
+            session.transfer(session.put_attribute(flowfile, "number", str(number)), "success")

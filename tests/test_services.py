@@ -180,3 +180,40 @@ def test_validate_lists_each_service_and_who_uses_it(tmp_path, capsys):
         "  service keys (KeyValues): used by look",
         "  service spare (KeyValues): used by look",
         "  service unused (KeyValues): used by no processor"]
+
+
+def numbered_flow(out, journal, *, sources=2, count=20):
+    """Sources of ``count`` FlowFiles each, numbered by their own Number processor from one shared
+    Sequence, stored as a file named by the number (a number given twice would fail its store)."""
+    from flowactors.processors import PutFile
+    from tests.service_components import Number, Sequence
+    flow = Flow("numbers", {"executors": 2})
+    flow.add_service(Sequence, "numbers", properties={"Journal": str(journal)})
+    store = flow.add(PutFile, "store", properties={"Directory": str(out), "Conflict Resolution Strategy": "fail"},
+                     auto_terminate=["success", "failure"])
+    for i in range(sources):
+        source = flow.add(GenerateFlowFile, f"source-{i}", properties={"Batch Size": str(count)},
+                          run_schedule="10 min")
+        number = flow.add(Number, f"number-{i}", properties={"Numbers": "numbers"})
+        naming = flow.add(UpdateAttribute, f"name-{i}", properties={"filename": "${number}"})
+        flow.connect(source, number)
+        flow.connect(number, naming)
+        flow.connect(naming, store)
+    return flow
+
+
+def stored(count):
+    return lambda status: any(p["name"] == "store" and p["flowfiles_in"] >= count for p in status["processors"])
+
+
+@pytest.mark.parametrize("engine", ["in-process", pytest.param("ray", marks=pytest.mark.ray)])
+def test_a_service_with_state_to_share_is_one_instance_for_every_executor(engine, tmp_path, request):
+    if engine == "ray":
+        request.getfixturevalue("ray_session")
+    out, journal = tmp_path / "out", tmp_path / "journal"
+    final = run_flow(numbered_flow(out, journal), tmp_path / "repository", engine=engine, timeout=120, until=stored(40))
+    assert not final.get("timed_out") and sum(p["errors"] for p in final["processors"]) == 0
+    assert sorted(int(f.name) for f in out.iterdir()) == list(range(1, 41))   # each number given once
+    lines = journal.read_text().splitlines()
+    assert [line.split(" in ")[0] for line in lines] == ["enabled numbers", "disabled numbers"]
+    assert final["services"] == [{"name": "numbers", "type": "Sequence", "enabled": 0}]   # after the stop

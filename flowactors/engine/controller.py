@@ -36,6 +36,7 @@ from flowactors.engine.cluster.topology import partition_of
 from flowactors.engine.errors import FlowStartError, NoSuchEventError, NoSuchQueueError, ReplayError
 from flowactors.engine.flow_operations import ReplayResult, describe, drop_events, missing_event_message, replay_event
 from flowactors.engine.executor import Executor
+from flowactors.engine.services import SharedService
 from flowactors.engine.hosting import Hosting, Resettable, Watched
 from flowactors.engine.placement import Placement, plan
 from flowactors.engine.queues.connection import QueueConfig, QueueHost, restore_queues, unknown_queues
@@ -151,6 +152,8 @@ class FlowController:
         self.started = False
         #: the flow services started (``flowactors.sdk.flow_service``) and what each start returned
         self.services: list[tuple[FlowService, Any]] = []
+        #: the flow's shared controller services by path (``_start_shared_services``), each enabled once
+        self.shared_services: dict[str, Link] = {}
         self._claims_lock = threading.Lock()  # a replay's new claimant vs. checkpoint + release
         self._repository_lock = RepositoryLock(self.root, f"flow '{flow.name}'")
         self.placement: Placement | None = None  # the plan ``start`` carries out
@@ -242,7 +245,8 @@ class FlowController:
                 self.recovery["provenance_problems"] = self.recovery.get("provenance_problems", []) + damaged
         self._starting("executors", 0, len(self.executors))
         self.run = self.recovery["run"]
-        wired = [e.call(Executor.wire, self.queues, self.run) for e in self.executors]
+        self._start_shared_services()
+        wired = [e.call(Executor.wire, self.queues, self.run, self.shared_services) for e in self.executors]
         for done, (executor_plan, pending) in enumerate(zip(placement.executors, wired), 1):
             try:
                 resolve([pending])
@@ -291,10 +295,33 @@ class FlowController:
                 raise FlowStartError(str(err)) from None
 
     def _stop_services(self) -> None:
-        """Stop the flow services, the last started first (after the processors: none is mid-job)."""
+        """Stop the flow services, the last started first (after the processors: none is mid-job),
+        and disable the shared controller services."""
         while self.services:
             service, started = self.services.pop()
             service.stop(started)
+        for path, link in list(self.shared_services.items()):
+            del self.shared_services[path]
+            try:
+                call_now(link, SharedService.disable)
+            except Exception as err:   # its process may be gone: nothing of it to disable
+                self.maintenance_errors.append(f"controller service '{path}' could not be disabled: {err}")
+
+    def _start_shared_services(self) -> None:
+        """The flow's one instance of each controller service with state to share that a
+        processor uses (``flowactors.engine.services``), enabled before any executor is wired."""
+        for node in self.flow.services_used_by(self.flow.processors):
+            if not node.type.shared_state or node.path in self.shared_services:
+                continue
+            link = self.hosting.shared_service(self._name(f"service.{node.path}"), self.flow, node.path)
+            self.shared_services[node.path] = link
+            try:
+                call_now(link, SharedService.enable)
+            except Exception as err:
+                refused = next((e for e in causes(err) if type(e) is ServiceEnableError), None)
+                if refused is None:
+                    raise
+                raise FlowStartError(str(refused)) from None
 
     def _restore_queues(self) -> None:
         """Swap files back to their queues (kept on disk), then the log's queued FlowFiles."""
@@ -375,7 +402,7 @@ class FlowController:
                     call_now(self._provenance_service, ProvenanceRepositoryService.open)
                 own = [link for link in self.queues.values() if not isinstance(link, HostedLink)]
                 resolve([link.call(Resettable.reset) for link in self.executors + own])
-                resolve([e.call(Executor.wire, self.queues, self.run) for e in self.executors])
+                resolve([e.call(Executor.wire, self.queues, self.run, self.shared_services) for e in self.executors])
                 self._align_event_ids()  # a restarted provenance actor follows the log again
                 restored = restore_queues(self._flowfile_service, self.queues, self.root)
                 resolve([e.call(Executor.start) for e in self.executors])

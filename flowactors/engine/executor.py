@@ -87,10 +87,12 @@ class Executor:
         return f"{self.flow.name}.{self.plan.name}[{tasks}; queues: {', '.join(self.plan.queues) or '-'}]"
 
     # ------------------------------------------------------------------ wiring and lifecycle
-    async def wire(self, queues: dict[str, Link], run: int | None = None) -> None:
+    async def wire(self, queues: dict[str, Link], run: int | None = None,
+                   shared_services: dict[str, Link] | None = None) -> None:
         """Create the hosted processor tasks. ``queues``: every connection's link as the
         controller holds it (a ``HostedLink`` into some executor, or a queue of its own); ``run``:
-        the log's run the tasks commit under (``WriteAheadFlowFileRepository.begin_run``)."""
+        the log's run the tasks commit under (``WriteAheadFlowFileRepository.begin_run``);
+        ``shared_services``: the flow's shared controller services, by path (``SharedService``)."""
         loop = asyncio.get_running_loop()
         content = FileSystemContentRepository.from_settings(self.root, self.settings)
         if self._wal is None:  # kept across repairs: the log's file outlives its actor
@@ -103,7 +105,7 @@ class Executor:
         services = self.services
         if services is None:
             used = self.flow.services_used_by(sorted({name for name, _ in self.plan.tasks}))
-            services = ServiceHost(used, self.flow.services.values())
+            services = ServiceHost(used, self.flow.services.values(), shared_services)
             await loop.run_in_executor(None, services.enable)   # raises ServiceEnableError: the start fails
             self.services = services
         log = self.log = LogWriter(self._wal, self.provenance_repository is not None, flow=self.flow.name, run=run)

@@ -45,6 +45,10 @@ class Hosting(Protocol):
         """An ``Executor`` for ``plan``, not yet wired (``cluster``: its node's ``ClusterView``
         fields, on a flow across several nodes)."""
 
+    def shared_service(self, name: str, flow: Flow, path: str) -> Link:
+        """The flow's one instance of the controller service at ``path`` (a ``SharedService`` of
+        ``flowactors.engine.services``: a service with state to share), named ``name``."""
+
     def start_problem(self, plan: ExecutorPlan, error: BaseException) -> str | None:
         """What to tell the user when the executor of ``plan`` could not start, where the engine
         knows better than the error (the Ray engine: packages that did not install); else None."""

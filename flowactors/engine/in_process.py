@@ -21,6 +21,7 @@ from flowactors.engine.executor import Executor
 from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement, runtime_env_refusal
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
+from flowactors.engine.services import SHARED_SERVICE_CONCURRENCY, SharedService
 from flowactors.engine.repository_services import (PROVENANCE_CONCURRENCY, ContentRepositoryService,
                                                    FlowFileRepositoryService, ProvenanceRepositoryService)
 from flowactors.engine.transport import Link, LoopLink, ThreadedLink
@@ -69,6 +70,11 @@ class InProcessHosting:
         return LoopLink(self._on_loop(lambda: Executor(flow, plan, root, settings, queue_configs,
                                                        flowfile_repository, provenance_repository, cluster)),
                         self.loop)
+
+    def shared_service(self, name: str, flow: Flow, path: str) -> Link:
+        link = ThreadedLink(SharedService(flow, path), SHARED_SERVICE_CONCURRENCY, name=name)
+        self._services.append(link)
+        return link
 
     def _on_loop(self, make):
         """Build an async component on the loop's thread, where it will live."""

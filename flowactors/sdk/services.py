@@ -18,8 +18,9 @@ service sees the services of its own group and of every group around it, the inn
 **Lifecycle.** The engine enables (``on_enabled``) the services a processor uses, and the services
 those use, before the processor's first ``on_scheduled``, and disables them (``on_disabled``) after
 its last ``on_stopped``. Where: a service with no state to share (``shared_state = False``, every
-service here) has an instance in each executor that hosts a processor using it (so a processor
-reaches its reader with a plain call, no actor in between); ``flowactors.engine.services`` says how.
+standard service) has an instance in each executor that hosts a processor using it (so a processor
+reaches its reader with a plain call, no actor in between); one with ``shared_state = True`` has one
+instance for the flow, which processors reach through a proxy; ``flowactors.engine.services`` says how.
 A processor reaches an enabled service with ``context.service("Record Reader")``.
 """
 
@@ -40,8 +41,9 @@ class ControllerService(Component):
     the flow does not start, and says which service and why.
     """
 
-    #: True when the service owns state every process must share (a cache server): the engine then
-    #: runs one instance for the flow; False (the default): an instance in each executor using it
+    #: True when the service owns state every process must share (a cache, a sequence): the engine
+    #: then hosts one instance for the flow, reached through a proxy whose every public method is a
+    #: call to it; False (the default): an instance in each executor using it
     shared_state: ClassVar[bool] = False
 
     def on_enabled(self, context: "ServiceContext") -> None:

@@ -29,6 +29,7 @@ from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement
 from flowactors.engine.queues.connection import QueueActor, QueueConfig, QueueHost
 from flowactors.engine.repository_services import Service
+from flowactors.engine.services import SHARED_SERVICE_CONCURRENCY, SharedService
 from flowactors.engine.transport import ActorLink, Link, causes
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.settings import Settings
@@ -57,6 +58,9 @@ ACTORS = cast(dict[str, ActorClass[Service]], {"flowfile": FlowFileRepositoryAct
                                                "provenance": ProvenanceRepositoryActor})
 #: a connection's queue in an actor of its own
 QUEUE_ACTOR = cast(ActorClass[QueueHost], QueueActor)
+#: a controller service with state to share, one for the flow (processors in every executor call it)
+SHARED_SERVICE_ACTOR = actor_class(SharedService, num_cpus=0, max_concurrency=SHARED_SERVICE_CONCURRENCY,
+                                   max_restarts=ACTOR_RESTARTS)
 
 
 class RayHosting:
@@ -120,6 +124,9 @@ class RayHosting:
         return self._started(name, lambda: ExecutorActor.options(
             **self._here(name, num_cpus=plan.num_cpus, **own_env)).remote(
             flow, plan, root, settings, queue_configs, flowfile_repository, provenance_repository, cluster))
+
+    def shared_service(self, name: str, flow: Flow, path: str) -> Link:
+        return self._started(name, lambda: SHARED_SERVICE_ACTOR.options(**self._here(name)).remote(flow, path))
 
     def start_problem(self, plan: ExecutorPlan, error: BaseException) -> str | None:
         setup = next((e for e in causes(error) if isinstance(e, ray.exceptions.RuntimeEnvSetupError)), None)
