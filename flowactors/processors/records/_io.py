@@ -1,6 +1,8 @@
 """What the record processors share: their reader and writer properties, one FlowFile's records
 read batch by batch through the reader service, records written through the writer service into
-a FlowFile's content, NiFi's attributes on what was written, and a FlowFile sent to failure.
+a FlowFile's content, NiFi's attributes on what was written, a FlowFile sent to failure, and
+what the processors that change records by RecordPath share (checking their paths, finding the
+top-level field a value is in, making a batch again of its records changed as dicts).
 
 **Streaming.** ``Records`` hands out the reader's batches one at a time and keeps none of them
 (only the unread rest of a batch ``take`` cut, which is a zero-copy slice); ``write_records``
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from itertools import chain
 from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
@@ -29,8 +32,10 @@ import pyarrow as pa
 from flowactors.processors._common import boolean_property
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, Relationship
+from flowactors.sdk.record_path import FieldValue, RecordPathError, compile_path
 from flowactors.sdk.records import (MalformedRecordError, RecordError, RecordReader, RecordReaderFactory,
                                     RecordSetWriterFactory, WriteResult)
+from flowactors.sdk.records.schema import merge_types, to_choice_storage
 from flowactors.sdk.relationships import FAILURE, failure_attributes
 
 log = logging.getLogger(__name__)
@@ -154,3 +159,103 @@ def remove_all(session, flowfiles: Iterable[FlowFile]) -> None:
     """Remove FlowFiles this session created (what a failed FlowFile had begun to make)."""
     for flowfile in flowfiles:
         session.remove(flowfile)
+
+
+# ---------------------------------------------------------------------------------- RecordPath on records
+#: what Arrow raises when values do not make an array of a type (``pa.array``, a scalar's cast)
+ARROW_FAILURES = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                  OverflowError)
+
+
+def record_path_problems(paths: Mapping[str, str], part: str) -> list[str]:
+    """One sentence for each path of ``paths`` (dynamic property -> its path text) that does not
+    compile, naming the property, ``part`` (its name or its value) and where the mistake is; a path
+    holding an expression is known only per FlowFile and is not checked (for ``custom_validate``)."""
+    problems = []
+    for name, text in paths.items():
+        if "${" in text:
+            continue
+        try:
+            compile_path(text)
+        except RecordPathError as err:
+            problems.append(f"dynamic property '{name}': {part} is not a valid RecordPath: {err}")
+    return problems
+
+
+def top_field_name(fv: FieldValue) -> str:
+    """The name of the record's own (top-level) field that ``fv`` is in, or is; ``fv`` must not be
+    the record itself."""
+    node = fv
+    while node.parent is not None and node.parent.parent is not None:
+        node = node.parent
+    return node.key if isinstance(node.key, str) else str(node.name)
+
+
+def rebuild_batch(batch: pa.RecordBatch, rows: list[dict], touched: set[str] | None,
+                  fixed: pa.Schema | None) -> pa.RecordBatch:
+    """The batch of ``rows``, ``batch``'s records as dicts after a change: the columns not in
+    ``touched`` are taken from ``batch`` as they were (no copy), the others made from the rows,
+    typed as ``fixed`` says when it has the field, else as ``batch`` had it, widened or made text
+    where the values no longer fit (``_column``); a field only the rows have is added last.
+    ``touched`` None (a record replaced whole): every column from the rows, in their field order."""
+    if touched is None:
+        names = list(dict.fromkeys(chain.from_iterable(rows)))
+    else:
+        names = batch.schema.names + [n for n in touched if n not in batch.schema.names]
+    fields, columns = [], []
+    for name in names:
+        index = batch.schema.get_field_index(name)
+        if touched is not None and name not in touched:
+            fields.append(batch.schema.field(index))
+            columns.append(batch.column(index))
+            continue
+        known = fixed.field(name) if fixed is not None and name in fixed.names else \
+            (batch.schema.field(index) if index >= 0 else None)
+        field, column = _column(name, [row.get(name) for row in rows], known)
+        fields.append(field)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))
+
+
+def _column(name: str, values: list, known: pa.Field | None) -> tuple[pa.Field, pa.Array]:
+    """``values`` as an Arrow column: of ``known``'s type when they fit it and need nothing more,
+    else of the type both fit (a struct given new fields, a number widened, text), else of their
+    own type, else as text."""
+    built = None
+    if known is not None:
+        try:
+            built = pa.array(values, type=known.type)
+        except ARROW_FAILURES:
+            built = None
+        if built is not None and not _holds_struct(known.type):
+            return known, built
+    try:
+        inferred: pa.DataType | None = pa.array(values).type
+    except ARROW_FAILURES:
+        inferred = None
+    if inferred is not None and pa.types.is_null(inferred):
+        inferred = None
+    if known is not None:
+        merged = merge_types(known.type, inferred) if inferred is not None else known.type
+        if built is not None and (merged is None or merged == known.type):
+            return known, built
+        target = merged or inferred
+    else:
+        target = inferred or pa.string()
+    if target is not None:
+        try:
+            return pa.field(name, target), pa.array(values, type=target)
+        except ARROW_FAILURES:
+            pass
+    return pa.field(name, pa.string()), pa.array(to_choice_storage(values, pa.string()), pa.string())
+
+
+def _holds_struct(data_type: pa.DataType) -> bool:
+    """Whether ``data_type`` is or holds a struct (whose extra keys ``pa.array`` would drop)."""
+    if pa.types.is_struct(data_type):
+        return True
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        return _holds_struct(data_type.value_type)
+    if pa.types.is_map(data_type):
+        return _holds_struct(data_type.item_type)
+    return False

@@ -2,7 +2,7 @@
 the result put into the record, and the record routed by whether it matched (NiFi's LookupRecord).
 
 Records are looked up as Python dicts (RecordPath works on dicts), a batch at a time; the columns
-a lookup changed are made Arrow again and the others kept as read (UpdateRecord's ``_rebuild``).
+a lookup changed are made Arrow again and the others kept as read (``_io.rebuild_batch``).
 The schema written is, as NiFi's, the one of the first records a lookup matched (a field the
 result adds is added, one whose values no longer fit its type widens); when the first batch has
 no match, the content is read on until one does, then read again from its start (NiFi reads
@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error, open_records,
-                                               reader_and_writer, remove_all, route_failure, write_records)
+                                               reader_and_writer, rebuild_batch, record_path_problems, remove_all,
+                                               route_failure, top_field_name, write_records)
 from flowactors.processors.records.partition_record import _TOP_FIELD
 from flowactors.processors.records.partition_record import _top_field as top_level_column
-from flowactors.processors.records.update_record import _rebuild, _top_field, record_path_problems
 from flowactors.processors.records.validate import SPOOL_BYTES, _Spooled
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
@@ -109,7 +109,7 @@ class Lookups:
         rows = batch.to_pylist(maps_as_pydicts="strict")
         self._touched = set()
         matched = np.fromiter((self.record(row, batch.schema) for row in rows), dtype=bool, count=len(rows))
-        return _rebuild(batch, rows, self._touched, self.schema), matched
+        return rebuild_batch(batch, rows, self._touched, self.schema), matched
 
     def _column_plan(self, schema: pa.Schema) -> tuple[str, str | None] | None:
         """(the key column, the result column or None) when the lookups can be made a column at a
@@ -170,7 +170,7 @@ class Lookups:
         and the field of ``row`` they are in."""
         assert self.root is not None
         for fv in self.root.evaluate(row, schema):
-            top = None if fv.parent is None else _top_field(fv)
+            top = None if fv.parent is None else top_field_name(fv)
             values = fv.value if isinstance(fv.value, list) else [fv.value]
             item_type = fv.type.value_type if fv.type is not None and pa.types.is_list(fv.type) else fv.type
             for value in values:
@@ -216,7 +216,7 @@ class Lookups:
         if top is not None:
             self._touch(top)
         elif fv.parent is not None:
-            self._touch(_top_field(fv))
+            self._touch(top_field_name(fv))
 
     def _replace_each(self, record: dict, schema: pa.Schema | None, top: str | None) -> str:
         """Replace Existing Values: each value every path selects is looked up and replaced."""
@@ -235,7 +235,7 @@ class Lookups:
                     continue
                 matched = True
                 fv.update(value)
-                self._touch(top if top is not None else _top_field(fv))
+                self._touch(top if top is not None else top_field_name(fv))
         if matched and unmatched:
             return SOME_MATCH
         return NONE_MATCH if unmatched else ALL_MATCH

@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, is_flowfile_error, open_records,
-                                               reader_and_writer, remove_all, route_failure, write_records)
-from flowactors.processors.records.update_record import record_path_problems
+                                               reader_and_writer, record_path_problems, remove_all, route_failure,
+                                               write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, Relationship

@@ -3,7 +3,7 @@ they become (NiFi's UpdateRecord).
 
 The records are changed as Python dicts (RecordPath works on dicts), a batch at a time: the batch
 goes ``to_pylist``, each record is updated, and the columns a path touched are made Arrow again
-(the others are kept as they were read, without a copy). The schema written is the first batch's
+(``_io.rebuild_batch``: the others are kept as they were read, without a copy). The schema written is the first batch's
 after its update: a field the properties create is added, a field whose values no longer fit its
 type is widened (``merge_types``), as NiFi's ``incorporateInactiveFields``; later batches are
 conformed to it.
@@ -17,14 +17,16 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error,
-                                               open_records, reader_and_writer, route_failure, write_records)
+from flowactors.processors.records._io import (ARROW_FAILURES, RECORD_READER, RECORD_WRITER, Records,
+                                               is_flowfile_error, open_records, reader_and_writer, rebuild_batch,
+                                               record_path_problems, route_failure, top_field_name,
+                                               write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
 from flowactors.sdk.record_path.conversions import java_text
-from flowactors.sdk.records.schema import conform, merge_types, nifi_type_name, to_choice_storage
+from flowactors.sdk.records.schema import conform, nifi_type_name
 from flowactors.sdk.relationships import FAILURE
 
 LITERAL_VALUE, RECORD_PATH_VALUE = "Literal Value", "Record Path Value"
@@ -32,25 +34,6 @@ REPLACEMENT_VALUE_STRATEGY = PropertyDescriptor(
     "Replacement Value Strategy", "How the dynamic properties' values are read: as the value itself (Expression "
     "Language may read field.name, field.value, field.type and record.index), or as a RecordPath giving it",
     required=True, default=LITERAL_VALUE, allowable_values=(LITERAL_VALUE, RECORD_PATH_VALUE))
-
-_ARROW_FAILURES = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-                   OverflowError)
-
-
-def record_path_problems(paths: dict[str, str], part: str) -> list[str]:
-    """One sentence for each path of ``paths`` (dynamic property -> its path text) that does not
-    compile, naming the property, ``part`` (its name or its value) and where the mistake is; a path
-    holding an expression is known only per FlowFile and is not checked (shared with
-    PartitionRecord)."""
-    problems = []
-    for name, text in paths.items():
-        if "${" in text:
-            continue
-        try:
-            compile_path(text)
-        except RecordPathError as err:
-            problems.append(f"dynamic property '{name}': {part} is not a valid RecordPath: {err}")
-    return problems
 
 
 class UpdateRecord(Processor):
@@ -138,7 +121,7 @@ class _Updates:
                 if updated is not row:
                     rows[position] = updated
                     touched = None   # a record replaced: every column may have changed
-            built = _rebuild(batch, rows, touched, self._schema)
+            built = rebuild_batch(batch, rows, touched, self._schema)
             if self._schema is None:
                 self._schema = built.schema
                 yield built
@@ -157,7 +140,7 @@ class _Updates:
             for fv in fields:
                 fv.update(self._value(row, schema, fv, replacement))
                 if touched is not None:
-                    touched.add(_top_field(fv))
+                    touched.add(top_field_name(fv))
         return row
 
     def _replace_root(self, row: dict, schema: pa.Schema, root: FieldValue, replacement: Any) -> dict:
@@ -196,7 +179,7 @@ class _Updates:
         if key not in self._casts:
             try:
                 self._casts[key] = pa.scalar(text, pa.string()).cast(arrow_type).as_py()
-            except _ARROW_FAILURES:
+            except ARROW_FAILURES:
                 self._casts[key] = text
         return self._casts[key]
 
@@ -205,79 +188,3 @@ def _type_name(fv: FieldValue) -> str:
     if fv.type is not None:
         return nifi_type_name(pa.field(fv.name or "value", fv.type))
     return "STRING" if fv.value is None else type(fv.value).__name__.upper()
-
-
-def _top_field(fv: FieldValue) -> str:
-    """The name of the record's own field that ``fv`` is in (or is)."""
-    node = fv
-    while node.parent is not None and node.parent.parent is not None:
-        node = node.parent
-    return node.key if isinstance(node.key, str) else str(node.name)
-
-
-def _rebuild(batch: pa.RecordBatch, rows: list[dict], touched: set[str] | None,
-             fixed: pa.Schema | None) -> pa.RecordBatch:
-    """The batch of the updated ``rows``: the columns not ``touched`` taken from ``batch`` as they
-    were, the others made from the rows (typed as ``fixed`` says when given, else as their values
-    need: ``_column``). ``touched`` None: every column from the rows, in the rows' field order."""
-    if touched is None:
-        names = list(dict.fromkeys(chain.from_iterable(rows)))
-    else:
-        names = batch.schema.names + [n for n in touched if n not in batch.schema.names]
-    fields, columns = [], []
-    for name in names:
-        index = batch.schema.get_field_index(name)
-        if touched is not None and name not in touched:
-            fields.append(batch.schema.field(index))
-            columns.append(batch.column(index))
-            continue
-        known = fixed.field(name) if fixed is not None and name in fixed.names else \
-            (batch.schema.field(index) if index >= 0 else None)
-        field, column = _column(name, [row.get(name) for row in rows], known)
-        fields.append(field)
-        columns.append(column)
-    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))
-
-
-def _column(name: str, values: list, known: pa.Field | None) -> tuple[pa.Field, pa.Array]:
-    """``values`` as an Arrow column: of ``known``'s type when they fit it and need nothing more,
-    else of the type both fit (a struct given new fields, a number widened, text), else of their
-    own type, else as text."""
-    built = None
-    if known is not None:
-        try:
-            built = pa.array(values, type=known.type)
-        except _ARROW_FAILURES:
-            built = None
-        if built is not None and not _holds_struct(known.type):
-            return known, built
-    try:
-        inferred: pa.DataType | None = pa.array(values).type
-    except _ARROW_FAILURES:
-        inferred = None
-    if inferred is not None and pa.types.is_null(inferred):
-        inferred = None
-    if known is not None:
-        merged = merge_types(known.type, inferred) if inferred is not None else known.type
-        if built is not None and (merged is None or merged == known.type):
-            return known, built
-        target = merged or inferred
-    else:
-        target = inferred or pa.string()
-    if target is not None:
-        try:
-            return pa.field(name, target), pa.array(values, type=target)
-        except _ARROW_FAILURES:
-            pass
-    return pa.field(name, pa.string()), pa.array(to_choice_storage(values, pa.string()), pa.string())
-
-
-def _holds_struct(data_type: pa.DataType) -> bool:
-    """Whether ``data_type`` is or holds a struct (whose extra keys ``pa.array`` would drop)."""
-    if pa.types.is_struct(data_type):
-        return True
-    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
-        return _holds_struct(data_type.value_type)
-    if pa.types.is_map(data_type):
-        return _holds_struct(data_type.item_type)
-    return False
