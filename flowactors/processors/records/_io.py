@@ -23,6 +23,7 @@ FlowFile's problem: it fails the trigger, whose session rolls back.
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import contextmanager
 from itertools import chain
 from typing import Any, Iterable, Iterator, Mapping
@@ -32,7 +33,7 @@ import pyarrow as pa
 from flowactors.processors._common import boolean_property
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, Relationship
-from flowactors.sdk.record_path import FieldValue, RecordPathError, compile_path
+from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
 from flowactors.sdk.records import (MalformedRecordError, RecordError, RecordReader, RecordReaderFactory,
                                     RecordSetWriterFactory, WriteResult)
 from flowactors.sdk.records.schema import merge_types, to_choice_storage
@@ -180,6 +181,31 @@ def record_path_problems(paths: Mapping[str, str], part: str) -> list[str]:
         except RecordPathError as err:
             problems.append(f"dynamic property '{name}': {part} is not a valid RecordPath: {err}")
     return problems
+
+
+#: a path naming one field of the record itself, bare or quoted
+_TOP_FIELD = re.compile(r"^\s*/(?:([A-Za-z_$][\w$]*)|'([^'\\]*)')\s*$")
+
+
+def named_top_field(path: RecordPath) -> str | None:
+    """The field of the record itself that ``path`` is, when it is only that (``/name`` or
+    ``/'a name'``); None for any other path."""
+    match = _TOP_FIELD.match(path.text)
+    if match is None:
+        return None
+    return match.group(1) if match.group(1) is not None else match.group(2)
+
+
+def scalar_top_field(path: RecordPath, schema: pa.Schema) -> str | None:
+    """The field ``path`` names (``named_top_field``) when ``schema`` has it with a type Arrow can
+    group and look values up by (not nested, a union, dictionary-encoded or null): a column the
+    work can be done on a column at a time. None otherwise."""
+    name = named_top_field(path)
+    if name is None or schema.get_field_index(name) < 0:
+        return None
+    data_type = schema.field(name).type
+    nested = pa.types.is_nested(data_type) or pa.types.is_union(data_type) or pa.types.is_dictionary(data_type)
+    return None if nested or pa.types.is_null(data_type) else name
 
 
 def top_field_name(fv: FieldValue) -> str:

@@ -24,10 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error, open_records,
-                                               reader_and_writer, rebuild_batch, record_path_problems, remove_all,
-                                               route_failure, top_field_name, write_records)
-from flowactors.processors.records.partition_record import _TOP_FIELD
-from flowactors.processors.records.partition_record import _top_field as top_level_column
+                                               named_top_field, reader_and_writer, rebuild_batch, record_path_problems,
+                                               remove_all, route_failure, scalar_top_field, top_field_name,
+                                               write_records)
 from flowactors.processors.records.validate import SPOOL_BYTES, _Spooled
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
@@ -118,13 +117,12 @@ class Lookups:
         if self.settings.key is not None or self.root is not None or self.settings.record_fields \
                 or len(self.coordinates) != 1:
             return None
-        key = top_level_column(next(iter(self.coordinates.values())), schema)
+        key = scalar_top_field(next(iter(self.coordinates.values())), schema)
         if key is None or self.result is None:
             return None if key is None else (key, None)
-        match = _TOP_FIELD.match(self.result.text)
-        if match is None:
+        result = named_top_field(self.result)
+        if result is None:
             return None
-        result = match.group(1) if match.group(1) is not None else match.group(2)
         index = schema.get_field_index(result)
         return (key, result) if index < 0 or not pa.types.is_nested(schema.field(index).type) else None
 

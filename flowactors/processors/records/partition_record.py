@@ -9,7 +9,6 @@ each path is evaluated on it. A group's records are taken out of the FlowFile's 
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any
 
@@ -17,7 +16,7 @@ import pyarrow as pa
 
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, is_flowfile_error, open_records,
                                                reader_and_writer, record_path_problems, remove_all, route_failure,
-                                               write_records)
+                                               scalar_top_field, write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, Relationship
@@ -25,8 +24,6 @@ from flowactors.sdk.record_path import RecordPath, RecordPathError, compile_path
 from flowactors.sdk.record_path.conversions import java_text
 from flowactors.sdk.relationships import FAILURE
 
-#: a path naming one field of the record itself, bare or quoted
-_TOP_FIELD = re.compile(r"^\s*/(?:([A-Za-z_$][\w$]*)|'([^'\\]*)')\s*$")
 _ROW = "__flowactors_partition_row"
 
 
@@ -96,23 +93,10 @@ def _groups(table: pa.Table, paths: dict[str, RecordPath]) -> list[tuple[pa.Arra
     order of each group's first record."""
     if table.num_rows == 0:
         return []
-    columns = {name: _top_field(path, table.schema) for name, path in paths.items()}
+    columns = {name: scalar_top_field(path, table.schema) for name, path in paths.items()}
     if all(column is not None for column in columns.values()):
         return _arrow_groups(table, columns)
     return _record_groups(table, paths)
-
-
-def _top_field(path: RecordPath, schema: pa.Schema) -> str | None:
-    """The field ``path`` names when it is a top-level field of a type Arrow can group by."""
-    match = _TOP_FIELD.match(path.text)
-    if match is None:
-        return None
-    name = match.group(1) if match.group(1) is not None else match.group(2)
-    if schema.get_field_index(name) < 0:
-        return None
-    data_type = schema.field(name).type
-    nested = pa.types.is_nested(data_type) or pa.types.is_union(data_type) or pa.types.is_dictionary(data_type)
-    return None if nested or pa.types.is_null(data_type) else name
 
 
 def _arrow_groups(table: pa.Table, columns: dict[str, str | None]) -> list[tuple[pa.Array, dict[str, str]]]:
