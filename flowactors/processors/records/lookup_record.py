@@ -8,13 +8,12 @@ result adds is added, one whose values no longer fit its type widens); when the 
 no match, the content is read on until one does, then read again from its start (NiFi reads
 ahead the same way); with no match at all it is the reader's. With Route to 'matched' or
 'unmatched', the matched records stream into their FlowFile and the unmatched ones are written as
-they come into a spool (memory, then a temporary file: ValidateRecord's ``_Spooled``), so a
+they come into a spool (memory, then a temporary file: ``_io.SpooledRecords``), so a
 FlowFile of any size is enriched in bounded memory.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -23,11 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error, open_records,
-                                               named_top_field, reader_and_writer, rebuild_batch, record_path_problems,
-                                               remove_all, route_failure, scalar_top_field, top_field_name,
-                                               write_records)
-from flowactors.processors.records.validate import SPOOL_BYTES, _Spooled
+from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, SpooledRecords, is_flowfile_error,
+                                               named_top_field, open_records, reader_and_writer, rebuild_batch,
+                                               record_path_problems, remove_all, route_failure, scalar_top_field,
+                                               top_field_name, write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
@@ -409,20 +407,15 @@ class LookupRecord(Processor):
                 made.append((session.create(flowfile), SUCCESS))
                 made[0] = (write_records(session, made[0][0], writer, schema, (b for b, _ in batches))[0], SUCCESS)
                 return made
-            with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as spool:
-                unmatched = _Spooled(spool, writer, schema, flowfile.attributes)
+            with SpooledRecords(writer, schema, flowfile.attributes) as unmatched:
                 made.append((session.create(flowfile), MATCHED))
                 child, result = write_records(session, made[0][0], writer, schema, _matched(batches, unmatched))
                 made[0] = (child, MATCHED)
                 if result.record_count == 0:
                     session.remove(made.pop()[0])
-                spooled = unmatched.finish()
-                if spooled is not None:
+                if unmatched.finish() is not None:
                     made.append((session.create(flowfile), UNMATCHED))
-                    child = session.write(made[-1][0], unmatched.copy_to)
-                    made[-1] = (session.put_all_attributes(child, {
-                        "mime.type": writer.mime_type(), **spooled.attributes,
-                        "record.count": str(spooled.record_count)}), UNMATCHED)
+                    made[-1] = (unmatched.write_to(session, made[-1][0]), UNMATCHED)
             return made
         except BaseException:
             remove_all(session, [child for child, _ in made])
@@ -434,7 +427,7 @@ def _chain(first: tuple[pa.RecordBatch, np.ndarray], rest: Iterator) -> Iterator
     yield from rest
 
 
-def _matched(batches: Iterator[tuple[pa.RecordBatch, np.ndarray]], unmatched: _Spooled) -> Iterator[pa.RecordBatch]:
+def _matched(batches: Iterator[tuple[pa.RecordBatch, np.ndarray]], unmatched: SpooledRecords) -> Iterator[pa.RecordBatch]:
     """The matched records of each batch; the others go to ``unmatched`` as they come."""
     for batch, matched in batches:
         if not matched.all():

@@ -9,23 +9,20 @@ field's type, found with Arrow's casts and masks rather than record by record in
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator, Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from flowactors.processors._common import boolean_property
-from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error, open_records,
-                                               reader_and_writer, remove_all, route_failure, write_records,
-                                               written_attributes)
+from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, SpooledRecords, is_flowfile_error,
+                                               open_records, reader_and_writer, remove_all, route_failure,
+                                               write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.sdk.records import (BATCH_BYTES, RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
-                                    SchemaMismatchError, WriteResult, access)
+from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory, SchemaMismatchError, access
 from flowactors.sdk.records.schema import AVRO_DEFAULT, ENUM_SYMBOLS, NIFI_TYPE, avro_to_arrow, conform
 from flowactors.sdk.relationships import FAILURE
 
@@ -51,9 +48,6 @@ DETAILS_LENGTH = PropertyDescriptor(
     "Maximum Validation Details Length", "The most characters of the validation details put in that attribute",
     default="1024", validator=validators.POSITIVE_INTEGER, expression_language=True)
 
-#: invalid records are written here first (memory up to this, then a temporary file), then copied
-#: into their FlowFile once the valid ones are written: the session writes one content at a time
-SPOOL_BYTES = BATCH_BYTES
 _INTEGER_TEXT = r"^\s*[+-]?\d+\s*$"
 _NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|[Nn]a[Nn]|[Ii]nf(inity)?)\s*$"
 _UUID_TEXT = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -381,23 +375,19 @@ class ValidateRecord(Processor):
         made: list[FlowFile] = []
         try:
             with open_records(session, flowfile, services.reader) as records, \
-                    tempfile.SpooledTemporaryFile(SPOOL_BYTES) as spool:
+                    SpooledRecords(services.invalid, records.schema, flowfile.attributes) as invalid_records:
                 schema = records.schema if context.property(SCHEMA_ACCESS_STRATEGY.name).raw == READER_SCHEMA \
                     else access.given_schema(context, flowfile.attributes, self._schemas)
                 check = RecordCheck(schema, context.property(ALLOW_EXTRA_FIELDS.name).as_bool(),
                                     context.property(STRICT_TYPE_CHECKING.name).as_bool())
-                invalid_records = _Spooled(spool, services.invalid, records.schema, flowfile.attributes)
                 made.append(session.create(flowfile))
                 valid, result = write_records(session, made[-1], services.valid, schema,
                                               _valid_batches(records, check, invalid_records))
                 made[-1] = valid
-                invalid_result = invalid_records.finish()
                 invalid = None
-                if invalid_result is not None:
+                if invalid_records.finish() is not None:
                     made.append(session.create(flowfile))
-                    invalid = made[-1] = session.write(made[-1], invalid_records.copy_to)
-                    invalid = made[-1] = session.put_all_attributes(
-                        invalid, written_attributes(services.invalid, invalid_result))
+                    invalid = made[-1] = invalid_records.write_to(session, made[-1])
         except BaseException:
             remove_all(session, made)
             raise
@@ -416,7 +406,7 @@ class _Services:
     invalid: RecordSetWriterFactory
 
 
-def _valid_batches(records: Records, check: RecordCheck, invalid: "_Spooled") -> Iterator[pa.RecordBatch]:
+def _valid_batches(records: Records, check: RecordCheck, invalid: SpooledRecords) -> Iterator[pa.RecordBatch]:
     """The valid records of each batch, converted to the validation schema; the invalid ones go
     to ``invalid`` as they come."""
     for batch in records:
@@ -483,29 +473,3 @@ def _as_maps(array: pa.Array, target: pa.DataType) -> pa.Array:
         offsets = pc.subtract(array.offsets, array.offsets[0])
         return pa.ListArray.from_arrays(offsets, adapted, mask=pa.array(~_valid(array)))
     return array
-
-
-class _Spooled:
-    """Invalid records written as they come into a spool (memory, then a temporary file), whose
-    writer is made with the first of them."""
-
-    def __init__(self, spool: BinaryIO, factory: RecordSetWriterFactory, schema: pa.Schema,
-                 attributes: Mapping[str, str]):
-        self._spool = spool
-        self._factory = factory
-        self._schema = schema
-        self._attributes = attributes
-        self._writer: RecordSetWriter | None = None
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._writer = self._factory.create_writer(self._schema, self._spool, self._attributes)
-        self._writer.write_batch(batch)
-
-    def finish(self) -> WriteResult | None:
-        """What was written, or None when no record was."""
-        return None if self._writer is None else self._writer.finish()
-
-    def copy_to(self, out: BinaryIO) -> None:
-        self._spool.seek(0)
-        shutil.copyfileobj(self._spool, out, 1 << 20)
