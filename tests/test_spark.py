@@ -7,6 +7,7 @@ sends its jobs to that service. Outputs are compared record by record, exactly.
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import os
@@ -137,6 +138,13 @@ def test_the_services_standing_for_the_formats_of_before_read_as_they_did():
     assert read_as_before(lines, JSON_LINES) == [{"id": 1, "tags": "x"}, {"id": 2, "tags": None}]
     assert read_as_before(lines, JSON_LINES, schema="id BIGINT") == [{"id": 1}, {"id": 2}]
     assert read_as_before(b"", CSV, schema="id BIGINT") == [] and read_as_before(b"", JSON_LINES) == []
+    # dates were ISO text: the reader is given that pattern (read in Arrow, not a value at a time)
+    assert reader_service(CSV, schema="id INT, day DATE").properties["Date Format"] == "yyyy-MM-dd"
+    dated = [{"id": 1, "day": datetime.date(2024, 2, 29)}, {"id": 2, "day": None}]
+    assert read_as_before(b"id,day\n1,2024-02-29\n2,\n", CSV, schema="id INT, day DATE") == dated
+    assert read_as_before(b'{"id": 1, "day": "2024-02-29"}\n{"id": 2}\n', JSON_LINES,
+                          schema="id INT, day DATE") == dated
+    assert "Date Format" not in reader_service(CSV, schema="id INT, at TIMESTAMP").properties
     assert read_as_before(b"a,b\n", CSV, header=True) == []
     with pytest.raises(MalformedRecordError, match="not valid CSV: a quoted value is not closed"):
         read_as_before(b'a,b\n"1,2\n', CSV)

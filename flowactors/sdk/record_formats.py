@@ -105,9 +105,14 @@ def reader_service(fmt: str, *, delimiter: str = ",", header: bool = True,
     note = ""
     if schema and fmt != PARQUET:
         try:
-            properties.update({**_SCHEMA_TEXT, "Schema Text": avro_text(parse_schema(schema))})
+            parsed = parse_schema(schema)
         except ValueError as err:
             raise ValueError(f"the Schema {schema!r} does not read as Spark DDL: {err}") from None
+        properties.update({**_SCHEMA_TEXT, "Schema Text": avro_text(parsed)})
+        if any(pa.types.is_date(t) for t in parsed.types):
+            # the formats read dates as ISO text only; the pattern reads it so, in Arrow (without
+            # one, the readers try epoch milliseconds and ISO forms a value at a time)
+            properties["Date Format"] = "yyyy-MM-dd"
     elif schema:
         note = "a Parquet file's own schema is read: select the columns you want in the query"
     if fmt == CSV:
