@@ -183,7 +183,7 @@ class MergeContent(Processor):
             for source in sources:
                 session.transfer(source, FAILURE)
             return
-        attributes = self._unique_attributes(sources) if self._unique else {}
+        attributes = unique_attributes(sources) if self._unique else {}
         if self._format in PACKAGES:
             mime_type, extension = PACKAGES[self._format]
             attributes.update({"mime.type": mime_type, "filename": _package_name(sources, merged) + extension})
@@ -196,15 +196,19 @@ class MergeContent(Processor):
         for source in sources:
             session.transfer(source, self.ORIGINAL)
 
-    @staticmethod
-    def _unique_attributes(sources: Sequence[FlowFile]) -> dict[str, str]:
-        values: dict[str, str] = {}
-        conflicts: set[str] = set()
-        for flowfile in sources:
-            for key, value in flowfile.attributes.items():
-                if values.setdefault(key, value) != value:
-                    conflicts.add(key)
-        return {k: v for k, v in values.items() if k not in conflicts and k not in ("uuid", "filename")}
+
+def unique_attributes(sources: Sequence[FlowFile]) -> dict[str, str]:
+    """Keep All Unique Attributes (NiFi's): every attribute of ``sources`` that no two of them
+    give different values, whether or not all have it; never ``uuid`` or ``filename`` (the merged
+    FlowFile has its own). Keep Only Common Attributes needs nothing: a child created of several
+    parents gets the attributes they all share."""
+    values: dict[str, str] = {}
+    conflicts: set[str] = set()
+    for flowfile in sources:
+        for key, value in flowfile.attributes.items():
+            if values.setdefault(key, value) != value:
+                conflicts.add(key)
+    return {k: v for k, v in values.items() if k not in conflicts and k not in ("uuid", "filename")}
 
 
 def _package_name(sources: Sequence[FlowFile], merged: FlowFile) -> str:

@@ -16,7 +16,7 @@ from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from flowactors.processors.merge import MergeContent
+from flowactors.processors.merge import unique_attributes
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, is_flowfile_error, open_records, reason,
                                                remove_all, route_failure, write_records)
 from flowactors.sdk import FlowFile, now_millis
@@ -297,7 +297,7 @@ class MergeRecord(Processor):
         age = max(0, now_millis() - bin.created_ms)
         extra = {MERGE_COUNT: str(len(sources)), MERGE_BIN_AGE: str(age), MERGE_REASON: why}
         if self._unique:
-            extra = {**MergeContent._unique_attributes(sources), **extra}
+            extra = {**unique_attributes(sources), **extra}
         try:
             write_schema = self._writer.write_schema(first.attributes, schema)
             merged, _ = write_records(session, merged, self._writer, write_schema,
