@@ -146,7 +146,7 @@ def test_the_services_standing_for_the_formats_of_before_read_as_they_did():
                           schema="id INT, day DATE") == dated
     assert "Date Format" not in reader_service(CSV, schema="id INT, at TIMESTAMP").properties
     assert read_as_before(b"a,b\n", CSV, header=True) == []
-    with pytest.raises(MalformedRecordError, match="not valid CSV: a quoted value is not closed"):
+    with pytest.raises(MalformedRecordError, match="not valid CSV"):
         read_as_before(b'a,b\n"1,2\n', CSV)
     with pytest.raises(MalformedRecordError, match="not a Parquet file"):
         read_as_before(b"PAR1 but not really", PARQUET)
@@ -415,7 +415,7 @@ def test_failed_jobs_send_every_input_to_failure_once_with_the_error(spark_sessi
     runner.run()
     [failed] = runner.output("failure")
     assert failed.uuid == bad.uuid
-    assert failed.attributes["spark.error"] == "not valid JSON: the content ends inside a record (record 0, byte 6)"
+    assert failed.attributes["spark.error"].startswith("not valid JSON: ")   # the reader's reason
     assert runner.contents("success") == [b'{"n":2}']
     assert [f.uuid for f in runner.output("original")] == [good.uuid]
 
