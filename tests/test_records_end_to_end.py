@@ -23,7 +23,7 @@ def stored(status: dict) -> bool:
 def test_the_flow_uses_every_record_processor_and_every_record_service(tmp_path):
     flow = flow_from_nifi(record_flow(tmp_path, tmp_path / "out"))
     used = {s.type.__name__ for s in flow.services.values()}
-    assert used == set(STANDARD_SERVICES) - {"StandardSSLContextService"}
+    assert used == set(STANDARD_SERVICES)
     assert {n.type.__name__ for n in flow.processors.values()} >= {
         "ConvertRecord", "QueryRecord", "SplitRecord", "ValidateRecord", "UpdateRecord", "PartitionRecord",
         "MergeRecord", "LookupRecord"}

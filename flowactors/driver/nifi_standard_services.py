@@ -66,6 +66,4 @@ STANDARD_SERVICES: dict[str, StandardService] = {
     "org.apache.nifi.lookup.SimpleKeyValueLookupService": StandardService("SimpleKeyValueLookupService"),
     "org.apache.nifi.lookup.SimpleCsvFileLookupService": StandardService("SimpleCsvFileLookupService"),
     "org.apache.nifi.lookup.CSVRecordLookupService": StandardService("CSVRecordLookupService"),
-    "org.apache.nifi.ssl.StandardSSLContextService": StandardService("StandardSSLContextService"),
-    "org.apache.nifi.ssl.StandardRestrictedSSLContextService": StandardService("StandardSSLContextService"),
 }

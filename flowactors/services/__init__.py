@@ -23,7 +23,6 @@ STANDARD_SERVICES = {
     "SimpleKeyValueLookupService": "flowactors.services.lookup",
     "SimpleCsvFileLookupService": "flowactors.services.lookup",
     "CSVRecordLookupService": "flowactors.services.lookup",
-    "StandardSSLContextService": "flowactors.services.ssl_context",
 }
 
 __all__ = sorted(STANDARD_SERVICES)
