@@ -20,7 +20,8 @@ from flowactors.processors.merge import unique_attributes
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, is_flowfile_error, open_records, reason,
                                                remove_all, route_failure, write_records)
 from flowactors.sdk import FlowFile, now_millis
-from flowactors.sdk.binning import Bin, BinPacker
+from flowactors.sdk.binning import (MAX_AGE_REACHED, MAX_BINS_REACHED, REJECTED, Bin, BinPacker,
+                                    BinSettings)
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory
 from flowactors.sdk.records.schema import conform
@@ -37,10 +38,8 @@ MERGE_REASON = "merge.completion.reason"
 
 FULL, FULL_ENOUGH = "Bin is full", "Bin is full enough"
 #: BinPacker's reasons, as NiFi's MergeRecord says them
-NIFI_REASONS = {"Maximum number of bins reached": "Maximum number of bins has been exceeded",
-                "Max Bin Age reached": "Bin has reached Max Bin Age"}
-#: the reason of a one-FlowFile "bin" that could not be binned (it goes to failure)
-UNBINNABLE = "unbinnable"
+NIFI_REASONS = {MAX_BINS_REACHED: "Maximum number of bins has been exceeded",
+                MAX_AGE_REACHED: "Bin has reached Max Bin Age"}
 
 
 @dataclass
@@ -55,15 +54,16 @@ class Entry:
 
 class RecordBins(BinPacker):
     """BinPacker with MergeRecord's rules (see the module docstring): ``configure`` reads
-    MergeRecord's properties, each FlowFile is read as it is binned, ``_fits`` keeps schemas apart
-    (Bin-Packing) and ``_full`` counts records, bytes or fragments. A bin that reached Minimum
+    MergeRecord's properties, each FlowFile is read as it is admitted, ``fits`` keeps schemas apart
+    (Bin-Packing) and ``full`` counts records, bytes or fragments. A bin that reached Minimum
     Number of Records and Minimum Bin Size is merged at the first trigger that finds no input, as
     NiFi's (while FlowFiles keep coming, only full bins are merged). A FlowFile that cannot be read
     (or, in Defragment, lacks a numeric fragment.count or a fragment.identifier) comes back alone
-    as an ``UNBINNABLE`` bin, its error in ``errors``."""
+    as a ``REJECTED`` bin, its error in ``errors``."""
 
     #: the most bytes of records held in memory across bins (beyond: read again when merged)
     HOLD_BYTES = 64 << 20
+    enough_only_when_idle = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -71,20 +71,18 @@ class RecordBins(BinPacker):
         self._counted: dict[int, list] = {}   # id(bin) -> [bin, FlowFiles counted, records]
         self._held = 0
         self.errors: dict[str, BaseException | str] = {}
-        self.polled = False
 
     def configure(self, context: ProcessContext) -> None:
         p = context.property
         self.defragment = p("Merge Strategy").evaluate() == DEFRAGMENT
         self.reader = context.service(RECORD_READER.name, RecordReaderFactory)
-        # BinPacker's own settings; its count of FlowFiles is not a limit here (records are)
-        self._correlation = FRAGMENT_ID if self.defragment else p("Correlation Attribute Name").evaluate() or None
-        self._min_entries = sys.maxsize   # its rule is replaced by the records' (``_ready_bins``)
-        self._min_size = p("Minimum Bin Size").as_data_size() or 0
-        self._max_age = p("Max Bin Age").as_duration()
-        self._max_bins = p("Maximum Number of Bins").as_int()
+        # the packer's own limits count FlowFiles, which are not limits here (records are)
+        self.settings = BinSettings(correlation=p("Correlation Attribute Name").evaluate() or None,
+                                    max_age=p("Max Bin Age").as_duration(),
+                                    max_bins=p("Maximum Number of Bins").as_int())
         self._min_records = p("Minimum Number of Records").as_int()
         self._max_records = p("Maximum Number of Records").as_int() or sys.maxsize
+        self._min_bytes = p("Minimum Bin Size").as_data_size() or 0
         self._max_bytes = p("Maximum Bin Size").as_data_size()
 
     def release(self) -> None:
@@ -107,21 +105,26 @@ class RecordBins(BinPacker):
                 self._held -= entry.table.nbytes
             self.errors.pop(flowfile.uuid, None)
 
-    def _read(self, flowfile: FlowFile) -> Entry:
-        with open_records(self._holding, flowfile, self.reader) as records:
+    def admit(self, holding, flowfile: FlowFile) -> bool:
+        """Read ``flowfile``'s records (its ``Entry``); False, its error in ``errors``, when they
+        cannot be read or, in Defragment, its fragment attributes are wrong."""
+        problem: BaseException | str | None = _fragment_problem(flowfile) if self.defragment else None
+        if problem is None:
+            try:
+                self._entries[flowfile.uuid] = self._read(holding, flowfile)
+            except Exception as err:   # any: raised here, the FlowFile would stay held in no bin
+                problem = err
+        if problem is None:
+            return True
+        self.errors[flowfile.uuid] = problem
+        return False
+
+    def _read(self, holding, flowfile: FlowFile) -> Entry:
+        with open_records(holding, flowfile, self.reader) as records:
             table = pa.Table.from_batches(list(records), schema=records.schema)
         kept = table if self._held + table.nbytes <= self.HOLD_BYTES else None
         self._held += table.nbytes if kept is not None else 0
         return Entry(table.schema, table.num_rows, kept)
-
-    def _fragment_problem(self, flowfile: FlowFile) -> str | None:
-        attributes = flowfile.attributes
-        if not attributes.get(FRAGMENT_ID):
-            return f"Defragment needs the '{FRAGMENT_ID}' attribute, which the FlowFile lacks"
-        count = attributes.get(FRAGMENT_COUNT)
-        if count is None or not count.strip().isdigit():
-            return f"Defragment needs a whole number in the '{FRAGMENT_COUNT}' attribute, not {count!r}"
-        return None
 
     # ------------------------------------------------------------------ the rules
     def records(self, bin: Bin) -> int:
@@ -134,48 +137,39 @@ class RecordBins(BinPacker):
         counted[1] = len(bin.flowfiles)
         return counted[2]
 
-    def _fits(self, bin: Bin, flowfile: FlowFile) -> bool:
+    def key(self, flowfile: FlowFile) -> str | None:
+        return flowfile.attributes.get(FRAGMENT_ID) if self.defragment else super().key(flowfile)
+
+    def fits(self, bin: Bin, flowfile: FlowFile) -> bool:
         if self.defragment:
             return True   # the key (fragment.identifier) is the bin
         return self.entry(flowfile).schema.equals(self.entry(bin.flowfiles[0]).schema, check_metadata=True)
 
-    def _enough(self, bin: Bin) -> bool:
-        return self.records(bin) >= self._min_records and bin.size >= self._min_size
+    def enough(self, bin: Bin) -> str | None:
+        if self.defragment or self.records(bin) < self._min_records or bin.size < self._min_bytes:
+            return None
+        return FULL_ENOUGH
 
-    def _full(self, bin: Bin) -> str | None:
+    def full(self, bin: Bin) -> str | None:
         if self.defragment:
             expected = int(bin.flowfiles[0].attributes[FRAGMENT_COUNT])
             return FULL if len(bin.flowfiles) >= expected else None
-        if not self._enough(bin):
+        if self.enough(bin) is None:
             return None
         if self.records(bin) >= self._max_records or (self._max_bytes is not None and bin.size >= self._max_bytes):
             return FULL
         return None
 
-    def _ready_bins(self, flowfiles: list[FlowFile]) -> list[tuple[Bin, str]]:
-        self.polled = bool(flowfiles)
-        unbinnable: list[tuple[Bin, str]] = []
-        binnable = []
-        for flowfile in flowfiles:
-            problem = self._fragment_problem(flowfile) if self.defragment else None
-            if problem is None:
-                try:
-                    self._entries[flowfile.uuid] = self._read(flowfile)
-                except Exception as err:   # any: raised here, the FlowFile would stay held in no bin
-                    problem = err
-            if problem is None:
-                binnable.append(flowfile)
-                continue
-            self.errors[flowfile.uuid] = problem
-            alone = Bin(None)
-            alone.add(flowfile)
-            unbinnable.append((alone, UNBINNABLE))
-        ready = super()._ready_bins(binnable)
-        if not flowfiles and not self.defragment:   # no input: the bins that are full enough go (NiFi's rule)
-            for bin in [b for b in self._bins if self._enough(b)]:
-                self._bins.remove(bin)
-                ready.append((bin, FULL_ENOUGH))
-        return unbinnable + ready
+
+def _fragment_problem(flowfile: FlowFile) -> str | None:
+    """Why Defragment cannot bin ``flowfile`` (no fragment.identifier, no whole fragment.count), or None."""
+    attributes = flowfile.attributes
+    if not attributes.get(FRAGMENT_ID):
+        return f"Defragment needs the '{FRAGMENT_ID}' attribute, which the FlowFile lacks"
+    count = attributes.get(FRAGMENT_COUNT)
+    if count is None or not count.strip().isdigit():
+        return f"Defragment needs a whole number in the '{FRAGMENT_COUNT}' attribute, not {count!r}"
+    return None
 
 
 def _records_problems(values: Mapping[str, str]) -> list[str]:
@@ -272,13 +266,13 @@ class MergeRecord(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         for bin, why in self._bins.take_ready(session):
             try:
-                if why == UNBINNABLE:
+                if why == REJECTED:
                     route_failure(context, session, bin.flowfiles[0], self._bins.errors[bin.flowfiles[0].uuid])
                 else:
                     self._complete(context, session, bin, NIFI_REASONS.get(why, why))
             finally:
                 self._bins.forget(bin)
-        if not self._bins.polled:
+        if not self._bins.found_input:
             context.yield_()
 
     # ------------------------------------------------------------------ merging
