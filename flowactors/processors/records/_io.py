@@ -218,19 +218,23 @@ ARROW_FAILURES = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedErro
                   OverflowError)
 
 
+def record_path_problem(text: str) -> str | None:
+    """Why ``text`` is not a RecordPath (where the mistake is), or None; a text holding an
+    expression is known only per FlowFile and is not checked (for ``custom_validate``)."""
+    if "${" in text:
+        return None
+    try:
+        compile_path(text)
+    except RecordPathError as err:
+        return str(err)
+    return None
+
+
 def record_path_problems(paths: Mapping[str, str], part: str) -> list[str]:
-    """One sentence for each path of ``paths`` (dynamic property -> its path text) that does not
-    compile, naming the property, ``part`` (its name or its value) and where the mistake is; a path
-    holding an expression is known only per FlowFile and is not checked (for ``custom_validate``)."""
-    problems = []
-    for name, text in paths.items():
-        if "${" in text:
-            continue
-        try:
-            compile_path(text)
-        except RecordPathError as err:
-            problems.append(f"dynamic property '{name}': {part} is not a valid RecordPath: {err}")
-    return problems
+    """One sentence for each path of ``paths`` (dynamic property -> its path text) that is not a
+    RecordPath (``record_path_problem``), naming the property and ``part`` (its name or its value)."""
+    return [f"dynamic property '{name}': {part} is not a valid RecordPath: {problem}"
+            for name, text in paths.items() if (problem := record_path_problem(text)) is not None]
 
 
 #: a path naming one field of the record itself, bare or quoted

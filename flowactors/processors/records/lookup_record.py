@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, SpooledRecords, is_flowfile_error,
                                                named_top_field, open_records, reader_and_writer, rebuild_batch,
-                                               record_path_problems, remove_all, route_failure, scalar_top_field,
-                                               top_field_name, write_records)
+                                               record_path_problem, record_path_problems, remove_all, route_failure,
+                                               scalar_top_field, top_field_name, write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
@@ -336,12 +336,9 @@ class LookupRecord(Processor):
                     "its value a RecordPath)"]
         problems = record_path_problems(dynamic, "its value")
         for name in ("Root Record Path", "Result RecordPath"):
-            text = values.get(name)
-            if text and "${" not in text:
-                try:
-                    compile_path(text)
-                except RecordPathError as err:
-                    problems.append(f"property '{name}' is not a valid RecordPath: {err}")
+            problem = record_path_problem(values[name]) if values.get(name) else None
+            if problem is not None:
+                problems.append(f"property '{name}' is not a valid RecordPath: {problem}")
         return problems
 
     def on_scheduled(self, context: ProcessContext) -> None:
