@@ -299,6 +299,59 @@ def test_python_goes_on_where_pyarrow_stopped(monkeypatch):
     assert [r["id"] for r in records] == list(range(3000))
 
 
+TYPED = avro([{"name": "id", "type": "long"}, {"name": "flag", "type": ["null", "boolean"]},
+              {"name": "amount", "type": ["null", "double"]}])
+
+
+def test_a_value_pyarrow_does_not_read_as_its_type_is_read_by_nifis_rules(monkeypatch):
+    # pyarrow converts numbers and booleans; from a value it refuses on (a boolean in an unusual
+    # casing, spaces around it), the rest is text read as NiFi reads it
+    monkeypatch.setattr(csv_service, "BATCH_BYTES", 4096)
+    lines = [b"%d,true,%d.5" % (i, i) for i in range(3000)]
+    lines[2500] = b"2500, tRuE ,  "
+    data = b"id,flag,amount\n" + b"\n".join(lines) + b"\n"
+    records = reader(data, {**GIVEN, "Schema Text": TYPED}).read_all().to_pylist()
+    assert [r["id"] for r in records] == list(range(3000))
+    assert records[2500] == {"id": 2500, "flag": True, "amount": None}
+    assert records[2999] == {"id": 2999, "flag": True, "amount": 2999.5}
+
+
+def test_a_value_that_does_not_fit_names_its_record_in_the_content(monkeypatch):
+    monkeypatch.setattr(csv_service, "BATCH_BYTES", 4096)
+    lines = [b"%d,false,1" % i for i in range(3000)]
+    lines[2600] = b"2600,false,lots"
+    data = b"id,flag,amount\n" + b"\n".join(lines) + b"\n"
+    with pytest.raises(SchemaMismatchError, match=r"field 'amount' of record 2600 is \"lots\""):
+        reader(data, {**GIVEN, "Schema Text": TYPED}).read_all()
+
+
+def test_a_null_string_that_is_a_number_is_null_with_spaces_around_it():
+    # NiFi compares the trimmed value with the Null String
+    data = b"id,flag,amount\n1,true,-1\n2,false, -1 \n3,, 7\n"
+    records = reader(data, {**GIVEN, "Schema Text": TYPED, "Null String": "-1"}).read_all().to_pylist()
+    assert [r["amount"] for r in records] == [None, None, 7.0] and records[2]["flag"] is None
+
+
+def test_a_record_longer_than_the_blocks_read_ahead(monkeypatch):
+    monkeypatch.setattr(csv_service, "BATCH_BYTES", 4096)
+    long = "line\n" * 10_000   # 50 KB in one quoted value: a dozen blocks
+    data = f'id,name\n1,a\n2,"{long}"\n3,c\n'.encode()
+    records = reader(data, {**GIVEN, "Schema Text": avro([{"name": "id", "type": "int"},
+                                                          {"name": "name", "type": "string"}])}).read_all()
+    assert records.column("id").to_pylist() == [1, 2, 3] and records.column("name")[1].as_py() == long.strip()
+
+
+def test_a_reader_left_before_its_end_stops_reading(monkeypatch):
+    monkeypatch.setattr(csv_service, "BATCH_BYTES", 4096)
+    data = b"id,v\n" + b"".join(b"%d,x\n" % i for i in range(50_000))
+    stream = CountingStream(data)
+    service = enable_service(CSVReader, {**GIVEN, "Schema Text": avro([{"name": "id", "type": "int"}])})
+    batches = service.create_reader({}, stream, len(data)).batches()
+    next(batches)
+    batches.close()   # pyarrow's reads waiting for the next batch end at once
+    assert stream.read_bytes < len(data) / 10
+
+
 # ---------------------------------------------------------------------------------- writing
 def write(batches: list[pa.RecordBatch], properties: dict | None = None, schema: pa.Schema | None = None):
     service = enable_service(CSVRecordSetWriter, properties or {})

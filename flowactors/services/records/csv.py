@@ -1,14 +1,18 @@
 """NiFi's CSVReader and CSVRecordSetWriter as controller services (docs/records/csv.md).
 
-**Reading** streams through pyarrow's CSV reader (C++, a block of about ``BATCH_BYTES`` at a time)
-with every column read as text; the text is then trimmed, unquoted and made null as NiFi's reader
-does (``Trim Fields``, ``Trim Double Quote``, ``Null String``, empty values), and read as the
-schema's types, a column at a time (``textual.text_as``). What pyarrow cannot parse (a comment
-marker, a record with more or fewer values than the header, a multi-character separator) is read
-by Python's ``csv`` module instead, from the record where pyarrow stopped, with the same
+**Reading** streams through pyarrow's streaming CSV reader (C++, a block of about ``BATCH_BYTES``
+at a time, a few blocks read ahead: ``_Source``). pyarrow converts the number and boolean fields
+of the schema itself, where its reading is NiFi's (numbers trimmed, as Arrow casts text; true and
+false in their usual casings; empty values and the Null String null); every other column is read
+as text, then trimmed, unquoted and made null as NiFi's reader does (``Trim Fields``, ``Trim
+Double Quote``, ``Null String``, empty values), and read as the schema's type, a column at a time
+(``textual.text_as``). From a value pyarrow will not convert on (``tRUE``, `` 7 `` of a boolean),
+the rest of the content is read as text, so NiFi's rules decide. What pyarrow cannot parse (a
+comment marker, a record with more or fewer values than the header, a multi-character separator)
+is read by Python's ``csv`` module instead, from the record where pyarrow stopped, with the same
 treatment after; a record Python cannot parse either (a quote never closed) is a
 ``MalformedRecordError`` naming it. ``Infer Schema`` reads the content twice, as NiFi does: the
-schema is inferred from every record first.
+schema is inferred from every record first (as text), then the records are read with it.
 
 **Writing** is column by column too: each value as NiFi writes it in text (``textual.as_text``),
 quoted as Apache Commons CSV's quote modes say, the columns joined in Arrow.
@@ -19,6 +23,8 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, Iterator, Mapping
 
@@ -39,7 +45,7 @@ from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, EXCEL, INF
                                                      NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
                                                      QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC_4180, TDF,
                                                      TRIM_FIELDS)
-from flowactors.services.records.textual import (FORMAT_PROPERTIES, ForwardWindow, TemporalFormats, as_text,
+from flowactors.services.records.textual import (FORMAT_PROPERTIES, TemporalFormats, as_text,
                                                  bool_property, renumbered, settle, single_char_problem, text_as,
                                                  text_type, unescape)
 
@@ -171,7 +177,8 @@ class _Layout:
 
 
 class _Text:
-    """The records of a content as columns of text, a batch at a time (module docstring)."""
+    """The records of a content as columns, a batch at a time (module docstring): text, or the
+    type pyarrow was asked to read a column as (``batches``' ``types``)."""
 
     def __init__(self, stream: BinaryIO, dialect: _Dialect, layout: _Layout, allow_duplicates: bool = True):
         self._stream, self._start = stream, stream.tell()
@@ -186,22 +193,49 @@ class _Text:
         first = self._peek()
         return [] if first is None else self._named(first)
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """Batches of text columns, named as the header or the layout says; each value trimmed,
-        unquoted and null as NiFi's reader makes it."""
+    def arrow_types(self, schema: pa.Schema) -> dict[str, pa.DataType]:
+        """The fields of ``schema`` pyarrow reads as NiFi does (numbers, trimmed, and booleans in
+        any case, as Arrow casts text), by name. Not where NiFi would compare a value trimmed with
+        a Null String that is such a value itself (pyarrow compares it untrimmed)."""
+        null, trimmed = self._dialect.null_string, self._dialect.trim
+        found = {}
+        for field in schema:
+            t = field.type
+            if not (pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t)
+                    or pa.types.is_boolean(t)):
+                continue
+            if null is not None and trimmed:
+                try:
+                    pa.array([null.strip()]).cast(t)
+                    continue
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    pass
+            found[field.name] = t
+        return found
+
+    def batches(self, types: Mapping[str, pa.DataType] | None = None) -> Iterator[pa.RecordBatch]:
+        """Batches of columns named as the header or the layout says. A column ``types`` names
+        (a number or a boolean) is read by pyarrow as that type, and null where empty or the Null
+        String; every other column is text, each value trimmed and null as NiFi's reader makes it.
+        From a value pyarrow does not read as its column's type on, every column is text (NiFi's
+        rules then decide what it is)."""
         self.records = 0
         first = self._peek()
         if first is None:
             return
         self.names = self._named(first)
         if self._dialect.comment is None and self._dialect.ascii:
-            try:
-                for batch in self._arrow(len(first)):
-                    self.records += batch.num_rows
-                    yield self._cleaned(batch)
-                return
-            except (pa.ArrowInvalid, UnicodeDecodeError, _Unparsable):
-                pass   # Python's csv goes on from the record pyarrow stopped at
+            typed = dict(types or {})
+            while True:
+                try:
+                    for batch in self._arrow(len(first), typed):
+                        self.records += batch.num_rows
+                        yield self._cleaned(batch)
+                    return
+                except (pa.ArrowInvalid, UnicodeDecodeError):
+                    if not typed:
+                        break   # Python's csv goes on from the record pyarrow stopped at
+                    typed = {}
         for batch in self._python(self.records):
             yield self._cleaned(batch)
 
@@ -245,37 +279,46 @@ class _Text:
             seen.add(name)
         return names
 
-    def _arrow(self, width: int) -> Iterator[pa.RecordBatch]:
-        """The records parsed by pyarrow, a piece of about ``BATCH_BYTES`` at a time, each cut after
-        a line end that is outside quotes (``_record_end``); ``_Unparsable`` when no such line end
-        is in a window (a quote inside an unquoted value: Python's csv reads on)."""
+    def _arrow(self, width: int, types: Mapping[str, pa.DataType]) -> Iterator[pa.RecordBatch]:
+        """The records after the first ``self.records``, parsed by pyarrow's streaming reader a
+        block of about ``BATCH_BYTES`` at a time, the columns ``types`` names converted by it. A
+        batch is given once the next one is parsed: an odd count of quote characters in the
+        whole content (``_Source``) is a quoted value never closed, an error before the last batch."""
         d = self._dialect
         internal = [f"c{i}" for i in range(width)]
+        names = self.names[:width]
+        nulls = [""]
+        if d.null_string is not None and (not d.trim or d.null_string == d.null_string.strip()):
+            nulls.append(d.null_string)   # compared after trimming, as NiFi: one with outer spaces never matches
         parse = pa_csv.ParseOptions(delimiter=d.separator, quote_char=d.quote or False, escape_char=d.escape or False,
                                     double_quote=d.quote is not None, newlines_in_values=d.quote is not None,
                                     ignore_empty_lines=True)
-        convert = pa_csv.ConvertOptions(column_types={n: pa.string() for n in internal}, strings_can_be_null=False,
-                                        quoted_strings_can_be_null=False)
-        window, position, first = ForwardWindow(self._stream), self._start, True
-        while True:
-            data, eof = window.window(position, BATCH_BYTES)
-            if not data or eof and not data.strip():
-                return
-            cut, unclosed = _record_end(data, d, eof)
-            if unclosed:
-                raise MalformedRecordError(f"not valid CSV: a quoted value is not closed before the content ends "
-                                           f"(record {self.records})", record=self.records)
-            if cut is None:
-                raise _Unparsable()
-            read = pa_csv.ReadOptions(block_size=cut + 64, encoding=d.arrow_encoding, column_names=internal,
-                                      skip_rows=1 if first and self._layout.header else 0)
-            table = pa_csv.read_csv(pa.BufferReader(pa.py_buffer(data).slice(0, cut)), read_options=read,
-                                    parse_options=parse, convert_options=convert)
-            first, position = False, position + cut
-            for batch in table.to_batches():
-                yield pa.RecordBatch.from_arrays(batch.columns, names=self.names)
-            if eof and cut == len(data):
-                return
+        convert = pa_csv.ConvertOptions(
+            column_types={i: types.get(n, pa.string()) for i, n in zip(internal, names)}, null_values=nulls,
+            true_values=_TRUE, false_values=_FALSE, strings_can_be_null=False, quoted_strings_can_be_null=True)
+        read = pa_csv.ReadOptions(block_size=BATCH_BYTES, encoding=d.arrow_encoding, column_names=internal,
+                                  skip_rows=1 if self._layout.header else 0, skip_rows_after_names=self.records)
+        self._stream.seek(self._start)
+        source = _Source(self._stream, d)
+        held = None
+        try:
+            with source.asking():
+                reader = pa_csv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
+            while True:
+                with source.asking():
+                    batch = next(reader, None)
+                if batch is None:
+                    break
+                if held is not None:
+                    yield held
+                held = pa.RecordBatch.from_arrays(batch.columns, names=names)
+        finally:
+            source.finish()
+        if source.unclosed():
+            raise MalformedRecordError(f"not valid CSV: a quoted value is not closed before the content ends "
+                                       f"(record {self.records})", record=self.records)
+        if held is not None:
+            yield held
 
     def _python(self, done: int) -> Iterator[pa.RecordBatch]:
         """The records after the first ``done`` ones, parsed by Python's csv."""
@@ -310,14 +353,17 @@ class _Text:
         return pa.RecordBatch.from_arrays(columns, names=self.names)
 
     def _cleaned(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Each value trimmed (Trim Fields), and null when it is the Null String."""
+        """Each text value trimmed (Trim Fields), and null when it is the Null String."""
         d = self._dialect
+        if not d.trim and d.null_string is None:
+            return batch
         columns = []
         for column in batch.columns:
-            if d.trim:
-                column = pc.utf8_trim_whitespace(column)
-            if d.null_string is not None:
-                column = pc.if_else(pc.equal(column, d.null_string), pa.scalar(None, pa.string()), column)
+            if pa.types.is_string(column.type):
+                if d.trim:
+                    column = pc.utf8_trim_whitespace(column)
+                if d.null_string is not None:
+                    column = pc.if_else(pc.equal(column, d.null_string), pa.scalar(None, pa.string()), column)
             columns.append(column)
         return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
@@ -333,33 +379,91 @@ def _value_text(column: pa.Array, trim_quotes: bool) -> pa.Array:
     return pc.if_else(empty, pa.scalar(None, pa.string()), column) if pc.any(empty).as_py() else column
 
 
-class _Unparsable(Exception):
-    """pyarrow cannot read on (no record boundary in a window): Python's csv reads the rest."""
+#: the usual casings of true and false (pyarrow matches each value against each: more cost more); NiFi reads
+#: any casing, and a value in another casing sends the rest of the content through ``text_as``, which reads it
+_TRUE, _FALSE = ["true", "True", "TRUE"], ["false", "False", "FALSE"]
 
 
-def _record_end(data: bytes, dialect: _Dialect, eof: bool) -> tuple[int | None, bool]:
-    """(where the last whole record of ``data`` ends, whether the content ends inside quotes): the
-    end of ``data`` at the content's end, else just after the last line end outside quotes (an
-    even count of quote characters before it, escaped ones not counted); None when there is none."""
-    quote = (dialect.quote or "").encode()
-    escaped = (dialect.escape or "").encode() + quote if dialect.escape else b""
+#: the blocks pyarrow may read past the batches taken (it would read 32 ahead)
+READ_AHEAD = 4
+#: seconds a read waits, while a batch is asked for, before it is done anyway
+STALL = 0.05
 
-    def quotes(start: int, end: int) -> int:
-        return data.count(quote, start, end) - (data.count(escaped, start, end) if escaped else 0)
 
-    if eof:
-        return len(data), bool(quote) and quotes(0, len(data)) % 2 == 1
-    end = data.rfind(b"\n")
-    if not quote or end < 0:
-        return (end + 1 if end >= 0 else None), False
-    count = quotes(0, end)
-    while count % 2:   # that line end is inside a quoted value: the one before it, perhaps
-        before = data.rfind(b"\n", 0, end)
-        if before < 0:
-            return None, False
-        count -= quotes(before, end)
-        end = before
-    return end + 1, False
+class _Source:
+    """A content as pyarrow's streaming CSV reader reads it, on its I/O thread: paced, and its
+    quote characters counted.
+
+    **Pacing.** pyarrow reads 32 blocks ahead of the batches it gives; here a read waits while
+    ``READ_AHEAD`` blocks are read past the batches taken (``asking``), so a reader holds a few
+    blocks, whatever the content's size. A read that waited ``STALL`` seconds while a batch is
+    asked for is done anyway, and so every read till that batch comes: it needs them (records
+    skipped, ``skip_rows_after_names``, or a record longer than the blocks ahead).
+
+    **Quotes.** Counted on the way (escaped ones not): an odd count at the end is a quoted value
+    left open (or a quote inside an unquoted value, which is refused there too)."""
+
+    closed = False
+
+    def __init__(self, stream: BinaryIO, dialect: _Dialect):
+        self._stream = stream
+        self._quote = (dialect.quote or "").encode()
+        self._escape = (dialect.escape or "").encode() if dialect.escape != dialect.quote else b""
+        self._count = 0
+        self._after_escape = False
+        self._pace = threading.Condition()
+        self._reads = self._taken = 0
+        self._asking = True
+        self._unpaced = False   # till the batch asked for comes
+        self._done = False
+
+    def read(self, size: int = -1) -> bytes:
+        with self._pace:
+            while not (self._done or self._unpaced or self._reads <= self._taken + READ_AHEAD):
+                if not self._pace.wait(STALL if self._asking else None) and self._asking:
+                    self._unpaced = True   # the batch asked for needs more: records skipped, or a long one
+            if self._done:
+                return b""
+            self._reads += 1
+            data = self._stream.read(size)
+        if self._quote and self._quote in data:
+            self._count += data.count(self._quote)
+            if self._escape:
+                self._count -= data.count(self._escape + self._quote)
+                self._count -= self._after_escape and data.startswith(self._quote)
+        self._after_escape = bool(self._escape) and data.endswith(self._escape)
+        return data
+
+    @contextmanager
+    def asking(self) -> Iterator[None]:
+        """While pyarrow is asked for a batch (or opened); one more batch is taken after."""
+        self._set(asking=True)
+        try:
+            yield
+        finally:
+            self._set(asking=False, unpaced=False, taken=self._taken + 1)
+
+    def finish(self) -> None:
+        """No more batches are taken: a read waiting returns at once, as at the content's end."""
+        self._set(done=True)
+
+    def _set(self, **state: int) -> None:
+        with self._pace:
+            for name, value in state.items():
+                setattr(self, f"_{name}", value)
+            self._pace.notify_all()
+
+    def unclosed(self) -> bool:
+        return self._count % 2 == 1
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
 
 
 class _Uncommented:
@@ -413,7 +517,7 @@ class _CsvReader(RecordReader):
         if self._kept is not None:
             batches: Any = [self._kept]
         else:
-            batches = self._text.batches()
+            batches = self._text.batches(self._text.arrow_types(self._schema))
         first = 0
         for raw in batches:
             for start in range(0, raw.num_rows, BATCH_RECORDS):
@@ -428,7 +532,14 @@ class _CsvReader(RecordReader):
             if field.name not in names:
                 columns.append(pa.nulls(raw.num_rows, field.type))
                 continue
-            text = _value_text(raw.column(field.name), self._trim_quotes or not pa.types.is_string(field.type))
+            column = raw.column(field.name)
+            if column.type == field.type and not pa.types.is_string(field.type):
+                columns.append(column)   # read as its type by pyarrow (``_Text.arrow_types``)
+                continue
+            text = _value_text(column, self._trim_quotes or not pa.types.is_string(field.type))
+            if text.type == field.type:
+                columns.append(text)   # text: _value_text made empty values null
+                continue
             try:
                 columns.append(text_as(text, field, self._formats))
             except SchemaMismatchError as err:
