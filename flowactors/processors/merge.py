@@ -33,6 +33,11 @@ PACKAGES = {TAR: (TAR_MIME_TYPE, ".tar"), ZIP: (ZIP_MIME_TYPE, ".zip"),
             FLOWFILE_V3: (FLOWFILE_V3_MIME_TYPE, ".pkg")}
 COMMON = "Keep Only Common Attributes"
 UNIQUE = "Keep All Unique Attributes"
+#: the properties MergeContent and MergeRecord share
+ATTRIBUTE_STRATEGY = PropertyDescriptor("Attribute Strategy", "Which attributes the merged FlowFile gets",
+                                        required=True, default=COMMON, allowable_values=(COMMON, UNIQUE))
+MAX_BIN_AGE = PropertyDescriptor("Max Bin Age", "A bin this old is merged whatever it holds, e.g. '30 sec'",
+                                 validator=validators.DURATION)
 NO_DELIMITERS, TEXT, FILENAME = "Do Not Use Delimiters", "Text", "Filename"
 
 
@@ -69,8 +74,7 @@ class MergeContent(Processor):
                            allowable_values=(BIN_PACKING,)),
         PropertyDescriptor("Merge Format", "How the contents are combined", required=True, default=CONCATENATION,
                            allowable_values=(TAR, ZIP, FLOWFILE_V3, CONCATENATION)),
-        PropertyDescriptor("Attribute Strategy", "Which attributes the merged FlowFile gets", required=True,
-                           default=COMMON, allowable_values=(COMMON, UNIQUE)),
+        ATTRIBUTE_STRATEGY,
         PropertyDescriptor("Correlation Attribute Name", "Only FlowFiles with the same value of this attribute "
                            "are merged together"),
         PropertyDescriptor("Minimum Number of Entries", "The fewest FlowFiles a bin is merged with (unless it "
@@ -83,8 +87,7 @@ class MergeContent(Processor):
                            validator=validators.DATA_SIZE),
         PropertyDescriptor("Maximum Group Size", "The largest total content of a bin (a single larger FlowFile "
                            "gets a bin of its own)", validator=validators.DATA_SIZE),
-        PropertyDescriptor("Max Bin Age", "A bin this old is merged whatever it holds, e.g. '30 sec'",
-                           validator=validators.DURATION),
+        MAX_BIN_AGE,
         PropertyDescriptor("Maximum number of Bins", "The most bins open at once; the oldest is merged to make "
                            "room", required=True, default="5", validator=validators.POSITIVE_INTEGER),
         PropertyDescriptor("Delimiter Strategy", "Whether Header, Footer and Demarcator are text or file names "
@@ -114,7 +117,7 @@ class MergeContent(Processor):
     def on_scheduled(self, context: ProcessContext) -> None:
         p = context.property
         self._packer.configure(context)
-        self._unique = p("Attribute Strategy").evaluate() == UNIQUE
+        self._unique = p(ATTRIBUTE_STRATEGY.name).evaluate() == UNIQUE
         self._delimiters = p("Delimiter Strategy").evaluate()
         self._charset = p("Character Set").evaluate()
         self._format = p("Merge Format").evaluate()

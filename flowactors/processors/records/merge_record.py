@@ -16,7 +16,7 @@ from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from flowactors.processors.merge import unique_attributes
+from flowactors.processors.merge import ATTRIBUTE_STRATEGY, BIN_PACKING, MAX_BIN_AGE, UNIQUE, unique_attributes
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, is_flowfile_error, open_records, reason,
                                                remove_all, route_failure, write_records)
 from flowactors.sdk import FlowFile, now_millis
@@ -30,8 +30,7 @@ from flowactors.sdk.units import parse_data_size
 
 log = logging.getLogger(__name__)
 
-BIN_PACKING, DEFRAGMENT = "Bin-Packing Algorithm", "Defragment"
-COMMON, UNIQUE = "Keep Only Common Attributes", "Keep All Unique Attributes"
+DEFRAGMENT = "Defragment"
 FRAGMENT_ID, FRAGMENT_INDEX, FRAGMENT_COUNT = "fragment.identifier", "fragment.index", "fragment.count"
 MERGE_COUNT, MERGE_BIN_AGE, MERGE_UUID = "merge.count", "merge.bin.age", "merge.uuid"
 MERGE_REASON = "merge.completion.reason"
@@ -78,7 +77,7 @@ class RecordBins(BinPacker):
         self.reader = context.service(RECORD_READER.name, RecordReaderFactory)
         # the packer's own limits count FlowFiles, which are not limits here (records are)
         self.settings = BinSettings(correlation=p("Correlation Attribute Name").evaluate() or None,
-                                    max_age=p("Max Bin Age").as_duration(),
+                                    max_age=p(MAX_BIN_AGE.name).as_duration(),
                                     max_bins=p("Maximum Number of Bins").as_int())
         self._min_records = p("Minimum Number of Records").as_int()
         self._max_records = p("Maximum Number of Records").as_int() or sys.maxsize
@@ -221,8 +220,7 @@ class MergeRecord(Processor):
                            required=True, default=BIN_PACKING, allowable_values=(BIN_PACKING, DEFRAGMENT)),
         PropertyDescriptor("Correlation Attribute Name", "Only FlowFiles with the same value of this attribute are "
                            "merged together (Bin-Packing)"),
-        PropertyDescriptor("Attribute Strategy", "Which attributes the merged FlowFile gets", required=True,
-                           default=COMMON, allowable_values=(COMMON, UNIQUE)),
+        ATTRIBUTE_STRATEGY,
         PropertyDescriptor("Minimum Number of Records", "The fewest records a bin is merged with (unless it is older "
                            "than Max Bin Age or makes room for a new bin)", required=True, default="1",
                            validator=validators.POSITIVE_INTEGER, expression_language=True),
@@ -233,8 +231,7 @@ class MergeRecord(Processor):
                            default="0 B", validator=validators.DATA_SIZE),
         PropertyDescriptor("Maximum Bin Size", "A bin holding this much content is merged (a soft limit)",
                            validator=validators.DATA_SIZE),
-        PropertyDescriptor("Max Bin Age", "A bin this old is merged whatever it holds, e.g. '30 sec'",
-                           validator=validators.DURATION),
+        MAX_BIN_AGE,
         PropertyDescriptor("Maximum Number of Bins", "The most bins open at once; the oldest is merged to make room",
                            required=True, default="10", validator=validators.POSITIVE_INTEGER),
     )
@@ -257,7 +254,7 @@ class MergeRecord(Processor):
     def on_scheduled(self, context: ProcessContext) -> None:
         self._bins.configure(context)
         self._writer = context.service(RECORD_WRITER.name, RecordSetWriterFactory)
-        self._unique = context.property("Attribute Strategy").evaluate() == UNIQUE
+        self._unique = context.property(ATTRIBUTE_STRATEGY.name).evaluate() == UNIQUE
 
     def on_stopped(self, context: ProcessContext) -> None:
         """Give every binned FlowFile back to its queue, unchanged."""
