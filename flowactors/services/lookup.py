@@ -35,7 +35,8 @@ from flowactors.sdk.services import ControllerService, LookupService, ServiceCon
 from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, DEFAULT, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL,
                                                      NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
                                                      QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC4180_COMPAT,
-                                                     RFC_4180, TDF, TRIM_FIELDS, CsvDialect)
+                                                     RFC_4180, TDF, TRIM_FIELDS, CommentedLines, CsvDialect,
+                                                     escape_problem)
 from flowactors.services.records.textual import char_property, single_char_problem, unescape
 
 log = logging.getLogger(__name__)
@@ -77,10 +78,6 @@ class SimpleKeyValueLookupService(ControllerService, StringLookupService):
 
 
 # ---------------------------------------------------------------------------------- CSV files
-def _escape_problem(value: str) -> str | None:
-    return None if value == "" else single_char_problem(value)
-
-
 def _custom(name: str, description: str, **kwargs: Any) -> PropertyDescriptor:
     return PropertyDescriptor(name, f"{description} (Custom Format only)", **kwargs)
 
@@ -106,31 +103,12 @@ QUOTE_MODE = _custom("Quote Mode", "How values are quoted when written: reading 
 COMMENT_MARKER = _custom("Comment Marker", "A line starting with this character is a comment",
                          validator=single_char_problem)
 ESCAPE_CHAR = _custom("Escape Character", "The character that makes the next one plain (empty: none)",
-                      required=True, default="\\", validator=_escape_problem)
+                      required=True, default="\\", validator=escape_problem)
 
 _CSV_NIFI_NAMES = {"csv-file": "CSV File", "csv-format": "CSV Format", "lookup-key-column": "Lookup Key Column",
                    "ignore-duplicates": "Ignore Duplicates"}
 _CSV_NIFI_VALUES = {"CSV Format": {**NIFI_FORMAT_VALUES, "default": DEFAULT, "RFC4180": RFC4180_COMPAT},
                     "Quote Mode": NIFI_QUOTE_MODES}
-
-
-class _CommentedLines:
-    """The lines of a text, without the comment lines; ``line`` is the number of the last line given."""
-
-    def __init__(self, text: str, comment: str | None):
-        self._lines = iter(text.splitlines(keepends=True))
-        self._comment = comment
-        self.line = 0
-
-    def __iter__(self) -> "_CommentedLines":
-        return self
-
-    def __next__(self) -> str:
-        while True:
-            text = next(self._lines)
-            self.line += 1
-            if not self._comment or not text.startswith(self._comment):
-                return text
 
 
 class _CsvFileLookup(ControllerService):
@@ -200,7 +178,7 @@ class _CsvFileLookup(ControllerService):
         except UnicodeDecodeError as err:
             raise ServiceEnableError(f"{where} is not {self._charset} text: byte {err.start} "
                                      f"({err.object[err.start:err.start + 1]!r}) cannot be decoded") from None
-        lines = _CommentedLines(text, self._dialect.comment)
+        lines = CommentedLines(text.splitlines(keepends=True), self._dialect.comment)
         records = (row for row in self._dialect.reader(lines) if row)
         try:
             header = [self._trimmed(name) for name in next(records)]
@@ -214,7 +192,7 @@ class _CsvFileLookup(ControllerService):
                 raise ServiceEnableError(f"{where} has no column '{column}' (its columns: {', '.join(header)})")
         return self._entries(records, lines, header, positions, where)
 
-    def _entries(self, records: Iterator[list[str]], lines: _CommentedLines, header: list[str],
+    def _entries(self, records: Iterator[list[str]], lines: CommentedLines, header: list[str],
                  positions: dict[str, int], where: str) -> dict[str, Any]:
         table: dict[str, Any] = {}
         key_at = positions[self._key_column]

@@ -1,6 +1,6 @@
 """What the CSV services share: Apache Commons CSV's format names and dialects as NiFi offers them,
-the quote modes, and the properties every CSV service has alike (``Character Set``,
-``Trim Fields``). Used by the CSV reader and writer (``csv.py``) and the CSV lookup services
+the quote modes, the properties every CSV service has alike (``Character Set``, ``Trim
+Fields``), the Escape Character's validator and the lines of a text without its comments. Used by the CSV reader and writer (``csv.py``) and the CSV lookup services
 (``flowactors.services.lookup``).
 """
 
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from flowactors.sdk.processor import PropertyDescriptor, validators
+from flowactors.services.records.textual import single_char_problem
 
 #: the CSV Format values of NiFi's CSV reader and writer
 CUSTOM, RFC_4180, EXCEL, TDF = "Custom Format", "RFC 4180", "Microsoft Excel", "Tab-Delimited"
@@ -55,3 +56,28 @@ CHARSET = PropertyDescriptor("Character Set", "The character set of the CSV text
                              default="UTF-8", validator=validators.CHARSET, expression_language=True)
 TRIM_FIELDS = PropertyDescriptor("Trim Fields", "Whether spaces around values are removed (Custom Format only)",
                                  required=True, default="true", allowable_values=("true", "false"))
+
+
+def escape_problem(value: str) -> str | None:
+    """A validator of Escape Character: empty (no escape), or one character once Java escapes are read."""
+    return None if value == "" else single_char_problem(value)
+
+
+class CommentedLines:
+    """The lines of a text without those starting with the comment marker (None: no comments);
+    ``line`` is the number of the last line given, comments counted, for messages."""
+
+    def __init__(self, lines: Iterable[str], comment: str | None):
+        self._lines = iter(lines)
+        self._comment = comment
+        self.line = 0
+
+    def __iter__(self) -> "CommentedLines":
+        return self
+
+    def __next__(self) -> str:
+        while True:
+            text = next(self._lines)
+            self.line += 1
+            if not self._comment or not text.startswith(self._comment):
+                return text
