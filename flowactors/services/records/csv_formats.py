@@ -1,9 +1,9 @@
 """What the CSV services share: Apache Commons CSV's format names and dialects as NiFi offers them,
 the quote modes, the properties every CSV service has alike (``Character Set``, ``Trim
-Fields``), the Escape Character's validator and the lines of a text without its comments. Used by the CSV reader and writer (``csv.py``) and the CSV lookup services
+Fields``), the Escape Character's validator and the lines of a text without its comments. Used
+by the CSV reader and writer (``csv.py``) and the CSV lookup services
 (``flowactors.services.lookup``).
 """
-
 from __future__ import annotations
 
 import csv
