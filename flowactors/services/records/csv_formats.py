@@ -4,6 +4,7 @@ Fields``), the Escape Character's validator and the lines of a text without its 
 by the CSV reader and writer (``csv.py``) and the CSV lookup services
 (``flowactors.services.lookup``).
 """
+
 from __future__ import annotations
 
 import csv
