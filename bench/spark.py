@@ -30,6 +30,9 @@ from bench import ray_session, row
 from flowactors.sdk.flow import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile
 from flowactors.driver.running import run_flow
+from flowactors.sdk.record_formats import parse_schema
+from flowactors.sdk.records.schema import avro_text
+from flowactors.services import CSVReader, ParquetRecordSetWriter
 from flowactors.spark import ExecuteSparkSQL
 from flowactors.spark.service import start_service, stop_service
 from repositories.provenance import WriteAheadProvenanceRepository
@@ -77,10 +80,14 @@ def count_parquet(spark, path: str) -> int:
 
 def spark_flow(data: Path, out: Path, name: str = "bench-spark") -> Flow:
     flow = Flow(name, settings={"administrative_yield": 0.1})
+    flow.add_service(CSVReader, "orders", properties={
+        "Treat First Line as Header": "true", "Schema Access Strategy": "Use 'Schema Text' Property",
+        "Schema Text": avro_text(parse_schema(SCHEMA)), "Date Format": "yyyy-MM-dd"})
+    flow.add_service(ParquetRecordSetWriter, "parquet")
     listing = flow.add(ListFile, "list", properties={"Input Directory": str(data)})
     fetch = flow.add(FetchFile, "fetch", batch_size=BIN, auto_terminate=["not.found", "permission.denied", "failure"])
     sql = flow.add(ExecuteSparkSQL, "sql", batch_size=BIN, properties={
-        "Spark Service": SERVICE, "SQL Query": QUERY, "Schema": SCHEMA, "Output Format": "Parquet",
+        "Spark Service": SERVICE, "SQL Query": QUERY, "Record Reader": "orders", "Record Writer": "parquet",
         "Minimum Number of Entries": BIN, "Maximum Number of Entries": BIN, "Max Bin Age": "2 sec"},
         auto_terminate=["original", "failure"])
     put = flow.add(PutFile, "put", properties={"Directory": str(out)}, auto_terminate=["success", "failure"])

@@ -29,6 +29,9 @@ import pyarrow.parquet as pq
 
 from flowactors import Flow
 from flowactors.processors import FetchFile, ListFile, PutFile, RouteOnContent, UpdateAttribute
+from flowactors.sdk.record_formats import parse_schema
+from flowactors.sdk.records.schema import avro_text
+from flowactors.services import CSVReader, ParquetReader, ParquetRecordSetWriter
 from flowactors.spark import ExecuteSparkSQL, TransformWithSpark
 
 HERE = Path(__file__).resolve().parent
@@ -70,14 +73,20 @@ def build_flow(data: Path = DATA / "incoming", out: Path = OUT) -> Flow:
         "spark": {"start": "flow-start", "executors": 1, "executor_cores": 1, "executor_memory": "1G"}})
     listing = flow.add(ListFile, "list orders", properties={"Input Directory": str(data), "File Filter": r".*\.csv"})
     fetch = flow.add(FetchFile, "fetch", auto_terminate=["not.found", "permission.denied", "failure"])
+    flow.add_service(CSVReader, "orders", properties={
+        "Treat First Line as Header": "true", "Schema Access Strategy": "Use 'Schema Text' Property",
+        "Schema Text": avro_text(parse_schema(ORDERS_SCHEMA)), "Timestamp Format": "yyyy-MM-dd'T'HH:mm:ssX"})
+    flow.add_service(ParquetReader, "parquet in")
+    flow.add_service(ParquetRecordSetWriter, "parquet out")
     validate = flow.add(RouteOnContent, "validate header", properties={
         "Match Requirement": "content must contain match", "Content Buffer Size": "1 KB",
         "orders": f"^{ORDERS_HEADER}\\r?\\n"})
     enrich = flow.add(Enrich, "enrich on spark", properties={
-        "Schema": ORDERS_SCHEMA, "Output Format": "Parquet", "Maximum Number of Entries": 100},
+        "Record Reader": "orders", "Record Writer": "parquet out", "Maximum Number of Entries": 100},
         auto_terminate=["original"])
     aggregate = flow.add(ExecuteSparkSQL, "aggregate on spark", properties={
-        "SQL Query": AGGREGATE, "Table Name": "enriched", "Input Format": "Parquet", "Output Format": "Parquet",
+        "SQL Query": AGGREGATE, "Table Name": "enriched", "Record Reader": "parquet in",
+        "Record Writer": "parquet out",
         "Minimum Number of Entries": 100, "Max Bin Age": "3 sec"},
         auto_terminate=["original", "failure"])
     name_aggregate = flow.add(UpdateAttribute, "name aggregates", properties={

@@ -141,11 +141,15 @@ def test_the_in_process_engine_refuses_a_runtime_env_and_spark_naming_the_proces
     with pytest.raises(FlowStartError, match=r"pinned ask\(s\) for a runtime_env of their own.*engine='ray'"):
         run_flow(flow, tmp_path / "repository", engine="in-process", timeout=30)
 
+    from flowactors.services import CSVReader, ParquetRecordSetWriter
     from flowactors.spark.processors import ExecuteSparkSQL
 
     flow = Flow("needs-spark")
+    flow.add_service(CSVReader, "csv-in")
+    flow.add_service(ParquetRecordSetWriter, "parquet-out")
     get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "empty")})
-    flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "SELECT 1"},
+    flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "SELECT 1", "Record Reader": "csv-in",
+                                                 "Record Writer": "parquet-out"},
              auto_terminate=["success", "original", "failure"])
     flow.connect(get, "sql")
     with pytest.raises(FlowStartError, match=r"sql run\(s\) on Spark.*engine='ray'"):
@@ -158,11 +162,15 @@ def test_the_in_process_engine_refuses_a_spark_processor_even_one_naming_a_runni
     """Spark is reached through Ray: a Spark processor naming a service someone else runs is
     refused before the flow starts, as one using the flow's own (the stateless engine, which
     runs inside Ray Data, takes the former)."""
+    from flowactors.services import CSVReader, ParquetRecordSetWriter
     from flowactors.spark.processors import ExecuteSparkSQL
 
     flow = Flow("named-spark")
+    flow.add_service(CSVReader, "csv-in")
+    flow.add_service(ParquetRecordSetWriter, "parquet-out")
     get = flow.add(GetFile, "get", properties={"Input Directory": str(tmp_path / "empty")})
-    flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "SELECT 1", "Spark Service": "shared.spark"},
+    flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "SELECT 1", "Spark Service": "shared.spark",
+                                                 "Record Reader": "csv-in", "Record Writer": "parquet-out"},
              auto_terminate=["success", "original", "failure"])
     flow.connect(get, "sql")
     with pytest.raises(FlowStartError, match=r"sql run\(s\) on Spark.*engine='ray'"):

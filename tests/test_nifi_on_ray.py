@@ -18,6 +18,7 @@ from flowactors.nifi import add_python_processor
 from flowactors import Flow
 from flowactors.driver.running import processor_totals, run_flow
 from flowactors.processors import GenerateFlowFile, PutFile, UpdateAttribute
+from flowactors.services import JsonRecordSetWriter, JsonTreeReader
 from repositories.provenance import WriteAheadProvenanceRepository
 
 pytestmark = pytest.mark.ray
@@ -44,8 +45,10 @@ def build_flow(out: Path) -> Flow:
     document = flow.add(GenerateFlowFile, "document", properties={
         "Custom Text": '{"b": 1, "a": [true, null]}', "Max FlowFiles": 1})
     batch = flow.add(GenerateFlowFile, "batch", properties={"Custom Text": RECORDS, "Max FlowFiles": 1})
+    flow.add_service(JsonTreeReader, "json-in")
+    flow.add_service(JsonRecordSetWriter, "json-lines", properties={"Output Grouping": "One Line Per Object"})
     tag = add_python_processor(flow, "TagRecords", "tag", extensions=EXTENSIONS, properties={
-        "Record Reader": "JSON Lines", "Record Writer": "JSON Lines", "Partition Field": "region",
+        "Record Reader": "json-in", "Record Writer": "json-lines", "Partition Field": "region",
         "batch": "${filename}"}, auto_terminate=["failure"])
     name = flow.add(UpdateAttribute, "name", properties={"filename": "${uuid}"})
     collect = flow.add(PutFile, "collect", properties={"Directory": str(out)}, auto_terminate=["success", "failure"])

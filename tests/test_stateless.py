@@ -416,8 +416,13 @@ def test_what_needs_the_ray_engine_is_refused_by_name():
     flow.connect(gen, flow.add_output_port("out"))
     with pytest.raises(ValueError, match="gen ask\\(s\\) for a runtime_env"):
         StatelessFlow(flow)
+    from flowactors.services import CSVReader, ParquetRecordSetWriter
+
     flow = Flow("spark")
-    sql = flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "select 1"},
+    flow.add_service(CSVReader, "csv-in")
+    flow.add_service(ParquetRecordSetWriter, "parquet-out")
+    sql = flow.add(ExecuteSparkSQL, "sql", properties={"SQL Query": "select 1", "Record Reader": "csv-in",
+                                                       "Record Writer": "parquet-out"},
                    auto_terminate=["success", "failure", "original"])
     flow.connect(flow.add_input_port("in"), sql)
     with pytest.raises(ValueError, match="sql run\\(s\\) on Spark.*'Spark Service' property.*engine='ray'"):

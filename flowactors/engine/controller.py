@@ -243,22 +243,9 @@ class FlowController:
             damaged = self._align_event_ids()
             if damaged:  # damaged outbox entries a run that died left in the log: said the same way
                 self.recovery["provenance_problems"] = self.recovery.get("provenance_problems", []) + damaged
-        self._starting("executors", 0, len(self.executors))
         self.run = self.recovery["run"]
         self._start_shared_services()
-        wired = [e.call(Executor.wire, self.queues, self.run, self.shared_services) for e in self.executors]
-        for done, (executor_plan, pending) in enumerate(zip(placement.executors, wired), 1):
-            try:
-                resolve([pending])
-            except Exception as err:
-                refused = next((e for e in causes(err) if type(e) is ServiceEnableError), None)
-                if refused is not None:   # a controller service refused: its own one line
-                    raise FlowStartError(str(refused)) from None
-                problem = hosting.start_problem(executor_plan, err)
-                if problem is None:
-                    raise
-                raise FlowStartError(problem) from None
-            self._starting("executors", done, len(self.executors))
+        self._wire_executors(placement)
         self._starting("restoring queued FlowFiles", 0, sum(self.recovery.get("queues", {}).values()))
         self._restore_queues()
         self._start_services()
@@ -271,6 +258,21 @@ class FlowController:
         self._maintenance.start()
         self.started = True
         return self.recovery
+
+    def _wire_executors(self, placement: Placement) -> None:
+        """Have each executor create its tasks (``Executor.wire``), the start failing with one
+        line for a controller service that refused to enable or what the engine knows better."""
+        self._starting("executors", 0, len(self.executors))
+        wired = [e.call(Executor.wire, self.queues, self.run, self.shared_services) for e in self.executors]
+        for done, (executor_plan, pending) in enumerate(zip(placement.executors, wired), 1):
+            try:
+                resolve([pending])
+            except Exception as err:
+                problem = service_refusal(err) or self.hosting.start_problem(executor_plan, err)
+                if problem is None:
+                    raise
+                raise FlowStartError(problem) from None
+            self._starting("executors", done, len(self.executors))
 
     def _starting(self, step: str, done: int, total: int) -> None:
         self.start_progress.append({"step": step, "done": done, "total": total})
@@ -318,10 +320,10 @@ class FlowController:
             try:
                 call_now(link, SharedService.enable)
             except Exception as err:
-                refused = next((e for e in causes(err) if type(e) is ServiceEnableError), None)
+                refused = service_refusal(err)
                 if refused is None:
                     raise
-                raise FlowStartError(str(refused)) from None
+                raise FlowStartError(refused) from None
 
     def _restore_queues(self) -> None:
         """Swap files back to their queues (kept on disk), then the log's queued FlowFiles."""
@@ -773,3 +775,10 @@ def services_status(flow: Flow, hosted: list[dict]) -> list[dict]:
         row["name"] for statuses in hosted for row in statuses.get("services", []) if row["enabled"])
     return [{"name": node.path, "type": node.type.__name__, "enabled": enabled[node.path]}
             for node in flow.services.values()]
+
+
+def service_refusal(error: BaseException) -> str | None:
+    """The one line of a controller service that refused to enable (``ServiceEnableError``),
+    wherever it was raised (Ray wraps it in each call that passed it on); None for another error."""
+    refused = next((e for e in causes(error) if type(e) is ServiceEnableError), None)
+    return None if refused is None else str(refused)
