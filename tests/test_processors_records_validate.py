@@ -72,6 +72,16 @@ def test_valid_and_invalid_records_go_to_flowfiles_of_their_own():
                                                           "match the schema: [/id]"}
 
 
+def test_invalid_records_past_the_spools_memory_come_from_its_temporary_file(monkeypatch):
+    monkeypatch.setattr("flowactors.processors.records._io.SPOOL_BYTES", 256)
+    rows = [{"id": i if i % 3 else f"bad {i}", "firstName": "John", "lastName": "Doe"} for i in range(3000)]
+    validator = validate(rows, **{"Strict Type Checking": "false"})
+    [valid], [invalid] = validator.output("valid"), validator.output("invalid")
+    assert len(avro_records(validator.read(valid))) == 2000
+    assert json.loads(validator.read(invalid)) == rows[::3]
+    assert invalid.attributes["record.count"] == "1000"
+
+
 @pytest.mark.usefixtures("processor_engine")
 def test_records_that_cannot_be_read_send_the_flowfile_to_failure():
     validator = runner()
