@@ -5,7 +5,6 @@ record written as one line, the ``Text`` property evaluated with the expression 
 
 from __future__ import annotations
 
-import codecs
 from collections import ChainMap
 from typing import BinaryIO, Mapping
 
@@ -22,19 +21,11 @@ __all__ = ["FreeFormTextRecordSetWriter"]
 MIME_TYPE = "text/plain"
 
 
-def _charset_problem(value: str) -> str | None:
-    try:
-        codecs.lookup(value)
-    except LookupError:
-        return f"{value!r} is not a character set Python knows (e.g. UTF-8, ISO-8859-1)"
-    return None
-
-
 TEXT = PropertyDescriptor("Text", "What is written for each record (a line): ${field} is the record's field, FlowFile "
                           "attributes can be named too", required=True, expression_language=True,
                           validator=validators.NON_EMPTY)
 CHARACTER_SET = PropertyDescriptor("Character Set", "The character set the text is written in", required=True,
-                                   default="UTF-8", validator=_charset_problem)
+                                   default="UTF-8", validator=validators.CHARSET)
 
 
 class _FreeFormWriter(RecordSetWriter):
