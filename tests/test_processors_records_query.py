@@ -214,6 +214,22 @@ def test_csv_in_and_out():
     assert query.contents("q") == [b"name,age\nTom,49\n,36\n", b"name,age\n"]
 
 
+def test_each_flowfile_is_queried_with_its_own_fields():
+    # FLOWFILE is registered once a connection: each query binds to the FlowFile it runs over
+    query = runner({"q": "SELECT * FROM FLOWFILE"})
+    query.enqueue(json.dumps([{"a": 1, "b": "x"}]).encode())
+    query.enqueue(json.dumps([{"c": 2.5}]).encode())
+    query.enqueue(json.dumps([{"a": 3, "b": "y"}]).encode())
+    query.run()
+    assert [records(c) for c in query.contents("q")] == [[{"a": 1, "b": "x"}], [{"c": 2.5}], [{"a": 3, "b": "y"}]]
+    bad = runner({"q": "SELECT a FROM FLOWFILE"})
+    bad.enqueue(json.dumps([{"a": 1}]).encode())
+    bad.enqueue(json.dumps([{"c": 2}]).encode())
+    bad.run()
+    assert records(bad.contents("q")[0]) == [{"a": 1}]
+    assert '"a" not found' in bad.output("failure")[0].attributes["record.error.message"]
+
+
 def test_a_query_with_expressions_is_evaluated_against_each_flowfile():
     query = runner({"q": "SELECT name FROM FLOWFILE WHERE age > ${minimum}"})
     query.enqueue(json.dumps(PEOPLE).encode(), {"minimum": "40"})

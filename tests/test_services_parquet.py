@@ -155,6 +155,32 @@ def test_writer_options():
     assert reader(data).read_all().equals(users(100))
 
 
+def encodings(data: bytes) -> dict[str, bool]:
+    """Whether each column of the first row group is dictionary-encoded."""
+    group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+    return {group.column(i).path_in_schema: "RLE_DICTIONARY" in group.column(i).encodings
+            for i in range(group.num_columns)}
+
+
+def test_without_a_dictionary_setting_only_columns_whose_values_repeat_get_one():
+    table = users(3000).append_column("team", pa.array(["red", "blue", "green"] * 1000))
+    data, _ = write(table)
+    assert encodings(data) == {"name": False, "favorite_number": False, "favorite_color": False, "team": True}
+    assert reader(data).read_all().equals(table)
+
+
+@pytest.mark.parametrize("setting", ["true", "false"])
+def test_a_dictionary_setting_is_every_column_s(setting):
+    data, _ = write(users(100).append_column("team", pa.array(["red"] * 100)), {"Enable Dictionary Encoding": setting})
+    assert set(encodings(data).values()) == {setting == "true"}
+
+
+def test_no_records_make_a_file_of_the_schema():
+    data, result = write(users(0))
+    assert result.record_count == 0 and reader(data).schema() == users(0).schema
+    assert reader(data).read_all().num_rows == 0
+
+
 def test_schema_write_strategy_and_a_schema_given_as_text():
     properties = {"Schema Write Strategy": "Set 'avro.schema' Attribute",
                   "Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": json.dumps(USER)}

@@ -11,7 +11,7 @@ DuckDB's SQL differs from NiFi's (Calcite's).
 from __future__ import annotations
 
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from typing import Callable, Iterator, Mapping, Sequence
 
 import duckdb
@@ -104,6 +104,7 @@ class QueryRecord(Processor):
 
     def __init__(self) -> None:
         self._db: duckdb.DuckDBPyConnection | None = None
+        self._flowfile = CurrentTable()
 
     @classmethod
     def relationships_for(cls, values: Mapping[str, str]) -> Sequence[Relationship]:
@@ -126,7 +127,14 @@ class QueryRecord(Processor):
         return problems
 
     def on_scheduled(self, context: ProcessContext) -> None:
+        self._connect()
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        """The task's connection, with ``FLOWFILE`` registered once: the records of the FlowFile
+        being queried (``CurrentTable``), not a registration a query."""
         self._db = connect()
+        self._db.register(TABLE, self._flowfile)
+        return self._db
 
     def on_stopped(self, context: ProcessContext) -> None:
         if self._db is not None:
@@ -164,17 +172,15 @@ class QueryRecord(Processor):
     def _query(self, session, original: FlowFile, child: FlowFile, name: str, sql: str, reader: RecordReaderFactory,
                writer: RecordSetWriterFactory) -> tuple[FlowFile, WriteResult]:
         """``child`` holding the results of ``sql`` over ``original``'s records."""
-        if self._db is None:
-            self._db = connect()   # triggered without on_scheduled: a test's own session
+        db = self._db or self._connect()   # triggered without on_scheduled: a test's own session
         with ExitStack() as scope:
             table = Table(session, original, reader, scope)
             if not table.schema.names:
                 raise QueryError(f"query '{name}' has no table to read: the records have no fields (an empty "
                                  "content, its schema inferred from no record)")
-            self._db.register(TABLE, table)
-            scope.callback(self._db.unregister, TABLE)
+            scope.enter_context(self._flowfile.holding(table))
             try:
-                results = self._db.sql(sql)
+                results = db.sql(sql)
                 if results is None:
                     raise QueryError(f"query '{name}' gives no records (it must be a SELECT)")
                 stream = results.to_arrow_reader(BATCH_RECORDS)
@@ -184,6 +190,33 @@ class QueryRecord(Processor):
             return write_records(session, child, writer, writer.write_schema(original.attributes, schema),
                                  _results(stream, restore, name, table), original.attributes,
                                  extra={ROUTE_ATTRIBUTE: name})
+
+
+class CurrentTable:
+    """``FLOWFILE`` as registered with DuckDB once a connection: the ``Table`` of the FlowFile a
+    query runs over while ``holding`` it (DuckDB binds each query to the schema it has then), an
+    empty placeholder between queries. Registering each FlowFile's table costs DuckDB about as
+    much as a small query."""
+
+    _NONE = pa.table({"_": pa.array([], pa.int8())})
+
+    def __init__(self) -> None:
+        self._table: "Table | pa.Table" = self._NONE
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._table.schema
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self._table.__arrow_c_stream__(requested_schema)
+
+    @contextmanager
+    def holding(self, table: "Table") -> Iterator[None]:
+        self._table = table
+        try:
+            yield
+        finally:
+            self._table = self._NONE
 
 
 class Table:

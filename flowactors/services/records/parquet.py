@@ -11,7 +11,10 @@ falls in that byte range.
 
 **Writing.** Batches are cast to the writer's schema and buffered until they reach ``Row Group
 Size`` (of Arrow memory, as parquet-mr counts its buffered bytes), then written as one row group;
-the footer is written by ``finish``.
+the footer is written by ``finish``. With ``Enable Dictionary Encoding`` unset, a column is
+dictionary-encoded when its first values repeat (``_dictionary_columns``), where parquet-mr tries
+a dictionary for every column and gives it up when it outgrows a page: the same values either way,
+without the cost of a dictionary of unique values.
 """
 
 from __future__ import annotations
@@ -249,18 +252,21 @@ class _Sink:
 
 
 class _ParquetWriter(RecordSetWriter):
+    """One Parquet file. pyarrow's writer is made at the first row group (``_flush``), so that with
+    ``Enable Dictionary Encoding`` unset the columns to dictionary-encode are chosen from the
+    records (``_dictionary_columns``)."""
+
     def __init__(self, schema: pa.Schema, out: BinaryIO, options: dict, row_group_bytes: int,
                  attributes: dict[str, str]):
         self._schema = schema
+        self._out = out
+        self._options = options
         self._row_group_bytes = row_group_bytes
         self._attributes = attributes
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._count = 0
-        try:
-            self._writer = pq.ParquetWriter(pa.PythonFile(_Sink(out), mode="w"), schema, **options)
-        except (pa.ArrowException, ValueError) as err:
-            raise SchemaMismatchError(f"the schema cannot be written as Parquet: {_reason(err)}") from None
+        self._writer: pq.ParquetWriter | None = None
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.schema.equals(self._schema):
@@ -272,16 +278,44 @@ class _ParquetWriter(RecordSetWriter):
             self._flush()
 
     def _flush(self) -> None:
-        if not self._pending:
-            return
         table = pa.Table.from_batches(self._pending, schema=self._schema)
         self._pending, self._pending_bytes = [], 0
         try:
-            self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+            if self._writer is None:
+                options = self._options
+                if "use_dictionary" not in options:
+                    options = {**options, "use_dictionary": _dictionary_columns(table)}
+                self._writer = pq.ParquetWriter(pa.PythonFile(_Sink(self._out), mode="w"), self._schema, **options)
+            if table.num_rows:
+                self._writer.write_table(table, row_group_size=table.num_rows)
         except (pa.ArrowException, ValueError) as err:
-            raise SchemaMismatchError(f"the records cannot be written as Parquet: {_reason(err)}") from None
+            what = "schema" if self._writer is None else "records"
+            raise SchemaMismatchError(f"the {what} cannot be written as Parquet: {_reason(err)}") from None
 
     def finish(self) -> WriteResult:
-        self._flush()
-        self._writer.close()
+        if self._pending or self._writer is None:
+            self._flush()
+        if self._writer is not None:
+            self._writer.close()
         return WriteResult(self._count, dict(self._attributes))
+
+
+#: how many of a column's first values are looked at to choose its encoding, and the share of
+#: them that must repeat for a dictionary to be worth making
+DICTIONARY_SAMPLE, DICTIONARY_REPEATS = 1024, 0.5
+
+
+def _dictionary_columns(table: pa.Table) -> list[str] | bool:
+    """The columns worth dictionary-encoding: those whose first values repeat (at most half
+    distinct). A dictionary of values that do not repeat costs pyarrow three times the plain
+    encoding and makes the file larger; parquet-mr tries one for every column and gives it up when
+    it outgrows a page. With a nested field, every column (pyarrow's default, as parquet-mr's)."""
+    if any(pa.types.is_nested(f.type) for f in table.schema):
+        return True
+    sample = table.slice(0, DICTIONARY_SAMPLE)
+    chosen = []
+    for name, column in zip(table.schema.names, sample.columns):
+        values = column.drop_null()
+        if len(values) == 0 or len(values.unique()) <= DICTIONARY_REPEATS * len(values):
+            chosen.append(name)
+    return chosen

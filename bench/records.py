@@ -1,0 +1,393 @@
+"""Scenario 16: the record processors against pyarrow, fastavro and DuckDB doing the same work
+directly, in one process.
+
+**Data.** ``total`` bytes (1 GiB; 16 MiB with ``--quick``) of sales records (id, name, amount,
+category, flag) as CSV (a header a file) and as JSON Lines, the same records in both, in FlowFiles
+of 1 MiB and of 100 MiB (8 MiB with ``--quick``); as Parquet too, the files the CSV -> Parquet
+baseline wrote. The readers are given the schema, as the baselines are given the column types.
+
+**Rows** (a flow GetFile -> the processor on the in-process engine; the figure is the processor's
+own task time, ``task_seconds``: ``on_trigger`` plus commit, as MiB/s of input; the ratio is
+flowactors' MiB/s over the baseline's, 1.0 = as fast; each side measured ``ROUNDS`` times in turns,
+the medians compared):
+
+* ConvertRecord CSV -> Parquet (CSVReader -> ParquetRecordSetWriter, SNAPPY) against pyarrow
+  streaming each file (``pyarrow.csv.open_csv`` -> ``ParquetWriter``, snappy: its default);
+* ConvertRecord JSON -> Avro (JsonTreeReader -> AvroRecordSetWriter) against pyarrow's JSON reader
+  and fastavro's writer (``pyarrow.json.read_json`` -> ``fastavro.writer``, a batch of rows at a time);
+* QueryRecord (``SELECT id, name, amount FROM FLOWFILE WHERE amount > 500``) Parquet -> Parquet
+  and CSV -> Parquet against DuckDB running the same query on the same files
+  (``COPY (SELECT ... FROM read_parquet(...)) TO ... (FORMAT parquet)``, snappy: its default);
+* the peak RSS (``VmHWM``) of a child process converting one CSV FlowFile of 2 GiB (64 MiB with
+  ``--quick``) to Parquet, against the target of 600 MiB.
+
+**Where the time goes**: each row's notes give the parts of the task done alone, file by file
+outside any flow (the reader service reading every batch, DuckDB running the query over those
+batches in memory, the writer service writing the result to /dev/null), measured on at most
+``PARTS_SAMPLE`` of the files and scaled to all of them, and the rest (the session, the content
+repository, the processor, DuckDB's scan of a stream, GetFile's imports running beside).
+
+``python -m bench.records [--total MiB] [--rss] [--rss-size MiB]`` (or ``bench.records_probe``)
+prints the rows as JSON lines, at a size of one's choosing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from bench import retire, row
+from flowactors.driver.running import processor_totals, run_flow
+from flowactors.processors import GetFile
+from flowactors.processors.records import ConvertRecord, QueryRecord
+from flowactors.processors.records.query import connect
+from flowactors.sdk.flow import Flow
+from flowactors.services import (AvroRecordSetWriter, CSVReader, JsonTreeReader, ParquetReader,
+                                 ParquetRecordSetWriter)
+from flowactors.testing import enable_service
+
+SCENARIO = "16 records"
+MIB = 1 << 20
+#: (total input bytes, FlowFile sizes, peak-RSS FlowFile size, rounds) of a full and a quick run
+FULL = (1024 * MIB, (1 * MIB, 100 * MIB), 2048 * MIB, 3)
+QUICK = (16 * MIB, (1 * MIB, 8 * MIB), 64 * MIB, 1)
+#: the parts done alone are measured on at most this much of the files, and scaled to all of them
+PARTS_SAMPLE = 128 * MIB
+RSS_TARGET_MIB = 600
+
+COLUMNS = {"id": pa.int64(), "name": pa.string(), "amount": pa.float64(), "category": pa.string(), "flag": pa.bool_()}
+SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in COLUMNS.items()])
+AVRO_SCHEMA = {"type": "record", "name": "sale", "fields": [
+    {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "amount", "type": "double"},
+    {"name": "category", "type": "string"}, {"name": "flag", "type": "boolean"}]}
+QUERY = "SELECT id, name, amount FROM FLOWFILE WHERE amount > 500"
+GIVEN = {"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": json.dumps(AVRO_SCHEMA)}
+CSV_READER = (CSVReader, {**GIVEN, "Treat First Line as Header": "true"})
+JSON_READER = (JsonTreeReader, GIVEN)
+PARQUET_READER = (ParquetReader, {})
+PARQUET_WRITER = (ParquetRecordSetWriter, {"Compression Type": "SNAPPY"})
+AVRO_WRITER = (AvroRecordSetWriter, {})
+DUCKDB_CSV = "{'id': 'BIGINT', 'name': 'VARCHAR', 'amount': 'DOUBLE', 'category': 'VARCHAR', 'flag': 'BOOLEAN'}"
+
+
+# ---------------------------------------------------------------------------------- data
+def sales(count: int, start: int, rng: np.random.Generator) -> pa.Table:
+    """``count`` sales records, ids from ``start``."""
+    return pa.table({"id": np.arange(start, start + count),
+                     "name": rng.choice(np.array(["alice", "bob", "carol", "dave", "erin", "frank"]), count),
+                     "amount": np.round(rng.random(count) * 1000, 2),
+                     "category": rng.choice(np.array(["books", "games", "music", "tools"]), count),
+                     "flag": rng.random(count) < 0.5})
+
+
+def csv_lines(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pa_csv.write_csv(table, sink, pa_csv.WriteOptions(include_header=False, quoting_style="none"))
+    return sink.getvalue().to_pybytes()
+
+
+def json_lines(table: pa.Table) -> bytes:
+    """The records as JSON Lines, made by Arrow (the same text orjson would write for them)."""
+    text = pc.binary_join_element_wise(
+        '{"id":', table["id"].cast(pa.string()), ',"name":"', table["name"], '","amount":',
+        table["amount"].cast(pa.string()), ',"category":"', table["category"], '","flag":',
+        table["flag"].cast(pa.string()), "}\n", "").combine_chunks()
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(text)], pa.int32()), text), "")[0].as_py().encode()
+
+
+#: each format's file name suffix, header and text of records
+FORMATS = {"csv": (b"id,name,amount,category,flag\n", csv_lines), "json": (b"", json_lines)}
+
+
+def write_data(folder: Path, kind: str, total: int, each: int, seed: int = 7) -> list[Path]:
+    """Files of about ``each`` bytes of records in ``kind`` (csv, with a header each, or json:
+    JSON Lines), ``total`` bytes in all; the same records, in order, in either."""
+    folder.mkdir(parents=True, exist_ok=True)
+    header, text = FORMATS[kind]
+    rng = np.random.default_rng(seed)
+    per_row = len(text(sales(1000, 0, rng))) / 1000
+    paths, start = [], 0
+    for index in range(max(1, total // each)):
+        path = folder / f"part-{index:05d}.{kind}"
+        with open(path, "wb") as out:
+            written = out.write(header)
+            while written < each:
+                count = max(1, min(200_000, int((each - written) / per_row)))
+                written += out.write(text(sales(count, start, rng)))
+                start += count
+        paths.append(path)
+    return paths
+
+
+def linked(paths: list[Path], folder: Path) -> Path:
+    """``paths`` hard-linked into a new ``folder`` (GetFile deletes what it takes)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for path in paths:
+        os.link(path, folder / path.name)
+    return folder
+
+
+def megabytes(paths: list[Path]) -> float:
+    return sum(p.stat().st_size for p in paths) / MIB
+
+
+# ---------------------------------------------------------------------------------- flowactors
+def record_flow(source: Path, name: str, processor, properties: dict, reader: tuple, writer: tuple) -> Flow:
+    """GetFile -> ``processor`` with ``reader`` and ``writer`` (a service type and its properties
+    each); its failures go to the output port ``failed``, its other relationships end there."""
+    flow = Flow(name)
+    flow.add_service(reader[0], "reader", properties=reader[1])
+    flow.add_service(writer[0], "writer", properties=writer[1])
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(source), "Batch Size": 10,
+                                               "Minimum File Age": "0 sec"})
+    work = flow.add(processor, "work", batch_size=10, properties={
+        "Record Reader": "reader", "Record Writer": "writer", **properties},
+        auto_terminate=tuple(r for r in processor.relationship_names(properties) if r != "failure"))
+    flow.connect(get, work, name="taken")
+    flow.connect(work, flow.add_output_port("failed"), "failure")
+    return flow
+
+
+def run_records(flow: Flow, repository: Path, files: int) -> dict:
+    """Run ``flow`` until idle: the processor's task seconds and the wall time. Raises when the
+    processor did not take all ``files``, or sent one to failure (a figure of failures is none)."""
+    started = time.perf_counter()
+    final = run_flow(flow, repository, engine="in-process", timeout=3600)
+    wall = time.perf_counter() - started
+    totals = processor_totals(final)
+    retire(repository)
+    if totals["work"]["flowfiles_in"] != files or totals["failed"]["flowfiles_in"] or totals["work"]["errors"]:
+        raise RuntimeError(f"{flow.name} did not convert its {files} files: {totals}")
+    return {"wall": wall, "task_seconds": totals["work"]["task_seconds"]}
+
+
+# ---------------------------------------------------------------------------------- baselines
+def pyarrow_csv_to_parquet(paths: list[Path], out: Path) -> float:
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    for path in paths:
+        reader = pa_csv.open_csv(path, convert_options=pa_csv.ConvertOptions(column_types=COLUMNS),
+                                 read_options=pa_csv.ReadOptions(block_size=4 * MIB))
+        with pq.ParquetWriter(out / (path.stem + ".parquet"), reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+    return time.perf_counter() - started
+
+
+def pyarrow_json_to_avro(paths: list[Path], out: Path) -> float:
+    out.mkdir(parents=True, exist_ok=True)
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+    started = time.perf_counter()
+    for path in paths:
+        table = pa_json.read_json(path, parse_options=pa_json.ParseOptions(explicit_schema=SCHEMA))
+        with open(out / (path.stem + ".avro"), "wb") as sink:
+            fastavro.writer(sink, parsed, (r for batch in table.to_batches(65536) for r in batch.to_pylist()))
+    return time.perf_counter() - started
+
+
+def duckdb_query(paths: list[Path], out: Path, source: str) -> float:
+    out.mkdir(parents=True, exist_ok=True)
+    connection = duckdb.connect()
+    started = time.perf_counter()
+    for path in paths:
+        scan = f"read_parquet('{path}')" if source == "parquet" else \
+            f"read_csv('{path}', header=true, columns={DUCKDB_CSV})"
+        connection.execute(f"COPY ({QUERY.replace('FLOWFILE', scan)}) TO '{out / (path.stem + '.parquet')}' "
+                           "(FORMAT parquet)")
+    connection.close()
+    return time.perf_counter() - started
+
+
+def duckdb_baseline(out: Path, source: str) -> Callable[[list[Path]], float]:
+    return lambda paths: duckdb_query(paths, out, source)
+
+
+def parts_alone(paths: list[Path], reader: tuple, writer: tuple, query: str | None = None) -> dict[str, float]:
+    """The parts of the work done directly, file by file, outside any flow, in seconds for all of
+    ``paths`` (measured on the first ``PARTS_SAMPLE`` bytes of them, scaled): the reader service
+    alone reading every batch, DuckDB running ``query`` over those batches in memory (with
+    ``query``), the writer service alone writing the result to /dev/null."""
+    reading, writing = enable_service(*reader), enable_service(*writer)
+    sample, size = [], 0
+    for path in paths:
+        if sample and size + path.stat().st_size > PARTS_SAMPLE:
+            break
+        sample.append(path)
+        size += path.stat().st_size
+    times = {"reader": 0.0, "duckdb": 0.0, "writer": 0.0}
+    connection = connect()
+    for path in sample:
+        started = time.perf_counter()
+        with open(path, "rb") as stream:
+            records = reading.create_reader({}, stream, path.stat().st_size)
+            result = pa.Table.from_batches(list(records.batches()), schema=records.schema())
+        times["reader"] += time.perf_counter() - started
+        if query:
+            started = time.perf_counter()
+            connection.register("FLOWFILE", result)
+            result = connection.sql(query).to_arrow_table()
+            connection.unregister("FLOWFILE")
+            times["duckdb"] += time.perf_counter() - started
+        started = time.perf_counter()
+        with open(os.devnull, "wb") as sink:
+            out = writing.create_writer(writing.write_schema({}, result.schema), sink, {})
+            for batch in result.to_batches(max_chunksize=65536):
+                out.write_batch(batch)
+            out.finish()
+        times["writer"] += time.perf_counter() - started
+    connection.close()
+    scale = sum(p.stat().st_size for p in paths) / size
+    return {name: seconds * scale for name, seconds in times.items() if query or name != "duckdb"}
+
+
+def breakdown(task_seconds: float, parts: dict[str, float]) -> str:
+    rest = task_seconds - sum(parts.values())
+    shown = {**parts, "the rest": rest}
+    return ", ".join(f"{name} {seconds:.2f} s ({100 * seconds / task_seconds:.0f} %)" for name, seconds in shown.items())
+
+
+# ---------------------------------------------------------------------------------- rows
+def compared(metric: str, label: str, paths: list[Path], rounds: int, ours: Callable[[list[Path], str], dict],
+             baseline: Callable[[list[Path]], float], baseline_name: str, parts: dict[str, float]) -> dict:
+    """The row of ``ours`` (a flow run over some of ``paths``: ``run_records``' result) against
+    ``baseline`` (seconds), each run ``rounds`` times in turns over all of ``paths`` after a run
+    of each over the first file (what a first run pays once: imports, DuckDB's extensions), the
+    medians compared as MiB/s."""
+    ours(paths[:1], "warm")
+    baseline(paths[:1])
+    mine, theirs = [], []
+    for number in range(rounds):
+        mine.append(ours(paths, str(number))["task_seconds"])
+        theirs.append(baseline(paths))
+    size = megabytes(paths)
+    task, base = statistics.median(mine), statistics.median(theirs)
+    each = lambda values: " / ".join(f"{v:.2f}" for v in values)   # noqa: E731
+    return row(SCENARIO, f"{metric}, {label}", round(size / task, 1), round(size / base, 1), baseline_name, "MiB/s",
+               f"{len(paths)} files, {size:.0f} MiB; task {task:.2f} s (rounds {each(mine)}), baseline {base:.2f} s "
+               f"({each(theirs)}); the task's parts done alone: {breakdown(task, parts)}")
+
+
+def size_rows(workdir: Path, total: int, each: int, rounds: int) -> list[dict]:
+    """The convert and query rows for FlowFiles of ``each`` bytes."""
+    label = f"{each // MIB} MiB FlowFiles"
+    data = workdir / f"data-{each}"
+    csv_paths, json_paths = write_data(data, "csv", total, each), write_data(data, "json", total, each)
+    parquet_out = workdir / f"pyarrow-{each}"
+
+    def flow(kind: str, processor, properties: dict, reader: tuple, writer: tuple) -> Callable[[list[Path], str], dict]:
+        def one_run(paths: list[Path], name: str) -> dict:
+            source = linked(paths, workdir / f"in-{kind}-{each}-{name}")
+            return run_records(record_flow(source, f"{kind}-{each}-{name}", processor, properties, reader, writer),
+                               workdir / f"repo-{kind}-{each}-{name}", len(paths))
+        return one_run
+
+    rows = [compared("ConvertRecord CSV -> Parquet", label, csv_paths, rounds,
+                     flow("csv-parquet", ConvertRecord, {}, CSV_READER, PARQUET_WRITER),
+                     lambda paths: pyarrow_csv_to_parquet(paths, parquet_out), "pyarrow open_csv -> ParquetWriter",
+                     parts_alone(csv_paths, CSV_READER, PARQUET_WRITER)),
+            compared("ConvertRecord JSON -> Avro", label, json_paths, rounds,
+                     flow("json-avro", ConvertRecord, {}, JSON_READER, AVRO_WRITER),
+                     lambda paths: pyarrow_json_to_avro(paths, workdir / f"fastavro-{each}"),
+                     "pyarrow read_json -> fastavro writer", parts_alone(json_paths, JSON_READER, AVRO_WRITER))]
+    parquet_paths = sorted(parquet_out.glob("*.parquet"))
+    for source, paths, reader in (("parquet", parquet_paths, PARQUET_READER), ("csv", csv_paths, CSV_READER)):
+        rows.append(compared(f"QueryRecord {source} -> Parquet", label, paths, rounds,
+                             flow(f"query-{source}", QueryRecord, {"big": QUERY}, reader, PARQUET_WRITER),
+                             duckdb_baseline(workdir / f"duckdb-{source}-{each}", source),
+                             f"DuckDB COPY (the query over read_{source}) TO parquet",
+                             parts_alone(paths, reader, PARQUET_WRITER, QUERY)))
+    shutil.rmtree(data, ignore_errors=True)
+    return rows
+
+
+def rss_row(workdir: Path, size: int) -> dict:
+    """Peak RSS of a child process converting one CSV FlowFile of ``size`` bytes to Parquet."""
+    paths = write_data(workdir / "rss-data", "csv", size, size)
+    child = subprocess.run([sys.executable, "-m", "bench.records", "--rss-child", str(linked(paths, workdir / "rss-in")),
+                            str(workdir / "repo-rss")], capture_output=True, text=True, check=True)
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    shutil.rmtree(workdir / "rss-data", ignore_errors=True)
+    retire(workdir / "repo-rss")
+    return row(SCENARIO, f"ConvertRecord CSV -> Parquet peak RSS, one {size // MIB:,} MiB FlowFile",
+               round(result["peak_mib"]), RSS_TARGET_MIB, "target", "MiB",
+               f"task {result['task_seconds']:.1f} s; the whole process (Python, pyarrow, the in-process engine) at "
+               "its peak (VmHWM); the CSV reader holds a few 4 MiB blocks, the Parquet writer a row group (128 MiB "
+               "of Arrow memory, parquet-mr's default) before writing it")
+
+
+def _rss_child(source: Path, repository: Path) -> None:
+    ours = run_records(record_flow(source, "records-rss", ConvertRecord, {}, CSV_READER, PARQUET_WRITER), repository,
+                       len(list(source.iterdir())))
+    print(json.dumps({"peak_mib": peak_rss_mib(), "task_seconds": ours["task_seconds"]}))
+
+
+def peak_rss_mib() -> float:
+    """This process's peak RSS since its exec (``VmHWM``; ``ru_maxrss`` would count the parent's
+    RSS at the fork, which a child keeps across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def measure(workdir: Path, total: int, sizes: tuple[int, ...], rounds: int, rss_size: int | None) -> list[dict]:
+    """The rows of ``total`` bytes of input in FlowFiles of each of ``sizes`` (at most ``total``),
+    and, with ``rss_size``, the peak RSS row."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for each in sizes:
+        rows += size_rows(workdir, total, min(each, total), rounds)
+    if rss_size:
+        rows.append(rss_row(workdir, rss_size))
+    return rows
+
+
+def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
+    """The scenario's rows (``FULL`` or ``QUICK``); ``size``: the total input in MiB instead."""
+    total, sizes, rss_size, rounds = QUICK if quick else FULL
+    return measure(workdir, size * MIB if size else total, sizes, rounds, rss_size)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--total", type=int, default=200, help="MiB of input for convert and query")
+    parser.add_argument("--rss", action="store_true", help="also the peak RSS of one large FlowFile")
+    parser.add_argument("--rss-size", type=int, default=2048, help="MiB of that FlowFile")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each side, in turns")
+    parser.add_argument("--rss-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help="where the files go (a temporary folder by default, removed after)")
+    options = parser.parse_args()
+    if options.rss_child:
+        _rss_child(Path(options.rss_child[0]), Path(options.rss_child[1]))
+        return
+    workdir = Path(options.workdir or tempfile.mkdtemp(prefix="records-"))
+    try:
+        for result in measure(workdir, options.total * MIB, FULL[1], options.rounds,
+                              options.rss_size * MIB if options.rss else None):
+            print(json.dumps(result), flush=True)
+    finally:
+        if not options.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
