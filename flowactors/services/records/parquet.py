@@ -123,7 +123,7 @@ class _ParquetRecordReader(RecordReader):
             return
         done = 0
         try:
-            for batch in self._file.iter_batches(batch_size=BATCH_RECORDS, row_groups=groups, use_threads=False):
+            for batch in self._file.iter_batches(batch_size=BATCH_RECORDS, row_groups=groups, use_threads=True):
                 if skip:
                     cut = min(skip, batch.num_rows)
                     batch, skip = batch.slice(cut), skip - cut
