@@ -7,13 +7,17 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import re
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flowactors.sdk.records import MalformedRecordError, SchemaMismatchError
 from flowactors.services.records import csv as csv_service
 from flowactors.services.records.csv import CSVReader, CSVRecordSetWriter
+from flowactors.services.records.textual import TemporalFormats, text_type
 from flowactors.testing import enable_service
 
 FIELDS = ["id", "name", "balance", "address", "city", "state", "zipCode", "country"]
@@ -211,6 +215,22 @@ def test_inference_of_dates_in_their_formats():
 def test_a_column_of_numbers_and_words_is_text():
     schema, records = read(b"v\n1\nword\n")
     assert schema.types == [pa.string()] and [r["v"] for r in records] == ["1", "word"]
+
+
+def nifi_kind(value: str) -> str:
+    """The type NiFi's inference gives one value (SchemaInferenceUtil's patterns)."""
+    if re.fullmatch(r"-?[0-9]+", value):
+        return "int32" if -2**31 <= int(value) < 2**31 else "int64" if -2**63 <= int(value) < 2**63 else "string"
+    if re.fullmatch(r"-?[0-9]*\.[0-9]+", value):
+        return "double"
+    return "bool" if value.lower() in ("true", "false") else "string"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0129-.+eExtrueTRUEfalsFLS \u0663", min_size=1, max_size=12))
+def test_each_value_is_inferred_as_nifi_infers_it(value):
+    # the inference's tests are Arrow kernels, not regular expressions: NiFi's patterns are the oracle
+    assert str(text_type(pa.array([value]), TemporalFormats()).type) == nifi_kind(value)
 
 
 def test_string_fields_from_the_header():

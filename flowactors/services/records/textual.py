@@ -23,6 +23,7 @@ a float); ``true``/``false`` (any case) BOOLEAN; text matching the timestamp, da
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from datetime import timezone
@@ -272,30 +273,27 @@ def _mismatch_of(text: pa.Array, field: pa.Field, path: str) -> pa.Array:
     raise SchemaMismatchError(f"field '{path}' holds a value that is not a {nifi_type_name(field)}")
 
 
-_INT = r"^-?\d+$"
-_DECIMAL = r"^-?\d*\.\d+$"
 _INT32_DIGITS = 9
 
 
 def text_type(text: pa.Array, formats: TemporalFormats, name: str = "value") -> pa.Field:
     """The field NiFi infers for a column of text (see the module docstring); empty text and
     nulls say nothing (a column of only those is STRING)."""
-    text = pc.drop_null(text)
-    text = pc.filter(text, pc.not_equal(text, "")) if len(text) else text
+    if text.null_count:
+        text = pc.drop_null(text)
+    if len(text) and pc.min(pc.binary_length(text)).as_py() == 0:
+        text = pc.filter(text, pc.greater(pc.binary_length(text), 0))
     kinds: list[pa.DataType] = []
     rest = text
-    ints = pc.match_substring_regex(rest, _INT)
-    if pc.any(ints).as_py():
-        kinds.append(_int_type(pc.filter(rest, ints)))
-        rest = pc.filter(rest, pc.invert(ints))
-    decimals = pc.match_substring_regex(rest, _DECIMAL)
-    if pc.any(decimals).as_py():
-        kinds.append(pa.float64())
-        rest = pc.filter(rest, pc.invert(decimals))
-    booleans = pc.is_in(pc.utf8_lower(rest), pa.array(["true", "false"]))
-    if pc.any(booleans).as_py():
-        kinds.append(pa.bool_())
-        rest = pc.filter(rest, pc.invert(booleans))
+    for kind, test in ((None, _whole), (pa.float64(), _decimal), (pa.bool_(), _boolean)):
+        if not len(rest):
+            break
+        found = test(rest)
+        if found is None or not pc.any(found).as_py():
+            continue
+        every = pc.all(found).as_py()
+        kinds.append(kind or _int_type(rest if every else pc.filter(rest, found)))
+        rest = rest.slice(0, 0) if every else pc.filter(rest, pc.invert(found))
     if len(rest):
         kinds.append(next((t for t in (TIMESTAMP, pa.date32(), pa.time32("ms")) if formats.matches(rest, t)),
                           pa.string()))
@@ -305,9 +303,40 @@ def text_type(text: pa.Array, formats: TemporalFormats, name: str = "value") -> 
     return merged.field(0).with_nullable(True)
 
 
+def _unsigned(text: pa.Array) -> pa.Array:
+    """The text without a leading minus sign."""
+    negative = pc.starts_with(text, "-")
+    return pc.if_else(negative, pc.utf8_slice_codeunits(text, 1), text) if pc.any(negative).as_py() else text
+
+
+def _whole(text: pa.Array) -> pa.Array:
+    """Whether each value is a whole number as NiFi infers one: ``^-?\\d+$`` (ASCII digits)."""
+    return pc.ascii_is_decimal(_unsigned(text))
+
+
+def _decimal(text: pa.Array) -> pa.Array | None:
+    """Whether each value is a decimal number as NiFi infers one: ``^-?\\d*\\.\\d+$``; None
+    when no value holds a point."""
+    points = pc.count_substring(text, ".")
+    if not pc.any(pc.equal(points, 1)).as_py():
+        return None
+    unsigned = _unsigned(text)
+    digits = pc.ascii_is_decimal(pc.replace_substring(unsigned, ".", "", max_replacements=1))
+    return pc.and_(pc.and_(pc.equal(points, 1), digits), pc.invert(pc.ends_with(unsigned, ".")))
+
+
+#: true and false in every casing
+_BOOLEANS = pa.array(["".join(c) for word in ("true", "false") for c in itertools.product(*zip(word, word.upper()))])
+
+
+def _boolean(text: pa.Array) -> pa.Array:
+    """Whether each value is true or false, in any case."""
+    return pc.is_in(text, _BOOLEANS)
+
+
 def _int_type(digits: pa.Array) -> pa.DataType:
     """INT when every value fits an int, LONG when one does not but all fit a long, else STRING."""
-    lengths = pc.utf8_length(pc.utf8_ltrim(digits, characters="-"))
+    lengths = pc.binary_length(_unsigned(digits))
     if pc.max(lengths).as_py() <= _INT32_DIGITS:
         return pa.int32()
     try:
