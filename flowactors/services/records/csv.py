@@ -188,6 +188,8 @@ class _Text:
         #: the columns' names (known once ``batches`` or ``header`` started), and the records given
         self.names: list[str] = []
         self.records = 0
+        #: whether the content read so far may hold a double quote (a value may be left in them)
+        self.double_quoted = True
 
     def header(self) -> list[str]:
         """The column names, from the first record (the header)."""
@@ -231,14 +233,15 @@ class _Text:
                 try:
                     for batch in self._arrow(len(first), typed):
                         self.records += batch.num_rows
-                        yield self._cleaned(batch)
+                        yield self._cleaned(batch, parsed=True)
                     return
                 except (pa.ArrowInvalid, UnicodeDecodeError):
                     if not typed:
                         break   # Python's csv goes on from the record pyarrow stopped at
                     typed = {}
+        self.double_quoted = True
         for batch in self._python(self.records):
-            yield self._cleaned(batch)
+            yield self._cleaned(batch, parsed=False)
 
     def _rows(self, text: io.TextIOBase) -> tuple[Iterator[list[str]], "_Uncommented"]:
         d = self._dialect
@@ -296,7 +299,7 @@ class _Text:
                                     ignore_empty_lines=True)
         convert = pa_csv.ConvertOptions(
             column_types={i: types.get(n, pa.string()) for i, n in zip(internal, names)}, null_values=nulls,
-            true_values=_TRUE, false_values=_FALSE, strings_can_be_null=False, quoted_strings_can_be_null=True)
+            true_values=_TRUE, false_values=_FALSE, strings_can_be_null=True, quoted_strings_can_be_null=True)
         read = pa_csv.ReadOptions(block_size=BATCH_BYTES, encoding=d.arrow_encoding, column_names=internal,
                                   skip_rows=1 if self._layout.header else 0, skip_rows_after_names=self.records)
         self._stream.seek(self._start)
@@ -312,6 +315,7 @@ class _Text:
                 if batch is None:
                     break
                 if held is not None:
+                    self.double_quoted = source.double_quoted
                     yield held
                 held = pa.RecordBatch.from_arrays(batch.columns, names=names)
         finally:
@@ -320,6 +324,7 @@ class _Text:
             raise MalformedRecordError(f"not valid CSV: a quoted value is not closed before the content ends "
                                        f"(record {self.records})", record=self.records)
         if held is not None:
+            self.double_quoted = source.double_quoted
             yield held
 
     def _python(self, done: int) -> Iterator[pa.RecordBatch]:
@@ -354,20 +359,28 @@ class _Text:
         columns = [pa.array([r[i] if i < len(r) else None for r in rows], pa.string()) for i in range(len(self.names))]
         return pa.RecordBatch.from_arrays(columns, names=self.names)
 
-    def _cleaned(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Each text value trimmed (Trim Fields), and null when it is the Null String."""
+    def _cleaned(self, batch: pa.RecordBatch, parsed: bool) -> pa.RecordBatch:
+        """Each text value trimmed (Trim Fields), and null when it is empty or the Null String.
+        pyarrow (``parsed``) made the values that are so untrimmed null already."""
         d = self._dialect
-        if not d.trim and d.null_string is None:
-            return batch
         columns = []
         for column in batch.columns:
             if pa.types.is_string(column.type):
-                if d.trim and _untrimmed(column):
+                trimmed = d.trim and _untrimmed(column)
+                if trimmed:
                     column = pc.utf8_trim_whitespace(column)
-                if d.null_string is not None:
-                    column = pc.if_else(pc.equal(column, d.null_string), pa.scalar(None, pa.string()), column)
+                if trimmed or not parsed:
+                    column = _nulls(column, d.null_string)
             columns.append(column)
         return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _nulls(column: pa.Array, null_string: str | None) -> pa.Array:
+    """The column with its empty values, and those that are the Null String, null."""
+    null = pc.equal(pc.binary_length(column), 0)
+    if null_string is not None:
+        null = pc.or_(null, pc.equal(column, null_string))
+    return pc.if_else(null, pa.scalar(None, pa.string()), column) if pc.any(null).as_py() else column
 
 
 def _untrimmed(column: pa.Array) -> bool:
@@ -387,15 +400,15 @@ def _untrimmed(column: pa.Array) -> bool:
     return bool(((first <= 32) | (first >= 128) | (last <= 32) | (last >= 128)).any())
 
 
-def _value_text(column: pa.Array, trim_quotes: bool) -> pa.Array:
-    """A column's text as NiFi converts it: a value left in double quotes loses them (Trim Double
-    Quote), an empty value is null."""
-    if trim_quotes and pc.any(pc.starts_with(column, '"')).as_py():
+def _value_text(column: pa.Array, trim_quotes: bool, double_quoted: bool) -> pa.Array:
+    """A column's text (``_cleaned``) as NiFi converts it: a value left in double quotes loses
+    them (Trim Double Quote; ``double_quoted``: the content may hold one), and is null if then
+    empty."""
+    if trim_quotes and double_quoted and pc.any(pc.starts_with(column, '"')).as_py():
         quoted = pc.and_(pc.and_(pc.starts_with(column, '"'), pc.ends_with(column, '"')),
                          pc.greater(pc.utf8_length(column), 1))
-        column = pc.if_else(quoted, pc.utf8_slice_codeunits(column, 1, -1), column)
-    empty = pc.equal(pc.binary_length(column), 0)
-    return pc.if_else(empty, pa.scalar(None, pa.string()), column) if pc.any(empty).as_py() else column
+        column = _nulls(pc.if_else(quoted, pc.utf8_slice_codeunits(column, 1, -1), column), None)
+    return column
 
 
 #: the usual casings of true and false (pyarrow matches each value against each: more cost more); NiFi reads
@@ -438,6 +451,8 @@ class _Source:
         self._asking = True
         self._unpaced = False   # till the batch asked for comes
         self._done = False
+        #: whether a double quote was read (Trim Double Quote has work only then)
+        self.double_quoted = False
         self.file: Any = self
         if whole:
             self.file = pa.BufferReader(self._counted(stream.read()))
@@ -455,6 +470,7 @@ class _Source:
 
     def _counted(self, data: bytes) -> bytes:
         """``data``, the next piece of the content, its quotes counted."""
+        self.double_quoted = self.double_quoted or b'"' in data
         if self._quote and self._quote in data:
             self._count += data.count(self._quote)
             if self._escape:
@@ -535,7 +551,7 @@ class _CsvReader(RecordReader):
         inferred = pa.schema([])
         seen = []
         for batch in self._text.batches():
-            fields = [text_type(_value_text(c, True), self._formats, n)
+            fields = [text_type(_value_text(c, True, self._text.double_quoted), self._formats, n)
                       for n, c in zip(batch.schema.names, batch.columns) if not _unknown(n)]
             inferred = merge_schemas(inferred, pa.schema(fields))
             seen = seen[:1] + [batch]
@@ -565,9 +581,9 @@ class _CsvReader(RecordReader):
             if column.type == field.type and not pa.types.is_string(field.type):
                 columns.append(column)   # read as its type by pyarrow (``_Text.arrow_types``)
                 continue
-            text = _value_text(column, self._trim_quotes or not pa.types.is_string(field.type))
+            text = _value_text(column, self._trim_quotes or not pa.types.is_string(field.type), self._text.double_quoted)
             if text.type == field.type:
-                columns.append(text)   # text: _value_text made empty values null
+                columns.append(text)   # text: _cleaned made empty values null
                 continue
             try:
                 columns.append(text_as(text, field, self._formats))
