@@ -66,6 +66,7 @@ SCENARIOS = (
     Scenario("fuzz", 14, "Fuzzing every format's reader (issue 50)", "bench.fuzz"),
     Scenario("checksums", 15, "Content checksums: write and read with and without (issue 50)",
              "bench.content_checksums"),
+    Scenario("records", 16, "Record processors against pyarrow, fastavro and DuckDB in one process", "bench.records"),
 )
 
 

@@ -54,7 +54,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from bench import retire, row
+from bench import StolenTime, row
 from flowactors.driver.running import processor_totals, run_flow
 from flowactors.processors import GetFile
 from flowactors.processors.records import ConvertRecord, QueryRecord
@@ -177,7 +177,7 @@ def run_records(flow: Flow, repository: Path, files: int) -> dict:
     final = run_flow(flow, repository, engine="in-process", timeout=3600)
     wall = time.perf_counter() - started
     totals = processor_totals(final)
-    retire(repository)
+    shutil.rmtree(repository)   # GiBs of claims a run: set aside (``retire``), a full run's would fill the disk
     if totals["work"]["flowfiles_in"] != files or totals["failed"]["flowfiles_in"] or totals["work"]["errors"]:
         raise RuntimeError(f"{flow.name} did not convert its {files} files: {totals}")
     return {"wall": wall, "task_seconds": totals["work"]["task_seconds"]}
@@ -265,7 +265,8 @@ def parts_alone(paths: list[Path], reader: tuple, writer: tuple, query: str | No
 def breakdown(task_seconds: float, parts: dict[str, float]) -> str:
     rest = task_seconds - sum(parts.values())
     shown = {**parts, "the rest": rest}
-    return ", ".join(f"{name} {seconds:.2f} s ({100 * seconds / task_seconds:.0f} %)" for name, seconds in shown.items())
+    return ", ".join(f"{name} {seconds:.2f} s ({100 * seconds / task_seconds:.0f} %)"
+                     for name, seconds in shown.items())
 
 
 # ---------------------------------------------------------------------------------- rows
@@ -278,15 +279,19 @@ def compared(metric: str, label: str, paths: list[Path], rounds: int, ours: Call
     ours(paths[:1], "warm")
     baseline(paths[:1])
     mine, theirs = [], []
-    for number in range(rounds):
-        mine.append(ours(paths, str(number))["task_seconds"])
-        theirs.append(baseline(paths))
+    load = os.getloadavg()[0]
+    with StolenTime() as steal:
+        for number in range(rounds):
+            mine.append(ours(paths, str(number))["task_seconds"])
+            theirs.append(baseline(paths))
     size = megabytes(paths)
     task, base = statistics.median(mine), statistics.median(theirs)
     each = lambda values: " / ".join(f"{v:.2f}" for v in values)   # noqa: E731
+    stolen = "" if steal.percent is None else f", {steal.percent:.0f} % stolen"
     return row(SCENARIO, f"{metric}, {label}", round(size / task, 1), round(size / base, 1), baseline_name, "MiB/s",
                f"{len(paths)} files, {size:.0f} MiB; task {task:.2f} s (rounds {each(mine)}), baseline {base:.2f} s "
-               f"({each(theirs)}); the task's parts done alone: {breakdown(task, parts)}")
+               f"({each(theirs)}); load {load:.1f} at the start{stolen}; the task's parts done alone: "
+               f"{breakdown(task, parts)}")
 
 
 def size_rows(workdir: Path, total: int, each: int, rounds: int) -> list[dict]:
@@ -318,18 +323,21 @@ def size_rows(workdir: Path, total: int, each: int, rounds: int) -> list[dict]:
                              duckdb_baseline(workdir / f"duckdb-{source}-{each}", source),
                              f"DuckDB COPY (the query over read_{source}) TO parquet",
                              parts_alone(paths, reader, PARQUET_WRITER, QUERY)))
-    shutil.rmtree(data, ignore_errors=True)
+    for folder in (data, parquet_out, workdir / f"fastavro-{each}", workdir / f"duckdb-parquet-{each}",
+                   workdir / f"duckdb-csv-{each}"):
+        shutil.rmtree(folder, ignore_errors=True)
     return rows
 
 
 def rss_row(workdir: Path, size: int) -> dict:
     """Peak RSS of a child process converting one CSV FlowFile of ``size`` bytes to Parquet."""
     paths = write_data(workdir / "rss-data", "csv", size, size)
-    child = subprocess.run([sys.executable, "-m", "bench.records", "--rss-child", str(linked(paths, workdir / "rss-in")),
-                            str(workdir / "repo-rss")], capture_output=True, text=True, check=True)
+    source = linked(paths, workdir / "rss-in")
+    command = [sys.executable, "-m", "bench.records", "--rss-child", str(source), str(workdir / "repo-rss")]
+    child = subprocess.run(command, capture_output=True, text=True, check=True)
     result = json.loads(child.stdout.strip().splitlines()[-1])
     shutil.rmtree(workdir / "rss-data", ignore_errors=True)
-    retire(workdir / "repo-rss")
+    shutil.rmtree(workdir / "repo-rss", ignore_errors=True)
     return row(SCENARIO, f"ConvertRecord CSV -> Parquet peak RSS, one {size // MIB:,} MiB FlowFile",
                round(result["peak_mib"]), RSS_TARGET_MIB, "target", "MiB",
                f"task {result['task_seconds']:.1f} s; the whole process at its peak (VmHWM), "

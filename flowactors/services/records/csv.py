@@ -581,7 +581,8 @@ class _CsvReader(RecordReader):
             if column.type == field.type and not pa.types.is_string(field.type):
                 columns.append(column)   # read as its type by pyarrow (``_Text.arrow_types``)
                 continue
-            text = _value_text(column, self._trim_quotes or not pa.types.is_string(field.type), self._text.double_quoted)
+            trim_quotes = self._trim_quotes or not pa.types.is_string(field.type)
+            text = _value_text(column, trim_quotes, self._text.double_quoted)
             if text.type == field.type:
                 columns.append(text)   # text: _cleaned made empty values null
                 continue
