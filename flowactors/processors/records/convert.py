@@ -16,7 +16,7 @@ class ConvertRecord(Processor):
     The content is replaced by the records as the writer writes them, with the schema the writer's
     schema access strategy gives (the records' own when it inherits), streamed a batch at a time:
     a FlowFile of any size is converted in bounded memory. The FlowFile goes to success with
-    ``record.count``, ``mime.type`` and the writer's schema attributes; provenance: the session's
+    ``record.count``, ``mime.type`` and the writer's schema attributes. Provenance: the session's
     CONTENT_MODIFIED. With Include Zero Record FlowFiles false, one with no record is dropped
     instead. A FlowFile whose records cannot be read or written goes to failure unchanged, with
     ``record.error.message`` (and ``record.error.index`` / ``.offset`` where the reader knows them).

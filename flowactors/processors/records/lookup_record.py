@@ -290,8 +290,8 @@ class LookupRecord(Processor):
 
     Route to 'success': one FlowFile of every record; Route to 'matched' or 'unmatched': a FlowFile
     of the matched records and one of the others (each only when it has records). Each is a child
-    of the original with ``record.count``, ``mime.type`` and the writer's schema attributes
-    (provenance: ROUTE), the original is dropped. failure: the original, unchanged, with
+    of the original with ``record.count``, ``mime.type`` and the writer's schema attributes, the
+    original is dropped. Provenance: a ROUTE event for each child. failure: the original, unchanged, with
     ``record.error.message`` (records that cannot be read or written, a path that does not compile
     or evaluate, a lookup service that fails).
     """

@@ -205,7 +205,7 @@ class MergeRecord(Processor):
     attributes; it gets the attributes the originals share (or, with Keep All Unique Attributes,
     every attribute no two disagree on), ``record.count``, ``mime.type``, the writer's schema
     attributes, ``merge.count``, ``merge.bin.age`` (ms) and ``merge.completion.reason``. The
-    originals go to ``original`` with ``merge.uuid``, in the same commit; provenance: a JOIN.
+    originals go to ``original`` with ``merge.uuid``, in the same commit. Provenance: a JOIN.
     A FlowFile the reader cannot read goes to failure alone when it arrives (``record.error.*``);
     a bin that cannot be written goes to failure whole. When the processor stops, open bins go
     back to the queue, unchanged.

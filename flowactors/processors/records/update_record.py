@@ -45,7 +45,7 @@ class UpdateRecord(Processor):
     is the new value (a relative path evaluated from each field it updates; several values become a
     record of them; none, null). A path selecting the root record replaces the record. A field that
     does not exist is created. success: the FlowFile with its records rewritten, ``record.count``,
-    ``mime.type`` and the writer's attributes (provenance: CONTENT_MODIFIED); failure: unchanged,
+    ``mime.type`` and the writer's attributes (Provenance: CONTENT_MODIFIED); failure: unchanged,
     with ``record.error.message`` (a record that cannot be read, a replacement path that does not
     compile or evaluate, a value that does not fit the written schema).
     """
