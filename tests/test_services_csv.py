@@ -352,6 +352,26 @@ def test_a_null_string_that_is_a_number_is_null_with_spaces_around_it():
     assert [r["amount"] for r in records] == [None, None, 7.0] and records[2]["flag"] is None
 
 
+@pytest.mark.parametrize("late", [
+    b'"quoted, with a comma"', b'"two\nlines"', b'esc\\\naped', b'"unclosed'])
+def test_windows_cut_by_line_ends_then_pyarrow_s_streaming_from_a_quote_on(monkeypatch, late):
+    # windows without quotes are cut at their last line end; from one with a quote (or an escaped
+    # line end) on, pyarrow's streaming reader finds the records
+    monkeypatch.setattr(csv_service, "BATCH_BYTES", 256)
+    lines = [b"%d,name %d" % (i, i) for i in range(400)]
+    lines[300] = b"300," + late
+    data = b"id,name\n" + b"\n\n".join(lines) + b"\n"
+    schema = {**GIVEN, "Schema Text": avro([{"name": "id", "type": "int"}, {"name": "name", "type": "string"}])}
+    if late == b'"unclosed':   # a value that takes the rest of the content, past pyarrow's blocks: Python's csv
+        with pytest.raises(MalformedRecordError, match="unexpected end of data"):
+            reader(data, schema).read_all()
+        return
+    records = reader(data, schema).read_all().to_pylist()
+    assert [r["id"] for r in records] == list(range(400))
+    assert records[300]["name"] == late.strip(b'"').replace(b"\\\n", b"\n").decode()
+    assert records[299]["name"] == "name 299" and records[399]["name"] == "name 399"
+
+
 def test_a_record_longer_than_the_blocks_read_ahead(monkeypatch):
     monkeypatch.setattr(csv_service, "BATCH_BYTES", 4096)
     long = "line\n" * 10_000   # 50 KB in one quoted value: a dozen blocks

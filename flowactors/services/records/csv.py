@@ -1,12 +1,13 @@
 """NiFi's CSVReader and CSVRecordSetWriter as controller services (docs/records/csv.md).
 
-**Reading** streams through pyarrow's streaming CSV reader (C++, a block of about ``BATCH_BYTES``
-at a time, a few blocks read ahead: ``_Source``). pyarrow converts the number and boolean fields
+**Reading** streams through pyarrow (``csv_arrow``): windows of a few blocks of ``BATCH_BYTES``
+parsed on pyarrow's threads where a byte search finds the last record's end, else pyarrow's
+streaming reader, a few blocks read ahead. pyarrow converts the number and boolean fields
 of the schema itself, where its reading is NiFi's (numbers trimmed, as Arrow casts text; true and
 false in their usual casings; empty values and the Null String null); every other column is read
 as text, then trimmed, unquoted and made null as NiFi's reader does (``Trim Fields``, ``Trim
 Double Quote``, ``Null String``, empty values), and read as the schema's type, a column at a time
-(``textual.text_as``). From a value pyarrow will not convert on (``tRUE``, `` 7 `` of a boolean),
+(``textual.text_as``). From a value pyarrow will not convert on (a boolean written ``tRUE`` or `` true``),
 the rest of the content is read as text, so NiFi's rules decide. What pyarrow cannot parse (a
 comment marker, a record with more or fewer values than the header, a multi-character separator)
 is read by Python's ``csv`` module instead, from the record where pyarrow stopped, with the same
@@ -23,8 +24,6 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, Iterator, Mapping
 
@@ -46,6 +45,7 @@ from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, EXCEL, INF
                                                      NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
                                                      QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC_4180, TDF,
                                                      TRIM_FIELDS)
+from flowactors.services.records.csv_arrow import Parsing, Reading
 from flowactors.services.records.textual import (FORMAT_PROPERTIES, TemporalFormats, as_text,
                                                  bool_property, renumbered, settle, single_char_problem, text_as,
                                                  text_type, unescape)
@@ -181,8 +181,8 @@ class _Text:
     """The records of a content as columns, a batch at a time (module docstring): text, or the
     type pyarrow was asked to read a column as (``batches``' ``types``)."""
 
-    def __init__(self, stream: BinaryIO, size: int, dialect: _Dialect, layout: _Layout, allow_duplicates: bool = True):
-        self._stream, self._start, self._size = stream, stream.tell(), size
+    def __init__(self, stream: BinaryIO, dialect: _Dialect, layout: _Layout, allow_duplicates: bool = True):
+        self._stream, self._start = stream, stream.tell()
         self._dialect, self._layout = dialect, layout
         self._allow_duplicates = allow_duplicates
         #: the columns' names (known once ``batches`` or ``header`` started), and the records given
@@ -228,17 +228,20 @@ class _Text:
             return
         self.names = self._named(first)
         if self._dialect.comment is None and self._dialect.ascii:
-            typed = dict(types or {})
+            typed, mark = dict(types or {}), (self._start, self._layout.header, 0)
             while True:
+                reading = Reading(self._stream, mark, self._parsing(len(first), typed))
                 try:
-                    for batch in self._arrow(len(first), typed):
+                    for batch in reading.batches(self.records - mark[2]):
                         self.records += batch.num_rows
-                        yield self._cleaned(batch, parsed=True)
+                        self.double_quoted = reading.quotes.double_quoted
+                        yield self._cleaned(pa.RecordBatch.from_arrays(batch.columns, names=self.names[:len(first)]),
+                                            parsed=True)
                     return
                 except (pa.ArrowInvalid, UnicodeDecodeError):
                     if not typed:
                         break   # Python's csv goes on from the record pyarrow stopped at
-                    typed = {}
+                    typed, mark = {}, reading.mark   # the rest as text, from where the failed part began
         self.double_quoted = True
         for batch in self._python(self.records):
             yield self._cleaned(batch, parsed=False)
@@ -283,49 +286,21 @@ class _Text:
             seen.add(name)
         return names
 
-    def _arrow(self, width: int, types: Mapping[str, pa.DataType]) -> Iterator[pa.RecordBatch]:
-        """The records after the first ``self.records``, parsed by pyarrow's streaming reader a
-        block of about ``BATCH_BYTES`` at a time, the columns ``types`` names converted by it. A
-        batch is given once the next one is parsed: an odd count of quote characters in the
-        whole content (``_Source``) is a quoted value never closed, an error before the last batch."""
+    def _parsing(self, width: int, types: Mapping[str, pa.DataType]) -> Parsing:
+        """What pyarrow is told (``csv_arrow``): the columns ``types`` names converted by it."""
         d = self._dialect
         internal = [f"c{i}" for i in range(width)]
-        names = self.names[:width]
         nulls = [""]
         if d.null_string is not None and (not d.trim or d.null_string == d.null_string.strip()):
             nulls.append(d.null_string)   # compared after trimming, as NiFi: one with outer spaces never matches
-        parse = pa_csv.ParseOptions(delimiter=d.separator, quote_char=d.quote or False, escape_char=d.escape or False,
-                                    double_quote=d.quote is not None, newlines_in_values=d.quote is not None,
-                                    ignore_empty_lines=True)
-        convert = pa_csv.ConvertOptions(
-            column_types={i: types.get(n, pa.string()) for i, n in zip(internal, names)}, null_values=nulls,
-            true_values=_TRUE, false_values=_FALSE, strings_can_be_null=True, quoted_strings_can_be_null=True)
-        read = pa_csv.ReadOptions(block_size=BATCH_BYTES, encoding=d.arrow_encoding, column_names=internal,
-                                  skip_rows=1 if self._layout.header else 0, skip_rows_after_names=self.records)
-        self._stream.seek(self._start)
-        source = _Source(self._stream, d, whole=self._size <= WHOLE_BATCHES * BATCH_BYTES)
-        held = None
-        try:
-            with source.asking():
-                reader = pa_csv.open_csv(source.file, read_options=read, parse_options=parse,
-                                         convert_options=convert)
-            while True:
-                with source.asking():
-                    batch = next(reader, None)
-                if batch is None:
-                    break
-                if held is not None:
-                    self.double_quoted = source.double_quoted
-                    yield held
-                held = pa.RecordBatch.from_arrays(batch.columns, names=names)
-        finally:
-            source.finish()
-        if source.unclosed():
-            raise MalformedRecordError(f"not valid CSV: a quoted value is not closed before the content ends "
-                                       f"(record {self.records})", record=self.records)
-        if held is not None:
-            self.double_quoted = source.double_quoted
-            yield held
+        return Parsing(
+            pa_csv.ParseOptions(delimiter=d.separator, quote_char=d.quote or False, escape_char=d.escape or False,
+                                double_quote=d.quote is not None, newlines_in_values=d.quote is not None,
+                                ignore_empty_lines=True),
+            pa_csv.ConvertOptions(column_types={i: types.get(n, pa.string()) for i, n in zip(internal, self.names)},
+                                  null_values=nulls, true_values=_TRUE, false_values=_FALSE, strings_can_be_null=True,
+                                  quoted_strings_can_be_null=True),
+            internal, BATCH_BYTES, d.arrow_encoding, (d.quote or "").encode(), (d.escape or "").encode())
 
     def _python(self, done: int) -> Iterator[pa.RecordBatch]:
         """The records after the first ``done`` ones, parsed by Python's csv."""
@@ -414,101 +389,6 @@ def _value_text(column: pa.Array, trim_quotes: bool, double_quoted: bool) -> pa.
 #: the usual casings of true and false (pyarrow matches each value against each: more cost more); NiFi reads
 #: any casing, and a value in another casing sends the rest of the content through ``text_as``, which reads it
 _TRUE, _FALSE = ["true", "True", "TRUE"], ["false", "False", "FALSE"]
-
-
-#: the blocks pyarrow may read past the batches taken (it would read 32 ahead)
-READ_AHEAD = 4
-#: a content of up to this many ``BATCH_BYTES`` is read at once, and pyarrow reads it from memory
-WHOLE_BATCHES = 4
-#: seconds a read waits, while a batch is asked for, before it is done anyway
-STALL = 0.05
-
-
-class _Source:
-    """A content as pyarrow's streaming CSV reader reads it (``file``), on its I/O thread: paced,
-    and its quote characters counted. A content of up to ``WHOLE_BATCHES`` blocks is read at once
-    instead, and pyarrow reads it from memory: its threads then never wait for this one's GIL.
-
-    **Pacing.** pyarrow reads 32 blocks ahead of the batches it gives; here a read waits while
-    ``READ_AHEAD`` blocks are read past the batches taken (``asking``), so a reader holds a few
-    blocks, whatever the content's size. A read that waited ``STALL`` seconds while a batch is
-    asked for is done anyway, and so every read till that batch comes: it needs them (records
-    skipped, ``skip_rows_after_names``, or a record longer than the blocks ahead).
-
-    **Quotes.** Counted on the way (escaped ones not): an odd count at the end is a quoted value
-    left open (or a quote inside an unquoted value, which is refused there too)."""
-
-    closed = False
-
-    def __init__(self, stream: BinaryIO, dialect: _Dialect, whole: bool):
-        self._stream = stream
-        self._quote = (dialect.quote or "").encode()
-        self._escape = (dialect.escape or "").encode() if dialect.escape != dialect.quote else b""
-        self._count = 0
-        self._after_escape = False
-        self._pace = threading.Condition()
-        self._reads = self._taken = 0
-        self._asking = True
-        self._unpaced = False   # till the batch asked for comes
-        self._done = False
-        #: whether a double quote was read (Trim Double Quote has work only then)
-        self.double_quoted = False
-        self.file: Any = self
-        if whole:
-            self.file = pa.BufferReader(self._counted(stream.read()))
-
-    def read(self, size: int = -1) -> bytes:
-        with self._pace:
-            while not (self._done or self._unpaced or self._reads <= self._taken + READ_AHEAD):
-                if not self._pace.wait(STALL if self._asking else None) and self._asking:
-                    self._unpaced = True   # the batch asked for needs more: records skipped, or a long one
-            if self._done:
-                return b""
-            self._reads += 1
-            data = self._stream.read(size)
-        return self._counted(data)
-
-    def _counted(self, data: bytes) -> bytes:
-        """``data``, the next piece of the content, its quotes counted."""
-        self.double_quoted = self.double_quoted or b'"' in data
-        if self._quote and self._quote in data:
-            self._count += data.count(self._quote)
-            if self._escape:
-                self._count -= data.count(self._escape + self._quote)
-                self._count -= self._after_escape and data.startswith(self._quote)
-        self._after_escape = bool(self._escape) and data.endswith(self._escape)
-        return data
-
-    @contextmanager
-    def asking(self) -> Iterator[None]:
-        """While pyarrow is asked for a batch (or opened); one more batch is taken after."""
-        self._set(asking=True)
-        try:
-            yield
-        finally:
-            self._set(asking=False, unpaced=False, taken=self._taken + 1)
-
-    def finish(self) -> None:
-        """No more batches are taken: a read waiting returns at once, as at the content's end."""
-        self._set(done=True)
-
-    def _set(self, **state: int) -> None:
-        with self._pace:
-            for name, value in state.items():
-                setattr(self, f"_{name}", value)
-            self._pace.notify_all()
-
-    def unclosed(self) -> bool:
-        return self._count % 2 == 1
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
 
 
 class _Uncommented:
@@ -626,7 +506,7 @@ class CSVReader(ControllerService, RecordReaderFactory):
         schema = given_schema(self._context, attributes, self._cache)
         names = tuple(schema.names) if schema is not None and (not self._header or self._ignore_header) else None
         layout = _Layout(self._header, names)
-        text = _Text(stream, size, _Dialect.of(self._context, attributes), layout, self._duplicates)
+        text = _Text(stream, _Dialect.of(self._context, attributes), layout, self._duplicates)
         return _CsvReader(text, schema, self._formats, self._strategy, self._trim_quotes)
 
 
