@@ -31,6 +31,7 @@ from typing import Any, Iterator, Mapping
 from flowactors.sdk.processor import PropertyDescriptor, validators
 from flowactors.sdk.record_path.conversions import java_text
 from flowactors.sdk.records import RecordLookupService
+from flowactors.sdk.records.schema import printable
 from flowactors.sdk.services import ControllerService, LookupService, ServiceContext, ServiceEnableError, StringLookupService
 from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, DEFAULT, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL,
                                                      NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
@@ -189,7 +190,8 @@ class _CsvFileLookup(ControllerService):
         positions = {name: index for index, name in reversed(list(enumerate(header)))}
         for column in self._columns():
             if column not in positions:
-                raise ServiceEnableError(f"{where} has no column '{column}' (its columns: {', '.join(header)})")
+                raise ServiceEnableError(f"{where} has no column '{printable(column, 80)}' (its columns: "
+                                         f"{_listed(header)})")
         return self._entries(records, lines, header, positions, where)
 
     def _entries(self, records: Iterator[list[str]], lines: CommentedLines, header: list[str],
@@ -201,17 +203,18 @@ class _CsvFileLookup(ControllerService):
             for row in records:
                 if len(row) <= needed:
                     raise ServiceEnableError(f"{where}, line {lines.line}: the record has {len(row)} values, but "
-                                             f"column '{header[needed]}' is value {needed + 1}")
+                                             f"column '{printable(header[needed], 80)}' is value {needed + 1}")
                 values = [self._trimmed(v) for v in row]
                 key = values[key_at]
                 if not key.strip():
                     raise ServiceEnableError(f"{where}, line {lines.line}: the lookup key "
-                                             f"(column '{self._key_column}') is empty")
+                                             f"(column '{printable(self._key_column, 80)}') is empty")
                 if key in table:
                     if not self._ignore_duplicates:
-                        raise ServiceEnableError(f"{where}, line {lines.line}: the lookup key '{key}' is there "
-                                                 f"twice (set Ignore Duplicates to keep the last)")
-                    log.warning("%s, line %d: duplicate lookup key '%s'; the last one is kept", where, lines.line, key)
+                        raise ServiceEnableError(f"{where}, line {lines.line}: the lookup key '{printable(key, 80)}' "
+                                                 "is there twice (set Ignore Duplicates to keep the last)")
+                    log.warning("%s, line %d: duplicate lookup key '%s'; the last one is kept", where, lines.line,
+                                printable(key, 80))
                 table[key] = self._entry(values, header, positions)
         except csv.Error as err:
             raise ServiceEnableError(f"{where}, line {lines.line}: {err}") from None
@@ -259,6 +262,12 @@ class _CsvFileLookup(ControllerService):
     def lookup(self, coordinates: Mapping[str, Any]) -> Any:
         key = key_text(coordinates)
         return None if key is None else self._current().get(key)
+
+
+def _listed(names: list[str], most: int = 20) -> str:
+    """A header's column names for a message: each printable, the first ``most`` of them."""
+    shown = [printable(name, 40) for name in names[:most]]
+    return ", ".join(shown + (["..."] if len(names) > most else []))
 
 
 class SimpleCsvFileLookupService(_CsvFileLookup, StringLookupService):

@@ -4,6 +4,7 @@ cannot go on (a function given a value it cannot take)."""
 from __future__ import annotations
 
 from flowactors.sdk.expression.language import excerpt  # the expression language's: a long text around a position
+from flowactors.sdk.records.schema import printable   # a message stays one line: line breaks in the path escaped
 
 
 class RecordPathError(ValueError):
@@ -27,6 +28,7 @@ class RecordPathError(ValueError):
 
     def __str__(self) -> str:
         if not self.text:
-            return self.message
-        return f"{self.message} at position {self.position} in '{excerpt(self.text, self.position)}'"
+            return printable(self.message)
+        quoted = printable(excerpt(self.text, self.position))
+        return f"{printable(self.message)} at position {self.position} in '{quoted}'"
 

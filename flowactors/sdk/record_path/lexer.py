@@ -22,6 +22,8 @@ _SINGLE = {"[": LBRACKET, "]": RBRACKET, "(": LPAREN, ")": RPAREN, ",": COMMA, "
 _NOT_IN_NAME = frozenset("/[]*\"',\t\r\n\f =?<>()")
 _NOT_FIRST_IN_NAME = _NOT_IN_NAME | frozenset("0123456789.-")
 _BLANKS = " \t\n\r\f"
+#: the digits of a number (NiFi's grammar: ASCII ones; '³' or '٣' start a name)
+_DIGITS = frozenset("0123456789")
 _ESCAPES = {"'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -56,9 +58,9 @@ def tokenize(text: str) -> list[Token]:
             value, end = _string(text, i)
             tokens.append(Token(STRING, value, i))
             i = end
-        elif c.isdigit() or (c == "-" and i + 1 < n and text[i + 1].isdigit()):
+        elif c in _DIGITS or (c == "-" and i + 1 < n and text[i + 1] in _DIGITS):
             end = i + 1
-            while end < n and text[end].isdigit():
+            while end < n and text[end] in _DIGITS:
                 end += 1
             tokens.append(Token(NUMBER, text[i:end], i))
             i = end

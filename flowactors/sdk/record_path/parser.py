@@ -37,9 +37,15 @@ from flowactors.sdk.record_path.shapes import schema_shape
 from flowactors.sdk.record_path.steps import (ArrayIndex, ArrayIndexes, Child, Current, Descendant, MapKey, Parent,
                                               Predicate, WildcardChild, WildcardIndex)
 from flowactors.sdk.record_path.values import FieldValue
+from flowactors.sdk.records.schema import printable
 from flowactors.sdk.suggest import did_you_mean
 
 __all__ = ["RecordPath", "compile_path"]
+
+#: how deep functions, predicates and conditions may nest inside one another in a path
+MAX_NESTING = 50
+#: the most characters of a name, string or number a message quotes
+_QUOTED = 60
 
 class RecordPath:
     """A compiled path. ``text`` is the path as written; ``is_absolute`` says it starts at the
@@ -98,6 +104,7 @@ class _Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.at = 0
+        self.depth = 0
 
     # --- tokens ---
 
@@ -119,9 +126,9 @@ class _Parser:
         if token.kind == END:
             found = "the end of the path"
         elif token.kind == STRING:
-            found = f"the string '{token.text}'"
+            found = f"the string '{printable(token.text, _QUOTED)}'"
         else:
-            found = f"'{token.text}'"
+            found = f"'{printable(token.text, _QUOTED)}'"
         return RecordPathError(f"expected {expected}, found {found}", token.position)
 
     # --- conditions and expressions ---
@@ -144,7 +151,18 @@ class _Parser:
         return left
 
     def expression(self) -> Node | Filter:
-        """A path, a literal or a function call (a filter function gives its Filter)."""
+        """A path, a literal or a function call (a filter function gives its Filter); at most
+        ``MAX_NESTING`` inside one another (as arguments, in predicates)."""
+        if self.depth >= MAX_NESTING:
+            raise RecordPathError(f"the path nests functions and predicates more than {MAX_NESTING} deep",
+                                  self.peek().position)
+        self.depth += 1
+        try:
+            return self._expression()
+        finally:
+            self.depth -= 1
+
+    def _expression(self) -> Node | Filter:
         token = self.peek()
         if token.kind == STRING:
             self.take()
@@ -161,15 +179,16 @@ class _Parser:
             start: Node = CurrentStart(token.position) if token.kind == DOT else ParentStart(token.position)
             return Path(start, self.steps()) if self.peek().kind in (SLASH, DESCENDANT, LBRACKET) else start
         if token.kind == NAME:
-            raise RecordPathError(f"unexpected name '{token.text}': a field is written /{token.text} "
-                                  f"(./{token.text} relative to the current field), a function name(...)",
-                                  token.position)
+            name = printable(token.text, _QUOTED)
+            raise RecordPathError(f"unexpected name '{name}': a field is written /{name} (./{name} relative to the "
+                                  "current field), a function name(...)", token.position)
         raise self.unexpected(token, "a path, a string, a number or a function")
 
     def _number(self, token: Token) -> int:
         number = int(token.text)
         if not LONG_MIN <= number <= LONG_MAX:
-            raise RecordPathError(f"the number {token.text} is out of range (a 64-bit whole number)", token.position)
+            raise RecordPathError(f"the number {printable(token.text, _QUOTED)} is out of range (a 64-bit whole "
+                                  "number)", token.position)
         return number
 
     @staticmethod
@@ -182,7 +201,7 @@ class _Parser:
         spec = FUNCTIONS.get(name.text)
         if spec is None:
             hint = did_you_mean(name.text, sorted(FUNCTIONS), "the functions are")
-            raise RecordPathError(f"unknown function '{name.text}': {hint}", name.position)
+            raise RecordPathError(f"unknown function '{printable(name.text, _QUOTED)}': {hint}", name.position)
         self.expect(LPAREN, "'('")
         args: list[Any] = []
         if self.peek().kind != RPAREN:

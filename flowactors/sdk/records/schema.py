@@ -79,6 +79,8 @@ AVRO_SCHEMA_TEXT = b"avro.schema"
 
 #: the record name and namespace NiFi gives a schema that has none
 DEFAULT_RECORD_NAME, DEFAULT_NAMESPACE = "nifiRecord", "org.apache.nifi"
+#: the largest Avro int (a fixed's size is one)
+_INT_MAX = (1 << 31) - 1
 #: BIGINT's Arrow type (NiFi's BigInteger): 38 decimal digits
 BIGINT = pa.decimal128(38, 0)
 
@@ -92,6 +94,26 @@ _LOGICAL: dict[tuple[str, str], pa.DataType] = {
     ("long", "local-timestamp-millis"): pa.timestamp("ms"), ("long", "local-timestamp-micros"): pa.timestamp("us")}
 _NAMED = ("record", "enum", "fixed")
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: how deep Avro types may nest in a schema (a record's field's array's items ... count one each)
+MAX_TYPE_DEPTH = 200
+#: the characters a message shows escaped: the controls but tab, and every line boundary of ``str.splitlines``
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:   # a lone surrogate ("\\ud800" in JSON)
+        return False
+    return True
+
+
+def printable(text: str, most: int | None = None) -> str:
+    """``text`` as a one-line message quotes it (a name, a value from the content): control
+    characters (tab aside) and line breaks escaped as Python writes them (``\\n``, ``\\x85``), and
+    cut to ``most`` characters, ending in ``...``, when longer."""
+    shown = _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return shown if most is None or len(shown) <= most else shown[:most] + "..."
 
 
 def _meta(field: pa.Field) -> dict[bytes, bytes]:
@@ -114,6 +136,8 @@ def avro_to_arrow(avro: str | dict, *, strict: bool = True) -> pa.Schema:
             where = f" at line {err.lineno}, column {err.colno}" if isinstance(err, json.JSONDecodeError) else ""
             reason = err.msg if isinstance(err, json.JSONDecodeError) else str(err)
             raise RecordError(f"the Avro schema is not JSON{where}: {reason}") from None
+        except RecursionError:   # Python's parser nests as deep as its stack
+            raise RecordError("the Avro schema's JSON nests too deeply to be read") from None
     if not isinstance(avro, dict) or avro.get("type") != "record":
         shown = avro.get("type") if isinstance(avro, dict) else avro
         raise RecordError(f"the Avro schema must be a record, not {json.dumps(shown)[:80]}")
@@ -140,14 +164,27 @@ class _AvroToArrow:
         self.names: dict[str, tuple[dict, str]] = {}
         self.open: list[str] = []
         self.strict = strict
+        self.depth = 0
 
     def valid_name(self, name: Any, dotted: bool = False) -> bool:
-        if not isinstance(name, str) or not name:
+        """Whether ``name`` may name a type or field: text (UTF-8: no lone surrogates); strictly
+        also an Avro name (dotted: names separated by dots)."""
+        if not isinstance(name, str) or not name or not _utf8(name):
             return False
         return not self.strict or all(_AVRO_NAME.fullmatch(p) for p in (name.split(".") if dotted else [name]))
 
     def convert(self, avro: Any, path: str, namespace: str) -> tuple[pa.DataType, bool, dict[bytes, bytes]]:
-        """(Arrow type, nullable, field metadata) of an Avro type found at ``path``."""
+        """(Arrow type, nullable, field metadata) of an Avro type found at ``path``; types nested
+        deeper than ``MAX_TYPE_DEPTH`` are an error."""
+        if self.depth >= MAX_TYPE_DEPTH:
+            raise self.error(path, f"types nest more than {MAX_TYPE_DEPTH} deep")
+        self.depth += 1
+        try:
+            return self._convert(avro, path, namespace)
+        finally:
+            self.depth -= 1
+
+    def _convert(self, avro: Any, path: str, namespace: str) -> tuple[pa.DataType, bool, dict[bytes, bytes]]:
         if isinstance(avro, list):
             return self._union(avro, path, namespace)
         if isinstance(avro, str):
@@ -172,7 +209,7 @@ class _AvroToArrow:
 
     @staticmethod
     def error(path: str, problem: str) -> RecordError:
-        return RecordError(f"the Avro schema is not valid at {path or 'its top'}: {problem}")
+        return RecordError(f"the Avro schema is not valid at {_shown_path(path) or 'its top'}: {problem}")
 
     def _required(self, avro: dict, key: str, path: str) -> Any:
         if key not in avro:
@@ -184,9 +221,9 @@ class _AvroToArrow:
         nullable = len(others) < len(members)
         if not others:
             return pa.null(), True, {}
-        if len(others) == 1:
-            data_type, _, meta = self.convert(others[0], path, namespace)
-            return data_type, nullable, meta
+        if len(others) == 1:   # nullable when the member is itself (a union holding "null", the null type)
+            data_type, member_nullable, meta = self.convert(others[0], path, namespace)
+            return data_type, nullable or member_nullable, meta
         fields = [pa.field("member", *self.convert(m, f"{path}<{i}>", namespace)) for i, m in enumerate(others)]
         return choice_field("member", fields, nullable).type, nullable, _meta(choice_field("member", fields))
 
@@ -195,11 +232,12 @@ class _AvroToArrow:
         if full not in self.names and name in self.names:
             full = name
         if full in self.open:
-            raise RecordError(f"the Avro schema's record '{full}' contains itself (at {path}); a recursive record "
-                              "cannot be an Arrow schema")
+            raise RecordError(f"the Avro schema's record '{printable(full, 80)}' contains itself (at "
+                              f"{_shown_path(path)}); a recursive record cannot be an Arrow schema")
         if full not in self.names:
-            raise self.error(path, f"unknown type '{name}' (named types defined before it: "
-                                   f"{', '.join(self.names) or 'none'})")
+            known = [printable(n, 40) for n in list(self.names)[:10]] + (["..."] if len(self.names) > 10 else [])
+            raise self.error(path, f"unknown type '{printable(name, 80)}' (named types defined before it: "
+                                   f"{', '.join(known) or 'none'})")
         definition, outer = self.names[full]
         return self._named(definition, path, outer, defining=False)
 
@@ -207,14 +245,14 @@ class _AvroToArrow:
                ) -> tuple[pa.DataType, bool, dict[bytes, bytes]]:
         name = avro.get("name")
         if not self.valid_name(name, dotted=True):
-            raise self.error(path, f"a {avro['type']} needs a valid 'name', not {json.dumps(name)}")
+            raise self.error(path, f"a {avro['type']} needs a valid 'name', not {json.dumps(name)[:80]}")
         space = avro.get("namespace") if "." not in name and isinstance(avro.get("namespace"), str) else namespace
         if space and not self.valid_name(space, dotted=True):
-            raise self.error(path, f"the namespace {json.dumps(space)} is not valid (names separated by '.')")
+            raise self.error(path, f"the namespace {json.dumps(space)[:80]} is not valid (names separated by '.')")
         full = name if "." in name or not space else f"{space}.{name}"
         if defining:
             if full in self.names:
-                raise self.error(path, f"the name '{full}' is defined twice")
+                raise self.error(path, f"the name '{printable(full, 80)}' is defined twice")
             self.names[full] = (avro, namespace)
         meta = {AVRO_NAME: full.encode()}
         if avro["type"] == "enum":
@@ -224,8 +262,9 @@ class _AvroToArrow:
             return pa.string(), False, {NIFI_TYPE: b"ENUM", ENUM_SYMBOLS: json.dumps(symbols).encode(), **meta}
         if avro["type"] == "fixed":
             size = self._required(avro, "size", path)
-            if not isinstance(size, int) or size < 0:
-                raise self.error(path, f"a fixed's 'size' must be a whole number, not {json.dumps(size)}")
+            if type(size) is not int or not 0 <= size <= _INT_MAX:
+                raise self.error(path, f"a fixed's 'size' must be a whole number from 0 to {_INT_MAX}, not "
+                                       f"{json.dumps(size)[:80]}")
             meta[AVRO_FIXED_SIZE] = str(size).encode()
             decimal = self._decimal(avro, path) if avro.get("logicalType") == "decimal" else None
             return decimal or pa.binary(size), False, meta
@@ -243,7 +282,7 @@ class _AvroToArrow:
             if not self.valid_name(name):
                 raise self.error(path, f"field {index} needs a valid 'name', not {json.dumps(name)[:80]}")
             if name in seen:
-                raise self.error(path, f"the field name '{name}' is used twice")
+                raise self.error(path, f"the field name '{printable(name, 80)}' is used twice")
             seen.add(name)
             where = f"{path}.{name}" if path else name
             if "type" not in field:
@@ -252,7 +291,7 @@ class _AvroToArrow:
             if "default" in field:
                 field_meta[AVRO_DEFAULT] = json.dumps(field["default"]).encode()
             if isinstance(field.get("doc"), str):
-                field_meta[AVRO_DOC] = field["doc"].encode()
+                field_meta[AVRO_DOC] = field["doc"].encode(errors="replace")
             arrow_fields.append(pa.field(name, data_type, nullable, field_meta or None))
         self.open.pop()
         return pa.struct(arrow_fields), False, meta
@@ -265,7 +304,7 @@ class _AvroToArrow:
         logical = avro.get("logicalType")
         if logical == "decimal" and kind == "bytes":
             return self._decimal(avro, path)
-        return _LOGICAL.get((kind, logical), _PRIMITIVES[kind])
+        return _LOGICAL.get((kind, logical), _PRIMITIVES[kind]) if isinstance(logical, str) else _PRIMITIVES[kind]
 
     @staticmethod
     def _logical_meta(avro: dict, kind: str) -> dict[bytes, bytes]:
@@ -273,9 +312,9 @@ class _AvroToArrow:
 
     def _decimal(self, avro: dict, path: str) -> pa.DataType:
         precision, scale = avro.get("precision"), avro.get("scale", 0)
-        if not isinstance(precision, int) or not isinstance(scale, int) or not 0 <= scale <= precision:
-            raise self.error(path, f"a decimal needs 0 <= scale <= precision (precision {json.dumps(precision)}, "
-                                   f"scale {json.dumps(scale)})")
+        if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision or precision < 1:
+            raise self.error(path, f"a decimal needs 0 <= scale <= precision and a precision of 1 or more "
+                                   f"(precision {json.dumps(precision)[:40]}, scale {json.dumps(scale)[:40]})")
         if precision > 76:
             raise self.error(path, f"a decimal of precision {precision} is past Arrow's 76 digits")
         return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
@@ -670,8 +709,8 @@ def _cast(array: pa.Array, field: pa.Field, path: str, records: bool) -> pa.Arra
     except pa.ArrowNotImplementedError:
         if _is_text(field.type):   # a struct, list or map into a string: its JSON text, as a choice holds it
             return pa.array(to_choice_storage(array.to_pylist(), pa.string()), field.type)
-        raise SchemaMismatchError(f"field '{path}' is {nifi_type_name(pa.field(field.name, array.type))}, "
-                                  f"which cannot become {nifi_type_name(field)}") from None
+        raise SchemaMismatchError(f"field '{_shown_path(path)}' is {_shown_type(pa.field(field.name, array.type))}, "
+                                  f"which cannot become {_shown_type(field)}") from None
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
         if pa.types.is_timestamp(array.type) and pa.types.is_timestamp(field.type):
             return array.cast(field.type, safe=False)   # a finer timestamp truncated, as NiFi's
@@ -693,8 +732,8 @@ def _mismatch(array: pa.Array, field: pa.Field, err: Exception, path: str, recor
     value = value if len(value) <= 80 else value[:77] + "..."
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     where = f"record {low}" if records else f"nested value {low}"
-    return SchemaMismatchError(f"field '{path}' of {where} is {value}, which does not fit "
-                               f"{nifi_type_name(field)} ({reason})")
+    return SchemaMismatchError(f"field '{_shown_path(path)}' of {where} is {value}, which does not fit "
+                               f"{_shown_type(field)} ({printable(reason, 200)})")
 
 
 def _check_nulls(batch: pa.RecordBatch, schema: pa.Schema) -> None:
@@ -702,8 +741,18 @@ def _check_nulls(batch: pa.RecordBatch, schema: pa.Schema) -> None:
         found = _null_rows(column, field, field.name)
         if found is not None:
             rows, path, inner = found
-            raise SchemaMismatchError(f"field '{path}' of record {int(np.argmax(rows))} is null, but the schema "
-                                      f"does not allow null there ({nifi_type_name(inner)})")
+            raise SchemaMismatchError(f"field '{_shown_path(path)}' of record {int(np.argmax(rows))} is null, but the "
+                                      f"schema does not allow null there ({_shown_type(inner)})")
+
+
+def _shown_path(path: str) -> str:
+    """A field's path for a message: printable, its end when long."""
+    return printable(path) if len(path) <= 120 else "..." + printable(path[-120:])
+
+
+def _shown_type(field: pa.Field) -> str:
+    """A field's NiFi type for a message: printable (an enum's symbols), its start when long."""
+    return printable(nifi_type_name(field), 160)
 
 
 def _null_rows(array: pa.Array, field: pa.Field, path: str) -> tuple[np.ndarray, str, pa.Field] | None:

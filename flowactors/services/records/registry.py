@@ -17,7 +17,7 @@ import pyarrow as pa
 from flowactors.sdk.processor import PropertyDescriptor
 from flowactors.sdk.records import RecordError, SchemaNotFoundError, SchemaRegistry
 from flowactors.sdk.records.access import with_name
-from flowactors.sdk.records.schema import avro_to_arrow
+from flowactors.sdk.records.schema import avro_to_arrow, printable
 from flowactors.sdk.services import ControllerService, ServiceContext
 
 VALIDATE, DO_NOT_VALIDATE = "Validate Schemas", "Do Not Validate Schemas"
@@ -66,6 +66,6 @@ class AvroSchemaRegistry(ControllerService, SchemaRegistry):
         """The schema registered as ``name`` (this registry keeps one version of each, and no branches)."""
         schema = self._schemas.get(name)
         if schema is None:
-            raise SchemaNotFoundError(f"the schema registry has no schema named '{name}' (it has: "
+            raise SchemaNotFoundError(f"the schema registry has no schema named '{printable(name, 80)}' (it has: "
                                       f"{', '.join(self._schemas) or 'none'})")
         return schema

@@ -28,7 +28,7 @@ from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALU
                                            schema_name, with_name, write_strategy, writer_schema)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordError, RecordReader,
                                         RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory, WriteResult)
-from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas
+from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas, printable
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.textual import (FORMAT_PROPERTIES, NEVER_SUPPRESS, SUPPRESS_MISSING,
                                                  SUPPRESS_NULLS, SUPPRESS_VALUES, TemporalFormats, as_text,
@@ -73,7 +73,9 @@ _TEXT = "\0text"
 
 # ---------------------------------------------------------------------------------- reading
 def _local(name: Any) -> str:
-    return etree.QName(name).localname
+    """An element's or attribute's name without its namespace (lxml's ``{uri}name``); a name lxml
+    took that is not a QName (``:n``, a namespace error libxml2 only warns of) stays as it is."""
+    return name.rpartition("}")[2] if name.startswith("{") else name
 
 
 class _Elements:
@@ -271,7 +273,7 @@ class _XmlReader(RecordReader):
 def _malformed(err: etree.XMLSyntaxError, record: int, offset: int) -> MalformedRecordError:
     line, column = err.position if err.position else (None, None)
     where = f"line {line}, column {column}" if line else f"near byte {offset}"
-    reason = str(err.msg or err).split(", line")[0]
+    reason = printable((str(err.msg or err).strip().splitlines() or [""])[0].split(", line")[0], 200)
     if "Document is empty" in reason or "no element found" in reason:
         reason = "the content has no XML element"
     return MalformedRecordError(f"not valid XML: {reason} ({where}; record {record})", record=record)
