@@ -5,7 +5,8 @@ Orders arrive as CSV (spaces after the commas, as people write it), and go:
 CSV -> Avro (ConvertRecord) -> JSON (ConvertRecord) -> validated against a registry's schema
 (ValidateRecord) -> the country's name (LookupRecord, a key-value lookup) -> the customer's tier
 (LookupRecord, a CSV file lookup) -> the country's region as a record (LookupRecord, a CSV record
-lookup) -> a currency (UpdateRecord) -> the big orders as Parquet (QueryRecord) -> one XML
+lookup) -> a currency (UpdateRecord; the JSON readers take the schema the JSON writer before them kept in a
+VolatileSchemaCache instead of inferring it) -> the big orders as Parquet (QueryRecord) -> one XML
 document an order (SplitRecord) -> merged again into CSV (MergeRecord) -> one text file a
 country (PartitionRecord, FreeFormText) -> PutFile. Property names and values are NiFi's internal
 ones, as an export holds them; services are referenced by identifier, and the writers the inner
@@ -63,9 +64,13 @@ def _services(root: str, inner: str, files: Path) -> tuple[list[dict], list[dict
             "schema-access-strategy": "embedded-avro-schema"}, root),
         service("json-out", "JsonRecordSetWriter", json_type + "JsonRecordSetWriter", {
             "Schema Write Strategy": "no-schema", "schema-access-strategy": "inherit-record-schema",
-            "output-grouping": "output-array", "Pretty Print JSON": "false", "suppress-nulls": "never-suppress"}, root),
+            "output-grouping": "output-array", "Pretty Print JSON": "false", "suppress-nulls": "never-suppress",
+            "schema-cache": "schemas"}, root),
+        service("schemas", "VolatileSchemaCache", "org.apache.nifi.schema.inference.VolatileSchemaCache", {
+            "max-cache-size": "100"}, root),
         service("json-in", "JsonTreeReader", json_type + "JsonTreeReader", {
-            "schema-access-strategy": "infer-schema", "starting-field-strategy": "ROOT_NODE"}, root),
+            "schema-access-strategy": "infer-schema", "starting-field-strategy": "ROOT_NODE",
+            "schema-inference-cache": "schemas"}, root),
         service("registry", "AvroSchemaRegistry", "org.apache.nifi.schemaregistry.services.AvroSchemaRegistry", {
             "avro-reg-validated-field-names": "true", "order": ORDER_SCHEMA}, root),
         service("json-order", "JsonTreeReader (order)", json_type + "JsonTreeReader", {

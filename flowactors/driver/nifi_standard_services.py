@@ -47,7 +47,7 @@ class StandardService:
 
 
 #: NiFi's schema caching and schema reference readers: flowactors caches parsed schemas itself
-_SCHEMA_TUNING = {"schema-cache": None, "schema-reference-reader": None, "Schema Reference Reader": None,
+_SCHEMA_TUNING = {"schema-reference-reader": None, "Schema Reference Reader": None,
                   "schema-protocol-version": ANY, "cache-size": ANY, "Cache Size": ANY}
 
 STANDARD_SERVICES: dict[str, StandardService] = {
@@ -63,6 +63,7 @@ STANDARD_SERVICES: dict[str, StandardService] = {
     "org.apache.nifi.xml.XMLRecordSetWriter": StandardService("XMLRecordSetWriter", _SCHEMA_TUNING),
     "org.apache.nifi.text.FreeFormTextRecordSetWriter": StandardService("FreeFormTextRecordSetWriter"),
     "org.apache.nifi.schemaregistry.services.AvroSchemaRegistry": StandardService("AvroSchemaRegistry"),
+    "org.apache.nifi.schema.inference.VolatileSchemaCache": StandardService("VolatileSchemaCache"),
     "org.apache.nifi.lookup.SimpleKeyValueLookupService": StandardService("SimpleKeyValueLookupService"),
     "org.apache.nifi.lookup.SimpleCsvFileLookupService": StandardService("SimpleCsvFileLookupService"),
     "org.apache.nifi.lookup.CSVRecordLookupService": StandardService("CSVRecordLookupService"),

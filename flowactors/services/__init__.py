@@ -20,6 +20,7 @@ STANDARD_SERVICES = {
     "XMLReader": "flowactors.services.records.xml", "XMLRecordSetWriter": "flowactors.services.records.xml",
     "FreeFormTextRecordSetWriter": "flowactors.services.records.freeform",
     "AvroSchemaRegistry": "flowactors.services.records.registry",
+    "VolatileSchemaCache": "flowactors.services.records.schema_cache",
     "SimpleKeyValueLookupService": "flowactors.services.lookup",
     "SimpleCsvFileLookupService": "flowactors.services.lookup",
     "CSVRecordLookupService": "flowactors.services.lookup",

@@ -4,9 +4,9 @@ access strategies). Readers and writers themselves are controller services
 
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, SCHEMA_NAME_KEY, MalformedRecordError,
                                         RecordError, RecordLookupService, RecordReader, RecordReaderFactory,
-                                        RecordSetWriter, RecordSetWriterFactory, SchemaMismatchError,
+                                        RecordSchemaCacheService, RecordSetWriter, RecordSetWriterFactory, SchemaMismatchError,
                                         SchemaNotFoundError, SchemaRegistry, WriteResult)
 
 __all__ = ["BATCH_BYTES", "BATCH_RECORDS", "SCHEMA_NAME_KEY", "MalformedRecordError", "RecordError",
-           "RecordLookupService", "RecordReader", "RecordReaderFactory", "RecordSetWriter", "RecordSetWriterFactory",
+           "RecordLookupService", "RecordReader", "RecordReaderFactory", "RecordSchemaCacheService", "RecordSetWriter", "RecordSetWriterFactory",
            "SchemaMismatchError", "SchemaNotFoundError", "SchemaRegistry", "WriteResult"]

@@ -25,7 +25,7 @@ from typing import Callable, Mapping
 import pyarrow as pa
 
 from flowactors.sdk.processor import PropertyDescriptor
-from flowactors.sdk.records.api import SCHEMA_NAME_KEY, SchemaNotFoundError, SchemaRegistry
+from flowactors.sdk.records.api import SCHEMA_NAME_KEY, RecordSchemaCacheService, SchemaNotFoundError, SchemaRegistry
 from flowactors.sdk.services import ServiceContext
 
 INFER = "Infer Schema"
@@ -44,7 +44,8 @@ EMBED_AVRO_SCHEMA = "Embed Avro Schema"
 NIFI_NAMES = {"schema-access-strategy": "Schema Access Strategy", "schema-registry": "Schema Registry",
               "schema-name": "Schema Name", "schema-version": "Schema Version", "schema-branch": "Schema Branch",
               "schema-text": "Schema Text", "Schema Write Strategy": "Schema Write Strategy",
-              "schema-write-strategy": "Schema Write Strategy", "schema-cache": "Schema Cache"}
+              "schema-write-strategy": "Schema Write Strategy", "schema-cache": "Schema Cache",
+              "schema-inference-cache": "Schema Inference Cache"}
 NIFI_VALUES = {"Schema Access Strategy": {
     "infer-schema": INFER, "schema-name": SCHEMA_NAME, "schema-text-property": SCHEMA_TEXT,
     "inherit-record-schema": INHERIT, "embedded-avro-schema": EMBEDDED_AVRO, "csv-header-derived": HEADER_DERIVED},
@@ -54,6 +55,8 @@ NIFI_VALUES = {"Schema Access Strategy": {
 #: the attribute names NiFi's strategies read and write
 SCHEMA_NAME_ATTRIBUTE = "schema.name"
 AVRO_SCHEMA_ATTRIBUTE = "avro.schema"
+#: where a writer with a Schema Cache says which cached schema it wrote (NiFi's name)
+CACHE_IDENTIFIER_ATTRIBUTE = "schema.cache.identifier"
 
 
 def access_strategy(strategies: tuple[str, ...], default: str) -> PropertyDescriptor:
@@ -80,6 +83,15 @@ def write_strategy(strategies: tuple[str, ...] = (NO_SCHEMA, WRITE_SCHEMA_NAME, 
     return PropertyDescriptor("Schema Write Strategy", "What the writer says of the schema it wrote",
                               required=True, default=default, allowable_values=strategies)
 
+
+SCHEMA_CACHE = PropertyDescriptor(
+    "Schema Cache", "A schema cache the writer keeps each schema it writes in, saying its identifier in the "
+    "'schema.cache.identifier' attribute (for a reader's Schema Inference Cache downstream)",
+    service=RecordSchemaCacheService)
+SCHEMA_INFERENCE_CACHE = PropertyDescriptor(
+    "Schema Inference Cache", "A schema cache the reader takes a FlowFile's schema from, by its "
+    "'schema.cache.identifier' attribute, instead of inferring it (inferring when the cache lacks it)",
+    service=RecordSchemaCacheService)
 
 #: the properties every reader with named and text strategies shares, after its access strategy
 SCHEMA_PROPERTIES = (SCHEMA_REGISTRY, SCHEMA_NAME_PROPERTY, SCHEMA_VERSION, SCHEMA_BRANCH, SCHEMA_TEXT_PROPERTY)
@@ -169,3 +181,23 @@ def schema_attributes(context: ServiceContext, schema: pa.Schema,
     if strategy == WRITE_AVRO_SCHEMA:
         return {AVRO_SCHEMA_ATTRIBUTE: to_text(schema)}
     return {}
+
+
+def cached_inference(context: ServiceContext, attributes: Mapping[str, str]) -> pa.Schema | None:
+    """For a reader that infers: the schema its 'Schema Inference Cache' keeps under the FlowFile's
+    ``schema.cache.identifier``; None (infer it) without a cache, an identifier, or that schema."""
+    identifier = attributes.get(CACHE_IDENTIFIER_ATTRIBUTE)
+    if (not identifier or not context.property(SCHEMA_INFERENCE_CACHE.name).raw
+            or context.property("Schema Access Strategy").raw != INFER):
+        return None
+    cache: RecordSchemaCacheService = context.service(SCHEMA_INFERENCE_CACHE.name, RecordSchemaCacheService)
+    return cache.get_schema(identifier)
+
+
+def cache_attributes(context: ServiceContext, schema: pa.Schema) -> dict[str, str]:
+    """For a writer: the ``schema.cache.identifier`` of ``schema`` kept in its 'Schema Cache'
+    (nothing without a cache)."""
+    if not context.property(SCHEMA_CACHE.name).raw:
+        return {}
+    cache: RecordSchemaCacheService = context.service(SCHEMA_CACHE.name, RecordSchemaCacheService)
+    return {CACHE_IDENTIFIER_ATTRIBUTE: cache.cache_schema(schema)}

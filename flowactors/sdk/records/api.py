@@ -157,3 +157,21 @@ class RecordLookupService(ServiceAPI):
     their fields into the record looked up for. ``lookup`` returns a dict of field values or None."""
 
     api = True
+
+
+class RecordSchemaCacheService(ServiceAPI):
+    """Schemas kept by an identifier (NiFi's ``RecordSchemaCacheService``): a writer with a
+    'Schema Cache' caches the schema it wrote and puts its identifier in the FlowFile's
+    ``schema.cache.identifier`` attribute; a reader that infers its schema, given a 'Schema
+    Inference Cache', takes the schema of that identifier instead of inferring it again.
+    VolatileSchemaCache."""
+
+    api = True
+
+    def cache_schema(self, schema: pa.Schema) -> str:
+        """Keep ``schema``; its identifier (the same schema always gets the same one)."""
+        raise NotImplementedError
+
+    def get_schema(self, identifier: str) -> pa.Schema | None:
+        """The schema kept under ``identifier``, or None (never kept, or evicted since)."""
+        raise NotImplementedError

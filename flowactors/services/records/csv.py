@@ -33,9 +33,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from flowactors.sdk.processor import PropertyDescriptor
-from flowactors.sdk.records.access import (HEADER_DERIVED, INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_NAME,
-                                           SCHEMA_PROPERTIES, SCHEMA_TEXT, SchemaCache, access_strategy, given_schema,
-                                           schema_attributes, write_strategy, writer_schema)
+from flowactors.sdk.records.access import (HEADER_DERIVED, INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_CACHE,
+                                           SCHEMA_INFERENCE_CACHE, SCHEMA_NAME, SCHEMA_PROPERTIES, SCHEMA_TEXT,
+                                           access_strategy, cache_attributes, cached_inference, given_schema,
+                                           schema_attributes, SchemaCache, write_strategy, writer_schema)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordReader,
                                         RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
                                         SchemaMismatchError, WriteResult)
@@ -485,9 +486,9 @@ class CSVReader(ControllerService, RecordReaderFactory):
 
     description = "Reads CSV (any Apache Commons CSV format, or a custom one) as records"
     properties = (access_strategy((INFER, SCHEMA_NAME, SCHEMA_TEXT, HEADER_DERIVED), INFER), *SCHEMA_PROPERTIES,
-                  *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, RECORD_SEPARATOR, FIRST_LINE_IS_HEADER,
-                  IGNORE_HEADER, QUOTE_CHAR, ESCAPE_CHAR, COMMENT_MARKER, NULL_STRING, TRIM_FIELDS, CHARSET,
-                  ALLOW_DUPLICATE_HEADERS, TRIM_DOUBLE_QUOTE)
+                  SCHEMA_INFERENCE_CACHE, *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, RECORD_SEPARATOR,
+                  FIRST_LINE_IS_HEADER, IGNORE_HEADER, QUOTE_CHAR, ESCAPE_CHAR, COMMENT_MARKER, NULL_STRING,
+                  TRIM_FIELDS, CHARSET, ALLOW_DUPLICATE_HEADERS, TRIM_DOUBLE_QUOTE)
     NIFI_PROPERTY_NAMES = _NIFI_NAMES
     NIFI_VALUES = _NIFI_VALUES
     NIFI_IGNORED = _NIFI_IGNORED
@@ -503,7 +504,7 @@ class CSVReader(ControllerService, RecordReaderFactory):
         self._duplicates = (context.property(ALLOW_DUPLICATE_HEADERS.name).raw or "true") == "true"
 
     def create_reader(self, attributes: Mapping[str, str], stream: BinaryIO, size: int) -> RecordReader:
-        schema = given_schema(self._context, attributes, self._cache)
+        schema = given_schema(self._context, attributes, self._cache) or cached_inference(self._context, attributes)
         names = tuple(schema.names) if schema is not None and (not self._header or self._ignore_header) else None
         layout = _Layout(self._header, names)
         text = _Text(stream, _Dialect.of(self._context, attributes), layout, self._duplicates)
@@ -610,8 +611,9 @@ class CSVRecordSetWriter(ControllerService, RecordSetWriterFactory):
 
     description = "Writes records as CSV (any Apache Commons CSV format, or a custom one)"
     properties = (write_strategy(), access_strategy((INHERIT, SCHEMA_NAME, SCHEMA_TEXT), INHERIT), *SCHEMA_PROPERTIES,
-                  *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, INCLUDE_HEADER, QUOTE_CHAR, ESCAPE_CHAR,
-                  COMMENT_MARKER, NULL_STRING, TRIM_FIELDS, QUOTE_MODE, RECORD_SEPARATOR, TRAILING_DELIMITER, CHARSET)
+                  SCHEMA_CACHE, *FORMAT_PROPERTIES, CSV_FORMAT, VALUE_SEPARATOR, INCLUDE_HEADER, QUOTE_CHAR,
+                  ESCAPE_CHAR, COMMENT_MARKER, NULL_STRING, TRIM_FIELDS, QUOTE_MODE, RECORD_SEPARATOR,
+                  TRAILING_DELIMITER, CHARSET)
     NIFI_PROPERTY_NAMES = _NIFI_NAMES
     NIFI_VALUES = _NIFI_VALUES
     NIFI_IGNORED = _NIFI_IGNORED
@@ -635,7 +637,8 @@ class CSVRecordSetWriter(ControllerService, RecordSetWriterFactory):
         return writer_schema(self._context, attributes, read_schema, self._cache)
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        result = {"mime.type": MIME_TYPE, **schema_attributes(self._context, schema, avro_text)}
+        result = {"mime.type": MIME_TYPE, **schema_attributes(self._context, schema, avro_text),
+                  **cache_attributes(self._context, schema)}
         dialect = _Dialect.of(self._context, attributes)
         if dialect.quote is None and dialect.escape is None:   # MySQL: no quote, backslash escapes
             dialect = replace(dialect, escape="\\")

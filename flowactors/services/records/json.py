@@ -32,9 +32,10 @@ import pyarrow.json as pa_json
 import zstandard
 
 from flowactors.sdk.processor import PropertyDescriptor
-from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_NAME, SCHEMA_PROPERTIES,
-                                           SCHEMA_TEXT, SchemaCache, access_strategy, given_schema, schema_attributes,
-                                           write_strategy, writer_schema)
+from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_CACHE,
+                                           SCHEMA_INFERENCE_CACHE, SCHEMA_NAME, SCHEMA_PROPERTIES, SCHEMA_TEXT,
+                                           access_strategy, cache_attributes, cached_inference, given_schema,
+                                           schema_attributes, SchemaCache, write_strategy, writer_schema)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordReader,
                                         RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
                                         SchemaMismatchError, WriteResult)
@@ -558,7 +559,8 @@ class JsonTreeReader(ControllerService, RecordReaderFactory):
 
     description = "Reads JSON objects (an array of them, or one after another) as records"
     properties = (access_strategy((INFER, SCHEMA_NAME, SCHEMA_TEXT), INFER), *SCHEMA_PROPERTIES,
-                  STARTING_FIELD_STRATEGY, STARTING_FIELD_NAME, SCHEMA_APPLICATION_STRATEGY, *FORMAT_PROPERTIES)
+                  SCHEMA_INFERENCE_CACHE, STARTING_FIELD_STRATEGY, STARTING_FIELD_NAME, SCHEMA_APPLICATION_STRATEGY,
+                  *FORMAT_PROPERTIES)
     #: NiFi's internal property names and values -> the names here (the NiFi import's table)
     NIFI_PROPERTY_NAMES = {**NIFI_NAMES, "starting-field-strategy": STARTING_FIELD_STRATEGY.name,
                            "starting-field-name": STARTING_FIELD_NAME.name,
@@ -580,7 +582,7 @@ class JsonTreeReader(ControllerService, RecordReaderFactory):
         self._whole = nested and context.property(SCHEMA_APPLICATION_STRATEGY.name).raw == WHOLE_JSON
 
     def create_reader(self, attributes: Mapping[str, str], stream: BinaryIO, size: int) -> RecordReader:
-        schema = given_schema(self._context, attributes, self._cache)
+        schema = given_schema(self._context, attributes, self._cache) or cached_inference(self._context, attributes)
         if schema is not None and self._whole:
             schema = _selected_schema(schema, self._field or "")
         return _JsonReader(stream, schema, self._formats, self._field)
@@ -674,8 +676,8 @@ class JsonRecordSetWriter(ControllerService, RecordSetWriterFactory):
 
     description = "Writes records as JSON: an array of objects, or one object a line"
     properties = (write_strategy(), access_strategy((INHERIT, SCHEMA_NAME, SCHEMA_TEXT), INHERIT), *SCHEMA_PROPERTIES,
-                  *FORMAT_PROPERTIES, PRETTY_PRINT, SUPPRESS_NULLS, SCIENTIFIC, OUTPUT_GROUPING, COMPRESSION,
-                  COMPRESSION_LEVEL, TIMESTAMP_REPRESENTATION)
+                  SCHEMA_CACHE, *FORMAT_PROPERTIES, PRETTY_PRINT, SUPPRESS_NULLS, SCIENTIFIC, OUTPUT_GROUPING,
+                  COMPRESSION, COMPRESSION_LEVEL, TIMESTAMP_REPRESENTATION)
     NIFI_PROPERTY_NAMES = {**NIFI_NAMES, "suppress-nulls": SUPPRESS_NULLS.name, "output-grouping": OUTPUT_GROUPING.name,
                            "compression-format": COMPRESSION.name, "compression-level": COMPRESSION_LEVEL.name}
     NIFI_VALUES = {**NIFI_VALUES, SUPPRESS_NULLS.name: SUPPRESS_VALUES,
@@ -710,5 +712,6 @@ class JsonRecordSetWriter(ControllerService, RecordSetWriterFactory):
         return writer_schema(self._context, attributes, read_schema, self._cache)
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        result = {"mime.type": MIME_TYPE, **schema_attributes(self._context, schema, avro_text)}
+        result = {"mime.type": MIME_TYPE, **schema_attributes(self._context, schema, avro_text),
+                  **cache_attributes(self._context, schema)}
         return _JsonWriter(out, schema, self._text, self._array, self._compression, result)
