@@ -5,7 +5,8 @@
 (``--minutes``, default ``LONG_MINUTES``; ``--results bench`` writes its figures into
 bench/RESULTS.md as this scenario), feed each format's public reader the damaged inputs of
 tests/fuzz_formats.py (valid files made by the real writer, then mutated; arbitrary bytes) with
-Hypothesis, one format at a time. Unlike the test
+Hypothesis, one format at a time; the record readers' targets of tests/fuzz_records.py (every
+reader service, the Avro schema text, RecordPath, the lookup services' CSV files) follow. Unlike the test
 (tests/test_fuzz_formats.py), a run does not stop at the first unexpected exception: it counts
 the examples, keeps one example of each different finding (by the exception's type and the
 reader's line it came from) and goes on. A format's row says how many examples ran and how many
@@ -30,6 +31,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from bench import row
 from tests.fuzz_formats import Finding, Format, check, formats
+from tests.fuzz_records import record_formats
 
 SCENARIO = "14 Fuzzing every format's reader (issue 50)"
 MINUTES = 2
@@ -41,6 +43,11 @@ EXAMPLE_CHARACTERS = 600
 
 #: examples of one Hypothesis run; runs follow one another (each its own random seed) until the time is up
 ROUND = 200
+
+
+def all_formats() -> list[Format]:
+    """The formats' readers, then the record readers' targets."""
+    return [*formats(), *record_formats()]
 
 
 def fuzz(fmt: Format, workdir: Path, seconds: float) -> tuple[int, dict[str, tuple[str, str]]]:
@@ -74,7 +81,7 @@ def run(quick: bool, workdir: Path, size: int | None = None, only: list[str] | N
     ``after`` is given the rows so far after each format."""
     seconds = size if size is not None else QUICK_SECONDS if quick else MINUTES * 60
     rows = []
-    for fmt in formats():
+    for fmt in all_formats():
         if only and fmt.name not in only:
             continue
         started = time.monotonic()
@@ -139,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=LONG_MINUTES, help="minutes a format (default: %(default)s)")
     parser.add_argument("--only", nargs="+", metavar="FORMAT", help="these formats only: "
-                        + ", ".join(f.name for f in formats()))
+                        + ", ".join(f.name for f in all_formats()))
     parser.add_argument("--workdir", type=Path, default=Path(__file__).resolve().parent / "scratch" / "fuzz-long",
                         help="where the seeds and the examples are written (not make bench's own scratch/fuzz)")
     parser.add_argument("--results", type=Path, metavar="DIR",

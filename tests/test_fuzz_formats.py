@@ -12,6 +12,7 @@ the reader, which turns it into a failure, and the mark goes.
 
 from __future__ import annotations
 
+import io
 import re
 import struct
 import zlib
@@ -24,23 +25,47 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.fuzz_formats import Finding, check, formats
 from tests.fuzz_mutations import tail_crc
+from tests.fuzz_record_texts import deep_schema
+from tests.fuzz_records import record_formats
 
-FORMATS = {fmt.name: fmt for fmt in formats()}
+FORMATS = {fmt.name: fmt for fmt in [*formats(), *record_formats()]}
+#: examples a record reader's target (tests/fuzz_records.py) runs in the short run: a few seconds for all
+RECORD_EXAMPLES = 60
 #: examples a format in the short run (the slow ones open a whole repository an example)
-EXAMPLES = {"wal-log": 100, "provenance-journal": 100, "provenance-event-file": 100, "provenance-index": 100}
+EXAMPLES = {"wal-log": 100, "provenance-journal": 100, "provenance-event-file": 100, "provenance-index": 100,
+            **{fmt.name: RECORD_EXAMPLES for fmt in record_formats()}}
 DEFAULT_EXAMPLES = 300
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_reader_gives_a_whole_read_or_its_documented_error(name: str, tmp_path: Path) -> None:
+    """A finding of one of the open examples below (``OPEN_RECORD_FINDINGS``: the same exception
+    from the same line) is tracked by its own xfail test, not again here."""
     fmt = FORMATS[name]
+    known = _open_signatures(name, tmp_path)
 
     @settings(max_examples=EXAMPLES.get(name, DEFAULT_EXAMPLES), derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(fmt.examples(tmp_path))
     def read(example) -> None:
-        check(fmt, tmp_path, example)
+        try:
+            check(fmt, tmp_path, example)
+        except Finding as finding:
+            if finding.signature not in known:
+                raise
 
     read()
+
+
+def _open_signatures(name: str, tmp_path: Path) -> set[str]:
+    """The signatures of the findings of ``name``'s open examples (those its reader still has)."""
+    found = set()
+    for fmt, _finding, example in OPEN_RECORD_FINDINGS:
+        if fmt == name:
+            try:
+                check(FORMATS[fmt], tmp_path, example)
+            except Finding as finding:
+                found.add(finding.signature)
+    return found
 
 
 # --- regression examples of the readers fixed here ---------------------------------------------------
@@ -263,3 +288,126 @@ def test_repository_reader_handles_what_the_fuzzer_found(fmt: str, finding: str,
     """Each was a finding (``finding`` says what the reader did); now a whole read or the
     format's documented error naming the file."""
     check(FORMATS[fmt], tmp_path, build(FORMATS[fmt].seeded(tmp_path)), cpu_seconds=2)
+
+
+# --- the record readers' targets (tests/fuzz_records.py): what they found -------------------------------
+
+
+def _parquet(table: dict, **options) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.table(table), out, **options)
+    return out.getvalue()
+
+
+def _schema_text(*fields: dict, **record) -> bytes:
+    return orjson.dumps({"type": "record", "name": "r", **record, "fields": list(fields)})
+
+
+_BY_NAME = {"Schema Access Strategy": "Use 'Schema Name' Property", "Schema Registry": "registry",
+            "Schema Version": "${schema.version}"}
+_TIMESTAMP_COLUMN = {"Schema Access Strategy": "Use 'Schema Text' Property", "Treat First Line as Header": "true",
+                     "Schema Text": _schema_text({"name": "a", "type": ["null", {"type": "long",
+                                                                                "logicalType": "timestamp-millis"}]}
+                                                 ).decode()}
+_DATE_FIELD = {"Schema Access Strategy": "Use 'Schema Text' Property",
+               "Schema Text": _schema_text({"name": "d", "type": ["null", {"type": "int", "logicalType": "date"}]}
+                                           ).decode()}
+_LONG_NAME = "a" * 2000
+
+#: (target, what the reader did with it before its fix, the example): fixed in the readers this area owns
+RECORD_FINDINGS = [
+    ("xml-records", "libxml2's message of a NUL character holds a line break: a MalformedRecordError of two lines",
+     (({"Expect Records as Array": "true"}, {}), b"<r>\x00</r>", False)),
+    ("xml-records", "an element named ':n' (a namespace error libxml2 only warns of): ValueError from lxml's "
+                    "QName in xml._local",
+     (({"Expect Records as Array": "true"}, {}), b"<r><:n>1</:n></r>", False)),
+    ("avro-schema-text", "a logicalType that is a list: TypeError (unhashable type) in schema._logical",
+     _schema_text({"name": "a", "type": {"type": "int", "logicalType": []}})),
+    ("avro-schema-text", "a fixed of size 2**64 - 1: OverflowError from pyarrow in schema._named",
+     _schema_text({"name": "a", "type": {"type": "fixed", "name": "f", "size": (1 << 64) - 1}})),
+    ("avro-schema-text", "a decimal of precision 0: ValueError from pyarrow (precision out of range)",
+     _schema_text({"name": "a", "type": {"type": "bytes", "logicalType": "decimal", "precision": 0}})),
+    ("avro-schema-text", "a union whose one member is an empty union ([[]]): ValueError (a null type field may "
+                         "not be non-nullable) from pyarrow",
+     _schema_text({"name": "a", "type": [[]]})),
+    ("avro-schema-text", "an unknown type name holding a line break: a RecordError of two lines",
+     _schema_text({"name": "a", "type": "x\ny"})),
+    ("avro-schema-text", "a field name of 2000 characters given twice: a RecordError of 2000 characters",
+     _schema_text({"name": _LONG_NAME, "type": "int"}, {"name": _LONG_NAME, "type": "int"})),
+    ("avro-schema-text", "JSON nested 100000 deep: RecursionError from Python's JSON parser",
+     b"[" * 100_000),
+    ("avro-schema-text", "arrays nested 600 deep: RecursionError in schema._AvroToArrow.convert",
+     deep_schema(600, "array")),
+    ("avro-schema-text", "a record named '\\ud800' (a lone surrogate), not validated: UnicodeEncodeError",
+     b'{"type":"record","name":"\\ud800","fields":[]}'),
+    ("avro-schema-text", "arrays nested 150 deep read where the field is missing: a SchemaMismatchError quoting "
+                         "ARRAY[ 150 times (1095 characters)",
+     deep_schema(150, "array")),
+    ("record-path", "'³' (a digit to str.isdigit, not to int): ValueError in the parser's _number", "³"),
+    ("record-path", "a path with a line break: a RecordPathError of two lines quoting it",
+     "unescapeJson(es\napeJson(/), 'true', 'true')"),
+    ("record-path", "an unknown function of 1000 characters: a RecordPathError of 1093 characters",
+     "x" * 1000 + "()"),
+    ("record-path", "arrayOf( 2000 deep: RecursionError in the parser", "arrayOf(" * 2000 + "/name" + ")" * 2000),
+    ("lookup-csv-file", "a header holding NEL (\\x85 in Latin-1): a ServiceEnableError of two lines listing it",
+     ("simple", {"CSV Format": "Default Format", "Character Set": "ISO-8859-1", "Lookup Key Column": "x",
+                 "Lookup Value Column": "y"}, b"a\x85b\n")),
+    ("json-records", "a schema name (from the FlowFile) holding a line break: a SchemaNotFoundError of two lines "
+                     "from the registry",
+     (_BY_NAME, {"schema.name": "a\nb"}, b"[]", False)),
+]
+
+#: (target, the finding, the example): in readers another area owns (json.py, csv.py, parquet.py, textual.py,
+#: sdk/records/access.py, sdk/expression/), each kept until its reader is fixed
+OPEN_RECORD_FINDINGS = [
+    ("json-records", "a string value that is not UTF-8 ('\\xff'): the batch's string array is not valid UTF-8 "
+                     "(pyarrow's JSON parser does not check it; orjson's fallback does)",
+     ({}, {}, b'[{"a":"\xff"}]', False)),
+    ("json-records", "a key that is not UTF-8, schema inferred: UnicodeDecodeError in json._infer",
+     ({}, {}, b'[{"a\xff":1}]', False)),
+    ("json-records", "a date value that is not UTF-8, schema given: UnicodeDecodeError in textual._epoch_or_iso",
+     (_DATE_FIELD, {}, b'[{"d":"2017-\xa90-20"}]', False)),
+    ("json-records", "objects nested 400 deep: RecursionError in json._has_stamp (Jackson refuses past 1000 "
+                     "levels with an error)",
+     ({}, {}, b'[{"d":' + b'{"a":' * 400 + b"1" + b"}" * 400 + b"}]", False)),
+    ("json-records", "Schema Version (here the attribute schema.version) 'x': ValueError from int() in "
+                     "access.given_schema, not SchemaNotFoundError",
+     (_BY_NAME, {"schema.name": "account", "schema.version": "x"}, b"[]", False)),
+    ("csv-records", "Character Set UTF-16 and a content without a byte order mark: UnicodeError (not "
+                    "UnicodeDecodeError, so not caught) from the codec",
+     ({"Character Set": "UTF-16"}, b"a,b\n1,2\n", False)),
+    ("csv-records", "a timestamp column holding 9223372036854775808 (past a long): ArrowInvalid in "
+                    "textual._epoch_or_iso",
+     (_TIMESTAMP_COLUMN, b"a\n9223372036854775808\n", False)),
+    ("avro-schema-text", "a map of maps that is null (the field missing), read by JsonTreeReader: TypeError (mask "
+                         "must be boolean) in textual.values_as",
+     _schema_text({"name": "m", "type": {"type": "map", "values": {"type": "map", "values": "int"}}})),
+    ("avro-schema-text", "a schema text holding '${' and a line break: the expression language's error (a "
+                         "registry's dynamic property, a reader's Schema Text is an expression) quotes it raw, two "
+                         "lines",
+     _schema_text(doc="${\n")),
+    ("parquet-records", "record.count 99999999999999999999999: OverflowError in parquet.batches (batch.slice)",
+     ({"record.offset": "0", "record.count": "9" * 23}, _parquet({"s": ["abc"]}), False)),
+    ("parquet-records", "a string value that is not UTF-8: the batch's string array is not valid UTF-8 (pyarrow "
+                        "does not check Parquet's strings)",
+     ({}, _parquet({"s": ["abc"]}, compression="none", use_dictionary=False, write_statistics=False,
+                   store_schema=False).replace(b"abc", b"a\xffc"), False)),
+    ("parquet-records", "a column name that is not UTF-8: UnicodeDecodeError from pyarrow's schema_arrow in "
+                        "parquet.__init__",
+     ({}, _parquet({"colname": [1]}, store_schema=False).replace(b"colname", b"col\xffame"), False)),
+]
+
+
+@pytest.mark.parametrize("fmt, finding, example", [
+    *[pytest.param(fmt, finding, example, id=f"{fmt}-{number}") for number, (fmt, finding, example) in
+      enumerate(RECORD_FINDINGS)],
+    *[pytest.param(fmt, finding, example, id=f"{fmt}-open-{number}",
+                   marks=pytest.mark.xfail(strict=True, raises=Finding, reason=finding))
+      for number, (fmt, finding, example) in enumerate(OPEN_RECORD_FINDINGS)]])
+def test_record_reader_handles_what_the_fuzzer_found(fmt: str, finding: str, example, tmp_path: Path) -> None:
+    """Each was a finding (``finding`` says what the reader did); now a whole read or the reader's
+    documented error, in one clear line."""
+    check(FORMATS[fmt], tmp_path, example, cpu_seconds=5)
