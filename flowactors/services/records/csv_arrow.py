@@ -7,7 +7,8 @@ character and without an escaped line end holds no line end that is not a record
 after its last line end, and the part is parsed by ``pyarrow.csv.read_csv``, whose threads parse
 its blocks side by side (pyarrow's streaming reader parses one block after another: on two cores
 a window is read in about 60 % of the time). The last window, to the content's end, is parsed so
-too, quotes or not: pyarrow finds its records.
+too, quotes or not: pyarrow finds its records. While a window's batches are taken, the next is
+parsed on a thread of the reader's own: two windows at most are held.
 
 **Streaming.** From a window with a quote character on (a line end may be inside a quoted value,
 which only pyarrow's parser tells), the rest is read by ``pyarrow.csv.open_csv`` from the
@@ -21,6 +22,7 @@ quoted value left open (or a quote inside an unquoted value, refused there too):
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
@@ -115,23 +117,62 @@ class Reading:
         if drop:
             yield from self._counted(_dropped(self._streamed(self._start, self._header), drop))
             return
+        pool = None
+        try:
+            ahead = None   # the window parsed while the one before it is given
+            for position, header, last, piece in self._windows():
+                if piece is None:   # from here, pyarrow's streaming reader
+                    if ahead is not None:
+                        yield from self._given(*ahead)
+                    self.mark = (position, header, self.given)
+                    yield from self._counted(self._streamed(position, header))
+                    return
+                if last and ahead is None:   # the content is one window: parsed here
+                    yield from self._given(position, header, last, self._table(piece, header, last))
+                    return
+                pool = pool or ThreadPoolExecutor(1, thread_name_prefix="csv-window")
+                parsed = pool.submit(self._table, piece, header, last)
+                if ahead is not None:
+                    yield from self._given(*ahead)
+                ahead = (position, header, last, parsed)
+            if ahead is not None:
+                yield from self._given(*ahead)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def _windows(self) -> Iterator[tuple[int, bool, bool, Any]]:
+        """Each window: (where it starts, whether a header line starts it, whether it is the last,
+        its bytes to parse, or None when it must be streamed from there)."""
         p = self._parsing
         self._stream.seek(self._start)
         size = WINDOW_BLOCKS * p.block
         position, rest, header = self._start, b"", self._header
         while True:
-            self.mark = (position, header, self.given)
             data = rest + _read(self._stream, size - len(rest))
-            if len(data) < size:   # the last window
-                yield from self._counted(self._parsed(self.quotes.add(data), header))
+            if len(data) < size:
+                yield position, header, True, self.quotes.add(data)
                 return
             cut = self._cut(data)
             if cut is None:
-                yield from self._counted(self._streamed(position, header))
+                yield position, header, False, None
                 return
             self.quotes.look(data)
-            yield from self._counted(self._parsed(pa.py_buffer(data).slice(0, cut), header, plain=True), last=False)
+            yield position, header, False, pa.py_buffer(data).slice(0, cut)
             position, rest, header = position + cut, data[cut:], False
+
+    def _given(self, position: int, header: bool, last: bool, parsed: Any) -> Iterator[pa.RecordBatch]:
+        """A window's batches (``parsed``: its table, or the future of it); after the last, an
+        odd count of quotes is an error, before its batches are given."""
+        self.mark = (position, header, self.given)
+        table = parsed.result() if isinstance(parsed, Future) else parsed
+        if last and self.quotes.unclosed():
+            raise MalformedRecordError(f"not valid CSV: a quoted value is not closed before the content ends "
+                                       f"(record {self.given})", record=self.given)
+        for batch in table.to_batches() if table is not None else ():
+            if batch.num_rows:
+                self.given += batch.num_rows
+                yield batch
 
     def _cut(self, data: bytes) -> int | None:
         """Where the last whole record of a window ends (after its last line end), when a byte
@@ -144,16 +185,15 @@ class Reading:
         end = data.rfind(b"\n")
         return end + 1 if end >= 0 else None
 
-    def _parsed(self, data: bytes | pa.Buffer, header: bool, plain: bool = False) -> Iterator[pa.RecordBatch]:
-        """A window's records, its blocks parsed side by side on pyarrow's threads (the last
-        window, ``bytes``, may hold nothing but white space: no records); ``plain``: it holds no
-        quote character."""
-        if isinstance(data, bytes) and not data.strip():
-            return
-        parse = self._parsing.plain() if plain else self._parsing.parse
-        table = pa_csv.read_csv(pa.BufferReader(data), read_options=self._parsing.read_options(header),
-                                parse_options=parse, convert_options=self._parsing.convert)
-        yield from table.to_batches()
+    def _table(self, data: bytes | pa.Buffer, header: bool, last: bool) -> pa.Table | None:
+        """A window's records, its blocks parsed side by side on pyarrow's threads. The last
+        window may hold the quote character and line ends inside values, or nothing but white
+        space (no records: None); the others hold no quote character."""
+        if last and not data.strip():
+            return None
+        return pa_csv.read_csv(pa.BufferReader(data), read_options=self._parsing.read_options(header),
+                               parse_options=self._parsing.parse if last else self._parsing.plain(),
+                               convert_options=self._parsing.convert)
 
     def _streamed(self, position: int, header: bool) -> Iterator[pa.RecordBatch]:
         """The records from ``position`` to the content's end, by pyarrow's streaming reader."""
@@ -172,9 +212,10 @@ class Reading:
         finally:
             source.finish()
 
-    def _counted(self, batches: Iterator[pa.RecordBatch], last: bool = True) -> Iterator[pa.RecordBatch]:
-        """``batches`` (empty ones left out), each given once the next is parsed; after the last
-        of the content's, an odd count of quotes is an error (the last batch is then not given)."""
+    def _counted(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``batches`` streamed to the content's end (empty ones left out), each given once the
+        next is parsed; after the last, an odd count of quotes is an error (that batch is then
+        not given)."""
         held = None
         for batch in batches:
             if batch.num_rows:
@@ -182,7 +223,7 @@ class Reading:
                     self.given += held.num_rows
                     yield held
                 held = batch
-        if last and self.quotes.unclosed():
+        if self.quotes.unclosed():
             raise MalformedRecordError(f"not valid CSV: a quoted value is not closed before the content ends "
                                        f"(record {self.given})", record=self.given)
         if held is not None:
