@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz_formats import Finding, Format, expect
 from tests.fuzz_mutations import damaged, json_documents
-from tests.fuzz_records import (_ACCOUNT, _NESTED, _PERSON, _WRAPPER, CSV_TABLES, clear_message, documented,
-                                write_csv)
-from tests.fuzz_records_binary import _LOGICAL, _RECURSIVE, _STRUCTURES
+from tests.fuzz_records import (ACCOUNT_SCHEMA, CSV_TABLES, NESTED_SCHEMA, PERSON_SCHEMA, WRAPPER_SCHEMA,
+                                clear_message, documented, write_csv)
+from tests.fuzz_records_binary import LOGICAL_SCHEMA, RECURSIVE_SCHEMA, STRUCTURES_SCHEMA
 
 # --- Avro schema text (flowactors/sdk/records/schema.py, services/records/registry.py) ---------------
 
@@ -40,7 +40,8 @@ _DEFAULTS = {"type": "record", "name": "defaults", "namespace": "a.b", "doc": "e
                  {"name": "fx", "type": {"type": "fixed", "name": "F", "size": 2}, "default": "ab"},
                  {"name": "t", "type": {"type": "long", "logicalType": "timestamp-micros"}, "default": 0},
                  {"name": "unknown", "type": {"type": "string", "logicalType": "nope"}}]}
-AVRO_SCHEMAS = [_ACCOUNT, _NESTED, _WRAPPER, _PERSON, _LOGICAL, _STRUCTURES, _RECURSIVE, _DEFAULTS]
+AVRO_SCHEMAS = [ACCOUNT_SCHEMA, NESTED_SCHEMA, WRAPPER_SCHEMA, PERSON_SCHEMA, LOGICAL_SCHEMA, STRUCTURES_SCHEMA,
+                RECURSIVE_SCHEMA, _DEFAULTS]
 
 
 def _schema_seeds(folder) -> tuple[list, list[bytes]]:
@@ -200,13 +201,13 @@ _LOOKUP_PROPERTIES = ("CSV Format", "Character Set", "Trim Fields", "Value Separ
 @st.composite
 def _lookup_examples(draw: st.DrawFn, seeds: list[bytes]) -> tuple[str, dict, bytes]:
     from flowactors.services.records.csv_formats import DEFAULT, RFC4180_COMPAT
-    from tests.fuzz_records import _csv_dialect, _csv_table
+    from tests.fuzz_records import csv_dialect, csv_table
 
-    options = draw(_csv_dialect())
+    options = draw(csv_dialect())
     if draw(st.booleans()):
         options["CSV Format"] = draw(st.sampled_from((DEFAULT, RFC4180_COMPAT)))
     options = {k: v for k, v in options.items() if k in _LOOKUP_PROPERTIES}
-    table = draw(st.sampled_from(CSV_TABLES) | _csv_table())
+    table = draw(st.sampled_from(CSV_TABLES) | csv_table())
     content = write_csv(table, options)
     content = draw(st.sampled_from((content,)) | damaged([content, *seeds]))
     names = [n.strip() for n in table[0]] + ["missing"]

@@ -146,7 +146,7 @@ JSON_RECORDS = [
     [{"x": 9223372036854775807, "y": -9223372036854775808, "z": 1e308, "s": "\"\\/\b\f\n\r\t\u0000\u2028"}],
     [{"mixed": 1}, {"mixed": "one"}, {"mixed": [1, "two"]}, {"mixed": {"one": 1}}, {"mixed": None}, {}],
 ]
-_ACCOUNT = {"type": "record", "name": "account", "namespace": "fuzz", "fields": [
+ACCOUNT_SCHEMA = {"type": "record", "name": "account", "namespace": "fuzz", "fields": [
     {"name": "id", "type": "int"}, {"name": "name", "type": "string"}, {"name": "balance", "type": "double"},
     {"name": "active", "type": ["null", "boolean"]}, {"name": "tags", "type": {"type": "array", "items": "string"}},
     {"name": "address", "type": ["null", {"type": "record", "name": "address", "fields": [
@@ -154,7 +154,7 @@ _ACCOUNT = {"type": "record", "name": "account", "namespace": "fuzz", "fields": 
     {"name": "born", "type": ["null", {"type": "int", "logicalType": "date"}]},
     {"name": "stamp", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
     {"name": "none", "type": ["null", "string"]}]}
-_NESTED = {"type": "record", "name": "nested", "fields": [
+NESTED_SCHEMA = {"type": "record", "name": "nested", "fields": [
     {"name": "a", "type": ["null", {"type": "record", "name": "a", "fields": [
         {"name": "b", "type": {"type": "record", "name": "b", "fields": [
             {"name": "c", "type": {"type": "array", "items": {"type": "record", "name": "c", "fields": [
@@ -162,14 +162,14 @@ _NESTED = {"type": "record", "name": "nested", "fields": [
     {"name": "m", "type": {"type": "map", "values": "long"}},
     {"name": "x", "type": ["null", "long"]}, {"name": "s", "type": ["null", "string", "bytes"]},
     {"name": "mixed", "type": ["null", "int", "string", {"type": "map", "values": "int"}]}]}
-_WRAPPER = {"type": "record", "name": "wrapper", "fields": [
+WRAPPER_SCHEMA = {"type": "record", "name": "wrapper", "fields": [
     {"name": "meta", "type": ["null", {"type": "record", "name": "meta",
                                        "fields": [{"name": "count", "type": "int"}]}]},
-    {"name": "records", "type": {"type": "array", "items": _ACCOUNT}}]}
+    {"name": "records", "type": {"type": "array", "items": ACCOUNT_SCHEMA}}]}
 _GIVEN = {"Schema Access Strategy": "Use 'Schema Text' Property"}
 #: the schema registry a reader may name, and its schemas
 REGISTRY = "registry"
-REGISTERED = {"account": json.dumps(_ACCOUNT), "nested": json.dumps(_NESTED)}
+REGISTERED = {"account": json.dumps(ACCOUNT_SCHEMA), "nested": json.dumps(NESTED_SCHEMA)}
 _BY_NAME = {"Schema Access Strategy": "Use 'Schema Name' Property", "Schema Registry": REGISTRY,
             "Schema Version": "${schema.version}", "Schema Branch": "${schema.branch}"}
 #: the attributes a FlowFile may have for a schema found by name
@@ -180,10 +180,11 @@ SCHEMA_ATTRIBUTES = st.fixed_dictionaries({}, optional={
 _FORMATS = {"Date Format": "yyyy-MM-dd", "Timestamp Format": "yyyy-MM-dd'T'HH:mm:ssX", "Time Format": "HH:mm:ss"}
 _NESTED_FIELD = {"Starting Field Strategy": "Nested Field", "Starting Field Name": "records"}
 JSON_OPTIONS = [
-    {}, _FORMATS, {**_GIVEN, "Schema Text": json.dumps(_ACCOUNT)},
-    {**_GIVEN, "Schema Text": json.dumps(_ACCOUNT), **_FORMATS}, {**_GIVEN, "Schema Text": json.dumps(_NESTED)},
-    _NESTED_FIELD, {**_NESTED_FIELD, **_GIVEN, "Schema Text": json.dumps(_ACCOUNT)},
-    {**_NESTED_FIELD, **_GIVEN, "Schema Text": json.dumps(_WRAPPER), "Schema Application Strategy": "Whole JSON"},
+    {}, _FORMATS, {**_GIVEN, "Schema Text": json.dumps(ACCOUNT_SCHEMA)},
+    {**_GIVEN, "Schema Text": json.dumps(ACCOUNT_SCHEMA), **_FORMATS},
+    {**_GIVEN, "Schema Text": json.dumps(NESTED_SCHEMA)},
+    _NESTED_FIELD, {**_NESTED_FIELD, **_GIVEN, "Schema Text": json.dumps(ACCOUNT_SCHEMA)},
+    {**_NESTED_FIELD, **_GIVEN, "Schema Text": json.dumps(WRAPPER_SCHEMA), "Schema Application Strategy": "Whole JSON"},
     _BY_NAME, {**_BY_NAME, **_FORMATS},
 ]
 _LAYOUTS = ("array", "pretty", "lines", "concatenated", "object", "nested", "bom")
@@ -250,7 +251,7 @@ _CSV_VALUES = st.one_of(st.text(max_size=8), st.integers(-(1 << 64), 1 << 64).ma
 
 
 @st.composite
-def _csv_dialect(draw: st.DrawFn) -> dict:
+def csv_dialect(draw: st.DrawFn) -> dict:
     """The CSVReader's format properties: a predefined format, or a custom one."""
     from flowactors.services.records.csv import FORMATS
 
@@ -297,7 +298,7 @@ def write_csv(table: list[list[str]], options: dict) -> bytes:
 
 
 @st.composite
-def _csv_table(draw: st.DrawFn) -> list[list[str]]:
+def csv_table(draw: st.DrawFn) -> list[list[str]]:
     names = draw(st.lists(st.sampled_from(("id", "name", "when", "flag", " spaced ", "x")), min_size=1, max_size=4))
     rows = draw(st.lists(st.lists(_CSV_VALUES, min_size=len(names), max_size=len(names) + 1), max_size=4))
     return [names, *rows]
@@ -318,8 +319,8 @@ def _csv_schema(draw: st.DrawFn, table: list[list[str]]) -> dict:
 
 @st.composite
 def _csv_examples_drawn(draw: st.DrawFn, seeds: Sequence[bytes]) -> tuple:
-    options = draw(_csv_dialect())
-    table = draw(st.sampled_from(CSV_TABLES) | _csv_table())
+    options = draw(csv_dialect())
+    table = draw(st.sampled_from(CSV_TABLES) | csv_table())
     options.update(draw(_csv_schema(table)))
     content = write_csv(table, options)
     kind = draw(st.sampled_from(("valid", "mutated", "mutated", "other")))
@@ -358,7 +359,7 @@ XML_DOCUMENTS = [
 <!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;"><!ENTITY ext SYSTEM "file:///etc/passwd">]>
 <r><e><v>&c;</v><w>&ext;</w><x>&#x1F600;&lt;&amp;</x></e></r>""",
 ]
-_PERSON = {"type": "record", "name": "PERSON", "fields": [
+PERSON_SCHEMA = {"type": "record", "name": "PERSON", "fields": [
     {"name": "ID", "type": ["null", "string"]}, {"name": "NAME", "type": ["null", "string"]},
     {"name": "AGE", "type": ["null", "int"]}, {"name": "COUNTRY", "type": ["null", "string"]},
     {"name": "child", "type": ["null", {"type": "array", "items": "long"}]},
@@ -378,7 +379,7 @@ def _xml_options(draw: st.DrawFn) -> tuple[dict, dict]:
     if draw(st.booleans()):
         options["Field Name for Content"] = draw(st.sampled_from(("content", "NAME", "ID")))
     if draw(st.booleans()):
-        options.update({**_GIVEN, "Schema Text": json.dumps(_PERSON), "Date Format": "yyyy-MM-dd"})
+        options.update({**_GIVEN, "Schema Text": json.dumps(PERSON_SCHEMA), "Date Format": "yyyy-MM-dd"})
     attributes = {"xml.stream.is.array": draw(st.sampled_from(("true", "false", "maybe")))} if draw(st.booleans()) \
         else {}
     return options, attributes
@@ -387,7 +388,7 @@ def _xml_options(draw: st.DrawFn) -> tuple[dict, dict]:
 _XML_NAMES = st.sampled_from(("PERSON", "NAME", "AGE", "child", "nested", "deep", "n:rec", "x", "ID", "when"))
 
 
-def _xml_tree(depth: int = 3) -> st.SearchStrategy[bytes]:
+def _xml_tree() -> st.SearchStrategy[bytes]:
     """Well-formed documents of random elements, attributes, text and nesting."""
     text = st.text(max_size=10).map(lambda t: re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "", t))
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.fuzz_formats import Format
+from tests.fuzz_formats import Finding, Format
 from tests.fuzz_mutations import damaged, json_mutated, mutated
 from tests.fuzz_records import read_records, record_errors
 
@@ -29,7 +29,7 @@ from tests.fuzz_records import read_records, record_errors
 
 _SIMPLE = {"namespace": "nifi", "name": "test", "type": "record",
            "fields": [{"name": "id", "type": "int"}, {"name": "key", "type": ["null", "string"]}]}
-_LOGICAL = {"namespace": "nifi", "name": "logical", "type": "record", "fields": [
+LOGICAL_SCHEMA = {"namespace": "nifi", "name": "logical", "type": "record", "fields": [
     {"name": "timeMillis", "type": {"type": "int", "logicalType": "time-millis"}},
     {"name": "timeMicros", "type": {"type": "long", "logicalType": "time-micros"}},
     {"name": "timestampMillis", "type": {"type": "long", "logicalType": "timestamp-millis"}},
@@ -40,7 +40,7 @@ _LOGICAL = {"namespace": "nifi", "name": "logical", "type": "record", "fields": 
     {"name": "wide", "type": {"type": "fixed", "name": "wide", "size": 20, "logicalType": "decimal",
                               "precision": 40, "scale": 3}},
     {"name": "uuid", "type": {"type": "string", "logicalType": "uuid"}}]}
-_STRUCTURES = {"namespace": "nifi", "name": "structures", "type": "record", "fields": [
+STRUCTURES_SCHEMA = {"namespace": "nifi", "name": "structures", "type": "record", "fields": [
     {"name": "string", "type": "string"}, {"name": "bytes", "type": "bytes"},
     {"name": "float", "type": "float"}, {"name": "double", "type": "double"}, {"name": "flag", "type": "boolean"},
     {"name": "array", "type": {"type": "array", "items": ["null", "int"]}},
@@ -50,28 +50,28 @@ _STRUCTURES = {"namespace": "nifi", "name": "structures", "type": "record", "fie
     {"name": "hash", "type": {"type": "fixed", "name": "MD5", "size": 4}},
     {"name": "choice", "type": ["null", "int", {"type": "array", "items": "int"}, "string", "sub"]},
     {"name": "matrix", "type": {"type": "array", "items": {"type": "array", "items": "long"}}}]}
-_RECURSIVE = {"name": "node", "type": "record", "fields": [
+RECURSIVE_SCHEMA = {"name": "node", "type": "record", "fields": [
     {"name": "value", "type": "int"}, {"name": "next", "type": ["null", "node"]}]}
 _STAMP = datetime.datetime(2017, 4, 4, 14, 29, 33, 123000, tzinfo=datetime.timezone.utc)
 AVRO_DATA = [
     (_SIMPLE, [{"id": 1, "key": "a"}, {"id": -(1 << 31), "key": None}, {"id": (1 << 31) - 1, "key": "\u00e9" * 40}]),
-    (_LOGICAL, [{"timeMillis": 51633000, "timeMicros": 51633000000, "timestampMillis": _STAMP,
+    (LOGICAL_SCHEMA, [{"timeMillis": 51633000, "timeMicros": 51633000000, "timestampMillis": _STAMP,
                  "timestampMicros": None, "local": datetime.datetime(2017, 4, 4, 14, 29),
                  "date": datetime.date(2017, 4, 4),
                  "decimal": decimal.Decimal("123.45"), "wide": decimal.Decimal("-1" + "0" * 36 + ".125"),
                  "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678")}]),
-    (_STRUCTURES, [{"string": "s", "bytes": b"\x00\xff", "float": 1.5, "double": float("inf"), "flag": True,
+    (STRUCTURES_SCHEMA, [{"string": "s", "bytes": b"\x00\xff", "float": 1.5, "double": float("inf"), "flag": True,
                     "array": [1, None], "record": {"f": "f"}, "map": {"k": {"f": "v"}}, "kind": "B", "hash": b"abcd",
                     "choice": [1, 2], "matrix": [[1], []]},
                    {"string": "", "bytes": b"", "float": float("nan"), "double": -0.0, "flag": False, "array": [],
                     "record": {"f": ""}, "map": {}, "kind": "A", "hash": b"\x00" * 4, "choice": {"f": "x"},
                     "matrix": []}]),
-    (_RECURSIVE, [{"value": 1, "next": {"value": 2, "next": None}}]),
+    (RECURSIVE_SCHEMA, [{"value": 1, "next": {"value": 2, "next": None}}]),
 ]
 _CODECS = ("null", "deflate", "snappy", "bzip2", "xz")
 
 
-def _container(schema: dict, rows: list, codec: str, sync_interval: int) -> bytes:
+def container_file(schema: dict, rows: list, codec: str, sync_interval: int) -> bytes:
     import fastavro
 
     out = io.BytesIO()
@@ -136,7 +136,7 @@ def _written_by_the_service(schema: dict, rows: list) -> bytes:
     from flowactors.services.records.avro import AvroReader, AvroRecordSetWriter
     from flowactors.testing import enable_service
 
-    data = _container(schema, rows, "null", 16000)
+    data = container_file(schema, rows, "null", 16000)
     table = enable_service(AvroReader).create_reader({}, io.BytesIO(data), len(data)).read_all()
     writer = enable_service(AvroRecordSetWriter, {"Compression Format": "DEFLATE"})
     out = io.BytesIO()
@@ -151,9 +151,9 @@ def _avro_seeds(folder) -> dict[str, Any]:
     containers, datums = [], []
     for schema, rows in AVRO_DATA:
         for number, codec in enumerate(_CODECS):
-            containers.append((schema, _container(schema, rows * (1 + number), codec, 1 if number % 2 else 16000)))
+            containers.append((schema, container_file(schema, rows * (1 + number), codec, 1 if number % 2 else 16000)))
         datums.append((schema, _datums(schema, rows * 3)))
-        if schema is not _RECURSIVE:
+        if schema is not RECURSIVE_SCHEMA:
             containers.append((schema, _written_by_the_service(schema, rows)))
     return {"containers": containers, "datums": datums}
 
@@ -266,10 +266,79 @@ def _read_parquet(folder, example) -> None:
     read_records(ParquetReader, {}, content, attributes, small=small)
 
 
+#: the Parquet target read in this process (by the worker of ``_read_parquet_apart``)
+_PARQUET_HERE = Format("parquet-records", _parquet_seeds, _parquet_examples, _read_parquet, record_errors(),
+                       names_place=False)
+#: seconds the worker may take for one example before it counts as hung (its own CPU limit comes first)
+_WORKER_SECONDS = 120.0
+
+
+class _Worker:
+    """A process of its own that checks Parquet examples (``check`` with ``_PARQUET_HERE``): a
+    damaged footer can make pyarrow's C++ throw where nothing catches it, and the process aborts
+    (std::terminate), which must be a finding, not the end of the run. Started when first needed,
+    again after it died."""
+
+    process: Any = None
+    connection: Any = None
+
+    def check(self, workdir, example) -> None:
+        import multiprocessing
+
+        if self.process is None or not self.process.is_alive():
+            context = multiprocessing.get_context("spawn")
+            self.connection, theirs = context.Pipe()
+            self.process = context.Process(target=_serve, args=(theirs,), daemon=True)
+            self.process.start()
+            theirs.close()   # the worker's end is the worker's alone: its death is then an end of file here
+        self.connection.send((workdir, example))
+        if not self.connection.poll(_WORKER_SECONDS):
+            self.process.kill()
+            raise Finding(f"parquet-records: no answer in {_WORKER_SECONDS} s", "worker hang")
+        try:
+            found = self.connection.recv()
+        except EOFError:
+            self.process.join()
+            raise Finding(f"parquet-records: the process reading it died (exit code {self.process.exitcode}: "
+                          f"{_signal_name(self.process.exitcode)})",
+                          f"process died ({_signal_name(self.process.exitcode)})") from None
+        if found is not None:
+            raise Finding(*found)
+
+
+def _signal_name(exitcode: int | None) -> str:
+    import signal
+
+    if exitcode is not None and exitcode < 0:
+        return signal.Signals(-exitcode).name   # SIGABRT: C++'s std::terminate
+    return f"exit {exitcode}"
+
+
+def _serve(connection) -> None:
+    """The worker: check each (workdir, example) received; send None or the finding's (message, signature)."""
+    from tests.fuzz_formats import check
+
+    while True:
+        workdir, example = connection.recv()
+        try:
+            check(_PARQUET_HERE, workdir, example)
+            connection.send(None)
+        except Finding as finding:
+            connection.send((str(finding), finding.signature))
+
+
+_WORKER = _Worker()
+
+
+def _read_parquet_apart(folder, example) -> None:
+    """``_read_parquet`` in the worker process (``_Worker``)."""
+    _WORKER.check(folder.parent / "apart", example)
+
+
 def binary_formats() -> list[Format]:
     return [
         Format("avro-records", _avro_seeds, lambda seeds: _avro_example(seeds), _read_avro, record_errors(),
                names_place=False),
-        Format("parquet-records", _parquet_seeds, _parquet_examples, _read_parquet, record_errors(),
+        Format("parquet-records", _parquet_seeds, _parquet_examples, _read_parquet_apart, record_errors(),
                names_place=False),
     ]

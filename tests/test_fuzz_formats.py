@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.fuzz_formats import Finding, check, formats
 from tests.fuzz_mutations import tail_crc
 from tests.fuzz_record_texts import deep_schema
+from tests.fuzz_records_binary import container_file, with_header
 from tests.fuzz_records import record_formats
 
 FORMATS = {fmt.name: fmt for fmt in [*formats(), *record_formats()]}
@@ -382,6 +383,10 @@ OPEN_RECORD_FINDINGS = [
     ("csv-records", "a timestamp column holding 9223372036854775808 (past a long): ArrowInvalid in "
                     "textual._epoch_or_iso",
      (_TIMESTAMP_COLUMN, b"a\n9223372036854775808\n", False)),
+    ("csv-records", "a date column holding 9007199254740993 (milliseconds past 2**53): ArrowInvalid (not in range) "
+                    "in textual.from_millis",
+     ({**_TIMESTAMP_COLUMN, "Schema Text": _schema_text({"name": "a", "type": ["null", {
+         "type": "int", "logicalType": "date"}]}).decode()}, b"a\n9007199254740993\n", False)),
     ("avro-schema-text", "a map of maps that is null (the field missing), read by JsonTreeReader: TypeError (mask "
                          "must be boolean) in textual.values_as",
      _schema_text({"name": "m", "type": {"type": "map", "values": {"type": "map", "values": "int"}}})),
@@ -389,12 +394,29 @@ OPEN_RECORD_FINDINGS = [
                          "registry's dynamic property, a reader's Schema Text is an expression) quotes it raw, two "
                          "lines",
      _schema_text(doc="${\n")),
+    ("avro-records", "datums of a given schema whose int field holds -2**63 (a long's varint): ArrowInvalid in "
+                     "avro._Rows.batch, raised from _DatumReader.batches' last batch, which is outside its try (a "
+                     "bytes decimal wider than its precision, b'\\x04\\x7f\\xff' for precision 2, goes the same way)",
+     ({"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": _schema_text(
+         {"name": "id", "type": "int"}).decode()}, b"\xff" * 9 + b"\x01", False)),
+    ("avro-records", "a container whose header's schema is not valid: fastavro's message quotes the whole schema "
+                     "(avro._ContainerReader: 'the content is not an Avro data file: {...}', 1289 characters)",
+     ({}, with_header(container_file(orjson.loads(_schema_text({"name": "id", "type": "int"})), [{"id": 1}],
+                                     "null", 16000),
+                      orjson.dumps({"type": "x", "name": "r", "doc": "d" * 1200, "fields": []}).decode(), "null"),
+      False)),
     ("parquet-records", "record.count 99999999999999999999999: OverflowError in parquet.batches (batch.slice)",
      ({"record.offset": "0", "record.count": "9" * 23}, _parquet({"s": ["abc"]}), False)),
     ("parquet-records", "a string value that is not UTF-8: the batch's string array is not valid UTF-8 (pyarrow "
                         "does not check Parquet's strings)",
      ({}, _parquet({"s": ["abc"]}, compression="none", use_dictionary=False, write_statistics=False,
                    store_schema=False).replace(b"abc", b"a\xffc"), False)),
+    ("parquet-records", "a footer whose list column's repetition type was changed (its level histograms no longer "
+                        "fit): pyarrow's C++ throws where nothing catches it reading the column chunk's metadata "
+                        "(parquet._row_groups: group.column(c)) and the process aborts (std::terminate, SIGABRT); "
+                        "iter_batches alone raises OSError",
+     ({}, _parquet({"l": [[1, None]]}, store_schema=False).replace(b"\x35\x02\x18\x01l", b"\x33\x02\x18\x01l", 1),
+      False)),
     ("parquet-records", "a column name that is not UTF-8: UnicodeDecodeError from pyarrow's schema_arrow in "
                         "parquet.__init__",
      ({}, _parquet({"colname": [1]}, store_schema=False).replace(b"colname", b"col\xffame"), False)),
