@@ -239,7 +239,7 @@ class Table:
         records, self._first = self._first or self._open(), None
         try:
             yield from records
-        except BaseException as err:
+        except Exception as err:   # not GeneratorExit: DuckDB closing a scan it read enough of
             self.error = self.error or err
             raise
 
