@@ -320,6 +320,13 @@ _LONG_NAME = "a" * 2000
 
 #: (target, what the reader did with it before its fix, the example): fixed in the readers this area owns
 RECORD_FINDINGS = [
+    ("json-records", "Schema Version (here the attribute schema.version) 'x': ValueError from int() in "
+                     "access.given_schema, not SchemaNotFoundError",
+     (_BY_NAME, {"schema.name": "account", "schema.version": "x"}, b"[]", False)),
+    ("avro-schema-text", "a schema text holding '${' and a line break: the expression language's error (a "
+                         "registry's dynamic property, a reader's Schema Text is an expression) quotes it raw, two "
+                         "lines",
+     _schema_text(doc="${\n")),
     ("xml-records", "libxml2's message of a NUL character holds a line break: a MalformedRecordError of two lines",
      (({"Expect Records as Array": "true"}, {}), b"<r>\x00</r>", False)),
     ("xml-records", "an element named ':n' (a namespace error libxml2 only warns of): ValueError from lxml's "
@@ -374,9 +381,6 @@ OPEN_RECORD_FINDINGS = [
     ("json-records", "objects nested 400 deep: RecursionError in json._has_stamp (Jackson refuses past 1000 "
                      "levels with an error)",
      ({}, {}, b'[{"d":' + b'{"a":' * 400 + b"1" + b"}" * 400 + b"}]", False)),
-    ("json-records", "Schema Version (here the attribute schema.version) 'x': ValueError from int() in "
-                     "access.given_schema, not SchemaNotFoundError",
-     (_BY_NAME, {"schema.name": "account", "schema.version": "x"}, b"[]", False)),
     ("csv-records", "Character Set UTF-16 and a content without a byte order mark: UnicodeError (not "
                     "UnicodeDecodeError, so not caught) from the codec",
      ({"Character Set": "UTF-16"}, b"a,b\n1,2\n", False)),
@@ -390,10 +394,6 @@ OPEN_RECORD_FINDINGS = [
     ("avro-schema-text", "a map of maps that is null (the field missing), read by JsonTreeReader: TypeError (mask "
                          "must be boolean) in textual.values_as",
      _schema_text({"name": "m", "type": {"type": "map", "values": {"type": "map", "values": "int"}}})),
-    ("avro-schema-text", "a schema text holding '${' and a line break: the expression language's error (a "
-                         "registry's dynamic property, a reader's Schema Text is an expression) quotes it raw, two "
-                         "lines",
-     _schema_text(doc="${\n")),
     ("avro-records", "datums of a given schema whose int field holds -2**63 (a long's varint): ArrowInvalid in "
                      "avro._Rows.batch, raised from _DatumReader.batches' last batch, which is outside its try (a "
                      "bytes decimal wider than its precision, b'\\x04\\x7f\\xff' for precision 2, goes the same way)",

@@ -54,12 +54,16 @@ _QUOTED_CHARS = 160
 
 
 def excerpt(text: str, position: int) -> str:
-    """``text``, or for a long one (a template read from an attribute) the part around ``position``."""
-    if len(text) <= _QUOTED_CHARS:
-        return text
-    start = max(0, min(position - _QUOTED_CHARS // 2, len(text) - _QUOTED_CHARS))
-    end = start + _QUOTED_CHARS
-    return ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+    """``text``, or for a long one (a template read from an attribute) the part around ``position``,
+    on one line: line breaks and other control characters written as Python escapes them (``\\n``)."""
+    if len(text) > _QUOTED_CHARS:
+        start = max(0, min(position - _QUOTED_CHARS // 2, len(text) - _QUOTED_CHARS))
+        end = start + _QUOTED_CHARS
+        text = ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 #: The most characters of text one evaluation may produce: every text a function returns, and every

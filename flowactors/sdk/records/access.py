@@ -18,6 +18,7 @@ Schemas given as text are parsed once per distinct text (``SchemaCache``): a sch
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from typing import Callable, Mapping
@@ -134,6 +135,9 @@ def given_schema(context: ServiceContext, attributes: Mapping[str, str], cache: 
         registry = context.service("Schema Registry", SchemaRegistry)
         version = context.property("Schema Version").evaluate(attributes=attributes)
         branch = context.property("Schema Branch").evaluate(attributes=attributes)
+        if version and not re.fullmatch(r"\s*[0-9]+\s*", version):
+            raise SchemaNotFoundError(f"the schema version {version.strip()[:40]!r} is not a whole number (property "
+                                      f"'Schema Version')")
         schema = registry.retrieve_schema(name, int(version) if version else None, branch or None)
         return with_name(schema, name)
     if strategy == SCHEMA_TEXT:
