@@ -349,8 +349,9 @@ def rss_row(workdir: Path, size: int) -> dict:
                round(result["peak_mib"]), RSS_TARGET_MIB, "target", "MiB",
                f"task {result['task_seconds']:.1f} s; the whole process at its peak (VmHWM), "
                f"{result['start_mib']:.0f} MiB before the flow started (Python, pyarrow, DuckDB, the engine "
-               "imported); the CSV reader holds a few 4 MiB blocks, the Parquet writer a row group (128 MiB of "
-               "Arrow memory, parquet-mr's default) before writing it")
+               "imported); the CSV reader holds two windows of four 4 MiB blocks (one parsed while the other's "
+               "batches are taken), the Parquet writer a row group (128 MiB of Arrow memory, parquet-mr's default) "
+               "before writing it")
 
 
 def _rss_child(source: Path, repository: Path) -> None:
