@@ -6,6 +6,9 @@ from __future__ import annotations
 from flowactors.sdk.expression.language import excerpt  # the expression language's: a long text around a position
 from flowactors.sdk.records.schema import printable   # a message stays one line: line breaks in the path escaped
 
+#: the most characters of ``message`` shown (a function's message may quote a value of the record)
+_MESSAGE_CHARS = 600
+
 
 class RecordPathError(ValueError):
     """A syntax or evaluation error, pointing at the character of the path at fault.
@@ -27,8 +30,9 @@ class RecordPathError(ValueError):
         return RecordPathError(self.message, self.position, text)
 
     def __str__(self) -> str:
+        """One line: the message (line breaks escaped, cut at ``_MESSAGE_CHARS``), and where."""
+        message = printable(self.message, _MESSAGE_CHARS)
         if not self.text:
-            return printable(self.message)
-        quoted = printable(excerpt(self.text, self.position))
-        return f"{printable(self.message)} at position {self.position} in '{quoted}'"
+            return message
+        return f"{message} at position {self.position} in '{printable(excerpt(self.text, self.position))}'"
 

@@ -19,6 +19,7 @@ from flowactors.sdk.record_path.functions.registry import check_literal, registe
 from flowactors.sdk.record_path.nodes import Context, Node
 from flowactors.sdk.record_path.shapes import BYTES, STRING
 from flowactors.sdk.record_path.values import FieldValue, computed
+from flowactors.sdk.records.schema import printable
 
 
 class _Base64(EachValue):
@@ -145,7 +146,8 @@ class _Uuid5(EachValue):
                 try:
                     namespace = uuid.UUID(values[0].value)
                 except ValueError:
-                    raise self.error(f"uuid5: the namespace {values[0].value!r} is not a UUID") from None
+                    raise self.error(f"uuid5: the namespace {printable(repr(values[0].value), 80)} is not a "
+                                     "UUID") from None
         return computed(str(uuid.uuid5(namespace, java_text(fv.value) or "")), fv, STRING)
 
 
