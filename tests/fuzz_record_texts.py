@@ -106,7 +106,8 @@ def _registry_holding(text: str) -> None:
 
 
 def _reader_given(text: str) -> None:
-    """A JsonTreeReader given ``text`` as its Schema Text (an expression: ``${`` in it is one)."""
+    """A JsonTreeReader given ``text`` as its Schema Text (an expression: ``${`` in it is one, and
+    one that does not parse is refused when the flow validates, one problem a line)."""
     from flowactors.sdk.records import RecordError
     from flowactors.services.records.json import JsonTreeReader
     from tests.fuzz_records import read_records

@@ -74,11 +74,11 @@ def clear_message(err: BaseException, what: str) -> None:
     text = str(err)
     python = _PYTHON_WORDS.search(text)
     problem = ("is empty" if not text.strip() else "is not one line" if len(text.splitlines()) != 1
-               else f"is {len(text)} characters long" if len(text) > MESSAGE_MOST
+               else f"is longer than {MESSAGE_MOST} characters" if len(text) > MESSAGE_MOST
                else "is Python's own error" if python and ":" not in text[:python.start()] else None)
     if problem:
-        raise Finding(f"{what}: the {type(err).__name__}'s message {problem}: {text[:400]!r}",
-                      f"{signature(err)}: message {problem.split(':')[0]}")
+        raise Finding(f"{what}: the {type(err).__name__}'s message {problem} ({len(text)} characters): "
+                      f"{text[:400]!r}", f"{signature(err)}: message {problem}")
 
 
 @contextlib.contextmanager

@@ -360,6 +360,8 @@ RECORD_FINDINGS = [
     ("record-path", "an unknown function of 1000 characters: a RecordPathError of 1093 characters",
      "x" * 1000 + "()"),
     ("record-path", "arrayOf( 2000 deep: RecursionError in the parser", "arrayOf(" * 2000 + "/name" + ")" * 2000),
+    ("record-path", "uuid5 given a namespace of 1000 characters: a RecordPathError of 1138 characters quoting it",
+     "uuid5(/name, '" + "a" * 1000 + "')"),
     ("lookup-csv-file", "a header holding NEL (\\x85 in Latin-1): a ServiceEnableError of two lines listing it",
      ("simple", {"CSV Format": "Default Format", "Character Set": "ISO-8859-1", "Lookup Key Column": "x",
                  "Lookup Value Column": "y"}, b"a\x85b\n")),
@@ -399,6 +401,19 @@ OPEN_RECORD_FINDINGS = [
                      "bytes decimal wider than its precision, b'\\x04\\x7f\\xff' for precision 2, goes the same way)",
      ({"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": _schema_text(
          {"name": "id", "type": "int"}).decode()}, b"\xff" * 9 + b"\x01", False)),
+    ("xml-records", "a date value holding NEL (U+0085) that is not a date: textual._scalars_as quotes it with "
+                    "orjson, which leaves NEL and U+2028 as they are: a SchemaMismatchError of two lines",
+     (({"Expect Records as Array": "true", "Schema Access Strategy": "Use 'Schema Text' Property",
+        "Date Format": "yyyy-MM-dd", "Schema Text": _schema_text({"name": "when", "type": [
+            "null", {"type": "int", "logicalType": "date"}]}).decode()}, {}),
+      "<r><e><when>a\u0085b</when></e></r>".encode(), False)),
+    ("avro-records", "a container (read with a schema given) whose embedded schema's name holds U+2028: "
+                     "avro._check_embedded quotes the embedded schema raw, a message of two lines",
+     ({"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": _schema_text(
+         {"name": "id", "type": "int"}).decode()},
+      with_header(container_file(orjson.loads(_schema_text({"name": "id", "type": "int"})), [{"id": 1}], "null", 16000),
+                  _schema_text({"name": "id", "type": "int"}).decode().replace('"name":"r"', '"name":"a\u2028b"'),
+                  "null"), False)),
     ("avro-records", "a container whose header's schema is not valid: fastavro's message quotes the whole schema "
                      "(avro._ContainerReader: 'the content is not an Avro data file: {...}', 1289 characters)",
      ({}, with_header(container_file(orjson.loads(_schema_text({"name": "id", "type": "int"})), [{"id": 1}],
