@@ -118,22 +118,28 @@ def json_lines(table: pa.Table) -> bytes:
 FORMATS = {"csv": (b"id,name,amount,category,flag\n", csv_lines), "json": (b"", json_lines)}
 
 
+#: records made at a time (each block from a generator seeded by its number: the same records in every format)
+RECORD_BLOCK = 100_000
+
+
 def write_data(folder: Path, kind: str, total: int, each: int, seed: int = 7) -> list[Path]:
     """Files of about ``each`` bytes of records in ``kind`` (csv, with a header each, or json:
     JSON Lines), ``total`` bytes in all; the same records, in order, in either."""
     folder.mkdir(parents=True, exist_ok=True)
     header, text = FORMATS[kind]
-    rng = np.random.default_rng(seed)
-    per_row = len(text(sales(1000, 0, rng))) / 1000
-    paths, start = [], 0
+    per_row = len(text(sales(1000, 0, np.random.default_rng(seed)))) / 1000
+    paths, block, start, pending = [], 0, 0, sales(0, 0, np.random.default_rng(seed))
     for index in range(max(1, total // each)):
         path = folder / f"part-{index:05d}.{kind}"
         with open(path, "wb") as out:
             written = out.write(header)
             while written < each:
-                count = max(1, min(200_000, int((each - written) / per_row)))
-                written += out.write(text(sales(count, start, rng)))
-                start += count
+                if not pending.num_rows:
+                    pending = sales(RECORD_BLOCK, start, np.random.default_rng((seed, block)))
+                    block, start = block + 1, start + RECORD_BLOCK
+                count = min(pending.num_rows, max(1, int((each - written) / per_row)))
+                written += (length := out.write(text(pending.slice(0, count))))
+                pending, per_row = pending.slice(count), length / count   # ids grow longer
         paths.append(path)
     return paths
 
