@@ -73,8 +73,8 @@ class Executor:
         self.view = ClusterView(**cluster) if cluster else None
         self.started = False
         self.receivers: dict[str, TransferReceiver] = {}
-        #: the controller services the hosted processors use, enabled at the first ``wire`` and
-        #: kept across repairs (``flowactors.engine.services``); disabled by ``stop``
+        #: the controller services the hosted processors use (``flowactors.engine.services``):
+        #: enabled by ``wire``, disabled by ``stop`` (a repair's stop and wire enable them afresh)
         self.services: ServiceHost | None = None
 
     def __repr__(self) -> str:

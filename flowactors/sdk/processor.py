@@ -150,8 +150,36 @@ class PropertyValue:
         return f"PropertyValue({self.raw!r})"
 
 
+class PropertyLookup:
+    """What a processor's and a service's contexts share: their property values, as configured
+    (``values``, by name) or by default (``descriptors``), and the services they reach
+    (``services``, by the names properties give them); ``_properties`` caches each value."""
+
+    values: Mapping[str, str]
+    descriptors: Mapping[str, PropertyDescriptor]
+    services: Mapping[str, Any]
+    _properties: dict[str, PropertyValue]
+
+    # defined before ``property`` below, whose name would otherwise shadow the decorator
+    @property
+    def dynamic_properties(self) -> dict[str, str]:
+        """Properties the user set that the component does not declare (UpdateAttribute's, a
+        registry's schemas)."""
+        return {k: v for k, v in self.values.items() if k not in self.descriptors}
+
+    def property(self, name: str) -> PropertyValue:
+        """The value of a declared or dynamic property (the default when not set)."""
+        return property_value(self._properties, self.values, self.descriptors, name)
+
+    def service(self, name: str, api: type | None = None) -> Any:
+        """The enabled controller service the property ``name`` names (NiFi's
+        ``asControllerService``); ``api``, when given, is the API it must provide.
+        ``ServiceNotFound`` says what is missing (the flow's validation catches it before a run)."""
+        return find_service(self.services, self.property(name).raw, f"property '{name}'", api)
+
+
 @dataclass
-class ProcessContext:
+class ProcessContext(PropertyLookup):
     """What a processor knows about its configuration and where it runs."""
 
     name: str
@@ -178,22 +206,6 @@ class ProcessContext:
     services: Mapping[str, Any] = field(default_factory=dict, repr=False)
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
     _yield_requested: bool = field(default=False, repr=False)
-
-    # defined before ``property`` below, whose name would otherwise shadow the decorator
-    @property
-    def dynamic_properties(self) -> dict[str, str]:
-        """Properties the user set that the processor does not declare (e.g. UpdateAttribute's)."""
-        return {k: v for k, v in self.values.items() if k not in self.descriptors}
-
-    def property(self, name: str) -> PropertyValue:
-        """The value of a declared or dynamic property (the default when not set)."""
-        return property_value(self._properties, self.values, self.descriptors, name)
-
-    def service(self, name: str, api: type | None = None) -> Any:
-        """The enabled controller service the property ``name`` names (NiFi's
-        ``asControllerService``); ``api``, when given, is the API it must provide.
-        ``ServiceNotFound`` says what is missing (the flow's validation catches it before a run)."""
-        return find_service(self.services, self.property(name).raw, f"property '{name}'", api)
 
     def yield_(self) -> None:
         """Ask the runtime not to trigger this processor again until its yield duration passed."""

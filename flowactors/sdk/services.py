@@ -30,8 +30,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping
 
-from flowactors.sdk.processor import (Component, PropertyDescriptor, PropertyValue, find_service, property_value,
-                                      resolve_component)
+from flowactors.sdk.processor import Component, PropertyDescriptor, PropertyLookup, PropertyValue, resolve_component
 
 
 class ControllerService(Component):
@@ -71,7 +70,7 @@ class ServiceEnableError(Exception):
 
 
 @dataclass
-class ServiceContext:
+class ServiceContext(PropertyLookup):
     """What a service knows when enabled: its name, configuration, and the services it may use."""
 
     name: str
@@ -82,19 +81,6 @@ class ServiceContext:
     services: Mapping[str, Any] = field(default_factory=dict, repr=False)
     _properties: dict[str, PropertyValue] = field(default_factory=dict, repr=False)
 
-    # defined before ``property`` below, whose name would otherwise shadow the decorator
-    @property
-    def dynamic_properties(self) -> dict[str, str]:
-        """Properties the user set that the service does not declare (a registry's schemas)."""
-        return {k: v for k, v in self.values.items() if k not in self.descriptors}
-
-    def property(self, name: str) -> PropertyValue:
-        """The value of a declared or dynamic property (the default when not set)."""
-        return property_value(self._properties, self.values, self.descriptors, name)
-
-    def service(self, name: str, api: type | None = None) -> Any:
-        """The enabled service the property ``name`` names (a reader's schema registry)."""
-        return find_service(self.services, self.property(name).raw, f"property '{name}'", api)
 
 
 # ---------------------------------------------------------------------------------- the standard APIs
