@@ -45,7 +45,7 @@ from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL,
                                                      NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
                                                      QUOTE_MINIMAL, QUOTE_NON_NUMERIC, QUOTE_NONE, RFC_4180, TDF,
-                                                     TRIM_FIELDS)
+                                                     TRIM_FIELDS, CommentedLines, escape_problem)
 from flowactors.services.records.csv_arrow import Parsing, Reading
 from flowactors.services.records.textual import (FORMAT_PROPERTIES, TemporalFormats, as_text,
                                                  bool_property, renumbered, settle, single_char_problem, text_as,
@@ -65,16 +65,12 @@ def _char(name: str, description: str, **kwargs: Any) -> PropertyDescriptor:
                               "(Custom Format only)", expression_language=True, **kwargs)
 
 
-def _escape_problem(value: str) -> str | None:
-    return None if value == "" else single_char_problem(value)
-
-
 VALUE_SEPARATOR = _char("Value Separator", "The character between values", required=True, default=",",
                         validator=single_char_problem)
 QUOTE_CHAR = _char("Quote Character", "The character values are quoted with", required=True, default='"',
                    validator=single_char_problem)
 ESCAPE_CHAR = _char("Escape Character", "The character that makes the next one plain (empty: none)", required=True,
-                    default="\\", validator=_escape_problem)
+                    default="\\", validator=escape_problem)
 COMMENT_MARKER = _char("Comment Marker", "A line starting with this character is a comment (reading)",
                        validator=single_char_problem)
 FIRST_LINE_IS_HEADER = PropertyDescriptor(
@@ -247,9 +243,9 @@ class _Text:
         for batch in self._python(self.records):
             yield self._cleaned(batch, parsed=False)
 
-    def _rows(self, text: io.TextIOBase) -> tuple[Iterator[list[str]], "_Uncommented"]:
+    def _rows(self, text: io.TextIOBase) -> tuple[Iterator[list[str]], CommentedLines]:
         d = self._dialect
-        lines = _Uncommented(text, d.comment)
+        lines = CommentedLines(text, d.comment)
         rows = csv.reader(lines, delimiter=d.separator, quotechar=d.quote or '"', escapechar=d.escape,
                           quoting=csv.QUOTE_MINIMAL if d.quote else csv.QUOTE_NONE, doublequote=d.quote is not None,
                           strict=True)
@@ -390,25 +386,6 @@ def _value_text(column: pa.Array, trim_quotes: bool, double_quoted: bool) -> pa.
 #: the usual casings of true and false (pyarrow matches each value against each: more cost more); NiFi reads
 #: any casing, and a value in another casing sends the rest of the content through ``text_as``, which reads it
 _TRUE, _FALSE = ["true", "True", "TRUE"], ["false", "False", "FALSE"]
-
-
-class _Uncommented:
-    """The lines of a text without those starting with the comment marker; ``line`` counts lines."""
-
-    def __init__(self, text: io.TextIOBase, comment: str | None):
-        self._lines = iter(text)
-        self._comment = comment
-        self.line = 0
-
-    def __iter__(self) -> "_Uncommented":
-        return self
-
-    def __next__(self) -> str:
-        while True:
-            line = next(self._lines)
-            self.line += 1
-            if self._comment is None or not line.startswith(self._comment):
-                return line
 
 
 class _CsvReader(RecordReader):
