@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from flowactors.engine.transport import Link, call_now
 from flowactors.sdk.flow import Flow
-from flowactors.sdk.processor import Component, ProcessContext
+from flowactors.sdk.processor import ProcessContext
 from flowactors.sdk.services import (ControllerService, ServiceContext, ServiceEnableError, ServiceNode,
                                      dependency_order, group_of, visible_services)
 
@@ -108,14 +108,20 @@ class SharedService:
         self._lock = threading.Lock()
 
     def enable(self) -> None:
-        """Enable the service (and those it uses) unless enabled already; ``ServiceEnableError``."""
-        with self._lock:
-            if self.path not in self._host.instances:
-                self._host.enable()
+        """Enable the service (and those it uses) unless it is already; ``ServiceEnableError``."""
+        self._instance()
 
     def invoke(self, method: str, args: tuple, kwargs: dict) -> Any:
-        self.enable()
-        return getattr(self._host.instances[self.path], method)(*args, **kwargs)
+        return getattr(self._instance(), method)(*args, **kwargs)
+
+    def _instance(self) -> Any:
+        instance = self._host.instances.get(self.path)
+        if instance is None:   # only the first calls take the lock
+            with self._lock:
+                if self.path not in self._host.instances:
+                    self._host.enable()
+                instance = self._host.instances[self.path]
+        return instance
 
     def disable(self) -> None:
         with self._lock:
@@ -136,7 +142,7 @@ class ServiceProxy:
 def service_proxy(node: ServiceNode, link: Link) -> Any:
     """An object providing ``node``'s service APIs (so ``find_service`` accepts it), each public
     method of its type one call to the shared instance behind ``link``."""
-    hidden = set(dir(ControllerService)) | set(dir(Component))
+    hidden = set(dir(ControllerService))
     names = [name for name in dir(node.type) if not name.startswith("_") and name not in hidden
              and callable(getattr(node.type, name))]
     methods = {name: _forwarder(name) for name in names}
