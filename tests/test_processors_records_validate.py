@@ -73,7 +73,7 @@ def test_valid_and_invalid_records_go_to_flowfiles_of_their_own():
 
 
 def test_invalid_records_past_the_spools_memory_come_from_its_temporary_file(monkeypatch):
-    monkeypatch.setattr("flowactors.processors.records._io.SPOOL_BYTES", 256)
+    monkeypatch.setattr("flowactors.sdk.records.spooling.SPOOL_BYTES", 256)
     rows = [{"id": i if i % 3 else f"bad {i}", "firstName": "John", "lastName": "Doe"} for i in range(3000)]
     validator = validate(rows, **{"Strict Type Checking": "false"})
     [valid], [invalid] = validator.output("valid"), validator.output("invalid")

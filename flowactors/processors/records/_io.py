@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
-import tempfile
 from contextlib import contextmanager
 from itertools import chain
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -36,9 +34,10 @@ from flowactors.processors._common import boolean_property
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, Relationship
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
-from flowactors.sdk.records import (BATCH_BYTES, MalformedRecordError, RecordError, RecordReader, RecordReaderFactory,
-                                    RecordSetWriter, RecordSetWriterFactory, WriteResult)
+from flowactors.sdk.records import (MalformedRecordError, RecordError, RecordReader, RecordReaderFactory,
+                                    RecordSetWriterFactory, WriteResult)
 from flowactors.sdk.records.schema import merge_types, to_choice_storage
+from flowactors.sdk.records.spooling import written_attributes
 from flowactors.sdk.relationships import FAILURE, failure_attributes
 
 log = logging.getLogger(__name__)
@@ -51,8 +50,8 @@ INCLUDE_ZERO_RECORDS = boolean_property(
     "Include Zero Record FlowFiles", True, "Whether a FlowFile whose result holds no record is still sent on (false: "
     "it is dropped)")
 
-#: the attributes NiFi's record processors write
-RECORD_COUNT, MIME_TYPE, ERROR_MESSAGE = "record.count", "mime.type", "record.error.message"
+#: the attribute NiFi's record processors write on a record that failed
+ERROR_MESSAGE = "record.error.message"
 
 
 def reader_and_writer(context: ProcessContext) -> tuple[RecordReaderFactory, RecordSetWriterFactory]:
@@ -150,60 +149,6 @@ def write_records(session, flowfile: FlowFile, writer_factory: RecordSetWriterFa
     flowfile = session.write(flowfile, write, size_hint=size_hint)
     result = results[0]
     return session.put_all_attributes(flowfile, {**written_attributes(writer_factory, result), **(extra or {})}), result
-
-
-def written_attributes(writer_factory: RecordSetWriterFactory, result: WriteResult) -> dict[str, str]:
-    """What a FlowFile the writer wrote says of it: ``mime.type``, the writer's schema attributes,
-    ``record.count``."""
-    return {MIME_TYPE: writer_factory.mime_type(), **result.attributes, RECORD_COUNT: str(result.record_count)}
-
-
-#: records put aside (``SpooledRecords``) are held in memory up to this many bytes, then in a temporary file
-SPOOL_BYTES = BATCH_BYTES
-
-
-class SpooledRecords:
-    """Records put aside while the session writes another content (it writes one at a time):
-    written as they come through a writer of ``schema`` (made with the first of them, given
-    ``attributes``) into a spool, memory up to ``SPOOL_BYTES`` and then a temporary file, whatever
-    their number; once the other content is written, ``finish`` and ``write_to`` make them a
-    FlowFile's content. A context manager: the spool is deleted when it exits."""
-
-    def __init__(self, factory: RecordSetWriterFactory, schema: pa.Schema, attributes: Mapping[str, str]):
-        self._factory = factory
-        self._schema = schema
-        self._attributes = attributes
-        self._spool = tempfile.SpooledTemporaryFile(SPOOL_BYTES)
-        self._writer: RecordSetWriter | None = None
-        self._result: WriteResult | None = None
-
-    def __enter__(self) -> "SpooledRecords":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._spool.close()
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._writer = self._factory.create_writer(self._schema, self._spool, self._attributes)
-        self._writer.write_batch(batch)
-
-    def finish(self) -> WriteResult | None:
-        """Finish the writer: what it wrote, or None when no record was written."""
-        if self._writer is not None and self._result is None:
-            self._result = self._writer.finish()
-        return self._result
-
-    def write_to(self, session, flowfile: FlowFile) -> FlowFile:
-        """``flowfile`` with the records written (after ``finish`` gave a result) as its content,
-        and the attributes the writer gives them (``written_attributes``)."""
-        assert self._result is not None, "write_to before finish() gave a result"
-        flowfile = session.write(flowfile, self._copy_to)
-        return session.put_all_attributes(flowfile, written_attributes(self._factory, self._result))
-
-    def _copy_to(self, out: BinaryIO) -> None:
-        self._spool.seek(0)
-        shutil.copyfileobj(self._spool, out, 1 << 20)
 
 
 def remove_all(session, flowfiles: Iterable[FlowFile]) -> None:

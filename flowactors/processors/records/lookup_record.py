@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, SpooledRecords, is_flowfile_error,
+from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error,
                                                named_top_field, open_records, reader_and_writer, rebuild_batch,
                                                record_path_problem, record_path_problems, remove_all, route_failure,
                                                scalar_top_field, top_field_name, write_records)
@@ -32,6 +32,7 @@ from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, 
 from flowactors.sdk.record_path.conversions import java_text
 from flowactors.sdk.records import RecordSetWriterFactory
 from flowactors.sdk.records.schema import conform, merge_types
+from flowactors.sdk.records.spooling import SpooledRecords
 from flowactors.sdk.relationships import FAILURE
 from flowactors.sdk.services import LookupService
 

@@ -17,13 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flowactors.processors._common import boolean_property
-from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, SpooledRecords, is_flowfile_error,
+from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error,
                                                open_records, reader_and_writer, remove_all, route_failure,
                                                write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory, SchemaMismatchError, access
 from flowactors.sdk.records.schema import AVRO_DEFAULT, ENUM_SYMBOLS, NIFI_TYPE, avro_to_arrow, conform
+from flowactors.sdk.records.spooling import SpooledRecords
 from flowactors.sdk.relationships import FAILURE
 
 READER_SCHEMA = "Use Reader's Schema"
