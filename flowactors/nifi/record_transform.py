@@ -27,23 +27,20 @@ transform raising, a record the writer cannot write), nothing is emitted and the
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from contextlib import ExitStack
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from flowactors.sdk.processor import find_service
-from flowactors.sdk.records import BATCH_BYTES, RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory
+from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory
 from flowactors.sdk.records.schema import to_choice_storage
+from flowactors.sdk.records.spooling import SpooledRecords
 from nifiapi.properties import PropertyDescriptor
 from nifiapi.recordtransform import CachingAttributeMap
 
 READER, WRITER = "Record Reader", "Record Writer"
-#: what a group's spool holds in memory before it goes to a temporary file
-SPOOL_BYTES = BATCH_BYTES
 
 
 def record_descriptors() -> list[PropertyDescriptor]:
@@ -81,19 +78,13 @@ def partition_text(value: Any) -> str:
 
 
 class _Group:
-    """The records of one relationship and partition: written into a spool as they come."""
+    """The records of one relationship and partition: written into a spool of their own as they come."""
 
-    def __init__(self, relationship: str, partition: dict | None, schema: pa.Schema, writer: RecordSetWriter,
-                 spool: BinaryIO):
+    def __init__(self, relationship: str, partition: dict | None, schema: pa.Schema, records: SpooledRecords):
         self.relationship = relationship
         self.partition = partition
         self.schema = schema
-        self.writer = writer
-        self.spool = spool
-
-    def copy_to(self, out: BinaryIO) -> None:
-        self.spool.seek(0)
-        shutil.copyfileobj(self.spool, out, 1 << 20)
+        self.records = records
 
 
 def transform_records(processor: Any, context: Any, session: Any, flowfile: Any, reader: str, writer: str,
@@ -109,13 +100,12 @@ def transform_records(processor: Any, context: Any, session: Any, flowfile: Any,
     try:
         with ExitStack() as spools:
             groups = _transform_all(processor, context, session, flowfile, readers, writers, spools)
-            outcomes = [(group, group.writer.finish()) for group in groups.values()]
-            for group, result in outcomes:
+            for group in groups.values():
+                group.records.finish()
+            for group in groups.values():
                 created.append(session.create(flowfile))
-                created[-1] = session.write(created[-1], group.copy_to)
-                created[-1] = session.put_all_attributes(created[-1], {
-                    **result.attributes, "record.count": str(result.record_count), "mime.type": writers.mime_type(),
-                    **{str(k): partition_text(v) for k, v in (group.partition or {}).items()}})
+                created[-1] = group.records.write_to(session, created[-1], {
+                    str(k): partition_text(v) for k, v in (group.partition or {}).items()})
                 session.transfer(created[-1], group.relationship)
         session.transfer(flowfile, "original")
     except Exception as err:
@@ -149,17 +139,16 @@ def _transform_all(processor: Any, context: Any, session: Any, flowfile: Any, re
             for key, (first, rows) in found.items():
                 group = groups.get(key)
                 if group is not None:
-                    group.writer.write_batch(records_batch(rows, group.schema))
+                    group.records.write(records_batch(rows, group.schema))
                     continue
                 given = first.getSchema()
                 own = given if isinstance(given, pa.Schema) else inferred_schema(rows)
                 batch = records_batch(rows, own, retype=True)
                 own = pa.schema([field.with_type(t) for field, t in zip(own, batch.schema.types)], own.metadata)
-                spool = spools.enter_context(tempfile.SpooledTemporaryFile(SPOOL_BYTES))
-                created = writers.create_writer(writers.write_schema(flowfile.attributes, own), spool,
-                                                flowfile.attributes)
-                group = groups[key] = _Group(first.getRelationship(), first.getPartition(), own, created, spool)
-                group.writer.write_batch(batch)
+                spooled = spools.enter_context(SpooledRecords(writers, writers.write_schema(flowfile.attributes, own),
+                                                              flowfile.attributes))
+                group = groups[key] = _Group(first.getRelationship(), first.getPartition(), own, spooled)
+                group.records.write(batch)
     return groups
 
 
