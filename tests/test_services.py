@@ -14,6 +14,7 @@ from flowactors.sdk.flow import FlowValidationError
 from flowactors.sdk.services import ServiceEnableError
 from flowactors.stateless import StatelessFlow
 from flowactors.testing import ProcessorRunner, enable_service
+from flowactors.sdk.services import LookupService
 from tests.service_components import KeyValues, LookUp, NotALookup, Refuses
 
 
@@ -217,3 +218,19 @@ def test_a_service_with_state_to_share_is_one_instance_for_every_executor(engine
     lines = journal.read_text().splitlines()
     assert [line.split(" in ")[0] for line in lines] == ["enabled numbers", "disabled numbers"]
     assert final["services"] == [{"name": "numbers", "type": "Sequence", "enabled": 0}]   # after the stop
+
+
+def test_a_definition_never_holds_a_services_sensitive_value():
+    from flowactors.sdk.processor import PropertyDescriptor
+    from flowactors.sdk.services import ControllerService
+
+    class Vault(ControllerService, LookupService):
+        properties = (PropertyDescriptor("Password", sensitive=True),)
+
+    flow = lookup_flow()
+    flow.add_service(Vault, "vault", properties={"Password": "hunter2"})
+    with pytest.raises(FlowValidationError, match="controller service 'vault': property 'Password' is sensitive, "
+                                                  "and a definition never holds a sensitive value"):
+        flow.to_json()
+    flow.services["vault"].properties["Password"] = "#{vault.password}"   # a parameter's name is fine
+    assert "#{vault.password}" in flow.to_json()

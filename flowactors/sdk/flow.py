@@ -379,14 +379,9 @@ class Flow:
                 type_names[node.name] = saved_type_name(node.type)
             except ValueError as err:
                 problems.append(f"processor '{node.name}': {err}")
-            sensitive = _sensitive_names(node)
-            problems.extend(
-                f"processor '{node.name}': property '{name}' is sensitive, and a definition never holds a "
-                f"sensitive value; give it as a sensitive parameter instead (\"{name}\": \"#{{name}}\" with "
-                f"flow.add_parameter_context(..., sensitive=[...]); its value then comes from code or "
-                f"FLOWACTORS_PARAMETER_<NAME>)"
-                for name, value in node.properties.items()
-                if name in sensitive and params.substitute(value, {p: "" for p in params.references(value)}))
+            problems.extend(_sensitive_value_problems(f"processor '{node.name}'", node))
+        for service in self.services.values():
+            problems.extend(_sensitive_value_problems(f"controller service '{service.path}'", service))
         if problems:
             raise FlowValidationError(self.name, problems)
         return orjson.dumps(self.to_dict(type_names), option=orjson.OPT_INDENT_2).decode()
@@ -597,10 +592,20 @@ def resolve_processor_type(type_name: Any) -> type[Processor]:
     return found
 
 
-def _sensitive_names(node: ProcessorNode) -> set[str]:
-    """The properties ``node``'s processor declares sensitive: their values are never written to
-    a definition nor shown in a problem (NiFi's sensitive properties)."""
+def _sensitive_names(node: ProcessorNode | ServiceNode) -> set[str]:
+    """The properties ``node``'s processor or service declares sensitive: their values are never
+    written to a definition nor shown in a problem (NiFi's sensitive properties)."""
     return {name for name, descriptor in node.type.descriptor_map().items() if descriptor.sensitive}
+
+
+def _sensitive_value_problems(label: str, node: ProcessorNode | ServiceNode) -> list[str]:
+    """A problem for each sensitive property of ``node`` given a value rather than a parameter."""
+    sensitive = _sensitive_names(node)
+    return [f"{label}: property '{name}' is sensitive, and a definition never holds a sensitive value; give it "
+            f"as a sensitive parameter instead (\"{name}\": \"#{{name}}\" with flow.add_parameter_context(..., "
+            f"sensitive=[...]); its value then comes from code or FLOWACTORS_PARAMETER_<NAME>)"
+            for name, value in node.properties.items()
+            if name in sensitive and params.substitute(value, {p: "" for p in params.references(value)})]
 
 
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
