@@ -230,14 +230,6 @@ def _valid(array: pa.Array) -> np.ndarray:
     return np.asarray(array.is_valid())
 
 
-def _is_listlike(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
-
-
-def _is_integer(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t)
-
-
 def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
@@ -245,14 +237,14 @@ def _is_text(t: pa.DataType) -> bool:
 def _strictly_fits(source: pa.DataType, target: pa.DataType) -> bool:
     """Whether values of ``source`` may be of ``target``'s type in NiFi's strict sense (the values
     themselves then decide: ``_widens``, else a cast)."""
-    if _is_integer(target):
-        return _is_integer(source)
+    if pa.types.is_integer(target):
+        return pa.types.is_integer(source)
     if pa.types.is_floating(target):
-        return _is_integer(source) or pa.types.is_floating(source)
+        return pa.types.is_integer(source) or pa.types.is_floating(source)
     if pa.types.is_decimal(target):
-        return _is_integer(source) or pa.types.is_decimal(source) or pa.types.is_floating(source)
+        return pa.types.is_integer(source) or pa.types.is_decimal(source) or pa.types.is_floating(source)
     kinds = (pa.types.is_boolean, pa.types.is_date, pa.types.is_time, pa.types.is_timestamp,
-             lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t),
+             _is_text,
              lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
     return any(kind(source) and kind(target) for kind in kinds) or pa.types.is_null(source)
 
@@ -261,15 +253,15 @@ def _widens(source: pa.DataType, target: pa.DataType) -> bool:
     """Whether every value of ``source`` is one of ``target`` (no value needs looking at)."""
     if pa.types.is_null(source):
         return True
-    if _is_integer(source) and _is_integer(target):
+    if pa.types.is_integer(source) and pa.types.is_integer(target):
         return pa.types.is_signed_integer(target) and (
             target.bit_width > source.bit_width if not pa.types.is_signed_integer(source)
             else target.bit_width >= source.bit_width)
-    if _is_integer(source) and pa.types.is_floating(target):
+    if pa.types.is_integer(source) and pa.types.is_floating(target):
         return True
     if pa.types.is_floating(source) and pa.types.is_floating(target):
         return target.bit_width >= source.bit_width
-    return not (pa.types.is_decimal(target) or _is_integer(target) or pa.types.is_floating(target))
+    return not (pa.types.is_decimal(target) or pa.types.is_integer(target) or pa.types.is_floating(target))
 
 
 def _uncastable(array: pa.Array, target: pa.DataType) -> np.ndarray:
@@ -278,8 +270,8 @@ def _uncastable(array: pa.Array, target: pa.DataType) -> np.ndarray:
     whose cast fails, so a cast is tried about twice a bad value times the halvings."""
     bad = np.zeros(len(array), dtype=bool)
     if (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)) and \
-            (_is_integer(target) or pa.types.is_floating(target) or pa.types.is_decimal(target)):
-        shape = _INTEGER_TEXT if _is_integer(target) else _NUMBER_TEXT
+            (pa.types.is_integer(target) or pa.types.is_floating(target) or pa.types.is_decimal(target)):
+        shape = _INTEGER_TEXT if pa.types.is_integer(target) else _NUMBER_TEXT
         bad = ~np.asarray(pc.match_substring_regex(array, shape).fill_null(True))
         array = pc.utf8_trim_whitespace(array)
     pending = [(0, len(array))]
