@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -387,7 +388,7 @@ class LookupRecord(Processor):
                 return []   # no record: nothing to send, as NiFi
             if lookups.schema is not None or records.exhausted():
                 lookups.schema = lookups.schema or first[0].schema
-                return self._write(session, flowfile, writer, lookups, _chain(first, batches))
+                return self._write(session, flowfile, writer, lookups, chain([first], batches))
             for _ in batches:   # read ahead for the first match (NiFi's pre-pass), then from the start
                 if lookups.schema is not None:
                     break
@@ -418,11 +419,6 @@ class LookupRecord(Processor):
         except BaseException:
             remove_all(session, [child for child, _ in made])
             raise
-
-
-def _chain(first: tuple[pa.RecordBatch, np.ndarray], rest: Iterator) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
-    yield first
-    yield from rest
 
 
 def _matched(batches: Iterator[tuple[pa.RecordBatch, np.ndarray]], unmatched: SpooledRecords) -> Iterator[pa.RecordBatch]:
