@@ -21,6 +21,7 @@ from flowactors.sdk.records.schema import (AVRO_DEFAULT, AVRO_SCHEMA_TEXT, BIGIN
                                            NIFI_TYPE, arrow_to_avro, avro_field_name, avro_text, avro_to_arrow,
                                            choice_field, choice_storage, conform, merge_schemas, nifi_type_name,
                                            to_choice_storage)
+from tests.records_helpers import LOGICAL
 
 DATATYPES = {"namespace": "nifi", "name": "data_types", "type": "record", "fields": [
     {"name": "string", "type": "string"}, {"name": "int", "type": "int"}, {"name": "long", "type": "long"},
@@ -29,13 +30,6 @@ DATATYPES = {"namespace": "nifi", "name": "data_types", "type": "record", "field
     {"name": "array", "type": {"type": "array", "items": "int"}},
     {"name": "record", "type": {"type": "record", "name": "subRecord", "fields": [{"name": "field1", "type": "string"}]}},
     {"name": "map", "type": {"type": "map", "values": "subRecord"}}]}
-LOGICAL = {"namespace": "nifi", "name": "data_types", "type": "record", "fields": [
-    {"name": "timeMillis", "type": {"type": "int", "logicalType": "time-millis"}},
-    {"name": "timeMicros", "type": {"type": "long", "logicalType": "time-micros"}},
-    {"name": "timestampMillis", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "timestampMicros", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-    {"name": "date", "type": {"type": "int", "logicalType": "date"}},
-    {"name": "decimal", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}}]}
 MULTIPLE = {"namespace": "nifi", "name": "data_types", "type": "record", "fields": [
     {"name": "field", "type": ["null", "int", {"type": "array", "items": "int"}, "string"]}]}
 

@@ -26,15 +26,9 @@ from flowactors.sdk.records.schema import NIFI_TYPE, avro_to_arrow
 from flowactors.services.records.avro import AvroReader, AvroRecordSetWriter, _Plan
 from flowactors.services.records.registry import AvroSchemaRegistry
 from flowactors.testing import enable_service
+from tests.records_helpers import LOGICAL
 
 UTC = datetime.timezone.utc
-LOGICAL = {"namespace": "nifi", "name": "data_types", "type": "record", "fields": [
-    {"name": "timeMillis", "type": {"type": "int", "logicalType": "time-millis"}},
-    {"name": "timeMicros", "type": {"type": "long", "logicalType": "time-micros"}},
-    {"name": "timestampMillis", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "timestampMicros", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-    {"name": "date", "type": {"type": "int", "logicalType": "date"}},
-    {"name": "decimal", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}}]}
 SIMPLE = {"namespace": "nifi", "name": "test", "type": "record",
           "fields": [{"name": "id", "type": "int"}, {"name": "key", "type": ["null", "string"]}]}
 

@@ -8,6 +8,7 @@ import datetime
 import io
 import json
 import re
+from functools import partial
 
 import pyarrow as pa
 import pytest
@@ -19,6 +20,7 @@ from flowactors.services.records import csv as csv_service
 from flowactors.services.records.csv import CSVReader, CSVRecordSetWriter
 from flowactors.services.records.textual import TemporalFormats, text_type
 from flowactors.testing import enable_service
+from tests.records_helpers import CountingStream, read_records, service_reader
 
 FIELDS = ["id", "name", "balance", "address", "city", "state", "zipCode", "country"]
 SCHEMA = json.dumps({"type": "record", "name": "account", "fields": [
@@ -40,14 +42,8 @@ JANE = {"id": "2", "name": "Jane Doe", "balance": 4820.09, "address": "321 Your 
         "state": "NY", "zipCode": "33333", "country": "USA"}
 
 
-def reader(data: bytes, properties: dict | None = None, attributes: dict | None = None):
-    service = enable_service(CSVReader, properties or {})
-    return service.create_reader(attributes or {}, io.BytesIO(data), len(data))
-
-
-def read(data: bytes, properties: dict | None = None, attributes: dict | None = None) -> tuple[pa.Schema, list]:
-    records = reader(data, properties, attributes)
-    return records.schema(), records.read_all().to_pylist()
+reader = partial(service_reader, CSVReader)
+read = partial(read_records, CSVReader)
 
 
 def avro(fields: list) -> str:
@@ -282,17 +278,6 @@ def test_text_not_in_the_character_set_is_malformed():
 
 
 # ---------------------------------------------------------------------------------- streaming
-class CountingStream(io.BytesIO):
-    def __init__(self, data: bytes):
-        super().__init__(data)
-        self.read_bytes = 0
-
-    def read(self, size=-1):
-        data = super().read(size)
-        self.read_bytes += len(data)
-        return data
-
-
 @pytest.mark.parametrize("comment", [None, "#"])
 def test_a_large_content_comes_out_a_batch_at_a_time(monkeypatch, comment):
     monkeypatch.setattr(csv_service, "BATCH_BYTES", 8192)

@@ -9,6 +9,7 @@ import decimal
 import gzip
 import io
 import json
+from functools import partial
 
 import orjson
 import pyarrow as pa
@@ -21,6 +22,7 @@ from flowactors.sdk.records.schema import avro_to_arrow
 from flowactors.services.records import json as json_service
 from flowactors.services.records.json import JsonRecordSetWriter, JsonTreeReader
 from flowactors.testing import enable_service
+from tests.records_helpers import CountingStream, read_records, service_reader
 
 ACCOUNTS = [
     {"id": 1, "name": "John Doe", "balance": 4750.89, "address": "123 My Street", "city": "My City", "state": "MS",
@@ -34,14 +36,8 @@ ACCOUNT_SCHEMA = json.dumps({"type": "record", "name": "account", "fields": [
 TEXT = {"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": ACCOUNT_SCHEMA}
 
 
-def reader(data: bytes, properties: dict | None = None, attributes: dict | None = None):
-    service = enable_service(JsonTreeReader, properties or {})
-    return service.create_reader(attributes or {}, io.BytesIO(data), len(data))
-
-
-def read(data: bytes, properties: dict | None = None, attributes: dict | None = None) -> tuple[pa.Schema, list]:
-    records = reader(data, properties, attributes)
-    return records.schema(), records.read_all().to_pylist()
+reader = partial(service_reader, JsonTreeReader)
+read = partial(read_records, JsonTreeReader)
 
 
 def types(schema: pa.Schema) -> dict[str, pa.DataType]:
@@ -277,17 +273,6 @@ def test_broken_structure_is_malformed(data, problem, record):
 
 
 # ---------------------------------------------------------------------------------- streaming
-class CountingStream(io.BytesIO):
-    def __init__(self, data: bytes):
-        super().__init__(data)
-        self.read_bytes = 0
-
-    def read(self, size=-1):
-        data = super().read(size)
-        self.read_bytes += len(data)
-        return data
-
-
 @pytest.mark.parametrize("lines", [False, True])
 def test_a_large_content_comes_out_a_batch_at_a_time(monkeypatch, lines):
     monkeypatch.setattr(json_service, "BATCH_BYTES", 4096)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import io
 import json
+from functools import partial
 
 import pyarrow as pa
 import pytest
@@ -15,6 +16,7 @@ from flowactors.sdk.records import MalformedRecordError, RecordError, SchemaMism
 from flowactors.services.records import xml as xml_service
 from flowactors.services.records.xml import XMLReader, XMLRecordSetWriter
 from flowactors.testing import enable_service
+from tests.records_helpers import read_records, service_reader
 
 # NiFi's people.xml
 PEOPLE = b"""<PEOPLE attr="attr1">
@@ -38,14 +40,8 @@ def given(schema: str, **more: str) -> dict:
     return {"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": schema, **ARRAY, **more}
 
 
-def reader(data: bytes, properties: dict | None = None, attributes: dict | None = None):
-    service = enable_service(XMLReader, properties or {})
-    return service.create_reader(attributes or {}, io.BytesIO(data), len(data))
-
-
-def read(data: bytes, properties: dict | None = None, attributes: dict | None = None) -> tuple[pa.Schema, list]:
-    records = reader(data, properties, attributes)
-    return records.schema(), records.read_all().to_pylist()
+reader = partial(service_reader, XMLReader)
+read = partial(read_records, XMLReader)
 
 
 # ---------------------------------------------------------------------------------- reading
