@@ -119,11 +119,23 @@ class RecordBins(BinPacker):
         return False
 
     def _read(self, holding, flowfile: FlowFile) -> Entry:
+        """The FlowFile's schema and record count, read a batch at a time; its records kept while
+        they fit in ``HOLD_BYTES`` with those held already (else none of them: one beyond is
+        counted and let go, and the FlowFile is read again when merged)."""
+        count, size = 0, 0
+        kept: list[pa.RecordBatch] | None = []
         with open_records(holding, flowfile, self.reader) as records:
-            table = pa.Table.from_batches(list(records), schema=records.schema)
-        kept = table if self._held + table.nbytes <= self.HOLD_BYTES else None
-        self._held += table.nbytes if kept is not None else 0
-        return Entry(table.schema, table.num_rows, kept)
+            for batch in records:
+                count += batch.num_rows
+                size += batch.nbytes
+                if kept is not None and self._held + size <= self.HOLD_BYTES:
+                    kept.append(batch)
+                else:
+                    kept = None
+            schema = records.schema
+        table = pa.Table.from_batches(kept, schema=schema) if kept is not None else None
+        self._held += table.nbytes if table is not None else 0
+        return Entry(schema, count, table)
 
     # ------------------------------------------------------------------ the rules
     def records(self, bin: Bin) -> int:
