@@ -21,12 +21,14 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import Callable, Mapping
+from typing import Callable, ClassVar, Mapping
 
 import pyarrow as pa
 
 from flowactors.sdk.processor import PropertyDescriptor
-from flowactors.sdk.records.api import SCHEMA_NAME_KEY, RecordSchemaCacheService, SchemaNotFoundError, SchemaRegistry
+from flowactors.sdk.records.api import (SCHEMA_NAME_KEY, RecordSchemaCacheService, RecordSetWriterFactory,
+                                        SchemaNotFoundError, SchemaRegistry)
+from flowactors.sdk.records.schema import avro_text
 from flowactors.sdk.services import ServiceContext
 
 INFER = "Infer Schema"
@@ -205,3 +207,28 @@ def cache_attributes(context: ServiceContext, schema: pa.Schema) -> dict[str, st
         return {}
     cache: RecordSchemaCacheService = context.service(SCHEMA_CACHE.name, RecordSchemaCacheService)
     return {CACHE_IDENTIFIER_ATTRIBUTE: cache.cache_schema(schema)}
+
+
+class SchemaWriter(RecordSetWriterFactory):
+    """What every record writer service does alike with schemas (a base, not an API): its
+    ``mime_type`` is the class's ``MIME_TYPE``; ``write_schema`` is the schema its Schema Access
+    Strategy names (``writer_schema``), texts parsed by ``self._schemas``; ``written_attributes``
+    are what a content it writes with a schema gets. ``on_enabled`` sets ``_context`` and
+    ``_schemas``."""
+
+    MIME_TYPE: ClassVar[str]
+    _context: ServiceContext
+    _schemas: SchemaCache
+
+    def mime_type(self) -> str:
+        return self.MIME_TYPE
+
+    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
+        return writer_schema(self._context, attributes, read_schema, self._schemas)
+
+    def written_attributes(self, schema: pa.Schema) -> dict[str, str]:
+        """``mime.type``, what the Schema Write Strategy says of ``schema`` (``schema_attributes``,
+        the schema as Avro schema JSON) and its identifier in the Schema Cache, when the writer has
+        one (``cache_attributes``)."""
+        return {"mime.type": self.MIME_TYPE, **schema_attributes(self._context, schema, avro_text),
+                **cache_attributes(self._context, schema)}

@@ -37,11 +37,11 @@ from fastavro.schema import to_parsing_canonical_form
 
 from flowactors.sdk.processor import PropertyDescriptor, validators
 from flowactors.sdk.records import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordError, RecordReader,
-                                    RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory, SchemaMismatchError,
-                                    SchemaNotFoundError, WriteResult)
+                                    RecordReaderFactory, RecordSetWriter, SchemaMismatchError, SchemaNotFoundError,
+                                    WriteResult)
 from flowactors.sdk.records import access
-from flowactors.sdk.records.schema import (CHOICE_MEMBERS, NIFI_TYPE, arrow_to_avro, avro_field_name, avro_text,
-                                           avro_to_arrow, conform, to_choice_storage)
+from flowactors.sdk.records.schema import (CHOICE_MEMBERS, NIFI_TYPE, arrow_to_avro, avro_field_name, avro_to_arrow,
+                                           conform, to_choice_storage)
 from flowactors.sdk.services import ControllerService, ServiceContext
 
 MIME_TYPE = "application/avro-binary"
@@ -260,7 +260,7 @@ class _DatumReader(RecordReader):
 
 
 # ---------------------------------------------------------------------------------- writing
-class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
+class AvroRecordSetWriter(ControllerService, access.SchemaWriter):
     """Writes Avro: a container file with the schema embedded (the default), or bare datums."""
 
     description = "Writes records as Avro: an object container file, or datums with the schema in attributes"
@@ -273,6 +273,7 @@ class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
     NIFI_VALUES = access.NIFI_VALUES
     #: NiFi properties that tune Java's Avro encoders, with nothing to tune here: the import leaves them out
     NIFI_IGNORED = ("Encoder Pool Size", "encoder-pool-size")
+    MIME_TYPE = MIME_TYPE
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         problems = []
@@ -289,12 +290,6 @@ class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
         self._schemas = _cache(context)
         self._plans: dict[bytes, _Plan] = {}
 
-    def mime_type(self) -> str:
-        return MIME_TYPE
-
-    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
-        return access.writer_schema(self._context, attributes, read_schema, self._schemas)
-
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
         key = schema.serialize().to_pybytes()
         plan = self._plans.get(key)
@@ -303,7 +298,7 @@ class AvroRecordSetWriter(ControllerService, RecordSetWriterFactory):
             if len(self._plans) >= 64:
                 self._plans.pop(next(iter(self._plans)))
             self._plans[key] = plan
-        result = {"mime.type": MIME_TYPE, **access.schema_attributes(self._context, schema, avro_text)}
+        result = self.written_attributes(schema)
         if self._context.property("Schema Write Strategy").raw == access.EMBED_AVRO_SCHEMA:
             codec = CODECS[self._context.property("Compression Format").raw]
             return _ContainerWriter(plan, out, codec, result)

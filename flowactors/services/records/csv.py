@@ -35,12 +35,11 @@ import pyarrow.csv as pa_csv
 from flowactors.sdk.processor import PropertyDescriptor
 from flowactors.sdk.records.access import (HEADER_DERIVED, INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_CACHE,
                                            SCHEMA_INFERENCE_CACHE, SCHEMA_NAME, SCHEMA_PROPERTIES, SCHEMA_TEXT,
-                                           access_strategy, cache_attributes, cached_inference, given_schema,
-                                           schema_attributes, SchemaCache, write_strategy, writer_schema)
+                                           SchemaCache, SchemaWriter, access_strategy, cached_inference, given_schema,
+                                           write_strategy)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordReader,
-                                        RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
-                                        SchemaMismatchError, WriteResult)
-from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas
+                                        RecordReaderFactory, RecordSetWriter, SchemaMismatchError, WriteResult)
+from flowactors.sdk.records.schema import avro_to_arrow, conform, merge_schemas
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL,
                                                      NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
@@ -583,7 +582,7 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
-class CSVRecordSetWriter(ControllerService, RecordSetWriterFactory):
+class CSVRecordSetWriter(ControllerService, SchemaWriter):
     """Writes records as CSV; NiFi's CSVRecordSetWriter (docs/records/csv.md)."""
 
     description = "Writes records as CSV (any Apache Commons CSV format, or a custom one)"
@@ -594,6 +593,7 @@ class CSVRecordSetWriter(ControllerService, RecordSetWriterFactory):
     NIFI_PROPERTY_NAMES = _NIFI_NAMES
     NIFI_VALUES = _NIFI_VALUES
     NIFI_IGNORED = _NIFI_IGNORED
+    MIME_TYPE = MIME_TYPE
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         if values.get(CSV_FORMAT.name, CUSTOM) == CUSTOM and values.get(QUOTE_MODE.name) == QUOTE_NONE \
@@ -604,18 +604,11 @@ class CSVRecordSetWriter(ControllerService, RecordSetWriterFactory):
 
     def on_enabled(self, context: ServiceContext) -> None:
         self._context = context
-        self._cache = SchemaCache(avro_to_arrow)
+        self._schemas = SchemaCache(avro_to_arrow)
         self._formats = TemporalFormats.of(context)
 
-    def mime_type(self) -> str:
-        return MIME_TYPE
-
-    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
-        return writer_schema(self._context, attributes, read_schema, self._cache)
-
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        result = {"mime.type": MIME_TYPE, **schema_attributes(self._context, schema, avro_text),
-                  **cache_attributes(self._context, schema)}
+        result = self.written_attributes(schema)
         dialect = _Dialect.of(self._context, attributes)
         if dialect.quote is None and dialect.escape is None:   # MySQL: no quote, backslash escapes
             dialect = replace(dialect, escape="\\")

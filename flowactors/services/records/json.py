@@ -34,12 +34,11 @@ import zstandard
 from flowactors.sdk.processor import PropertyDescriptor
 from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_CACHE,
                                            SCHEMA_INFERENCE_CACHE, SCHEMA_NAME, SCHEMA_PROPERTIES, SCHEMA_TEXT,
-                                           access_strategy, cache_attributes, cached_inference, given_schema,
-                                           schema_attributes, SchemaCache, write_strategy, writer_schema)
+                                           SchemaCache, SchemaWriter, access_strategy, cached_inference, given_schema,
+                                           write_strategy)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordReader,
-                                        RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
-                                        SchemaMismatchError, WriteResult)
-from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas
+                                        RecordReaderFactory, RecordSetWriter, SchemaMismatchError, WriteResult)
+from flowactors.sdk.records.schema import avro_to_arrow, conform, merge_schemas
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.textual import (AUTOMATIC, EPOCH_MILLIS, EPOCH_SECONDS, FORMAT_PROPERTIES, FORMATTED,
                                                  NEVER_SUPPRESS, SUPPRESS_NULLS, SUPPRESS_VALUES, TIMESTAMP,
@@ -670,7 +669,7 @@ class _JsonWriter(RecordSetWriter):
         return WriteResult(self._count, dict(self._attributes))
 
 
-class JsonRecordSetWriter(ControllerService, RecordSetWriterFactory):
+class JsonRecordSetWriter(ControllerService, SchemaWriter):
     """Writes records as JSON: an array (the default) or one object a line; NiFi's JsonRecordSetWriter
     (docs/records/json.md)."""
 
@@ -685,6 +684,7 @@ class JsonRecordSetWriter(ControllerService, RecordSetWriterFactory):
                    TIMESTAMP_REPRESENTATION.name: {"AUTO": AUTOMATIC, "FORMATTED_STRING": FORMATTED,
                                                    "EPOCH_MILLISECONDS": EPOCH_MILLIS, "EPOCH_SECONDS": EPOCH_SECONDS},
                    COMPRESSION.name: {"xz-lzma2": "xz-lzma2"}}
+    MIME_TYPE = MIME_TYPE
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         problems = []
@@ -696,7 +696,7 @@ class JsonRecordSetWriter(ControllerService, RecordSetWriterFactory):
 
     def on_enabled(self, context: ServiceContext) -> None:
         self._context = context
-        self._cache = SchemaCache(avro_to_arrow)
+        self._schemas = SchemaCache(avro_to_arrow)
         self._text = JsonText(TemporalFormats.of(context), bool_property(context, PRETTY_PRINT.name),
                               context.property(SUPPRESS_NULLS.name).raw or NEVER_SUPPRESS,
                               bool_property(context, SCIENTIFIC.name),
@@ -705,13 +705,5 @@ class JsonRecordSetWriter(ControllerService, RecordSetWriterFactory):
         self._compression = (context.property(COMPRESSION.name).raw or "none",
                              int(context.property(COMPRESSION_LEVEL.name).raw or 1))
 
-    def mime_type(self) -> str:
-        return MIME_TYPE
-
-    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
-        return writer_schema(self._context, attributes, read_schema, self._cache)
-
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        result = {"mime.type": MIME_TYPE, **schema_attributes(self._context, schema, avro_text),
-                  **cache_attributes(self._context, schema)}
-        return _JsonWriter(out, schema, self._text, self._array, self._compression, result)
+        return _JsonWriter(out, schema, self._text, self._array, self._compression, self.written_attributes(schema))

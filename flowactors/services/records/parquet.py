@@ -26,9 +26,9 @@ import pyarrow.parquet as pq
 
 from flowactors.sdk.processor import PropertyDescriptor, validators
 from flowactors.sdk.records import (BATCH_RECORDS, MalformedRecordError, RecordReader, RecordReaderFactory,
-                                    RecordSetWriter, RecordSetWriterFactory, SchemaMismatchError, WriteResult)
+                                    RecordSetWriter, SchemaMismatchError, WriteResult)
 from flowactors.sdk.records import access
-from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform
+from flowactors.sdk.records.schema import avro_to_arrow, conform
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.sdk.units import parse_data_size
 
@@ -158,7 +158,7 @@ CACHE_SIZE = PropertyDescriptor("Cache Size", "How many schemas given as text ar
                                 default="1000", validator=validators.NON_NEGATIVE_INTEGER)
 
 
-class ParquetRecordSetWriter(ControllerService, RecordSetWriterFactory):
+class ParquetRecordSetWriter(ControllerService, access.SchemaWriter):
     """Writes records as one Parquet file."""
 
     description = "Writes records as a Parquet file, a row group per 'Row Group Size' of records"
@@ -176,6 +176,7 @@ class ParquetRecordSetWriter(ControllerService, RecordSetWriterFactory):
     NIFI_IGNORED = ("Avro Write Old List Structure", "avro-write-old-list-structure", "Avro Add List Element Records",
                     "avro-add-list-element-records", "Max Padding Size", "max-padding-size", "Enable Validation",
                     "enable-validation")
+    MIME_TYPE = MIME_TYPE
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         codec = values.get("Compression Type", "UNCOMPRESSED")
@@ -201,15 +202,8 @@ class ParquetRecordSetWriter(ControllerService, RecordSetWriterFactory):
             options["use_deprecated_int96_timestamps"] = True
         self._options = options
 
-    def mime_type(self) -> str:
-        return MIME_TYPE
-
-    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
-        return access.writer_schema(self._context, attributes, read_schema, self._schemas)
-
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        result = {"mime.type": MIME_TYPE, **access.schema_attributes(self._context, schema, avro_text)}
-        return _ParquetWriter(schema, out, self._options, self._row_group_bytes, result)
+        return _ParquetWriter(schema, out, self._options, self._row_group_bytes, self.written_attributes(schema))
 
 
 def _writable(codec: str) -> bool:

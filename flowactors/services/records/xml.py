@@ -24,11 +24,11 @@ from lxml import etree
 
 from flowactors.sdk.processor import PropertyDescriptor
 from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_NAME, SCHEMA_PROPERTIES,
-                                           SCHEMA_TEXT, SchemaCache, access_strategy, given_schema, schema_attributes,
-                                           schema_name, with_name, write_strategy, writer_schema)
+                                           SCHEMA_TEXT, SchemaCache, SchemaWriter, access_strategy, given_schema,
+                                           schema_name, with_name, write_strategy)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordError, RecordReader,
-                                        RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory, WriteResult)
-from flowactors.sdk.records.schema import avro_text, avro_to_arrow, conform, merge_schemas, printable
+                                        RecordReaderFactory, RecordSetWriter, WriteResult)
+from flowactors.sdk.records.schema import avro_to_arrow, conform, merge_schemas, printable
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.textual import (FORMAT_PROPERTIES, NEVER_SUPPRESS, SUPPRESS_MISSING,
                                                  SUPPRESS_NULLS, SUPPRESS_VALUES, TemporalFormats, as_text,
@@ -447,7 +447,7 @@ class _XmlWriter(RecordSetWriter):
         return WriteResult(self._count, dict(self._attributes))
 
 
-class XMLRecordSetWriter(ControllerService, RecordSetWriterFactory):
+class XMLRecordSetWriter(ControllerService, SchemaWriter):
     """Writes records as XML; NiFi's XMLRecordSetWriter (docs/records/xml.md)."""
 
     description = "Writes records as XML elements, wrapped in a root element"
@@ -461,6 +461,7 @@ class XMLRecordSetWriter(ControllerService, RecordSetWriterFactory):
     NIFI_VALUES = {**NIFI_VALUES, SUPPRESS_NULLS.name: SUPPRESS_VALUES,
                    ARRAY_WRAPPING.name: {"use-property-as-wrapper": AS_WRAPPER,
                                          "use-property-for-elements": FOR_ELEMENTS, "no-wrapping": NO_WRAPPING}}
+    MIME_TYPE = MIME_TYPE
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         if values.get(ARRAY_WRAPPING.name, NO_WRAPPING) != NO_WRAPPING and not values.get(ARRAY_TAG.name):
@@ -470,24 +471,18 @@ class XMLRecordSetWriter(ControllerService, RecordSetWriterFactory):
 
     def on_enabled(self, context: ServiceContext) -> None:
         self._context = context
-        self._cache = SchemaCache(avro_to_arrow)
+        self._schemas = SchemaCache(avro_to_arrow)
         self._formats = TemporalFormats.of(context)
         self._elements = _ElementWriter(context.property(SUPPRESS_NULLS.name).raw or NEVER_SUPPRESS,
                                           context.property(ARRAY_WRAPPING.name).raw or NO_WRAPPING,
                                           context.property(ARRAY_TAG.name).raw,
                                           bool_property(context, PRETTY_PRINT.name))
 
-    def mime_type(self) -> str:
-        return MIME_TYPE
-
-    def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
-        return writer_schema(self._context, attributes, read_schema, self._cache)
-
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
         record_tag = self._context.property(RECORD_TAG.name).raw or schema_name(schema)
         if not record_tag:
             raise RecordError(f"'{RECORD_TAG.name}' is not set and the schema written has no name to use instead")
-        result = {"mime.type": MIME_TYPE, **schema_attributes(self._context, schema, avro_text)}
+        result = self.written_attributes(schema)
         return _XmlWriter(out, schema, record_tag.rpartition(".")[2], self._context.property(ROOT_TAG.name).raw,
                           not bool_property(self._context, OMIT_DECLARATION.name), self._elements, self._formats,
                           self._context.property(CHARACTER_SET.name).raw or "UTF-8", result)
