@@ -335,7 +335,7 @@ def _one_line(err: BaseException) -> str:
 def add_attribute_columns(table: pa.Table, values: dict[str, str | None]) -> pa.Table:
     """The table with one string column per attribute, every row holding the attribute's value."""
     for name, value in values.items():
-        column = pa.array([value] * table.num_rows, pa.string())
+        column = pa.repeat(pa.scalar(value, pa.string()), table.num_rows)
         if name in table.column_names:
             table = table.set_column(table.column_names.index(name), name, column)
         else:
