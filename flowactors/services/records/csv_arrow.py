@@ -5,10 +5,10 @@ streaming reader, paced. Both count the content's quote characters on the way.
 **Windows.** The content is read ``WINDOW_BLOCKS`` blocks at a time. A window without the quote
 character and without an escaped line end holds no line end that is not a record's end: it is cut
 after its last line end, and the part is parsed by ``pyarrow.csv.read_csv``, whose threads parse
-its blocks side by side (pyarrow's streaming reader parses one block after another: on two cores
-a window is read in about 60 % of the time). The last window, to the content's end, is parsed so
-too, quotes or not: pyarrow finds its records. While a window's batches are taken, the next is
-parsed on a thread of the reader's own: two windows at most are held.
+its blocks side by side (pyarrow's streaming reader parses one block after another). The last
+window, to the content's end, is parsed so too, quotes or not: pyarrow finds its records. While
+a window's batches are taken, the next is parsed on a thread of the reader's own: two windows at
+most are held.
 
 **Streaming.** From a window with a quote character on (a line end may be inside a quoted value,
 which only pyarrow's parser tells), the rest is read by ``pyarrow.csv.open_csv`` from the

@@ -301,9 +301,9 @@ DICTIONARY_SAMPLE, DICTIONARY_REPEATS = 1024, 0.5
 
 def _dictionary_columns(table: pa.Table) -> list[str] | bool:
     """The columns worth dictionary-encoding: those whose first values repeat (at most half
-    distinct). A dictionary of values that do not repeat costs pyarrow three times the plain
-    encoding and makes the file larger; parquet-mr tries one for every column and gives it up when
-    it outgrows a page. With a nested field, every column (pyarrow's default, as parquet-mr's)."""
+    distinct). A dictionary of values that do not repeat costs pyarrow time and makes the file
+    larger (docs/performance.md); parquet-mr tries one for every column and gives it up when it
+    outgrows a page. With a nested field, every column (pyarrow's default, as parquet-mr's)."""
     if any(pa.types.is_nested(f.type) for f in table.schema):
         return True
     sample = table.slice(0, DICTIONARY_SAMPLE)
