@@ -39,8 +39,9 @@ from flowactors.nifi.extensions import ProcessorNotFound
 from flowactors.nifi.inspection import InspectionError
 from flowactors.nifi.loader import ProcessorLoadError
 from flowactors.driver.nifi_standard_processors import ANY, STANDARD_PROCESSORS
-from flowactors.driver.nifi_standard_services import ANY as ANY_VALUE, STANDARD_SERVICES
+from flowactors.driver.nifi_standard_services import STANDARD_SERVICES
 from flowactors.sdk.ports import Funnel, InputPort, OutputPort
+from flowactors.sdk.processor import Component
 from flowactors.sdk.flow import Flow, FlowValidationError
 from flowactors.sdk.parameters import ParameterContext, ParameterError
 
@@ -290,20 +291,7 @@ class _Importer:
             self.reported.add(service["identifier"])
             self.problems.append(f"{where}: {err}")
             return
-        renamed, values, declared, fixed = mapping.renamed(), mapping.values(), kind.descriptor_map(), mapping.ignored()
-        properties: dict[str, str] = {}
-        for key, value in ((k, v) for k, v in (service.get("properties") or {}).items() if v is not None):
-            target = renamed.get(key, key)
-            if value in self.services:
-                properties[target] = self.services[value]
-            elif target in declared or (kind.dynamic_properties and key not in fixed):
-                properties[target] = values.get(target, {}).get(value, value)
-            elif key in fixed:
-                accepted = fixed[key]
-                if accepted is not ANY_VALUE and value != accepted:
-                    self.problems.append(f"{where}: property '{key}' = '{value}' is not supported")
-            else:
-                self.problems.append(f"{where}: property '{key}' is not supported")
+        properties = self._mapped(service, kind, mapping.renamed(), mapping.values(), mapping.ignored(), where)
         name = path.rpartition("/")[2]
         self.flow.add_service(kind, name, properties=properties, group=group)
 
@@ -350,36 +338,43 @@ class _Importer:
         self.names[processor["identifier"]] = node.name
 
     def _properties(self, processor: Mapping[str, Any], mapping, where: str) -> dict[str, str]:
-        given = {k: v for k, v in (processor.get("properties") or {}).items() if v is not None}
-        descriptors = processor.get("propertyDescriptors") or {}
-        declared = mapping.processor.descriptor_map()
+        properties = self._mapped(processor, mapping.processor, mapping.renamed, mapping.values, mapping.fixed, where)
+        if mapping.derived is not None:
+            properties.update(mapping.derived({k: v for k, v in (processor.get("properties") or {}).items()
+                                               if v is not None}))
+        return properties
+
+    def _mapped(self, item: Mapping[str, Any], component: type[Component], renamed: Mapping[str, str],
+                values: Mapping[str, Mapping[str, str]], fixed: Mapping[str, object], where: str) -> dict[str, str]:
+        """A processor's or service's NiFi properties as ``component`` takes them: renamed, their
+        values mapped, the ``fixed`` ones accepted at the value flowactors behaves as, a service's
+        identifier turned into its path; every other property a problem."""
+        descriptors = item.get("propertyDescriptors") or {}
+        declared = component.descriptor_map()
         properties: dict[str, str] = {}
-        for key, value in given.items():
-            target = mapping.renamed.get(key, key)
-            if (descriptors.get(key) or {}).get("identifiesControllerService"):
-                takes = target in declared and declared[target].service is not None
+        for key, value in ((k, v) for k, v in (item.get("properties") or {}).items() if v is not None):
+            target = renamed.get(key, key)
+            if (descriptors.get(key) or {}).get("identifiesControllerService") or (
+                    key not in descriptors and value in self.services):
                 if value in self.reported:
                     pass   # the service was reported already
-                elif not takes:
+                elif not (target in declared and declared[target].service is not None):
                     self.problems.append(f"{where}: property '{key}' names a controller service, and flowactors' "
-                                         f"{mapping.processor.__name__} has no such property")
+                                         f"{component.__name__} has no such property")
                 elif value not in self.services:
                     self.problems.append(f"{where}: property '{key}' {self._missing_service(value)}")
                 else:
                     properties[target] = self.services[value]   # the service, by its path
-                continue
-            if target in declared or (mapping.processor.dynamic_properties and key not in mapping.fixed):
-                properties[target] = mapping.values.get(target, {}).get(value, value)
-            elif key in mapping.fixed:
-                accepted = mapping.fixed[key]
+            elif target in declared or (component.dynamic_properties and key not in fixed):
+                properties[target] = values.get(target, {}).get(value, value)
+            elif key in fixed:
+                accepted = fixed[key]
                 if accepted is not ANY and value != accepted:
                     runs_as = "unset" if accepted is None else f"'{accepted}'"
                     self.problems.append(f"{where}: property '{key}' = '{value}' is not supported (flowactors "
                                          f"works as NiFi does with it {runs_as})")
             else:
                 self.problems.append(f"{where}: property '{key}' is not supported")
-        if mapping.derived is not None:
-            properties.update(mapping.derived(given))
         return properties
 
     def _scheduling(self, processor: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -16,11 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from flowactors.driver.nifi_standard_processors import ANY
 from flowactors.sdk.records import access
 from flowactors.sdk.services import ControllerService, resolve_service_type
 
-#: a ``fixed`` value that accepts anything (tuning that changes nothing here)
-ANY = object()
 
 
 @dataclass(frozen=True)
