@@ -212,29 +212,14 @@ def java_pattern(text: str) -> re.Pattern[str]:
         raise
 
 
+#: what ``_java_dots`` steps over or replaces: an escape (a lone backslash at the end included), a
+#: character class to its ']' or the end (a ']' first in it literal, after '[' or '[^'), a dot
+_DOTS_AND_SKIPPED = re.compile(r"\\.?|\[\^?\]?(?:\\.?|[^\]\\])*\]?|\.", re.S)
+
+
 def _java_dots(text: str) -> str:
     """``text`` with each ``.`` outside a character class written as Java reads it."""
-    out: list[str] = []
-    i, n, in_class = 0, len(text), False
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            out.append(text[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            opening = "[^]" if text.startswith("[^]", i) else "[]" if text.startswith("[]", i) else "["
-            out.append(opening)   # a ']' first in a class is literal
-            i += len(opening)
-            continue
-        elif c == ".":
-            c = _JAVA_LINE_ENDS
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return _DOTS_AND_SKIPPED.sub(lambda m: _JAVA_LINE_ENDS if m.group() == "." else m.group(), text)
 
 
 def describe_type(value: Any) -> str:
