@@ -37,8 +37,9 @@ def cmd_validate(args: SimpleNamespace) -> int:
     flow.validate()
     print(f"flow '{flow.name}' is valid: {len(flow.processors)} processors, {len(flow.connections)} connections"
           + (f", {len(flow.services)} controller services" if flow.services else ""))
+    uses = {name: {s.path for s in flow.services_used_by([name])} for name in flow.processors} if flow.services else {}
     for service in flow.services.values():
-        users = [name for name in flow.processors if service in flow.services_used_by([name])]
+        users = [name for name, paths in uses.items() if service.path in paths]
         print(f"  service {service.path} ({service.type.__name__}): used by {', '.join(users) or 'no processor'}")
     return 0
 
