@@ -43,6 +43,7 @@ from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescript
 from flowactors.sdk.binning import Bin, BinPacker, bin_limit_problems
 from flowactors.sdk.records import (RecordError, RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
                                     WriteResult)
+from flowactors.sdk.records.spooling import written_attributes
 from flowactors.spark.service import (SPARK_SERVICE, FunctionJob, JobResult, SparkError, SparkServiceError, SqlJob,
                                       find_service, service_name)
 
@@ -274,7 +275,7 @@ class SparkRecordProcessor(Processor):
         return [session.put_all_attributes(output, {
             "filename": ".".join([job.uuid, *([str(index)] if len(outputs) > 1 else []),
                                   *([extension] if extension else [])]),
-            "mime.type": factory.mime_type(), **write.attributes, "record.count": str(write.record_count)})
+            **written_attributes(factory, write)})
             for index, (output, write) in enumerate(zip(outputs, written))]
 
     def _fail(self, session, flowfiles: list[FlowFile], error: str) -> None:
