@@ -86,9 +86,11 @@ class AvroReader(ControllerService, RecordReaderFactory):
         self._context = context
         self._schemas = _cache(context)
         self._embedded = _cache(context, strict=False)
+        self._given: dict[bytes, _Given] = {}
 
     def create_reader(self, attributes: Mapping[str, str], stream: BinaryIO, size: int) -> RecordReader:
-        given = access.given_schema(self._context, attributes, self._schemas)
+        schema = access.given_schema(self._context, attributes, self._schemas)
+        given = None if schema is None else _kept(self._given, schema, _Given)
         head = stream.read(len(MAGIC))
         stream.seek(-len(head), io.SEEK_CUR)
         if given is None or head == MAGIC:
@@ -99,10 +101,44 @@ class AvroReader(ControllerService, RecordReaderFactory):
         return _DatumReader(stream, size, given)
 
 
-def _check_embedded(reader: "_ContainerReader", given: pa.Schema) -> None:
+def _kept(kept: dict[bytes, Any], schema: pa.Schema, make: Callable[[pa.Schema], Any]) -> Any:
+    """``make(schema)``, made once for a schema (its metadata too) and kept in ``kept``, the 64
+    most recently made."""
+    key = schema.serialize().to_pybytes()
+    found = kept.get(key)
+    if found is None:
+        found = make(schema)
+        if len(kept) >= 64:
+            kept.pop(next(iter(kept)))
+        kept[key] = found
+    return found
+
+
+class _Given:
+    """What reading with a given schema needs of it, worked out once a schema (``_kept``): the
+    schema fastavro parsed (bare datums), its canonical form (a container file must embed it),
+    and its rows' conversion (``_Rows``)."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.rows = _Rows(schema)
+
+    @functools.cached_property
+    def parsed(self) -> Any:
+        try:
+            return fastavro.parse_schema(arrow_to_avro(self.schema))
+        except Exception as err:
+            raise SchemaNotFoundError(f"the schema given cannot be read as Avro: {_reason(err)}") from None
+
+    @functools.cached_property
+    def canonical(self) -> str:
+        return to_parsing_canonical_form(arrow_to_avro(self.schema))
+
+
+def _check_embedded(reader: "_ContainerReader", given: _Given) -> None:
     """NiFi's rule: a container file read with a given schema must embed that schema."""
-    embedded = to_parsing_canonical_form(reader.avro_schema)
-    if embedded != to_parsing_canonical_form(arrow_to_avro(given)):
+    embedded = to_parsing_canonical_form(json.loads(reader.schema_text))
+    if embedded != given.canonical:
         raise MalformedRecordError(f"the content is an Avro file whose embedded schema is not the schema given "
                                    f"(embedded: {embedded[:200]})", record=0, offset=0)
 
@@ -170,7 +206,7 @@ class _ContainerReader(RecordReader):
         text = self._blocks.metadata.get("avro.schema")
         if text is None:
             raise MalformedRecordError("the Avro data file has no schema in its header", record=0, offset=0)
-        self.avro_schema = json.loads(text)
+        self.schema_text = text
         try:
             self._schema = schemas.get(text)
         except RecordError as err:
@@ -219,15 +255,12 @@ class _ContainerReader(RecordReader):
 class _DatumReader(RecordReader):
     """Bare Avro datums of a given schema, one after another (no header), as NiFi reads them."""
 
-    def __init__(self, stream: BinaryIO, size: int, schema: pa.Schema):
+    def __init__(self, stream: BinaryIO, size: int, given: _Given):
         self._stream = stream
         self._end = stream.tell() + size
-        self._schema = schema
-        try:
-            self._parsed = fastavro.parse_schema(arrow_to_avro(schema))
-        except Exception as err:
-            raise SchemaNotFoundError(f"the schema given cannot be read as Avro: {_reason(err)}") from None
-        self._rows = _Rows(schema)
+        self._schema = given.schema
+        self._parsed = given.parsed
+        self._rows = given.rows
 
     def schema(self) -> pa.Schema:
         return self._schema
@@ -291,13 +324,7 @@ class AvroRecordSetWriter(ControllerService, access.SchemaWriter):
         self._plans: dict[bytes, _Plan] = {}
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        key = schema.serialize().to_pybytes()
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = _Plan(schema)
-            if len(self._plans) >= 64:
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[key] = plan
+        plan = _kept(self._plans, schema, _Plan)
         result = self.written_attributes(schema)
         if self._context.property("Schema Write Strategy").raw == access.EMBED_AVRO_SCHEMA:
             codec = CODECS[self._context.property("Compression Format").raw]
