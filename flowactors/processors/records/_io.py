@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from itertools import chain
 from typing import Any, Iterable, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from flowactors.processors._common import boolean_property
@@ -37,7 +38,7 @@ from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, 
 from flowactors.sdk.records import (MalformedRecordError, RecordError, RecordReader, RecordReaderFactory,
                                     RecordSetWriterFactory, WriteResult)
 from flowactors.sdk.records.schema import merge_types, to_choice_storage
-from flowactors.sdk.records.spooling import written_attributes
+from flowactors.sdk.records.spooling import SpooledRecords, written_attributes
 from flowactors.sdk.relationships import FAILURE, failure_attributes
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,16 @@ def write_records(session, flowfile: FlowFile, writer_factory: RecordSetWriterFa
     flowfile = session.write(flowfile, write, size_hint=size_hint)
     result = results[0]
     return session.put_all_attributes(flowfile, {**written_attributes(writer_factory, result), **(extra or {})}), result
+
+
+def set_aside(batch: pa.RecordBatch, kept: np.ndarray, spool: SpooledRecords) -> pa.RecordBatch | None:
+    """The records of ``batch`` that ``kept`` (one bool a record) marks: the batch itself when it
+    marks all, None when it marks none; the others are written to ``spool``."""
+    if not kept.all():
+        spool.write(batch.filter(pa.array(~kept)))
+    if not kept.any():
+        return None
+    return batch if kept.all() else batch.filter(pa.array(kept))
 
 
 def remove_all(session, flowfiles: Iterable[FlowFile]) -> None:

@@ -8,7 +8,7 @@ result adds is added, one whose values no longer fit its type widens); when the 
 no match, the content is read on until one does, then read again from its start (NiFi reads
 ahead the same way); with no match at all it is the reader's. With Route to 'matched' or
 'unmatched', the matched records stream into their FlowFile and the unmatched ones are written as
-they come into a spool (memory, then a temporary file: ``_io.SpooledRecords``), so a
+they come into a spool (memory, then a temporary file: ``SpooledRecords``), so a
 FlowFile of any size is enriched in bounded memory.
 """
 
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error,
                                                named_top_field, open_records, reader_and_writer, rebuild_batch,
                                                record_path_problem, record_path_problems, remove_all, route_failure,
-                                               scalar_top_field, top_field_name, write_records)
+                                               scalar_top_field, set_aside, top_field_name, write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
@@ -424,7 +424,6 @@ class LookupRecord(Processor):
 def _matched(batches: Iterator[tuple[pa.RecordBatch, np.ndarray]], unmatched: SpooledRecords) -> Iterator[pa.RecordBatch]:
     """The matched records of each batch; the others go to ``unmatched`` as they come."""
     for batch, matched in batches:
-        if not matched.all():
-            unmatched.write(batch.filter(pa.array(~matched)))
-        if matched.any():
-            yield batch.filter(pa.array(matched)) if not matched.all() else batch
+        kept = set_aside(batch, matched, unmatched)
+        if kept is not None:
+            yield kept

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from flowactors.processors._common import boolean_property
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error,
                                                open_records, reader_and_writer, remove_all, route_failure,
-                                               write_records)
+                                               set_aside, write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory, SchemaMismatchError, access
@@ -403,12 +403,9 @@ def _valid_batches(records: Records, check: RecordCheck, invalid: SpooledRecords
     """The valid records of each batch, converted to the validation schema; the invalid ones go
     to ``invalid`` as they come."""
     for batch in records:
-        bad = check.invalid_rows(batch)
-        if bad.any():
-            invalid.write(batch.filter(pa.array(bad)))
-            batch = batch.filter(pa.array(~bad))
-        if batch.num_rows:
-            yield _conformed(batch, check.schema)
+        valid = set_aside(batch, ~check.invalid_rows(batch), invalid)
+        if valid is not None:
+            yield _conformed(valid, check.schema)
 
 
 def _conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
