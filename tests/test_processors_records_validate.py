@@ -139,6 +139,19 @@ def test_validation_details_in_an_attribute_cut_to_length():
     assert "valDetails" not in short.output("valid")[0].attributes
 
 
+def test_details_length_from_an_attribute_must_be_a_positive_whole_number():
+    validator = runner(**{"Strict Type Checking": "false", "Validation Details Attribute Name": "valDetails",
+                          "Maximum Validation Details Length": "${length}"})
+    validator.enqueue(json.dumps(PEOPLE).encode(), {"length": "12"})
+    validator.enqueue(json.dumps(PEOPLE).encode(), {"length": "-3"})
+    validator.run()
+    assert validator.output("invalid")[0].attributes["valDetails"] == DETAILS[:12]
+    [failed] = validator.output("failure")
+    assert failed.attributes["record.error.message"] == ("'Maximum Validation Details Length' is '-3' for this "
+                                                         "FlowFile, not a positive whole number")
+    assert validator.read(failed) == json.dumps(PEOPLE).encode()
+
+
 def test_missing_and_extra_fields():
     rows = [{"id": 1, "firstName": "A", "lastName": "B"}, {"id": 2, "firstName": "C"},
             {"id": 3, "firstName": "D", "lastName": "E", "nickname": "F"}]

@@ -61,9 +61,23 @@ def reader_and_writer(context: ProcessContext) -> tuple[RecordReaderFactory, Rec
             context.service(RECORD_WRITER.name, RecordSetWriterFactory))
 
 
+class PropertyValueError(ValueError):
+    """A property whose value, evaluated for one FlowFile, the processor cannot use: the
+    FlowFile's problem (``is_flowfile_error``); the message names the property and the value."""
+
+
+def positive_count(context: ProcessContext, descriptor: PropertyDescriptor, flowfile: FlowFile) -> int:
+    """``descriptor``'s value evaluated for ``flowfile``, a positive whole number;
+    ``PropertyValueError`` when it is not one."""
+    value = context.property(descriptor.name).evaluate(flowfile) or ""
+    if not value.strip().isdigit() or int(value) <= 0:
+        raise PropertyValueError(f"'{descriptor.name}' is {value!r} for this FlowFile, not a positive whole number")
+    return int(value)
+
+
 def is_flowfile_error(err: BaseException) -> bool:
     """Whether ``err`` is the FlowFile's problem (route it to failure), not the trigger's."""
-    return isinstance(err, (RecordError, ContentRepositoryError, OSError)) and \
+    return isinstance(err, (RecordError, ContentRepositoryError, OSError, PropertyValueError)) and \
         not isinstance(err, ContentRepositoryFullError)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, is_flowfile_error, open_records,
-                                               reader_and_writer, remove_all, route_failure, write_records)
+                                               positive_count, reader_and_writer, remove_all, route_failure,
+                                               write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory
@@ -44,14 +45,10 @@ class SplitRecord(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         reader, writer = reader_and_writer(context)
         for original in session.get_batch(min(context.batch_size, SPLIT_PARENTS_PER_TRIGGER)):
-            value = context.property(RECORDS_PER_SPLIT.name).evaluate(original) or ""
-            if not value.strip().isdigit() or int(value) <= 0:
-                route_failure(context, session, original,
-                              f"'Records Per Split' is {value!r} for this FlowFile, not a positive whole number")
-                continue
             fragment_id = str(uuid.uuid4())
             try:
-                splits = split(session, original, reader, writer, int(value), fragment_id)
+                per_split = positive_count(context, RECORDS_PER_SPLIT, original)
+                splits = split(session, original, reader, writer, per_split, fragment_id)
             except Exception as err:
                 if not is_flowfile_error(err):
                     raise

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 
 from flowactors.processors._common import boolean_property
 from flowactors.processors.records._io import (RECORD_READER, RECORD_WRITER, Records, is_flowfile_error,
-                                               open_records, reader_and_writer, remove_all, route_failure,
-                                               set_aside, write_records)
+                                               open_records, positive_count, reader_and_writer, remove_all,
+                                               route_failure, set_aside, write_records)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory, SchemaMismatchError, access
@@ -337,12 +337,8 @@ class ValidateRecord(Processor):
         invalid_writer = context.service(INVALID_RECORD_WRITER.name, RecordSetWriterFactory) \
             if context.property(INVALID_RECORD_WRITER.name).raw else writer
         for flowfile in session.get_batch():
-            limit = context.property(DETAILS_LENGTH.name).evaluate(flowfile) or ""
-            if not limit.strip().isdigit() or int(limit) <= 0:
-                route_failure(context, session, flowfile, f"'{DETAILS_LENGTH.name}' is {limit!r} for this FlowFile, "
-                                                          "not a positive whole number")
-                continue
             try:
+                limit = positive_count(context, DETAILS_LENGTH, flowfile)
                 valid, invalid, details = self._validate(context, session, flowfile,
                                                          _Services(reader, writer, invalid_writer))
             except Exception as err:
@@ -356,7 +352,7 @@ class ValidateRecord(Processor):
             if invalid is not None:
                 name = context.property(DETAILS_ATTRIBUTE.name).evaluate(flowfile)
                 if name:
-                    invalid = session.put_attribute(invalid, name, details[:int(limit)])
+                    invalid = session.put_attribute(invalid, name, details[:limit])
                 session.provenance.route(invalid, self.INVALID.name, details)
                 session.transfer(invalid, self.INVALID)
             session.remove(flowfile)
