@@ -212,8 +212,8 @@ def cache_attributes(context: ServiceContext, schema: pa.Schema) -> dict[str, st
 class SchemaWriter(RecordSetWriterFactory):
     """What every record writer service does alike with schemas (a base, not an API): its
     ``mime_type`` is the class's ``MIME_TYPE``; ``write_schema`` is the schema its Schema Access
-    Strategy names (``writer_schema``), texts parsed by ``self._schemas``; ``written_attributes``
-    are what a content it writes with a schema gets. ``on_enabled`` sets ``_context`` and
+    Strategy names (``writer_schema``), texts parsed by ``self._schemas``; ``result_attributes``
+    are the ``WriteResult.attributes`` of a content it writes with a schema. ``on_enabled`` sets ``_context`` and
     ``_schemas``."""
 
     MIME_TYPE: ClassVar[str]
@@ -226,7 +226,7 @@ class SchemaWriter(RecordSetWriterFactory):
     def write_schema(self, attributes: Mapping[str, str], read_schema: pa.Schema | None) -> pa.Schema:
         return writer_schema(self._context, attributes, read_schema, self._schemas)
 
-    def written_attributes(self, schema: pa.Schema) -> dict[str, str]:
+    def result_attributes(self, schema: pa.Schema) -> dict[str, str]:
         """``mime.type``, what the Schema Write Strategy says of ``schema`` (``schema_attributes``,
         the schema as Avro schema JSON) and its identifier in the Schema Cache, when the writer has
         one (``cache_attributes``)."""

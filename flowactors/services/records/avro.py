@@ -325,7 +325,7 @@ class AvroRecordSetWriter(ControllerService, access.SchemaWriter):
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
         plan = _kept(self._plans, schema, _Plan)
-        result = self.written_attributes(schema)
+        result = self.result_attributes(schema)
         if self._context.property("Schema Write Strategy").raw == access.EMBED_AVRO_SCHEMA:
             codec = CODECS[self._context.property("Compression Format").raw]
             return _ContainerWriter(plan, out, codec, result)

@@ -608,7 +608,7 @@ class CSVRecordSetWriter(ControllerService, SchemaWriter):
         self._formats = TemporalFormats.of(context)
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        result = self.written_attributes(schema)
+        result = self.result_attributes(schema)
         dialect = _Dialect.of(self._context, attributes)
         if dialect.quote is None and dialect.escape is None:   # MySQL: no quote, backslash escapes
             dialect = replace(dialect, escape="\\")

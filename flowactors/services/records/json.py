@@ -706,4 +706,4 @@ class JsonRecordSetWriter(ControllerService, SchemaWriter):
                              int(context.property(COMPRESSION_LEVEL.name).raw or 1))
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        return _JsonWriter(out, schema, self._text, self._array, self._compression, self.written_attributes(schema))
+        return _JsonWriter(out, schema, self._text, self._array, self._compression, self.result_attributes(schema))

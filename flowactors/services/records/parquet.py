@@ -203,7 +203,7 @@ class ParquetRecordSetWriter(ControllerService, access.SchemaWriter):
         self._options = options
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
-        return _ParquetWriter(schema, out, self._options, self._row_group_bytes, self.written_attributes(schema))
+        return _ParquetWriter(schema, out, self._options, self._row_group_bytes, self.result_attributes(schema))
 
 
 def _writable(codec: str) -> bool:

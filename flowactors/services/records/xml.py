@@ -482,7 +482,7 @@ class XMLRecordSetWriter(ControllerService, SchemaWriter):
         record_tag = self._context.property(RECORD_TAG.name).raw or schema_name(schema)
         if not record_tag:
             raise RecordError(f"'{RECORD_TAG.name}' is not set and the schema written has no name to use instead")
-        result = self.written_attributes(schema)
+        result = self.result_attributes(schema)
         return _XmlWriter(out, schema, record_tag.rpartition(".")[2], self._context.property(ROOT_TAG.name).raw,
                           not bool_property(self._context, OMIT_DECLARATION.name), self._elements, self._formats,
                           self._context.property(CHARACTER_SET.name).raw or "UTF-8", result)
