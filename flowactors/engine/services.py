@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 from flowactors.engine.transport import Link, call_now
 from flowactors.sdk.flow import Flow
 from flowactors.sdk.processor import ProcessContext
+from flowactors.sdk.relationships import reason
 from flowactors.sdk.services import (ControllerService, ServiceContext, ServiceEnableError, ServiceNode,
                                      dependency_order, group_of, visible_services)
 
@@ -63,9 +64,8 @@ class ServiceHost:
                 instance.on_enabled(context)
             except Exception as err:
                 self.disable()
-                reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
                 raise ServiceEnableError(f"controller service '{node.path}' ({node.type.__name__}) could not be "
-                                         f"enabled: {reason}") from err
+                                         f"enabled: {reason(err)}") from err
             self.instances[node.path] = instance
             self._contexts[node.path] = context
 

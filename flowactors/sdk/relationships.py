@@ -25,3 +25,10 @@ def failure_attributes(processor: str, error: BaseException | str) -> dict[str, 
     given), cut to ``MAX_REASON`` characters, and the processor's name."""
     reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return {REASON_ATTRIBUTE: reason[:MAX_REASON], PROCESSOR_ATTRIBUTE: processor}
+
+
+def reason(error: BaseException | str) -> str:
+    """An error's message (or a text) on one line, its lines joined; the error type's name when
+    it has no message: what a message to a user or a failure attribute quotes."""
+    text = " ".join(line.strip() for line in str(error).strip().splitlines() if line.strip())
+    return text or type(error).__name__

@@ -41,6 +41,7 @@ from flowactors.sdk import FlowFile
 from flowactors.sdk import record_formats as formats
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.binning import Bin, BinPacker, bin_limit_problems
+from flowactors.sdk.relationships import reason as one_line
 from flowactors.sdk.records import (RecordError, RecordReaderFactory, RecordSetWriter, RecordSetWriterFactory,
                                     WriteResult)
 from flowactors.sdk.records.spooling import written_attributes
@@ -177,7 +178,7 @@ class SparkRecordProcessor(Processor):
                 with session.read(flowfile) as stream:
                     table = reader.create_reader(flowfile.attributes, stream, flowfile.size).read_all()
             except RecordError as err:
-                self._fail(session, [flowfile], _one_line(err))
+                self._fail(session, [flowfile], one_line(err))
                 continue
             if self._attribute_columns:
                 table = add_attribute_columns(
@@ -229,7 +230,7 @@ class SparkRecordProcessor(Processor):
             session.remove(job)
             log.warning("%s: the result of a Spark job over %d FlowFiles could not be written: %s", context.name,
                         len(inputs), err)
-            self._fail(session, inputs, f"the result could not be written: {_one_line(err)}")
+            self._fail(session, inputs, f"the result could not be written: {one_line(err)}")
             return
         details = self.describe(context)
         session.provenance.join(inputs, job, details=details)
@@ -327,11 +328,6 @@ def _listed(names: Sequence[str]) -> str:
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
-    return text or type(err).__name__
-
-
 # ---------------------------------------------------------------------------------- records
 def add_attribute_columns(table: pa.Table, values: dict[str, str | None]) -> pa.Table:
     """The table with one string column per attribute, every row holding the attribute's value."""
@@ -351,7 +347,7 @@ def combine(tables: Sequence[pa.Table]) -> pa.Table:
     try:
         return pa.concat_tables(tables, promote_options="permissive").combine_chunks()
     except pa.ArrowException as err:
-        raise RecordError(f"the records do not share a schema: {_one_line(err)}") from None
+        raise RecordError(f"the records do not share a schema: {one_line(err)}") from None
 
 
 class ResultCursor:

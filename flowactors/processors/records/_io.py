@@ -39,7 +39,7 @@ from flowactors.sdk.records import (MalformedRecordError, RecordError, RecordRea
                                     RecordSetWriterFactory, WriteResult)
 from flowactors.sdk.records.schema import merge_types, to_choice_storage
 from flowactors.sdk.records.spooling import SpooledRecords, written_attributes
-from flowactors.sdk.relationships import FAILURE, failure_attributes
+from flowactors.sdk.relationships import FAILURE, failure_attributes, reason
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +79,6 @@ def is_flowfile_error(err: BaseException) -> bool:
     """Whether ``err`` is the FlowFile's problem (route it to failure), not the trigger's."""
     return isinstance(err, (RecordError, ContentRepositoryError, OSError, PropertyValueError)) and \
         not isinstance(err, ContentRepositoryFullError)
-
-
-def reason(err: BaseException | str) -> str:
-    """The error's message (or the text) on one line; an error's type's name when it has none."""
-    text = " ".join(line.strip() for line in str(err).strip().splitlines() if line.strip())
-    return text or type(err).__name__
 
 
 def route_failure(context: ProcessContext, session, flowfile: FlowFile, err: BaseException | str,
