@@ -7,10 +7,13 @@ import io
 import json
 
 import fastavro
+import pyarrow as pa
 import pytest
 
 from flowactors.processors.records import QueryRecord
-from flowactors.processors.records.query import sql_problem
+from flowactors.processors.records.query import connect, fields_read, sql_problem
+from flowactors.sdk.records import RecordReader, RecordReaderFactory
+from flowactors.sdk.services import ControllerService
 from flowactors.services import (AvroReader, AvroRecordSetWriter, CSVReader, CSVRecordSetWriter, JsonRecordSetWriter,
                                  JsonTreeReader)
 from flowactors.testing import ProcessorRunner
@@ -200,6 +203,66 @@ def test_a_query_may_read_the_records_more_than_once():
                 [{"name": "John", "age": 34}, {"name": "Jane", "age": 30}, {"name": "Jacob", "age": 45}])
     assert records(query.contents("younger")[0]) == [{"name": "John"}, {"name": "Jane"}]
     assert len(records(query.contents("twice")[0])) == 6
+
+
+class ProjectionSpy(ControllerService, RecordReaderFactory):
+    """Reads every content as the same three records (a, b, c), recording the fields each read
+    is projected to (None: all of them)."""
+
+    description = "test reader"
+    properties = ()
+    reads: list = []
+    TABLE = pa.table({"a": [1, 2, 3], "b": ["x", "y", "z"], "c": [0.5, 1.5, 2.5]})
+
+    def create_reader(self, attributes, stream, size) -> RecordReader:
+        spy = self
+
+        class Reader(RecordReader):
+            def schema(self):
+                return spy.TABLE.schema
+
+            def batches(self):
+                spy.reads.append(None)
+                return iter(spy.TABLE.to_batches())
+
+            def projected_batches(self, names):
+                spy.reads.append(list(names))
+                return iter(spy.TABLE.select(list(names)).to_batches())
+
+        return Reader()
+
+
+def test_the_reader_decodes_only_the_fields_a_query_reads():
+    ProjectionSpy.reads = []
+    query = runner({"filtered": "SELECT a FROM FLOWFILE WHERE c > 1", "all": "SELECT * FROM FLOWFILE",
+                    "counted": "SELECT count(*) AS n FROM FLOWFILE",
+                    "twice": "SELECT b FROM FLOWFILE WHERE a = (SELECT max(a) FROM FLOWFILE)"},
+                   services={"reader": (ProjectionSpy, {}), "writer": (JsonRecordSetWriter, {})})
+    query.enqueue(b"")
+    query.run()
+    assert [records(query.contents(name)[0]) for name in ("filtered", "all", "counted", "twice")] == [
+        [{"a": 2}, {"a": 3}], [{"a": 1, "b": "x", "c": 0.5}, {"a": 2, "b": "y", "c": 1.5}, {"a": 3, "b": "z", "c": 2.5}],
+        [{"n": 3}], [{"b": "z"}]]
+    assert ProjectionSpy.reads == [["a", "c"], None, ["a"], ["a", "b"], ["a", "b"]]
+
+
+@pytest.mark.parametrize("sql, fields", [
+    ("SELECT a FROM FLOWFILE WHERE c > 1", ["a", "c"]),
+    ("SELECT c, a FROM FLOWFILE", ["a", "c"]),                      # in the schema's order
+    ("SELECT * FROM FLOWFILE", None),                               # every field: no projection
+    ("SELECT 1 FROM FLOWFILE", ["a"]),                              # none: the first
+    ("SELECT s.p FROM FLOWFILE", ["s"]),                            # a nested field: its whole column
+    ("SELECT b FROM FLOWFILE UNION ALL SELECT CAST(a AS VARCHAR) FROM FLOWFILE", ["a", "b"]),
+    ("SELECT missing FROM FLOWFILE", None),                         # does not bind: the query's own error
+    ("SELECT 42", ["a"]),
+])
+def test_fields_read_are_those_duckdb_scans(sql, fields):
+    db = connect()
+    schema = pa.schema([("a", pa.int64()), ("b", pa.string()), ("c", pa.float64()),
+                        ("s", pa.struct([("p", pa.int64()), ("q", pa.int64())]))])
+    db.register("FLOWFILE", schema.empty_table())
+    assert fields_read(db, sql, schema) == fields
+    db.close()
 
 
 def test_csv_in_and_out():

@@ -92,6 +92,20 @@ def test_part_by_file_range_then_offset():
     assert reader(data, attributes).read_all().equals(users(groups[1].num_rows - 3, first_rows + 3))
 
 
+def test_projected_batches_read_only_the_named_columns_chunks():
+    data, _ = write(users(20_000), {"Row Group Size": "64 KB"}, chunk=5000)
+    every, some = CountingStream(data), CountingStream(data)
+    assert pa.Table.from_batches(list(enable_service(ParquetReader).create_reader({}, every, len(data)).batches())) \
+        .equals(users(20_000))
+    numbers = pa.Table.from_batches(list(enable_service(ParquetReader).create_reader({}, some, len(data))
+                                         .projected_batches(["favorite_number"])))
+    assert numbers.schema.names == ["favorite_number"] and numbers.num_rows == 20_000
+    assert some.bytes_read < every.bytes_read / 3   # the two text columns' chunks are not read
+    part = reader(data, {"record.offset": "10", "record.count": "5"}).projected_batches(["favorite_number", "name"])
+    assert pa.Table.from_batches(list(part)).to_pydict() == {"favorite_number": list(range(10, 15)),
+                                                             "name": [f"Bob{i}" for i in range(10, 15)]}
+
+
 def test_bad_part_attribute_is_one_clear_message():
     data, _ = write(users(10))
     with pytest.raises(MalformedRecordError, match="attribute 'record.offset' is 'ten', not a whole number"):

@@ -26,7 +26,7 @@ import logging
 import re
 from contextlib import contextmanager
 from itertools import chain
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -100,14 +100,25 @@ class Records:
     batch left, or ``take`` the next few records. Batches without records are skipped."""
 
     def __init__(self, reader: RecordReader):
+        self._reader = reader
         self.schema: pa.Schema = reader.schema()
-        self._batches = reader.batches()
+        self._fields: Sequence[str] | None = None
+        self._batches: Iterator[pa.RecordBatch] | None = None   # asked for at the first batch
         self._head: pa.RecordBatch | None = None
+
+    def project(self, names: Sequence[str]) -> None:
+        """Read only the fields ``names`` (of ``schema``, each once), in that order, from now on
+        (``RecordReader.projected_batches``); ``schema`` becomes theirs. Before any batch is read."""
+        self.schema = pa.schema([self.schema.field(name) for name in names], metadata=self.schema.metadata)
+        self._fields = names
 
     def _next(self) -> pa.RecordBatch | None:
         if self._head is not None:
             batch, self._head = self._head, None
             return batch
+        if self._batches is None:
+            self._batches = self._reader.batches() if self._fields is None else \
+                self._reader.projected_batches(self._fields)
         for batch in self._batches:
             if batch.num_rows:
                 return batch

@@ -1,15 +1,17 @@
 """QueryRecord: SQL over a FlowFile's records (the table ``FLOWFILE``), run by DuckDB.
 
 Each dynamic property is a query and the relationship its results go to. The FlowFile's records
-reach DuckDB as an Arrow stream (``Table``) that DuckDB scans as it reads it, and
-the results come back as Arrow batches written by the Record Writer as they come: a query that
-filters or projects runs in about one batch of memory; one that sorts or aggregates holds what
-DuckDB needs for that (and DuckDB's own memory limit). docs/records/query-record.md says how
+reach DuckDB as an Arrow stream (``Table``) that DuckDB scans as it reads it, of only the fields
+the query reads (the reader decodes no other: ``QueryRecord._fields_read``), and the results
+come back as Arrow batches written by the Record Writer as they come: a query that filters or
+projects runs in about one batch of memory; one that sorts or aggregates holds what DuckDB
+needs for that (and DuckDB's own memory limit). docs/records/query-record.md says how
 DuckDB's SQL differs from NiFi's (Calcite's).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from contextlib import ExitStack, contextmanager
 from typing import Callable, Iterator, Mapping, Sequence
@@ -105,6 +107,8 @@ class QueryRecord(Processor):
     def __init__(self) -> None:
         self._db: duckdb.DuckDBPyConnection | None = None
         self._flowfile = CurrentTable()
+        #: the fields each query reads, by (query, schema): most FlowFiles of a flow share both
+        self._read_fields: dict[tuple[str, pa.Schema], list[str] | None] = {}
 
     @classmethod
     def relationships_for(cls, values: Mapping[str, str]) -> Sequence[Relationship]:
@@ -178,6 +182,9 @@ class QueryRecord(Processor):
             if not table.schema.names:
                 raise QueryError(f"query '{name}' has no table to read: the records have no fields (an empty "
                                  "content, its schema inferred from no record)")
+            fields = self._fields_read(db, sql, table.schema)
+            if fields is not None:
+                table.project(fields)
             scope.enter_context(self._flowfile.holding(table))
             try:
                 results = db.sql(sql)
@@ -190,6 +197,54 @@ class QueryRecord(Processor):
             return write_records(session, child, writer, writer.write_schema(original.attributes, schema),
                                  _results(stream, restore, name, table), original.attributes,
                                  extra={ROUTE_ATTRIBUTE: name})
+
+    def _fields_read(self, db: duckdb.DuckDBPyConnection, sql: str, schema: pa.Schema) -> list[str] | None:
+        """The fields of ``schema`` that ``sql`` reads, in the schema's order, so that the reader
+        decodes only those: the columns of DuckDB's plan's scans of ``FLOWFILE`` (the projections
+        its optimizer pushed into each scan). A query that reads no column (``count(*)``) is given
+        the first; one that reads a nested field, its column. None when it reads every field, or
+        the plan cannot tell (the query does not bind: running it gives its error)."""
+        key = (sql, schema)
+        if key not in self._read_fields:
+            if len(self._read_fields) >= FIELDS_CACHED:
+                self._read_fields.clear()
+            with self._flowfile.holding(schema.empty_table()):
+                self._read_fields[key] = fields_read(db, sql, schema)
+        return self._read_fields[key]
+
+
+#: how many (query, schema) pairs a QueryRecord keeps the fields read of
+FIELDS_CACHED = 64
+
+
+def fields_read(db: duckdb.DuckDBPyConnection, sql: str, schema: pa.Schema) -> list[str] | None:
+    """``QueryRecord._fields_read`` with ``FLOWFILE`` registered as a table of ``schema``."""
+    names = schema.names
+    if not names or len(set(names)) != len(names):
+        return None
+    try:
+        plan = json.loads(db.sql("EXPLAIN (FORMAT JSON) " + sql).fetchall()[0][1])
+    except (duckdb.Error, ValueError, IndexError, TypeError):
+        return None
+    used: set[str] = set()
+    nodes = list(plan) if isinstance(plan, list) else [plan]
+    while nodes:
+        node = nodes.pop()
+        if not isinstance(node, dict):
+            return None
+        nodes.extend(node.get("children", []))
+        info = node.get("extra_info") or {}
+        if "ARROW_SCAN" in str(info.get("Function", "")):
+            projected = info.get("Projections", [])
+            for column in [projected] if isinstance(projected, str) else projected:
+                # a nested field pushed down is "s.p": its column is s (or one named "s.p")
+                fields = {column[:i] for i, c in enumerate(column) if c == "."} | {column}
+                if not fields & set(names):
+                    return None
+                used |= fields
+    if used.issuperset(names):
+        return None
+    return [name for name in names if name in used] or names[:1]
 
 
 class CurrentTable:
@@ -211,7 +266,7 @@ class CurrentTable:
         return self._table.__arrow_c_stream__(requested_schema)
 
     @contextmanager
-    def holding(self, table: "Table") -> Iterator[None]:
+    def holding(self, table: "Table | pa.Table") -> Iterator[None]:
         self._table = table
         try:
             yield
@@ -229,14 +284,24 @@ class Table:
         self._open = lambda: scope.enter_context(open_records(session, flowfile, reader))
         self._first: Records | None = self._open()
         self.schema = self._first.schema
+        self._fields: list[str] | None = None
         #: the exception a scan's reading stopped at, if any (DuckDB reports it in its own words)
         self.error: BaseException | None = None
 
     def __arrow_c_stream__(self, requested_schema: object = None) -> object:
         return pa.RecordBatchReader.from_batches(self.schema, self._scan()).__arrow_c_stream__(requested_schema)
 
+    def project(self, fields: list[str]) -> None:
+        """Scan only ``fields`` (of ``schema``, in its order); ``schema`` becomes theirs."""
+        self._fields = fields
+        if self._first is not None:
+            self._first.project(fields)
+            self.schema = self._first.schema
+
     def _scan(self) -> Iterator[pa.RecordBatch]:
         records, self._first = self._first or self._open(), None
+        if self._fields is not None and records.schema.names != self._fields:
+            records.project(self._fields)
         try:
             yield from records
         except Exception as err:   # not GeneratorExit: DuckDB closing a scan it read enough of

@@ -18,7 +18,7 @@ name the schema (``SCHEMA_NAME_KEY``) as NiFi's ``RecordSchema.getSchemaName`` d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator, Mapping
+from typing import BinaryIO, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -77,6 +77,15 @@ class RecordReader:
         """Each batch of records in order, every one with ``schema()``'s schema. Raises
         ``MalformedRecordError`` at the first record it cannot read (batches already given stand)."""
         raise NotImplementedError
+
+    def projected_batches(self, names: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        """The batches of ``batches()`` with only the fields ``names`` (fields of ``schema()``, each
+        once), in that order: what a consumer that uses some fields reads (QueryRecord gives the
+        columns its query reads). This default selects them from each whole batch; a reader that
+        can skip decoding the others overrides it (Parquet reads only their column chunks, CSV
+        converts only their values)."""
+        for batch in self.batches():
+            yield batch.select(list(names))
 
     def read_all(self) -> pa.Table:
         """Every record as one table (for small contents: the whole content in memory)."""

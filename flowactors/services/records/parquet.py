@@ -19,7 +19,7 @@ without the cost of a dictionary of unique values.
 
 from __future__ import annotations
 
-from typing import BinaryIO, Iterator, Mapping
+from typing import BinaryIO, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -114,6 +114,12 @@ class _ParquetRecordReader(RecordReader):
         return self._schema
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        return self._read(None)
+
+    def projected_batches(self, names: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        return self._read(list(names))   # only these columns' chunks are read and decoded
+
+    def _read(self, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
         skip, left = self._offset or 0, self._count
         groups = list(self._groups)
         metadata = self._file.metadata
@@ -123,7 +129,8 @@ class _ParquetRecordReader(RecordReader):
             return
         done = 0
         try:
-            for batch in self._file.iter_batches(batch_size=BATCH_RECORDS, row_groups=groups, use_threads=True):
+            for batch in self._file.iter_batches(batch_size=BATCH_RECORDS, row_groups=groups, columns=columns,
+                                                    use_threads=True):
                 if skip:
                     cut = min(skip, batch.num_rows)
                     batch, skip = batch.slice(cut), skip - cut
