@@ -45,3 +45,8 @@ class CountingStream(io.BytesIO):
         data = super().read(size)
         self.read_bytes += len(data)
         return data
+
+    def readinto(self, buffer) -> int:   # how pyarrow's Parquet reader reads
+        count = super().readinto(buffer)
+        self.read_bytes += count
+        return count

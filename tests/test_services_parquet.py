@@ -20,6 +20,7 @@ from flowactors.sdk.records import BATCH_RECORDS, MalformedRecordError, SchemaMi
 from flowactors.sdk.records.schema import ENUM_SYMBOLS, NIFI_TYPE, avro_to_arrow, nifi_type_name
 from flowactors.services.records.parquet import ParquetReader, ParquetRecordSetWriter
 from flowactors.testing import enable_service
+from tests.records_helpers import CountingStream
 
 USER = {"type": "record", "name": "User", "namespace": "nifi", "fields": [
     {"name": "name", "type": "string"}, {"name": "favorite_number", "type": ["null", "int"]},
@@ -44,22 +45,6 @@ def write(table: pa.Table, properties: dict | None = None, attributes: dict | No
 
 def reader(data: bytes, attributes: dict | None = None):
     return enable_service(ParquetReader).create_reader(attributes or {}, io.BytesIO(data), len(data))
-
-
-class CountingStream(io.BytesIO):
-    """A content stream that counts the bytes read from it."""
-
-    bytes_read = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = super().read(size)
-        self.bytes_read += len(data)
-        return data
-
-    def readinto(self, buffer) -> int:
-        count = super().readinto(buffer)
-        self.bytes_read += count
-        return count
 
 
 def test_read_users_written_by_the_writer():
@@ -100,7 +85,7 @@ def test_projected_batches_read_only_the_named_columns_chunks():
     numbers = pa.Table.from_batches(list(enable_service(ParquetReader).create_reader({}, some, len(data))
                                          .projected_batches(["favorite_number"])))
     assert numbers.schema.names == ["favorite_number"] and numbers.num_rows == 20_000
-    assert some.bytes_read < every.bytes_read / 3   # the two text columns' chunks are not read
+    assert some.read_bytes < every.read_bytes / 3   # the two text columns' chunks are not read
     part = reader(data, {"record.offset": "10", "record.count": "5"}).projected_batches(["favorite_number", "name"])
     assert pa.Table.from_batches(list(part)).to_pydict() == {"favorite_number": list(range(10, 15)),
                                                              "name": [f"Bob{i}" for i in range(10, 15)]}
@@ -119,7 +104,7 @@ def test_row_groups_are_read_one_batch_at_a_time():
     batches = enable_service(ParquetReader).create_reader({}, stream, len(data)).batches()
     first = next(batches)
     assert first.num_rows <= BATCH_RECORDS
-    assert stream.bytes_read < len(data) * 0.6
+    assert stream.read_bytes < len(data) * 0.6
     assert sum(b.num_rows for b in batches) + first.num_rows == 3 * BATCH_RECORDS
 
 
