@@ -259,6 +259,20 @@ def test_a_value_that_does_not_fit_names_the_field_and_record():
         read(b"id,name,balance\n1,a,1.5\n2,b,lots\n", GIVEN)
 
 
+def test_projected_batches_convert_only_the_named_fields():
+    content = b"id,name,balance\n1,a,1.5\n2,b,lots\n3,c,\n"
+    names = reader(content, GIVEN).projected_batches(["name", "id"])
+    assert pa.Table.from_batches(list(names)).to_pylist() == [{"name": "a", "id": "1"}, {"name": "b", "id": "2"},
+                                                               {"name": "c", "id": "3"}]
+    # a field not read is not converted: its bad value is not an error (docs/records/query-record.md)
+    balances = reader(content, GIVEN).projected_batches(["balance"])
+    with pytest.raises(SchemaMismatchError, match=r"field 'balance' of record 1 is \"lots\""):
+        list(balances)
+    # through Python's csv (a comment marker) as through pyarrow
+    commented = reader(b"# note\n" + content, {**GIVEN, "Comment Marker": "#"}).projected_batches(["name"])
+    assert pa.Table.from_batches(list(commented)).column("name").to_pylist() == ["a", "b", "c"]
+
+
 # ---------------------------------------------------------------------------------- malformed content
 def test_an_unterminated_quote_is_malformed():
     with pytest.raises(MalformedRecordError, match="quoted value is not closed") as caught:

@@ -25,7 +25,7 @@ import codecs
 import csv
 import io
 from dataclasses import dataclass, replace
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import Any, BinaryIO, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -212,27 +212,31 @@ class _Text:
             found[field.name] = t
         return found
 
-    def batches(self, types: Mapping[str, pa.DataType] | None = None) -> Iterator[pa.RecordBatch]:
-        """Batches of columns named as the header or the layout says. A column ``types`` names
-        (a number or a boolean) is read by pyarrow as that type, and null where empty or the Null
-        String; every other column is text, each value trimmed and null as NiFi's reader makes it.
-        From a value pyarrow does not read as its column's type on, every column is text (NiFi's
-        rules then decide what it is)."""
+    def batches(self, types: Mapping[str, pa.DataType] | None = None,
+                fields: Collection[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """Batches of columns named as the header or the layout says (only those named in
+        ``fields``, when given: pyarrow converts no other). A column ``types`` names (a number or
+        a boolean) is read by pyarrow as that type, and null where empty or the Null String; every
+        other column is text, each value trimmed and null as NiFi's reader makes it. From a value
+        pyarrow does not read as its column's type on, every column is text (NiFi's rules then
+        decide what it is)."""
         self.records = 0
         first = self._peek()
         if first is None:
             return
         self.names = self._named(first)
+        width = len(first)
+        kept = [i for i, name in enumerate(self.names[:width]) if fields is None or name in fields]
+        names = [self.names[i] for i in kept]
         if self._dialect.comment is None and self._dialect.ascii:
             typed, mark = dict(types or {}), (self._start, self._layout.header, 0)
             while True:
-                reading = Reading(self._stream, mark, self._parsing(len(first), typed))
+                reading = Reading(self._stream, mark, self._parsing(width, typed, kept))
                 try:
                     for batch in reading.batches(self.records - mark[2]):
                         self.records += batch.num_rows
                         self.double_quoted = reading.quotes.double_quoted
-                        yield self._cleaned(pa.RecordBatch.from_arrays(batch.columns, names=self.names[:len(first)]),
-                                            parsed=True)
+                        yield self._cleaned(pa.RecordBatch.from_arrays(batch.columns, names=names), parsed=True)
                     return
                 except (pa.ArrowInvalid, UnicodeDecodeError):
                     if not typed:
@@ -240,7 +244,7 @@ class _Text:
                     typed, mark = {}, reading.mark   # the rest as text, from where the failed part began
         self.double_quoted = True
         for batch in self._python(self.records):
-            yield self._cleaned(batch, parsed=False)
+            yield self._cleaned(batch if fields is None else batch.select(names), parsed=False)
 
     def _rows(self, text: io.TextIOBase) -> tuple[Iterator[list[str]], CommentedLines]:
         d = self._dialect
@@ -282,8 +286,9 @@ class _Text:
             seen.add(name)
         return names
 
-    def _parsing(self, width: int, types: Mapping[str, pa.DataType]) -> Parsing:
-        """What pyarrow is told (``csv_arrow``): the columns ``types`` names converted by it."""
+    def _parsing(self, width: int, types: Mapping[str, pa.DataType], kept: list[int]) -> Parsing:
+        """What pyarrow is told (``csv_arrow``): the columns ``types`` names converted by it, and
+        only the columns at the positions ``kept`` given."""
         d = self._dialect
         internal = [f"c{i}" for i in range(width)]
         nulls = [""]
@@ -294,6 +299,7 @@ class _Text:
                                 double_quote=d.quote is not None, newlines_in_values=d.quote is not None,
                                 ignore_empty_lines=True),
             pa_csv.ConvertOptions(column_types={i: types.get(n, pa.string()) for i, n in zip(internal, self.names)},
+                                  include_columns=[internal[i] for i in kept],
                                   null_values=nulls, true_values=_TRUE, false_values=_FALSE, strings_can_be_null=True,
                                   quoted_strings_can_be_null=True),
             internal, BATCH_BYTES, d.arrow_encoding, (d.quote or "").encode(), (d.escape or "").encode())
@@ -416,21 +422,29 @@ class _CsvReader(RecordReader):
         return settle(inferred)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        return self._read(self._schema, None)
+
+    def projected_batches(self, names: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        schema = pa.schema([self._schema.field(name) for name in names], metadata=self._schema.metadata)
+        return self._read(schema, set(names))   # the other columns are parsed, not converted
+
+    def _read(self, schema: pa.Schema, fields: set[str] | None) -> Iterator[pa.RecordBatch]:
         if self._kept is not None:
             batches: Any = [self._kept]
         else:
-            batches = self._text.batches(self._text.arrow_types(self._schema))
+            batches = self._text.batches(self._text.arrow_types(schema), fields)
         first = 0
         for raw in batches:
             for start in range(0, raw.num_rows, BATCH_RECORDS):
                 part = raw.slice(start, BATCH_RECORDS)
-                yield self._typed(part, first)
+                yield self._typed(part, first, schema)
                 first += part.num_rows
 
-    def _typed(self, raw: pa.RecordBatch, first: int) -> pa.RecordBatch:
+    def _typed(self, raw: pa.RecordBatch, first: int, schema: pa.Schema) -> pa.RecordBatch:
+        """The records of ``raw`` (text columns, or columns pyarrow typed) as ``schema``'s fields."""
         names = set(raw.schema.names)
         columns = []
-        for field in self._schema:
+        for field in schema:
             if field.name not in names:
                 columns.append(pa.nulls(raw.num_rows, field.type))
                 continue
@@ -448,7 +462,7 @@ class _CsvReader(RecordReader):
             except SchemaMismatchError as err:
                 raise SchemaMismatchError(renumbered(str(err), first)) from None
         try:
-            return conform(pa.RecordBatch.from_arrays(columns, schema=self._schema), self._schema)
+            return conform(pa.RecordBatch.from_arrays(columns, schema=schema), schema)
         except SchemaMismatchError as err:
             raise SchemaMismatchError(renumbered(str(err), first)) from None
 
