@@ -368,6 +368,16 @@ RECORD_FINDINGS = [
     ("json-records", "a schema name (from the FlowFile) holding a line break: a SchemaNotFoundError of two lines "
                      "from the registry",
      (_BY_NAME, {"schema.name": "a\nb"}, b"[]", False)),
+    ("parquet-records", "a footer whose list column's repetition type was changed (its level histograms no longer "
+                        "fit): pyarrow's C++ throws where nothing catches it reading the column chunk's metadata "
+                        "(parquet._row_groups: group.column(c)) and the process aborts (std::terminate, SIGABRT); "
+                        "iter_batches alone raises OSError",
+     ({}, _parquet({"l": [[1, None]]}, store_schema=False).replace(b"\x35\x02\x18\x01l", b"\x33\x02\x18\x01l", 1),
+      False)),
+    ("parquet-records", "the same footer read with a file range (parquet.file.range.*): the row groups were chosen "
+                        "from pyarrow's column chunk metadata, the same abort",
+     ({"parquet.file.range.startOffset": "0"}, _parquet({"l": [[1, None]]}, store_schema=False).replace(
+         b"\x35\x02\x18\x01l", b"\x33\x02\x18\x01l", 1), False)),
 ]
 
 #: (target, the finding, the example): in readers another area owns (json.py, csv.py, parquet.py, textual.py,
@@ -426,12 +436,6 @@ OPEN_RECORD_FINDINGS = [
                         "does not check Parquet's strings)",
      ({}, _parquet({"s": ["abc"]}, compression="none", use_dictionary=False, write_statistics=False,
                    store_schema=False).replace(b"abc", b"a\xffc"), False)),
-    ("parquet-records", "a footer whose list column's repetition type was changed (its level histograms no longer "
-                        "fit): pyarrow's C++ throws where nothing catches it reading the column chunk's metadata "
-                        "(parquet._row_groups: group.column(c)) and the process aborts (std::terminate, SIGABRT); "
-                        "iter_batches alone raises OSError",
-     ({}, _parquet({"l": [[1, None]]}, store_schema=False).replace(b"\x35\x02\x18\x01l", b"\x33\x02\x18\x01l", 1),
-      False)),
     ("parquet-records", "a column name that is not UTF-8: UnicodeDecodeError from pyarrow's schema_arrow in "
                         "parquet.__init__",
      ({}, _parquet({"colname": [1]}, store_schema=False).replace(b"colname", b"col\xffame"), False)),

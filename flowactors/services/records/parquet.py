@@ -29,8 +29,10 @@ from flowactors.sdk.records import (BATCH_RECORDS, MalformedRecordError, RecordR
                                     RecordSetWriter, SchemaMismatchError, WriteResult)
 from flowactors.sdk.records import access
 from flowactors.sdk.records.schema import avro_to_arrow, conform
+from flowactors.sdk.relationships import reason
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.sdk.units import parse_data_size
+from flowactors.services.records.parquet_footer import row_group_spans
 
 MIME_TYPE = "application/parquet"
 
@@ -45,11 +47,6 @@ COMPRESSIONS = {"UNCOMPRESSED": "none", "SNAPPY": "snappy", "GZIP": "gzip", "LZO
 READ_BUFFER = 1 << 20
 #: parquet-mr's default row group size (NiFi's when the property is not set)
 DEFAULT_ROW_GROUP_SIZE = 128 << 20
-
-
-def _reason(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -81,6 +78,17 @@ def _number(attributes: Mapping[str, str], name: str) -> int | None:
     return number
 
 
+def _row_groups(stream: BinaryIO, size: int, start: int, end: int) -> list[int]:
+    """The row groups whose middle is in [start, end) (parquet-mr's file range), placed by the
+    footer as ``parquet_footer`` reads it: pyarrow's column chunk metadata would abort the process
+    on a chunk it cannot check (that module's docstring)."""
+    try:
+        spans = row_group_spans(stream, size)
+    except (ValueError, OSError) as err:
+        raise MalformedRecordError(f"the Parquet file cannot be read: {reason(err)}", offset=0) from None
+    return [index for index, (first, length) in enumerate(spans) if start <= first + length // 2 < end]
+
+
 class _ParquetRecordReader(RecordReader):
     def __init__(self, stream: BinaryIO, size: int, attributes: Mapping[str, str]):
         if size < 12:   # "PAR1", a footer length, "PAR1"
@@ -90,25 +98,15 @@ class _ParquetRecordReader(RecordReader):
             self._file = pq.ParquetFile(stream, buffer_size=READ_BUFFER, pre_buffer=False)
             self._schema = self._file.schema_arrow
         except (pa.ArrowException, OSError) as err:
-            raise MalformedRecordError(f"the content is not a Parquet file: {_reason(err)}", offset=0) from None
+            raise MalformedRecordError(f"the content is not a Parquet file: {reason(err)}", offset=0) from None
         self._offset = _number(attributes, RECORD_OFFSET)
         count = _number(attributes, RECORD_COUNT)
         self._count = count if self._offset is not None else None
         start, end = _number(attributes, RANGE_START), _number(attributes, RANGE_END)
-        self._groups = self._row_groups(start or 0, end if end is not None else size)
-
-    def _row_groups(self, start: int, end: int) -> list[int]:
-        """The row groups whose middle is in [start, end) (parquet-mr's file range)."""
-        metadata = self._file.metadata
-        chosen = []
-        for index in range(metadata.num_row_groups):
-            group = metadata.row_group(index)
-            columns = [group.column(c) for c in range(group.num_columns)]
-            first = min((c.dictionary_page_offset or c.data_page_offset) for c in columns) if columns else 0
-            middle = first + sum(c.total_compressed_size for c in columns) // 2
-            if start <= middle < end:
-                chosen.append(index)
-        return chosen
+        if start is None and end is None:
+            self._groups = list(range(self._file.metadata.num_row_groups))
+        else:
+            self._groups = _row_groups(stream, size, start or 0, end if end is not None else size)
 
     def schema(self) -> pa.Schema:
         return self._schema
@@ -143,7 +141,7 @@ class _ParquetRecordReader(RecordReader):
                 if left == 0:
                     return
         except (pa.ArrowException, OSError) as err:
-            raise MalformedRecordError(f"the Parquet file cannot be read after record {done}: {_reason(err)}",
+            raise MalformedRecordError(f"the Parquet file cannot be read after record {done}: {reason(err)}",
                                        record=done) from None
 
 
@@ -291,7 +289,7 @@ class _ParquetWriter(RecordSetWriter):
                 self._writer.write_table(table, row_group_size=table.num_rows)
         except (pa.ArrowException, ValueError) as err:
             what = "schema" if self._writer is None else "records"
-            raise SchemaMismatchError(f"the {what} cannot be written as Parquet: {_reason(err)}") from None
+            raise SchemaMismatchError(f"the {what} cannot be written as Parquet: {reason(err)}") from None
 
     def finish(self) -> WriteResult:
         if self._pending or self._writer is None:
