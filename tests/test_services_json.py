@@ -258,6 +258,19 @@ def test_malformed_json_is_found_while_inferring():
     assert caught.value.record == 2
 
 
+LATIN_1 = b'[{"a": "x"}, {"a": "\xc3\xa9"}, {"a": "caf\xe9"}]'   # the last value in Latin-1, not UTF-8
+
+
+@pytest.mark.parametrize("data, properties", [
+    (LATIN_1, {}), (LATIN_1, {**TEXT, "Schema Text": avro([{"name": "a", "type": "string"}])}),
+    (b'{"a": "x"}\n{"a": "\xc3\xa9"}\n{"caf\xe9": 1}', {}),   # a key
+])
+def test_text_that_is_not_utf8_names_the_record_and_byte(data, properties):
+    with pytest.raises(MalformedRecordError, match="^record 2 is not UTF-8 text: invalid continuation byte") as caught:
+        read(data, properties)
+    assert caught.value.record == 2 and caught.value.offset == data.index(b"\xe9\"")
+
+
 @pytest.mark.parametrize("data, problem, record", [
     (b'[{"a": 1}, {"a": 2}', "the array is not closed", 2),
     (b'[{"a": 1} {"a": 2}]', "without a comma", 1),
