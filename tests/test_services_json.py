@@ -271,6 +271,29 @@ def test_text_that_is_not_utf8_names_the_record_and_byte(data, properties):
     assert caught.value.record == 2 and caught.value.offset == data.index(b"\xe9\"")
 
 
+def nest(depth: int, kind: str = "object") -> bytes:
+    """A value of ``depth`` objects (or arrays) one inside the other."""
+    opening, closing = (b'{"a":', b"}") if kind == "object" else (b"[", b"]")
+    return opening * depth + b"1" + closing * depth
+
+
+@pytest.mark.parametrize("kind", ["object", "array"])
+@pytest.mark.parametrize("properties", [{}, {"Date Format": "yyyy-MM-dd"},
+                                        {**TEXT, "Schema Text": avro([{"name": "d", "type": ["null", "string"]}])}])
+def test_a_record_nesting_deeper_than_a_schema_may_is_refused_naming_it(kind, properties):
+    """A record is one level, each object or array in it one more: 200 in all are read (a schema
+    nests as deep), more are refused (Jackson refuses past 1000; pyarrow's inference dies at some
+    20000, Python's stack before 1000)."""
+    before = b'[{"d": 1}, {"d": '
+    assert len(read(before + nest(199, kind) + b"}]", properties)[1]) == 2
+    level_201 = len(before) + 199 * len(nest(1, kind).partition(b"1")[0])   # the 200th bracket opened in the value
+    for depth in (200, 100_000):
+        with pytest.raises(MalformedRecordError, match="^record 1 nests objects and arrays more than 200 deep") \
+                as caught:
+            read(before + nest(depth, kind) + b"}]", properties)
+        assert caught.value.record == 1 and caught.value.offset == level_201
+
+
 @pytest.mark.parametrize("data, problem, record", [
     (b'[{"a": 1}, {"a": 2}', "the array is not closed", 2),
     (b'[{"a": 1} {"a": 2}]', "without a comma", 1),
