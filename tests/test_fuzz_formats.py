@@ -388,6 +388,15 @@ RECORD_FINDINGS = [
     ("json-records", "objects nested 400 deep: RecursionError in json._has_stamp (Jackson refuses past 1000 "
                      "levels with an error)",
      ({}, {}, b'[{"d":' + b'{"a":' * 400 + b"1" + b"}" * 400 + b"}]", False)),
+    ("parquet-records", "record.count 99999999999999999999999: OverflowError in parquet.batches (batch.slice)",
+     ({"record.offset": "0", "record.count": "9" * 23}, _parquet({"s": ["abc"]}), False)),
+    ("parquet-records", "a string value that is not UTF-8: the batch's string array is not valid UTF-8 (pyarrow "
+                        "does not check Parquet's strings)",
+     ({}, _parquet({"s": ["abc"]}, compression="none", use_dictionary=False, write_statistics=False,
+                   store_schema=False).replace(b"abc", b"a\xffc"), False)),
+    ("parquet-records", "a column name that is not UTF-8: UnicodeDecodeError from pyarrow's schema_arrow in "
+                        "parquet.__init__",
+     ({}, _parquet({"colname": [1]}, store_schema=False).replace(b"colname", b"col\xffame"), False)),
 ]
 
 #: (target, the finding, the example): in readers another area owns (json.py, csv.py, parquet.py, textual.py,
@@ -430,15 +439,6 @@ OPEN_RECORD_FINDINGS = [
                                      "null", 16000),
                       orjson.dumps({"type": "x", "name": "r", "doc": "d" * 1200, "fields": []}).decode(), "null"),
       False)),
-    ("parquet-records", "record.count 99999999999999999999999: OverflowError in parquet.batches (batch.slice)",
-     ({"record.offset": "0", "record.count": "9" * 23}, _parquet({"s": ["abc"]}), False)),
-    ("parquet-records", "a string value that is not UTF-8: the batch's string array is not valid UTF-8 (pyarrow "
-                        "does not check Parquet's strings)",
-     ({}, _parquet({"s": ["abc"]}, compression="none", use_dictionary=False, write_statistics=False,
-                   store_schema=False).replace(b"abc", b"a\xffc"), False)),
-    ("parquet-records", "a column name that is not UTF-8: UnicodeDecodeError from pyarrow's schema_arrow in "
-                        "parquet.__init__",
-     ({}, _parquet({"colname": [1]}, store_schema=False).replace(b"colname", b"col\xffame"), False)),
 ]
 
 

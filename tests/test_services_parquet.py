@@ -229,6 +229,39 @@ def test_corrupt_column_chunk():
         list(reader(bytes(broken)).batches())
 
 
+def plain(table: pa.Table) -> bytes:
+    """``table`` as a Parquet file whose values and names are stored as they are (no compression,
+    dictionary, statistics or Arrow schema), so that a byte of one can be changed in place."""
+    out = io.BytesIO()
+    pq.write_table(table, out, compression="none", use_dictionary=False, write_statistics=False, store_schema=False)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("column", [pa.array(["ok", "ok", "caf\u00e9"]), pa.array([["ok"], [], ["ok", "caf\u00e9"]]),
+                                    pa.array([{"s": "ok"}, {"s": "ok"}, {"s": "caf\u00e9"}])])
+def test_text_that_is_not_utf8_is_malformed_naming_the_record_and_field(column):
+    data = plain(pa.table({"n": [1, 2, 3], "text": column})).replace("caf\u00e9".encode(), b"caf\xe9\x00")
+    with pytest.raises(MalformedRecordError, match="^record 2's field 'text' holds text that is not UTF-8") as caught:
+        list(reader(data).batches())
+    assert caught.value.record == 2
+
+
+def test_the_records_before_text_that_is_not_utf8_are_read():
+    data = plain(pa.table({"text": ["ok", "fine", "caf\u00e9"]})).replace("caf\u00e9".encode(), b"caf\xe9\x00")
+    assert reader(data, {"record.offset": "0", "record.count": "2"}).read_all().to_pydict() == {"text": ["ok", "fine"]}
+
+
+def test_a_column_name_that_is_not_utf8_is_malformed():
+    data = plain(pa.table({"colname": [1]})).replace(b"colname", b"col\xffame")
+    with pytest.raises(MalformedRecordError, match="schema has a name that is not UTF-8"):
+        reader(data)
+
+
+def test_a_record_count_past_the_records_reads_them_all():
+    data, _ = write(users(10))
+    assert reader(data, {"record.offset": "3", "record.count": "9" * 23}).read_all().equals(users(7, 3))
+
+
 def test_empty_record_set_is_a_file_with_its_schema():
     data, result = write(users(0))
     assert result.record_count == 0

@@ -99,6 +99,9 @@ class _ParquetRecordReader(RecordReader):
             self._schema = self._file.schema_arrow
         except (pa.ArrowException, OSError) as err:
             raise MalformedRecordError(f"the content is not a Parquet file: {reason(err)}", offset=0) from None
+        except UnicodeDecodeError as err:
+            raise MalformedRecordError(f"the Parquet file's schema has a name that is not UTF-8: {reason(err)}",
+                                       offset=0) from None
         self._offset = _number(attributes, RECORD_OFFSET)
         count = _number(attributes, RECORD_COUNT)
         self._count = count if self._offset is not None else None
@@ -133,9 +136,10 @@ class _ParquetRecordReader(RecordReader):
                     cut = min(skip, batch.num_rows)
                     batch, skip = batch.slice(cut), skip - cut
                 if left is not None:
-                    batch = batch.slice(0, left)
+                    batch = batch.slice(0, min(left, batch.num_rows))
                     left -= batch.num_rows
                 if batch.num_rows:
+                    _check_text(batch, done)
                     done += batch.num_rows
                     yield batch
                 if left == 0:
@@ -143,6 +147,47 @@ class _ParquetRecordReader(RecordReader):
         except (pa.ArrowException, OSError) as err:
             raise MalformedRecordError(f"the Parquet file cannot be read after record {done}: {reason(err)}",
                                        record=done) from None
+
+
+def _check_text(batch: pa.RecordBatch, first: int) -> None:
+    """``MalformedRecordError`` naming the record (``first`` is the batch's first) and the field
+    when a text value of ``batch`` is not UTF-8: pyarrow keeps a Parquet string's bytes as they
+    are. Arrow's check of the columns holding text, about 1 GB/s of text (11 ms of a 100 ms read
+    of short ASCII strings; 43 ms of 160 for 8 million short strings of non-ASCII text). The
+    record is not named when the bytes at fault are outside the batch's values (list items past a
+    slice of it, a dictionary entry none uses)."""
+    for index, field in enumerate(batch.schema):
+        if not _holds_text(field.type):
+            continue
+        column = batch.column(index)
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid as err:
+            row = next((r for r in range(len(column)) if not _decodes(column, r)), None)
+            where = f"record {first + row}'s field" if row is not None else "field"
+            raise MalformedRecordError(f"{where} '{field.name}' holds text that is not UTF-8 ({reason(err)})",
+                                       record=None if row is None else first + row) from None
+
+
+def _holds_text(data_type: pa.DataType) -> bool:
+    types = [data_type]
+    while types:
+        t = types.pop()
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            return True
+        if pa.types.is_dictionary(t):
+            types.append(t.value_type)
+        elif pa.types.is_nested(t):
+            types.extend(t.field(i).type for i in range(t.num_fields))
+    return False
+
+
+def _decodes(column: pa.Array, row: int) -> bool:
+    try:
+        column[row].as_py()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------- writing
