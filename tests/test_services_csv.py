@@ -84,6 +84,16 @@ def test_another_character_set():
     assert records == [{"id": 1, "name": "Müller"}]
 
 
+@pytest.mark.parametrize("charset, codec", [("UTF-16", "utf-16"), ("UTF-16", "utf-16-be"), ("UTF-16", "utf-16-le"),
+                                            ("UTF-32", "utf-32"), ("UTF-32", "utf-32-be")])
+def test_utf16_and_utf32_without_a_byte_order_mark_are_big_endian(charset, codec):
+    """As Java's UTF-16 and UTF-32 read them: the byte order mark says the order, big-endian without one
+    (Python's codecs refuse a content without one); little-endian without one is then other characters."""
+    data = "id,name\n1,Müller\n".encode(codec)
+    _, records = read(data, {"Character Set": charset, "Schema Access Strategy": "Use String Fields From Header"})
+    assert records == ([] if codec.endswith("-le") else [{"id": "1", "name": "Müller"}])
+
+
 def test_a_byte_order_mark_is_skipped():
     assert read(b"\xef\xbb\xbfid,name\n1,a\n")[0].names == ["id", "name"]
 

@@ -108,6 +108,11 @@ _WRITTEN = {RFC_4180: ("\r\n", None), EXCEL: ("\r\n", None), TDF: ("\r\n", None)
             INFORMIX: ("\n", None), INFORMIX_CSV: ("\n", None)}
 
 
+#: the byte order marks of the codecs that need one (big-endian, then little-endian)
+_BYTE_ORDER_MARKS = {"utf-16": (codecs.BOM_UTF16_BE, codecs.BOM_UTF16_LE),
+                     "utf-32": (codecs.BOM_UTF32_BE, codecs.BOM_UTF32_LE)}
+
+
 @dataclass(frozen=True)
 class _Dialect:
     """The CSV options for one content (properties may name FlowFile attributes)."""
@@ -159,9 +164,16 @@ class _Dialect:
         """The encoding pyarrow is told: its own UTF-8 (which skips a byte order mark), else the character set."""
         return "utf8" if codecs.lookup(self.charset).name == "utf-8" else self.charset
 
-    @property
-    def encoding(self) -> str:
-        return "utf-8-sig" if codecs.lookup(self.charset).name == "utf-8" else self.charset
+    def encoding(self, head: bytes) -> str:
+        """The Python codec of a content starting with ``head`` (4 bytes): UTF-8's skips a byte
+        order mark; UTF-16 or UTF-32 without one is big-endian, as Java reads it (Python's
+        codec refuses it)."""
+        name = codecs.lookup(self.charset).name
+        if name == "utf-8":
+            return "utf-8-sig"
+        if name in _BYTE_ORDER_MARKS and not head.startswith(_BYTE_ORDER_MARKS[name]):
+            return f"{name}-be"
+        return self.charset
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -254,10 +266,16 @@ class _Text:
                           strict=True)
         return (r for r in rows if r and r != [""]), lines
 
+    def _text(self) -> io.TextIOWrapper:
+        """The content as text, from its start (detach it after)."""
+        self._stream.seek(self._start)
+        head = self._stream.read(4)
+        self._stream.seek(self._start)
+        return io.TextIOWrapper(self._stream, encoding=self._dialect.encoding(head), newline="")
+
     def _peek(self) -> list[str] | None:
         """The content's first record (None when it has none); the stream is left at its start."""
-        self._stream.seek(self._start)
-        text = io.TextIOWrapper(self._stream, encoding=self._dialect.encoding, newline="")
+        text = self._text()
         rows, lines = self._rows(text)
         try:
             return next(rows, None)
@@ -306,8 +324,7 @@ class _Text:
 
     def _python(self, done: int) -> Iterator[pa.RecordBatch]:
         """The records after the first ``done`` ones, parsed by Python's csv."""
-        self._stream.seek(self._start)
-        text = io.TextIOWrapper(self._stream, encoding=self._dialect.encoding, newline="")
+        text = self._text()
         rows, lines = self._rows(text)
         try:
             if self._layout.header:
