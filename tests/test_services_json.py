@@ -9,6 +9,7 @@ import decimal
 import gzip
 import io
 import json
+import re
 from functools import partial
 
 import orjson
@@ -145,6 +146,23 @@ def test_a_date_is_read_from_text_in_the_date_format():
     schema = avro([{"name": "date", "type": {"type": "int", "logicalType": "date"}}])
     _, records = read(b'{ "date": "2000-01-01" }', {**TEXT, "Schema Text": schema, "Date Format": "yyyy-MM-dd"})
     assert records == [{"date": datetime.date(2000, 1, 1)}]
+
+
+DATE = avro([{"name": "d", "type": ["null", {"type": "int", "logicalType": "date"}]}])
+
+
+def test_a_date_of_milliseconds_past_what_a_double_holds_is_read_exactly():
+    """Days since the epoch, rounded down, counted in whole numbers (a double loses past 2**53)."""
+    table = reader(b'[{"d": 9007199254740993}, {"d": -86400001}, {"d": "9007199254740993"}]',
+                   {**TEXT, "Schema Text": DATE}).read_all()
+    assert table.column("d").cast(pa.int32()).to_pylist() == [104249991, -2, 104249991]
+
+
+@pytest.mark.parametrize("value, shown", [(b"1e300", "1e+300"), (b'"9223372036854775808"', '"9223372036854775808"'),
+                                          (b'"a\xc2\x85b"', '"a\\x85b"')])
+def test_a_date_that_is_no_date_is_a_schema_mismatch_quoting_it_on_one_line(value, shown):
+    with pytest.raises(SchemaMismatchError, match=re.escape(f"field 'd' of record 1 is {shown}, which is")):
+        read(b'[{"d": 1}, {"d": ' + value + b"}]", {**TEXT, "Schema Text": DATE})
 
 
 def test_a_timestamp_is_read_from_text_or_from_milliseconds():

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from flowactors.sdk.expression.functions.dates import date_pattern, format_date, parse_date
 from flowactors.sdk.processor import PropertyDescriptor
 from flowactors.sdk.records.api import SchemaMismatchError
-from flowactors.sdk.records.schema import conform, merge_schemas, nifi_type_name, to_choice_storage
+from flowactors.sdk.records.schema import conform, merge_schemas, nifi_type_name, printable, to_choice_storage
 from flowactors.sdk.services import ServiceContext
 
 _MS_PER_DAY = 86_400_000
@@ -121,9 +121,9 @@ class TemporalFormats:
         if pc.any(bad).as_py():
             row = int(np.argmax(np.asarray(bad)))
             shown = f"format '{pattern}'" if pattern else "a number of milliseconds or ISO 8601"
-            raise SchemaMismatchError(f"field '{path}' of record {row} is {orjson.dumps(text[row].as_py()).decode()}, "
+            raise SchemaMismatchError(f"field '{path}' of record {row} is {_shown(text[row].as_py())}, "
                                       f"which is not a {nifi_type_name(pa.field(path, data_type))} in {shown}")
-        return from_millis(millis, data_type)
+        return millis_as(millis, data_type, path, text)
 
     def matches(self, text: pa.Array, data_type: pa.DataType) -> bool:
         """Whether every value of ``text`` (no nulls) reads as ``data_type`` in its format (set)."""
@@ -172,7 +172,12 @@ def _epoch_or_iso(text: pa.Array, data_type: pa.DataType) -> pa.Array:
     """Milliseconds of values written as a number of milliseconds, or as ISO 8601 text."""
     trimmed = pc.utf8_trim_whitespace(text)
     numeric = pc.match_substring_regex(trimmed, r"^-?\d+$")
-    numbers = pc.if_else(numeric, trimmed, None).cast(pa.int64())
+    digits = pc.if_else(numeric, trimmed, None)
+    try:
+        numbers = digits.cast(pa.int64())
+    except pa.ArrowInvalid:   # digits past a long: not a number of milliseconds (null)
+        numbers = pa.array([None if v is None or not -2**63 <= int(v) < 2**63 else int(v) for v in digits.to_pylist()],
+                           pa.int64())
     iso = pc.if_else(numeric, None, trimmed)
     if iso.null_count == len(iso):
         return numbers
@@ -207,15 +212,40 @@ def to_millis(values: pa.Array) -> pa.Array:
 
 
 def from_millis(millis: pa.Array, data_type: pa.DataType) -> pa.Array:
-    """Milliseconds since the epoch (int64) as a date, time (of that day) or timestamp column."""
-    if pa.types.is_date(data_type):
-        days = pc.floor(pc.divide(millis.cast(pa.float64()), _MS_PER_DAY)).cast(pa.int32())
-        return days.cast(pa.date32()).cast(data_type)
+    """Milliseconds since the epoch (int64) as a date, time (of that day) or timestamp column;
+    null where the moment is outside the type's range (``millis_as`` names it)."""
+    if pa.types.is_date(data_type):   # whole days, rounded down, in whole numbers (a double loses past 2**53)
+        days = pc.divide(millis, _MS_PER_DAY)
+        days = pc.subtract(days, pc.and_(pc.less(millis, 0), pc.not_equal(pc.multiply(days, _MS_PER_DAY), millis))
+                           .cast(pa.int64()))
+        days = pc.if_else(pc.and_(pc.greater_equal(days, -2**31), pc.less(days, 2**31)), days, None)
+        return days.cast(pa.int32()).cast(pa.date32()).cast(data_type)
     if pa.types.is_time(data_type):   # the time of day of a moment (a time read alone is on 1900-01-01)
         of_day = np.mod(millis.to_numpy(zero_copy_only=False), _MS_PER_DAY)
         mask = np.asarray(millis.is_null()) if millis.null_count else None
         return pa.array(np.nan_to_num(of_day).astype(np.int32), mask=mask).cast(pa.time32("ms")).cast(data_type)
+    finer = {"us": 1_000, "ns": 1_000_000}.get(getattr(data_type, "unit", "ms"), 1)
+    if finer > 1:
+        millis = pc.if_else(pc.less_equal(pc.abs_checked(millis), (2**63 - 1) // finer), millis, None)
     return millis.cast(pa.timestamp("ms", tz=getattr(data_type, "tz", None))).cast(data_type)
+
+
+def millis_as(millis: pa.Array, data_type: pa.DataType, path: str, shown: pa.Array | None = None) -> pa.Array:
+    """``from_millis``, and ``SchemaMismatchError`` naming ``path`` and the record (of this column)
+    whose moment is outside ``data_type``'s range, showing its value (``shown``'s, when given)."""
+    values = from_millis(millis, data_type)
+    outside = pc.and_(pc.is_null(values), pc.is_valid(millis))
+    if pc.any(outside).as_py():
+        row = int(np.argmax(np.asarray(outside)))
+        value = (millis if shown is None else shown)[row].as_py()
+        raise SchemaMismatchError(f"field '{path}' of record {row} is {_shown(value)}, which is outside the range "
+                                  f"of a {nifi_type_name(pa.field(path, data_type))}")
+    return values
+
+
+def _shown(value: Any) -> str:
+    """A value as a message quotes it: JSON, on one line, cut to 200 characters."""
+    return printable(orjson.dumps(value, default=str).decode(), 200)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -417,16 +447,16 @@ def values_as(values: list, field: pa.Field, formats: TemporalFormats, path: str
         keys = pa.array([k for v in values if v is not None for k in v], t.key_type)
         items = values_as([x for v in values if v is not None for x in v.values()], t.item_field, formats,
                           f"{path}[]", first)
-        return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=pa.array([v is None for v in values]))
+        return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=pa.array([v is None for v in values],
+                                                                                      pa.bool_()))
     return _scalars_as(values, field, formats, path, first)
 
 
 def _check_kind(values: list, kind: type, field: pa.Field, path: str, first: int) -> None:
     for index, value in enumerate(values):
         if value is not None and not isinstance(value, kind):
-            shown = orjson.dumps(value, default=str).decode()[:80]
-            raise SchemaMismatchError(f"field '{path}' of record {first + index} is {shown}, which does not fit "
-                                      f"{nifi_type_name(field)}")
+            raise SchemaMismatchError(f"field '{path}' of record {first + index} is {_shown(value)}, which does not "
+                                      f"fit {nifi_type_name(field)}")
 
 
 def _scalars_as(values: list, field: pa.Field, formats: TemporalFormats, path: str, first: int) -> pa.Array:
@@ -442,7 +472,15 @@ def _scalars_as(values: list, field: pa.Field, formats: TemporalFormats, path: s
             pass
     if pa.types.is_temporal(t) and all(v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
                                        for v in values):
-        return from_millis(pa.array([None if v is None else int(v) for v in values], pa.int64()), t)
+        millis = [None if v is None or not -2**63 <= v < 2**63 else int(v) for v in values]   # not NaN either
+        try:
+            row = next((i for i, (v, m) in enumerate(zip(values, millis)) if v is not None and m is None), None)
+            if row is not None:
+                raise SchemaMismatchError(f"field '{path}' of record {row} is {_shown(values[row])}, which is "
+                                          f"outside the range of a {nifi_type_name(field)}")
+            return millis_as(pa.array(millis, pa.int64()), t, path)
+        except SchemaMismatchError as err:
+            raise SchemaMismatchError(renumbered(str(err), first)) from None
     text = pa.array(to_choice_storage([_as_text(v) for v in values], pa.string()), pa.string())
     try:
         return text_as(text, field.with_name(path), formats)
