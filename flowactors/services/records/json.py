@@ -42,7 +42,7 @@ from flowactors.sdk.records.schema import MAX_TYPE_DEPTH, avro_to_arrow, conform
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.textual import (AUTOMATIC, EPOCH_MILLIS, EPOCH_SECONDS, FORMAT_PROPERTIES, FORMATTED,
                                                  NEVER_SUPPRESS, SUPPRESS_NULLS, SUPPRESS_VALUES, TIMESTAMP,
-                                                 ForwardWindow, JsonText, TemporalFormats, bool_property, from_millis,
+                                                 ForwardWindow, JsonText, TemporalFormats, bool_property, millis_as,
                                                  infer_rows, renumbered, rows_to_batch, settle)
 
 __all__ = ["JsonRecordSetWriter", "JsonTreeReader"]
@@ -566,13 +566,13 @@ class _JsonReader(RecordReader):
         t = column.type
         if pa.types.is_null(t):
             return pa.nulls(len(column), field.type)
-        if pa.types.is_integer(t):
-            return from_millis(column.cast(pa.int64()), field.type)
-        if pa.types.is_string(t):
-            try:
+        try:
+            if pa.types.is_integer(t):
+                return millis_as(column.cast(pa.int64()), field.type, field.name)
+            if pa.types.is_string(t):
                 return self._formats.parse(column, field.type, field.name)
-            except SchemaMismatchError as err:
-                raise SchemaMismatchError(renumbered(str(err), first)) from None
+        except SchemaMismatchError as err:
+            raise SchemaMismatchError(renumbered(str(err), first)) from None
         pattern = self._formats.pattern(field.type)
         if pa.types.is_timestamp(t) and (pattern is None or pattern.startswith("yyyy-MM-dd")):
             return column.cast(pa.timestamp(t.unit, tz="UTC")).cast(field.type, safe=False)
