@@ -159,6 +159,18 @@ def test_truncated_datum_names_the_record_and_offset():
     assert "record 1 (at byte 6)" in str(caught.value)
 
 
+@pytest.mark.parametrize("schema, datum, value", [
+    ({"name": "id", "type": "int"}, b"\xff" * 9 + b"\x01", "-9223372036854775808"),   # a long's varint
+    ({"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 2}}, b"\x04\x7f\xff", "precision 5")])   # 32767
+def test_a_datum_arrow_cannot_hold_as_its_schema_says_is_a_schema_mismatch(schema, datum, value):
+    """fastavro checks neither an int's width nor a decimal's precision; the last batch as the others."""
+    text = json.dumps({"type": "record", "name": "r", "fields": [schema]})
+    data = datums(json.loads(text), [{schema["name"]: 1 if schema["type"] == "int" else decimal.Decimal(5)}])
+    with pytest.raises(SchemaMismatchError, match="^records 0 to 1 do not fit the schema: ") as caught:
+        read(data + datum, {"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": text})
+    assert value in str(caught.value)
+
+
 def test_schema_text_with_a_container_file_of_that_schema_and_of_another():
     properties = {"Schema Access Strategy": "Use 'Schema Text' Property", "Schema Text": json.dumps(SIMPLE)}
     assert read(container(SIMPLE, [{"id": 7, "key": None}]), properties).num_rows == 1

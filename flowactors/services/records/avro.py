@@ -41,7 +41,8 @@ from flowactors.sdk.records import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordE
                                     WriteResult)
 from flowactors.sdk.records import access
 from flowactors.sdk.records.schema import (CHOICE_MEMBERS, NIFI_TYPE, arrow_to_avro, avro_field_name, avro_to_arrow,
-                                           conform, to_choice_storage)
+                                           conform, printable, to_choice_storage)
+from flowactors.sdk.relationships import reason
 from flowactors.sdk.services import ControllerService, ServiceContext
 
 MIME_TYPE = "application/avro-binary"
@@ -64,9 +65,10 @@ def _cache(context: ServiceContext, strict: bool = True) -> access.SchemaCache:
                               max(1, int(context.property("Cache Size").raw)))
 
 
-def _reason(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+def _said(err: BaseException) -> str:
+    """What an error says, as a message here quotes it: on one line, cut to 300 characters
+    (fastavro's messages may quote a whole schema or datum)."""
+    return printable(reason(err), 300)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -128,7 +130,7 @@ class _Given:
         try:
             return fastavro.parse_schema(arrow_to_avro(self.schema))
         except Exception as err:
-            raise SchemaNotFoundError(f"the schema given cannot be read as Avro: {_reason(err)}") from None
+            raise SchemaNotFoundError(f"the schema given cannot be read as Avro: {_said(err)}") from None
 
     @functools.cached_property
     def canonical(self) -> str:
@@ -140,7 +142,7 @@ def _check_embedded(reader: "_ContainerReader", given: _Given) -> None:
     embedded = to_parsing_canonical_form(json.loads(reader.schema_text))
     if embedded != given.canonical:
         raise MalformedRecordError(f"the content is an Avro file whose embedded schema is not the schema given "
-                                   f"(embedded: {embedded[:200]})", record=0, offset=0)
+                                   f"(embedded: {printable(embedded, 200)})", record=0, offset=0)
 
 
 class _Rows:
@@ -152,14 +154,21 @@ class _Rows:
         self.fixes = {f.name: f for f in schema if _needs_fixing(f)}
         self.plain = pa.schema([f for f in schema if f.name not in self.fixes])
 
-    def batch(self, rows: list[dict]) -> pa.RecordBatch:
-        if not self.fixes:
-            return pa.RecordBatch.from_pylist(rows, schema=self.schema)
-        plain = pa.RecordBatch.from_pylist(rows, schema=self.plain)
-        fixed = {name: pa.array(_fix([r.get(name) for r in rows], field), field.type)
-                 for name, field in self.fixes.items()}
-        columns = [fixed[f.name] if f.name in fixed else plain.column(f.name) for f in self.schema]
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+    def batch(self, rows: list[dict], first: int) -> pa.RecordBatch:
+        """``rows`` (records ``first`` on) as a batch; ``SchemaMismatchError`` when Arrow cannot
+        hold a value as the schema says (an int's varint past 32 bits, a decimal wider than its
+        precision: fastavro checks neither)."""
+        try:
+            if not self.fixes:
+                return pa.RecordBatch.from_pylist(rows, schema=self.schema)
+            plain = pa.RecordBatch.from_pylist(rows, schema=self.plain)
+            fixed = {name: pa.array(_fix([r.get(name) for r in rows], field), field.type)
+                     for name, field in self.fixes.items()}
+            columns = [fixed[f.name] if f.name in fixed else plain.column(f.name) for f in self.schema]
+            return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
+            raise SchemaMismatchError(f"records {first} to {first + len(rows) - 1} do not fit the schema: "
+                                      f"{_said(err)}") from None
 
 
 def _needs_fixing(field: pa.Field) -> bool:
@@ -201,7 +210,7 @@ class _ContainerReader(RecordReader):
         try:
             self._blocks = fastavro.block_reader(stream)
         except Exception as err:   # fastavro raises what its decoder meets: ValueError, EOFError, KeyError...
-            raise MalformedRecordError(f"the content is not an Avro data file: {_reason(err)}", record=0,
+            raise MalformedRecordError(f"the content is not an Avro data file: {_said(err)}", record=0,
                                        offset=0) from None
         text = self._blocks.metadata.get("avro.schema")
         if text is None:
@@ -231,25 +240,18 @@ class _ContainerReader(RecordReader):
                     rows.extend(itertools.islice(records, BATCH_RECORDS - len(rows)))
                     if len(rows) < BATCH_RECORDS:
                         break
-                    yield self._batch(rows, done)
+                    yield self._rows.batch(rows, done)
                     done, rows = done + len(rows), []
             except (MalformedRecordError, SchemaMismatchError):
                 raise
             except Exception as err:   # fastavro raises what its decoder meets: ValueError, EOFError, KeyError...
                 raise MalformedRecordError(f"the Avro data is not valid at record {done + len(rows)}: "
-                                           f"{_reason(err)}", record=done + len(rows)) from None
+                                           f"{_said(err)}", record=done + len(rows)) from None
             if rows and self._stream.tell() - start >= BATCH_BYTES:
-                yield self._batch(rows, done)
+                yield self._rows.batch(rows, done)
                 done, rows, start = done + len(rows), [], self._stream.tell()
         if rows:
-            yield self._batch(rows, done)
-
-    def _batch(self, rows: list[dict], first: int) -> pa.RecordBatch:
-        try:
-            return self._rows.batch(rows)
-        except (pa.ArrowException, TypeError, ValueError) as err:
-            raise SchemaMismatchError(f"records {first} to {first + len(rows) - 1} do not fit the schema: "
-                                      f"{_reason(err)}") from None
+            yield self._rows.batch(rows, done)
 
 
 class _DatumReader(RecordReader):
@@ -276,20 +278,19 @@ class _DatumReader(RecordReader):
                 rows.append(read(stream, parsed, None))
                 offset = stream.tell()
                 if len(rows) >= BATCH_RECORDS or offset - start >= BATCH_BYTES:
-                    yield self._rows.batch(rows)
+                    yield self._rows.batch(rows, done)
                     done, rows, start = done + len(rows), [], offset
-        except (pa.ArrowException, TypeError) as err:
-            raise SchemaMismatchError(f"records {done} to {done + len(rows) - 1} do not fit the schema: "
-                                      f"{_reason(err)}") from None
+        except SchemaMismatchError:
+            raise
         except Exception as err:
             raise MalformedRecordError(f"the Avro datum of record {done + len(rows)} (at byte {offset}) is not "
-                                       f"valid for the schema: {_reason(err) if str(err) else 'the content ends early'}",
+                                       f"valid for the schema: {_said(err) if str(err) else 'the content ends early'}",
                                        record=done + len(rows), offset=offset) from None
         if offset > end:
             raise MalformedRecordError(f"the Avro datum of record {done + len(rows) - 1} runs past the content's end",
                                        record=done + len(rows) - 1, offset=offset)
         if rows:
-            yield self._rows.batch(rows)
+            yield self._rows.batch(rows, done)
 
 
 # ---------------------------------------------------------------------------------- writing
@@ -343,7 +344,7 @@ class _Plan:
         try:
             self.parsed = fastavro.parse_schema(self.avro)
         except Exception as err:
-            raise RecordError(f"the schema cannot be written as Avro: {_reason(err)}") from None
+            raise RecordError(f"the schema cannot be written as Avro: {_said(err)}") from None
         self.wire = pa.schema([pa.field(avro_field_name(f.name), _wire_type(f), f.nullable) for f in schema])
         self.maps = any(_has_map(f.type) for f in schema)
         specs = [_flat_spec(f["type"], w.type) for f, w in zip(self.avro["fields"], self.wire)]
@@ -373,8 +374,8 @@ class _Plan:
             try:
                 fastavro.validation.validate(row, self.parsed, raise_errors=True)
             except Exception as invalid:
-                return SchemaMismatchError(f"record {first + index} does not fit the Avro schema: {_reason(invalid)}")
-        return SchemaMismatchError(f"records from {first} could not be written as Avro: {_reason(err)}")
+                return SchemaMismatchError(f"record {first + index} does not fit the Avro schema: {_said(invalid)}")
+        return SchemaMismatchError(f"records from {first} could not be written as Avro: {_said(err)}")
 
 
 # ---------------------------------------------------------------------------------- numpy's encoding
@@ -569,7 +570,7 @@ def _to_wire(array: pa.Array, wire: pa.DataType) -> pa.Array:
     try:
         return array.cast(wire)
     except pa.ArrowInvalid as err:   # an unsigned long past a signed one
-        raise SchemaMismatchError(f"a value of Arrow type {t} does not fit Avro's {wire}: {_reason(err)}") from None
+        raise SchemaMismatchError(f"a value of Arrow type {t} does not fit Avro's {wire}: {_said(err)}") from None
 
 
 class _Sink:
@@ -605,7 +606,7 @@ class _ContainerWriter(RecordSetWriter):
         try:
             self._writer = fastavro.write.Writer(_Sink(out), plan.parsed, codec=codec)
         except ValueError as err:   # a codec whose library is missing
-            raise RecordError(f"cannot write Avro with codec '{codec}': {_reason(err)}") from None
+            raise RecordError(f"cannot write Avro with codec '{codec}': {_said(err)}") from None
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         wire = self._plan.wire_batch(batch)
