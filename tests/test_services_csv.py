@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowactors.sdk.records import MalformedRecordError, SchemaMismatchError
+from flowactors.sdk.records import MalformedRecordError, RecordError, SchemaMismatchError
 from flowactors.services.records import csv as csv_service
 from flowactors.services.records.csv import CSVReader, CSVRecordSetWriter
 from flowactors.services.records.textual import TemporalFormats, text_type
@@ -92,6 +92,12 @@ def test_utf16_and_utf32_without_a_byte_order_mark_are_big_endian(charset, codec
     data = "id,name\n1,Müller\n".encode(codec)
     _, records = read(data, {"Character Set": charset, "Schema Access Strategy": "Use String Fields From Header"})
     assert records == ([] if codec.endswith("-le") else [{"id": "1", "name": "Müller"}])
+
+
+@pytest.mark.parametrize("charset", ["nope", "hex", "a\x00b"])
+def test_a_character_set_from_an_attribute_python_does_not_know_is_a_record_error(charset):
+    with pytest.raises(RecordError, match="^'Character Set' is '.*', not a character set Python knows$"):
+        reader(b"a\n1\n", {"Character Set": "${charset}"}, {"charset": charset})
 
 
 def test_a_byte_order_mark_is_skipped():

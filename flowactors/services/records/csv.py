@@ -37,9 +37,9 @@ from flowactors.sdk.records.access import (HEADER_DERIVED, INFER, INHERIT, NIFI_
                                            SCHEMA_INFERENCE_CACHE, SCHEMA_NAME, SCHEMA_PROPERTIES, SCHEMA_TEXT,
                                            SchemaCache, SchemaWriter, access_strategy, cached_inference, given_schema,
                                            write_strategy)
-from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordReader,
+from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordError, RecordReader,
                                         RecordReaderFactory, RecordSetWriter, SchemaMismatchError, WriteResult)
-from flowactors.sdk.records.schema import avro_to_arrow, conform, merge_schemas
+from flowactors.sdk.records.schema import avro_to_arrow, conform, merge_schemas, printable
 from flowactors.sdk.services import ControllerService, ServiceContext
 from flowactors.services.records.csv_formats import (CHARSET, CUSTOM, EXCEL, INFORMIX, INFORMIX_CSV, MYSQL,
                                                      NIFI_FORMAT_VALUES, NIFI_QUOTE_MODES, PREDEFINED, QUOTE_ALL,
@@ -131,6 +131,11 @@ class _Dialect:
     @classmethod
     def of(cls, context: ServiceContext, attributes: Mapping[str, str]) -> "_Dialect":
         charset = context.property(CHARSET.name).evaluate(attributes=attributes) or "UTF-8"
+        try:
+            "".encode(charset)   # a codec of text: Python's lookup also knows 'hex' and 'rot13'
+        except (LookupError, ValueError):   # a name from an attribute (the property's own is validated)
+            raise RecordError(f"'Character Set' is '{printable(charset, 80)}', not a character set Python "
+                              f"knows") from None
         name = context.property(CSV_FORMAT.name).raw or CUSTOM
         if name != CUSTOM:
             known = PREDEFINED[name]
