@@ -225,8 +225,9 @@ def from_millis(millis: pa.Array, data_type: pa.DataType) -> pa.Array:
         mask = np.asarray(millis.is_null()) if millis.null_count else None
         return pa.array(np.nan_to_num(of_day).astype(np.int32), mask=mask).cast(pa.time32("ms")).cast(data_type)
     finer = {"us": 1_000, "ns": 1_000_000}.get(getattr(data_type, "unit", "ms"), 1)
-    if finer > 1:
-        millis = pc.if_else(pc.less_equal(pc.abs_checked(millis), (2**63 - 1) // finer), millis, None)
+    if finer > 1:   # as many units as a long holds
+        most = (2**63 - 1) // finer
+        millis = pc.if_else(pc.and_(pc.greater_equal(millis, -most), pc.less_equal(millis, most)), millis, None)
     return millis.cast(pa.timestamp("ms", tz=getattr(data_type, "tz", None))).cast(data_type)
 
 
