@@ -246,6 +246,11 @@ def test_text_that_is_not_utf8_is_malformed_naming_the_record_and_field(column):
     assert caught.value.record == 2
 
 
+def test_text_in_ascii_and_beyond_reads_as_it_is():
+    table = pa.table({"ascii": ["ok", "fine", ""], "other": ["caf\u00e9", "\u2603", None]})
+    assert reader(plain(table)).read_all().equals(table)
+
+
 def test_the_records_before_text_that_is_not_utf8_are_read():
     data = plain(pa.table({"text": ["ok", "fine", "caf\u00e9"]})).replace("caf\u00e9".encode(), b"caf\xe9\x00")
     assert reader(data, {"record.offset": "0", "record.count": "2"}).read_all().to_pydict() == {"text": ["ok", "fine"]}
