@@ -7,8 +7,9 @@ top-level field a value is in, making a batch again of its records changed as di
 **Streaming.** ``Records`` hands out the reader's batches one at a time and keeps none of them
 (only the unread rest of a batch ``take`` cut, which is a zero-copy slice); ``write_records``
 writes each batch as it comes. A conversion therefore holds about one batch of records
-(``flowactors.sdk.records.BATCH_RECORDS`` / ``BATCH_BYTES`` of input) plus whatever the writer
-buffers (a Parquet row group), whatever the content's size.
+(``flowactors.sdk.records.BATCH_RECORDS`` / ``BATCH_BYTES`` of input), two when the content is
+larger than a batch (the next is read ahead by a thread while this one is written:
+``ReadAhead``), plus whatever the writer buffers (a Parquet row group), whatever the content's size.
 
 **Failure.** A record the reader cannot read (``MalformedRecordError``), a schema it cannot find,
 a record that does not fit the writer's schema (``RecordError``), or a content that cannot be read
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections import deque
 from contextlib import contextmanager
 from itertools import chain
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -35,7 +38,7 @@ from flowactors.processors._common import boolean_property
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, Relationship
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
-from flowactors.sdk.records import (MalformedRecordError, RecordError, RecordReader, RecordReaderFactory,
+from flowactors.sdk.records import (BATCH_BYTES, MalformedRecordError, RecordError, RecordReader, RecordReaderFactory,
                                     RecordSetWriterFactory, WriteResult)
 from flowactors.sdk.records.schema import merge_types, to_choice_storage
 from flowactors.sdk.records.spooling import SpooledRecords, written_attributes
@@ -95,14 +98,84 @@ def route_failure(context: ProcessContext, session, flowfile: FlowFile, err: Bas
     return flowfile
 
 
+class ReadAhead:
+    """The batches of ``batches`` read by a thread of their own, at most ``depth`` ahead of the
+    one consuming them: the reader decodes the next batch while the consumer works on this one
+    (pyarrow's readers and writers, and DuckDB, release the GIL). The thread is the one thread that
+    uses the reader from then on; an exception it meets is raised to the consumer where that
+    batch would have come. ``close`` stops the thread and waits for it to end (so the content
+    stream it reads may be closed after)."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], depth: int = 1):
+        self._depth = depth
+        self._ready: deque[tuple[pa.RecordBatch | None, BaseException | None]] = deque()
+        self._changed = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._read, args=(batches,), name="records-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _read(self, batches: Iterator[pa.RecordBatch]) -> None:
+        try:
+            for batch in batches:
+                if not self._put(batch, None):
+                    break
+            else:
+                self._put(None, None)
+        except BaseException as err:   # given to the consumer, raised there
+            self._put(None, err)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()   # a generator's cleanup in the thread that ran it
+
+    def _put(self, batch: pa.RecordBatch | None, error: BaseException | None) -> bool:
+        with self._changed:
+            while len(self._ready) >= self._depth and not self._stopped:
+                self._changed.wait()
+            if self._stopped:
+                return False
+            self._ready.append((batch, error))
+            self._changed.notify_all()
+            return True
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self
+
+    def __next__(self) -> pa.RecordBatch:
+        with self._changed:
+            while not self._ready:
+                if self._stopped:
+                    raise StopIteration
+                self._changed.wait()
+            batch, error = self._ready.popleft()
+            self._changed.notify_all()
+            if error is not None or batch is None:
+                self._stopped = True
+        if error is not None:
+            raise error
+        if batch is None:
+            raise StopIteration
+        return batch
+
+    def close(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._ready.clear()
+            self._changed.notify_all()
+        self._thread.join()
+
+
 class Records:
     """One content's records, read through a ``RecordReader`` a batch at a time: iterate for every
-    batch left, or ``take`` the next few records. Batches without records are skipped."""
+    batch left, or ``take`` the next few records. Batches without records are skipped. With
+    ``read_ahead`` the reader's batches are read a batch ahead by a thread (``ReadAhead``) until
+    ``close``."""
 
-    def __init__(self, reader: RecordReader):
+    def __init__(self, reader: RecordReader, read_ahead: bool = False):
         self._reader = reader
         self.schema: pa.Schema = reader.schema()
         self._fields: Sequence[str] | None = None
+        self._read_ahead = read_ahead
         self._batches: Iterator[pa.RecordBatch] | None = None   # asked for at the first batch
         self._head: pa.RecordBatch | None = None
 
@@ -119,6 +192,8 @@ class Records:
         if self._batches is None:
             self._batches = self._reader.batches() if self._fields is None else \
                 self._reader.projected_batches(self._fields)
+            if self._read_ahead:
+                self._batches = ReadAhead(self._batches)
         for batch in self._batches:
             if batch.num_rows:
                 return batch
@@ -144,12 +219,23 @@ class Records:
             self._head = self._next()
         return self._head is None
 
+    def close(self) -> None:
+        """Stop reading ahead (waiting for the thread that does)."""
+        if isinstance(self._batches, ReadAhead):
+            self._batches.close()
+
 
 @contextmanager
 def open_records(session, flowfile: FlowFile, reader_factory: RecordReaderFactory) -> Iterator[Records]:
-    """The records of ``flowfile``'s content, read through ``reader_factory`` while the context lasts."""
+    """The records of ``flowfile``'s content, read through ``reader_factory`` while the context
+    lasts; a content of more than one batch's bytes (``BATCH_BYTES``) is read a batch ahead."""
     with session.read(flowfile) as stream:
-        yield Records(reader_factory.create_reader(flowfile.attributes, stream, flowfile.size))
+        records = Records(reader_factory.create_reader(flowfile.attributes, stream, flowfile.size),
+                          read_ahead=flowfile.size > BATCH_BYTES)
+        try:
+            yield records
+        finally:
+            records.close()
 
 
 def write_records(session, flowfile: FlowFile, writer_factory: RecordSetWriterFactory, schema: pa.Schema,
