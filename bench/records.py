@@ -22,10 +22,13 @@ the medians compared):
   ``--quick``) to Parquet, against the target of 600 MiB.
 
 **Where the time goes**: each row's notes give the parts of the task done alone, file by file
-outside any flow (the reader service reading every batch, DuckDB running the query over those
-batches in memory, the writer service writing the result to /dev/null), measured on at most
-``PARTS_SAMPLE`` of the files and scaled to all of them, and the rest (the session, the content
-repository, the processor, DuckDB's scan of a stream, GetFile's imports running beside).
+outside any flow (the reader service reading every batch, of the fields the query reads for
+QueryRecord; DuckDB running the query over those batches in memory; the writer service writing
+the result to /dev/null), measured on at most ``PARTS_SAMPLE`` of the files and scaled to all of
+them, and the rest (the session, the content repository, the processor, DuckDB's scan of a
+stream, GetFile's imports running beside; less than nothing when the reader, reading a batch
+ahead in a thread of its own, overlapped the rest). The QueryRecord rows also give DuckDB's time
+with one thread (the baseline runs with the machine's cores).
 
 ``python -m bench.records [--total MiB] [--rss] [--rss-size MiB]`` (or ``bench.records_probe``)
 prints the rows as JSON lines, at a size of one's choosing.
@@ -58,7 +61,7 @@ from bench import StolenTime, row
 from flowactors.driver.running import processor_totals, run_flow
 from flowactors.processors import GetFile
 from flowactors.processors.records import ConvertRecord, QueryRecord
-from flowactors.processors.records.query import connect
+from flowactors.processors.records.query import connect, fields_read
 from flowactors.sdk.flow import Flow
 from flowactors.services import (AvroRecordSetWriter, CSVReader, JsonTreeReader, ParquetReader,
                                  ParquetRecordSetWriter)
@@ -214,9 +217,11 @@ def pyarrow_json_to_avro(paths: list[Path], out: Path) -> float:
     return time.perf_counter() - started
 
 
-def duckdb_query(paths: list[Path], out: Path, source: str) -> float:
+def duckdb_query(paths: list[Path], out: Path, source: str, threads: int | None = None) -> float:
+    """Seconds DuckDB takes to run the query over each of ``paths`` into Parquet files in ``out``,
+    with its own threads (the machine's cores) or ``threads``."""
     out.mkdir(parents=True, exist_ok=True)
-    connection = duckdb.connect()
+    connection = duckdb.connect(config={"threads": threads} if threads else {})
     started = time.perf_counter()
     for path in paths:
         scan = f"read_parquet('{path}')" if source == "parquet" else \
@@ -234,9 +239,9 @@ def duckdb_baseline(out: Path, source: str) -> Callable[[list[Path]], float]:
 def parts_alone(paths: list[Path], reader: tuple, writer: tuple, query: str | None = None) -> dict[str, float]:
     """The parts of the work done directly, file by file, outside any flow, in seconds for all of
     ``paths`` (measured on the first ``PARTS_SAMPLE`` bytes of them, the least of ``PARTS_ROUNDS``
-    rounds, scaled): the reader service alone reading every batch, DuckDB running ``query`` over
-    those batches in memory (with ``query``), the writer service alone writing the result to
-    /dev/null. (A first round pays what is done once in a process, which scaling would multiply.)"""
+    rounds, scaled): the reader service alone reading every batch (of the fields ``query`` reads,
+    as QueryRecord reads them), DuckDB running ``query`` over those batches in memory (with
+    ``query``), the writer service alone writing the result to /dev/null. (A first round pays what is done once in a process, which scaling would multiply.)"""
     reading, writing = enable_service(*reader), enable_service(*writer)
     sample, size = [], 0
     for path in paths:
@@ -256,7 +261,13 @@ def _parts(sample: list[Path], reading, writing, query: str | None) -> dict[str,
         started = time.perf_counter()
         with open(path, "rb") as stream:
             records = reading.create_reader({}, stream, path.stat().st_size)
-            result = pa.Table.from_batches(list(records.batches()), schema=records.schema())
+            schema = records.schema()
+            fields = _fields_read(connection, query, schema) if query else None   # QueryRecord caches them
+            if fields is None:
+                result = pa.Table.from_batches(list(records.batches()), schema=schema)
+            else:
+                result = pa.Table.from_batches(list(records.projected_batches(fields)),
+                                               schema=pa.schema([schema.field(f) for f in fields]))
         times["reader"] += time.perf_counter() - started
         if query:
             started = time.perf_counter()
@@ -275,6 +286,15 @@ def _parts(sample: list[Path], reading, writing, query: str | None) -> dict[str,
     return times if query else {k: v for k, v in times.items() if k != "duckdb"}
 
 
+def _fields_read(connection, query: str, schema: pa.Schema) -> list[str] | None:
+    """The fields QueryRecord reads for ``query`` over records of ``schema``."""
+    connection.register("FLOWFILE", schema.empty_table())
+    try:
+        return fields_read(connection, query, schema)
+    finally:
+        connection.unregister("FLOWFILE")
+
+
 def breakdown(task_seconds: float, parts: dict[str, float]) -> str:
     rest = task_seconds - sum(parts.values())
     shown = {**parts, "the rest": rest}
@@ -284,11 +304,12 @@ def breakdown(task_seconds: float, parts: dict[str, float]) -> str:
 
 # ---------------------------------------------------------------------------------- rows
 def compared(metric: str, label: str, paths: list[Path], rounds: int, ours: Callable[[list[Path], str], dict],
-             baseline: Callable[[list[Path]], float], baseline_name: str, parts: dict[str, float]) -> dict:
+             baseline: Callable[[list[Path]], float], baseline_name: str, parts: dict[str, float],
+             context: Callable[[list[Path]], str] | None = None) -> dict:
     """The row of ``ours`` (a flow run over some of ``paths``: ``run_records``' result) against
     ``baseline`` (seconds), each run ``rounds`` times in turns over all of ``paths`` after a run
     of each over the first file (what a first run pays once: imports, DuckDB's extensions), the
-    medians compared as MiB/s."""
+    medians compared as MiB/s. ``context``, run once after, adds a note (another figure)."""
     ours(paths[:1], "warm")
     baseline(paths[:1])
     mine, theirs = [], []
@@ -304,7 +325,7 @@ def compared(metric: str, label: str, paths: list[Path], rounds: int, ours: Call
     return row(SCENARIO, f"{metric}, {label}", round(size / task, 1), round(size / base, 1), baseline_name, "MiB/s",
                f"{len(paths)} files, {size:.0f} MiB; task {task:.2f} s (rounds {each(mine)}), baseline {base:.2f} s "
                f"({each(theirs)}); load {load:.1f} at the start{stolen}; the task's parts done alone: "
-               f"{breakdown(task, parts)}")
+               f"{breakdown(task, parts)}" + (f"; {context(paths)}" if context else ""))
 
 
 def size_rows(workdir: Path, total: int, each: int, rounds: int) -> list[dict]:
@@ -335,9 +356,11 @@ def size_rows(workdir: Path, total: int, each: int, rounds: int) -> list[dict]:
                              flow(f"query-{source}", QueryRecord, {"big": QUERY}, reader, PARQUET_WRITER),
                              duckdb_baseline(workdir / f"duckdb-{source}-{each}", source),
                              f"DuckDB COPY (the query over read_{source}) TO parquet",
-                             parts_alone(paths, reader, PARQUET_WRITER, QUERY)))
-    for folder in (data, parquet_out, workdir / f"fastavro-{each}", workdir / f"duckdb-parquet-{each}",
-                   workdir / f"duckdb-csv-{each}"):
+                             parts_alone(paths, reader, PARQUET_WRITER, QUERY),
+                             lambda paths, source=source: "the baseline with one DuckDB thread "
+                             f"{duckdb_query(paths, workdir / f'duckdb1-{source}-{each}', source, threads=1):.2f} s"))
+    for folder in (data, parquet_out, workdir / f"fastavro-{each}", *(workdir / f"{engine}-{source}-{each}"
+                   for engine in ("duckdb", "duckdb1") for source in ("parquet", "csv"))):
         shutil.rmtree(folder, ignore_errors=True)
     return rows
 
