@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from fastavro.schema import to_parsing_canonical_form
 
 from flowactors.sdk.records import (BATCH_RECORDS, MalformedRecordError, SchemaMismatchError, SchemaNotFoundError)
-from flowactors.sdk.records.schema import NIFI_TYPE, avro_to_arrow
+from flowactors.sdk.records.schema import NIFI_TYPE, avro_text, avro_to_arrow
 from flowactors.services.records.avro import AvroReader, AvroRecordSetWriter, _Plan
 from flowactors.services.records.registry import AvroSchemaRegistry
+from flowactors.services.records.schema_cache import VolatileSchemaCache
 from flowactors.testing import enable_service
 from tests.records_helpers import LOGICAL
 
@@ -284,6 +285,29 @@ def test_schema_name_strategy_with_a_registry():
     data, result = write(pa.table({"id": [5], "key": ["k"], "dropped": [1.5]}), properties, services=services)
     assert result.attributes["schema.name"] == "people"
     assert fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(SIMPLE), None) == {"id": 5, "key": "k"}
+
+
+def test_a_schema_cache_keeps_the_schema_the_datums_are_written_with_and_names_it():
+    """NiFi's SchemaRegistryRecordSetWriter with a 'Schema Cache': the schema written is cached and
+    its identifier is the FlowFile's ``schema.cache.identifier``; a container file (its header holds
+    the schema) is written without it, as NiFi's AvroRecordSetWriter writes it."""
+    assert AvroRecordSetWriter.NIFI_PROPERTY_NAMES["schema-cache"] in AvroRecordSetWriter.descriptor_map()
+    services = {"cache": (VolatileSchemaCache, {})}
+    given = {"Schema Cache": "cache", "Schema Access Strategy": "Use 'Schema Text' Property",
+             "Schema Text": json.dumps(SIMPLE)}
+    table = pa.table({"id": pa.array([5], pa.int64()), "key": ["k"], "dropped": [1.5]})
+    writer = enable_service(AvroRecordSetWriter, {**given, "Schema Write Strategy": "Set 'avro.schema' Attribute"},
+                            services=services)
+    records = writer.create_writer(writer.write_schema({}, table.schema), out := io.BytesIO(), {})
+    records.write_batch(table.to_batches()[0])
+    attributes = records.finish().attributes
+    kept = writer._context.service("Schema Cache").get_schema(attributes["schema.cache.identifier"])
+    assert kept.names == ["id", "key"] and avro_text(kept) == attributes["avro.schema"]
+    written = fastavro.parse_schema(json.loads(attributes["avro.schema"]))
+    assert fastavro.schemaless_reader(io.BytesIO(out.getvalue()), written, None) == {"id": 5, "key": "k"}
+    data, embedded = write(table, {**given, "Schema Write Strategy": "Embed Avro Schema"}, services=services)
+    assert embedded.attributes == {"mime.type": "application/avro-binary"}
+    assert list(fastavro.reader(io.BytesIO(data))) == [{"id": 5, "key": "k"}]
 
 
 def test_writing_to_a_readable_stream_at_a_later_position():

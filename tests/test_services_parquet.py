@@ -19,6 +19,7 @@ import pytest
 from flowactors.sdk.records import BATCH_RECORDS, MalformedRecordError, SchemaMismatchError
 from flowactors.sdk.records.schema import ENUM_SYMBOLS, NIFI_TYPE, avro_to_arrow, nifi_type_name
 from flowactors.services.records.parquet import ParquetReader, ParquetRecordSetWriter
+from flowactors.services.records.schema_cache import VolatileSchemaCache
 from flowactors.testing import enable_service
 from tests.records_helpers import CountingStream
 
@@ -273,6 +274,26 @@ def test_empty_record_set_is_a_file_with_its_schema():
     back = reader(data)
     assert back.schema().names == ["name", "favorite_number", "favorite_color"]
     assert list(back.batches()) == []
+
+
+def test_a_schema_cache_keeps_the_schema_written_and_names_it():
+    """NiFi's SchemaRegistryRecordSetWriter with a 'Schema Cache': the schema the file is written
+    with (here a given one, narrower than the records') is cached, its identifier the FlowFile's
+    ``schema.cache.identifier``."""
+    assert ParquetRecordSetWriter.NIFI_PROPERTY_NAMES["schema-cache"] in ParquetRecordSetWriter.descriptor_map()
+    given = json.dumps({"type": "record", "name": "user", "fields": [{"name": "name", "type": "string"},
+                                                                     {"name": "favorite_number", "type": "long"}]})
+    writer = enable_service(ParquetRecordSetWriter, {"Schema Cache": "cache", "Schema Text": given,
+                                                     "Schema Access Strategy": "Use 'Schema Text' Property"},
+                            services={"cache": (VolatileSchemaCache, {})})
+    table = users(3)
+    records = writer.create_writer(writer.write_schema({}, table.schema), out := io.BytesIO(), {})
+    records.write_batch(table.to_batches()[0])
+    attributes = records.finish().attributes
+    kept = writer._context.service("Schema Cache").get_schema(attributes["schema.cache.identifier"])
+    written = pq.read_table(io.BytesIO(out.getvalue()))
+    assert kept.names == ["name", "favorite_number"] and kept.field("favorite_number").type == pa.int64()
+    assert written.schema.equals(kept, check_metadata=False)
 
 
 def test_nifi_names_map_onto_declared_properties():

@@ -14,6 +14,7 @@ import pytest
 
 from flowactors.sdk.records import MalformedRecordError, RecordError, SchemaMismatchError
 from flowactors.services.records import xml as xml_service
+from flowactors.services.records.schema_cache import VolatileSchemaCache
 from flowactors.services.records.xml import XMLReader, XMLRecordSetWriter
 from flowactors.testing import enable_service
 from tests.records_helpers import read_records, service_reader
@@ -365,6 +366,24 @@ def test_written_xml_reads_back():
     rows = [{"NAME": f"n{i} <&>", "AGE": i, "KIDS": ["a", "b"], "ADDR": {"CITY": "c"}} for i in range(20)]
     text, _ = write([pa.RecordBatch.from_pylist(rows)], TAGS)
     assert read(text.encode(), ARRAY)[1] == rows
+
+
+def test_a_schema_cache_keeps_the_schema_written_and_names_it():
+    """NiFi's SchemaRegistryRecordSetWriter with a 'Schema Cache': the schema the records are
+    written with (here a given one, without the records' COUNTRY) is cached, its identifier the
+    FlowFile's ``schema.cache.identifier``."""
+    assert XMLRecordSetWriter.NIFI_PROPERTY_NAMES["schema-cache"] in XMLRecordSetWriter.descriptor_map()
+    schema = avro([{"name": "NAME", "type": ["null", "string"]}, {"name": "AGE", "type": ["null", "int"]}])
+    service = enable_service(XMLRecordSetWriter, {**TAGS, "Schema Cache": "cache", "Schema Text": schema,
+                                                  "Schema Access Strategy": "Use 'Schema Text' Property"},
+                             services={"cache": (VolatileSchemaCache, {})})
+    writer = service.create_writer(service.write_schema({}, PEOPLE_BATCH.schema), out := io.BytesIO(), {})
+    writer.write_batch(PEOPLE_BATCH)
+    attributes = writer.finish().attributes
+    kept = service._context.service("Schema Cache").get_schema(attributes["schema.cache.identifier"])
+    assert kept.names == ["NAME", "AGE"] and kept.field("AGE").type == pa.int32()
+    assert out.getvalue().decode() == ("<ROOT><PERSON><NAME>Cleve Butler</NAME><AGE>42</AGE></PERSON>"
+                                       "<PERSON><NAME>Ainslie Fletcher</NAME><AGE>33</AGE></PERSON></ROOT>")
 
 
 def test_nifi_names_for_the_import():

@@ -301,7 +301,7 @@ class AvroRecordSetWriter(ControllerService, access.SchemaWriter):
     properties = (access.write_strategy((access.EMBED_AVRO_SCHEMA, access.NO_SCHEMA, access.WRITE_SCHEMA_NAME,
                                          access.WRITE_AVRO_SCHEMA), access.EMBED_AVRO_SCHEMA),
                   access.access_strategy((access.INHERIT, access.SCHEMA_NAME, access.SCHEMA_TEXT), access.INHERIT),
-                  *access.SCHEMA_PROPERTIES, COMPRESSION_FORMAT, CACHE_SIZE)
+                  *access.SCHEMA_PROPERTIES, access.SCHEMA_CACHE, COMPRESSION_FORMAT, CACHE_SIZE)
     NIFI_PROPERTY_NAMES = {**access.NIFI_NAMES, "compression-format": "Compression Format",
                            "cache-size": "Cache Size"}
     NIFI_VALUES = access.NIFI_VALUES
@@ -325,12 +325,14 @@ class AvroRecordSetWriter(ControllerService, access.SchemaWriter):
         self._plans: dict[bytes, _Plan] = {}
 
     def create_writer(self, schema: pa.Schema, out: BinaryIO, attributes: Mapping[str, str]) -> RecordSetWriter:
+        """A container file's writer says only its mime type (its header holds the schema: NiFi's
+        writer then names no schema in attributes, nor one its Schema Cache keeps); a writer of
+        bare datums says the schema as the Schema Write Strategy and Schema Cache say."""
         plan = _kept(self._plans, schema, _Plan)
-        result = self.result_attributes(schema)
         if self._context.property("Schema Write Strategy").raw == access.EMBED_AVRO_SCHEMA:
             codec = CODECS[self._context.property("Compression Format").raw]
-            return _ContainerWriter(plan, out, codec, result)
-        return _DatumWriter(plan, out, result)
+            return _ContainerWriter(plan, out, codec, {"mime.type": MIME_TYPE})
+        return _DatumWriter(plan, out, self.result_attributes(schema))
 
 
 class _Plan:

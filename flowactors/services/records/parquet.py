@@ -226,8 +226,8 @@ class ParquetRecordSetWriter(ControllerService, access.SchemaWriter):
     description = "Writes records as a Parquet file, a row group per 'Row Group Size' of records"
     properties = (access.write_strategy(), access.access_strategy((access.INHERIT, access.SCHEMA_NAME,
                                                                    access.SCHEMA_TEXT), access.INHERIT),
-                  *access.SCHEMA_PROPERTIES, CACHE_SIZE, COMPRESSION_TYPE, ROW_GROUP_SIZE, PAGE_SIZE,
-                  DICTIONARY_PAGE_SIZE, ENABLE_DICTIONARY_ENCODING, WRITER_VERSION, INT96_FIELDS)
+                  *access.SCHEMA_PROPERTIES, access.SCHEMA_CACHE, CACHE_SIZE, COMPRESSION_TYPE, ROW_GROUP_SIZE,
+                  PAGE_SIZE, DICTIONARY_PAGE_SIZE, ENABLE_DICTIONARY_ENCODING, WRITER_VERSION, INT96_FIELDS)
     NIFI_PROPERTY_NAMES = {**access.NIFI_NAMES, "cache-size": "Cache Size", "compression-type": "Compression Type",
                            "row-group-size": "Row Group Size", "page-size": "Page Size",
                            "dictionary-page-size": "Dictionary Page Size",

@@ -23,9 +23,9 @@ import pyarrow as pa
 from lxml import etree
 
 from flowactors.sdk.processor import PropertyDescriptor
-from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_NAME, SCHEMA_PROPERTIES,
-                                           SCHEMA_TEXT, SchemaCache, SchemaWriter, access_strategy, given_schema,
-                                           schema_name, with_name, write_strategy)
+from flowactors.sdk.records.access import (INFER, INHERIT, NIFI_NAMES, NIFI_VALUES, SCHEMA_CACHE, SCHEMA_NAME,
+                                           SCHEMA_PROPERTIES, SCHEMA_TEXT, SchemaCache, SchemaWriter, access_strategy,
+                                           given_schema, schema_name, with_name, write_strategy)
 from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRecordError, RecordError, RecordReader,
                                         RecordReaderFactory, RecordSetWriter, WriteResult)
 from flowactors.sdk.records.schema import avro_to_arrow, conform, merge_schemas, printable
@@ -452,8 +452,8 @@ class XMLRecordSetWriter(ControllerService, SchemaWriter):
 
     description = "Writes records as XML elements, wrapped in a root element"
     properties = (write_strategy(), access_strategy((INHERIT, SCHEMA_NAME, SCHEMA_TEXT), INHERIT), *SCHEMA_PROPERTIES,
-                  *FORMAT_PROPERTIES, SUPPRESS_NULLS, PRETTY_PRINT, OMIT_DECLARATION, ROOT_TAG, RECORD_TAG,
-                  ARRAY_WRAPPING, ARRAY_TAG, CHARACTER_SET)
+                  SCHEMA_CACHE, *FORMAT_PROPERTIES, SUPPRESS_NULLS, PRETTY_PRINT, OMIT_DECLARATION, ROOT_TAG,
+                  RECORD_TAG, ARRAY_WRAPPING, ARRAY_TAG, CHARACTER_SET)
     NIFI_PROPERTY_NAMES = {**NIFI_NAMES, "suppress_nulls": SUPPRESS_NULLS.name, "pretty_print_xml": PRETTY_PRINT.name,
                            "omit_xml_declaration": OMIT_DECLARATION.name, "root_tag_name": ROOT_TAG.name,
                            "record_tag_name": RECORD_TAG.name, "array_wrapping": ARRAY_WRAPPING.name,
