@@ -520,6 +520,19 @@ def test_text_is_escaped_as_json():
     assert "\\u0007" in text and "é 名" in text
 
 
+def test_bytes_are_arrays_of_java_s_signed_bytes():
+    # NiFi's WriteJsonResult writes an ARRAY[BYTE] element by element as Java's byte (-128 to 127)
+    raw = [b"\x00\x7f\x80\xff", None, b""]
+    batch = pa.record_batch({"b": pa.array(raw, pa.binary()), "l": pa.array(raw, pa.large_binary()),
+                             "f": pa.array([b"\x01\xfe", None, b"\x80\x7f"], pa.binary(2)),
+                             "n": pa.array([[b"\xc3\xa9"], [], None], pa.list_(pa.binary()))})
+    assert write([batch.slice(0, 1), batch.slice(1)])[0] == (
+        '[{"b":[0,127,-128,-1],"l":[0,127,-128,-1],"f":[1,-2],"n":[[-61,-87]]},'
+        '{"b":null,"l":null,"f":null,"n":[]},{"b":[],"l":[],"f":[-128,127],"n":null}]')
+    assert write([batch.slice(0, 1).select(["b"])], {"Pretty Print JSON": "true"})[0] == \
+        '[ {\n  "b" : [ 0, 127, -128, -1 ]\n} ]'
+
+
 def test_choice_array_and_nested_values():
     # NiFi's testChoiceArray: a one-element array of strings
     batch = pa.record_batch({"path": pa.array([["10.2.1.3"]])})

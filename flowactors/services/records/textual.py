@@ -660,6 +660,8 @@ class JsonText:
             return self._wrap_object(array, entries, level)
         if pa.types.is_dictionary(t):
             return self.value(array.dictionary_decode(), level, given)
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            return self.value(_java_bytes(array), level, None)
         return self._scalar(array)
 
     def _object(self, array: pa.Array, level: int, given: pa.DataType | None) -> pa.Array:
@@ -721,9 +723,6 @@ class JsonText:
             return text if self.formats.pattern(t) is None else quoted(text)
         if pa.types.is_null(t):
             return pa.nulls(len(array), pa.string())
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-            return pa.array([None if v is None else orjson.dumps(list(v)).decode() for v in array.to_pylist()],
-                            pa.string())
         return quoted(array.cast(pa.string()))
 
     def _double(self, array: pa.Array) -> pa.Array:
@@ -756,6 +755,20 @@ class JsonText:
             sign = pc.if_else(pc.less(millis, 0), "-", "")
             return pc.binary_join_element_wise(sign, seconds.cast(pa.string()), ".", fraction, "")
         return quoted(self.formats.format(array))
+
+
+def _java_bytes(array: pa.Array) -> pa.Array:
+    """Bytes as lists of Java's signed bytes (-128 to 127), as NiFi holds ARRAY[BYTE] values."""
+    if not len(array):   # no offsets to read (a buffer an empty array may lack)
+        return pa.array([], pa.list_(pa.int8()))
+    large, nulls = pa.types.is_large_binary(array.type), array.is_null() if array.null_count else None
+    if nulls is not None or pa.types.is_fixed_size_binary(array.type):
+        # variable-size, a null's bytes left out (a fixed-size null holds some; the lists' text skips them)
+        array = pc.fill_null(array.cast(pa.large_binary() if large else pa.binary()), b"")
+    _, offsets, data = array.buffers()
+    bounds = np.frombuffer(offsets, np.int64 if large else np.int32)[array.offset:array.offset + len(array) + 1]
+    signed = np.frombuffer(data, np.int8) if data is not None else np.zeros(0, np.int8)
+    return (pa.LargeListArray if large else pa.ListArray).from_arrays(pa.array(bounds), pa.array(signed), mask=nulls)
 
 
 def _plain(text: str) -> str:
