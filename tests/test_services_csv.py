@@ -217,6 +217,16 @@ def test_inference_reads_every_record():
     assert records[2] == {"name": "Joe", "age": None, "amount": 3.0, "flag": None, "when": None}
 
 
+@pytest.mark.parametrize("data", [b"name, age\n", b"name, age", b"name, age\r\n\r\n", "name, \u00e2ge\n".encode()])
+def test_inference_from_a_header_and_no_record_makes_each_column_a_string_field(data):
+    # NiFi's CSVSchemaInference: with no record, each of the header's names is a STRING field
+    schema, records = read(data)
+    names = [n.strip() for n in data.decode().splitlines()[0].split(",")]
+    assert schema.names == names and schema.types == [pa.string()] * 2 and records == []
+    assert read(data, {"Comment Marker": "#"})[0] == schema    # the Python parser's path too
+    assert read(b"") == (pa.schema([]), [])                    # no header: no field, as NiFi's
+
+
 def test_inference_of_dates_in_their_formats():
     properties = {"Date Format": "MM/dd/yyyy", "Timestamp Format": "yyyy-MM-dd HH:mm:ss"}
     schema, records = read(b"d,ts,t\n01/02/2017,2017-01-02 03:04:05,10:00\n", properties)

@@ -425,14 +425,20 @@ class _CsvReader(RecordReader):
         if schema is not None:
             self._schema = schema
         elif strategy == HEADER_DERIVED:
-            self._schema = pa.schema([(n, pa.string()) for n in text.header() if not _unknown(n)])
+            self._schema = self._header_strings()
         else:
             self._schema = self._infer()
 
     def schema(self) -> pa.Schema:
         return self._schema
 
+    def _header_strings(self) -> pa.Schema:
+        """Each column the header names as a STRING field."""
+        return pa.schema([(n, pa.string()) for n in self._text.header() if not _unknown(n)])
+
     def _infer(self) -> pa.Schema:
+        """The schema of the records' text (NiFi's rules, ``text_type``); of a header and no
+        record, each header column a STRING field, as NiFi's inference makes them."""
         inferred = pa.schema([])
         seen = []
         for batch in self._text.batches():
@@ -440,6 +446,8 @@ class _CsvReader(RecordReader):
                       for n, c in zip(batch.schema.names, batch.columns) if not _unknown(n)]
             inferred = merge_schemas(inferred, pa.schema(fields))
             seen = seen[:1] + [batch]
+        if not seen:
+            return self._header_strings()
         self._kept = seen[0] if len(seen) == 1 else None
         return settle(inferred)
 
