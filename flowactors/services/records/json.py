@@ -40,6 +40,7 @@ from flowactors.sdk.records.api import (BATCH_BYTES, BATCH_RECORDS, MalformedRec
                                         RecordReaderFactory, RecordSetWriter, SchemaMismatchError, WriteResult)
 from flowactors.sdk.records.schema import MAX_TYPE_DEPTH, avro_to_arrow, conform, merge_schemas
 from flowactors.sdk.services import ControllerService, ServiceContext
+from flowactors.services.records import json_bytes
 from flowactors.services.records.textual import (AUTOMATIC, EPOCH_MILLIS, EPOCH_SECONDS, FORMAT_PROPERTIES, FORMATTED,
                                                  NEVER_SUPPRESS, SUPPRESS_NULLS, SUPPRESS_VALUES, TIMESTAMP,
                                                  ForwardWindow, JsonText, TemporalFormats, bool_property, millis_as,
@@ -453,18 +454,23 @@ def _texts_for_stamps(schema: pa.Schema) -> pa.Schema:
 @dataclass(frozen=True)
 class _Plan:
     """How records are parsed for a schema: by pyarrow with ``explicit`` (top-level dates and
-    times inferred by pyarrow and converted after), or in Python when pyarrow cannot hold a type."""
+    times inferred by pyarrow and converted after, top-level bytes parsed as arrays of numbers and
+    made bytes after), or in Python when pyarrow cannot hold a type."""
 
     schema: pa.Schema
     explicit: pa.Schema
     temporal: tuple[pa.Field, ...]
+    binary: tuple[str, ...]
     python: bool
 
     @classmethod
     def of(cls, schema: pa.Schema) -> "_Plan":
         temporal = tuple(f for f in schema if pa.types.is_temporal(f.type))
-        explicit = pa.schema([f.with_nullable(True) for f in schema if not pa.types.is_temporal(f.type)])
-        return cls(schema, explicit, temporal, any(_python_only(f.type, f.metadata, True) for f in explicit))
+        binary = tuple(f.name for f in schema if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)
+                       or pa.types.is_fixed_size_binary(f.type))
+        explicit = pa.schema([f.with_nullable(True).with_type(json_bytes.NUMBERS if f.name in binary else f.type)
+                              for f in schema if not pa.types.is_temporal(f.type)])
+        return cls(schema, explicit, temporal, binary, any(_python_only(f.type, f.metadata, True) for f in explicit))
 
 
 def _python_only(t: pa.DataType, metadata: Mapping | None, top: bool) -> bool:
@@ -541,7 +547,8 @@ class _JsonReader(RecordReader):
             chunk = framer.rescan(chunk)
             if chunk is None:
                 return None
-        return rows_to_batch(_python_rows(chunk, framer, framer.records), plan.schema, self._formats, framer.records)
+        return rows_to_batch(_python_rows(chunk, framer, framer.records), plan.schema, self._formats, framer.records,
+                             json_bytes.from_values)
 
     def _arrow_batch(self, chunk: _Chunk, plan: _Plan, first: int) -> pa.RecordBatch:
         table = _arrow_parse(chunk, plan.explicit, infer_others=bool(plan.temporal))
@@ -553,6 +560,9 @@ class _JsonReader(RecordReader):
         for field in plan.temporal:
             if field.name in names:
                 columns[field.name] = self._temporal(batch.column(field.name), field, first)
+        for name in plan.binary:
+            if name in names:
+                columns[name] = json_bytes.from_numbers(columns[name], name, first)
         present = [f for f in plan.schema if f.name in columns]
         try:
             return conform(pa.RecordBatch.from_arrays([columns[f.name] for f in present],

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from datetime import timezone
 from decimal import Decimal
-from typing import Any, BinaryIO, Iterable, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import orjson
@@ -121,7 +121,7 @@ class TemporalFormats:
         if pc.any(bad).as_py():
             row = int(np.argmax(np.asarray(bad)))
             shown = f"format '{pattern}'" if pattern else "a number of milliseconds or ISO 8601"
-            raise SchemaMismatchError(f"field '{path}' of record {row} is {_shown(text[row].as_py())}, "
+            raise SchemaMismatchError(f"field '{path}' of record {row} is {shown_value(text[row].as_py())}, "
                                       f"which is not a {nifi_type_name(pa.field(path, data_type))} in {shown}")
         return millis_as(millis, data_type, path, text)
 
@@ -239,12 +239,12 @@ def millis_as(millis: pa.Array, data_type: pa.DataType, path: str, shown: pa.Arr
     if pc.any(outside).as_py():
         row = int(np.argmax(np.asarray(outside)))
         value = (millis if shown is None else shown)[row].as_py()
-        raise SchemaMismatchError(f"field '{path}' of record {row} is {_shown(value)}, which is outside the range "
+        raise SchemaMismatchError(f"field '{path}' of record {row} is {shown_value(value)}, which is outside the range "
                                   f"of a {nifi_type_name(pa.field(path, data_type))}")
     return values
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
     """A value as a message quotes it: JSON, on one line, cut to 200 characters."""
     return printable(orjson.dumps(value, default=str).decode(), 200)
 
@@ -271,7 +271,6 @@ class ForwardWindow:
             self._eof = not more
             self._buffer += more
         return self._buffer[:length], self._eof and len(self._buffer) <= length
-
 
 
 # ---------------------------------------------------------------------------------- text as a type
@@ -413,12 +412,12 @@ def java_double_text(values: pa.Array) -> pa.Array:
 
 # ---------------------------------------------------------------------------------- Python values
 def rows_to_batch(rows: Sequence[Mapping[str, Any] | None], schema: pa.Schema, formats: TemporalFormats,
-                  first: int = 0) -> pa.RecordBatch:
+                  first: int = 0, bytes_of: Callable[[list, pa.Field, int], pa.Array] | None = None) -> pa.RecordBatch:
     """Records parsed in Python (dicts of JSON values, or of XML text) as a batch of ``schema``,
     values converted as NiFi converts them: text read as numbers, booleans and dates, numbers
-    written as text for a string field, one value where an array is expected made an array of one.
-    ``first`` is the index of the first row in its content, for messages."""
-    columns = [values_as(_column(rows, f.name), f, formats, f.name, first) for f in schema]
+    written as text for a string field, one value where an array is expected made an array of one,
+    bytes from text (UTF-8), or by ``bytes_of(values, field, first)``; ``first`` numbers the rows."""
+    columns = [values_as(_column(rows, f.name), f, formats, f.name, first, bytes_of) for f in schema]
     return conform(pa.RecordBatch.from_arrays(columns, schema=schema), schema)
 
 
@@ -426,19 +425,22 @@ def _column(rows: Sequence[Mapping[str, Any] | None], name: str) -> list:
     return [None if r is None else r.get(name) for r in rows]
 
 
-def values_as(values: list, field: pa.Field, formats: TemporalFormats, path: str, first: int = 0) -> pa.Array:
+def values_as(values: list, field: pa.Field, formats: TemporalFormats, path: str, first: int = 0,
+              bytes_of: Callable[[list, pa.Field, int], pa.Array] | None = None) -> pa.Array:
     """A list of Python values as an Arrow array of ``field``'s type (see ``rows_to_batch``)."""
     t = field.type
+    if bytes_of is not None and (t in (pa.binary(), pa.large_binary()) or isinstance(t, pa.FixedSizeBinaryType)):
+        return bytes_of(values, field.with_name(path), first)
     if pa.types.is_struct(t):
         _check_kind(values, dict, field, path, first)
         mask = pa.array([v is None for v in values], pa.bool_())
-        children = [values_as(_column(values, f.name), f, formats, f"{path}.{f.name}", first) for f in t]
+        children = [values_as(_column(values, f.name), f, formats, f"{path}.{f.name}", first, bytes_of) for f in t]
         return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         lists = [v if v is None or isinstance(v, list) else [v] for v in values]
         lengths = np.fromiter((0 if v is None else len(v) for v in lists), np.int64, len(lists))
         offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-        items = values_as([x for v in lists if v is not None for x in v], t.value_field, formats, f"{path}[]", first)
+        items = values_as([x for v in lists if v for x in v], t.value_field, formats, f"{path}[]", first, bytes_of)
         mask = pa.array([v is None for v in lists], pa.bool_())
         return pa.ListArray.from_arrays(offsets, items, type=t, mask=mask)
     if pa.types.is_map(t):
@@ -447,7 +449,7 @@ def values_as(values: list, field: pa.Field, formats: TemporalFormats, path: str
         offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
         keys = pa.array([k for v in values if v is not None for k in v], t.key_type)
         items = values_as([x for v in values if v is not None for x in v.values()], t.item_field, formats,
-                          f"{path}[]", first)
+                          f"{path}[]", first, bytes_of)
         return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=pa.array([v is None for v in values],
                                                                                       pa.bool_()))
     return _scalars_as(values, field, formats, path, first)
@@ -456,8 +458,8 @@ def values_as(values: list, field: pa.Field, formats: TemporalFormats, path: str
 def _check_kind(values: list, kind: type, field: pa.Field, path: str, first: int) -> None:
     for index, value in enumerate(values):
         if value is not None and not isinstance(value, kind):
-            raise SchemaMismatchError(f"field '{path}' of record {first + index} is {_shown(value)}, which does not "
-                                      f"fit {nifi_type_name(field)}")
+            raise SchemaMismatchError(f"field '{path}' of record {first + index} is {shown_value(value)}, which does "
+                                      f"not fit {nifi_type_name(field)}")
 
 
 def _scalars_as(values: list, field: pa.Field, formats: TemporalFormats, path: str, first: int) -> pa.Array:
@@ -477,7 +479,7 @@ def _scalars_as(values: list, field: pa.Field, formats: TemporalFormats, path: s
         try:
             row = next((i for i, (v, m) in enumerate(zip(values, millis)) if v is not None and m is None), None)
             if row is not None:
-                raise SchemaMismatchError(f"field '{path}' of record {row} is {_shown(values[row])}, which is "
+                raise SchemaMismatchError(f"field '{path}' of record {row} is {shown_value(values[row])}, which is "
                                           f"outside the range of a {nifi_type_name(field)}")
             return millis_as(pa.array(millis, pa.int64()), t, path)
         except SchemaMismatchError as err:
