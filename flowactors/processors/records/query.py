@@ -292,16 +292,22 @@ class Table:
         return pa.RecordBatchReader.from_batches(self.schema, self._scan()).__arrow_c_stream__(requested_schema)
 
     def project(self, fields: list[str]) -> None:
-        """Scan only ``fields`` (of ``schema``, in its order); ``schema`` becomes theirs."""
+        """Scan only ``fields`` (of ``schema``, in its order); ``schema`` becomes theirs. Before
+        the first scan (the reader opened for the schema is projected too)."""
+        assert self._first is not None, "projected after a scan"
         self._fields = fields
-        if self._first is not None:
-            self._first.project(fields)
-            self.schema = self._first.schema
+        self._first.project(fields)
+        self.schema = self._first.schema
+
+    def _opened(self) -> Records:
+        """A reader of its own for a scan after the first, projected as the table is."""
+        records = self._open()
+        if self._fields is not None:
+            records.project(self._fields)
+        return records
 
     def _scan(self) -> Iterator[pa.RecordBatch]:
-        records, self._first = self._first or self._open(), None
-        if self._fields is not None and records.schema.names != self._fields:
-            records.project(self._fields)
+        records, self._first = self._first or self._opened(), None
         try:
             yield from records
         except Exception as err:   # not GeneratorExit: DuckDB closing a scan it read enough of
