@@ -72,12 +72,10 @@ _STRUCTURAL = np.zeros(256, np.bool_)
 _STRUCTURAL[list(b'"\\{}[],')] = True
 #: every byte but quotes and brackets (``_deepest`` drops them), and a bracket's change of depth
 _NOT_NESTING = bytes(c for c in range(256) if c not in b'"{}[]')
-_NESTING_DELTA = np.zeros(256, np.int8)
-_NESTING_DELTA[list(b"{[")] = 1
-_NESTING_DELTA[list(b"}]")] = -1
 _DELTA = np.zeros(256, np.int64)
 _DELTA[list(b"{[")] = 1
 _DELTA[list(b"}]")] = -1
+_NESTING_DELTA = _DELTA.astype(np.int8)   # the same, narrow: _deepest multiplies a whole content by it
 
 
 @dataclass
