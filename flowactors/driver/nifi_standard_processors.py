@@ -15,6 +15,13 @@ flowactors processor it becomes and how its properties carry over:
 
 Every property the table does not know is reported too (unless the processor takes dynamic
 properties), so an import never silently changes what a flow does.
+
+A processor may also declare its row itself, in class attributes (a new processor family does,
+so that it lives in its own module): ``NIFI_TYPE`` (NiFi's Java class), ``NIFI_PROPERTY_NAMES``
+(``renamed``), ``NIFI_VALUES`` (``values``), ``NIFI_FIXED`` (``fixed`` with None or a value) and
+``NIFI_IGNORED`` (NiFi properties accepted whatever their value: ``fixed`` with ``ANY``). Every
+processor ``flowactors.processors`` exports with a ``NIFI_TYPE`` joins the table; a row written
+here for the same class wins.
 """
 
 from __future__ import annotations
@@ -44,7 +51,19 @@ _CHARSET = {"character-set": "Character Set"}
 _RECORDS = {"record-reader": "Record Reader", "record-writer": "Record Writer",
             "include-zero-record-flowfiles": "Include Zero Record FlowFiles"}
 
-STANDARD_PROCESSORS: dict[str, StandardProcessor] = {
+def declared(processor: type[Processor]) -> StandardProcessor:
+    """The row a processor declares in its class attributes (the module docstring)."""
+    fixed: dict[str, object] = {name: ANY for name in getattr(processor, "NIFI_IGNORED", ())}
+    return StandardProcessor(processor, renamed=getattr(processor, "NIFI_PROPERTY_NAMES", {}),
+                             values=getattr(processor, "NIFI_VALUES", {}),
+                             fixed={**fixed, **getattr(processor, "NIFI_FIXED", {})})
+
+
+#: the rows of the processors that declare their NiFi class
+_DECLARED = {kind.NIFI_TYPE: declared(kind) for kind in (getattr(p, name) for name in p.__all__)
+             if isinstance(kind, type) and issubclass(kind, Processor) and getattr(kind, "NIFI_TYPE", None)}
+
+STANDARD_PROCESSORS: dict[str, StandardProcessor] = {**_DECLARED, **{
     _STANDARD + "GenerateFlowFile": StandardProcessor(
         p.GenerateFlowFile,
         renamed={"generate-ff-custom-text": "Custom Text", "mime-type": "Mime Type", **_CHARSET}),
@@ -129,6 +148,4 @@ STANDARD_PROCESSORS: dict[str, StandardProcessor] = {
                             "min-records": "Minimum Number of Records", "max-records": "Maximum Number of Records",
                             "min-bin-size": "Minimum Bin Size", "max-bin-size": "Maximum Bin Size",
                             "max-bin-age": "Max Bin Age", "max-bin-count": "Maximum Number of Bins"}),
-    _STANDARD + "LookupRecord": StandardProcessor(
-        p.LookupRecord, renamed=p.LookupRecord.NIFI_PROPERTY_NAMES, values=p.LookupRecord.NIFI_VALUES),
-}
+}}

@@ -321,6 +321,7 @@ class LookupRecord(Processor):
     )
     dynamic_properties = True
     relationships = (SUCCESS, MATCHED, UNMATCHED, FAILED)
+    NIFI_TYPE = "org.apache.nifi.processors.standard.LookupRecord"
     NIFI_PROPERTY_NAMES = NIFI_PROPERTY_NAMES
     NIFI_VALUES = NIFI_VALUES
 
