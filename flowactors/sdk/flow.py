@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
+from flowactors.sdk import cron
 from flowactors.sdk import parameters as params
 from flowactors.sdk.ports import InputPort, OutputPort
 from flowactors.sdk.processor import Processor, resolve_component
@@ -27,13 +28,18 @@ from flowactors.sdk.runtime_env import pip_conflicts
 from flowactors.sdk import services as svc
 from flowactors.sdk.services import ControllerService, ServiceNode
 from flowactors.sdk.settings import Settings, SettingsError
-from flowactors.sdk.definition_entries import (entries, json_fields, json_kind, properties_of, property_texts,
-                                               unknown_key)
+from flowactors.sdk.definition_entries import (JsonField, entries, json_fields, json_kind, properties_of,
+                                               property_texts, unknown_key)
 from flowactors.sdk.units import parse_data_size, parse_duration
 
 DEFINITION_VERSION = 2
 #: definition versions this flowactors reads (1: before parameter contexts)
 READABLE_VERSIONS = (1, 2)
+#: how a processor is scheduled (NiFi's names): ``run_schedule`` a duration between triggers, or
+#: a cron expression (``flowactors.sdk.cron``) whose fire times trigger it
+SCHEDULING_STRATEGIES = ("TIMER_DRIVEN", "CRON_DRIVEN")
+#: how a retried FlowFile waits (``ProcessorNode.retried_relationships``): its penalty, or the processor's yield
+BACKOFF_MECHANISMS = ("PENALIZE_FLOWFILE", "YIELD_PROCESSOR")
 PRIORITIZERS = ("FIFO", "OldestFlowFileFirst", "NewestFlowFileFirst", "PriorityAttribute")
 #: a connection's load-balance strategies across a cluster's nodes (seed 002; docs/cluster.md)
 LOAD_BALANCE_STRATEGIES = ("none", "round-robin", "single-node", "partition-by-attribute")
@@ -83,6 +89,23 @@ class ProcessorNode:
     primary_node_only: bool = False
     #: the parameter context its ``#{...}`` references read (None: the flow's)
     parameter_context: str | None = None
+    #: ``SCHEDULING_STRATEGIES``: TIMER_DRIVEN runs it every ``run_schedule`` (a duration);
+    #: CRON_DRIVEN once at each fire time of ``run_schedule``, a cron expression (as NiFi's
+    #: schedulingPeriod holds it): ``flowactors.sdk.cron``
+    scheduling_strategy: str = "TIMER_DRIVEN"
+    #: relationships whose FlowFiles a commit sends back to their input queue, up to
+    #: ``retry_count`` times each, before letting them through (NiFi 1.16+'s retry;
+    #: ``flowactors.engine.retry`` says what is retried and how)
+    retried_relationships: tuple[str, ...] = ()
+    retry_count: int = 10
+    #: ``BACKOFF_MECHANISMS``: each retry penalizes the FlowFile (``penalty_duration``, doubled
+    #: each retry) or yields the processor (``yield_duration``, doubled), never past this
+    backoff_mechanism: str = "PENALIZE_FLOWFILE"
+    max_backoff_period: str = "10 mins"
+    #: a disabled processor (or port) is loaded and kept, validated loosely (its properties and
+    #: wiring are not checked, as NiFi does not validate a disabled component), never started:
+    #: FlowFiles queue up before it
+    disabled: bool = False
     #: the property values with parameters resolved, set when the flow validates (never saved)
     resolved: dict[str, str] | None = field(default=None, compare=False, repr=False)
 
@@ -101,6 +124,9 @@ class ProcessorNode:
             "yield_duration": self.yield_duration, "auto_terminate": list(self.auto_terminate),
             "num_cpus": self.num_cpus, "isolated": self.isolated, "runtime_env": self.runtime_env,
             "primary_node_only": self.primary_node_only, "parameter_context": self.parameter_context,
+            "scheduling_strategy": self.scheduling_strategy, "retried_relationships": list(self.retried_relationships),
+            "retry_count": self.retry_count, "backoff_mechanism": self.backoff_mechanism,
+            "max_backoff_period": self.max_backoff_period, "disabled": self.disabled,
         }
 
 
@@ -165,6 +191,9 @@ class Flow:
         self.connections: list[Connection] = []
         #: controller services by their path (``flowactors.sdk.services``: ``<group>/<name>``)
         self.services: dict[str, ServiceNode] = {}
+        #: the paths of the services that are disabled (``add_service(..., disabled=True)``): never
+        #: enabled, and a processor using one is refused unless it is disabled too
+        self.disabled_services: set[str] = set()
         #: overrides of ``flowactors.sdk.settings.Settings`` for this flow
         self.settings: dict[str, Any] = dict(settings or {})
         #: parameter contexts by name (``flowactors.sdk.parameters``), and the one processors use
@@ -187,8 +216,9 @@ class Flow:
         if unknown:
             raise TypeError("; ".join(f"processor '{name}': {unknown_key(k, PROCESSOR_FIELDS, 'a processor field')}"
                                       for k in unknown))
-        if "auto_terminate" in scheduling:
-            scheduling["auto_terminate"] = _names(scheduling["auto_terminate"])
+        for listed in ("auto_terminate", "retried_relationships"):
+            if listed in scheduling:
+                scheduling[listed] = _names(scheduling[listed])
         texts, problems = property_texts(processor_type, properties or {})
         self._problems.extend(f"processor '{name}': {p}" for p in problems)
         node = ProcessorNode(name, processor_type, texts, **scheduling)
@@ -196,9 +226,10 @@ class Flow:
         return node
 
     def add_service(self, service_type: type[ControllerService], name: str | None = None, *,
-                    properties: dict[str, Any] | None = None, group: str = "") -> ServiceNode:
+                    properties: dict[str, Any] | None = None, group: str = "", disabled: bool = False) -> ServiceNode:
         """Place a controller service (``flowactors.sdk.services``) in the process group ``group``
-        (``""``: the flow's own); processors name it in their properties by ``name``."""
+        (``""``: the flow's own); processors name it in their properties by ``name``. A
+        ``disabled`` one is never enabled (``disabled_services``)."""
         if not (isinstance(service_type, type) and issubclass(service_type, ControllerService)):
             raise TypeError(f"{service_type!r} is not a ControllerService subclass")
         texts, problems = property_texts(service_type, properties or {})
@@ -208,6 +239,10 @@ class Flow:
             self._problems.append(f"two controller services are named '{node.path}'; names must be unique "
                                   f"in a group")
         self.services[node.path] = node
+        if disabled is not False and disabled is not True:
+            self._problems.append(f"controller service '{node.path}': disabled must be true or false, not {disabled!r}")
+        if disabled is True:
+            self.disabled_services.add(node.path)
         return node
 
     def services_used_by(self, processors: Iterable[str]) -> list[ServiceNode]:
@@ -235,14 +270,15 @@ class Flow:
             self.parameter_context = name
         return context
 
-    def add_input_port(self, name: str = "input") -> ProcessorNode:
-        """An input port (``flowactors.sdk.ports``): where a stateless trigger's inputs enter."""
-        return self.add(InputPort, name)
+    def add_input_port(self, name: str = "input", *, disabled: bool = False) -> ProcessorNode:
+        """An input port (``flowactors.sdk.ports``): where a stateless trigger's inputs enter;
+        a ``disabled`` one is kept but never started (``ProcessorNode.disabled``)."""
+        return self.add(InputPort, name, disabled=disabled)
 
-    def add_output_port(self, name: str = "output") -> ProcessorNode:
+    def add_output_port(self, name: str = "output", *, disabled: bool = False) -> ProcessorNode:
         """An output port: what reaches it is a stateless trigger's result (a failure port, when
-        the run names it one, fails the trigger)."""
-        return self.add(OutputPort, name)
+        the run names it one, fails the trigger); a ``disabled`` one is never started."""
+        return self.add(OutputPort, name, disabled=disabled)
 
     def connect(self, source: ProcessorNode | str, destination: ProcessorNode | str,
                 relationships: str | Iterable[str] = "success", *, name: str | None = None,
@@ -275,12 +311,14 @@ class Flow:
             problems.append("the flow has no processors")
         resolving, secrets = self._resolve_parameters()
         problems.extend(resolving)
-        for node in self.processors.values():
+        enabled = [node for node in self.processors.values() if node.disabled is not True]
+        for node in enabled:
             problems.extend(params.redact(f"processor '{node.name}': {p}", secrets.get(node.name, ()))
                             for p in node.type.validate_properties(node.property_values))
+        for node in self.processors.values():
             problems.extend(f"processor '{node.name}': {p}" for p in _scheduling_problems(node))
-        problems.extend(svc.flow_problems(self.services, ((n.name, n.type, n.property_values)
-                                                          for n in self.processors.values())))
+        problems.extend(svc.flow_problems(self.services, ((n.name, n.type, n.property_values) for n in enabled)))
+        problems.extend(self._disabled_service_problems(enabled))
         connected: dict[str, set[str]] = {name: set() for name in self.processors}
         incoming: set[str] = set()
         names_seen: set[str] = set()
@@ -306,6 +344,12 @@ class Flow:
             for rel in node.auto_terminate:
                 if rel not in declared:
                     problems.append(f"processor '{node.name}': cannot auto-terminate unknown relationship '{rel}'")
+            for rel in node.retried_relationships:
+                if rel not in declared:
+                    problems.append(f"processor '{node.name}': cannot retry unknown relationship '{rel}' "
+                                    f"(it has: {', '.join(sorted(declared)) or 'none'})")
+            if node.disabled is True:   # loaded, never started: its wiring is not checked (as NiFi)
+                continue
             for rel in sorted(declared - connected[node.name] - set(node.auto_terminate)):
                 problems.append(f"processor '{node.name}': relationship '{rel}' is neither connected "
                                 f"nor auto-terminated")
@@ -313,6 +357,23 @@ class Flow:
                 problems.append(f"processor '{node.name}' needs an incoming connection")
             if not node.type.input_required and node.name in incoming:
                 problems.append(f"processor '{node.name}' is a source and accepts no incoming connection")
+        return problems
+
+    def _disabled_service_problems(self, enabled: list[ProcessorNode]) -> list[str]:
+        """A problem for each processor that is not disabled and uses a disabled service (itself
+        or through the services it uses), as NiFi keeps such a processor invalid."""
+        if not self.disabled_services:
+            return []
+        problems = []
+        for node in enabled:
+            try:
+                used = self.services_used_by([node.name])
+            except svc.ServiceEnableError:   # a cycle of services: said by flow_problems
+                continue
+            for service in used:
+                if service.path in self.disabled_services:
+                    problems.append(f"processor '{node.name}' uses controller service '{service.path}', which is "
+                                    f"disabled: enable the service, or disable the processor too")
         return problems
 
     def _resolve_parameters(self) -> tuple[list[str], dict[str, list[str]]]:
@@ -336,7 +397,8 @@ class Flow:
             if unresolved and context is None:
                 unresolved = [f"{p} (the processor has no parameter context: Flow.add_parameter_context)"
                               for p in unresolved]
-            problems.extend(f"processor '{node.name}': {p}" for p in unresolved)
+            if node.disabled is not True:   # a disabled one's references are not checked (as NiFi)
+                problems.extend(f"processor '{node.name}': {p}" for p in unresolved)
             node.resolved = resolved
             sensitive = _sensitive_names(node)
             secrets[node.name] = params.sensitive_values(node.properties, available) + [
@@ -365,7 +427,8 @@ class Flow:
             "flowactors_flow": DEFINITION_VERSION, "name": self.name, "settings": dict(self.settings),
             "parameter_context": self.parameter_context,
             "parameter_contexts": [c.to_dict() for c in self.parameter_contexts.values()],
-            "controller_services": [s.to_dict() for s in self.services.values()],
+            "controller_services": [{**s.to_dict(), "disabled": s.path in self.disabled_services}
+                                    for s in self.services.values()],
             "processors": [n.to_dict(type_names.get(n.name)) for n in self.processors.values()],
             "connections": [c.to_dict() for c in self.connections],
         }
@@ -613,18 +676,36 @@ def _names(value: str | Iterable[str]) -> tuple[str, ...]:
 
 
 _PROCESSOR_TABLE = json_fields(ProcessorNode, ("type", "properties", "resolved"))
-_SERVICE_TABLE = json_fields(ServiceNode, ("type", "properties", "resolved"))
+_SERVICE_TABLE = {**json_fields(ServiceNode, ("type", "properties", "resolved")), "disabled": JsonField(bool, False)}
 _CONNECTION_TABLE = json_fields(Connection, ())
 
 
 def _scheduling_problems(node: ProcessorNode) -> list[str]:
     problems = []
-    for label, value in (("run_schedule", node.run_schedule), ("penalty_duration", node.penalty_duration),
-                         ("yield_duration", node.yield_duration)):
+    durations = [("penalty_duration", node.penalty_duration), ("yield_duration", node.yield_duration),
+                 ("max_backoff_period", node.max_backoff_period)]
+    if node.scheduling_strategy == "CRON_DRIVEN":
+        try:
+            cron.parse(node.run_schedule)
+        except cron.CronError as err:
+            problems.append(f"run_schedule (CRON_DRIVEN): {err}")
+    elif node.scheduling_strategy == "TIMER_DRIVEN":
+        durations.insert(0, ("run_schedule", node.run_schedule))
+    else:
+        problems.append(f"scheduling_strategy must be one of {', '.join(SCHEDULING_STRATEGIES)}, "
+                        f"not {node.scheduling_strategy!r}")
+    for label, value in durations:
         try:
             parse_duration(value)
         except ValueError as err:
             problems.append(f"{label}: {err}")
+    if node.backoff_mechanism not in BACKOFF_MECHANISMS:
+        problems.append(f"backoff_mechanism must be one of {', '.join(BACKOFF_MECHANISMS)}, "
+                        f"not {node.backoff_mechanism!r}")
+    if not isinstance(node.retry_count, int) or isinstance(node.retry_count, bool) or node.retry_count < 0:
+        problems.append(f"retry_count must be a whole number of 0 or more, not {node.retry_count!r}")
+    if not isinstance(node.disabled, bool):
+        problems.append(f"disabled must be true or false, not {node.disabled!r}")
     if not isinstance(node.concurrent_tasks, int) or node.concurrent_tasks < 1:
         problems.append(f"concurrent_tasks must be a whole number of at least 1, not {node.concurrent_tasks!r}")
     if node.batch_size is not None and (not isinstance(node.batch_size, int) or node.batch_size < 1):

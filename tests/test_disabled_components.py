@@ -1,0 +1,76 @@
+"""Disabled components: a disabled processor, port or controller service is loaded and kept, validated
+loosely, never started; FlowFiles queue up before it; the status says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowactors import Flow, FlowValidationError
+from flowactors.processors import GenerateFlowFile, LookupRecord, UpdateAttribute
+from flowactors.services import CSVReader, JsonRecordSetWriter, SimpleKeyValueLookupService
+
+
+def disabled_flow() -> Flow:
+    flow = Flow("disabled")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"Batch Size": 1, "Max FlowFiles": 3})
+    # misconfigured and unwired: a disabled processor is not validated (as NiFi)
+    update = flow.add(UpdateAttribute, "update", properties={"bad": "${unclosed"}, disabled=True)
+    flow.connect(generate, update)
+    return flow
+
+
+def test_a_disabled_processor_is_validated_loosely_and_round_trips():
+    flow = disabled_flow().validate()
+    again = Flow.from_json(flow.to_json())
+    assert again.processors["update"].disabled is True and again.processors["generate"].disabled is False
+    assert again.to_dict() == flow.to_dict()
+    again.validate()
+    flow.processors["update"].disabled = False   # enabled, its problems count
+    problems = flow.problems()
+    assert any(p.startswith("processor 'update': ") and "relationship 'success'" in p for p in problems)
+    assert any(p.startswith("processor 'update': property 'bad'") for p in problems)
+
+
+def test_a_disabled_processor_still_gets_structural_problems():
+    flow = disabled_flow()
+    flow.processors["update"].disabled = "yes"
+    flow.processors["update"].auto_terminate = ("nothing",)
+    problems = flow.problems()
+    assert "processor 'update': disabled must be true or false, not 'yes'" in problems
+    assert "processor 'update': cannot auto-terminate unknown relationship 'nothing'" in problems
+
+
+def test_disabled_ports_round_trip():
+    flow = Flow("ports")
+    port = flow.add_input_port("in", disabled=True)
+    out = flow.add_output_port("out")
+    flow.connect(port, out)
+    again = Flow.from_json(flow.validate().to_json())
+    assert again.processors["in"].disabled and not again.processors["out"].disabled
+
+
+def lookup_flow(*, service_disabled: bool, processor_disabled: bool = False) -> Flow:
+    flow = Flow("lookups")
+    flow.add_service(CSVReader, "reader")
+    flow.add_service(JsonRecordSetWriter, "writer")
+    flow.add_service(SimpleKeyValueLookupService, "colours", properties={"red": "#f00"}, disabled=service_disabled)
+    generate = flow.add(GenerateFlowFile, "generate")
+    lookup = flow.add(LookupRecord, "lookup", properties={
+        "Record Reader": "reader", "Record Writer": "writer", "Lookup Service": "colours", "key": "/colour"},
+        auto_terminate=["success", "failure"], disabled=processor_disabled)
+    flow.connect(generate, lookup)
+    return flow
+
+
+def test_a_disabled_service_round_trips_and_refuses_the_processors_using_it():
+    flow = lookup_flow(service_disabled=False)
+    assert flow.problems() == [] and flow.disabled_services == set()
+    flow = lookup_flow(service_disabled=True)
+    again = Flow.from_json(flow.to_json())
+    assert again.disabled_services == {"colours"}
+    assert [s["disabled"] for s in again.to_dict()["controller_services"]] == [False, False, True]
+    with pytest.raises(FlowValidationError) as caught:
+        again.validate()
+    assert caught.value.problems == ["processor 'lookup' uses controller service 'colours', which is disabled: "
+                                     "enable the service, or disable the processor too"]
+    lookup_flow(service_disabled=True, processor_disabled=True).validate()
