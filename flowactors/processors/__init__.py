@@ -6,9 +6,11 @@ lives in its own module; docs/processors.md describes every processor.
 
 from flowactors.processors.attributes import ExtractText, LogAttribute, UpdateAttribute
 from flowactors.processors.compress import CompressContent
+from flowactors.processors.detect_duplicate import DetectDuplicate
 from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
+from flowactors.processors.json import EvaluateJsonPath, SplitJson
 from flowactors.processors.merge import MergeContent
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.execute_stateless import ExecuteStateless
@@ -16,13 +18,16 @@ from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRec
                                            SplitRecord, UpdateRecord, ValidateRecord)
 from flowactors.processors.text import ReplaceText, SplitText
 from flowactors.processors.unpack import UnpackContent
+from flowactors.processors.wait_notify import Notify, Wait
 # ports and funnels are SDK components (as in NiFi, they are not processors); a definition may
 # name them without a module too
 from flowactors.sdk.ports import Funnel, InputPort, OutputPort
 
 __all__ = [
-    "CompressContent", "ConvertRecord", "ExecuteStateless", "ExtractText", "FetchFile", "Funnel", "GenerateFlowFile",
-    "GetFile", "HashContent", "InputPort", "ListFile", "LogAttribute", "LookupRecord", "MergeContent", "MergeRecord",
-    "OutputPort", "PartitionRecord", "PutFile", "QueryRecord", "ReplaceText", "RouteOnAttribute", "RouteOnContent",
-    "SplitRecord", "SplitText", "UnpackContent", "UpdateAttribute", "UpdateRecord", "ValidateRecord",
+    "CompressContent", "ConvertRecord", "EvaluateJsonPath", "ExecuteStateless", "ExtractText", "FetchFile",
+    "Funnel", "GenerateFlowFile", "GetFile", "HashContent", "InputPort", "ListFile", "LogAttribute", "LookupRecord",
+    "MergeContent", "MergeRecord", "OutputPort", "PartitionRecord", "PutFile", "QueryRecord", "ReplaceText",
+    "RouteOnAttribute", "RouteOnContent", "SplitJson", "SplitRecord", "SplitText", "UnpackContent",
+    "UpdateAttribute", "UpdateRecord", "ValidateRecord",
+    "DetectDuplicate", "Notify", "Wait",
 ]

@@ -1,0 +1,8 @@
+"""NiFi's JSON processors: EvaluateJsonPath, SplitJson, FlattenJson, AttributesToJSON,
+AttributesToCSV and ValidateJson, with a JsonPath of Jayway's semantics (``jsonpath``);
+docs/json-processors.md describes them."""
+
+from flowactors.processors.json.evaluate import EvaluateJsonPath
+from flowactors.processors.json.split import SplitJson
+
+__all__ = ["EvaluateJsonPath", "SplitJson"]

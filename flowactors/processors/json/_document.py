@@ -1,0 +1,155 @@
+"""Reading a FlowFile's JSON document and writing JSON as NiFi's Jackson does (shared by the JSON
+processors; not public API)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from flowactors.processors.json.jsonpath import KeySet
+from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
+from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, validators
+from flowactors.sdk.record_path.conversions import java_double
+from flowactors.sdk.relationships import FAILURE, failure_attributes, reason
+
+log = logging.getLogger(__name__)
+
+#: Null Value Representation's choices, and the text each writes for a JSON null
+NULL_TEXTS = {"empty string": "", "the string 'null'": "null"}
+NULL_REPRESENTATION = PropertyDescriptor(
+    "Null Value Representation", "What a JsonPath result that is null becomes", required=True,
+    default="empty string", allowable_values=tuple(NULL_TEXTS))
+MAX_STRING_LENGTH = PropertyDescriptor(
+    "Max String Length", "The longest text value a document may hold (longer: the FlowFile goes to failure)",
+    required=True, default="20 MB", validator=validators.DATA_SIZE)
+
+
+def route_failure(context: ProcessContext, session, flowfile: FlowFile, message: str) -> None:
+    """Send ``flowfile`` to failure, unchanged but for ``flowactors.failure.reason`` (``message``,
+    one line) and ``flowactors.failure.processor``, and log why."""
+    log.warning("%s: routing %s to failure: %s", context.name, flowfile.uuid, message)
+    session.transfer(session.put_all_attributes(flowfile, failure_attributes(context.name, message)), FAILURE)
+
+
+class DocumentError(ValueError):
+    """Content that is not one JSON document, or cannot be read (the message is one line saying why)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def read_document(session, flowfile: FlowFile, max_string_length: int | None = None) -> Any:
+    """The JSON document of a FlowFile's whole content (``parse_document``); ``DocumentError``
+    also when the content cannot be read. A full content repository is raised as it is (the
+    trigger rolls back: nothing is wrong with the FlowFile)."""
+    try:
+        data = session.read_bytes(flowfile)
+    except ContentRepositoryFullError:
+        raise
+    except (ContentRepositoryError, OSError) as err:
+        raise DocumentError(f"the content cannot be read: {reason(err)}") from None
+    return parse_document(data, max_string_length)
+
+
+def parse_document(data: bytes, max_string_length: int | None = None) -> Any:
+    """The JSON document ``data`` holds (UTF-8, -16 or -32, as Jackson detects them).
+
+    ``DocumentError`` when it is not JSON (NaN and Infinity are not, as in Jackson), when it is JSON
+    ``null`` (Jayway has no document then), or when a text value is longer than
+    ``max_string_length`` characters (Jackson's StreamReadConstraints)."""
+    if not data.strip():
+        raise DocumentError("the content is empty, not a JSON document")
+    try:
+        document = json.loads(data, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as err:   # UnicodeDecodeError is a ValueError
+        message = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0]
+        raise DocumentError(f"the content is not valid JSON: {message}") from None
+    if document is None:
+        raise DocumentError("the content is the JSON null, not a document")
+    if max_string_length is not None:
+        longest = _longest_text(document)
+        if longest > max_string_length:
+            raise DocumentError(f"a text value of {longest} characters is longer than the Max String Length "
+                              f"({max_string_length}): raise Max String Length to read this document")
+    return document
+
+
+def _longest_text(value: Any) -> int:
+    longest, pending = 0, [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, str):
+            longest = max(longest, len(node))
+        elif isinstance(node, dict):
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return longest
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, float):
+        return java_double(value) if value == value and abs(value) != float("inf") else json.dumps(str(value))
+    return json.dumps(value, ensure_ascii=False)
+
+
+def to_json(value: Any, pretty: bool = False) -> str:
+    """``value`` as Jackson writes it: compact (``{"a":1}``), or with Jackson's default pretty
+    printer (two spaces an object level, ``"key" : value``, arrays on one line ``[ 1, 2 ]``);
+    floating-point numbers as Java writes doubles (``1.0E10``)."""
+    parts: list[str] = []
+    _write(value, parts, pretty, 0)
+    return "".join(parts)
+
+
+def _write(value: Any, out: list[str], pretty: bool, level: int) -> None:
+    if isinstance(value, dict):
+        if not value:
+            out.append("{ }" if pretty else "{}")
+            return
+        out.append("{")
+        for index, (key, item) in enumerate(value.items()):
+            if index:
+                out.append(",")
+            if pretty:
+                out.append("\n" + "  " * (level + 1))
+            out.append(json.dumps(str(key), ensure_ascii=False) + (" : " if pretty else ":"))
+            _write(item, out, pretty, level + 1)
+        out.append(("\n" + "  " * level if pretty else "") + "}")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            out.append("[ ]" if pretty else "[]")
+            return
+        out.append("[ " if pretty else "[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(", " if pretty else ",")
+            _write(item, out, pretty, level)   # an array is no level of its own (Jackson's inline arrays)
+        out.append(" ]" if pretty else "]")
+    else:
+        out.append(_scalar(value))
+
+
+def result_text(value: Any, null_text: str) -> str:
+    """A JsonPath result as NiFi writes it: an object or an array as JSON, a text as it is, a
+    number or a boolean as Java prints it, null as ``null_text``, keys() as Java prints a set."""
+    if isinstance(value, KeySet):
+        return "[" + ", ".join(value) + "]"
+    if isinstance(value, (dict, list)):
+        return to_json(value)
+    if value is None:
+        return null_text
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double(value)
+    return str(value)
+
+
+def is_scalar(value: Any) -> bool:
+    """Whether NiFi treats a JsonPath result as a scalar: anything but an object or an array."""
+    return not isinstance(value, (dict, list))
