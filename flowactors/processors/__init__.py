@@ -10,7 +10,7 @@ from flowactors.processors.detect_duplicate import DetectDuplicate
 from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
-from flowactors.processors.json import EvaluateJsonPath, SplitJson
+from flowactors.processors.json import EvaluateJsonPath, FlattenJson, SplitJson
 from flowactors.processors.merge import MergeContent
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.execute_stateless import ExecuteStateless
@@ -30,4 +30,5 @@ __all__ = [
     "RouteOnAttribute", "RouteOnContent", "SplitJson", "SplitRecord", "SplitText", "UnpackContent",
     "UpdateAttribute", "UpdateRecord", "ValidateRecord",
     "DetectDuplicate", "Notify", "Wait",
+    "FlattenJson",
 ]

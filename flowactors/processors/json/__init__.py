@@ -3,6 +3,7 @@ AttributesToCSV and ValidateJson, with a JsonPath of Jayway's semantics (``jsonp
 docs/json-processors.md describes them."""
 
 from flowactors.processors.json.evaluate import EvaluateJsonPath
+from flowactors.processors.json.flatten import FlattenJson
 from flowactors.processors.json.split import SplitJson
 
-__all__ = ["EvaluateJsonPath", "SplitJson"]
+__all__ = ["EvaluateJsonPath", "FlattenJson", "SplitJson"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from decimal import Decimal
 from typing import Any
 
 from flowactors.processors.json.jsonpath import KeySet
@@ -53,16 +54,17 @@ def read_document(session, flowfile: FlowFile, max_string_length: int | None = N
     return parse_document(data, max_string_length)
 
 
-def parse_document(data: bytes, max_string_length: int | None = None) -> Any:
-    """The JSON document ``data`` holds (UTF-8, -16 or -32, as Jackson detects them).
+def parse_document(data: bytes | str, max_string_length: int | None = None, *, exact_numbers: bool = False) -> Any:
+    """The JSON document ``data`` holds (bytes: UTF-8, -16 or -32, as Jackson detects them).
 
     ``DocumentError`` when it is not JSON (NaN and Infinity are not, as in Jackson), when it is JSON
     ``null`` (Jayway has no document then), or when a text value is longer than
-    ``max_string_length`` characters (Jackson's StreamReadConstraints)."""
+    ``max_string_length`` characters (Jackson's StreamReadConstraints). With ``exact_numbers``
+    numbers with a fraction or an exponent are Decimals, written back as they were read."""
     if not data.strip():
         raise DocumentError("the content is empty, not a JSON document")
     try:
-        document = json.loads(data, parse_constant=_no_constant)
+        document = json.loads(data, parse_constant=_no_constant, parse_float=Decimal if exact_numbers else None)
     except (ValueError, RecursionError) as err:   # UnicodeDecodeError is a ValueError
         message = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0]
         raise DocumentError(f"the content is not valid JSON: {message}") from None
