@@ -11,12 +11,14 @@ from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
 from flowactors.processors.json import EvaluateJsonPath, FlattenJson, SplitJson
+from flowactors.processors.jolt.processor import JoltTransformJSON
 from flowactors.processors.merge import MergeContent
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
                                            SplitRecord, UpdateRecord, ValidateRecord)
 from flowactors.processors.text import ReplaceText, SplitText
+from flowactors.processors.stream_command import ExecuteStreamCommand
 from flowactors.processors.unpack import UnpackContent
 from flowactors.processors.wait_notify import Notify, Wait
 # ports and funnels are SDK components (as in NiFi, they are not processors); a definition may
@@ -30,5 +32,7 @@ __all__ = [
     "RouteOnAttribute", "RouteOnContent", "SplitJson", "SplitRecord", "SplitText", "UnpackContent",
     "UpdateAttribute", "UpdateRecord", "ValidateRecord",
     "DetectDuplicate", "Notify", "Wait",
+    "ExecuteStreamCommand",
     "FlattenJson",
+    "JoltTransformJSON",
 ]
