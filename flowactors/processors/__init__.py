@@ -10,7 +10,8 @@ from flowactors.processors.detect_duplicate import DetectDuplicate
 from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
-from flowactors.processors.json import EvaluateJsonPath, FlattenJson, SplitJson
+from flowactors.processors.json import (AttributesToCSV, AttributesToJSON, EvaluateJsonPath, FlattenJson,
+                                        SplitJson)
 from flowactors.processors.jolt.processor import JoltTransformJSON
 from flowactors.processors.merge import MergeContent
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
@@ -33,6 +34,6 @@ __all__ = [
     "UpdateAttribute", "UpdateRecord", "ValidateRecord",
     "DetectDuplicate", "Notify", "Wait",
     "ExecuteStreamCommand",
-    "FlattenJson",
+    "AttributesToCSV", "AttributesToJSON", "FlattenJson",
     "JoltTransformJSON",
 ]
