@@ -8,6 +8,9 @@ from flowactors.processors.attributes import ExtractText, LogAttribute, UpdateAt
 from flowactors.processors.compress import CompressContent
 from flowactors.processors.detect_duplicate import DetectDuplicate
 from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
+from flowactors.processors.flow_control import DistributeLoad, DuplicateFlowFile, LogMessage, RetryFlowFile
+from flowactors.processors.monitor import MonitorActivity
+from flowactors.processors.rate import ControlRate
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
 from flowactors.processors.json import (AttributesToCSV, AttributesToJSON, EvaluateJsonPath, FlattenJson,
@@ -36,4 +39,5 @@ __all__ = [
     "ExecuteStreamCommand",
     "AttributesToCSV", "AttributesToJSON", "FlattenJson",
     "JoltTransformJSON",
+    "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
 ]
