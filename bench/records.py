@@ -28,7 +28,9 @@ the result to /dev/null), measured on at most ``PARTS_SAMPLE`` of the files and 
 them, and the rest (the session, the content repository, the processor, DuckDB's scan of a
 stream, GetFile's imports running beside; less than nothing when the reader, reading a batch
 ahead in a thread of its own, overlapped the rest). The QueryRecord rows also give DuckDB's time
-with one thread (the baseline runs with the machine's cores).
+with one thread (the baseline runs with the machine's cores), and the time of pyarrow's reader,
+DuckDB's query and pyarrow's writer composed directly with no flowactors code
+(``composed_query``): what the reader -> SQL -> writer design costs before any engine.
 
 ``python -m bench.records [--total MiB] [--rss] [--rss-size MiB]`` (or ``bench.records_probe``)
 prints the rows as JSON lines, at a size of one's choosing.
@@ -63,6 +65,7 @@ from flowactors.processors import GetFile
 from flowactors.processors.records import ConvertRecord, QueryRecord
 from flowactors.processors.records.query import connect, fields_read
 from flowactors.sdk.flow import Flow
+from flowactors.sdk.records import BATCH_RECORDS
 from flowactors.services import (AvroRecordSetWriter, CSVReader, JsonTreeReader, ParquetReader,
                                  ParquetRecordSetWriter)
 from flowactors.testing import enable_service
@@ -232,6 +235,32 @@ def duckdb_query(paths: list[Path], out: Path, source: str, threads: int | None 
     return time.perf_counter() - started
 
 
+def composed_query(paths: list[Path], source: str) -> float:
+    """Seconds the libraries behind QueryRecord take composed directly, one file after another
+    with no flowactors code: pyarrow reads the fields the query reads (``iter_batches`` of a
+    Parquet file, ``read_csv`` of a CSV file given the column types), DuckDB runs the query over
+    them in memory, pyarrow writes the result as one snappy row group (dictionary-encoded where
+    the Parquet writer service would: the text column ``name``) to /dev/null. What the reader ->
+    SQL -> writer design costs before any engine, against DuckDB reading and writing the files
+    itself."""
+    connection = connect()
+    fields = ["id", "name", "amount"]
+    started = time.perf_counter()
+    for path in paths:
+        if source == "parquet":
+            records = pa.Table.from_batches(list(pq.ParquetFile(path).iter_batches(BATCH_RECORDS, columns=fields)))
+        else:
+            records = pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(
+                column_types=COLUMNS, include_columns=fields))
+        connection.register("FLOWFILE", records)
+        result = connection.sql(QUERY).to_arrow_table()
+        connection.unregister("FLOWFILE")
+        with open(os.devnull, "wb") as sink:
+            pq.write_table(result, sink, compression="snappy", use_dictionary=["name"], row_group_size=1 << 40)
+    connection.close()
+    return time.perf_counter() - started
+
+
 def duckdb_baseline(out: Path, source: str) -> Callable[[list[Path]], float]:
     return lambda paths: duckdb_query(paths, out, source)
 
@@ -365,7 +394,8 @@ def size_rows(workdir: Path, total: int, each: int, rounds: int) -> list[dict]:
                              f"DuckDB COPY (the query over read_{source}) TO parquet",
                              parts_alone(paths, reader, PARQUET_WRITER, QUERY),
                              lambda paths, source=source: "the baseline with one DuckDB thread "
-                             f"{duckdb_query(paths, workdir / f'duckdb1-{source}-{each}', source, threads=1):.2f} s"))
+                             f"{duckdb_query(paths, workdir / f'duckdb1-{source}-{each}', source, threads=1):.2f} s; "
+                             f"pyarrow -> DuckDB -> pyarrow composed directly {composed_query(paths, source):.2f} s"))
     for folder in (data, parquet_out, workdir / f"fastavro-{each}", *(workdir / f"{engine}-{source}-{each}"
                    for engine in ("duckdb", "duckdb1") for source in ("parquet", "csv"))):
         shutil.rmtree(folder, ignore_errors=True)
