@@ -102,7 +102,7 @@ _NIFI_NAMES = {**NIFI_NAMES, "Skip Header Line": FIRST_LINE_IS_HEADER.name, "ign
                "Trim double quote": TRIM_DOUBLE_QUOTE.name}
 _NIFI_VALUES = {**NIFI_VALUES, CSV_FORMAT.name: NIFI_FORMAT_VALUES, QUOTE_MODE.name: NIFI_QUOTE_MODES}
 #: NiFi properties choosing among its Java parsers and writers: one implementation here, so the import leaves them out
-_NIFI_IGNORED = ("CSV Parser", "csv-reader-csv-parser", "CSV Writer")
+_NIFI_IGNORED = ("CSV Parser", "csv-reader-csv-parser", "CSV Writer", "csv-writer")
 #: Commons CSV's record separator and null string of the predefined formats, for writing
 _WRITTEN = {RFC_4180: ("\r\n", None), EXCEL: ("\r\n", None), TDF: ("\r\n", None), MYSQL: ("\n", "\\N"),
             INFORMIX: ("\n", None), INFORMIX_CSV: ("\n", None)}
