@@ -66,4 +66,5 @@ STANDARD_SERVICES: dict[str, StandardService] = {
     "org.apache.nifi.lookup.SimpleKeyValueLookupService": StandardService("SimpleKeyValueLookupService"),
     "org.apache.nifi.lookup.SimpleCsvFileLookupService": StandardService("SimpleCsvFileLookupService"),
     "org.apache.nifi.lookup.CSVRecordLookupService": StandardService("CSVRecordLookupService"),
+    "org.apache.nifi.lookup.script.ScriptedLookupService": StandardService("ScriptedLookupService"),
 }

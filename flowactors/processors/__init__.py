@@ -22,6 +22,7 @@ from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
                                            SplitRecord, UpdateRecord, ValidateRecord)
 from flowactors.processors.text import ReplaceText, SplitText
+from flowactors.processors.scripting import ExecuteScript, InvokeScriptedProcessor
 from flowactors.processors.stream_command import ExecuteStreamCommand
 from flowactors.processors.unpack import UnpackContent
 from flowactors.processors.wait_notify import Notify, Wait
@@ -36,7 +37,7 @@ __all__ = [
     "RouteOnAttribute", "RouteOnContent", "SplitJson", "SplitRecord", "SplitText", "UnpackContent",
     "UpdateAttribute", "UpdateRecord", "ValidateRecord",
     "DetectDuplicate", "Notify", "Wait",
-    "ExecuteStreamCommand",
+    "ExecuteScript", "ExecuteStreamCommand", "InvokeScriptedProcessor",
     "AttributesToCSV", "AttributesToJSON", "FlattenJson",
     "JoltTransformJSON",
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",

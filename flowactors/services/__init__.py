@@ -24,6 +24,7 @@ STANDARD_SERVICES = {
     "SimpleKeyValueLookupService": "flowactors.services.lookup",
     "SimpleCsvFileLookupService": "flowactors.services.lookup",
     "CSVRecordLookupService": "flowactors.services.lookup",
+    "ScriptedLookupService": "flowactors.services.scripted_lookup",
 }
 
 __all__ = sorted(STANDARD_SERVICES)
