@@ -258,6 +258,8 @@ class DistributeLoad(Processor):
     )
     relationships = (Relationship("1", "Where to route FlowFiles for this relationship index"),)
     NIFI_TYPE = _STANDARD + "DistributeLoad"
+    #: NiFi 1's load distribution service strategy, which flowactors has not: accepted only unset
+    NIFI_FIXED = {"Hostnames": None, "Load Distribution Service ID": None}
 
     @classmethod
     def relationships_for(cls, values: Mapping[str, str]) -> Sequence[Relationship]:
