@@ -31,7 +31,8 @@ class StateException(Exception):
 
 
 class StateManager:
-    """Reads and writes the processor's state; every failure is a ``StateException``."""
+    """Reads and writes the processor's state; every failure is a ``StateException`` whose
+    message is NiFi's ("Set state failed", "Get state failed", ...), the reason its ``__cause__``."""
 
     _java_state_manager = None
 
@@ -61,7 +62,7 @@ class StateManager:
         except StateException:
             raise
         except Exception as exception:
-            raise StateException(f"{what} failed: {exception}") from exception
+            raise StateException(f"{what} failed") from exception   # NiFi's message; the reason is its cause
 
 
 class StateMap:

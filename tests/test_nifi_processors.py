@@ -20,8 +20,8 @@ from flowactors import Flow, FlowValidationError
 from flowactors.engine.errors import FlowStartError
 from flowactors.engine.placement import ExecutorPlan, plan, runtime_env_of
 from flowactors.driver.loading import load_definition
-from flowactors.nifi import add_python_processor, python_processor_type
-from flowactors.nifi.extensions import ProcessorNotFound, discover, find_processor, requirements
+from flowactors.nifi import add_python_processor, python_processor_type, resolve_type_name
+from flowactors.nifi.extensions import ProcessorNotFound, discover, discover_versions, find_processor, requirements
 from flowactors.nifi.host import ComponentLog
 from flowactors.nifi.inspection import inspect_file
 from flowactors.nifi.loader import ProcessorLoadError, missing_imports
@@ -146,6 +146,42 @@ def test_extensions_folders_are_searched_as_nifi_searches_them(tmp_path):
         find_processor("Gamma", [first])
     with pytest.raises(ProcessorNotFound, match="name its extensions folder too"):
         python_processor_type("Alpha")
+
+
+def test_two_versions_of_a_processor_are_listed_and_chosen_by_version(tmp_path):
+    """NiFi's PythonControllerInteractionIT.testMultipleVersions: WriteMessage 0.0.1 and 0.0.2 in
+    two files of one folder are two processors, each created by type and version."""
+    body = """
+        class WriteMessage(FlowFileTransform):
+            class Java:
+                implements = ['org.apache.nifi.python.processor.FlowFileTransform']
+            class ProcessorDetails:
+                version = '{version}'
+            def transform(self, context, flowFile):
+                return FlowFileTransformResult("success", contents="{message}")
+    """
+    write(tmp_path, "WriteMessage.py", body.format(version="0.0.1-SNAPSHOT", message="Hello, World"))
+    write(tmp_path, "WriteMessageV2.py", body.format(version="0.0.2-SNAPSHOT", message="Hello, World 2"))
+    listed = discover_versions([tmp_path])["WriteMessage"]
+    assert [info.version for info in listed] == ["0.0.1-SNAPSHOT", "0.0.2-SNAPSHOT"]
+    outputs = {}
+    for version in ("0.0.1-SNAPSHOT", "0.0.2-SNAPSHOT", None):
+        kind = python_processor_type("WriteMessage", extensions=tmp_path, version=version)
+        assert resolve_type_name(kind.type_name()) is kind   # a definition names the version it chose
+        runner = ProcessorRunner(kind, auto_terminate=("original",))
+        runner.enqueue(b"x")
+        runner.run()
+        outputs[version] = runner.read(runner.output("success")[0])
+    assert outputs == {"0.0.1-SNAPSHOT": b"Hello, World", "0.0.2-SNAPSHOT": b"Hello, World 2",
+                       None: b"Hello, World"}   # no version: the first found, as NiFi
+    with pytest.raises(ProcessorNotFound, match=r"no version 9 of .*'WriteMessage'.*\(versions there: "
+                                                r"0.0.1-SNAPSHOT, 0.0.2-SNAPSHOT\)"):
+        find_processor("WriteMessage", [tmp_path], "9")
+    (tmp_path / "WriteMessageV2.py").unlink()
+    # one version there: it stands in for any other asked for, as NiFi takes the only bundle of a type
+    assert find_processor("WriteMessage", [tmp_path], "0.0.2-SNAPSHOT").version == "0.0.1-SNAPSHOT"
+    with pytest.raises(ValueError, match="a version .* chooses among the processors of an extensions folder"):
+        python_processor_type(tmp_path / "WriteMessage.py", version="0.0.1-SNAPSHOT")
 
 
 def test_a_flow_definition_names_python_processors_and_round_trips(tmp_path):

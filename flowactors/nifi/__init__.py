@@ -21,10 +21,12 @@ __all__ = ["NiFiPythonProcessor", "add_python_processor", "python_processor_type
 
 def add_python_processor(flow: Flow, source: str | Path, name: str | None = None, *,
                          extensions: str | Path | Sequence[str | Path] | None = None,
-                         properties: dict[str, Any] | None = None, **scheduling: Any) -> ProcessorNode:
+                         properties: dict[str, Any] | None = None, version: str | None = None,
+                         **scheduling: Any) -> ProcessorNode:
     """Place a NiFi 2 Python processor, unmodified, in ``flow``: ``source`` is its file, or with
-    ``extensions`` (a folder or several) its class name. Takes ``Flow.add``'s keywords; its
+    ``extensions`` (a folder or several) its class name, and ``version`` its
+    ``ProcessorDetails.version`` among several of that name. Takes ``Flow.add``'s keywords; its
     dependencies become its Ray ``runtime_env`` (docs/nifi-python-processors.md)."""
-    processor_type = python_processor_type(source, extensions=extensions)
+    processor_type = python_processor_type(source, extensions=extensions, version=version)
     return flow.add(processor_type, name, properties=properties,
                     **processor_type.scheduling_defaults(properties or {}, scheduling))

@@ -7,8 +7,12 @@ An extensions folder holds processors as NiFi lays them out (docs/nifi-python-pr
   beside helper modules they import by file name, and an optional ``requirements.txt`` shared by
   the package's processors.
 
-Folders are searched in the order given, files in name order; the first processor class of a name
-wins, as the first definition found does in NiFi. What a processor needs installed is its
+Folders are searched in the order given, files in name order. As NiFi, a processor is known by its
+class name and its ``ProcessorDetails.version``: two versions of a class (``WriteMessage`` 0.0.1 in
+one file, 0.0.2 in another) are two processors, listed and chosen by version; asked for a class
+without a version, the first found wins, as the first definition found does in NiFi; asked for
+a version no file holds, the one version there is stands in when there is only one (NiFi's
+choice of the only bundle of a type), and otherwise the error lists the versions. What a processor needs installed is its
 ``ProcessorDetails.dependencies`` plus its package's ``requirements.txt``: that list becomes the
 ``pip`` of its Ray ``runtime_env``.
 """
@@ -41,10 +45,11 @@ def module_files(folder: str | Path) -> list[Path]:
     return files
 
 
-def discover(folders: Iterable[str | Path]) -> dict[str, ProcessorInfo]:
-    """Every processor in the folders by class name (the first of each name wins). A file that
-    is not valid Python is skipped, as NiFi skips it."""
-    found: dict[str, ProcessorInfo] = {}
+def discover_versions(folders: Iterable[str | Path]) -> dict[str, list[ProcessorInfo]]:
+    """Every processor in the folders by class name, each version once (the first found of a
+    class and version), in the order found. A file that is not valid Python is skipped, as NiFi
+    skips it."""
+    found: dict[str, list[ProcessorInfo]] = {}
     for folder in folders:
         if not Path(folder).is_dir():
             raise ProcessorNotFound(f"the extensions folder {folder} does not exist")
@@ -54,18 +59,33 @@ def discover(folders: Iterable[str | Path]) -> dict[str, ProcessorInfo]:
             except InspectionError:
                 continue
             for info in processors:
-                found.setdefault(info.class_name, info)
+                versions = found.setdefault(info.class_name, [])
+                if all(known.version != info.version for known in versions):
+                    versions.append(info)
     return found
 
 
-def find_processor(class_name: str, folders: Sequence[str | Path]) -> ProcessorInfo:
-    """The processor class named ``class_name`` in the extensions folders (``ProcessorNotFound`` if none)."""
-    found = discover(folders)
-    if class_name not in found:
-        known = ", ".join(sorted(found)) or "none"
+def discover(folders: Iterable[str | Path]) -> dict[str, ProcessorInfo]:
+    """Every processor in the folders by class name: the first found of each name."""
+    return {name: versions[0] for name, versions in discover_versions(folders).items()}
+
+
+def find_processor(class_name: str, folders: Sequence[str | Path], version: str | None = None) -> ProcessorInfo:
+    """The processor class named ``class_name`` in the extensions folders, of ``version`` when
+    given (the module docstring says which stands in); ``ProcessorNotFound`` if none."""
+    found = discover_versions(folders).get(class_name)
+    if not found:
+        known = ", ".join(sorted(discover(folders))) or "none"
         raise ProcessorNotFound(f"no NiFi Python processor named '{class_name}' in {', '.join(map(str, folders))} "
-                          f"(processors there: {known})")
-    return found[class_name]
+                                f"(processors there: {known})")
+    if version is None:
+        return found[0]
+    chosen = [info for info in found if info.version == version]
+    if chosen or len(found) == 1:
+        return (chosen or found)[0]
+    raise ProcessorNotFound(f"no version {version} of the NiFi Python processor '{class_name}' in "
+                            f"{', '.join(map(str, folders))} (versions there: "
+                            f"{', '.join(info.version for info in found)})")
 
 
 def processor_in_file(path: str | Path, class_name: str | None = None) -> ProcessorInfo:

@@ -223,10 +223,13 @@ class NiFiPythonProcessor(Processor):
     info: ClassVar[ProcessorInfo]
     #: where it was found: its file, or the extensions folder(s) it was looked up in by name
     locator: ClassVar[str]
+    #: the version it was looked up by (None: the first found of its class name)
+    version: ClassVar[str | None] = None
 
     @classmethod
     def type_name(cls) -> str:
-        return f"{PREFIX}{cls.info.class_name}@{cls.locator}"
+        chosen = f":{cls.version}" if cls.version is not None else ""
+        return f"{PREFIX}{cls.info.class_name}{chosen}@{cls.locator}"
 
     @classmethod
     def model(cls, values: Mapping[str, str] | None = None) -> Model:
@@ -353,29 +356,33 @@ class NiFiPythonProcessor(Processor):
 _types: dict[tuple, type[NiFiPythonProcessor]] = {}
 
 
-def python_processor_type(source: str | Path, *,
-                          extensions: str | Path | Sequence[str | Path] | None = None) -> type[NiFiPythonProcessor]:
+def python_processor_type(source: str | Path, *, extensions: str | Path | Sequence[str | Path] | None = None,
+                          version: str | None = None) -> type[NiFiPythonProcessor]:
     """The processor type of a NiFi Python processor: ``source`` is its file (the processor class
     in it: the first by name, as NiFi picks it), or, with ``extensions`` (a folder or several),
-    its class name, found as NiFi finds it (``flowactors.nifi.extensions``)."""
+    its class name, found as NiFi finds it, of ``version`` when given (``flowactors.nifi.extensions``)."""
     source = str(source)
     names_file = source.endswith(".py") or "/" in source or os.sep in source or Path(source).is_file()
     if extensions is not None and not names_file:
         folders = [extensions] if isinstance(extensions, (str, Path)) else list(extensions)
-        return _type_for(source, os.pathsep.join(map(str, folders)))
+        return _type_for(source, os.pathsep.join(map(str, folders)), version)
+    if version is not None:
+        raise ValueError(f"a version ({version}) chooses among the processors of an extensions folder: name the "
+                         f"processor's class and its folder (extensions=...), not a file")
     return _type_for(None, source)
 
 
 def resolve_type_name(type_name: str) -> type[NiFiPythonProcessor]:
-    """The type a flow definition names ``nifi-python:<Class>@<file or extensions folders>``."""
-    class_name, at, locator = type_name[len(PREFIX):].partition("@")
-    if not (class_name and at and locator):
+    """The type a flow definition names ``nifi-python:<Class>[:<version>]@<file or extensions folders>``."""
+    named, at, locator = type_name[len(PREFIX):].partition("@")
+    class_name, colon, version = named.partition(":")
+    if not (class_name and at and locator) or (colon and not version):
         raise ValueError(f"'{type_name}' does not name a NiFi Python processor as "
-                         f"'{PREFIX}<Class>@<file or extensions folder>'")
-    return _type_for(class_name, locator)
+                         f"'{PREFIX}<Class>[:<version>]@<file or extensions folder>'")
+    return _type_for(class_name, locator, version or None)
 
 
-def _type_for(class_name: str | None, locator: str) -> type[NiFiPythonProcessor]:
+def _type_for(class_name: str | None, locator: str, version: str | None = None) -> type[NiFiPythonProcessor]:
     folders = locator.split(os.pathsep)
     if len(folders) == 1 and not Path(locator).is_dir():
         info = extensions.processor_in_file(locator, class_name)
@@ -383,13 +390,13 @@ def _type_for(class_name: str | None, locator: str) -> type[NiFiPythonProcessor]
         raise extensions.ProcessorNotFound(f"{locator} is a folder: name the processor's class, with the folder as "
                                            f"its extensions folder")
     else:
-        info = extensions.find_processor(class_name, folders)
-    key = (info.class_name, info.path, _mtime(info.path), locator)
+        info = extensions.find_processor(class_name, folders, version)
+    key = (info.class_name, info.path, _mtime(info.path), locator, version)
     made = _types.get(key)
     if made is None:
         made = _types[key] = type(info.class_name, (NiFiPythonProcessor,), {
             "__module__": __name__, "__qualname__": info.class_name, "__doc__": info.description,
-            "info": info, "locator": locator, "description": info.description or "",
+            "info": info, "locator": locator, "version": version, "description": info.description or "",
             "input_required": info.interface != "FlowFileSource",
             "dynamic_properties": info.defines("getDynamicPropertyDescriptor"),
             "runtime_env": extensions.runtime_env(info),
