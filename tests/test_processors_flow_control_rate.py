@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from flowactors import Flow
 from flowactors.processors.rate import ControlRate
+from flowactors.stateless import StatelessFlow
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
@@ -137,3 +139,27 @@ def test_one_trigger_takes_at_most_the_batch_size():
 def test_a_configuration_missing_what_its_criteria_needs_is_refused(properties, problem):
     with pytest.raises(ValueError, match=problem.replace("(", r"\(")):
         ProcessorRunner(ControlRate, {"Time Duration": "1 sec", **properties})
+
+
+def stateless_rate(strategy: str) -> Flow:
+    """in -> ControlRate (one FlowFile a minute) -> out; the excess, when routed, to exceeded."""
+    flow = Flow(f"rate-{strategy[:4].lower()}")
+    rate = flow.add(ControlRate, "rate", properties={"Rate Control Criteria": "flowfile count", "Maximum Rate": "1",
+                                                     "Rate Exceeded Strategy": strategy},
+                    auto_terminate=["failure"])
+    flow.connect(flow.add_input_port("in"), rate)
+    flow.connect(rate, flow.add_output_port("out"), relationships=["success"])
+    if strategy != "Hold FlowFile":
+        flow.connect(rate, flow.add_output_port("exceeded"), relationships=["rate exceeded"])
+    return flow
+
+
+def test_on_the_stateless_engine_a_held_flowfile_fails_the_trigger_and_routing_the_excess_does_not():
+    with StatelessFlow(stateless_rate("Hold FlowFile")) as flow:
+        held_back = flow.trigger([b"1", b"2"])
+    assert not held_back.success and "no processor took" in held_back.reason
+    with StatelessFlow(stateless_rate("Route to 'rate exceeded'")) as flow:
+        routed = flow.trigger([b"1", b"2"])
+    assert routed.success
+    assert [o.content for o in routed.outputs["out"]] == [b"1"]
+    assert [o.content for o in routed.outputs["exceeded"]] == [b"2"]
