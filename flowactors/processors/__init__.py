@@ -14,7 +14,7 @@ from flowactors.processors.rate import ControlRate
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
 from flowactors.processors.json import (AttributesToCSV, AttributesToJSON, EvaluateJsonPath, FlattenJson,
-                                        SplitJson)
+                                        SplitJson, ValidateJson)
 from flowactors.processors.jolt.processor import JoltTransformJSON
 from flowactors.processors.merge import MergeContent
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
@@ -38,7 +38,7 @@ __all__ = [
     "UpdateAttribute", "UpdateRecord", "ValidateRecord",
     "DetectDuplicate", "Notify", "Wait",
     "ExecuteScript", "ExecuteStreamCommand", "InvokeScriptedProcessor",
-    "AttributesToCSV", "AttributesToJSON", "FlattenJson",
+    "AttributesToCSV", "AttributesToJSON", "FlattenJson", "ValidateJson",
     "JoltTransformJSON",
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
 ]

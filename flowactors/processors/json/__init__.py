@@ -6,5 +6,6 @@ from flowactors.processors.json.attributes_to import AttributesToCSV, Attributes
 from flowactors.processors.json.evaluate import EvaluateJsonPath
 from flowactors.processors.json.flatten import FlattenJson
 from flowactors.processors.json.split import SplitJson
+from flowactors.processors.json.validate import ValidateJson
 
-__all__ = ["AttributesToCSV", "AttributesToJSON", "EvaluateJsonPath", "FlattenJson", "SplitJson"]
+__all__ = ["AttributesToCSV", "AttributesToJSON", "EvaluateJsonPath", "FlattenJson", "SplitJson", "ValidateJson"]

@@ -41,7 +41,8 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def read_document(session, flowfile: FlowFile, max_string_length: int | None = None) -> Any:
+def read_document(session, flowfile: FlowFile, max_string_length: int | None = None, *,
+                  allow_null: bool = False) -> Any:
     """The JSON document of a FlowFile's whole content (``parse_document``); ``DocumentError``
     also when the content cannot be read. A full content repository is raised as it is (the
     trigger rolls back: nothing is wrong with the FlowFile)."""
@@ -51,14 +52,15 @@ def read_document(session, flowfile: FlowFile, max_string_length: int | None = N
         raise
     except (ContentRepositoryError, OSError) as err:
         raise DocumentError(f"the content cannot be read: {reason(err)}") from None
-    return parse_document(data, max_string_length)
+    return parse_document(data, max_string_length, allow_null=allow_null)
 
 
-def parse_document(data: bytes | str, max_string_length: int | None = None, *, exact_numbers: bool = False) -> Any:
+def parse_document(data: bytes | str, max_string_length: int | None = None, *, exact_numbers: bool = False,
+                   allow_null: bool = False) -> Any:
     """The JSON document ``data`` holds (bytes: UTF-8, -16 or -32, as Jackson detects them).
 
     ``DocumentError`` when it is not JSON (NaN and Infinity are not, as in Jackson), when it is JSON
-    ``null`` (Jayway has no document then), or when a text value is longer than
+    ``null`` unless ``allow_null`` (Jayway has no document then), or when a text value is longer than
     ``max_string_length`` characters (Jackson's StreamReadConstraints). With ``exact_numbers``
     numbers with a fraction or an exponent are Decimals, written back as they were read."""
     if not data.strip():
@@ -68,7 +70,7 @@ def parse_document(data: bytes | str, max_string_length: int | None = None, *, e
     except (ValueError, RecursionError) as err:   # UnicodeDecodeError is a ValueError
         message = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0]
         raise DocumentError(f"the content is not valid JSON: {message}") from None
-    if document is None:
+    if document is None and not allow_null:
         raise DocumentError("the content is the JSON null, not a document")
     if max_string_length is not None:
         longest = _longest_text(document)
