@@ -1,6 +1,6 @@
 """LogMessage, DuplicateFlowFile, RetryFlowFile and DistributeLoad (the cases of NiFi's TestLogMessage,
 TestDuplicateFlowFile, TestRetryFlowFile and TestDistributeLoad), on the in-process engine, and on
-the stateless one where it behaves differently (penalties)."""
+the stateless one where it behaves differently (penalties: a retry loop through StatelessFlow)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
+from flowactors import Flow
 from flowactors.processors.flow_control import DistributeLoad, DuplicateFlowFile, LogMessage, RetryFlowFile
+from flowactors.stateless import StatelessFlow
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
@@ -213,3 +215,19 @@ def test_distribute_overflow_fills_the_first_available_relationship():
     runner.enqueue(b"")
     runner.run()
     assert counts(runner) == [2, 2, 0] and runner.input_count == 1   # none available: nothing taken
+
+
+@pytest.mark.parametrize("penalize", [True, False])
+def test_a_retry_loop_on_the_stateless_engine_needs_retries_unpenalized(penalize):
+    flow = Flow(f"retry-{penalize}")
+    retry = flow.add(RetryFlowFile, "retry", properties={"Maximum Retries": "2", "Penalize Retries": penalize},
+                     auto_terminate=["failure"])
+    flow.connect(flow.add_input_port("in"), retry)
+    flow.connect(retry, retry, relationships=["retry"])
+    flow.connect(retry, flow.add_output_port("out"), relationships=["retries_exceeded"])
+    with StatelessFlow(flow) as stateless:
+        result = stateless.trigger([b"x"])
+    if penalize:   # the penalized FlowFile waits in the loop: left over, the trigger fails
+        assert not result.success and "no processor took" in result.reason
+    else:
+        assert result.success and [o.content for o in result.outputs["out"]] == [b"x"]
