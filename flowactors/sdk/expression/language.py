@@ -22,6 +22,8 @@ result grows with a number or by repetition checks the size before it makes the 
 
 from __future__ import annotations
 
+import decimal
+import math
 import os
 import re
 import time
@@ -94,9 +96,12 @@ def limit_error(what: str, chars: int, position: int, text: str) -> ExpressionLi
 
 
 class Date(NamedTuple):
-    """A point in time, kept apart from numbers so that ``format`` knows what it has."""
+    """A point in time, kept apart from numbers so that ``format`` knows what it has: milliseconds
+    since the epoch, and the nanoseconds within the last one (what an instant read with more
+    digits of fraction, or moved by nanoseconds, has; NiFi's instants count nanoseconds)."""
 
     millis: int
+    nanos: int = 0
 
 
 Value = Any  # None | str | bool | int | float | Date
@@ -105,7 +110,11 @@ Value = Any  # None | str | bool | int | float | Date
 JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _HEX_NUMBER = re.compile(r"[+-]?0[xX][0-9a-fA-F]+")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: NiFi's decimal numbers (its NumberParsing, the text Java's Double.valueOf reads): a fraction and/or
+#: an exponent, Infinity, NaN, or hexadecimal with a binary exponent (``0x1.8p3``)
+_DECIMAL = re.compile(r"[+-]?(?:Infinity|NaN|[0-9]+\.[0-9]+|[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]+|\.[0-9]+(?:[eE][+-]?[0-9]+)?"
+                      r"|0[xX][0-9a-fA-F]+\.?[pP][+-]?[0-9]+|0[xX]\.[0-9a-fA-F]+(?:[pP][+-]?[0-9]+)?"
+                      r"|0[xX][0-9a-fA-F]+\.[0-9a-fA-F]+[pP][+-]?[0-9]+)")
 
 
 def render(value: Value) -> str:
@@ -119,16 +128,27 @@ def render(value: Value) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
-        if value.is_integer() and abs(value) < 1e16:
-            return str(int(value))
-        return repr(value)
+        return java_double(value)
     if isinstance(value, Date):
         return str(value.millis)
     return str(value)
+
+
+def java_double(value: float) -> str:
+    """A decimal as Java's ``Double.toString`` writes it, as NiFi renders one: the shortest digits
+    that read back the same, ``5.0`` for a whole one, and ``1.0E-4`` / ``1.0E7`` (computerized
+    scientific notation) below 0.001 or from 10 million on."""
+    if 1e-3 <= abs(value) < 1e7:
+        return repr(value)            # Python's shortest digits, in the same fixed notation here
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
+    sign, digits, exponent = decimal.Decimal(repr(value)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0")
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(digits) + exponent - 1}"
 
 
 def _describe(value: Value) -> str:
@@ -143,14 +163,15 @@ def _describe(value: Value) -> str:
 
 
 def parse_number(text: str) -> int | float | None:
-    """A whole or decimal number written in ``text`` (surrounding blanks allowed), else None."""
+    """A whole or decimal number written in ``text`` (surrounding blanks allowed) as NiFi reads one
+    (``42``, ``0x2A``, ``-2.5``, ``1e3``, ``.5``, ``0x1.8p3``, ``Infinity``, ``NaN``), else None."""
     text = text.strip(JAVA_WHITESPACE)
     if _WHOLE.fullmatch(text):
         return int(text)
     if _HEX_NUMBER.fullmatch(text):
         return int(text, 16)
     if _DECIMAL.fullmatch(text):
-        return float(text)
+        return float.fromhex(text) if "x" in text or "X" in text else float(text)
     return None
 
 
@@ -335,12 +356,13 @@ def to_boolean(call: Call, value: Value) -> bool:
 
 
 def to_millis(call: Call, value: Value) -> int:
-    """A date's milliseconds, or a whole number of them (text parsed); else ``call`` fails."""
+    """A date's milliseconds, or a number of them (text parsed; a decimal cut toward zero, as NiFi);
+    else ``call`` fails."""
     if isinstance(value, Date):
         return value.millis
     if not isinstance(value, bool) and isinstance(value, (int, float, str)):
         number = value if not isinstance(value, str) else parse_number(value)
-        if number is not None and float(number).is_integer():
+        if number is not None and math.isfinite(number):
             return int(number)
     call.fail(f"{_describe(value)} is not a date or a whole number of milliseconds")
 

@@ -18,7 +18,7 @@ from flowactors.sdk.expression.cache import text_cache
 from flowactors.sdk.expression.language import (DYNAMIC, FLOWFILE_FIELDS, FUNCTIONS, MANY, MAX_EVALUATION_CHARS,
                                                 VOLATILE_FUNCTIONS,
                                                 ArgumentError, Call, EvaluationContext, ExpressionError, Function,
-                                                Node, Value, limit_error, lookup_attribute, parse_number, render)
+                                                Node, Value, limit_error, lookup_attribute, render)
 
 if TYPE_CHECKING:
     from repositories.model import FlowFile
@@ -137,6 +137,12 @@ class _Multi(Node):
         raise limit_error("join()", chars, self.source.position, self.source.text)
 
 
+#: the functions whose result is true or false: what the chain after a multi-attribute function
+#: must end with (unless join() or count() closes it), as NiFi requires
+TESTS = frozenset(("isNull", "notNull", "isEmpty", "isJson", "isValidDate", "isValidInstant", "equals",
+                   "equalsIgnoreCase", "gt", "ge", "lt", "le", "and", "or", "not", "startsWith", "endsWith",
+                   "contains", "in", "matches", "find"))
+
 # --------------------------------------------------------------------------------------------
 # Parser
 # --------------------------------------------------------------------------------------------
@@ -146,6 +152,29 @@ _ESCAPES = {"'": "'", '"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 #: NiFi's number literals: whole (``42``, ``+5``, ``-3``) or decimal (``2.5``, ``.5``, ``5.``, ``1e3``)
 _NUMBER_TOKEN = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _MAX_DEPTH = 64
+
+
+def _closes(source: str, brace: int) -> bool:
+    """Whether the ``{`` at ``brace`` has its matching ``}``, braces inside quoted strings aside, and
+    something between them: a ``${`` without (``costs ${5``, ``${}``) is text, as in NiFi."""
+    depth, quote, i, n = 0, None, brace, len(source)
+    while i < n:
+        c = source[i]
+        if quote is not None:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return bool(source[brace + 1 : i].strip(_WHITESPACE))
+        i += 1
+    return False
 
 
 def _is_name_char(c: str) -> bool:
@@ -206,6 +235,10 @@ class _Parser:
                 literal.append(source[dollar:end])  # a '$' not before '{' is plain text
                 i = end
                 continue
+            if (end - dollar) % 2 and not _closes(source, end):   # as NiFi: no expression, text as written
+                literal.append(source[dollar:end + 1])
+                i = end + 1
+                continue
             # Before '{', '$$' stands for '$'; an odd '$' left over opens an expression.
             literal.append("$" * ((end - dollar) // 2))
             i = end
@@ -226,9 +259,17 @@ class _Parser:
         return _Concat(tuple(parts), self.text)
 
     def peek(self, start: int) -> str:
-        """The next character after blanks; inside an expression the text must not end here."""
-        while self.i < len(self.source) and self.source[self.i] in _WHITESPACE:
-            self.i += 1
+        """The next character after blanks and comments (``#`` to the end of the line, not ``#{``);
+        inside an expression the text must not end here."""
+        source, n = self.source, len(self.source)
+        while self.i < n:
+            if source[self.i] in _WHITESPACE:
+                self.i += 1
+            elif source[self.i] == "#" and not source.startswith("#{", self.i):
+                end = source.find("\n", self.i)
+                self.i = n if end < 0 else end
+            else:
+                break
         if self.i == len(self.source):
             self.error("unclosed '${' (no matching '}')", start)
         return self.source[self.i]
@@ -253,20 +294,19 @@ class _Parser:
         while True:
             c = self.peek(start)
             if c == "}":
-                self.i += 1
                 if multi is not None:
+                    if not (isinstance(node, Call) and node.function.name in TESTS):
+                        self.error(f"the functions after {multi.function.name}() must end with a test (such as "
+                                   f"equals() or isEmpty()), or with join() or count()", self.i)
                     node = _Multi(multi, node)
+                self.i += 1
                 break
             if c == ":":
                 self.i += 1
                 self.peek(start)
-                name_at = self.i
                 chain = node
                 node = self.call(start, chain)
-                if isinstance(node, Call) and node.function.role == "aggregate":
-                    if multi is None:
-                        self.error(f"{node.function.name}() follows a multi-attribute function, as in "
-                                   f"${{allAttributes('a', 'b'):{node.function.name}(...)}}", name_at)
+                if multi is not None and isinstance(node, Call) and node.function.role == "aggregate":
                     node, multi = _Multi(multi, chain, node.function.name, node.args), None
                 continue
             hint = ""
@@ -279,9 +319,10 @@ class _Parser:
     # subject := name | quoted-name | function-call
     def subject(self, start: int) -> Node:
         c = self.peek(start)
-        if c in "'\"":
-            name, _ = self.string()
-            return _Attr(name)
+        if c in "'\"":   # a quoted name may hold expressions: ${'abc${b}'}
+            content, origin = self.string()
+            name = _Parser(content, self.text, origin, self.depth).template()
+            return _Attr(render(name.value)) if isinstance(name, _Const) else _AttrOf(name)
         if self.source.startswith("${", self.i):   # the attribute named by an expression's value
             return _AttrOf(self.expression())
         if not _is_name_char(c):
@@ -353,12 +394,12 @@ class _Parser:
         if number is not None:
             self.i = number.end()
             token = number.group()
-            return _Const(parse_number(token))   # whole: an int, else a float
+            return _Const(float(token) if any(c in token for c in ".eE") else int(token))
         if _is_name_char(c):
             word_at = self.i
             word = self.name()
-            if word in ("true", "false"):
-                return _Const(word == "true")
+            if word in ("true", "false", "null"):
+                return _Const(None if word == "null" else word == "true")
             self.error(f"unquoted text {word!r}; quote text arguments, as in '{word}'", word_at)
         self.error("expected an argument: a quoted string, a number, true, false or ${...}", self.i)
 

@@ -14,7 +14,8 @@ from flowactors.sdk.expression.language import DYNAMIC, Value, ArgumentError, re
 
 
 def _python_regex(pattern: str) -> str:
-    """Accept Java's named groups ``(?<name>...)`` and ``\\k<name>`` as well as Python's."""
+    """Accept Java's named groups ``(?<name>...)`` and ``\\k<name>`` as well as Python's, and a
+    quantified word boundary (``\\b??``)."""
     out: list[str] = []
     i, n, in_class = 0, len(pattern), False
     while i < n:
@@ -23,6 +24,9 @@ def _python_regex(pattern: str) -> str:
             if pattern.startswith("\\k<", i) and (end := pattern.find(">", i)) > 0:
                 out.append(f"(?P={pattern[i + 3:end]})")
                 i = end + 1
+            elif pattern[i + 1 : i + 2] in ("b", "B") and pattern[i + 2 : i + 3] in ("?", "*", "+", "{"):
+                out.append(f"(?:{pattern[i : i + 2]})")   # Java quantifies a boundary (\b??), Python a group
+                i += 2
             else:
                 out.append(pattern[i : i + 2])
                 i += 2

@@ -123,12 +123,12 @@ def _java_round(x: float) -> int:
 #: Java's ``Math`` methods by name: (arguments after the subject, function)
 _MATH: dict[str, tuple[int, Callable]] = {
     "abs": (0, abs), "acos": (0, math.acos), "asin": (0, math.asin), "atan": (0, math.atan),
-    "atan2": (1, math.atan2), "cbrt": (0, lambda x: math.copysign(abs(x) ** (1 / 3), x)),
+    "atan2": (1, math.atan2), "cbrt": (0, math.cbrt),
     "ceil": (0, lambda x: float(math.ceil(x))), "cos": (0, math.cos), "cosh": (0, math.cosh),
     "exp": (0, math.exp), "expm1": (0, math.expm1), "floor": (0, lambda x: float(math.floor(x))),
     "hypot": (1, math.hypot), "log": (0, math.log), "log10": (0, math.log10), "log1p": (0, math.log1p),
     "max": (1, max), "min": (1, min), "pow": (1, lambda x, y: float(x) ** float(y)),
-    "rint": (0, lambda x: float(round(x))), "round": (0, _java_round),
+    "rint": (0, lambda x: float(round(x))), "round": (0, _java_round), "scalb": (1, lambda x, n: math.ldexp(x, int(n))),
     "signum": (0, lambda x: 0.0 if x == 0 else math.copysign(1.0, x)), "sin": (0, math.sin),
     "sinh": (0, math.sinh), "sqrt": (0, math.sqrt), "tan": (0, math.tan), "tanh": (0, math.tanh),
     "toDegrees": (0, math.degrees), "toRadians": (0, math.radians), "ulp": (0, math.ulp),

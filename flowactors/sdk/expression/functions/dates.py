@@ -19,7 +19,7 @@ from flowactors.sdk.expression.cache import text_cache
 from flowactors.sdk.expression.language import (
     OMITTED, Value, Call, Date, register_function, literal_check, to_millis, parse_number, render)
 
-_DATE_LETTERS = "yuMdHhmsSaEzZX"
+_DATE_LETTERS = "yuMdDHhmsSaEzZX"
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
            "October", "November", "December")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -96,7 +96,10 @@ def _offset(moment: datetime, count: int, iso: bool) -> str:
     return (f"{sign}{hours:02d}", f"{sign}{hours:02d}{minutes:02d}", f"{sign}{hours:02d}:{minutes:02d}")[count - 1]
 
 
-def format_date(tokens: tuple[_DateToken, ...], millis: int, zone: tzinfo | None) -> str:
+def format_date(tokens: tuple[_DateToken, ...], millis: int, zone: tzinfo | None, nanos: int | None = None) -> str:
+    """``millis`` written with a pattern's tokens, in ``zone`` (None: the machine's). ``S`` is the
+    number of milliseconds (SimpleDateFormat's), or, given the ``nanos`` within the millisecond
+    (``formatInstant``, DateTimeFormatter's), the fraction of the second to as many digits."""
     seconds, ms = divmod(millis, 1000)
     moment = datetime.fromtimestamp(seconds, timezone.utc).astimezone(zone)
     out: list[str] = []
@@ -119,9 +122,11 @@ def format_date(tokens: tuple[_DateToken, ...], millis: int, zone: tzinfo | None
             out.append(moment.tzname() or "UTC")
         elif letter in "ZX":
             out.append(_offset(moment, count, iso=letter == "X"))
+        elif letter == "S" and nanos is not None:
+            out.append(f"{ms:03d}{nanos:06d}"[:count].ljust(count, "0"))
         else:
-            number = {"d": moment.day, "H": moment.hour, "h": moment.hour % 12 or 12, "m": moment.minute,
-                      "s": moment.second, "S": ms}[letter]
+            number = {"d": moment.day, "D": moment.timetuple().tm_yday, "H": moment.hour, "h": moment.hour % 12 or 12,
+                      "m": moment.minute, "s": moment.second, "S": ms}[letter]
             out.append(str(number).zfill(count))
     return "".join(out)
 
@@ -169,16 +174,23 @@ def _read_offset(text: str) -> tzinfo:
     return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)))
 
 
-def parse_date(text: str, pattern: str, zone: tzinfo | None) -> int:
-    """Milliseconds since the epoch of ``text`` written with ``pattern`` (in ``zone`` unless the
+def parse_date(text: str, pattern: str, zone: tzinfo | None, *, validating: bool = False) -> int:
+    """Milliseconds since the epoch of ``text`` written with ``pattern``: ``read_date``'s."""
+    return read_date(text, pattern, zone, validating=validating).millis
+
+
+def read_date(text: str, pattern: str, zone: tzinfo | None, *, validating: bool = False) -> Date:
+    """The moment of ``text`` written with ``pattern`` (in ``zone`` unless the
     text says its own offset or zone; else the machine's). ValueError when it is not such a date,
-    including one the calendar lacks (``31-02-2026``)."""
+    including one the calendar lacks (``31-02-2026``). ``validating`` (isValidDate, as NiFi's): a
+    pattern without a year reads a leap year (``29-02`` is a date), and a time a change to daylight
+    saving time skips in ``zone`` is not one."""
     regex, fields = _date_reader(date_pattern(pattern))
     match = regex.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"{text!r} does not match the date pattern {pattern!r}")
-    parts = {"y": 1970, "M": 1, "d": 1, "H": 0, "m": 0, "s": 0, "S": 0}
-    hour12, pm = None, None
+    parts = {"y": 2000 if validating else 1970, "M": 1, "d": 1, "H": 0, "m": 0, "s": 0, "S": 0}
+    hour12, pm, nanos = None, None, 0
     for (letter, count), value in zip(fields, match.groups()):
         if letter in "yu":
             parts["y"] = _two_digit_year(int(value)) if count == 2 else int(value)
@@ -192,8 +204,9 @@ def parse_date(text: str, pattern: str, zone: tzinfo | None) -> int:
             zone = time_zone(value)
         elif letter in "ZX":
             zone = _read_offset(value)
-        elif letter == "S":
-            parts["S"] = int(value[:3].ljust(3, "0")) if count > 3 else int(value)   # nanoseconds: ms kept
+        elif letter == "S":   # more than 3 digits: a fraction of the second, to the nanosecond
+            parts["S"] = int(value[:3].ljust(3, "0")) if count > 3 else int(value)
+            nanos = int(value[3:9].ljust(6, "0")) if count > 3 else 0
         elif letter != "E":
             parts[letter] = int(value)
     if hour12 is not None:
@@ -204,8 +217,13 @@ def parse_date(text: str, pattern: str, zone: tzinfo | None) -> int:
         moment = datetime(parts["y"], parts["M"], parts["d"], parts["H"], parts["m"], parts["s"])
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a valid date: {exc}") from None
+    if "D" in parts:   # the day of the year
+        moment = moment.replace(month=1, day=1) + timedelta(days=parts["D"] - 1)
+    if validating and isinstance(zone, ZoneInfo) and moment.replace(tzinfo=zone).astimezone(
+            timezone.utc).astimezone(zone).replace(tzinfo=None) != moment:
+        raise ValueError(f"{text!r} is a time the change to daylight saving time skips in {zone}")
     moment = moment.replace(tzinfo=zone) if zone is not None else moment.astimezone()
-    return int(moment.timestamp()) * 1000 + parts["S"]
+    return Date(int(moment.timestamp()) * 1000 + parts["S"], nanos)
 
 
 def _parse_instant(text: str) -> int:
@@ -229,46 +247,58 @@ def _parse_instant(text: str) -> int:
 _check_format = literal_check(date_pattern, time_zone)
 
 
-def _moment(call: Call, subject: Value) -> int:
-    """A date or instant subject as milliseconds: a date, a number of them, or an instant as text."""
+#: text NiFi reads as a date without a pattern: Java's ``Date.toString`` (``Tue Nov 14 22:13:20 UTC
+#: 2023``) and ``yyyy/MM/dd HH:mm:ss[.SSS]`` (local time), with the patterns that read them
+_IMPLICIT_DATES = ((re.compile(r"(?:[a-zA-Z]{3} ){2}\d{2} \d{2}:\d{2}:\d{2} .*? \d{4}"), "EEE MMM dd HH:mm:ss z yyyy"),
+                   (re.compile(r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}"), "yyyy/MM/dd HH:mm:ss"),
+                   (re.compile(r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\.\d{3}"), "yyyy/MM/dd HH:mm:ss.SSS"))
+
+
+def _moment(call: Call, subject: Value) -> Date:
+    """A date or instant subject: a date, a number of milliseconds, or text NiFi reads as a date
+    (``_IMPLICIT_DATES``) or as an instant (ISO-8601, RFC-1123)."""
+    if isinstance(subject, Date):
+        return subject
     if isinstance(subject, str) and parse_number(subject) is None:
-        return _parse_instant(subject)
-    return to_millis(call, subject)
+        text = subject.strip()
+        for form, pattern in _IMPLICIT_DATES:
+            if form.fullmatch(text):
+                return read_date(text, pattern, None)
+        return Date(_parse_instant(text))
+    return Date(to_millis(call, subject))
 
 
-def _write(call: Call, subject: Value, pattern: Value, zone: Value) -> Value:
+def _write(call: Call, subject: Value, pattern: Value, zone: Value, instant: bool) -> Value:
     if subject is None:
         return None
-    millis = _moment(call, subject)
+    moment = _moment(call, subject)
     tokens = date_pattern(render(pattern))
     where = None if zone is OMITTED else time_zone(render(zone))
     try:
-        return format_date(tokens, millis, where)
+        return format_date(tokens, moment.millis, where, moment.nanos if instant else None)
     except (OverflowError, OSError, ValueError):
-        call.fail(f"{millis} is outside the supported range of dates")
+        call.fail(f"{moment.millis} is outside the supported range of dates")
 
 
 def _read(call: Call, subject: Value, pattern: Value, zone: Value) -> Value:
     if subject is None:
         return None
-    if isinstance(subject, Date):
-        return subject
-    if pattern is OMITTED:  # a number of milliseconds, or an instant written in ISO-8601 / RFC-1123
-        return Date(_moment(call, subject))
-    return Date(parse_date(render(subject), render(pattern), None if zone is OMITTED else time_zone(render(zone))))
+    if pattern is OMITTED or isinstance(subject, (int, float, Date)):   # a number is milliseconds, as NiFi
+        return _moment(call, subject)
+    return read_date(render(subject), render(pattern), None if zone is OMITTED else time_zone(render(zone)))
 
 
 @register_function("format", (1, 2), check=_check_format)
 def _format(call: Call, subject: Value, pattern: Value, zone: Value = OMITTED) -> Value:
     """The date (or whole number of milliseconds) written with the pattern, in ``zone`` or local time."""
-    return _write(call, subject, pattern, zone)
+    return _write(call, subject, pattern, zone, instant=False)
 
 
 @register_function("formatInstant", (1, 2), check=_check_format)
 def _format_instant(call: Call, subject: Value, pattern: Value, zone: Value = "UTC") -> Value:
     """An instant (a date, milliseconds, or ISO-8601 / RFC-1123 text) written with the pattern, in UTC
-    unless ``zone`` says otherwise."""
-    return _write(call, subject, pattern, zone)
+    unless ``zone`` says otherwise; ``S`` is the fraction of the second, to the nanosecond."""
+    return _write(call, subject, pattern, zone, instant=True)
 
 
 @register_function("toDate", (0, 2), check=_check_format)
@@ -293,7 +323,8 @@ def _is_valid_date(call: Call, subject: Value, pattern: Value, zone: Value = OMI
     if subject is None:
         return False
     try:
-        parse_date(render(subject), render(pattern), None if zone is OMITTED else time_zone(render(zone)))
+        parse_date(render(subject), render(pattern), None if zone is OMITTED else time_zone(render(zone)),
+                   validating=True)
     except ValueError:
         return False
     return True
@@ -313,20 +344,26 @@ def _is_valid_instant(call: Call, subject: Value) -> Value:
 
 @register_function("toMicros")
 def _to_micros(call: Call, subject: Value) -> Value:
-    """Microseconds since the epoch of a date or instant (dates here have millisecond precision)."""
-    return None if subject is None else _moment(call, subject) * 1000
+    """Microseconds since the epoch of a date or instant."""
+    if subject is None:
+        return None
+    moment = _moment(call, subject)
+    return moment.millis * 1000 + moment.nanos // 1000
 
 
 @register_function("toNanos")
 def _to_nanos(call: Call, subject: Value) -> Value:
-    return None if subject is None else _moment(call, subject) * 1_000_000
+    if subject is None:
+        return None
+    moment = _moment(call, subject)
+    return moment.millis * 1_000_000 + moment.nanos
 
 
 # --- adding and subtracting durations: "<number> <unit>" ---
 
 _UNITS = {"nanosecond": "ns", "second": "s", "minute": "min", "hour": "h", "day": "d", "week": "w", "month": "mo",
           "year": "y"}
-_AMOUNT = re.compile(r"\s*([+-]?\d+)\s+([A-Za-z]+?)s?\s*")
+_AMOUNT = re.compile(r"\s*([+-]?\d+)\s+([A-Za-z]+?)[sS]?\s*")
 
 
 def _amount(text: str) -> tuple[int, str]:
@@ -344,15 +381,17 @@ def _add_months(moment: datetime, months: int) -> datetime:
     return moment.replace(year=year, month=month + 1, day=min(moment.day, days))
 
 
-def _shift(millis: int, amount: str, zone: tzinfo | None, sign: int) -> int:
-    """``millis`` moved by the duration: seconds to hours as elapsed time, days to years on the
+def _shift(moment: Date, amount: str, zone: tzinfo | None, sign: int) -> Date:
+    """``moment`` moved by the duration: nanoseconds to hours as elapsed time, days to years on the
     wall clock of ``zone`` (the machine's when None), so a day across a DST change stays a day."""
     number, unit = _amount(amount)
     number *= sign
-    exact = {"ns": number // 1_000_000, "s": number * 1000, "min": number * 60_000, "h": number * 3_600_000}
+    if unit == "ns":
+        return Date(*divmod(moment.millis * 1_000_000 + moment.nanos + number, 1_000_000))
+    exact = {"s": number * 1000, "min": number * 60_000, "h": number * 3_600_000}
     if unit in exact:
-        return millis + exact[unit]
-    seconds, rest = divmod(millis, 1000)
+        return Date(moment.millis + exact[unit], moment.nanos)
+    seconds, rest = divmod(moment.millis, 1000)
     if zone is None:
         wall = datetime.fromtimestamp(seconds)                 # naive local time; timestamp() reads it back
     else:
@@ -362,7 +401,7 @@ def _shift(millis: int, amount: str, zone: tzinfo | None, sign: int) -> int:
     else:
         wall = _add_months(wall, number * (12 if unit == "y" else 1))
     moved = wall if zone is None else wall.replace(tzinfo=zone)
-    return int(moved.timestamp()) * 1000 + rest
+    return Date(int(moved.timestamp()) * 1000 + rest, moment.nanos)
 
 
 def _duration_function(name: str, sign: int, instant: bool) -> None:
@@ -370,7 +409,7 @@ def _duration_function(name: str, sign: int, instant: bool) -> None:
         if subject is None:
             return None
         where = timezone.utc if instant else (None if zone is OMITTED else time_zone(render(zone)))
-        return Date(_shift(_moment(call, subject), render(amount), where, sign))
+        return _shift(_moment(call, subject), render(amount), where, sign)
 
     register_function(name, (1, 1) if instant else (1, 2), check=literal_check(_amount, time_zone))(impl)
 

@@ -2,8 +2,9 @@
 
 ``${anyAttribute('a', 'b'):equals('x')}``: the chain after one of these functions is applied to
 each of its values and the results combined: ``any...`` is true when one is true, ``all...`` when
-all are (``parser._Multi``). ``join(sep)`` and ``count()`` close the chain instead, giving the
-values joined, or how many results are true (or, for values that are not booleans, present).
+all are (``parser._Multi``); the chain must end with a test (``parser.TESTS``), or ``join(sep)``
+and ``count()`` close it instead, giving the values joined, or how many results are true (or, for
+values that are not booleans, present). On a single value they give the value, and 1 or 0.
 """
 
 from __future__ import annotations
@@ -45,9 +46,14 @@ for _name, _values, _count in (("anyAttribute", _named, (1, MANY)), ("allAttribu
     register_function(_name, _count, subject=False, lazy=True, role="multi")(_values)
 
 
-def _closes_chain(call: Call, subject: Value, *args: Value) -> Value:
-    raise AssertionError("the parser turns join() and count() into the end of a multi-attribute chain")
+@register_function("join", (1, 1), role="aggregate")
+def _join(call: Call, subject: Value, separator: Value) -> Value:
+    """join() on one value (not after a multi-attribute function, where the parser makes it close the
+    chain): the value itself, empty when it is missing, as NiFi."""
+    return "" if subject is None else render(subject)
 
 
-register_function("join", (1, 1), role="aggregate")(_closes_chain)
-register_function("count", role="aggregate")(_closes_chain)
+@register_function("count", role="aggregate")
+def _count(call: Call, subject: Value) -> Value:
+    """count() on one value: 1 when it is true (or, not a boolean, present), else 0."""
+    return 1 if subject is True or (subject is not None and not isinstance(subject, bool)) else 0

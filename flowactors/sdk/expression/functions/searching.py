@@ -132,8 +132,10 @@ def _json_value(value: Value):
 def _json_path_get(call: Call, subject: Value, path: Value) -> Value:
     """The value at the path (text as is, objects and arrays as JSON, an array of one scalar as
     that scalar); empty when nothing is there or the subject is not JSON, as NiFi's guide says."""
+    if subject is None:
+        call.fail("the subject is missing, not JSON")
     try:
-        document = orjson.loads(render(subject)) if subject is not None else None
+        document = orjson.loads(render(subject))
     except orjson.JSONDecodeError:
         return ""
     if document is None:

@@ -52,7 +52,7 @@ def _substring(call: Call, subject: Value, start: Value, end: Value = OMITTED) -
     first = to_whole(call, start, "start")
     last = len(text) if end is OMITTED else to_whole(call, end, "end")
     if not 0 <= first <= last <= len(text):
-        call.fail(f"range {first}..{last} is outside {text!r} (length {len(text)})")
+        return ""   # as NiFi (Java's substring fails, NiFi gives the empty string)
     return text[first:last]
 
 
@@ -196,8 +196,8 @@ def _repeat(call: Call, subject: Value, times: Value, most: Value = OMITTED) -> 
         return None
     low = to_whole(call, times, "count")
     high = low if most is OMITTED else to_whole(call, most, "maximum count")
-    if low < 0 or high < low:
-        call.fail(f"the counts must be 0 or more and the maximum not below the minimum, got {low}, {high}")
+    if low <= 0 or high < low:
+        call.fail(f"the counts must be 1 or more and the maximum not below the minimum, got {low}, {high}")
     text = render(subject)
     count = low if high == low else random.randint(low, high)
     call.check_result_size(len(text) * count)
@@ -233,14 +233,15 @@ _pad("padRight", left=False)
 
 def _list_function(name: str, tidy) -> None:
     """compactDelimitedList / trimDelimitedList / unique: the subject split at the (literal)
-    delimiter, its pieces tidied, joined again with the same delimiter."""
+    delimiter, its pieces tidied, joined again with the same delimiter; an empty delimiter leaves
+    the subject as it is (as NiFi)."""
 
     def impl(call: Call, subject: Value, delimiter: Value) -> Value:
         if subject is None:
             return None
         separator = render(delimiter)
         if not separator:
-            call.fail("the delimiter is empty")
+            return render(subject)
         return separator.join(tidy(render(subject).split(separator)))
 
     register_function(name, (1, 1))(impl)
@@ -258,20 +259,27 @@ _list_function("unique", lambda pieces: list(dict.fromkeys(pieces)))
 
 
 def _mapping_rule(rule: str) -> tuple[tuple[re.Pattern[str], str], ...]:
-    """``'regex:value,regex2:value2'``: each pair splits at its last ':' (a pattern may hold one)."""
+    """``'regex:value, regex2:value2'``, read as NiFi: the pairs split at ',' and trimmed, each at
+    its first ':' (a value ends at a second one); a pair with a blank pattern or value is skipped,
+    and a blank rule has none."""
     pairs = []
-    for entry in rule.split(","):
-        pattern, colon, value = entry.rpartition(":")
-        if not colon:
+    for entry in rule.split(",") if rule.strip(JAVA_WHITESPACE) else ():
+        parts = entry.strip(JAVA_WHITESPACE).split(":")
+        if len(parts) < 2:
             raise ValueError(f"the mapping rule {rule!r} needs 'pattern:value' pairs separated by ','")
-        pairs.append((java_regex(pattern), value))
+        pattern, value = parts[0], parts[1]
+        if pattern.strip(JAVA_WHITESPACE) and value.strip(JAVA_WHITESPACE):
+            pairs.append((java_regex(pattern), value))
     return tuple(pairs)
 
 
 @register_function("replaceByPattern", (1, 1), check=literal_check(_mapping_rule))
 def _replace_by_pattern(call: Call, subject: Value, rule: Value) -> Value:
-    """The value of the first pattern of the rule that matches the whole subject; else the subject."""
+    """The value of the first pattern of the rule that matches the whole subject; else (and for a
+    missing rule) the subject."""
     if subject is None:
         return None
     text = render(subject)
+    if rule is None:
+        return text
     return next((value for pattern, value in _mapping_rule(render(rule)) if pattern.fullmatch(text)), text)

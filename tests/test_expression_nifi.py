@@ -1,0 +1,118 @@
+"""NiFi's own unit tests of its expression language, run against ours (docs/expression-language.md,
+"NiFi's unit tests").
+
+``tests/expression_nifi_cases.py`` holds the assertions of NiFi's TestQuery.java and
+TestStandardPreparedQuery.java as data; the JSONPath tests, which NiFi writes with a helper that
+edits a document and checks it again, are ``JSON_PATH_EDITS`` here. Every assertion gives NiFi's
+result, except the few in ``DIFFERENCES`` (each one documented, with its reason, in
+docs/expression-language.md): for those the test checks the behaviour we document instead, and that
+it still differs from NiFi's (a difference fixed must leave the list).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from flowactors.sdk.expression import ExpressionError, compile_value
+from flowactors.sdk.parameters import ParameterError, substitute
+from tests.expression_nifi_cases import (ATTRIBUTES, CASES, ERROR, EXPRESSION, INVALID, LITERAL, LOCAL_ZONES,
+                                         PARAMETERS, STATE, VALID)
+
+#: the cases (NiFi test, line) where we deliberately give another result: what we give instead
+DIFFERENCES: dict[tuple[str, int], str] = {
+    # a date renders as its milliseconds, not as Java's Date.toString
+    ("TestQuery.testToDateAdjustedWithTimeZone", 1042): "1748736000000",
+    # a property value whose '${' has no closing '}' is text; NiFi's Query.compile (one expression) refuses it
+    ("TestQuery.testAllAttributes", 1646): "${allAttributes('#ah'):equals('hello')",
+    # functions may follow count() and join(): they apply to the count, the joined text
+    ("TestQuery.testFunctionAfterReduce", 2217): "false",
+    # Python names the main thread MainThread, the JVM names it main
+    ("TestQuery.testThread", 2423): "MainThread",
+    # a parameter's name is written unquoted: #{test param}, not #{'test param'} (flowactors.sdk.parameters)
+    ("TestQuery.testParameterReferenceWithSpace", 447): INVALID,
+    ("TestQuery.testParameterReferenceWithSpace", 448): INVALID,
+    ("TestQuery.testParameterReferenceWithSpace", 450): INVALID,
+}
+
+#: the share of NiFi's assertions that must hold as they are
+REQUIRED_SHARE = 0.95
+
+
+@contextmanager
+def local_time_zone(zone: str) -> Iterator[None]:
+    """The machine's time zone, for the evaluation (NiFi's tests set the JVM's default)."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+def outcome(test: str, expression: str, attributes: str, expected: str) -> str:
+    """What ``expression`` gives: its text; INVALID when compiling (or resolving its parameters, as
+    a flow does first) refuses it; ERROR when evaluating fails; for LITERAL / EXPRESSION cases,
+    whether it holds an expression to evaluate."""
+    try:
+        if test in PARAMETERS:
+            expression = substitute(expression, PARAMETERS[test])
+        value = compile_value(expression)
+    except (ExpressionError, ParameterError):
+        return INVALID
+    if expected in (LITERAL, EXPRESSION):
+        return LITERAL if value.is_literal else EXPRESSION
+    try:
+        with local_time_zone(LOCAL_ZONES.get(test, "UTC")):
+            return value.evaluate(ATTRIBUTES[attributes], state=STATE.get(test))
+    except ExpressionError:
+        return ERROR
+
+
+def holds(expected: str, got: str) -> bool:
+    """NiFi's ERROR (an exception) holds for a refusal when compiling or evaluating; VALID for
+    anything that compiles."""
+    if expected == ERROR:
+        return got in (ERROR, INVALID)
+    if expected == VALID:
+        return got != INVALID
+    return got == expected
+
+
+#: the NiFi tests, each with its cases (one pytest test a NiFi test: its assertions checked together)
+_BY_TEST: dict[str, list[tuple]] = {}
+for _case in CASES:
+    _BY_TEST.setdefault(_case[0], []).append(_case)
+
+
+@pytest.mark.parametrize("test", list(_BY_TEST), ids=[t.split(".")[-1] for t in _BY_TEST])
+def test_nifi_assertions_hold(test: str) -> None:
+    """Each assertion of the NiFi test gives NiFi's result, or (a documented difference) ours."""
+    wrong = []
+    for _, line, expression, attributes, expected in _BY_TEST[test]:
+        got = outcome(test, expression, attributes, expected)
+        if (test, line) in DIFFERENCES:
+            if got != DIFFERENCES[test, line] or holds(expected, got):   # a fixed one leaves DIFFERENCES
+                wrong.append((line, expression, f"documented {DIFFERENCES[test, line]!r}", got))
+        elif not holds(expected, got):
+            wrong.append((line, expression, expected, got))
+    assert wrong == []
+
+
+def test_differences_are_few_and_each_documented() -> None:
+    assert set(DIFFERENCES) <= {case[:2] for case in CASES}
+    assert len(CASES) - len(DIFFERENCES) >= REQUIRED_SHARE * len(CASES)
+    guide = (Path(__file__).parent.parent / "docs" / "expression-language.md").read_text()
+    undocumented = [f"{test.split('.')[0]}.java:{line}" for test, line in DIFFERENCES
+                    if f"{test.split('.')[0]}.java:{line}" not in guide]
+    assert undocumented == []
