@@ -146,11 +146,16 @@ def test_script_that_routes_nothing_is_an_error_and_loses_nothing():
     assert queued.is_penalized() and "a" not in queued.attributes
 
 
-def test_unoffered_java_class_fails_naming_it():
-    runner = execute("from org.apache.nifi.components.state import Scope\n")
+@pytest.mark.parametrize("line, named", [
+    ("from org.apache.nifi.components.state import Scope", "org.apache.nifi.components.state"),
+    ("from org.apache.nifi.processor.io import StreamCallbackX", "org.apache.nifi.processor.io.StreamCallbackX"),
+    ("import javax.xml.parsers", "javax.xml"),
+])
+def test_unoffered_java_class_fails_naming_it(line, named):
+    runner = execute(line + "\n")
     [error] = runner.errors
-    assert "'org.apache.nifi.components.state'" in str(error) and "not offered" in str(error)
-    assert "\n" not in str(error)
+    assert f"ImportError: the Java class or package '{named}' is not offered" in str(error)
+    assert "\n" not in str(error) and runner.input_count == 1
 
 
 def test_shim_modules_exist_only_while_a_script_runs():

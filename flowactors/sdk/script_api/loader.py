@@ -156,7 +156,7 @@ class _Finder(importlib.abc.MetaPathFinder):
     def _java(self, name: str):
         module = self.shims.get(name)
         if module is None:
-            if name not in OFFERED and not any(known.startswith(name + ".") for known in OFFERED):
+            if name not in (*OFFERED, *JAVA_ROOTS) and not any(known.startswith(name + ".") for known in OFFERED):
                 raise ImportError(f"the Java class or package '{name}' is not offered to Python scripts in "
                                   f"flowactors (docs/scripting.md lists the ones that are)", name=name)
             module = self.shims[name] = _shim_module(name)
