@@ -157,9 +157,14 @@ def test_retry_with_another_attribute_and_a_maximum_from_an_expression():
     assert len(retry({"Maximum Retries": "${max}"}, {"max": "five"}).output("failure")) == 1
 
 
-def test_retry_maximum_must_be_a_positive_whole_number():
+def test_retry_maximum_must_be_a_positive_whole_number_and_the_attribute_must_name_one():
     with pytest.raises(ValueError, match="Maximum Retries"):
         ProcessorRunner(RetryFlowFile, {"Maximum Retries": "0"})
+    runner = ProcessorRunner(RetryFlowFile, {"Retry Attribute": "${filename}"})   # no FlowFile to see there
+    runner.enqueue(b"x")
+    with pytest.raises(ValueError, match="Retry Attribute '\\$\\{filename\\}' names no attribute"):
+        runner.run()
+    assert runner.input_count == 1
 
 
 # ---------------------------------------------------------------------------------- DistributeLoad

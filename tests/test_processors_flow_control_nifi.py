@@ -35,7 +35,8 @@ def definition(source: Path, first: Path, second: Path) -> dict:
         "Monitoring Scope": "node", "Reporting Node": "all", "Wait for Activity": "false",
         "Reset State on Restart": "true"}, auto_terminate=("inactive", "activity.restored"))
     spread = processor(root, "spread", STANDARD + "DistributeLoad", {
-        "Number of Relationships": "2", "Distribution Strategy": "round robin"})
+        "Number of Relationships": "2", "Distribution Strategy": "round robin", "Hostnames": None,
+        "Load Distribution Service ID": None})   # NiFi 1's, unset
     puts = [processor(root, f"put{n}", STANDARD + "PutFile", {"Directory": str(folder)},
                       auto_terminate=("success", "failure")) for n, folder in ((1, first), (2, second))]
     chain = [get, log, duplicate, name, retry]

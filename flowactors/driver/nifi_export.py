@@ -338,6 +338,7 @@ class _Importer:
         self.names[processor["identifier"]] = node.name
 
     def _properties(self, processor: Mapping[str, Any], mapping, where: str) -> dict[str, str]:
+        processor = migrated(processor, mapping.migrated)
         properties = self._mapped(processor, mapping.processor, mapping.renamed, mapping.values, mapping.fixed, where)
         if mapping.derived is not None:
             properties.update(mapping.derived({k: v for k, v in (processor.get("properties") or {}).items()
@@ -354,6 +355,8 @@ class _Importer:
         properties: dict[str, str] = {}
         for key, value in ((k, v) for k, v in (item.get("properties") or {}).items() if v is not None):
             target = renamed.get(key, key)
+            if fixed.get(key) is ANY:
+                continue   # tuning that changes nothing here, or a property NiFi removes when it loads a flow
             if (descriptors.get(key) or {}).get("identifiesControllerService") or (
                     key not in descriptors and value in self.services):
                 if value in self.reported:
@@ -369,7 +372,7 @@ class _Importer:
                 properties[target] = values.get(target, {}).get(value, value)
             elif key in fixed:
                 accepted = fixed[key]
-                if accepted is not ANY and value != accepted:
+                if value != accepted and not (accepted is None and value == ""):   # NiFi: "" is unset
                     runs_as = "unset" if accepted is None else f"'{accepted}'"
                     self.problems.append(f"{where}: property '{key}' = '{value}' is not supported (flowactors "
                                          f"works as NiFi does with it {runs_as})")
@@ -412,7 +415,8 @@ class _Importer:
                                          f"is not in the definition")
                 return
             ends.append(name)
-        relationships = tuple(connection.get("selectedRelationships") or ()) or _PASS
+        # a port's or funnel's connection selects none: NiFi writes [] or [""]
+        relationships = tuple(r for r in connection.get("selectedRelationships") or () if r) or _PASS
         prioritizers = []
         for prioritizer in connection.get("prioritizers") or []:
             if prioritizer not in PRIORITIZERS:
@@ -433,6 +437,27 @@ class _Importer:
         if name is not None and any(c.name == name for c in self.flow.connections):
             name = None   # NiFi allows repeated connection names; flowactors names it after its ends
         self.flow.connect(ends[0], ends[1], relationships, name=name, **settings)
+
+
+def migrated(component: Mapping[str, Any], renames: Mapping[str, str | None]) -> Mapping[str, Any]:
+    """``component`` with its properties (and their descriptors) renamed as NiFi renames them when
+    it loads a flow: each old name present takes NiFi's current name (its value replacing the
+    current name's, as NiFi's ``renameProperty`` does), or is dropped where ``renames`` gives None
+    (``removeProperty``). A copy when anything changes; ``component`` is not changed."""
+    properties = component.get("properties") or {}
+    if not any(old in properties for old in renames):
+        return component
+    descriptors = dict(component.get("propertyDescriptors") or {})
+    properties = dict(properties)
+    for old, new in renames.items():
+        if old not in properties:
+            continue
+        value, descriptor = properties.pop(old), descriptors.pop(old, None)
+        if new is not None:
+            properties[new] = value
+            if descriptor is not None:
+                descriptors[new] = descriptor
+    return {**component, "properties": properties, "propertyDescriptors": descriptors}
 
 
 def _groups(group: Mapping[str, Any]) -> list[Mapping[str, Any]]:

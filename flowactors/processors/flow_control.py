@@ -169,6 +169,9 @@ class RetryFlowFile(Processor):
 
     def on_scheduled(self, context: ProcessContext) -> None:
         self._attribute = context.property("Retry Attribute").evaluate() or ""
+        if not self._attribute.strip():
+            raise ValueError(f"Retry Attribute {context.property('Retry Attribute').raw!r} names no attribute: it "
+                             f"evaluates to nothing without a FlowFile (its expressions see no attributes)")
         self._by = self._attribute + ".uuid"
         self._penalize = context.property("Penalize Retries").as_bool()
         self._fail_on_text = context.property("Fail on Nonnumerical Overwrite").as_bool()
