@@ -191,3 +191,55 @@ def orders_flow(in_dir: str, out_dir: str, files: int) -> dict:
                                                    "token": None}, sensitive=("token",)),
         "enrich-params": context("enrich-params", {"region": "emea", "header": "ORDER"}, inherits=("orders-params",)),
     })
+
+
+def nifi1_files_flow(in_dir: str, out_dir: str) -> dict:
+    """A NiFi 1.x download, every property under the name NiFi 1.x gives it (NiFi 2 renames them
+    when it loads the flow: ListFile's ``listing-strategy``, ``et-*``, FetchFile's ``Log level when
+    ...``, ReplaceText's ``Regular Expression``, MergeContent's ``mergecontent-metadata-strategy``,
+    ``Header File``, ``Maximum number of Bins``), and a funnel whose connections select ``[""]``:
+
+    ListFile -> FetchFile -> ReplaceText (wraps each content in [ ]) -> funnel -> MergeContent
+    (three at a time, header '<', demarcator ',', footer '>') -> PutFile
+    """
+    root_id = _id("g")
+    v1 = {"group": "org.apache.nifi", "artifact": "nifi-standard-nar", "version": "1.28.1"}
+    listing = processor(root_id, "List", STANDARD + "ListFile", {
+        "Input Directory": in_dir, "Recurse Subdirectories": "true", "Input Directory Location": "Local",
+        "File Filter": "[^\\.].*", "Path Filter": None, "Include File Attributes": "true", "Minimum File Age": "0 sec",
+        "Maximum File Age": None, "Minimum File Size": "0 B", "Maximum File Size": None, "Ignore Hidden Files": "true",
+        "track-performance": "false", "max-performance-metrics": "100000", "max-operation-time": "10 secs",
+        "max-listing-time": "3 mins", "Distributed Cache Service": None,
+        "target-system-timestamp-precision": "auto-detect", "listing-strategy": "timestamps", "record-writer": None,
+        "et-state-cache": None, "et-time-window": "3 hours", "et-initial-listing-target": "all",
+        "et-node-identifier": "${hostname()}"}, bundle=v1, schedule="1 sec")
+    fetch = processor(root_id, "Fetch", STANDARD + "FetchFile", {
+        "File to Fetch": "${absolute.path}/${filename}", "Completion Strategy": "None",
+        "Move Destination Directory": None, "Move Conflict Strategy": "Rename",
+        "Log level when file not found": "ERROR", "Log level when permission denied": "ERROR"},
+        bundle=v1, auto_terminate=("not.found", "permission.denied", "failure"))
+    wrap = processor(root_id, "Wrap", STANDARD + "ReplaceText", {
+        "Regular Expression": "(?s)(^.*$)", "Replacement Value": "[$1]", "Character Set": "UTF-8",
+        "Maximum Buffer Size": "1 MB", "Replacement Strategy": "Regex Replace", "Evaluation Mode": "Entire text",
+        "Line-by-Line Evaluation Mode": "All"}, bundle=v1, auto_terminate=("failure",))
+    join = funnel(root_id)
+    merge = processor(root_id, "Merge", STANDARD + "MergeContent", {
+        "Merge Strategy": "Bin-Packing Algorithm", "Merge Format": "Binary Concatenation",
+        "Attribute Strategy": "Keep Only Common Attributes", "Correlation Attribute Name": None,
+        "mergecontent-metadata-strategy": "Do Not Merge Uncommon Metadata", "Minimum Number of Entries": "3",
+        "Maximum Number of Entries": "3", "Minimum Group Size": "0 B", "Maximum Group Size": None,
+        "Max Bin Age": None, "Maximum number of Bins": "5", "Delimiter Strategy": "Text", "Header File": "<",
+        "Footer File": ">", "Demarcator File": ",", "Compression Level": "1", "Keep Path": "false",
+        "Tar Modified Time": "${file.lastModifiedTime}"}, bundle=v1, auto_terminate=("failure", "original"))
+    store = processor(root_id, "Store", STANDARD + "PutFile", {
+        "Directory": out_dir, "Conflict Resolution Strategy": "fail", "Create Missing Directories": "true",
+        "Maximum File Count": None, "Last Modified Time": None, "Permissions": None, "Owner": None, "Group": None},
+        bundle=v1, auto_terminate=("success", "failure"))
+    root = group(root_id, "Files", None, None, processors=[listing, fetch, wrap, merge, store], funnels=[join],
+                 connections=[connection(root_id, listing, fetch, ("success",)),
+                              connection(root_id, fetch, wrap, ("success",)),
+                              connection(root_id, wrap, join, ("success",)),
+                              connection(root_id, join, merge, ("",)),
+                              connection(root_id, merge, store, ("merged",))])
+    return {**snapshot(root, {}), "flowEncodingVersion": "1.0"}
+

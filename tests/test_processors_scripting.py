@@ -110,6 +110,43 @@ def test_read_callback_output_callback_create_remove_and_attributes():
     assert runner.errors == [] and runner.input_count == 0
 
 
+def test_java_streams_buffers_readers_and_batches():
+    runner = ProcessorRunner(ExecuteScript, {"Script Body": body("""
+        import re
+        from jarray import zeros
+        from java.io import BufferedReader, InputStreamReader, ByteArrayOutputStream
+        from java.nio.charset import Charset
+        from org.python.core.util import StringUtil
+
+        for flowFile in session.get(10):
+            stream = session.read(flowFile)
+            first = BufferedReader(InputStreamReader(stream, Charset.forName('ISO-8859-1'))).readLine()
+            stream.close()
+
+            def copy(inputStream, outputStream):
+                gathered = ByteArrayOutputStream()
+                buf = zeros(3, 'b')
+                while True:
+                    count = inputStream.read(buf)
+                    if count == -1:
+                        break
+                    gathered.write(buf, 0, count)
+                text = StringUtil.fromBytes(gathered.toByteArray())
+                outputStream.write(StringUtil.toBytes(text[::-1]))
+
+            flowFile = session.write(flowFile, copy)
+            flowFile = session.removeAllAttributes(flowFile, re.compile('tmp[.].*'))
+            session.transfer(session.putAttribute(flowFile, 'first', first), REL_SUCCESS)
+    """)})
+    runner.enqueue(b"caf\xe9\nline two", {"tmp.a": "1", "tmp.b": "2", "keep": "3"})
+    runner.enqueue(b"\xff\xfeodd", {})
+    runner.run()
+    first, second = runner.output("success")
+    assert runner.read(first) == b"owt enil\n\xe9fac" and first.attributes["first"] == "caf\xe9"
+    assert runner.read(second) == b"ddo\xfe\xff"   # bytes that are not UTF-8 survive the text round trip
+    assert "tmp.a" not in first.attributes and "tmp.b" not in first.attributes and first.attributes["keep"] == "3"
+
+
 def test_python2_print_and_except_forms_run():
     runner = execute("""
         flowFile = session.get()

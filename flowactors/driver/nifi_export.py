@@ -355,7 +355,7 @@ class _Importer:
         properties: dict[str, str] = {}
         for key, value in ((k, v) for k, v in (item.get("properties") or {}).items() if v is not None):
             target = renamed.get(key, key)
-            if fixed.get(key) is ANY:
+            if fixed.get(key) is ANY and target not in declared:
                 continue   # tuning that changes nothing here, or a property NiFi removes when it loads a flow
             if (descriptors.get(key) or {}).get("identifiesControllerService") or (
                     key not in descriptors and value in self.services):
