@@ -34,11 +34,6 @@ def whole_number(text: str | None) -> int | None:
     return int(text) if _WHOLE.fullmatch(text) else None
 
 
-def _dynamic(cls: type[Processor], values: Mapping[str, str]) -> dict[str, str]:
-    declared = cls.descriptor_map()
-    return {name: value for name, value in values.items() if name not in declared}
-
-
 class LogMessage(Processor):
     """Logs a message (Log Prefix then Log Message, both evaluated against the FlowFile) at Log
     Level, and passes the FlowFile on to success unchanged.
@@ -272,7 +267,8 @@ class DistributeLoad(Processor):
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         count = _relationship_count(values)
         problems = []
-        for name, value in _dynamic(type(self), values).items():
+        declared = self.descriptor_map()
+        for name, value in ((k, v) for k, v in values.items() if k not in declared):
             number = whole_number(name)
             if number is None or not 1 <= number <= count or name != str(number):
                 problems.append(f"dynamic property '{name}' must be named after a relationship, a number from 1 to "
