@@ -175,6 +175,26 @@ def test_timeout_kills_the_whole_process_group(monkeypatch):
         os.close(handle)
 
 
+def test_commands_still_running_are_killed_when_the_process_exits(monkeypatch):
+    from flowactors.processors import stream_command
+
+    class AtExit:   # started once the command runs: what the exit hook does, at once
+        def __init__(self, interval, function, args):
+            self.daemon = True
+
+        def start(self):
+            assert len(stream_command._RUNNING) == 1
+            stream_command._kill_running()
+
+        def cancel(self):
+            pass
+
+    monkeypatch.setattr(stream_command._Execution, "timer", AtExit)
+    runner = run(b"", **{"Command Arguments": code("import time; time.sleep(60)"), "Command Timeout": "1 min"})
+    [output] = runner.output("nonzero status")
+    assert output.attributes["execution.status"] == "137" and stream_command._RUNNING == set()
+
+
 @pytest.mark.parametrize("text, expected", [
     ("a;b;c", ["a", "b", "c"]), ('"a;b";c', ["a;b", "c"]), ("a\tb\nc", ["a", "b", "c"]), ("a;;b", ["a", "", "b"]),
 ])

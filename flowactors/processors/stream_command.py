@@ -20,12 +20,13 @@ A command that cannot start (no such program, not executable, a working director
 be entered) raises ``CommandError``, one line naming the command: the session rolls back and the
 engine penalizes the FlowFile in its queue (NiFi's ProcessException). The command runs in a
 process group of its own; whenever the trigger ends with the command still running (an error, or
-Command Timeout passed: a flowactors addition) the whole group is killed, so no process is left
-behind. A command killed by a signal reports status 128 + the signal's number, as Java does.
+Command Timeout passed: a flowactors addition) the whole group is killed, and so is every command
+still running when the process exits normally, so no process is left behind. A command killed by a signal reports status 128 + the signal's number, as Java does.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -50,6 +51,20 @@ ORIGINAL = Relationship("original", "The input FlowFile, with the execution's at
 OUTPUT_STREAM = Relationship("output stream", "The command's output, when it exited with status 0")
 NONZERO_STATUS = Relationship("nonzero status", "The command's output, when it exited with another status "
                               "(penalized)")
+
+
+#: the commands running in this process: killed (their groups) when it exits, so none outlives it
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+@atexit.register
+def _kill_running() -> None:
+    """Kill every command still running (the process is exiting)."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for process in running:
+        _kill_group(process)
 
 
 class CommandError(RuntimeError):
@@ -221,6 +236,8 @@ class _Execution:
             reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             where = f" in working directory {self.directory}" if self.directory else ""
             raise CommandError(f"cannot run command '{self.argv[0]}'{where}: {reason}") from None
+        with _RUNNING_LOCK:
+            _RUNNING.add(process)
         threads = [_thread(self._drain_errors, process.stderr)]
         feed_error: list[BaseException] = []
         if stdin_from is not None:
@@ -241,6 +258,8 @@ class _Execution:
                 timer.cancel()
             if process.poll() is None:
                 _kill_group(process)
+            with _RUNNING_LOCK:
+                _RUNNING.discard(process)
             process.stdout.close()
         if feed_error:
             raise feed_error[0]
