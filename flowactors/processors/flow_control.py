@@ -13,11 +13,10 @@ from typing import Mapping, Sequence
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 from flowactors.processors._common import boolean_property
+# Python's levels for NiFi's log level names ("trace" is level 5): LogAttribute's table
+from flowactors.processors.attributes import _LEVELS
 
 _STANDARD = "org.apache.nifi.processors.standard."
-#: Python's levels for NiFi's log level names ("trace" is level 5, as LogAttribute's)
-_LEVELS = {"trace": 5, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-           "error": logging.ERROR}
 
 
 def _level_problem(value: str) -> str | None:
