@@ -329,8 +329,9 @@ class _Importer:
                       if v is not None}
         scheduling = self._scheduling(processor, where)
         try:
+            version = (processor.get("bundle") or {}).get("version")   # a Python processor's bundle is its version
             node = add_python_processor(self.flow, class_name, name, extensions=self.extensions, properties=properties,
-                                                  parameter_context=context, **scheduling)
+                                        version=version, parameter_context=context, **scheduling)
         except (ProcessorNotFound, InspectionError, ProcessorLoadError, ValueError) as err:
             self.reported.add(processor["identifier"])
             self.problems.append(f"{where}: {err}")
