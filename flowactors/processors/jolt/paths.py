@@ -392,7 +392,7 @@ class OutputPath:
     Shift writes with Jolt's collision rule: a value written where one already is makes a list of
     both (a list already there gets the value appended)."""
 
-    __slots__ = ("text", "keys", "arrays")
+    __slots__ = ("text", "keys", "arrays", "parts", "root_arrays")
 
     def __init__(self, text: str, reading: bool = False):
         self.text = text
@@ -406,15 +406,21 @@ class OutputPath:
                 raise JoltSpecError(f"output path {text!r}: {part!r} is not valid in an output path")
             self.keys.append(key)
         self.arrays = [isinstance(key, ArrayIndex) for key in self.keys]
+        self.root_arrays = [False, *self.arrays]
+        # each key as (False, its constant) or (True, what evaluates it): literals cost nothing a write
+        self.parts = [(False, key.key) if isinstance(key, Literal) else
+                      (False, key.index) if isinstance(key, ArrayIndex) and key.kind == "literal" else
+                      (True, key.evaluate) for key in self.keys]
 
     def evaluate(self, walked: list) -> list | None:
         """The path's keys for this point of the walk, or None when a reference finds nothing."""
         out = []
-        for key in self.keys:
-            value = key.evaluate(walked)
-            if value is None:
-                return None
-            out.append(value)
+        for computed, part in self.parts:
+            if computed:
+                part = part(walked)
+                if part is None:
+                    return None
+            out.append(part)
         return out
 
     def read(self, tree: Any, walked: list) -> Any:
@@ -440,7 +446,8 @@ class OutputPath:
         """Write ``data`` at this path below ``output["root"]`` (Shift's output holder)."""
         keys = self.evaluate(walked)
         if keys is not None:
-            place(output, ["root", *keys], [False, *self.arrays], data)
+            keys.insert(0, "root")
+            place(output, keys, self.root_arrays, data)
 
 
 def place(tree: Any, keys: list, arrays: list[bool], data: Any) -> None:
@@ -448,27 +455,29 @@ def place(tree: Any, keys: list, arrays: list[bool], data: Any) -> None:
     array position, else a map), and write ``data`` at the end by the collision rule. A container
     of the wrong kind already in the way drops the write, as Jolt does."""
     last = len(keys) - 1
-    for i, key in enumerate(keys):
-        is_array = arrays[i]
-        if is_array != isinstance(tree, list) or (not is_array and not isinstance(tree, dict)):
-            return
-        if i == last:
-            _collide(tree, key, data)
-            return
-        if key == "[]":
-            child = [] if arrays[i + 1] else {}
-            tree.append(child)
+    for i in range(last):
+        key = keys[i]
+        if arrays[i]:
+            if type(tree) is not list:
+                return
+            if key == "[]":
+                child: Any = [] if arrays[i + 1] else {}
+                tree.append(child)
+                tree = child
+                continue
+            if key >= len(tree):
+                tree.extend([None] * (key + 1 - len(tree)))
+            child = tree[key]
         else:
-            if is_array:
-                if key >= len(tree):
-                    tree.extend([None] * (key + 1 - len(tree)))
-                child = tree[key]
-            else:
-                child = tree.get(key)
-            if child is None:
-                child = [] if arrays[i + 1] else {}
-                tree[key] = child
+            if type(tree) is not dict:
+                return
+            child = tree.get(key)
+        if child is None:
+            child = [] if arrays[i + 1] else {}
+            tree[key] = child
         tree = child
+    if (type(tree) is list) == arrays[last] and type(tree) in (list, dict):
+        _collide(tree, keys[last], data)
 
 
 def _collide(tree: Any, key: Any, data: Any) -> None:
