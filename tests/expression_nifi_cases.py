@@ -32,6 +32,8 @@ ATTRIBUTES: dict[str, dict[str, str]] = {
     'TestQuery.testDateToNumber': {'dateTime': '2013/11/18 10:22:27.678'},
     'TestQuery.testInstantToNanos': {'dateTime': '2022/03/18 10:22:27.678234567'},
     'TestQuery.testEmbeddedExpressionsAndQuotes': {'x': 'abc', 'a': 'abc'},
+    'TestQuery.testJsonPath': {'json': '{"firstName":"John","lastName":"Smith","age":25,"voter":true,"height":6.1,"address":{"streetAddress":"21 2nd Street","city":"New York","state":"NY","postalCode":"10021-3100"},"phoneNumbers":[{"type":"home","number":"212 555-1234"},{"type":"office","number":"646 555-4567"}],"nicknames":[]}'},
+    'TestQuery.testJsonPath#2': {'json': '{"firstName":"John","lastName":"Smith","age":25,"voter":true,"height":6.1,"address":{"streetAddress":"21 2nd Street","city":"New York","state":"NY","postalCode":"10021-3100"},"phoneNumbers":[{"type":"home","number":"212 555-1234"},{"type":"office","number":"646 555-4567"}],"nicknames":[]}', 'invalid': '[}'},
     'TestQuery.testJoin': {'a.a': 'a', 'a.b': 'b', 'a.c': 'c'},
     'TestQuery.testIsEmpty': {'a': 'a', 'b': '', 'c': '        \n'},
     'TestQuery.testCount': {'a': 'a', 'b': 'abc', 'c': '        \n', 'n1': '111', 'n2': '222', 'n3': '333333'},
@@ -223,6 +225,48 @@ ATTRIBUTES: dict[str, dict[str, str]] = {
     'TestStandardPreparedQuery.testPreparedQueryWithAnd#2': {'hello': 'Hell'},
 }
 
+#: NiFi's test document for JSONPath (src/test/resources/json/address-book.json), compacted
+ADDRESS_BOOK = '{"firstName":"John","lastName":"Smith","age":25,"voter":true,"height":6.1,"address":{"streetAddress":"21 2nd Street","city":"New York","state":"NY","postalCode":"10021-3100"},"phoneNumbers":[{"type":"home","number":"212 555-1234"},{"type":"office","number":"646 555-4567"}],"nicknames":[]}'
+
+#: the JSONPath expressions NiFi's helper checks on the address book before and after each edit
+ADDRESS_BOOK_PATHS = ("${json:jsonPath('$.firstName')}", "${json:jsonPath('$.lastName')}", "${json:jsonPath('$.age')}",
+                      "${json:jsonPath('$.voter')}", "${json:jsonPath('$.address.postalCode')}",
+                      "${json:jsonPath(\"$.phoneNumbers[?(@.type=='home')].number\")}",
+                      "${json:jsonPath(\"$.phoneNumbers[?(@.type=='office')].number\")}")
+FIRST_NAME, AGE, VOTER, HOME = ADDRESS_BOOK_PATHS[0], ADDRESS_BOOK_PATHS[2], ADDRESS_BOOK_PATHS[3], ADDRESS_BOOK_PATHS[5]
+HEIGHT = "${json:jsonPath('$.height')}"
+
+#: NiFi's JSONPath edit tests (its helper verifyJsonPathExpressions): (test, line, the path the edit
+#: changes or None, its value before, the edit, its value after (ERROR: the edit fails), further
+#: (expression, value) checks on the edited document). The helper also checks that every other
+#: path of ADDRESS_BOOK_PATHS reads the same after the edit as before.
+JSON_PATH_EDITS: list[tuple[str, int, str | None, str, str, str, tuple[tuple[str, str], ...]]] = [
+    ("TestQuery.testJsonPath", 463, None, "", "${json:jsonPathDelete('$.missingpath')}", "",
+     (("${json:jsonPath('$.missingpath')}", ""),)),
+    ("TestQuery.testJsonPathDeleteFirstNameAttribute", 518, FIRST_NAME, "John", "${json:jsonPathDelete('$.firstName')}", "", ()),
+    ("TestQuery.testJsonPathDeleteMissingPath", 528, None, "", "${json:jsonPathDelete('$.missing-path')}", "", ()),
+    ("TestQuery.testJsonPathDeleteHomePhoneNumber", 537, HOME, "212 555-1234",
+     "${json:jsonPathDelete(\"$.phoneNumbers[?(@.type=='home')]\")}", "[]", ()),
+    ("TestQuery.testJsonPathSetFirstNameAttribute", 546, FIRST_NAME, "John", "${json:jsonPathSet('$.firstName', 'James')}", "James", ()),
+    ("TestQuery.testJsonPathSetAgeWholeNumberAttribute", 555, AGE, "25", "${json:jsonPathSet('$.age', '35')}", "35", ()),
+    ("TestQuery.testJsonPathSetVoterBooleanAttribute", 564, VOTER, "true", "${json:jsonPathSet('$.voter', false)}", "false", ()),
+    ("TestQuery.testJsonPathSetHeightNumberAttribute", 573, HEIGHT, "6.1", "${json:jsonPathSet('$.height', 5.9)}", "5.9", ()),
+    ("TestQuery.testJsonPathSetMissingPathAttribute", 582, None, "", "${json:jsonPathSet('$.missing-path', 5.9)}", "", ()),
+    ("TestQuery.testJsonPathAddNicknameJimmy", 591, None, "", "${json:jsonPathAdd('$.nicknames', 'Jimmy')}", "",
+     (("${json:jsonPath('$.nicknames')}", "Jimmy"),)),
+    ("TestQuery.testJsonPathAddNicknameJimmyAtNonexistantPath", 601, None, "", "${json:jsonPathAdd('$.missing-path', 'Jimmy')}", "",
+     (("${json:jsonPath('$.missing-path')}", ""),)),
+    ("TestQuery.testJsonPathAddNicknameJimmyAtNonArray", 611, None, "", "${json:jsonPathAdd('$.firstName', 'Jimmy')}", ERROR, ()),
+    ("TestQuery.testJsonPathPutRootLevelMiddlenameTuron", 620, None, "", "${json:jsonPathPut('$','middlename','Turon')}", "",
+     (("${json:jsonPath('$.middlename')}", "Turon"),)),
+    ("TestQuery.testJsonPathPutCountryToMap", 630, None, "", "${json:jsonPathPut('$.address','country','US')}", "",
+     (("${json:jsonPath('$.address.country')}", "US"),)),
+    ("TestQuery.testJsonPathPutElementToArray", 640, None, "", "${json:jsonPathPut('$.phoneNumbers[1]', 'backup', '212-555-1212')}", "",
+     (("${json:jsonPath('$.phoneNumbers[1].backup')}", "212-555-1212"),)),
+    ("TestQuery.testJsonPathPutOverwriteFirstNameToJimmy", 650, FIRST_NAME, "John", "${json:jsonPathPut('$','firstName','Jimmy')}", "Jimmy", ()),
+]
+
+
 #: the local time zone a NiFi test sets (TimeZone.setDefault) or assumes
 LOCAL_ZONES: dict[str, str] = {'TestQuery.testEscapeQuotes': 'Europe/Kiev', 'TestQuery.testFormatUsesLocalTimeZoneUnlessIsSpecified': 'Europe/Kiev', 'TestQuery.testToDateAdjustedWithTimeZone': 'UTC'}
 
@@ -305,9 +349,9 @@ CASES: list[tuple[str, int, str, str, str]] = [
     ('TestQuery.testParameterReferenceWithSpace', 448, "${#{'test param'}:append(' - '):append(#{'test param'})}", 'none', 'unit - unit'),
     ('TestQuery.testParameterReferenceWithSpace', 450, '${#{"test param"}}', 'none', 'unit'),
     ('TestQuery.testParameterReferenceWithSpace', 453, '${#{test param}}', 'none', 'unit'),
-    ('TestQuery.testJsonPath', 468, "${json:jsonPath('$..')}", 'none', ERROR),
-    ('TestQuery.testJsonPath', 470, "${missing:jsonPath('$.firstName')}", 'none', ERROR),
-    ('TestQuery.testJsonPath', 474, "${invlaid:jsonPath('$.firstName')}", 'none', ERROR),
+    ('TestQuery.testJsonPath', 468, "${json:jsonPath('$..')}", 'TestQuery.testJsonPath', ERROR),
+    ('TestQuery.testJsonPath', 470, "${missing:jsonPath('$.firstName')}", 'TestQuery.testJsonPath', ERROR),
+    ('TestQuery.testJsonPath', 474, "${invlaid:jsonPath('$.firstName')}", 'TestQuery.testJsonPath#2', ERROR),
     ('TestQuery.testEmbeddedExpressionsAndQuotesWithProperties', 663, '${x:equals(${a})}', 'TestQuery.testEmbeddedExpressionsAndQuotes', 'true'),
     ('TestQuery.testEmbeddedExpressionsAndQuotesWithProperties', 666, "${x:equals('${a}')}", 'TestQuery.testEmbeddedExpressionsAndQuotes', 'true'),
     ('TestQuery.testEmbeddedExpressionsAndQuotesWithProperties', 669, '${x:equals("${a}")}', 'TestQuery.testEmbeddedExpressionsAndQuotes', 'true'),

@@ -2,8 +2,8 @@
 "NiFi's unit tests").
 
 ``tests/expression_nifi_cases.py`` holds the assertions of NiFi's TestQuery.java and
-TestStandardPreparedQuery.java as data; the JSONPath tests, which NiFi writes with a helper that
-edits a document and checks it again, are ``JSON_PATH_EDITS`` here. Every assertion gives NiFi's
+TestStandardPreparedQuery.java as data: ``CASES``, and ``JSON_PATH_EDITS`` for the JSONPath tests,
+which NiFi writes with a helper that edits a document and checks it again. Every assertion gives NiFi's
 result, except the few in ``DIFFERENCES`` (each one documented, with its reason, in
 docs/expression-language.md): for those the test checks the behaviour we document instead, and that
 it still differs from NiFi's (a difference fixed must leave the list).
@@ -21,8 +21,8 @@ import pytest
 
 from flowactors.sdk.expression import ExpressionError, compile_value
 from flowactors.sdk.parameters import ParameterError, substitute
-from tests.expression_nifi_cases import (ATTRIBUTES, CASES, ERROR, EXPRESSION, INVALID, LITERAL, LOCAL_ZONES,
-                                         PARAMETERS, STATE, VALID)
+from tests.expression_nifi_cases import (ADDRESS_BOOK, ADDRESS_BOOK_PATHS, ATTRIBUTES, CASES, ERROR, EXPRESSION,
+                                         INVALID, JSON_PATH_EDITS, LITERAL, LOCAL_ZONES, PARAMETERS, STATE, VALID)
 
 #: the cases (NiFi test, line) where we deliberately give another result: what we give instead
 DIFFERENCES: dict[tuple[str, int], str] = {
@@ -109,9 +109,41 @@ def test_nifi_assertions_hold(test: str) -> None:
     assert wrong == []
 
 
+def json_path_edit(edit: tuple) -> tuple[int, list[tuple]]:
+    """NiFi's helper on one edit of the address book: the changed path before, every other path
+    unchanged after, the changed path after, then the test's own checks (or, for an edit NiFi
+    refuses, that it fails). How many assertions that is, and the ones that do not hold."""
+    _, _, path, before, expression, after, further = edit
+    book = {"json": ADDRESS_BOOK}
+    checks = [(path, book, before)] if path else []
+    try:
+        edited = {"json": compile_value(expression).evaluate(book)}
+    except ExpressionError:
+        edited = None
+    if after == ERROR or edited is None:
+        failed = [] if (after == ERROR) == (edited is None) else [(expression, after, ERROR if edited is None else
+                                                                   edited["json"])]
+        return len(checks) + 1, _not_holding(checks) + failed
+    checks += [(other, edited, compile_value(other).evaluate(book)) for other in ADDRESS_BOOK_PATHS if other != path]
+    checks += [(path, edited, after)] if path else []
+    checks += [(check, edited, value) for check, value in further]
+    return len(checks), _not_holding(checks)
+
+
+def _not_holding(checks: list[tuple]) -> list[tuple]:
+    return [(text, value, got) for text, attributes, value in checks
+            if (got := compile_value(text).evaluate(attributes)) != value]
+
+
+@pytest.mark.parametrize("edit", JSON_PATH_EDITS, ids=[e[0].split(".")[-1] for e in JSON_PATH_EDITS])
+def test_nifi_json_path_edits_hold(edit: tuple) -> None:
+    assert json_path_edit(edit)[1] == []
+
+
 def test_differences_are_few_and_each_documented() -> None:
     assert set(DIFFERENCES) <= {case[:2] for case in CASES}
-    assert len(CASES) - len(DIFFERENCES) >= REQUIRED_SHARE * len(CASES)
+    total = len(CASES) + sum(json_path_edit(edit)[0] for edit in JSON_PATH_EDITS)
+    assert total - len(DIFFERENCES) >= REQUIRED_SHARE * total
     guide = (Path(__file__).parent.parent / "docs" / "expression-language.md").read_text()
     undocumented = [f"{test.split('.')[0]}.java:{line}" for test, line in DIFFERENCES
                     if f"{test.split('.')[0]}.java:{line}" not in guide]
