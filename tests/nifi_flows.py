@@ -243,3 +243,24 @@ def nifi1_files_flow(in_dir: str, out_dir: str) -> dict:
                               connection(root_id, merge, store, ("merged",))])
     return {**snapshot(root, {}), "flowEncodingVersion": "1.0"}
 
+
+def registry_stored(definition: dict) -> dict:
+    """``definition`` as NiFi Registry keeps a version in its flow storage (data model 3)."""
+    flow_snapshot = {"snapshotMetadata": {"bucketIdentifier": "b", "flowIdentifier": "f", "version": 1,
+                                          "timestamp": 0, "author": "anonymous", "comments": ""},
+                     **definition, "flow": {"identifier": "f", "name": "flow"}, "bucket": {"identifier": "b"}}
+    return {"header": {"dataModelVersion": "3"}, "content": {"flowSnapshot": flow_snapshot}}
+
+
+def instance_flow(definition: dict, encrypted: tuple[str, ...] = ()) -> dict:
+    """``definition``'s group as a NiFi 2 instance's flow.json (``VersionedDataflow``): its root
+    group, its parameter contexts as a list, the parameters named in ``encrypted`` encrypted with
+    the instance's key (``enc{...}``) as NiFi keeps a sensitive value."""
+    contexts = []
+    for name, context in definition["parameterContexts"].items():
+        parameters = [{**p, "value": f"enc{{{p['name']}-cipher}}", "sensitive": True}
+                      if p["name"] in encrypted else p for p in context["parameters"]]
+        contexts.append({**context, "identifier": _id("ctx"), "name": name, "parameters": parameters})
+    return {"encodingVersion": {"majorVersion": 2, "minorVersion": 0}, "maxTimerDrivenThreadCount": 10,
+            "registries": [], "parameterContexts": contexts, "parameterProviders": [], "controllerServices": [],
+            "reportingTasks": [], "flowAnalysisRules": [], "rootGroup": definition["flowContents"]}

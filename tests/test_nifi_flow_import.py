@@ -132,7 +132,7 @@ def test_everything_unsupported_is_listed_in_one_error(orders):
         "processor 'Archive/Store' (PutFile): property 'Owner' = 'nifi' is not supported",
         "processor 'Archive/Log' (LogAttribute): retried relationships (success) are not supported",
         "controller service 'Database' (DBCPConnectionPool): org.apache.nifi.dbcp.DBCPConnectionPool is not a "
-        "controller service flowactors has (supported: AvroReader, ",
+        "controller service flowactors has",
         "process group 'Archive': executionEngine STATELESS is not supported",
         "processor 'Enrich/Route': disabled in NiFi; enable or remove it",
         "process group 'Enrich': 'Enrich/funnel-1': disabled in NiFi",

@@ -1,14 +1,21 @@
 """What NiFi accepts when it loads a flow, the import accepts too: NiFi 1.x property names (NiFi
-renames them itself), ports and funnels whose connections select [""], "" as unset."""
+renames them itself), the other files NiFi and NiFi Registry write a flow in (a Registry version,
+a NiFi instance's flow.json.gz), ports and funnels whose connections select [""], "" as unset."""
 
 from __future__ import annotations
 
+import gzip
+
+import orjson
 import pytest
 
 from flowactors import run_flow
+from flowactors.driver.loading import load_definition, load_flow
 from flowactors.driver.nifi_export import NiFiImportError, flow_from_nifi
 from flowactors.processors import FetchFile, ListFile, MergeContent, ReplaceText
-from nifi_flows import group, nifi1_files_flow, processor, snapshot
+from flowactors.sdk.parameters import environment_variable
+from nifi_flows import (STANDARD, group, instance_flow, nifi1_files_flow, orders_flow, processor, registry_stored,
+                        snapshot)
 
 CONTENTS = {"a.txt": b"apple", "b.txt": b"pear", "c.txt": b"fig"}
 
@@ -69,3 +76,54 @@ def test_an_empty_value_is_unset_as_nifi_takes_it():
     tag["properties"]["Stateful Variables Initial Value"] = "0"
     with pytest.raises(NiFiImportError, match="'Stateful Variables Initial Value' = '0' is not supported"):
         flow_from_nifi(snapshot(group("root", "g", None, None, processors=[tag]), {}))
+
+
+def test_a_version_as_nifi_registry_stores_it_loads(files):
+    inbox, out = files
+    definition = nifi1_files_flow(str(inbox), str(out))
+    expected = flow_from_nifi(definition).to_dict()
+    assert load_definition(orjson.dumps(registry_stored(definition))).to_dict() == expected
+    # data model 2: the process group alone
+    older = {"header": {"dataModelVersion": "2"}, "content": definition["flowContents"]}
+    assert load_definition(older).to_dict() == expected
+
+
+def test_a_nifi_instances_flow_json_gz_loads(tmp_path, monkeypatch):
+    definition = orders_flow(str(tmp_path / "in"), str(tmp_path / "out"), 3)
+    store = definition["flowContents"]["processGroups"][1]["processors"][2]
+    store["properties"]["Permissions"] = "enc{0a1b2c}"   # a sensitive value, encrypted by the instance
+    path = tmp_path / "flow.json.gz"
+    path.write_bytes(gzip.compress(orjson.dumps(instance_flow(definition, encrypted=("region",)))))
+    monkeypatch.setenv(environment_variable("token"), "t0ken")
+    monkeypatch.setenv(environment_variable("region"), "apac")
+    flow = load_flow(path)
+    assert "Permissions" not in flow.processors["Archive/Store"].properties   # left out, as a download leaves it
+    assert flow.parameter_contexts["enrich-params"].parameters["region"].sensitive
+    flow.validate()
+    assert flow.processors["Enrich/Tag"].property_values["region"] == "apac"   # from the environment
+
+
+def test_a_reporting_task_in_flow_json_is_reported(tmp_path):
+    dataflow = instance_flow(orders_flow("in", "out", 3))
+    dataflow["reportingTasks"] = [{"identifier": "r1", "name": "Metrics",
+                                   "type": "org.apache.nifi.reporting.prometheus.PrometheusReportingTask"}]
+    with pytest.raises(NiFiImportError) as caught:
+        load_definition(dataflow)
+    assert caught.value.problems == [
+        "reporting task 'Metrics' (PrometheusReportingTask): reporting tasks are not supported"]
+
+
+def test_missing_types_are_summed_up_once_before_the_details():
+    root = group("root", "Legacy", None, None, processors=[
+        processor("root", f"pull {n}", STANDARD + "ListSFTP", {}) for n in range(3)])
+    root["controllerServices"] = [{"identifier": "db", "name": "Database", "type": "org.apache.nifi.dbcp.DBCPConnectionPool"}]
+    with pytest.raises(NiFiImportError) as caught:
+        flow_from_nifi(snapshot(root, {}))
+    lines = str(caught.value).splitlines()
+    assert lines[0] == ("flow 'Legacy' uses NiFi types flowactors does not have: processor ListSFTP (3 components), "
+                        "controller service DBCPConnectionPool (1 component)")
+    assert lines[1] == "flow 'Legacy' is not valid (4 problem(s)):"
+    assert lines[3] == "  - processor 'pull 0': org.apache.nifi.processors.standard.ListSFTP is not a processor flowactors has"
+    assert lines[-1] == "(the NiFi processors and controller services flowactors has: docs/nifi-flows.md)"
+    assert len(lines) == 7 and caught.value.missing == {"processor ListSFTP": 3, "controller service DBCPConnectionPool": 1}
+

@@ -33,7 +33,7 @@ from flowactors.engine import ENGINES, STALL_SECONDS
 
 
 def cmd_validate(args: SimpleNamespace) -> int:
-    flow = load_flow(args.flow, args.extensions)
+    flow = load_flow(args.flow, args.extensions, command="validate")
     flow.validate()
     print(f"flow '{flow.name}' is valid: {len(flow.processors)} processors, {len(flow.connections)} connections"
           + (f", {len(flow.services)} controller services" if flow.services else ""))
@@ -51,7 +51,7 @@ def cmd_run(args: SimpleNamespace) -> int:
     from flowactors.driver.running import run_flow  # Ray (both): only when a flow runs
     from flowactors.driver.watch import stall_message  # Ray too (the engine's links)
 
-    flow = load_flow(args.flow, args.extensions)
+    flow = load_flow(args.flow, args.extensions, command="run")
     duration = args.duration
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:

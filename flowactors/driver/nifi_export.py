@@ -2,8 +2,9 @@
 
 ``flow_from_nifi(data)`` turns it into a ``Flow`` that runs on any flowactors engine, or raises
 one ``NiFiImportError`` listing every component and property that flowactors cannot run as NiFi
-would (never a partial flow, never a silently changed one). ``flowactors.driver.loading`` (so
-``flowactors run nifi-flow.json``) calls it when the definition is NiFi's.
+would (never a partial flow, never a silently changed one), the NiFi types flowactors lacks
+summed up first. ``flowactors.driver.loading`` (so ``flowactors run nifi-flow.json``) calls it
+when the file is NiFi's (the other shapes NiFi and NiFi Registry write: ``nifi_formats``).
 
 How NiFi's parts map (docs/nifi-flows.md has the table):
 
@@ -31,6 +32,7 @@ How NiFi's parts map (docs/nifi-flows.md has the table):
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -61,18 +63,31 @@ EXTENSIONS_VARIABLE = "FLOWACTORS_PYTHON_EXTENSIONS"
 PYTHON_ARTIFACT = "python-extensions"
 
 
+#: where the message of an import refused for missing types sends the user, once, at its end
+SUPPORTED = "the NiFi processors and controller services flowactors has: docs/nifi-flows.md"
+
+
 class NiFiImportError(FlowValidationError):
-    """The definition holds what flowactors cannot run as NiFi would; ``problems`` lists it all."""
+    """The definition holds what flowactors cannot run as NiFi would; ``problems`` lists it all,
+    one line each. ``missing`` counts the components of each NiFi type flowactors does not have
+    (``processor ListSFTP``: 3); the message begins with them, each type once, so the user sees
+    what to replace before the details, and ends with where the supported types are listed."""
 
-
-def is_nifi_definition(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("flowContents"), dict)
+    def __init__(self, flow_name: str, problems: Sequence[str], missing: Mapping[str, int] | None = None):
+        super().__init__(flow_name, problems)
+        self.missing = dict(missing or {})
+        if self.missing:
+            kinds = ", ".join(f"{kind} ({count} component{'s' if count > 1 else ''})" for kind, count in
+                              sorted(self.missing.items(), key=lambda item: (-item[1], item[0])))
+            self.args = (f"flow '{flow_name}' uses NiFi types flowactors does not have: {kinds}\n{self.args[0]}\n"
+                         f"({SUPPORTED})",)
 
 
 def flow_from_nifi(data: Mapping[str, Any], name: str | None = None, *,
-                   extensions: Sequence[str | Path] | None = None) -> Flow:
+                   extensions: Sequence[str | Path] | None = None, command: str | None = None) -> Flow:
     """The ``Flow`` of a NiFi flow definition (see the module docstring); its Python processors
-    are looked for in ``extensions`` (default: the folders of ``FLOWACTORS_PYTHON_EXTENSIONS``)."""
+    are looked for in ``extensions`` (default: the folders of ``FLOWACTORS_PYTHON_EXTENSIONS``),
+    and a problem finding them names ``command``'s option (the CLI command loading the flow)."""
     if extensions is None:
         extensions = [f for f in os.environ.get(EXTENSIONS_VARIABLE, "").split(os.pathsep) if f]
     problems = shape_problems(data, "definition", "the definition")
@@ -80,7 +95,7 @@ def flow_from_nifi(data: Mapping[str, Any], name: str | None = None, *,
         root = data.get("flowContents") if isinstance(data, dict) else None
         given = root.get("name") if isinstance(root, dict) else None
         raise NiFiImportError(name or (given if isinstance(given, str) and given else "nifi-flow"), problems)
-    return _Importer(data, name, [str(f) for f in extensions]).build()
+    return _Importer(data, name, [str(f) for f in extensions], command).build()
 
 
 #: What the import reads of each part of a NiFi definition, the part's fields and their JSON kind:
@@ -89,7 +104,7 @@ def flow_from_nifi(data: Mapping[str, Any], name: str | None = None, *,
 #: ``text`` is a string or null, ``name`` a string. Every field may be null or left out but those
 #: of ``_REQUIRED``; fields not named are not read.
 _SHAPES: dict[str, dict[str, type | str]] = {
-    "definition": {"flowContents": "group", "parameterContexts": "{context}"},
+    "definition": {"flowContents": "group", "parameterContexts": "{context}", "reportingTasks": "[item]"},
     "group": {"identifier": str, "name": str, "parameterContextName": str, "executionEngine": str,
               "flowFileConcurrency": str, "processGroups": "[group]", "processors": "[processor]",
               "funnels": "[component]", "inputPorts": "[component]", "outputPorts": "[component]",
@@ -154,8 +169,9 @@ def shape_problems(value: Any, part: str, where: str) -> list[str]:
 
 
 class _Importer:
-    def __init__(self, data: Mapping[str, Any], name: str | None, extensions: list[str]):
+    def __init__(self, data: Mapping[str, Any], name: str | None, extensions: list[str], command: str | None):
         self.extensions = extensions
+        self.command = command
         self.root = data["flowContents"]
         self.flow = Flow(name or self.root.get("name") or "nifi-flow")
         self.data = data
@@ -163,6 +179,7 @@ class _Importer:
         self.names: dict[str, str] = {}          # NiFi identifier -> flowactors processor name
         self.reported: set[str] = set()          # identifiers of components reported as not supported
         self.services: dict[str, str] = {}       # NiFi identifier of a controller service -> its path
+        self.missing: Counter[str] = Counter()   # "processor ListSFTP" -> how many components have that type
 
     def build(self) -> Flow:
         # a port's connections live in the group around it: look at every group's
@@ -174,8 +191,11 @@ class _Importer:
         for service, path in placed:
             self._service(service, path)
         self._group(self.root, path="", root=True)
+        for task in self.data.get("reportingTasks") or []:   # a NiFi instance's flow.json.gz (nifi_formats)
+            self.problems.append(f"reporting task '{task.get('name') or task.get('identifier')}' "
+                                 f"({(task.get('type') or '?').rsplit('.', 1)[-1]}): reporting tasks are not supported")
         if self.problems:
-            raise NiFiImportError(self.flow.name, self.problems)
+            raise NiFiImportError(self.flow.name, self.problems, self.missing)
         return self.flow
 
     # ------------------------------------------------------------------ parameters
@@ -282,8 +302,8 @@ class _Importer:
         mapping = STANDARD_SERVICES.get(java_type)
         if mapping is None:
             self.reported.add(service["identifier"])
-            self.problems.append(f"{where}: {java_type} is not a controller service flowactors has (supported: "
-                                 f"{', '.join(sorted({m.name for m in STANDARD_SERVICES.values()}))})")
+            self.missing[f"controller service {java_type.rsplit('.', 1)[-1]}"] += 1
+            self.problems.append(f"{where}: {java_type} is not a controller service flowactors has")
             return
         try:
             kind = mapping.service()
@@ -306,8 +326,8 @@ class _Importer:
         mapping = STANDARD_PROCESSORS.get(java_type)
         if mapping is None:
             self.reported.add(processor["identifier"])
-            self.problems.append(f"processor '{name}': {java_type} is not a processor flowactors has "
-                                 f"(supported: {', '.join(sorted(t.rsplit('.', 1)[1] for t in STANDARD_PROCESSORS))})")
+            self.missing[f"processor {java_type.rsplit('.', 1)[-1]}"] += 1
+            self.problems.append(f"processor '{name}': {java_type} is not a processor flowactors has")
             return
         where = f"processor '{name}' ({java_type.rsplit('.', 1)[1]})"
         properties = self._properties(processor, mapping, where)
@@ -322,8 +342,8 @@ class _Importer:
         where = f"processor '{name}' (Python processor {class_name})"
         if not self.extensions:
             self.reported.add(processor["identifier"])
-            self.problems.append(f"{where}: name the folder holding it (flowactors run --extensions DIR, or "
-                                 f"{EXTENSIONS_VARIABLE})")
+            option = f"flowactors {self.command} --extensions DIR" if self.command else "extensions=[DIR]"
+            self.problems.append(f"{where}: name the folder holding it ({option}, or {EXTENSIONS_VARIABLE})")
             return
         properties = {k: self.services.get(v, v) for k, v in (processor.get("properties") or {}).items()
                       if v is not None}
