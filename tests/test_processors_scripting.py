@@ -475,11 +475,12 @@ def write_files(root, files: dict[str, str]):
         (root / name).write_text(text)
 
 
-def test_invoke_update_attribute_from_property_and_attribute(tmp_path):
+@pytest.mark.parametrize("engine", ["in-process", "stateless"])
+def test_invoke_update_attribute_from_property_and_attribute(tmp_path, engine):
     (tmp_path / "test_update_attribute.py").write_text(UPDATE_ATTRIBUTE)
     runner = ProcessorRunner(InvokeScriptedProcessor, {"Script Engine": "python", "Script File":
                                                        str(tmp_path / "test_update_attribute.py"),
-                                                       "for-attributes": "value-1"})
+                                                       "for-attributes": "value-1"}, engine=engine)
     assert set(runner.queue_ids) == {"input", "success"}
     runner.enqueue(b"", {"for-attributes": "value-2"})
     runner.run()
@@ -619,3 +620,19 @@ def test_a_nifi_flow_of_a_command_and_a_script_runs_in_process(tmp_path):
                                               for p in status["processors"]))
     assert not final.get("timed_out"), final
     assert {p.name: p.read_text() for p in out.iterdir()} == {"done-a.txt": "ALPHA-a.txt"}
+
+
+def test_scripted_lookup_service_serves_lookup_record():
+    from flowactors.processors.records.lookup_record import LookupRecord
+    from flowactors.services import JsonRecordSetWriter, JsonTreeReader
+
+    runner = ProcessorRunner(LookupRecord, {
+        "Record Reader": "reader", "Record Writer": "writer", "Lookup Service": "lookup",
+        "Routing Strategy": "Route to 'matched' or 'unmatched'", "key": "/word", "Result RecordPath": "/answer"},
+        services={"reader": (JsonTreeReader, {}), "writer": (JsonRecordSetWriter, {}),
+                  "lookup": (ScriptedLookupService, {"Script Body": LOOKUP, "suffix": "?"})})
+    runner.enqueue(b'[{"word": "Hello"}]')
+    runner.enqueue(b'[{"word": "Bye"}]')
+    runner.run(2)
+    assert [runner.read(f) for f in runner.output("matched")] == [b'[{"word":"Hello","answer":"Hi?"}]']
+    assert len(runner.output("unmatched")) == 1
