@@ -103,39 +103,33 @@ def test_everything_unsupported_is_listed_in_one_error(orders):
     root = broken["flowContents"]
     root_id = root["identifier"]
     sftp = processor(root_id, "Pull", STANDARD + "ListSFTP", {"Hostname": "h"})
-    cron = processor(root_id, "Nightly", STANDARD + "GenerateFlowFile", {"File Size": "0B"}, strategy="CRON_DRIVEN",
-                     auto_terminate=("success",))
-    root["processors"] += [sftp, cron]
+    events = processor(root_id, "Events", STANDARD + "GenerateFlowFile", {"File Size": "0B"}, strategy="EVENT_DRIVEN",
+                       auto_terminate=("success",))
+    root["processors"] += [sftp, events]
     root["connections"].append(connection(root_id, sftp, root["processors"][1], ("success",)))
     tag = root["processGroups"][0]["processors"][0]
     tag["properties"]["Store State"] = "Store state locally"
     tag["propertyDescriptors"]["Record Reader"] = {"name": "Record Reader", "identifiesControllerService": True}
     tag["properties"]["Record Reader"] = "abc-service"
     root["processGroups"][1]["processors"][2]["properties"]["Owner"] = "nifi"
-    root["processGroups"][1]["processors"][3]["retriedRelationships"] = ["success"]
     root["controllerServices"] = [{"identifier": "abc-service", "name": "JSON reader",
                                    "type": "org.apache.nifi.json.JsonTreeReader"},
                                   {"identifier": "pool", "name": "Database", "type": "org.apache.nifi.dbcp.DBCPConnectionPool"}]
     tag["propertyDescriptors"]["Connection Pool"] = {"name": "Connection Pool", "identifiesControllerService": True}
     tag["properties"]["Connection Pool"] = "pool"
     root["processGroups"][1]["executionEngine"] = "STATELESS"
-    root["processGroups"][0]["processors"][1]["scheduledState"] = "DISABLED"
-    root["processGroups"][0]["funnels"][0]["scheduledState"] = "DISABLED"
     with pytest.raises(NiFiImportError) as caught:
         flow_from_nifi(broken)
     expected = [
         "processor 'Pull': org.apache.nifi.processors.standard.ListSFTP is not a processor flowactors has",
-        "processor 'Nightly' (GenerateFlowFile): CRON_DRIVEN scheduling is not supported",
+        "processor 'Events' (GenerateFlowFile): EVENT_DRIVEN scheduling is not supported",
         "processor 'Enrich/Tag' (UpdateAttribute): property 'Store State' = 'Store state locally' is not supported",
         "processor 'Enrich/Tag' (UpdateAttribute): property 'Record Reader' names a controller service, and "
         "flowactors' UpdateAttribute has no such property",
         "processor 'Archive/Store' (PutFile): property 'Owner' = 'nifi' is not supported",
-        "processor 'Archive/Log' (LogAttribute): retried relationships (success) are not supported",
         "controller service 'Database' (DBCPConnectionPool): org.apache.nifi.dbcp.DBCPConnectionPool is not a "
         "controller service flowactors has",
         "process group 'Archive': executionEngine STATELESS is not supported",
-        "processor 'Enrich/Route': disabled in NiFi; enable or remove it",
-        "process group 'Enrich': 'Enrich/funnel-1': disabled in NiFi",
     ]
     problems = caught.value.problems
     for fragment in expected:

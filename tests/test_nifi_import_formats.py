@@ -14,8 +14,8 @@ from flowactors.driver.loading import load_definition, load_flow
 from flowactors.driver.nifi_export import NiFiImportError, flow_from_nifi
 from flowactors.processors import FetchFile, ListFile, MergeContent, ReplaceText
 from flowactors.sdk.parameters import environment_variable
-from nifi_flows import (STANDARD, group, instance_flow, nifi1_files_flow, orders_flow, processor, registry_stored,
-                        snapshot)
+from nifi_flows import (STANDARD, connection, funnel, group, instance_flow, nifi1_files_flow, orders_flow, processor,
+                        registry_stored, snapshot)
 
 CONTENTS = {"a.txt": b"apple", "b.txt": b"pear", "c.txt": b"fig"}
 
@@ -127,3 +127,35 @@ def test_missing_types_are_summed_up_once_before_the_details():
     assert lines[-1] == "(the NiFi processors and controller services flowactors has: docs/nifi-flows.md)"
     assert len(lines) == 7 and caught.value.missing == {"processor ListSFTP": 3, "controller service DBCPConnectionPool": 1}
 
+
+def test_retry_cron_and_disabled_components_carry_over():
+    root = group("root", "g", None, None)
+    nightly = processor("root", "nightly", STANDARD + "GenerateFlowFile", {"File Size": "0B"},
+                        strategy="CRON_DRIVEN", schedule="0 0 2 * * ?")
+    log = processor("root", "log", STANDARD + "LogAttribute", {}, auto_terminate=("success",),
+                    retriedRelationships=["success"], retryCount=3, backoffMechanism="YIELD_PROCESSOR",
+                    maxBackoffPeriod="1 min", scheduledState="DISABLED")
+    root["processors"] = [nightly, log]
+    root["connections"] = [connection("root", nightly, log, ("success",))]
+    root["controllerServices"] = [{"identifier": "s", "name": "lookup", "scheduledState": "DISABLED",
+                                   "type": "org.apache.nifi.lookup.SimpleKeyValueLookupService"}]
+    flow = flow_from_nifi(snapshot(root, {}))
+    night, logged = flow.processors["nightly"], flow.processors["log"]
+    assert (night.scheduling_strategy, night.run_schedule, night.disabled) == ("CRON_DRIVEN", "0 0 2 * * ?", False)
+    assert (logged.retried_relationships, logged.retry_count, logged.backoff_mechanism, logged.max_backoff_period,
+            logged.disabled) == (("success",), 3, "YIELD_PROCESSOR", "1 min", True)
+    assert flow.disabled_services == {"lookup"}
+    flow.validate()
+
+
+def test_what_reaches_a_funnel_nothing_leaves_waits_before_it(tmp_path):
+    """NiFi accepts a funnel without an outgoing connection and never moves what reaches it."""
+    generate = processor("root", "generate", STANDARD + "GenerateFlowFile", {"Max FlowFiles": "2"})
+    sink = funnel("root")
+    root = group("root", "g", None, None, processors=[generate], funnels=[sink],
+                 connections=[connection("root", generate, sink, ("success",))])
+    flow = flow_from_nifi(snapshot(root, {}))
+    assert flow.processors["funnel-1"].disabled
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=30)
+    [queue] = [q for q in final["queues"] if q["destination"] == "funnel-1"]
+    assert (queue["queued"], queue["total_out"]) == (2, 0)

@@ -13,20 +13,24 @@ How NiFi's parts map (docs/nifi-flows.md has the table):
   Each processor reads its group's **parameter context** (NiFi binds contexts to groups).
 * **Input and output ports** of an inner group, and **funnels**, become ``Funnel`` processors
   that pass FlowFiles on unchanged, so every NiFi connection stays a queue of its own (with its
-  back pressure, expiration and prioritizers). Ports of the root group are the flow's own ports:
-  ``InputPort`` and ``OutputPort`` (docs/stateless.md).
+  back pressure, expiration and prioritizers); a funnel nothing leaves is placed disabled (NiFi
+  never moves what reaches it: it waits in the connection). Ports of the root group are the
+  flow's own ports: ``InputPort`` and ``OutputPort`` (docs/stateless.md).
 * **Processors** of ``flowactors.driver.nifi_standard_processors.STANDARD_PROCESSORS`` carry their
-  scheduling (run schedule, concurrent tasks, penalty and yield durations, auto-terminated
-  relationships, primary node only) and their properties as that table says. **NiFi 2 Python
+  scheduling (timer or cron driven, concurrent tasks, penalty and yield durations, auto-terminated
+  and retried relationships with their retry count and backoff, primary node only, disabled) and
+  their properties as that table says, after NiFi's own renames of older property names
+  (``migrated``: what NiFi does when it loads a flow). **NiFi 2 Python
   processors** (bundle ``python-extensions``) are found by class name in the extensions folders
   given (or ``FLOWACTORS_PYTHON_EXTENSIONS``) and placed as ``flowactors.nifi.add_python_processor`` does.
 * **Controller services** of ``flowactors.driver.nifi_standard_services.STANDARD_SERVICES`` are
-  placed in the group they belong to (``Flow.add_service(..., group=<path>)``), their properties
-  renamed as that table says; a property whose value is a service's identifier (a processor's or
-  a service's) names the service by its path instead (``<group>/<name>``; NiFi's scoping holds).
-* Not supported, and reported: other processor and service types, remote process groups, CRON
-  scheduling, disabled components, retried relationships, groups run by NiFi's stateless engine
-  or with a FlowFile concurrency other than unbounded.
+  placed in the group they belong to (``Flow.add_service(..., group=<path>)``, disabled when NiFi
+  has them disabled), their properties renamed as that table says; a property whose value is a
+  service's identifier (a processor's or a service's) names the service by its path instead
+  (``<group>/<name>``; NiFi's scoping holds).
+* Not supported, and reported: other processor and service types, remote process groups,
+  event-driven scheduling, reporting tasks, groups run by NiFi's stateless engine or with a
+  FlowFile concurrency other than unbounded.
 """
 
 from __future__ import annotations
@@ -117,7 +121,8 @@ _SHAPES: dict[str, dict[str, type | str]] = {
                   "properties": "{text}", "propertyDescriptors": "{descriptor}", "schedulingStrategy": str,
                   "schedulingPeriod": str, "executionNode": str, "concurrentlySchedulableTaskCount": int,
                   "penaltyDuration": str, "yieldDuration": str, "autoTerminatedRelationships": "[name]",
-                  "retriedRelationships": "[name]"},
+                  "retriedRelationships": "[name]", "retryCount": int, "backoffMechanism": str,
+                  "maxBackoffPeriod": str},
     "bundle": {"artifact": str},
     "descriptor": {"identifiesControllerService": bool},
     "connection": {"name": str, "source": "end", "destination": "end", "selectedRelationships": "[name]",
@@ -249,13 +254,12 @@ class _Importer:
             unique = f"{base} ({n})"
         return unique
 
-    def _disabled(self, item: Mapping[str, Any], what: str) -> None:
-        if item.get("scheduledState") == "DISABLED":
-            self.problems.append(f"{what}: disabled in NiFi; enable or remove it (flowactors runs every component)")
-
     def _component(self, item: Mapping[str, Any], kind: type, name: str, where: str) -> None:
-        self._disabled(item, f"{where}: '{name}'")
-        self.names[item["identifier"]] = self.flow.add(kind, name).name
+        """A port or funnel. One that nothing leaves (a funnel NiFi accepts without an outgoing
+        connection) is placed disabled: NiFi never moves what reaches it, so it waits in the
+        connection before it, as in NiFi."""
+        disabled = _disabled(item) or (kind is Funnel and item["identifier"] not in self.feeding)
+        self.names[item["identifier"]] = self.flow.add(kind, name, disabled=disabled).name
 
     def _port(self, port: Mapping[str, Any], kind: type, path: str, where: str) -> None:
         name = self._name(path, port.get("name") or port["identifier"])
@@ -298,7 +302,6 @@ class _Importer:
         path = self.services[service["identifier"]]
         java_type = service.get("type", "?")
         where = f"controller service '{path}' ({java_type.rsplit('.', 1)[-1]})"
-        self._disabled(service, where)
         mapping = STANDARD_SERVICES.get(java_type)
         if mapping is None:
             self.reported.add(service["identifier"])
@@ -313,13 +316,12 @@ class _Importer:
             return
         properties = self._mapped(service, kind, mapping.renamed(), mapping.values(), mapping.ignored(), where)
         name = path.rpartition("/")[2]
-        self.flow.add_service(kind, name, properties=properties, group=group)
+        self.flow.add_service(kind, name, properties=properties, group=group, disabled=_disabled(service))
 
     # ------------------------------------------------------------------ processors
     def _processor(self, processor: Mapping[str, Any], path: str, context: str | None) -> None:
         name = self._name(path, processor.get("name") or processor["identifier"])
         java_type = processor.get("type", "?")
-        self._disabled(processor, f"processor '{name}'")
         if (processor.get("bundle") or {}).get("artifact") == PYTHON_ARTIFACT:
             self._python_processor(processor, name, context)
             return
@@ -402,22 +404,25 @@ class _Importer:
         return properties
 
     def _scheduling(self, processor: Mapping[str, Any], where: str) -> dict[str, Any]:
-        scheduling: dict[str, Any] = {}
-        strategy = processor.get("schedulingStrategy", "TIMER_DRIVEN")
-        if strategy in ("TIMER_DRIVEN", "PRIMARY_NODE_ONLY"):   # the second: NiFi 1.x's primary-node timer
+        """A processor's scheduling, retry and enabled state as ``Flow.add`` takes them."""
+        scheduling: dict[str, Any] = {"disabled": _disabled(processor)}
+        strategy = processor.get("schedulingStrategy") or "TIMER_DRIVEN"
+        if strategy in ("TIMER_DRIVEN", "PRIMARY_NODE_ONLY", "CRON_DRIVEN"):
+            # PRIMARY_NODE_ONLY: NiFi 1.x's timer on the primary node; CRON_DRIVEN: schedulingPeriod is the cron expression
+            scheduling["scheduling_strategy"] = "CRON_DRIVEN" if strategy == "CRON_DRIVEN" else "TIMER_DRIVEN"
             scheduling["run_schedule"] = processor.get("schedulingPeriod") or "0 sec"
         else:
-            self.problems.append(f"{where}: {strategy} scheduling is not supported (timer-driven only)")
+            self.problems.append(f"{where}: {strategy} scheduling is not supported (timer or cron driven only)")
         if strategy == "PRIMARY_NODE_ONLY" or processor.get("executionNode") == "PRIMARY":
             scheduling["primary_node_only"] = True
         for key, field in (("concurrentlySchedulableTaskCount", "concurrent_tasks"),
-                           ("penaltyDuration", "penalty_duration"), ("yieldDuration", "yield_duration")):
+                           ("penaltyDuration", "penalty_duration"), ("yieldDuration", "yield_duration"),
+                           ("retryCount", "retry_count"), ("backoffMechanism", "backoff_mechanism"),
+                           ("maxBackoffPeriod", "max_backoff_period")):
             if processor.get(key) is not None:
                 scheduling[field] = processor[key]
         scheduling["auto_terminate"] = tuple(processor.get("autoTerminatedRelationships") or ())
-        if processor.get("retriedRelationships"):
-            self.problems.append(f"{where}: retried relationships ({', '.join(processor['retriedRelationships'])}) "
-                                 f"are not supported")
+        scheduling["retried_relationships"] = tuple(processor.get("retriedRelationships") or ())
         return scheduling
 
     # ------------------------------------------------------------------ connections
@@ -458,6 +463,11 @@ class _Importer:
         if name is not None and any(c.name == name for c in self.flow.connections):
             name = None   # NiFi allows repeated connection names; flowactors names it after its ends
         self.flow.connect(ends[0], ends[1], relationships, name=name, **settings)
+
+
+def _disabled(component: Mapping[str, Any]) -> bool:
+    """Whether NiFi has the component disabled (kept in the flow, never started)."""
+    return component.get("scheduledState") == "DISABLED"
 
 
 def migrated(component: Mapping[str, Any], renames: Mapping[str, str | None]) -> Mapping[str, Any]:
