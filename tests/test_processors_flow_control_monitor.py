@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import re
 
+import pytest
+
 from flowactors.processors.monitor import CLUSTER_KEY, LOCAL_KEY, MonitorActivity
 from flowactors.testing import ProcessorRunner
 from repositories.model import StateMap
@@ -165,3 +167,11 @@ def test_cluster_scope_on_one_node_acts_as_node_with_a_warning(caplog):
     assert "acts as node" in caplog.text
     clock.now += 2
     assert len(step(runner)["inactive"]) == 1
+
+
+def test_a_threshold_that_evaluates_to_no_time_is_refused_with_one_message():
+    runner = ProcessorRunner(MonitorActivity, {"Threshold Duration": "${filename}"})
+    runner.enqueue(b"x")
+    with pytest.raises(ValueError, match=re.escape("Threshold Duration '${filename}' evaluates to no time")):
+        runner.run()
+    assert runner.input_count == 1

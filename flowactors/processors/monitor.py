@@ -123,7 +123,11 @@ class MonitorActivity(Processor):
             log.warning("%s: Monitoring Scope is cluster, but the flow runs on one node; it acts as node",
                         context.name)
             self._cluster = False
-        threshold = int(context.property("Threshold Duration").as_duration() * 1000)
+        seconds = context.property("Threshold Duration").as_duration()
+        if not seconds:
+            raise ValueError(f"Threshold Duration {context.property('Threshold Duration').raw!r} evaluates to no "
+                             f"time (its expressions see no FlowFile)")
+        threshold = int(seconds * 1000)
         self._continually = context.property("Continually Send Messages").as_bool()
         self._wait = context.property("Wait for Activity").as_bool()
         copy_attributes = context.property("Copy Attributes").as_bool()
