@@ -33,6 +33,15 @@ def ev(text: str, attrs: dict | None = None, **kwargs) -> str:
 
 
 @pytest.mark.parametrize("text, expected", [
+    # join() and count() on a single value, as NiFi
+    ("${a:join('-')}", "Hello World"), ("${missing:join('-')}", ""), ("${a:count()}", "1"), ("${missing:count()}", "0"),
+    ("${a:contains('o'):count()}", "1"), ("${a:contains('z'):count()}", "0"),
+    # S: milliseconds in SimpleDateFormat's format, the fraction of the second in formatInstant
+    ("${literal(1700000000123):format('SSSSSS', 'UTC')}", "000123"),
+    ("${literal(1700000000123):formatInstant('SSSSSS', 'UTC')}", "123000"),
+    ("${literal(1700000000123):formatInstant('S', 'UTC')}", "1"),
+    # a comment inside an expression runs to the end of the line; '#{' is not one
+    ("${a # the attribute\n:toUpper()}", "HELLO WORLD"),
     # the bugs the issue lists, NiFi's documented results
     ("${a:find(${missing})}", "false"), ("${a:matches(${missing})}", "false"),
     # an empty pattern is a pattern (Java's): found everywhere, matching only empty text

@@ -2,7 +2,8 @@
 ``SimpleDateFormat`` letters (``format``, ``toDate``) and ``DateTimeFormatter``'s common ones
 (``formatInstant``, ``toInstant``: ``u`` is the year there too).
 
-A date is ``Date`` (milliseconds since the epoch); an instant is the same value. Only the
+A date is ``Date``: milliseconds since the epoch, and for an instant the nanoseconds within the
+millisecond it was read or moved with (NiFi's instants count nanoseconds). Only the
 letters listed in ``_DATE_LETTERS`` are known, so a typo in a pattern is an error rather than
 silent output; names of months and days are English.
 """
