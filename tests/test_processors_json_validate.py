@@ -120,3 +120,11 @@ def test_json_lines_each_line_validated_the_first_bad_one_reported():
 def test_a_schema_that_is_not_a_schema_makes_the_processor_not_valid(schema, draft, why):
     with pytest.raises(ValueError, match=why):
         ProcessorRunner(ValidateJson, {"JSON Schema": schema, "JSON Schema Version": draft})
+
+
+def test_a_reference_to_another_document_is_not_fetched_and_fails_the_flowfile():
+    schema = json.dumps({"$ref": "https://example.com/other.json"})
+    out = routed(validate(DOCUMENT, schema), "failure")
+    assert "$ref cannot be resolved" in out.attributes[REASON_ATTRIBUTE]
+    routed(validate('{"a": "x"}', json.dumps({"$defs": {"s": {"type": "string"}},
+                                                "properties": {"a": {"$ref": "#/$defs/s"}}})), "valid")

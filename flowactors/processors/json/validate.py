@@ -9,6 +9,7 @@ from typing import Any, BinaryIO, Iterator, Mapping
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
+from referencing.exceptions import Unresolvable
 
 from flowactors.processors._common import iter_chunks
 from flowactors.processors.json._document import (
@@ -150,7 +151,12 @@ def _lines(stream: BinaryIO) -> Iterator[bytes]:
 
 
 def _errors(validator: Any, document: Any) -> str:
-    """``[location: message, ...]`` for each way the document fails the schema; empty when none."""
-    found = sorted(validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    """``[location: message, ...]`` for each way the document fails the schema; empty when none.
+    ``DocumentError`` when the schema refers to a document it does not hold."""
+    try:
+        found = sorted(validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    except Unresolvable as err:   # a $ref to a document not in the schema: nothing is fetched
+        raise DocumentError(f"the schema's $ref cannot be resolved (only references inside the schema are): "
+                            f"{err}") from None
     return "[" + ", ".join(f"{e.json_path}: {e.message}" for e in found) + "]" if found else ""
 
