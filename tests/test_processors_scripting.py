@@ -147,6 +147,17 @@ def test_java_streams_buffers_readers_and_batches():
     assert "tmp.a" not in first.attributes and "tmp.b" not in first.attributes and first.attributes["keep"] == "3"
 
 
+def test_property_value_conversions():
+    runner = execute("""
+        from java.util.concurrent import TimeUnit
+        flowFile = session.get()
+        values = [period.asTimePeriod(TimeUnit.MILLISECONDS), count.asInteger() + 1, flag.asBoolean(),
+                  count.isSet(), context.getProperty('Script Engine').getValue()]
+        session.transfer(session.putAttribute(flowFile, 'values', repr(values)), REL_SUCCESS)
+    """, period="2 secs", count="41", flag="TRUE")
+    assert runner.output("success")[0].attributes["values"] == "[2000, 42, True, True, 'python']"
+
+
 def test_python2_print_and_except_forms_run():
     runner = execute("""
         flowFile = session.get()

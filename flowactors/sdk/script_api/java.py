@@ -341,6 +341,18 @@ class Optional:
         return other if self._value is None else self._value
 
 
+class TimeUnit:
+    """``java.util.concurrent.TimeUnit`` for ``asTimePeriod``."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+
+TimeUnit.NANOSECONDS, TimeUnit.MICROSECONDS, TimeUnit.MILLISECONDS = TimeUnit(1e-9), TimeUnit(1e-6), TimeUnit(1e-3)
+TimeUnit.SECONDS, TimeUnit.MINUTES, TimeUnit.HOURS, TimeUnit.DAYS = (TimeUnit(1), TimeUnit(60), TimeUnit(3600),
+                                                                    TimeUnit(86400))
+
+
 #: each Java package -> its classes offered to scripts
 MODULES: dict[str, dict[str, Any]] = {
     "java.io": {"InputStream": InputStream, "OutputStream": OutputStream, "InputStreamReader": InputStreamReader,
@@ -349,6 +361,7 @@ MODULES: dict[str, dict[str, Any]] = {
                 "ByteArrayInputStream": ByteArrayInputStream},
     "java.nio.charset": {"StandardCharsets": StandardCharsets, "Charset": Charset},
     "java.util": {"Optional": Optional},
+    "java.util.concurrent": {"TimeUnit": TimeUnit},
     "org.apache.commons.io": {"IOUtils": IOUtils},
     "org.python.core.util": {"StringUtil": StringUtil},
     "jarray": {"zeros": zeros},

@@ -40,8 +40,8 @@ class OutputStreamCallback:
 class _Builder:
     """A Java-style builder: each setter returns the builder; ``build`` makes the object."""
 
-    def __init__(self, make: Callable[..., Any], **defaults: Any):
-        self._make, self._fields = make, dict(defaults)
+    def __init__(self, **defaults: Any):
+        self._fields = dict(defaults)
 
     def _set(self, name: str, value: Any) -> "_Builder":
         self._fields[name] = value
@@ -60,7 +60,7 @@ class Relationship(_Relationship):
 
     class Builder(_Builder):
         def __init__(self) -> None:
-            super().__init__(Relationship, name=None, description="")
+            super().__init__(name=None, description="")
 
         def name(self, name: str) -> "Relationship.Builder":
             return self._set("name", name)
@@ -160,7 +160,7 @@ class PropertyDescriptor:
 
     class Builder(_Builder):
         def __init__(self) -> None:
-            super().__init__(PropertyDescriptor, name=None, validators=())
+            super().__init__(name=None, validators=())
 
         def name(self, name: str) -> "PropertyDescriptor.Builder":
             return self._set("name", name)
@@ -223,7 +223,7 @@ class ValidationResult:
 
     class Builder(_Builder):
         def __init__(self) -> None:
-            super().__init__(ValidationResult)
+            super().__init__()
 
         def subject(self, text: str) -> "ValidationResult.Builder":
             return self._set("subject", text)

@@ -64,7 +64,7 @@ class Script:
         except SyntaxError as err:
             raise ScriptError(syntax_problem(err, self.name)) from None
         except Exception as err:
-            raise self.error(err) from None
+            raise self.error(err) from err   # the script's traceback stays for the error log
         return namespace
 
     def call(self, method: Any, *args: Any) -> Any:
@@ -73,7 +73,7 @@ class Script:
             with running(self.modules):
                 return method(*args)
         except Exception as err:
-            raise self.error(err) from None
+            raise self.error(err) from err
 
     def error(self, err: BaseException) -> ScriptError:
         """``err`` in one line, with the script's line it came from when known."""

@@ -16,7 +16,7 @@ import re
 from contextlib import ExitStack
 from typing import Any, Iterable, Mapping
 
-from flowactors.sdk.script_api.java import InputStream, OutputStream
+from flowactors.sdk.script_api.java import InputStream, OutputStream, TimeUnit
 from flowactors.sdk.script_api.nifi import OutputStreamCallback, PropertyDescriptor, StreamCallback
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import PropertyValue
@@ -125,18 +125,6 @@ class ScriptPropertyValue(_Bean):
         return str(self.getValue())
 
     toString = __str__
-
-
-class TimeUnit:
-    """``java.util.concurrent.TimeUnit`` for ``asTimePeriod``."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-
-TimeUnit.NANOSECONDS, TimeUnit.MICROSECONDS, TimeUnit.MILLISECONDS = TimeUnit(1e-9), TimeUnit(1e-6), TimeUnit(1e-3)
-TimeUnit.SECONDS, TimeUnit.MINUTES, TimeUnit.HOURS, TimeUnit.DAYS = (TimeUnit(1), TimeUnit(60), TimeUnit(3600),
-                                                                    TimeUnit(86400))
 
 
 class ScriptContext(_Bean):
