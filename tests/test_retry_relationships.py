@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from flowactors import Flow, FlowValidationError
+from flowactors import Flow, FlowValidationError, Processor
+from flowactors.engine.stateless_engine import StatelessTask
+from flowactors.engine.task import ProcessorTask
 from flowactors.processors import CompressContent, GenerateFlowFile, UpdateAttribute
+from flowactors.sdk.flow import ProcessorNode
+from flowactors.sdk.relationships import FAILURE, SUCCESS
+from flowactors.sdk.settings import Settings
+from flowactors.testing import ProcessorRunner
+from repositories.model import now_millis
 
 
 def retry_flow(**retry) -> Flow:
@@ -76,3 +83,133 @@ def test_update_attribute_may_retry_success():
     update = flow.add(UpdateAttribute, "update", retried_relationships=["success"], auto_terminate=["success"])
     flow.connect(generate, update)
     assert flow.problems() == []
+
+
+# ---------------------------------------------------------------------------------- the engine's retry
+class Flaky(Processor):
+    """Marks each FlowFile and sends it to failure when it has ``bad``, else to success; with
+    ``children``, a clone of each goes to failure too; a ``made`` attribute: a FlowFile made
+    from nothing goes to failure as well."""
+
+    relationships = (SUCCESS, FAILURE)
+
+    def on_trigger(self, context, session):
+        for flowfile in session.get_batch():
+            flowfile = session.put_attribute(flowfile, "seen", "yes")
+            if flowfile.attributes.get("children"):
+                session.transfer(session.clone(flowfile), FAILURE)
+            if flowfile.attributes.get("made"):
+                session.transfer(session.create(), FAILURE)
+            session.transfer(flowfile, FAILURE if flowfile.attributes.get("bad") else SUCCESS)
+
+
+ATTRIBUTE = "retryCount.Flaky"
+
+
+def runner_and_task(engine: str = "in-process", task_type: type[ProcessorTask] = ProcessorTask, **retry):
+    runner = ProcessorRunner(Flaky, name="Flaky", engine=engine)
+    retry.setdefault("retried_relationships", ("failure",))
+    node = ProcessorNode("Flaky", Flaky, {}, **retry)
+    return runner, task_type("test", node, 0, runner.backend, Settings())
+
+
+def queued(runner: ProcessorRunner) -> list:
+    return runner.queues["input"].listing(100)
+
+
+def test_a_retried_flowfile_returns_as_taken_penalized_ever_longer_then_goes_as_routed():
+    runner, task = runner_and_task(retry_count=3, penalty_duration="1 sec", max_backoff_period="3 sec")
+    for retries in ("0", "1", "2", "3"):   # retried so far: the count is the attribute's
+        runner.enqueue(retries.encode(), {"bad": "1", ATTRIBUTE: retries})
+    before = now_millis()
+    task.trigger()
+    back = {runner.read(f): f for f in queued(runner)}
+    assert sorted(back) == [b"0", b"1", b"2"]
+    assert [back[k].attributes[ATTRIBUTE] for k in sorted(back)] == ["1", "2", "3"]
+    assert all("seen" not in f.attributes for f in back.values())   # as taken: the trigger's change undone
+    # 1 s, doubled at each retry, then capped by max_backoff_period
+    assert [round((back[k].penalized_until - before) / 1000) for k in sorted(back)] == [1, 2, 3]
+    [routed] = runner.output("failure")   # retried three times already: goes as routed
+    assert runner.read(routed) == b"3" and ATTRIBUTE not in routed.attributes and routed.attributes["seen"] == "yes"
+    assert {e.flowfile_uuid for e in runner.events()} == {routed.uuid}   # a retry leaves no trace in provenance
+
+
+def test_the_other_flowfiles_of_the_session_commit_as_usual():
+    runner, task = runner_and_task(penalty_duration="0 sec")
+    runner.enqueue(b"good")
+    runner.enqueue(b"bad", {"bad": "1"})
+    task.trigger()
+    assert runner.contents("success") == [b"good"]
+    [back] = queued(runner)
+    assert back.attributes[ATTRIBUTE] == "1"
+    assert [e.flowfile_uuid for e in runner.events()] == [runner.output("success")[0].uuid]
+
+
+def test_a_flowfile_leaving_through_another_relationship_loses_its_retry_count():
+    runner, task = runner_and_task()
+    runner.enqueue(b"x", {ATTRIBUTE: "4"})
+    task.trigger()
+    [passed] = runner.output("success")
+    assert ATTRIBUTE not in passed.attributes
+
+
+def test_children_and_parents_are_retried_together_and_leave_no_events():
+    runner, task = runner_and_task(penalty_duration="0 sec")
+    original = runner.enqueue(b"parent", {"children": "1"})   # the clone goes to failure, the parent to success
+    task.trigger()
+    assert runner.output("success") == [] and runner.output("failure") == []
+    [back] = queued(runner)
+    assert back.uuid == original.uuid and back.attributes[ATTRIBUTE] == "1"
+    assert runner.events() == []
+
+
+def test_a_flowfile_made_from_nothing_is_never_retried():
+    runner, task = runner_and_task(penalty_duration="0 sec")
+    runner.enqueue(b"x", {"made": "1"})
+    task.trigger()
+    [made] = runner.output("failure")
+    assert made.size == 0 and runner.output("success") != []
+    assert queued(runner) == []
+
+
+def test_yield_processor_yields_ever_longer_and_penalizes_nothing():
+    runner, task = runner_and_task(backoff_mechanism="YIELD_PROCESSOR", yield_duration="2 sec",
+                                   max_backoff_period="5 sec", retry_count=5)
+    paused: list[float] = []
+    task._pause = paused.append   # record the yields instead of waiting them out
+    runner.enqueue(b"x", {"bad": "1"})
+    for _ in range(3):
+        task.cycle()
+        assert queued(runner)[0].penalized_until == 0
+    assert paused == [2.0, 4.0, 5.0]
+
+
+def test_retry_count_zero_never_retries():
+    runner, task = runner_and_task(retry_count=0)
+    runner.enqueue(b"x", {"bad": "1"})
+    task.trigger()
+    assert len(runner.output("failure")) == 1
+
+
+def test_on_the_stateless_engine_a_retry_waits_for_nothing():
+    """Stateless NiFi's queues ignore penalties: the FlowFile is retried at once, in the same trigger."""
+    runner, task = runner_and_task("stateless", StatelessTask, retry_count=2, penalty_duration="30 sec")
+    runner.enqueue(b"x", {"bad": "1"})
+    task.trigger()
+    [back] = queued(runner)
+    assert back.attributes[ATTRIBUTE] == "1" and back.penalized_until == 0
+    task.trigger()
+    task.trigger()
+    [routed] = runner.output("failure")
+    assert ATTRIBUTE not in routed.attributes
+
+
+def test_retry_on_ray(ray_session):
+    runner, task = runner_and_task("ray", retry_count=1, penalty_duration="0 sec")
+    runner.enqueue(b"x", {"bad": "1"})
+    task.trigger()
+    [back] = queued(runner)
+    assert back.attributes[ATTRIBUTE] == "1"
+    task.trigger()
+    [routed] = runner.output("failure")
+    assert ATTRIBUTE not in routed.attributes and runner.read(routed) == b"x"

@@ -12,6 +12,13 @@ the processor's ``failure`` relationship with the reason in ``flowactors.failure
 processor has one, or is penalized in its queue otherwise (NiFi's rollback with penalty), and
 the error names it. After each success the batch doubles back to the processor's size.
 
+Before each commit the processor's retried relationships take back what they retry
+(``flowactors.engine.retry``). A CRON_DRIVEN processor (``ProcessorNode.scheduling_strategy``)
+waits for each fire time of its cron expression (``flowactors.sdk.cron``) and triggers once then,
+unless it needs input and has none, or a destination is full (NiFi skips that fire time too); the
+task's ``clock`` (seconds since the epoch) and ``wait`` (seconds; True once stopped) are what
+it reads the time with and waits with, so a test may give its own.
+
 It runs on a thread of whatever hosts it (an executor actor, or the in-process engine); it
 reaches queues and repositories only through its ``EngineBackend``.
 """
@@ -22,6 +29,8 @@ import threading
 import time
 import traceback
 from collections import deque
+from datetime import datetime
+from typing import Callable
 
 from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.session_backend import Counters, EngineBackend
@@ -29,6 +38,8 @@ from flowactors.sdk.flow import ProcessorNode
 from flowactors.engine.errors import ProcessKilledByFlowFile
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.engine.process_deaths import DeathGuard
+from flowactors.engine.retry import RetryPolicy
+from flowactors.sdk import cron
 from flowactors.sdk.processor import ProcessContext, Processor
 from flowactors.sdk.relationships import failure_attributes
 from flowactors.sdk.session import ProcessSession
@@ -69,10 +80,17 @@ class ProcessorTask:
         self.counters: Counters = backend.counters
         self.metrics = ProcessorMetrics(flow_name, node.name)
         self.ids = IdAllocator(backend)
-        self.run_schedule = parse_duration(node.run_schedule)
+        self.cron = cron.parse(node.run_schedule) if node.scheduling_strategy == "CRON_DRIVEN" else None
+        self.run_schedule = 0.0 if self.cron is not None else parse_duration(node.run_schedule)
         self.yield_duration = parse_duration(node.yield_duration)
         self.penalty = parse_duration(node.penalty_duration)
+        self.retry = RetryPolicy(node, self.penalty, self.yield_duration)
+        self._retry_yield = 0.0   # what the last commit's retries asked the processor to yield
         self._stop = threading.Event()
+        #: the time (seconds since the epoch) and the wait (True once stopped) of the CRON schedule
+        self.clock: Callable[[], float] = time.time
+        self.wait: Callable[[float], bool] = self._stop.wait
+        self._fired: float | None = None   # the last fire time triggered (CRON_DRIVEN)
         self._thread: threading.Thread | None = None
         self.idle = False
         self.busy = False
@@ -154,8 +172,17 @@ class ProcessorTask:
             self.metrics.publish(self.counters)
             self.running = False
 
+    @property
+    def waits(self) -> bool:
+        """Whether this engine's tasks wait at all (penalties, yields): not on the stateless
+        engine, whose task never pauses (``StatelessTask._pause``)."""
+        return type(self)._pause is ProcessorTask._pause
+
     def cycle(self) -> None:
-        """One turn of the loop: wait for room and for input, trigger once, then pause as told."""
+        """One turn of the loop: wait for the fire time (CRON_DRIVEN), for room and for input,
+        trigger once, then pause as told."""
+        if self.cron is not None and not self._await_fire_time():
+            return
         try:
             if self.backend.full_destinations():
                 self.back_pressure = True
@@ -173,12 +200,37 @@ class ProcessorTask:
             self._pause(self.settings.administrative_yield)
             return
         self.trigger()
-        if self.context.take_yield_request():
-            self._pause(self.yield_duration)
+        retry_yield, self._retry_yield = self._retry_yield, 0.0
+        requested = self.context.take_yield_request()
+        if requested or retry_yield:
+            self._pause(max(self.yield_duration if requested else 0.0, retry_yield))
         elif self.run_schedule > 0:
             self._pause(self.run_schedule)
         elif self.idle and not self.node.type.input_required:
             self._pause(0.01)
+
+    def _await_fire_time(self) -> bool:
+        """Wait for the CRON schedule's next fire time after the last one triggered (or now):
+        True when it came, False when stopped meanwhile or when the expression has no fire time
+        left (said once in the errors; looked at again after the administrative yield)."""
+        assert self.cron is not None
+        now = self.clock()
+        after = now if self._fired is None else max(now, self._fired)
+        moment = self.cron.next_after(datetime.fromtimestamp(after))
+        if moment is None:
+            if not any(e["where"] == "schedule" for e in self.errors):
+                self._record_error("schedule", ValueError(f"the cron expression '{self.cron.text}' has no fire "
+                                                          f"time after {datetime.fromtimestamp(after):%Y-%m-%d %H:%M:%S}"
+                                                          f"; the processor never triggers"))
+            self.idle = True
+            self.wait(self.settings.administrative_yield)
+            return False
+        fire = moment.timestamp()
+        self._settle()   # nothing overlaps a wait: the delivery under way finishes first
+        if fire > now and self.wait(fire - now):
+            return False
+        self._fired = fire
+        return True
 
     def _pause(self, seconds: float) -> None:
         """Wait ``seconds`` or until stopped, the delivery under way finished first (a task that
@@ -214,6 +266,7 @@ class ProcessorTask:
         try:
             with self.context.state.bound_to(session):
                 self.processor.on_trigger(self.context, session)
+            self._retry_yield = self.retry.apply(session, self.waits)   # before the log: nothing committed returns
             session.commit(keep_on_failure=True)
             failed = False
             if self._limit is not None:  # it worked: back towards the processor's batch size
