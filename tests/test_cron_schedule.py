@@ -8,8 +8,12 @@ from datetime import datetime
 import pytest
 
 from flowactors import Flow, FlowValidationError
+from flowactors.engine.task import ProcessorTask
 from flowactors.processors import GenerateFlowFile, UpdateAttribute
 from flowactors.sdk.cron import CronError, parse
+from flowactors.sdk.flow import ProcessorNode
+from flowactors.sdk.settings import Settings
+from flowactors.testing import ProcessorRunner
 
 MONDAY = datetime(2026, 12, 7, 14, 0, 0)   # a Monday
 
@@ -105,3 +109,65 @@ def test_a_bad_cron_schedule_or_strategy_is_one_problem():
     with pytest.raises(FlowValidationError) as caught:   # a timer's schedule is a duration
         cron_flow("0 0 12 * * ?", strategy="TIMER_DRIVEN").validate()
     assert caught.value.problems[0].startswith("processor 'generate': run_schedule: ")
+
+
+# ---------------------------------------------------------------------------------- the trigger loop
+class FakeClock:
+    """The task's clock and wait: waiting moves the time on at once (never stopped)."""
+
+    def __init__(self, start: datetime):
+        self.now = start.timestamp()
+        self.waited: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> bool:
+        self.waited.append(seconds)
+        self.now += seconds
+        return False
+
+
+def cron_task(processor_type, schedule: str, properties: dict | None = None, start: datetime = MONDAY):
+    runner = ProcessorRunner(processor_type, properties or {}, name="cron")
+    node = ProcessorNode("cron", processor_type, dict(properties or {}), scheduling_strategy="CRON_DRIVEN",
+                         run_schedule=schedule)
+    task = ProcessorTask("test", node, 0, runner.backend, Settings())
+    task.processor.on_scheduled(task.context)   # as the task's thread does first (``cycle`` is its loop)
+    clock = FakeClock(start)
+    task.clock, task.wait = clock.time, clock.wait
+    fired: list[datetime] = []
+    trigger = task.trigger
+    task.trigger = lambda: (fired.append(datetime.fromtimestamp(clock.now)), trigger())
+    return runner, task, fired
+
+
+def test_a_cron_driven_source_triggers_once_at_each_fire_time():
+    runner, task, fired = cron_task(GenerateFlowFile, "0/10 * * * * ?", {"Batch Size": "2"},
+                                    start=datetime(2026, 12, 7, 14, 0, 3))
+    for _ in range(3):
+        task.cycle()
+    # once a fire time, though it found work each time (a timer-driven one would go on at once)
+    assert fired == [datetime(2026, 12, 7, 14, 0, s) for s in (10, 20, 30)]
+    task.backend.finish_delivery()
+    assert len(runner.output("success")) == 6
+
+
+def test_a_cron_driven_processor_without_input_skips_the_fire_time():
+    runner, task, fired = cron_task(UpdateAttribute, "0 0 * * * ?")
+    task.cycle()   # 15:00: nothing queued, not triggered
+    runner.enqueue(b"x")
+    task.cycle()   # 16:00
+    assert fired == [datetime(2026, 12, 7, 16)]
+    task.backend.finish_delivery()
+    assert len(runner.output("success")) == 1
+
+
+def test_an_expression_with_no_fire_time_left_never_triggers_and_says_so_once():
+    runner, task, fired = cron_task(GenerateFlowFile, "0 0 0 30 2 ?")
+    task.cycle()
+    task.cycle()
+    assert fired == []
+    [error] = list(task.errors)
+    assert error["where"] == "schedule"
+    assert "the cron expression '0 0 0 30 2 ?' has no fire time after 2026-12-07 14:00:00" in error["error"]
