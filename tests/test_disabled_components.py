@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from flowactors import Flow, FlowValidationError
+from flowactors import Flow, FlowValidationError, run_flow
+from flowactors.engine.placement import plan
+from flowactors.ops.status_view import status_text
 from flowactors.processors import GenerateFlowFile, LookupRecord, UpdateAttribute
 from flowactors.services import CSVReader, JsonRecordSetWriter, SimpleKeyValueLookupService
 
 
 def disabled_flow() -> Flow:
-    flow = Flow("disabled")
+    flow = Flow("waiting")
     generate = flow.add(GenerateFlowFile, "generate", properties={"Batch Size": 1, "Max FlowFiles": 3})
     # misconfigured and unwired: a disabled processor is not validated (as NiFi)
-    update = flow.add(UpdateAttribute, "update", properties={"bad": "${unclosed"}, disabled=True)
+    update = flow.add(UpdateAttribute, "update", properties={"bad": "${a:nope()}"}, disabled=True)
     flow.connect(generate, update)
     return flow
 
@@ -74,3 +76,26 @@ def test_a_disabled_service_round_trips_and_refuses_the_processors_using_it():
     assert caught.value.problems == ["processor 'lookup' uses controller service 'colours', which is disabled: "
                                      "enable the service, or disable the processor too"]
     lookup_flow(service_disabled=True, processor_disabled=True).validate()
+
+
+# ---------------------------------------------------------------------------------- running
+def test_placement_gives_a_disabled_processor_no_task_and_keeps_its_queue():
+    flow = disabled_flow()
+    placement = plan(flow, "shared", executors=2)
+    assert [task for p in placement.executors for task in p.tasks] == [("generate", 0)]
+    assert placement.queue_home() == {"generate.success.update": 0}
+    everything_disabled = disabled_flow()
+    everything_disabled.processors["generate"].disabled = True
+    assert plan(everything_disabled, "shared", 2).queue_home() == {"generate.success.update": 0}
+
+
+def test_flowfiles_queue_before_a_disabled_processor_and_the_status_says_disabled(tmp_path):
+    final = run_flow(disabled_flow(), tmp_path / "repository", engine="in-process", timeout=60)
+    by_name = {p["name"]: p for p in final["processors"]}
+    assert by_name["update"]["disabled"] is True and by_name["update"]["tasks"] == 0
+    assert by_name["generate"]["disabled"] is False and by_name["generate"]["flowfiles_out"] == 3
+    [queue] = final["queues"]
+    assert queue["destination"] == "update" and queue["count"] == 3   # the run ended idle, not by its timeout
+    rows = {cells[0]: cells[-1] for line in status_text(final).splitlines()
+            if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) > 2}
+    assert rows["update"] == "disabled" and rows["generate"] == "idle"

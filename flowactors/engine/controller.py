@@ -312,7 +312,8 @@ class FlowController:
     def _start_shared_services(self) -> None:
         """The flow's one instance of each controller service with state to share that a
         processor uses (``flowactors.engine.services``), enabled before any executor is wired."""
-        for node in self.flow.services_used_by(self.flow.processors):
+        started = [name for name, node in self.flow.processors.items() if not node.disabled]
+        for node in self.flow.services_used_by(started):
             if not node.type.shared_state or node.path in self.shared_services:
                 continue
             link = self.hosting.shared_service(self._name(f"service.{node.path}"), self.flow, node.path)
@@ -584,6 +585,7 @@ class FlowController:
             total["task_seconds"] = round(sum(t["task_seconds"] for t in tasks), 3)
             processors.append({
                 "name": name, "type": self.flow.processors[name].type.__name__, **total,
+                "disabled": self.flow.processors[name].disabled,
                 "running": sum(t["running"] for t in tasks), "idle": all(t["idle"] for t in tasks),
                 "back_pressure": any(t["back_pressure"] for t in tasks),
                 "stuck_seconds": stuck_seconds(tasks, self.settings.long_trigger_seconds),
@@ -599,11 +601,13 @@ class FlowController:
         return status
 
     def is_idle(self, status: dict | None = None) -> bool:
-        """Nothing queued, no processor found work, and every component is the one the flow was
-        wired with (a repository that died a moment ago is not an idle flow: ``watch``)."""
+        """Nothing queued (but before a disabled processor, where FlowFiles wait for it to be
+        enabled), no processor found work, and every component is the one the flow was wired
+        with (a repository that died a moment ago is not an idle flow: ``watch``)."""
         status = status or self.status()
+        waiting = {name for name, node in self.flow.processors.items() if node.disabled}
         return (status["started"] and not status.get("repairing") and all(p["idle"] or not p["running"] for p in status["processors"])
-                and all(q["count"] == 0 for q in status["queues"]) and not self.watch())
+                and all(q["count"] == 0 or q["destination"] in waiting for q in status["queues"]) and not self.watch())
 
     def queue(self, queue_id: str) -> Link:
         return self.queues[queue_id]

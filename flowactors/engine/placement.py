@@ -20,6 +20,9 @@ carries it out. The rules (docs/architecture.md, "Placement"):
 * ``placement="isolated"``: every processor task in an executor of its own and every queue in an
   actor of its own (the first version's mapping, for flows that want full isolation).
 * A connection's queue lives beside its consumer: in the executor of the consumer's first task.
+* A disabled processor (``ProcessorNode.disabled``) has no task anywhere; the queues of its
+  incoming connections live beside their source instead (in the first executor when the source
+  is disabled too), where FlowFiles wait for it.
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
     """Decide the executors for ``flow`` (see the module docstring)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
-    order = flow_order(flow)
+    order = [name for name in flow_order(flow) if not flow.processors[name].disabled]
     plans: list[ExecutorPlan] = []
     home: dict[str, int] = {}  # processor -> the executor of its first task (its queues go there)
     shared = [n for n in order if placement == "shared" and not needs_own_actor(flow.processors[n])]
@@ -131,5 +134,7 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
         if placement == "isolated":
             result.queue_actors.append(c.id)
         else:
-            plans[home[c.destination]].queues.append(c.id)
+            if not plans:   # every processor disabled: one executor holds the queues
+                plans.append(ExecutorPlan(0, "executor.0"))
+            plans[home.get(c.destination, home.get(c.source, 0))].queues.append(c.id)
     return result

@@ -99,7 +99,8 @@ def status_tables(status: dict, elapsed: float | None = None,
         processors.add_column(header, justify="right", no_wrap=True)
     for p in status["processors"]:
         speed = speeds.get(("processor", p["name"]), {})
-        state = (f"[red]in on_trigger {p['stuck_seconds']:.0f} s[/]" if p.get("stuck_seconds")
+        state = ("[dim]disabled[/]" if p.get("disabled")
+                 else f"[red]in on_trigger {p['stuck_seconds']:.0f} s[/]" if p.get("stuck_seconds")
                  else "[red]back pressure[/]" if p["back_pressure"] else "idle" if p["idle"] else "[green]running[/]")
         processors.add_row(Text(p["name"]), Text(p["type"]), f"{p['flowfiles_in']:,}", f"{p['flowfiles_out']:,}",
                            _rate(speed.get("in")), _rate(speed.get("out")), size(p["bytes_read"]),

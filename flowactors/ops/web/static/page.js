@@ -62,9 +62,10 @@ function paint(status) {
     const group = graph.querySelector(`g.processor[data-processor="${CSS.escape(p.name)}"]`);
     if (!group) continue;
     const stuck = p.stuck_seconds > 0;  // an on_trigger running past long_trigger_seconds
-    setLines(group, [`in ${count(p.flowfiles_in)} · out ${count(p.flowfiles_out)}`,
+    setLines(group, [p.disabled ? "disabled" : `in ${count(p.flowfiles_in)} · out ${count(p.flowfiles_out)}`,
                      stuck ? `in on_trigger ${Math.round(p.stuck_seconds)} s`
-                           : `${count(p.out_per_second)}/s · ${size(p.bytes_per_second)}/s`]);
+                           : p.disabled ? "" : `${count(p.out_per_second)}/s · ${size(p.bytes_per_second)}/s`]);
+    group.classList.toggle("disabled", Boolean(p.disabled));
     group.classList.toggle("stuck", stuck);
     group.classList.toggle("has-errors", p.errors > 0);
     group.classList.toggle("running", !p.idle && p.running > 0);
