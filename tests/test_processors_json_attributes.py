@@ -155,8 +155,8 @@ def test_csv_regex_from_an_expression_and_with_a_list():
     _, out = run(AttributesToCSV, {"Attributes Regular Expression": "${myRegEx}",
                                    "Include Core Attributes": "false"}, attributes)
     assert len(fields(out.attributes["CSVData"])) == 3
-    _, out = run(AttributesToCSV, {"Attributes Regular Expression": "${myRegEx}", "Attribute List": "moreInfo1,moreInfo2",
-                                   "Include Core Attributes": "false"}, attributes)
+    _, out = run(AttributesToCSV, {"Attributes Regular Expression": "${myRegEx}", "Include Core Attributes": "false",
+                                   "Attribute List": "moreInfo1,moreInfo2"}, attributes)
     assert fields(out.attributes["CSVData"])[:2] == ["m1", "m2"] and len(fields(out.attributes["CSVData"])) == 5
 
 

@@ -64,7 +64,8 @@ def read(path, document=STORE):
     ("$.store.book[0].title", TITLES[0]),
     ("$.store.book[-1].title", TITLES[3]),
     ("$['store']['bicycle']['color','price']", {"color": "red", "price": 19.95}),   # several names at the end: merged
-    ("$.store.book[*]['title','price']", [{"title": t, "price": p} for t, p in zip(TITLES, [8.95, 12.99, 8.99, 22.99])]),
+    ("$.store.book[*]['title','price']",
+     [{"title": t, "price": p} for t, p in zip(TITLES, [8.95, 12.99, 8.99, 22.99])]),
     ("$..book.length()", 4),                           # after a deep scan: the children found
     ("$.store.book.length()", 4),
     ("$..price.sum()", pytest.approx(73.87)),

@@ -54,7 +54,8 @@ def definition(source, out, refused) -> dict:
              (flatten, evaluate, "success"), (evaluate, to_json, "matched"), (to_json, to_csv, "success"),
              (to_csv, rename, "success"), (rename, store, "success")]
     links = [connection(root, a, b, (r,)) for a, b, r in steps]
-    links += [connection(root, validate, fail, ("invalid", "failure")), connection(root, evaluate, fail, ("unmatched",))]
+    links += [connection(root, validate, fail, ("invalid", "failure")),
+              connection(root, evaluate, fail, ("unmatched",))]
     links += [connection(root, step, fail, ("failure",)) for step in (split, flatten, evaluate, to_json, to_csv)]
     return snapshot(group(root, "json", None, None, processors=[get, validate, split, flatten, evaluate, to_json,
                                                                  to_csv, rename, store, fail],

@@ -104,7 +104,8 @@ def test_json_lines_each_line_validated_the_first_bad_one_reported():
     routed(validate(lines, **{"Input Format": "JSON Lines"}), "valid")
     out = routed(validate(f'{DOCUMENT}\n{{"FieldTwo": 1}}\n{{"FieldTwo": 2}}', **{"Input Format": "JSON Lines"}),
                  "invalid")
-    assert out.attributes["json.validation.errors"] == "JSON at line 2 is invalid: [$: 'FieldOne' is a required property]"
+    assert out.attributes["json.validation.errors"] == \
+        "JSON at line 2 is invalid: [$: 'FieldOne' is a required property]"
     out = routed(validate(f"{DOCUMENT}\nnot json\n", **{"Input Format": "JSON Lines"}), "failure")
     assert "line 2" in out.attributes[REASON_ATTRIBUTE]
 

@@ -94,9 +94,7 @@ def _longest_text(value: Any) -> int:
 
 
 def _scalar(value: Any) -> str:
-    if isinstance(value, float):
-        return java_double(value) if value == value and abs(value) != float("inf") else json.dumps(str(value))
-    return json.dumps(value, ensure_ascii=False)
+    return java_double(value) if isinstance(value, float) else json.dumps(value, ensure_ascii=False)
 
 
 def to_json(value: Any, pretty: bool = False) -> str:

@@ -120,7 +120,8 @@ class EvaluateJsonPath(Processor):
                     results[name] = ""
                 continue
             if self._scalar and not is_scalar(value):
-                raise JsonPathError(f"path {path.text} (property '{name}') found {'an object' if isinstance(value, dict) else 'an array'}, "
-                                    f"not a scalar: set Return Type to json to write it as JSON")
+                kind = "an object" if isinstance(value, dict) else "an array"
+                raise JsonPathError(f"path {path.text} (property '{name}') found {kind}, not a scalar: set Return Type "
+                                    f"to json to write it as JSON")
             results[name] = result_text(value, self._null)
         return results

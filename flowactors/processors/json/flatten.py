@@ -177,7 +177,8 @@ def _child(container: Any, step: str | int, following: str | int, key: str) -> A
     _put(container, step, fresh, key, keep=True)
     found = container[step]
     if not isinstance(found, (dict, list)) or isinstance(found, list) != isinstance(following, int):
-        raise FlattenError(f"key {key!r} goes inside a value that is not {'an array' if isinstance(following, int) else 'an object'}")
+        wanted = "an array" if isinstance(following, int) else "an object"
+        raise FlattenError(f"key {key!r} goes inside a value that is not {wanted}")
     return found
 
 

@@ -52,7 +52,10 @@ class KeySet(tuple):
     """What ``keys()`` returns: Jayway gives a Java Set, which NiFi writes with Java's toString."""
 
 
+#: a step maps a node (and the document's root) to the nodes it selects
 Step = Callable[[Any, Any], Iterator[Any]]
+#: a filter's test of a node (and the root)
+Test = Callable[[Any, Any], bool]
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def _slice(start: int | None, stop: int | None) -> Step:
     return select
 
 
-def _filter(test: Callable[[Any, Any], bool]) -> Step:
+def _filter(test: Test) -> Step:
     def select(node: Any, root: Any) -> Iterator[Any]:
         if isinstance(node, list):
             yield from (element for element in node if test(element, root))
@@ -145,11 +148,13 @@ def _preorder(node: Any) -> Iterator[Any]:
             yield from _preorder(value)
 
 
-def _scan(inner: Step, is_filter: bool) -> Step:
-    if is_filter:   # Jayway tests each object and array met by the scan itself
+def _scan(inner: Step, test: Test | None = None) -> Step:
+    """A deep scan applying ``inner`` to every node at or below the current one; with a filter's
+    ``test``, the objects and arrays the scan meets are tested themselves, as Jayway does."""
+    if test is not None:
         def scan_filter(node: Any, root: Any) -> Iterator[Any]:
             for each in _preorder(node):
-                if isinstance(each, (dict, list)) and inner.test(each, root):  # type: ignore[attr-defined]
+                if isinstance(each, (dict, list)) and test(each, root):
                     yield each
         return scan_filter
 
@@ -261,8 +266,8 @@ class _PathParser:
                 self.i += 2
                 self.definite = False
                 if self.i < len(s) and s[self.i] == "[":
-                    step, is_filter = self.bracket(leaf=False)
-                    self.steps.append(_scan(step, is_filter))
+                    step, test = self.bracket(leaf=False)
+                    self.steps.append(_scan(step, test))
                     continue
             elif s[self.i] == "[":
                 self.steps.append(self.bracket(leaf=True)[0])
@@ -275,10 +280,11 @@ class _PathParser:
                 raise self.fail("unexpected blank")
             step, function = self.dotted()   # a name right after ] is a property too, as in Jayway
             if step is not None:
-                self.steps.append(_scan(step, False) if scan else step)
+                self.steps.append(_scan(step) if scan else step)
             elif scan:
                 raise self.fail("a deep scan needs a property, a wildcard, an index or a filter after it")
-        return JsonPath(self.original, tuple(self.steps), self.definite, function, self.scanned and function is not None)
+        scanned = self.scanned and function is not None
+        return JsonPath(self.original, tuple(self.steps), self.definite, function, scanned)
 
     def dotted(self) -> tuple[Step | None, Callable[[Any], Any] | None]:
         """``*``, a name, or a function ``name()`` after a dot."""
@@ -301,8 +307,8 @@ class _PathParser:
             return None, FUNCTIONS[name]
         return _property((name,), False), None
 
-    def bracket(self, leaf: bool) -> tuple[Step, bool]:
-        """The step of ``[...]`` at ``self.i``, and whether it is a filter."""
+    def bracket(self, leaf: bool) -> tuple[Step, Test | None]:
+        """The step of ``[...]`` at ``self.i``, and its test when it is a filter."""
         s, start = self.s, self.i
         self.i += 1
         while self.i < len(s) and s[self.i] == " ":
@@ -315,34 +321,32 @@ class _PathParser:
             test = _FilterParser(body[1:-1], self.original).parse()
             self.i = end + 1
             self.definite = False
-            step = _filter(test)
-            step.test = test  # type: ignore[attr-defined]
-            return step, True
+            return _filter(test), test
         end = _closing(s, self.i, self)
         body = s[self.i:end].strip()
         self.i = end + 1
         if body == "*":
             self.definite = False
-            return _wildcard, False
+            return _wildcard, None
         if body[:1] in ("'", '"'):
             names = tuple(_split_quoted(body, self))
             at_end = leaf and self.i >= len(s)
             if len(names) > 1 and not at_end:
                 self.definite = False
-            return _property(names, len(names) > 1 and at_end), False
+            return _property(names, len(names) > 1 and at_end), None
         try:
             if ":" in body:
                 parts = [p.strip() for p in body.split(":")]
                 if len(parts) != 2:
                     raise ValueError("a slice has no step")
-                return self._sliced(parts), False
+                return self._sliced(parts), None
             indexes = tuple(int(p) for p in body.split(","))
         except ValueError:
             self.i = start
             raise self.fail(f"[{body}] is neither a name, an index, a slice, * nor a filter") from None
         if len(indexes) > 1:
             self.definite = False
-        return _indexes(indexes), False
+        return _indexes(indexes), None
 
     def _sliced(self, parts: list[str]) -> Step:
         self.definite = False
