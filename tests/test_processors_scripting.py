@@ -518,19 +518,74 @@ def test_invoke_compress_script_declares_its_mode_property(tmp_path):
     assert InvokeScriptedProcessor.validate_properties(properties) == ["property 'mode' is required"]
 
 
+TEST_READER = '''
+import sys
+import traceback
+from callbacks import ReadFirstLine
+from org.apache.nifi.processor import Processor
+from org.apache.nifi.processor import Relationship
+
+class ReadContentAndStoreAsAttribute(Processor) :
+    __rel_success = Relationship.Builder().description("Success").name("success").build()
+
+    def __init__(self) :
+        pass
+
+    def initialize(self, context) :
+        pass
+
+    def getRelationships(self) :
+        return set([self.__rel_success])
+
+    def validate(self, context) :
+        pass
+
+    def getPropertyDescriptors(self) :
+        pass
+
+    def onPropertyModified(self, descriptor, newValue, oldValue) :
+        pass
+
+    def onTrigger(self, context, sessionFactory) :
+        session = sessionFactory.createSession()
+        try :
+            # ensure there is work to do
+            flowfile = session.get()
+            if flowfile is None :
+                return
+
+            reader = ReadFirstLine()
+            session.read(flowfile, reader);
+
+            # set an attribute
+            flowfile = session.putAttribute(flowfile, "from-content", reader.getLine())
+            # transfer
+            session.transfer(flowfile, self.__rel_success)
+            session.commitAsync()
+        except :
+            print sys.exc_info()[0]
+            print "Exception in TestReader:"
+            print '-' * 60
+            traceback.print_exc(file=sys.stdout)
+            print '-' * 60
+
+            session.rollback(True)
+            raise
+
+processor = ReadContentAndStoreAsAttribute()
+'''
+
+
 def test_invoke_reader_with_callbacks_package(tmp_path):
-    write_files(tmp_path, COMPRESS)
-    (tmp_path / "reader.py").write_text(UPDATE_ATTRIBUTE.replace(
-        'fromPropertyValue = context.getProperty("for-attributes").getValue()',
-        'reader = ReadFirstLine()\n            session.read(flowfile, reader)\n'
-        '            fromPropertyValue = reader.getLine()').replace(
-        "import traceback\n", "import traceback\nfrom callbacks import ReadFirstLine\n", 1))
-    runner = ProcessorRunner(InvokeScriptedProcessor, {"Script File": str(tmp_path / "reader.py"),
-                                                       "Module Directory": str(tmp_path), "for-attributes": "x"})
+    """NiFi's testReadFlowFileContentAndStoreInFlowFileAttribute, its Module Directory by expression."""
+    write_files(tmp_path, {**COMPRESS, "test_reader.py": TEST_READER})
+    runner = ProcessorRunner(InvokeScriptedProcessor, {
+        "Script File": str(tmp_path / "test_reader.py"),
+        "Module Directory": str(tmp_path.parent) + "/${literal('" + tmp_path.name.upper() + "'):toLower()}"})
     runner.enqueue(b"test content\r\nsecond line")
     runner.run()
     [flowfile] = runner.output("success")
-    assert flowfile.attributes["from-property"] == "test content"
+    assert flowfile.attributes["from-content"] == "test content"
 
 
 def test_invoke_on_trigger_error_rolls_back(tmp_path):
@@ -647,3 +702,39 @@ def test_scripted_lookup_service_serves_lookup_record():
     runner.run(2)
     assert [runner.read(f) for f in runner.output("matched")] == [b'[{"word":"Hello","answer":"Hi?"}]']
     assert len(runner.output("unmatched")) == 1
+
+
+def test_invoke_on_scheduled_and_on_stopped_are_called(tmp_path):
+    marker = tmp_path / "stopped.txt"
+    script = body("""
+        from org.apache.nifi.processor import Processor, Relationship
+
+        class Lifecycle(Processor):
+            done = Relationship.Builder().name("done").build()
+
+            def getRelationships(self):
+                return set([self.done])
+
+            def onScheduled(self, context):
+                self.greeting = context.getProperty("greeting").getValue()
+                self.triggers = 0
+
+            def onTrigger(self, context, sessionFactory):
+                session = sessionFactory.createSession()
+                flowFile = session.get()
+                if flowFile is None:
+                    return
+                self.triggers += 1
+                session.transfer(session.putAttribute(flowFile, "greeting", self.greeting), self.done)
+
+            def onStopped(self, context):
+                open(context.getProperty("marker").getValue(), "w").write(str(self.triggers))
+
+        processor = Lifecycle()
+    """)
+    runner = ProcessorRunner(InvokeScriptedProcessor, {"Script Body": script, "greeting": "hi", "marker": str(marker)})
+    runner.enqueue(b"a")
+    runner.enqueue(b"b")
+    runner.run(3)
+    assert [f.attributes["greeting"] for f in runner.output("done")] == ["hi", "hi"]
+    assert marker.read_text() == "2"
