@@ -19,10 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from flowactors import run_flow
+from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.sdk.expression import ExpressionError, compile_value
 from flowactors.sdk.parameters import ParameterError, substitute
 from tests.expression_nifi_cases import (ADDRESS_BOOK, ADDRESS_BOOK_PATHS, ATTRIBUTES, CASES, ERROR, EXPRESSION,
                                          INVALID, JSON_PATH_EDITS, LITERAL, LOCAL_ZONES, PARAMETERS, STATE, VALID)
+from tests.nifi_flows import STANDARD, connection, group, processor, snapshot
 
 #: the cases (NiFi test, line) where we deliberately give another result: what we give instead
 DIFFERENCES: dict[tuple[str, int], str] = {
@@ -148,3 +151,40 @@ def test_differences_are_few_and_each_documented() -> None:
     undocumented = [f"{test.split('.')[0]}.java:{line}" for test, line in DIFFERENCES
                     if f"{test.split('.')[0]}.java:{line}" not in guide]
     assert undocumented == []
+
+
+def _flow(source: Path, out: Path, other: Path) -> dict:
+    """GetFile -> UpdateAttribute -> RouteOnAttribute -> PutFile, as NiFi exports it, with property
+    values that use what NiFi's language does and ours once did not."""
+    root = "root"
+    get = processor(root, "get", STANDARD + "GetFile", {"Input Directory": str(source), "Keep Source File": "false",
+                                                        "Minimum File Age": "0 sec"})
+    tag = processor(root, "tag", "org.apache.nifi.processors.attributes.UpdateAttribute", {
+        "Delete Attributes Expression": None, "Store State": "Do not store state",
+        "Stateful Variables Initial Value": None, "Cache Value Lookup Cache Size": "100",
+        "kind": "${filename:substringAfter('.'):substring(0, 3)}",
+        "filename": "${filename:substringBefore('.'):toUpper() # the stem\n}-${fileSize:toDecimal():divide(2)}.txt"})
+    route = processor(root, "route", STANDARD + "RouteOnAttribute", {
+        "Routing Strategy": "Route to Property name",
+        "csv": "${allAttributes('kind'):equals('csv')}"}, auto_terminate=("unmatched",))
+    store = processor(root, "store", STANDARD + "PutFile", {"Directory": str(out)}, auto_terminate=("success", "failure"))
+    rest = processor(root, "rest", STANDARD + "PutFile", {"Directory": str(other)}, auto_terminate=("success", "failure"))
+    links = [connection(root, get, tag, ("success",)), connection(root, tag, route, ("success",)),
+             connection(root, route, store, ("csv",)), connection(root, route, rest, ("unmatched",))]
+    return snapshot(group(root, "el", None, None, processors=[get, tag, route, store, rest], connections=links), {})
+
+
+def test_a_nifi_flow_evaluates_its_properties_as_nifi_does(tmp_path: Path) -> None:
+    source, out, other = (tmp_path / name for name in ("in", "out", "other"))
+    for folder in (source, out, other):
+        folder.mkdir()
+    (source / "data.csv").write_text("a,b\n")      # 4 bytes: 4 / 2 = 2.0, a decimal written as NiFi writes it
+    (source / "notes.txt").write_text("hello")
+    flow = flow_from_nifi(_flow(source, out, other))
+    stored = lambda status: sum(p["flowfiles_in"] for p in status["processors"]   # noqa: E731
+                                if p["name"] in ("store", "rest")) >= 2
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60, until=stored)
+    assert not final.get("timed_out"), final
+    assert [path.name for path in out.iterdir()] == ["DATA-2.0.txt"]
+    assert [path.name for path in other.iterdir()] == ["NOTES-2.5.txt"]
+    assert (out / "DATA-2.0.txt").read_text() == "a,b\n"
