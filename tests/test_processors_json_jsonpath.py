@@ -167,3 +167,42 @@ def test_definite_and_indefinite():
     assert compile_path("$['a','b']").definite                    # merged at the end
     for path in ["$..a", "$.a[*]", "$.a[0,1]", "$.a[1:]", "$.a[?(@.b)]", "$['a','b'].c", "$.*"]:
         assert not compile_path(path).definite, path
+
+
+MULTI_STORE = {"store": [{"name": "First", "book": STORE["store"]["book"]},
+                         {"name": "Second", "book": [{"category": "fiction", "title": "The Old Man and the Sea"}]}]}
+
+
+@pytest.mark.parametrize("document,path,expected", [     # Jayway's InlineFilterTest
+    (STORE, "store.book[ ?(@.category == @.category) ].title", TITLES),
+    (STORE, "store.book[ ?(@ == @) ].title", TITLES),
+    (STORE, "store.book[ ?(@.category != @.category) ].title", []),
+    (STORE, "store.book[ ?(@.category != @) ].title", TITLES),
+    (STORE, "$.store.book[?('a' == 'a')].title", TITLES),
+    (STORE, "$.store.book[?('a' == 'b')].title", []),
+    (STORE, "$.store.book[?('reference' == @.category)].title", [TITLES[0]]),
+    (STORE, "$.store.book[?(/reference/ =~ @.category)].title", [TITLES[0]]),
+    (STORE, "$.store.book[?(@.category =~ /REFERENCE/)].title", []),
+    (STORE, "$.store.book[ ?((@.author == 'Nigel Rees') || (@.author == 'Evelyn Waugh' && @.category != 'fiction')) ]"
+            ".title", [TITLES[0]]),
+    (MULTI_STORE, "$.store[?(@.book[*].category =~ /Reference/i)].name", ["First"]),
+    ([0, 1, None, 2, 3], "$[?(@)]", [0, 1, None, 2, 3]),
+    ([0, 1, None, 2, 3], "$[?(@ != null)]", [0, 1, 2, 3]),
+    ([0, 1, None, 2, 3], "$[?(!@)]", []),
+    ([{"value": "5"}], "$[?(@.value=='5')]", [{"value": "5"}]),
+    ([{"value": 5}], "$[?(@.value==5)]", [{"value": 5}]),
+    ([{"value": 5}], "$[?(@.value=='5.1.26')]", []),
+    ([{"value": 5.1}], "$[?(@.value=='5.1.26')]", []),
+    ([{"value": "5.1.26"}], "$[?(@.value==5)]", []),
+    ([{"value": "5"}], "$[?(@.value<'7')]", [{"value": "5"}]),
+    ([{"value": 5}], "$[?(@.value<7.1)]", [{"value": 5}]),
+    ([{"value": 7.1}], "$[?(@.value<5)]", []),
+    (["'foo"], "$[?(@ == '\\'foo')]", ["'foo"]),
+    (["x"], "$[?(@ =~ /\\/|x/)]", ["x"]),
+    (["x"], '$[?(@ == "abc" || @ =~ /\\/|x/)]', ["x"]),
+    ([{"s": "fo", "expected_size": "m"}, {"s": "lo", "expected_size": 2}], "$[?(@.s size @.expected_size)].s",
+     ["lo"]),
+    ([{"n": 12}, {"n": True}], "$[?(@.n =~ /1.*|true/)].n", [12, True]),   # numbers and booleans as written
+])
+def test_jayway_inline_filter_cases(document, path, expected):
+    assert read(path, document) == expected

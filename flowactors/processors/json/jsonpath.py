@@ -583,7 +583,21 @@ def _within(a: Any, b: Any) -> bool:
 
 
 def _matches(a: Any, b: Any) -> bool:
-    return isinstance(b, re.Pattern) and isinstance(a, str) and b.fullmatch(a) is not None
+    """``=~``: the pattern (either side) matches the whole text of the other: a text, a number or
+    a boolean as written, any element of an array."""
+    if isinstance(a, re.Pattern) == isinstance(b, re.Pattern):
+        return False
+    pattern, value = (a, b) if isinstance(a, re.Pattern) else (b, a)
+    values = value if isinstance(value, list) else [value]
+    return any(pattern.fullmatch(_regex_input(item)) is not None for item in values)
+
+
+def _regex_input(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if _is_number(value):
+        return str(value) if isinstance(value, int) else repr(value)
+    return value if isinstance(value, str) else ""
 
 
 def _size(a: Any, b: Any) -> bool:
