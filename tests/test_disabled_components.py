@@ -99,3 +99,11 @@ def test_flowfiles_queue_before_a_disabled_processor_and_the_status_says_disable
     rows = {cells[0]: cells[-1] for line in status_text(final).splitlines()
             if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) > 2}
     assert rows["update"] == "disabled" and rows["generate"] == "idle"
+
+
+def test_a_flow_whose_processor_uses_a_disabled_service_is_refused_at_start(tmp_path):
+    with pytest.raises(FlowValidationError) as caught:
+        run_flow(lookup_flow(service_disabled=True), tmp_path / "repository", engine="in-process", timeout=30)
+    assert caught.value.problems == ["processor 'lookup' uses controller service 'colours', which is disabled: "
+                                     "enable the service, or disable the processor too"]
+    assert not (tmp_path / "repository" / "flowfile").exists()   # refused before anything started

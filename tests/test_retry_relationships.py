@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from flowactors import Flow, FlowValidationError, Processor
+from flowactors import Flow, FlowValidationError, Processor, run_flow
+from flowactors.driver.loading import load_definition
 from flowactors.engine.stateless_engine import StatelessTask
 from flowactors.engine.task import ProcessorTask
 from flowactors.processors import CompressContent, GenerateFlowFile, UpdateAttribute
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 from flowactors.sdk.settings import Settings
+from flowactors.ops.queue_admin import list_queue
 from flowactors.testing import ProcessorRunner
+from nifi_flows import STANDARD, connection, group, processor, snapshot
 from repositories.model import now_millis
 
 
@@ -213,3 +216,29 @@ def test_retry_on_ray(ray_session):
     task.trigger()
     [routed] = runner.output("failure")
     assert ATTRIBUTE not in routed.attributes and runner.read(routed) == b"x"
+
+
+def test_a_nifi_flow_with_a_retried_relationship_a_cron_source_and_a_disabled_processor_runs(tmp_path):
+    """Exported from NiFi: a CRON-driven source, a RouteOnAttribute retrying 'unmatched' twice,
+    and a disabled UpdateAttribute the FlowFile then waits before."""
+    main = "g-0001-0000-0000-000000000000"
+    generate = processor(main, "Generate", STANDARD + "GenerateFlowFile", {"Batch Size": "1"},
+                         schedule="* * * * * ?", strategy="CRON_DRIVEN")
+    route = processor(main, "Route", STANDARD + "RouteOnAttribute",
+                      {"Routing Strategy": "Route to Property name", "never": "${literal('no'):equals('yes')}"},
+                      auto_terminate=("never",), retriedRelationships=["unmatched"], retryCount=2,
+                      penaltyDuration="0 sec")
+    update = processor(main, "Update", "org.apache.nifi.processors.attributes.UpdateAttribute", {},
+                       scheduledState="DISABLED")
+    flow = load_definition(snapshot(group(main, "Main", None, None, processors=[generate, route, update],
+                                          connections=[connection(main, generate, route, ("success",)),
+                                                       connection(main, route, update, ("unmatched",),
+                                                                  name="waiting")]), {}))
+    assert flow.processors["Generate"].scheduling_strategy == "CRON_DRIVEN"
+    repository = tmp_path / "repository"
+    final = run_flow(flow, repository, engine="in-process", timeout=30,
+                     until=lambda status: any(q["count"] for q in status["queues"] if q["id"] == "waiting"))
+    routes = {p["name"]: p for p in final["processors"]}
+    assert routes["Route"]["tasks"] >= 3 and routes["Update"]["disabled"]   # two retries, then routed
+    [waiting] = list_queue(repository, "waiting", 1)
+    assert not any(key.startswith("retryCount.") for key in waiting["attributes"])
