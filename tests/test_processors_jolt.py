@@ -47,8 +47,9 @@ def test_a_chain_rewrites_the_content_compactly_and_sets_the_mime_type():
 
 @pytest.mark.usefixtures("engine")
 def test_content_that_is_not_json_goes_to_failure_unchanged_and_the_rest_of_the_batch_succeeds():
-    runner = transform([b'{"rating": ', json.dumps(DOCUMENT).encode(), b"", b"\xff\xfe\x00"])
-    assert [json.loads(c) for c in runner.contents("success")] == [EXPECTED]
+    runner = transform([b'{"rating": ', json.dumps(DOCUMENT).encode(), b"", b"\xff\xfe\x00",
+                        b"\xef\xbb\xbf" + json.dumps(DOCUMENT).encode()])   # a byte order mark is skipped
+    assert [json.loads(c) for c in runner.contents("success")] == [EXPECTED, EXPECTED]
     assert runner.contents("failure") == [b'{"rating": ', b"", b"\xff\xfe\x00"]
     assert all("mime.type" not in f.attributes for f in runner.output("failure"))
 
@@ -73,6 +74,10 @@ def test_the_spec_is_evaluated_per_flowfile_and_each_distinct_text_compiled_once
     assert [json.loads(c) for c in runner.contents("success")] == [{"a": 1}, {"b": 1}, {"a": 1}, {"a": {"b": 1}}]
     assert len(runner.output("failure")) == 1   # "[" is not a valid output path
     assert sorted(compiled) == sorted({'{"value": "a"}', '{"value": "b"}', '{"value": "a.b"}', '{"value": "["}'})
+    compiled.clear()   # a cache of one keeps only the last text: alternating texts compile every time
+    transform([b'{"value": 1}'] * 3, [{"target": "a"}, {"target": "b"}, {"target": "a"}],
+              **{"Jolt Transform": "Shift", "Jolt Specification": spec})
+    assert compiled == ['{"value": "a"}', '{"value": "b"}', '{"value": "a"}']
 
 
 @pytest.mark.usefixtures("engine")
@@ -126,6 +131,8 @@ def test_validation_says_what_is_wrong_in_one_line():
     assert validate({"Jolt Specification": '{"a": "${spec}"}', "Jolt Transform": "Shift"}) == []   # known per FlowFile
     assert validate({"Jolt Specification": '${spec', "Jolt Transform": "Shift"}) != []
     assert validate({"Jolt Specification": CHAIN, "Transform Cache Size": "0"}) != []
+    assert validate({"Jolt Transform": "Shift", "Jolt Specification": '{"a":' * 5000 + '"b"' + "}" * 5000}) == [
+        "property 'Jolt Specification': the specification is nested too deeply"]
 
 
 def _jolt_flow(out: str, properties: dict) -> dict:

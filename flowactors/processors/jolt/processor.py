@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 TRANSFORM, SPEC, CACHE_SIZE, PRETTY = "Jolt Transform", "Jolt Specification", "Transform Cache Size", "Pretty Print"
 CUSTOM, SORT = "Custom", "Sort"
+#: a UTF-8 byte order mark, which Python's parser refuses and NiFi's (Jackson) skips
+_BOM = b"\xef\xbb\xbf"
 
 #: Jolt Transform's values (NiFi's display names) -> compile(spec) -> a transform with .apply(document)
 TRANSFORMS: dict[str, Callable[[Any], Any]] = {
@@ -60,14 +62,12 @@ def compile_spec(transform: str, spec_text: str | None) -> Any:
     if not spec_text or not spec_text.strip():
         raise JoltSpecError(f"'{SPEC}' must be set, or the transform must be 'Sort'")
     try:
-        spec = json.loads(read_spec_text(spec_text))
+        return TRANSFORMS[transform](json.loads(read_spec_text(spec_text)))
     except json.JSONDecodeError as err:
         raise JoltSpecError(f"the specification is not valid JSON: {err.msg} at line {err.lineno}, "
                             f"column {err.colno}") from None
     except OSError as err:
         raise JoltSpecError(f"the specification file can not be read: {err}") from None
-    try:
-        return TRANSFORMS[transform](spec)
     except RecursionError:
         raise JoltSpecError("the specification is nested too deeply") from None
 
@@ -160,7 +160,8 @@ class JoltTransformJSON(Processor):
         done, outputs, failed = [], [], []
         for flowfile, text, content in zip(flowfiles, texts, contents):
             try:
-                output = to_json(self._compiled(text).apply(json.loads(content)), self._pretty)
+                document = json.loads(content[3:] if content.startswith(_BOM) else content)
+                output = to_json(self._compiled(text).apply(document), self._pretty)
             except (ValueError, RecursionError) as err:   # JSON, spec and transform errors are ValueErrors
                 log.warning("%s: %s goes to failure: %s", context.name, flowfile.uuid, _reason(err))
                 failed.append(flowfile)
