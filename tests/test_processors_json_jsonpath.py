@@ -206,3 +206,15 @@ MULTI_STORE = {"store": [{"name": "First", "book": STORE["store"]["book"]},
 ])
 def test_jayway_inline_filter_cases(document, path, expected):
     assert read(path, document) == expected
+
+
+NUMS = [1, 3, 5, 7, 8, 13, 20]
+
+
+@pytest.mark.parametrize("path,expected", [     # Jayway's ArraySlicingTest and ArrayIndexFilterTest
+    ("$[3]", 7), ("$[:3]", [1, 3, 5]), ("$[1:5]", [3, 5, 7, 8]), ("$[0:1]", [1]), ("$[0:2]", [1, 3]),
+    ("$[1:15]", [3, 5, 7, 8, 13, 20]), ("$[-3:]", [8, 13, 20]), ("$[3:]", [7, 8, 13, 20]), ("$[0,1,2]", [1, 3, 5]),
+    ("$[-10:]", NUMS), ("$[:10]", NUMS), ("$[-3]", 8), ("$[:-2]", [1, 3, 5, 7, 8]), ("$[5:3]", []),
+])
+def test_jayway_slices_and_indexes(path, expected):
+    assert read(path, NUMS) == expected
