@@ -158,7 +158,8 @@ NIFI_1 = {"jolt-transform": "jolt-transform-shift", "jolt-spec": '{"rating": {"p
           "jolt-custom-class": None, "jolt-custom-modules": None, "Transform Cache Size": "1", "pretty_print": "true"}
 
 
-def test_a_nifi_1_export_maps_its_internal_names_and_values():
+def test_nifi_1_property_names_and_values_map():
+    """NiFi 1's internal names (jolt-transform, jolt-spec, pretty_print) and values (jolt-transform-shift)."""
     flow = flow_from_nifi(_jolt_flow("/unused", NIFI_1))
     properties = flow.processors["reshape"].properties
     assert flow.processors["reshape"].type is JoltTransformJSON
