@@ -75,7 +75,7 @@ class RetryPolicy:
                     if not r.removed and r.relationship in self.relationships
                     and (r.original is not None or r.parents) and self.retries(r.current) < self.count]
         linked = _linked(records, to_retry)
-        returned: dict[str, FlowFileBatch] = {}
+        returned: dict[str, list[FlowFile]] = {}
         yield_for = 0.0
         now = now_millis()
         for uuid in linked:
