@@ -218,3 +218,38 @@ NUMS = [1, 3, 5, 7, 8, 13, 20]
 ])
 def test_jayway_slices_and_indexes(path, expected):
     assert read(path, NUMS) == expected
+
+
+KEYS = {"int-key": 1, "long-key": 3000000000, "double-key": 10.1, "boolean-key": True, "null-key": None,
+        "string-key": "string", "string-key-empty": "", "char-key": "c", "arr-empty": [], "int-arr": [0, 1, 2, 3, 4],
+        "string-arr": ["a", "b", "c", "d", "e"]}
+
+
+@pytest.mark.parametrize("expression,expected", [     # Jayway's FilterTest, written inline
+    ("@['int-key'] == 1", True), ("@['int-key'] == '1'", True), ("1 == '1'", True), ("'1' == 1", True),
+    ("1 === '1'", False), ("'1' === 1", False), ("1 === 1", True), ("@['int-key'] !== '1'", True),
+    ("@['long-key'] == 3000000000", True), ("@['double-key'] == 10.10", True), ("@['double-key'] == 10.11", False),
+    ("@['boolean-key'] == false", False), ("@['null-key'] == null", True), ("@['string-key'] == null", False),
+    ("@['null-key'] != '666'", True), ("@['string-key'] != null", True),
+    ("@['arr-empty'] == []", True), ("@['int-arr'] == [0,1,2,3,4]", True), ("@['int-arr'] == [0,1,2,3]", False),
+    ("@['long-key'] < 4000000000", True), ("@['double-key'] <= 10.1", True), ("@['char-key'] < 'x'", True),
+    ("@['char-key'] > 'a'", True), ("@['int-key'] >= 1", True), ("@['int-key'] > 10", False),
+    ("@['string-key'] =~ /^string$/", True), ("@['string-key'] =~ /^tring$/", False),
+    ("@['null-key'] =~ /^string$/", False), ("@['int-key'] =~ /^string$/", False),
+    ("@['string-key'] in ['a', null, 'string']", True), ("@['string-key'] in ['a', null]", False),
+    ("@['null-key'] in ['a', null]", True), ("@['string-arr'] in ['a']", False),
+    ("@['string-key'] nin ['a', null]", True), ("@['null-key'] nin ['a', null]", False),
+    ("@['string-arr'] nin ['a']", True),
+    ("@['string-arr'] size 5", True), ("@['string-key'] size 6", True), ("@['int-key'] size 6", False),
+    ("@['null-key'] size 6", False),
+    ("@['string-arr'] subsetof ['a', 'b', 'c', 'd', 'e', 'f', 'g']", True),
+    ("@['string-arr'] subsetof ['e', 'd', 'b', 'c', 'a']", True), ("@['string-arr'] subsetof ['a', 'b']", False),
+    ("@['string-arr'] anyof ['z', 'b']", True), ("@['string-arr'] anyof ['x', 'y']", False),
+    ("@['string-arr'] noneof ['a', 'z']", False), ("@['string-arr'] noneof ['x', 'y', 'z']", True),
+    ("@['string-key']", True), ("@['missing-key']", False), ("!@['missing-key']", True),
+    ("@['string-key'] empty false", True), ("@['string-key-empty'] empty true", True),
+    ("@['arr-empty'] empty true", True), ("@['int-arr'] empty false", True),
+    ("@['null-key'] empty true", False), ("@['null-key'] empty false", False),
+])
+def test_jayway_filter_operators(expression, expected):
+    assert read(f"$[?({expression})]", [KEYS]) == ([KEYS] if expected else [])

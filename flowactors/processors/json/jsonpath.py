@@ -11,13 +11,15 @@ against a parsed JSON document (dicts, lists, str, int, float, bool, None). The 
 * ``[?(expression)]`` a filter: on an array each element is tested as ``@``, on an object the
   object itself. Operands are ``@...`` / ``$...`` paths, 'text', "text", numbers, true, false,
   null, ``/regex/flags`` and JSON arrays; operators ``== != < <= > >= =~ in nin subsetof anyof
-  noneof size empty contains``, ``&&``, ``||``, ``!`` and parentheses. A path alone tests that it
-  exists (a null value exists). ``!=`` is the negation of ``==`` (so it holds where the property is
-  missing), ``=~`` must match the whole text, a number equals the text of the same number;
+  noneof size empty contains``, ``===`` / ``!==`` (equal and of the same type), ``&&``, ``||``,
+  ``!`` and parentheses. A path alone tests that it exists (a null value exists). ``!=`` is the
+  negation of ``==`` (so it holds where the property is missing), ``=~`` must match the whole text
+  (of a text, number or boolean; any element of an array), a number equals the text of the same
+  number;
 * a function at the end: ``length()``, ``min()``, ``max()``, ``avg()``, ``sum()``, ``stddev()``
   (numbers; the aggregates are floating point, as Jayway's doubles), ``keys()``, ``first()``,
-  ``last()``. After a deep scan the function gets the list of what the scan found (Jayway's
-  inversion); otherwise it applies to each node the path reaches.
+  ``last()``. It applies to each node the path reaches, but after a path starting with a deep scan
+  (``$..a.f()``) as Jayway's inversion ``$.f($..a)`` does (``_after_scan``).
 
 A *definite* path (only single properties and single indexes, or a function after those) reads one
 value and raises ``PathNotFound`` when nothing is there; any other path reads a list, empty when
@@ -389,7 +391,7 @@ def _split_quoted(body: str, parser: Any) -> Iterator[str]:
 
 # ------------------------------------------------------------------------------------ filters
 _TOKEN = re.compile(r"""\s*(?:
-    (?P<op>&&|\|\||==|!=|<=|>=|=~|<|>|!|\(|\))
+    (?P<op>&&|\|\||===|!==|==|!=|<=|>=|=~|<|>|!|\(|\))
   | (?P<word>(?:in|nin|subsetof|anyof|noneof|size|empty|contains)(?![\w]))
   | (?P<number>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
   | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
@@ -568,6 +570,11 @@ def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _same_kind(a: Any, b: Any) -> bool:
+    """For ``===``: both numbers, or both of the same JSON type."""
+    return (_is_number(a) and _is_number(b)) or type(a) is type(b)
+
+
 def _ordered(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     def compare(a: Any, b: Any) -> bool:
         if _is_number(a) and _is_number(b):
@@ -620,6 +627,7 @@ def _lists(test: Callable[[list, list], bool]) -> Callable[[Any, Any], bool]:
 
 _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "==": _equal, "!=": lambda a, b: not _equal(a, b),
+    "===": lambda a, b: _same_kind(a, b) and _equal(a, b), "!==": lambda a, b: not (_same_kind(a, b) and _equal(a, b)),
     "<": _ordered(lambda a, b: a < b), "<=": _ordered(lambda a, b: a <= b),
     ">": _ordered(lambda a, b: a > b), ">=": _ordered(lambda a, b: a >= b),
     "=~": _matches, "in": _within, "nin": lambda a, b: not _within(a, b),
