@@ -82,7 +82,9 @@ def test_the_spec_is_evaluated_per_flowfile_and_each_distinct_text_compiled_once
 
 @pytest.mark.usefixtures("engine")
 def test_pretty_print_indents_as_nifi_does_and_sort_needs_no_spec():
-    runner = ProcessorRunner(JoltTransformJSON, {"Jolt Transform": "Sort", "Pretty Print": "true"})
+    # Sort ignores a specification, even one that is no JSON (as NiFi)
+    runner = ProcessorRunner(JoltTransformJSON, {"Jolt Transform": "Sort", "Pretty Print": "true",
+                                                 "Jolt Specification": "abcd"})
     runner.enqueue(b'{"b": {"d": 1, "c": [true, null]}, "~a": 0, "a": "x"}')
     runner.run()
     assert runner.contents("success") == [
@@ -90,11 +92,17 @@ def test_pretty_print_indents_as_nifi_does_and_sort_needs_no_spec():
 
 
 @pytest.mark.usefixtures("engine")
-def test_a_spec_may_be_the_path_of_a_file_holding_it(tmp_path):
-    path = tmp_path / "spec.json"
-    path.write_text(CHAIN, encoding="utf-8")
-    runner = transform([json.dumps(DOCUMENT).encode()], **{"Jolt Specification": str(path)})
+def test_a_spec_may_be_the_path_of_a_file_holding_it_named_by_an_expression(tmp_path):
+    (tmp_path / "spec.json").write_text(CHAIN, encoding="utf-8")
+    runner = transform([json.dumps(DOCUMENT).encode()], **{"Jolt Specification": str(tmp_path / "spec.json")})
     assert [json.loads(c) for c in runner.contents("success")] == [EXPECTED]
+    runner = transform([json.dumps(DOCUMENT).encode()] * 2, [{"spec": "spec.json"}, {"spec": "gone.json"}],
+                       **{"Jolt Specification": str(tmp_path / "${spec}")})
+    assert [json.loads(c) for c in runner.contents("success")] == [EXPECTED]
+    assert len(runner.output("failure")) == 1
+    assert JoltTransformJSON.validate_properties({"Jolt Specification": str(tmp_path / "gone.json")}) == [
+        f"property 'Jolt Specification': the specification is neither JSON nor the path of a file: "
+        f"{str(tmp_path / 'gone.json')!r}"]
 
 
 def test_every_modify_mode_and_cardinality_run_through_the_processor():

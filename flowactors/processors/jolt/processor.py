@@ -64,6 +64,9 @@ def compile_spec(transform: str, spec_text: str | None) -> Any:
     try:
         return TRANSFORMS[transform](json.loads(read_spec_text(spec_text)))
     except json.JSONDecodeError as err:
+        if spec_text.strip()[:1] not in ("{", "[", '"') and err.pos == 0:
+            raise JoltSpecError(f"the specification is neither JSON nor the path of a file: "
+                                f"{spec_text.strip()[:80]!r}") from None
         raise JoltSpecError(f"the specification is not valid JSON: {err.msg} at line {err.lineno}, "
                             f"column {err.colno}") from None
     except OSError as err:
