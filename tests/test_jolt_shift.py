@@ -112,6 +112,8 @@ def test_a_null_output_path_drops_the_value():
     ({"x@(1,y)": "b"}, "an @ reference must start the key"),
     ({"a": "&(1,x)"}, "bad reference"),
     ({"a": "b[x]"}, "an array position is"),
+    ({}, "the Shift spec: an empty {}"),
+    ({"a": "photos[&(0,1)]-sub[&1]"}, "a ] must end the key"),
 ])
 def test_bad_specs_are_refused_with_the_key_at_fault(spec, message):
     with pytest.raises(JoltSpecError, match=re.escape(message)):

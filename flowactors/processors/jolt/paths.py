@@ -378,6 +378,8 @@ def split_path(text: str) -> list[str]:
             current = []
             if text.startswith(".", i + 1):
                 i += 1
+            elif i + 1 < len(text) and text[i + 1] != "[":
+                raise JoltSpecError(f"path {text!r}: a ] must end the key (. or [ or the end after it)")
         else:
             current.append(char)
         i += 1

@@ -78,7 +78,8 @@ class ShiftComposite:
         if isinstance(element, (At, Dollar)):
             raise JoltSpecError(f"key {element.key!r} can not have children")
         if not spec:
-            raise JoltSpecError(f"key {element.key!r}: an empty {{}} is not a valid Shift spec value")
+            where = "the Shift spec" if element.key == "root" else f"key {element.key!r}"
+            raise JoltSpecError(f"{where}: an empty {{}} is not a valid Shift spec value")
         self.special, self.literal, computed = [], {}, []
         seen = set()
         for raw, rhs in spec.items():
