@@ -141,3 +141,17 @@ def test_what_cannot_be_converted_goes_to_failure_unchanged(content, properties,
 def test_separators_nifi_refuses(separator):
     with pytest.raises(ValueError, match="Separator"):
         ProcessorRunner(FlattenJson, {"Separator": separator})
+
+
+def test_normal_mode_indexes_a_root_array_and_joins_with_the_separator():
+    records = [{"first": {"second_third": "Hello"}}, {"first": {"second_third": "World"}}]
+    flat = convert(records, **{"Separator": "_", "Ignore Reserved Characters": "true", "Flatten Mode": "normal"})[0]
+    assert flat == {"[0]_first_second_third": "Hello", "[1]_first_second_third": "World"}
+
+
+def test_nifi_internal_property_names_are_mapped():
+    assert FlattenJson.NIFI_PROPERTY_NAMES == {
+        "flatten-json-separator": "Separator", "flatten-mode": "Flatten Mode",
+        "ignore-reserved-characters": "Ignore Reserved Characters", "flatten-json-return-type": "Return Type",
+        "flatten-json-character-set": "Character Set", "flatten-json-pretty-print-json": "Pretty Print JSON"}
+    assert set(FlattenJson.NIFI_PROPERTY_NAMES.values()) <= set(FlattenJson.descriptor_map())
