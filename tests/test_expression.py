@@ -429,20 +429,6 @@ def test_flowfile_fields_need_a_flowfile() -> None:
 # --- compile errors, with their positions ----------------------------------------------------
 
 
-@pytest.mark.parametrize("text", [
-    "${a", "abc ${a:toUpper()", "${a:append(${b", "${a:equals('x'", "${", "${}", "${ }", "${a:append('x)}",
-    '${a:append("x\\")}', "${'attr}", "costs ${5", "Unescaped $$${5 because no closing brace"])
-def test_a_dollar_brace_without_its_closing_brace_is_text_as_in_nifi(text: str) -> None:
-    """NiFi finds an expression only where '${' has its '}' (outside quoted strings) and something
-    between: anything else is text, written as it is (its '$$' too)."""
-    assert compile_value(text).is_literal
-    assert ev(text) == text
-
-
-def test_a_string_argument_without_its_closing_brace_keeps_it_as_text() -> None:
-    assert ev("${a:append('${b')}") == "Hello World${b"
-
-
 def test_error_message_format() -> None:
     err = error("${a:equals('x'}")
     assert str(err) == "expected ')' at position 14 in '${a:equals('x'}'"
@@ -453,6 +439,17 @@ def test_error_message_format() -> None:
 @pytest.mark.parametrize(
     "text, position, message",
     [
+        # unclosed ${ (the position is the '$' that opens it): an error, where NiFi keeps the text
+        ("${a", 0, "unclosed '${'"),
+        ("abc ${a:toUpper()", 4, "unclosed '${'"),
+        ("${a:append(${b", 11, "unclosed '${'"),
+        ("${a:equals('x'", 0, "unclosed '${'"),
+        ("${", 0, "unclosed '${'"),
+        ("${a:append('${b')}", 12, "unclosed '${'"),
+        # unclosed string (the position is its opening quote)
+        ("${a:append('x)}", 11, "unclosed string"),
+        ('${a:append("x\\")}', 11, "unclosed string"),
+        ("${'attr}", 2, "unclosed string"),
         # unknown function (the position is its name)
         ("${a:toUpperr()}", 4, "unknown function 'toUpperr' (did you mean toUpper()?)"),
         ("${a:touppER()}", 4, "did you mean toUpper()?"),
@@ -477,6 +474,7 @@ def test_error_message_format() -> None:
         # other syntax errors
         ("${a:equals('x'}", 14, "expected ')'"),
         ("${a:substring(1 2)}", 16, "expected ',' or ')'"),
+        ("${}", 2, "expected an attribute name or a function call"),
         ("${:toUpper()}", 2, "expected an attribute name or a function call"),
         ("${a:}", 4, "expected a function name after ':'"),
         ("${a b}", 4, "quote attribute names that contain blanks"),

@@ -154,29 +154,6 @@ _NUMBER_TOKEN = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0
 _MAX_DEPTH = 64
 
 
-def _closes(source: str, brace: int) -> bool:
-    """Whether the ``{`` at ``brace`` has its matching ``}``, braces inside quoted strings aside, and
-    something between them: a ``${`` without (``costs ${5``, ``${}``) is text, as in NiFi."""
-    depth, quote, i, n = 0, None, brace, len(source)
-    while i < n:
-        c = source[i]
-        if quote is not None:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return bool(source[brace + 1 : i].strip(_WHITESPACE))
-        i += 1
-    return False
-
-
 def _is_name_char(c: str) -> bool:
     return c.isascii() and (c.isalnum() or c in "_.-")
 
@@ -234,10 +211,6 @@ class _Parser:
             if end == n or source[end] != "{":
                 literal.append(source[dollar:end])  # a '$' not before '{' is plain text
                 i = end
-                continue
-            if (end - dollar) % 2 and not _closes(source, end):   # as NiFi: no expression, text as written
-                literal.append(source[dollar:end + 1])
-                i = end + 1
                 continue
             # Before '{', '$$' stands for '$'; an odd '$' left over opens an expression.
             literal.append("$" * ((end - dollar) // 2))
