@@ -159,3 +159,14 @@ def test_what_reaches_a_funnel_nothing_leaves_waits_before_it(tmp_path):
     final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=30)
     [queue] = [q for q in final["queues"] if q["destination"] == "funnel-1"]
     assert (queue["queued"], queue["total_out"]) == (2, 0)
+
+
+def test_a_json_reader_keeps_nifis_strict_parsing_at_its_defaults():
+    reader = {"identifier": "r", "name": "reader", "type": "org.apache.nifi.json.JsonTreeReader",
+              "properties": {"schema-access-strategy": "infer-schema", "Allow Comments": "false",
+                             "Max String Length": "20 MB"}}
+    root = group("root", "g", None, None, controllerServices=[reader])
+    assert flow_from_nifi(snapshot(root, {})).services["reader"].type.__name__ == "JsonTreeReader"
+    reader["properties"]["Allow Comments"] = "true"   # NiFi 2: Parsing Strategy LENIENT
+    with pytest.raises(NiFiImportError, match="'Allow Comments' = 'true' is not supported"):
+        flow_from_nifi(snapshot(root, {}))

@@ -49,8 +49,14 @@ class StandardService:
 _SCHEMA_TUNING = {"schema-reference-reader": None, "Schema Reference Reader": None,
                   "schema-protocol-version": ANY, "cache-size": ANY, "Cache Size": ANY}
 
+#: NiFi's JSON parser options: flowactors parses standard JSON (no comments: NiFi's Allow Comments
+#: false, which NiFi 2 migrates to Parsing Strategy STANDARD) with no limit of its own on a string
+#: (NiFi's Max String Length, accepted at its default)
+_JSON_READING = {**_SCHEMA_TUNING, "Allow Comments": "false", "Parsing Strategy": "STANDARD",
+                 "Max String Length": "20 MB"}
+
 STANDARD_SERVICES: dict[str, StandardService] = {
-    "org.apache.nifi.json.JsonTreeReader": StandardService("JsonTreeReader", _SCHEMA_TUNING),
+    "org.apache.nifi.json.JsonTreeReader": StandardService("JsonTreeReader", _JSON_READING),
     "org.apache.nifi.json.JsonRecordSetWriter": StandardService("JsonRecordSetWriter", _SCHEMA_TUNING),
     "org.apache.nifi.csv.CSVReader": StandardService("CSVReader", _SCHEMA_TUNING),
     "org.apache.nifi.csv.CSVRecordSetWriter": StandardService("CSVRecordSetWriter", _SCHEMA_TUNING),
