@@ -364,7 +364,7 @@ def to_millis(call: Call, value: Value) -> int:
         number = value if not isinstance(value, str) else parse_number(value)
         if number is not None and math.isfinite(number):
             return int(number)
-    call.fail(f"{_describe(value)} is not a date or a whole number of milliseconds")
+    call.fail(f"{_describe(value)} is not a date or a number of milliseconds")
 
 
 

@@ -355,7 +355,7 @@ class _Parser:
         position = self.origin[name_at] if self.origin is not None else name_at
         return Call(function, subject, tuple(args), position, self.text)
 
-    # argument := string | number | true | false | expression
+    # argument := string | number | true | false | null | expression
     def argument(self, start: int) -> Node:
         c = self.source[self.i]
         if c in "'\"":
@@ -374,7 +374,7 @@ class _Parser:
             if word in ("true", "false", "null"):
                 return _Const(None if word == "null" else word == "true")
             self.error(f"unquoted text {word!r}; quote text arguments, as in '{word}'", word_at)
-        self.error("expected an argument: a quoted string, a number, true, false or ${...}", self.i)
+        self.error("expected an argument: a quoted string, a number, true, false, null or ${...}", self.i)
 
     def string(self) -> tuple[str, list[int]]:
         """A quoted string: its unescaped content, and where each character came from (plus one
