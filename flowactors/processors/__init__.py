@@ -5,6 +5,7 @@ lives in its own module; docs/processors.md describes every processor.
 """
 
 from flowactors.processors.attributes import ExtractText, LogAttribute, UpdateAttribute
+from flowactors.processors.bytes import ModifyBytes, SegmentContent
 from flowactors.processors.compress import CompressContent
 from flowactors.processors.detect_duplicate import DetectDuplicate
 from flowactors.processors.files import FetchFile, GetFile, ListFile, PutFile
@@ -41,4 +42,5 @@ __all__ = [
     "AttributesToCSV", "AttributesToJSON", "FlattenJson", "ValidateJson",
     "JoltTransformJSON",
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
+    "ModifyBytes", "SegmentContent",
 ]
