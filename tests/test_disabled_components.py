@@ -107,3 +107,10 @@ def test_a_flow_whose_processor_uses_a_disabled_service_is_refused_at_start(tmp_
     assert caught.value.problems == ["processor 'lookup' uses controller service 'colours', which is disabled: "
                                      "enable the service, or disable the processor too"]
     assert not (tmp_path / "repository" / "flowfile").exists()   # refused before anything started
+
+
+def test_a_disabled_service_is_never_among_those_to_enable():
+    flow = lookup_flow(service_disabled=True, processor_disabled=True)
+    assert [s.path for s in flow.services_used_by(["lookup"])] == ["reader", "writer"]
+    assert [s.path for s in lookup_flow(service_disabled=False).services_used_by(["lookup"])] == [
+        "reader", "writer", "colours"]

@@ -246,7 +246,12 @@ class Flow:
         return node
 
     def services_used_by(self, processors: Iterable[str]) -> list[ServiceNode]:
-        """The services the named processors use, and those these use, in the order to enable them."""
+        """The services the named processors use, and those these use, in the order to enable
+        them: the disabled ones left out (never enabled; a processor using one does not validate)."""
+        return [s for s in self._services_used(processors) if s.path not in self.disabled_services]
+
+    def _services_used(self, processors: Iterable[str]) -> list[ServiceNode]:
+        """``services_used_by``, the disabled services included."""
         nodes = list(self.services.values())
         wanted = []
         for name in processors:
@@ -367,7 +372,7 @@ class Flow:
         problems = []
         for node in enabled:
             try:
-                used = self.services_used_by([node.name])
+                used = self._services_used([node.name])
             except svc.ServiceEnableError:   # a cycle of services: said by flow_problems
                 continue
             for service in used:
