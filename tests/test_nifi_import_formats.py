@@ -86,6 +86,9 @@ def test_a_version_as_nifi_registry_stores_it_loads(files):
     # data model 2: the process group alone
     older = {"header": {"dataModelVersion": "2"}, "content": definition["flowContents"]}
     assert load_definition(older).to_dict() == expected
+    # as NiFi's REST API wraps a snapshot (VersionedFlowSnapshotEntity)
+    entity = {"versionedFlowSnapshot": definition, "processGroupRevision": {"version": 0}, "registryId": "r"}
+    assert load_definition(entity).to_dict() == expected
 
 
 def test_a_nifi_instances_flow_json_gz_loads(tmp_path, monkeypatch):

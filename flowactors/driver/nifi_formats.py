@@ -10,6 +10,8 @@ NiFi Registry write that definition in several wrappings; ``nifi_definition`` un
 * a version as **NiFi Registry stores it** (its flow storage): ``{"header": {"dataModelVersion":
   "3"}, "content": {"flowSnapshot": <snapshot>}}``, or with data model 2 and older
   ``{"header": ..., "content": <process group>}`` (a group alone: no parameter contexts);
+* the snapshot as **NiFi's REST API** wraps it (``VersionedFlowSnapshotEntity``,
+  ``ProcessGroupImportEntity``): ``{"versionedFlowSnapshot": <snapshot>, ...}``;
 * a NiFi instance's **flow.json.gz** (a ``VersionedDataflow``, NiFi 1.16 and later, 1.x and 2.x
   alike): ``{"encodingVersion", "rootGroup", "parameterContexts": [...], "controllerServices",
   "reportingTasks", ...}``. Its parameter contexts are a list (a definition has them by name) and
@@ -37,6 +39,8 @@ def nifi_definition(data: Any) -> dict[str, Any] | None:
         return None
     if isinstance(data.get("flowContents"), dict):
         return data
+    if isinstance(data.get("versionedFlowSnapshot"), dict):
+        return nifi_definition(data["versionedFlowSnapshot"])
     content = data.get("content")
     if isinstance(data.get("header"), dict) and isinstance(content, dict):
         if isinstance(content.get("flowSnapshot"), dict):
