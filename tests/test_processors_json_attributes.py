@@ -99,7 +99,8 @@ def test_json_nested_value_that_is_not_json_goes_to_failure():
     runner.enqueue(b"", {"bad": "{oops}"})
     runner.run()
     [out] = runner.output("failure")
-    assert "attribute 'bad' looks like JSON but is not" in out.attributes[REASON_ATTRIBUTE]
+    assert "attribute 'bad' cannot be written as nested JSON: the content is not valid JSON" in \
+        out.attributes[REASON_ATTRIBUTE]
 
 
 def test_json_refuses_a_bad_regex_and_value():
@@ -182,3 +183,11 @@ def test_csv_a_regex_that_does_not_compile_once_evaluated_goes_to_failure():
                                            ("two\nlines", '"two\nlines"'), ("cr\r", '"cr\r"'), ("", "")])
 def test_escape_csv_as_commons_text(value, escaped):
     assert escape_csv(value) == escaped
+
+
+def test_json_nested_value_nested_too_deeply_goes_to_failure():
+    runner = ProcessorRunner(AttributesToJSON, {"JSON Handling Strategy": "Nested", "Attributes List": "deep"})
+    runner.enqueue(b"", {"deep": "[" * 995 + "]" * 995})
+    runner.run()
+    [out] = runner.output("failure")
+    assert "nested too deeply" in out.attributes[REASON_ATTRIBUTE]

@@ -222,3 +222,16 @@ def test_what_cannot_be_split_goes_to_failure_and_nothing_to_original(path, cont
 def test_split_refuses_a_path_that_does_not_compile(path):
     with pytest.raises(ValueError, match="JsonPath Expression"):
         ProcessorRunner(SplitJson, {"JsonPath Expression": path})
+
+
+DEEP = b'{"a":' * 995 + b"1" + b"}" * 995     # JSON Python reads, nested deeper than the processors can walk
+
+
+@pytest.mark.parametrize("processor,properties", [
+    (EvaluateJsonPath, {"Destination": "flowfile-content", "p": "$..a"}),
+    (SplitJson, {"JsonPath Expression": "$..a"}),
+])
+def test_a_document_nested_too_deeply_goes_to_failure_unchanged(processor, properties):
+    runner = run(processor, properties, DEEP)
+    [out] = only(runner, "failure")
+    assert "nested too deeply" in out.attributes[REASON_ATTRIBUTE] and runner.read(out) == DEEP

@@ -155,3 +155,12 @@ def test_nifi_internal_property_names_are_mapped():
         "ignore-reserved-characters": "Ignore Reserved Characters", "flatten-json-return-type": "Return Type",
         "flatten-json-character-set": "Character Set", "flatten-json-pretty-print-json": "Pretty Print JSON"}
     assert set(FlattenJson.NIFI_PROPERTY_NAMES.values()) <= set(FlattenJson.descriptor_map())
+
+
+def test_a_document_nested_too_deeply_goes_to_failure_unchanged():
+    deep = b'{"a":' * 995 + b"1" + b"}" * 995
+    runner = ProcessorRunner(FlattenJson, {"Flatten Mode": "normal"})
+    runner.enqueue(deep)
+    runner.run()
+    [out] = runner.output("failure")
+    assert "nested too deeply" in out.attributes[REASON_ATTRIBUTE] and runner.read(out) == deep

@@ -129,3 +129,11 @@ def test_a_reference_to_another_document_is_not_fetched_and_fails_the_flowfile()
     assert "$ref cannot be resolved" in out.attributes[REASON_ATTRIBUTE]
     routed(validate('{"a": "x"}', json.dumps({"$defs": {"s": {"type": "string"}},
                                                 "properties": {"a": {"$ref": "#/$defs/s"}}})), "valid")
+
+
+def test_a_document_nested_too_deeply_goes_to_failure():
+    deep = '{"a":' * 400 + "1" + "}" * 400    # read, but too deep for jsonschema's recursive validation
+    schema = json.dumps({"$defs": {"n": {"type": ["object", "integer"], "properties": {"a": {"$ref": "#/$defs/n"}}}},
+                         "$ref": "#/$defs/n"})
+    out = routed(validate(deep, schema), "failure")
+    assert "nested too deeply" in out.attributes[REASON_ATTRIBUTE]

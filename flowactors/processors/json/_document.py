@@ -3,10 +3,11 @@ processors; not public API)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator
 
 from flowactors.processors.json.jsonpath import KeySet
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
@@ -41,6 +42,20 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+#: why a document nested deeper than Python's recursion limit lets it be read or walked fails
+TOO_DEEP = "the document is nested too deeply to be processed (deeper than Python's recursion limit)"
+
+
+@contextlib.contextmanager
+def depth_checked() -> Iterator[None]:
+    """Turns the RecursionError of a document nested deeper than Python's recursion limit lets the
+    processors walk into a ``DocumentError`` saying so (Jackson refuses more than 1000 levels)."""
+    try:
+        yield
+    except RecursionError:
+        raise DocumentError(TOO_DEEP) from None
+
+
 def read_document(session, flowfile: FlowFile, max_string_length: int | None = None, *,
                   allow_null: bool = False) -> Any:
     """The JSON document of a FlowFile's whole content (``parse_document``); ``DocumentError``
@@ -67,9 +82,10 @@ def parse_document(data: bytes | str, max_string_length: int | None = None, *, e
         raise DocumentError("the content is empty, not a JSON document")
     try:
         document = json.loads(data, parse_constant=_no_constant, parse_float=Decimal if exact_numbers else None)
-    except (ValueError, RecursionError) as err:   # UnicodeDecodeError is a ValueError
-        message = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0]
-        raise DocumentError(f"the content is not valid JSON: {message}") from None
+    except RecursionError:
+        raise DocumentError(TOO_DEEP) from None
+    except ValueError as err:   # UnicodeDecodeError is a ValueError
+        raise DocumentError(f"the content is not valid JSON: {str(err).splitlines()[0]}") from None
     if document is None and not allow_null:
         raise DocumentError("the content is the JSON null, not a document")
     if max_string_length is not None:

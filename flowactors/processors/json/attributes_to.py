@@ -7,7 +7,7 @@ import re
 from typing import Mapping
 
 from flowactors.processors._common import REGEX_VALIDATOR, boolean_property
-from flowactors.processors.json._document import DocumentError, parse_document, route_failure, to_json
+from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure, to_json
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 
@@ -90,16 +90,18 @@ class AttributesToJSON(Processor):
         for flowfile in session.get_batch():
             values: dict[str, object] = dict(self.selected(flowfile.attributes))
             try:
-                if self._nested:
-                    values = {k: _nested(k, v) for k, v in values.items()}
+                with depth_checked():
+                    if self._nested:
+                        values = {k: _nested(k, v) for k, v in values.items()}
+                    text = to_json(values, self._pretty)
             except DocumentError as err:
                 route_failure(context, session, flowfile, str(err))
                 continue
             if self._to_content:
-                flowfile = session.write_bytes(flowfile, to_json(values, self._pretty).encode("utf-8"))
+                flowfile = session.write_bytes(flowfile, text.encode("utf-8"))
                 flowfile = session.put_attribute(flowfile, "mime.type", "application/json")
             else:
-                flowfile = session.put_attribute(flowfile, "JSONAttributes", to_json(values))
+                flowfile = session.put_attribute(flowfile, "JSONAttributes", text)
             session.transfer(flowfile, SUCCESS)
 
 
@@ -109,7 +111,7 @@ def _nested(name: str, value: str | None) -> object:
         try:
             return parse_document(trimmed)
         except DocumentError as err:
-            raise DocumentError(f"attribute '{name}' looks like JSON but is not: {err}") from None
+            raise DocumentError(f"attribute '{name}' cannot be written as nested JSON: {err}") from None
     return value
 
 

@@ -6,8 +6,8 @@ import logging
 from typing import Mapping
 
 from flowactors.processors.json._document import (
-    MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, is_scalar, read_document, result_text,
-    route_failure,
+    MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, depth_checked, is_scalar, read_document,
+    result_text, route_failure,
 )
 from flowactors.processors.json.jsonpath import JsonPathError, PathNotFound, compile_path
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
@@ -91,8 +91,8 @@ class EvaluateJsonPath(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         for flowfile in session.get_batch():
             try:
-                document = read_document(session, flowfile, self._max_string)
-                results = self._evaluate(context, flowfile, document)
+                with depth_checked():
+                    results = self._evaluate(context, flowfile, read_document(session, flowfile, self._max_string))
             except (DocumentError, JsonPathError) as err:
                 route_failure(context, session, flowfile, str(err))
                 continue

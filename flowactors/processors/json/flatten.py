@@ -8,7 +8,7 @@ import re
 from typing import Any, Callable
 
 from flowactors.processors._common import boolean_property, charset_property
-from flowactors.processors.json._document import DocumentError, parse_document, route_failure
+from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
@@ -240,8 +240,9 @@ class FlattenJson(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         for flowfile in session.get_batch():
             try:
-                text = self._convert(context.property("Separator").evaluate(flowfile) or ".",
-                                     session.read_bytes(flowfile))
+                with depth_checked():
+                    text = self._convert(context.property("Separator").evaluate(flowfile) or ".",
+                                         session.read_bytes(flowfile))
             except ContentRepositoryFullError:
                 raise
             except (FlattenError, DocumentError, ContentRepositoryError, OSError) as err:

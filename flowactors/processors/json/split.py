@@ -6,7 +6,8 @@ import uuid as uuid_module
 from typing import Mapping
 
 from flowactors.processors.json._document import (
-    MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, read_document, result_text, route_failure,
+    MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, depth_checked, read_document, result_text,
+    route_failure,
 )
 from flowactors.processors.json.evaluate import path_problems
 from flowactors.processors.json.jsonpath import JsonPathError, PathNotFound, compile_path
@@ -56,24 +57,16 @@ class SplitJson(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         for flowfile in session.get_batch(min(context.batch_size, SPLIT_PARENTS_PER_TRIGGER)):
             try:
-                found = self._path.read(read_document(session, flowfile, self._max_string))
-            except PathNotFound:
-                route_failure(context, session, flowfile, f"JsonPath {self._path.text} found nothing to split")
-                continue
+                with depth_checked():
+                    contents = self._elements(read_document(session, flowfile, self._max_string))
             except (DocumentError, JsonPathError) as err:
                 route_failure(context, session, flowfile, str(err))
                 continue
-            if not isinstance(found, list):
-                kind = "an object" if isinstance(found, dict) else "a single value"
-                route_failure(context, session, flowfile, f"JsonPath {self._path.text} found {kind}, not an array: "
-                              "nothing to split")
-                continue
-            identifier, count = str(uuid_module.uuid4()), str(len(found))
+            identifier, count = str(uuid_module.uuid4()), str(len(contents))
             original_name = flowfile.attributes.get("filename", "")
-            children = [session.create(parent=flowfile) for _ in found]
+            children = [session.create(parent=flowfile) for _ in contents]
             if children:
-                children = session.write_bytes_batch(
-                    children, [result_text(item, self._null).encode("utf-8") for item in found])
+                children = session.write_bytes_batch(children, contents)
                 children = session.put_attributes_batch(children, [
                     {"fragment.identifier": identifier, "fragment.index": str(index), "fragment.count": count,
                      "segment.original.filename": original_name} for index in range(len(children))])
@@ -82,3 +75,14 @@ class SplitJson(Processor):
             flowfile = session.put_all_attributes(flowfile, {
                 "fragment.identifier": identifier, "fragment.count": count, "segment.original.filename": original_name})
             session.transfer(flowfile, self.ORIGINAL)
+
+    def _elements(self, document) -> list[bytes]:
+        """The content of each split; ``JsonPathError`` when the path finds no array."""
+        try:
+            found = self._path.read(document)
+        except PathNotFound:
+            raise JsonPathError(f"JsonPath {self._path.text} found nothing to split") from None
+        if not isinstance(found, list):
+            kind = "an object" if isinstance(found, dict) else "a single value"
+            raise JsonPathError(f"JsonPath {self._path.text} found {kind}, not an array: nothing to split")
+        return [result_text(item, self._null).encode("utf-8") for item in found]

@@ -13,7 +13,7 @@ from referencing.exceptions import Unresolvable
 
 from flowactors.processors._common import iter_chunks
 from flowactors.processors.json._document import (
-    MAX_STRING_LENGTH, DocumentError, parse_document, read_document, route_failure,
+    MAX_STRING_LENGTH, DocumentError, depth_checked, parse_document, read_document, route_failure,
 )
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
 from flowactors.sdk.relationships import FAILURE
@@ -110,8 +110,9 @@ class ValidateJson(Processor):
     def on_trigger(self, context: ProcessContext, session) -> None:
         for flowfile in session.get_batch():
             try:
-                errors = self._lines_errors(session, flowfile) if self._lines else \
-                    _errors(self._validator, read_document(session, flowfile, self._max_string, allow_null=True))
+                with depth_checked():
+                    errors = self._lines_errors(session, flowfile) if self._lines else \
+                        _errors(self._validator, read_document(session, flowfile, self._max_string, allow_null=True))
             except DocumentError as err:
                 session.provenance.route(flowfile, FAILURE.name, str(err))
                 route_failure(context, session, flowfile, str(err))
