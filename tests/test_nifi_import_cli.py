@@ -47,12 +47,12 @@ def test_a_file_that_cannot_be_read_is_one_line_naming_the_file_and_the_line(tmp
     assert line.startswith("flowactors: ") and message in line, line
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize("command", ["validate", "run", "graph"])
 def test_the_python_processor_hint_names_the_command_run(tmp_path, monkeypatch, capsys, command):
     monkeypatch.delenv("FLOWACTORS_PYTHON_EXTENSIONS", raising=False)
     path = tmp_path / "greetings.json"
     path.write_bytes(orjson.dumps(python_flow(str(tmp_path / "out"))))
-    assert main([command, str(path)]) == 2
+    assert main([command, str(path), *(["-o", str(tmp_path / "flow.svg")] if command == "graph" else [])]) == 2
     hints = [line for line in errors(capsys) if "name the folder holding it" in line]
     assert len(hints) == 2 and all(f"(flowactors {command} --extensions DIR, or FLOWACTORS_PYTHON_EXTENSIONS)" in h
                                    for h in hints)

@@ -130,7 +130,7 @@ def cmd_graph(args: SimpleNamespace) -> int:
     except PictureError as err:
         raise CliError(str(err), 2) from None
     try:
-        loaded = load_flow(args.flow, args.extensions)
+        loaded = load_flow(args.flow, args.extensions, command="graph")
     except (CliError, FlowLoadError):   # they name the file already
         raise
     except Exception as err:   # a definition that does not load: its own message
