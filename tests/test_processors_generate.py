@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import string
 
 import pytest
@@ -20,13 +22,25 @@ ALNUM = set((string.ascii_letters + string.digits).encode())
 
 def test_every_processor_is_exported_by_name_and_documented():
     names = processors.__all__
-    assert len(names) == 28
+    defined = {cls.__name__ for module in _processor_modules() for cls in vars(module).values()
+               if isinstance(cls, type) and issubclass(cls, Processor) and cls.__module__ == module.__name__
+               and not cls.__name__.startswith("_") and vars(cls).get("on_trigger")}
+    assert defined <= set(names), f"processors not exported: {sorted(defined - set(names))}"
+    assert len(names) == len(set(names))
     for name in names:
         cls = getattr(processors, name)
         assert issubclass(cls, Processor) and cls.__name__ == name
         assert resolve_processor_type(name) is cls
         assert cls.__doc__ and "Provenance" in cls.__doc__, name
         assert cls.relationships or cls is processors.OutputPort, name  # a flow's exit has none
+
+
+def _processor_modules() -> list:
+    """Every module of the ``flowactors.processors`` package, imported."""
+    found = []
+    for info in pkgutil.walk_packages(processors.__path__, prefix="flowactors.processors."):
+        found.append(importlib.import_module(info.name))
+    return found
 
 
 def test_defaults_make_one_empty_flowfile_per_trigger_with_a_create_event():
