@@ -62,8 +62,9 @@ class UpdateAttribute(Processor):
             session.transfer(flowfile, SUCCESS)
 
 
-_LEVELS = {"trace": 5, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-           "error": logging.ERROR}
+#: NiFi's log level names and Python's levels for them ("trace" is level 5): LogAttribute's and LogMessage's
+LOG_LEVELS = {"trace": 5, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+              "error": logging.ERROR}
 
 
 class LogAttribute(Processor):
@@ -82,7 +83,7 @@ class LogAttribute(Processor):
     logger = logging.getLogger("flowactors.processors.LogAttribute")
     properties = (
         PropertyDescriptor("Log Level", "The level to log at", required=True, default="info",
-                           allowable_values=tuple(_LEVELS)),
+                           allowable_values=tuple(LOG_LEVELS)),
         boolean_property("Log Payload", False, "Whether to log the content too"),
         PropertyDescriptor("Attributes to Log", "Comma-separated attribute names to log (empty: all that "
                            "match the regular expression)"),
@@ -103,7 +104,7 @@ class LogAttribute(Processor):
             raw = context.property(prop).evaluate() or ""
             return {n.strip() for n in raw.split(",") if n.strip()}
 
-        self._level = _LEVELS[context.property("Log Level").evaluate()]
+        self._level = LOG_LEVELS[context.property("Log Level").evaluate()]
         self._payload = context.property("Log Payload").as_bool()
         self._include = names("Attributes to Log")
         include_regex = context.property("Attributes to Log by Regular Expression").evaluate()

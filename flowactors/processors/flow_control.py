@@ -13,14 +13,13 @@ from typing import Mapping, Sequence
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 from flowactors.processors._common import boolean_property
-# Python's levels for NiFi's log level names ("trace" is level 5): LogAttribute's table
-from flowactors.processors.attributes import _LEVELS
+from flowactors.processors.attributes import LOG_LEVELS
 
 _STANDARD = "org.apache.nifi.processors.standard."
 
 
 def _level_problem(value: str) -> str | None:
-    return None if value.lower() in _LEVELS else f"{value!r} is not a log level: one of {', '.join(_LEVELS)}"
+    return None if value.lower() in LOG_LEVELS else f"{value!r} is not a log level: one of {', '.join(LOG_LEVELS)}"
 
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
@@ -64,10 +63,10 @@ class LogMessage(Processor):
         level_value, prefix, message = (context.property(name) for name in ("Log Level", "Log Prefix", "Log Message"))
         for flowfile in flowfiles:
             level_name = level_value.evaluate(flowfile) or ""
-            level = _LEVELS.get(level_name.lower())
+            level = LOG_LEVELS.get(level_name.lower())
             if level is None:
                 raise ValueError(f"Log Level is {level_name!r} for FlowFile {flowfile.uuid}; it must be one of "
-                                 f"{', '.join(_LEVELS)}")
+                                 f"{', '.join(LOG_LEVELS)}")
             if self.logger.isEnabledFor(level):
                 before = prefix.evaluate(flowfile) or ""
                 self.logger.log(level, "%s%s", before if before.strip() else "", message.evaluate(flowfile) or "")
