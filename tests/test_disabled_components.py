@@ -114,3 +114,12 @@ def test_a_disabled_service_is_never_among_those_to_enable():
     assert [s.path for s in flow.services_used_by(["lookup"])] == ["reader", "writer"]
     assert [s.path for s in lookup_flow(service_disabled=False).services_used_by(["lookup"])] == [
         "reader", "writer", "colours"]
+
+
+def test_the_stateless_engine_never_runs_a_disabled_processor():
+    from flowactors.stateless import StatelessFlow, TriggerFailed
+    with StatelessFlow(disabled_flow()) as flow:   # its bad expression would fail a trigger that ran it
+        result = flow.trigger()
+    assert not result.success and isinstance(result.failure, TriggerFailed)
+    assert "1 in 'generate.success.update'" in str(result.failure) and "waiting for a disabled one" in str(result.failure)
+    assert result.commits == 1   # GenerateFlowFile's: the disabled processor never ran

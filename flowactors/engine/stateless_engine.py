@@ -263,6 +263,7 @@ class StatelessTask(ProcessorTask):
     instead of being narrowed down and retried, and nothing waits (yields, penalties)."""
 
     backend: StatelessBackend
+    waits = False
 
     def _failed(self, session, err: Exception) -> None:
         try:
@@ -402,7 +403,7 @@ class StatelessFlow:
         self.services = ServiceHost(flow.services_used_by(nodes), flow.services.values())
         self.services.enable()
         for name, node in nodes.items():
-            if name in self.output_ports:
+            if name in self.output_ports or node.disabled:   # a disabled processor is loaded, never run
                 continue
             inputs = [c.id for c in flow.connections_to(name)] + (
                 [self._input_queue(name)] if name in self.input_ports else [])
@@ -547,7 +548,8 @@ class StatelessFlow:
         if left:
             where = ", ".join(f"{count} in '{q}'" for q, count in left.items())
             raise TriggerFailed(f"the flow stopped with FlowFiles no processor took ({where}): penalized, "
-                                f"held in a bin, or refused by their processor", "left over")
+                                f"held in a bin, refused by their processor, or waiting for a disabled one",
+                                "left over")
 
     def _step(self, name: str, queues: Mapping[str, ConnectionQueue], deadline: float | None) -> bool:
         """Trigger ``name`` once; whether it committed anything. Raises ``TriggerFailed`` if a

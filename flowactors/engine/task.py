@@ -67,6 +67,9 @@ def make_context(node: ProcessorNode, settings: Settings, instance: int = 0) -> 
 class ProcessorTask:
     """Runs one task of a processor until stopped; ``status`` may be called at any time."""
 
+    #: whether this engine's tasks wait at all (penalties, yields): not the stateless engine's
+    waits: bool = True
+
     def __init__(self, flow_name: str, node: ProcessorNode, instance: int, backend: EngineBackend,
                  settings: Settings):
         self.node = node
@@ -171,12 +174,6 @@ class ProcessorTask:
                 self._record_error("on_stopped", err)
             self.metrics.publish(self.counters)
             self.running = False
-
-    @property
-    def waits(self) -> bool:
-        """Whether this engine's tasks wait at all (penalties, yields): not on the stateless
-        engine, whose task never pauses (``StatelessTask._pause``)."""
-        return type(self)._pause is ProcessorTask._pause
 
     def cycle(self) -> None:
         """One turn of the loop: wait for the fire time (CRON_DRIVEN), for room and for input,
