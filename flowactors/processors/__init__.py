@@ -26,6 +26,8 @@ from flowactors.processors.text import ReplaceText, SplitText
 from flowactors.processors.scripting import ExecuteScript, InvokeScriptedProcessor
 from flowactors.processors.stream_command import ExecuteStreamCommand
 from flowactors.processors.unpack import UnpackContent
+from flowactors.processors.xml import EvaluateXPath, SplitXml
+from flowactors.processors.xml_transform import TransformXml
 from flowactors.processors.wait_notify import Notify, Wait
 # ports and funnels are SDK components (as in NiFi, they are not processors); a definition may
 # name them without a module too
@@ -43,4 +45,5 @@ __all__ = [
     "JoltTransformJSON",
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
     "ModifyBytes", "SegmentContent",
+    "EvaluateXPath", "SplitXml", "TransformXml",
 ]
