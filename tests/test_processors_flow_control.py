@@ -236,3 +236,26 @@ def test_a_retry_loop_on_the_stateless_engine_needs_retries_unpenalized(penalize
         assert not result.success and "no processor took" in result.reason
     else:
         assert result.success and [o.content for o in result.outputs["out"]] == [b"x"]
+
+
+def test_distribute_keeps_routing_while_one_destination_is_really_full(tmp_path):
+    """NiFi's @TriggerWhenAnyDestinationAvailable in a running flow: relationship 1's queue (back
+    pressure at 5, before a disabled processor, so it never drains) fills, and next available sends
+    the rest to 2; a processor triggered only while no destination is full would stall there."""
+    from flowactors import Flow, run_flow
+    from flowactors.driver.running import queue_totals
+    from flowactors.processors import GenerateFlowFile, UpdateAttribute
+    flow = Flow("spread")
+    generate = flow.add(GenerateFlowFile, "generate", properties={"Batch Size": 1, "Max FlowFiles": 40})
+    spread = flow.add(DistributeLoad, "spread", batch_size=1, properties={
+        "Number of Relationships": "2", "Distribution Strategy": "next available"})
+    held = flow.add(UpdateAttribute, "held", disabled=True)
+    passed = flow.add(UpdateAttribute, "passed", auto_terminate=("success",))
+    flow.connect(generate, spread)
+    flow.connect(spread, held, "1", name="one", back_pressure_object_threshold=5)
+    flow.connect(spread, passed, "2", name="two")
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60)
+    one = queue_totals(final)["one"]["count"]
+    assert 5 <= one < 10   # filled to its threshold (a delivery can be on its way as it fills), then skipped
+    totals = {p["name"]: p for p in final["processors"]}
+    assert totals["spread"]["flowfiles_in"] == 40 and totals["passed"]["flowfiles_in"] == 40 - one

@@ -181,12 +181,13 @@ class ProcessorTask:
         if self.cron is not None and not self._await_fire_time():
             return
         try:
-            if self.backend.full_destinations():
+            node_type = self.node.type
+            full = self.backend.full_destinations()
+            if full and not (node_type.trigger_when_any_destination_available and self._room_somewhere(full)):
                 self.back_pressure = True
                 if not self.backend.wait_for_space(POLL_WAIT):
                     return
             self.back_pressure = False
-            node_type = self.node.type
             if node_type.input_required and not self.backend.prefetch(self.context.batch_size, POLL_WAIT):
                 self.idle = True
                 if not node_type.trigger_when_empty:
@@ -205,6 +206,11 @@ class ProcessorTask:
             self._pause(self.run_schedule)
         elif self.idle and not self.node.type.input_required:
             self._pause(0.01)
+
+    def _room_somewhere(self, full: list[str]) -> bool:
+        """Whether some relationship of the processor has room: auto-terminated, or none of its
+        queues among ``full``."""
+        return any(not set(full).intersection(self.backend.destinations(r.name)) for r in self.context.relationships)
 
     def _await_fire_time(self) -> bool:
         """Wait for the CRON schedule's next fire time after the last one triggered (or now):

@@ -236,14 +236,16 @@ class DistributeLoad(Processor):
     any relationship is unavailable, takes nothing and yields; next available goes round it skipping
     unavailable ones; overflow sends each FlowFile to the first available relationship in number
     order. A relationship is unavailable while a queue it feeds is under back pressure, as the
-    engine last saw it (see docs/flow-control.md for what flowactors' trigger loop changes
-    there); when none is available the processor takes nothing and yields. The attribute
+    engine last saw it (``session.available_relationships``); the processor is triggered while
+    any relationship is available (``trigger_when_any_destination_available``, NiFi's
+    ``@TriggerWhenAnyDestinationAvailable``), and when none is, it takes nothing and yields. The attribute
     ``distribute.load.relationship`` names the relationship. Provenance: a ROUTE event per
     FlowFile.
     """
 
     description = "Distributes FlowFiles over numbered relationships (round robin, next available, overflow)"
     dynamic_properties = True
+    trigger_when_any_destination_available = True
     ATTRIBUTE = "distribute.load.relationship"
     properties = (
         PropertyDescriptor("Number of Relationships", "How many relationships the load is spread over", required=True,
@@ -285,7 +287,7 @@ class DistributeLoad(Processor):
         self._counter = 0
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        available = self._available(session)
+        available = session.available_relationships()
         if not available or (self._strategy == ROUND_ROBIN and len(available) < len(self._names)):
             context.yield_()
             return
@@ -297,15 +299,6 @@ class DistributeLoad(Processor):
         flowfiles = session.put_attributes_batch(flowfiles, [marks[name] for name in targets])
         session.provenance.route_batch(flowfiles, targets)
         session.transfer_batch(flowfiles, targets)
-
-    def _available(self, session) -> set[str]:
-        """The relationships none of whose queues is under back pressure as the engine last saw
-        (every one on a backend that keeps no back pressure, such as the stateless engine's)."""
-        full_destinations = getattr(session.backend, "full_destinations", None)
-        full = set(full_destinations()) if full_destinations is not None else set()
-        if not full:
-            return set(self._names)
-        return {name for name in self._names if not full.intersection(session.backend.destinations(name))}
 
     def _target(self, available: set[str]) -> str:
         """The relationship of the next FlowFile (``available`` holds at least one)."""

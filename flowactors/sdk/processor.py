@@ -339,6 +339,10 @@ class Processor(Component):
     input_required: ClassVar[bool] = True
     #: trigger even when the input queues are empty (e.g. to flush bins that reached their max age)
     trigger_when_empty: ClassVar[bool] = False
+    #: trigger while any destination has room, not only when none is full (NiFi's
+    #: ``@TriggerWhenAnyDestinationAvailable``): the processor routes by
+    #: ``session.available_relationships()``
+    trigger_when_any_destination_available: ClassVar[bool] = False
     #: a Ray ``runtime_env`` every use of this processor type needs (a NiFi Python processor's
     #: dependencies): merged with the node's own, it gives each task an actor of its own
     runtime_env: ClassVar[dict | None] = None

@@ -541,6 +541,14 @@ class ProcessSession:
             raise FlowFileHandlingError(f"FlowFile {flowfile.uuid} was already removed in this session")
         return record
 
+    def available_relationships(self) -> set[str]:
+        """The processor's relationships that can take FlowFiles now: those none of whose
+        connections is under back pressure (an auto-terminated one always can); NiFi's
+        ``ProcessContext.getAvailableRelationships``. For a processor that is triggered while
+        any destination has room (``Processor.trigger_when_any_destination_available``)."""
+        full = set(self.backend.full_destinations())
+        return {r.name for r in self.context.relationships if not full.intersection(self.backend.destinations(r.name))}
+
     def _relationship_name(self, relationship: Relationship | str) -> str:
         """The relationship's name, if the processor has it (any name when it declares none)."""
         name = relationship.name if isinstance(relationship, Relationship) else relationship

@@ -93,6 +93,10 @@ class SessionBackend(Protocol):
     def destinations(self, relationship: str) -> list[str]:
         """The queue ids a relationship is connected to (empty when auto-terminated)."""
 
+    def full_destinations(self) -> list[str]:
+        """The destination queues under back pressure now (at most one commit behind); none
+        where the engine applies no back pressure."""
+
     def next_ids(self, count: int) -> int:
         """The first of ``count`` fresh one-up FlowFile ids."""
 
