@@ -18,6 +18,7 @@ from flowactors.processors.json import (AttributesToCSV, AttributesToJSON, Evalu
                                         SplitJson, ValidateJson)
 from flowactors.processors.jolt.processor import JoltTransformJSON
 from flowactors.processors.merge import MergeContent
+from flowactors.processors.mime import IdentifyMimeType
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
@@ -45,5 +46,5 @@ __all__ = [
     "JoltTransformJSON",
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
     "ModifyBytes", "SegmentContent",
-    "EvaluateXPath", "SplitXml", "TransformXml",
+    "EvaluateXPath", "SplitXml", "TransformXml", "IdentifyMimeType",
 ]
