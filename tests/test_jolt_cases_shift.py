@@ -101,6 +101,19 @@ CASES = [
     ("collisions_make_a_list", {"shipping": {"email": "a@x"}, "billing": {"email": "b@x"}, "other": {"email": ["c@x"]}},
      {"shipping": {"email": "emails"}, "billing": {"email": "emails"}},
      {"emails": ["a@x", "b@x"]}),
+    # Shiftr's collision rule (ShiftrTraversr): a null already there is replaced; a list there gets the value
+    # appended (the value itself, even a list)
+    ("collision_with_null_and_lists", {"home": {"phone": None, "tags": ["a"]}, "work": {"phone": "555", "tags": ["b"]}},
+     {"*": {"phone": "phone", "tags": "tags"}},
+     {"phone": "555", "tags": ["a", ["b"]]}),
+    # wildcards, keyref (ExecutionStrategy): literal keys in the spec's order, then the wildcards over the input;
+    # when a wildcard could also take a literal's key, every key in the input's order instead
+    ("literals_first_in_spec_order", {"a": 1, "b": 2, "x1": 3},
+     {"b": "o", "a": "o", "x*": "o"},
+     {"o": [2, 1, 3]}),
+    ("input_order_when_a_wildcard_overlaps", {"a": 1, "b": 2, "x1": 3},
+     {"b": "o", "a": "o", "*": "o"},
+     {"o": [1, 2, 3]}),
     # shiftToTrash: a null output path drops the value (the literal key keeps it from the *)
     ("null_output_path", {"id": 1, "secret": "s", "name": "n"},
      {"secret": None, "*": "&"},
