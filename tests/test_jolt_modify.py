@@ -1,4 +1,4 @@
-"""Modify's three modes and its function library (Jolt's own Modify cases: test_jolt_fixtures.py)."""
+"""Modify's three modes and its function library (more cases: tests/test_jolt_cases_modify.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Default, Remove, Cardinality, Sort and Chain (Jolt's own cases: test_jolt_fixtures.py)."""
+"""Default, Remove, Cardinality, Sort and Chain (more cases: tests/test_jolt_cases_operations.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shift, feature by feature (tests/test_jolt_fixtures.py runs Jolt's own Shift cases)."""
+"""Shift, feature by feature (tests/test_jolt_cases_shift.py holds the cases by Jolt fixture feature)."""
 
 from __future__ import annotations
 
