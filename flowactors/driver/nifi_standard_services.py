@@ -73,4 +73,12 @@ STANDARD_SERVICES: dict[str, StandardService] = {
     "org.apache.nifi.lookup.SimpleCsvFileLookupService": StandardService("SimpleCsvFileLookupService"),
     "org.apache.nifi.lookup.CSVRecordLookupService": StandardService("CSVRecordLookupService"),
     "org.apache.nifi.lookup.script.ScriptedLookupService": StandardService("ScriptedLookupService"),
+    # NiFi 2 renamed the map cache server and client: both names load
+    "org.apache.nifi.distributed.cache.server.map.DistributedMapCacheServer":
+        StandardService("DistributedMapCacheServer"),
+    "org.apache.nifi.distributed.cache.server.map.MapCacheServer": StandardService("DistributedMapCacheServer"),
+    "org.apache.nifi.distributed.cache.client.DistributedMapCacheClientService":
+        StandardService("DistributedMapCacheClientService"),
+    "org.apache.nifi.distributed.cache.client.MapCacheClientService":
+        StandardService("DistributedMapCacheClientService"),
 }

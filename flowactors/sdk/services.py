@@ -52,6 +52,15 @@ class ControllerService(Component):
         """Called once in each process that hosts the service, after every processor using it stopped."""
 
     @classmethod
+    def implied_references(cls, values: Mapping[str, str], visible: Mapping[str, "ServiceNode"]
+                           ) -> tuple[list[str], list[str]]:
+        """The services this one uses that no property of it names, found among ``visible`` (those
+        in its reach) from its ``values`` (a map cache client uses the server whose Port is its
+        Server Port), as (references, problems): the engine enables them before this one, and
+        each problem (one sentence: none matches) makes the flow invalid. None by default."""
+        return [], []
+
+    @classmethod
     def apis(cls) -> list[type]:
         """The service APIs this class provides (``ServiceAPI`` subclasses it derives from)."""
         return [base for base in cls.__mro__ if issubclass(base, ServiceAPI) and base is not ServiceAPI
@@ -214,7 +223,8 @@ def dependency_order(wanted: Iterable[ServiceNode], all_services: Iterable[Servi
             raise ServiceEnableError(f"controller services use each other in a circle: {cycle}")
         visiting.append(node.path)
         visible = visible_services(services, node.group)
-        for reference in references(node.type, node.property_values).values():
+        implied = node.type.implied_references(node.property_values, visible)[0]
+        for reference in [*references(node.type, node.property_values).values(), *implied]:
             if reference in visible:
                 visit(visible[reference])
         visiting.pop()
@@ -243,8 +253,9 @@ def flow_problems(services: Mapping[str, ServiceNode], processors: Iterable[tupl
     for node in nodes:
         label = f"controller service '{node.path}'"
         problems.extend(f"{label}: {p}" for p in node.type.validate_properties(node.property_values))
-        problems.extend(f"{label}: {p}" for p in reference_problems(node.type, node.property_values,
-                                                                    visible_services(nodes, node.group)))
+        visible = visible_services(nodes, node.group)
+        problems.extend(f"{label}: {p}" for p in reference_problems(node.type, node.property_values, visible))
+        problems.extend(f"{label}: {p}" for p in node.type.implied_references(node.property_values, visible)[1])
     for name, component, values in processors:
         problems.extend(f"processor '{name}': {p}"
                         for p in reference_problems(component, values, visible_services(nodes, group_of(name))))

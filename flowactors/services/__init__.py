@@ -25,6 +25,8 @@ STANDARD_SERVICES = {
     "SimpleCsvFileLookupService": "flowactors.services.lookup",
     "CSVRecordLookupService": "flowactors.services.lookup",
     "ScriptedLookupService": "flowactors.services.scripted_lookup",
+    "DistributedMapCacheServer": "flowactors.services.map_cache",
+    "DistributedMapCacheClientService": "flowactors.services.map_cache",
 }
 
 __all__ = sorted(STANDARD_SERVICES)
