@@ -135,6 +135,11 @@ def test_content_no_larger_than_a_segment_is_cloned():
     assert original.attributes["fragment.identifier"] == copy.attributes["fragment.identifier"]
 
 
+def test_a_segment_size_of_nothing_is_refused():
+    assert SegmentContent.validate_properties({"Segment Size": "0 B"}) == ["property 'Segment Size' must be at least 1 B"]
+    assert SegmentContent.validate_properties({"Segment Size": "1 B"}) == []
+
+
 def test_a_segment_size_of_nothing_rolls_back_with_one_line():
     runner = ProcessorRunner(SegmentContent, {"Segment Size": "${size}"})
     runner.enqueue(b"abc", {"size": "0 B"})

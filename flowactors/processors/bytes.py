@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid as uuid_module
+from typing import Mapping
 
 from flowactors.sdk import ContentRepositoryError
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
@@ -98,6 +99,12 @@ class SegmentContent(Processor):
     ORIGINAL = Relationship("original", "The original FlowFile")
     relationships = (SEGMENTS, ORIGINAL)
     NIFI_TYPE = _STANDARD + "SegmentContent"
+
+    def custom_validate(self, values: Mapping[str, str]) -> list[str]:
+        size = values.get("Segment Size", "")
+        if "${" not in size and parse_data_size(size) <= 0:   # a data size: the validator checked it
+            return ["property 'Segment Size' must be at least 1 B"]
+        return []
 
     def on_trigger(self, context: ProcessContext, session) -> None:
         for flowfile in session.get_batch(min(context.batch_size, SEGMENT_PARENTS_PER_TRIGGER)):
