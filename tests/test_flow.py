@@ -126,7 +126,14 @@ def test_bad_json_definitions_give_clear_errors():
         Flow.from_dict(data)
     assert len(caught.value.problems) == 2
     assert "cannot import 'no.such.module'" in caught.value.problems[0]
-    assert "is not a Processor class" in caught.value.problems[1]
+    assert "'flowactors.sdk.flow.Flow' is a class, but not a processor (a subclass of " \
+           "flowactors.sdk.processor.Processor)" in caught.value.problems[1]
+    data["processors"][0]["type"], data["processors"][1]["type"] = "GenerateFlowFil", "NoSuchThing"
+    with pytest.raises(FlowValidationError) as caught:
+        Flow.from_dict(data)
+    assert "'GenerateFlowFil' is not a processor flowactors has (did you mean 'GenerateFlowFile'?)" \
+        in caught.value.problems[0]
+    assert "'NoSuchThing' is not a processor flowactors has (the docs list them)" in caught.value.problems[1]
 
 
 def test_dynamic_relationships_come_from_properties():

@@ -98,8 +98,8 @@ def test_a_definition_keeps_the_services_and_their_groups():
 def test_a_definition_names_standard_services_without_a_module_and_says_what_it_does_not_know():
     data = lookup_flow().to_dict()
     data["controller_services"][0]["type"] = "NoSuchReader"
-    with pytest.raises(FlowValidationError, match="controller service 'keys': 'flowactors.services.NoSuchReader' is "
-                                                  "not a ControllerService class \\(the standard ones: "):
+    with pytest.raises(FlowValidationError, match="controller service 'keys': 'NoSuchReader' is not a controller "
+                                                  "service flowactors has \\(did you mean 'CSVReader'\\?\\)"):
         Flow.from_dict(data)
 
 

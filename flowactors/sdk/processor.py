@@ -236,6 +236,7 @@ def resolve_component(type_name: Any, base: type, standard: str, kind: str) -> t
     time). ``kind`` names what it is in messages ("processor", "controller service")."""
     if not isinstance(type_name, str) or not type_name:
         raise ValueError(f"'type' must name a {kind} class, not {type_name!r}")
+    named = type_name
     if "." not in type_name:
         type_name = f"{standard}.{type_name}"
     module_name, _, class_name = type_name.rpartition(".")
@@ -244,12 +245,14 @@ def resolve_component(type_name: Any, base: type, standard: str, kind: str) -> t
     except ImportError as err:
         raise ImportError(f"cannot import '{module_name}' for {kind} type '{type_name}': {err}") from None
     found = getattr(module, class_name, None)
-    if not (isinstance(found, type) and issubclass(found, base)):
-        known = ""
-        if module_name == standard and getattr(module, "__all__", None):
-            known = f" (the standard ones: {', '.join(module.__all__)})"
-        raise TypeError(f"'{type_name}' is not a {base.__name__} class{known}")
-    return found
+    if isinstance(found, type) and issubclass(found, base):
+        return found
+    if module_name == standard:
+        match = closest(class_name, getattr(module, "__all__", ()))
+        hint = f"did you mean '{match}'?" if match else "the docs list them"
+        raise TypeError(f"'{named}' is not a {kind} flowactors has ({hint})")
+    what = "is a class, but not a" if isinstance(found, type) else "names no"
+    raise TypeError(f"'{type_name}' {what} {kind} (a subclass of {base.__module__}.{base.__name__})")
 
 
 class ServiceNotFound(LookupError):
