@@ -143,12 +143,12 @@ def test_validation_says_what_is_wrong_in_one_line():
         "property 'Jolt Specification': the specification is nested too deeply"]
 
 
-def _jolt_flow(out: str, properties: dict) -> dict:
+def _jolt_flow(out: str, properties: dict, java_type: str = "org.apache.nifi.processors.jolt.JoltTransformJSON") -> dict:
     root_id = "root"
     generate = processor(root_id, "documents", STANDARD + "GenerateFlowFile", {
         "File Size": "0 B", "Batch Size": "1", "Data Format": "Text", "Unique FlowFiles": "false",
         "Custom Text": json.dumps(DOCUMENT), "Character Set": "UTF-8", "Mime Type": None}, schedule="10 min")
-    jolt = processor(root_id, "reshape", "org.apache.nifi.processors.jolt.JoltTransformJSON", properties,
+    jolt = processor(root_id, "reshape", java_type, properties,
                      auto_terminate=("failure",),
                      bundle={"group": "org.apache.nifi", "artifact": "nifi-jolt-nar", "version": "2.6.0"})
     put = processor(root_id, "store", STANDARD + "PutFile", {"Directory": out}, auto_terminate=("success", "failure"))
@@ -167,8 +167,9 @@ NIFI_1 = {"jolt-transform": "jolt-transform-shift", "jolt-spec": '{"rating": {"p
 
 
 def test_nifi_1_property_names_and_values_map():
-    """NiFi 1's internal names (jolt-transform, jolt-spec, pretty_print) and values (jolt-transform-shift)."""
-    flow = flow_from_nifi(_jolt_flow("/unused", NIFI_1))
+    """NiFi 1's class (in the standard bundle), internal names (jolt-transform, jolt-spec,
+    pretty_print) and values (jolt-transform-shift)."""
+    flow = flow_from_nifi(_jolt_flow("/unused", NIFI_1, STANDARD + "JoltTransformJSON"))
     properties = flow.processors["reshape"].properties
     assert flow.processors["reshape"].type is JoltTransformJSON
     assert {key: properties.get(key) for key in ("Jolt Transform", "Jolt Specification", "Pretty Print")} == {

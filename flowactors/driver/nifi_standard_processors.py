@@ -24,7 +24,8 @@ properties), so an import never silently changes what a flow does.
 A processor may also declare its row itself, in class attributes (a new processor family does,
 so that it lives in its own module): ``NIFI_TYPE`` (NiFi's Java class), ``NIFI_PROPERTY_NAMES``
 (``migrated`` and ``renamed`` in one), ``NIFI_VALUES`` (``values``), ``NIFI_FIXED`` (``fixed`` with None or a value) and
-``NIFI_IGNORED`` (NiFi properties accepted whatever their value: ``fixed`` with ``ANY``). Every
+``NIFI_IGNORED`` (NiFi properties accepted whatever their value: ``fixed`` with ``ANY``) and
+``NIFI_FORMER_TYPES`` (the Java classes older NiFi versions named it by). Every
 processor ``flowactors.processors`` exports with a ``NIFI_TYPE`` joins the table; a row written
 here for the same class wins.
 """
@@ -71,8 +72,9 @@ def declared(processor: type[Processor]) -> StandardProcessor:
 
 
 #: the rows of the processors that declare their NiFi class
-_DECLARED = {kind.NIFI_TYPE: declared(kind) for kind in (getattr(p, name) for name in p.__all__)
-             if isinstance(kind, type) and issubclass(kind, Processor) and getattr(kind, "NIFI_TYPE", None)}
+_DECLARED = {java_type: declared(kind) for kind in (getattr(p, name) for name in p.__all__)
+             if isinstance(kind, type) and issubclass(kind, Processor) and getattr(kind, "NIFI_TYPE", None)
+             for java_type in (kind.NIFI_TYPE, *getattr(kind, "NIFI_FORMER_TYPES", ()))}
 
 STANDARD_PROCESSORS: dict[str, StandardProcessor] = {**_DECLARED, **{
     _STANDARD + "GenerateFlowFile": StandardProcessor(

@@ -107,6 +107,8 @@ class JoltTransformJSON(Processor):
     )
     relationships = (SUCCESS, FAILURE)
     NIFI_TYPE = "org.apache.nifi.processors.jolt.JoltTransformJSON"
+    #: NiFi 1's class (NiFi 2 moved it out of the standard bundle)
+    NIFI_FORMER_TYPES = ("org.apache.nifi.processors.standard.JoltTransformJSON",)
     NIFI_PROPERTY_NAMES = {"jolt-transform": TRANSFORM, "Jolt Transformation DSL": TRANSFORM, "jolt-spec": SPEC,
                            "pretty_print": PRETTY}
     NIFI_VALUES = {TRANSFORM: _NIFI_TRANSFORMS}
