@@ -142,6 +142,7 @@ FUNCTIONS = [
     ("=toDouble(@(1,discount))", -4.0), ("=toDouble('abc')", "ABSENT"), ("=toDouble('1.5')", 1.5),
     ("=toBoolean(@(1,paid))", True), ("=toBoolean('maybe')", "ABSENT"),
     ("=toString(@(1,rate))", "2.5"), ("=toString(@(1,qtys))", ["3", "1", "2"]),
+    ("=toString(@(1,tags))", ["x", "null", "{y=null}"]),   # element by element, as Java's String.valueOf
     # functions/stringsTests
     ("=toLower(@(1,sku))", "tea-01"), ("=toUpper(@(1,city))", "OSLO"), ("=trim(@(1,customer))", "Ruth Berg"),
     ("=concat(@(1,sku), '/', 7)", "TEA-01/7"), ("=concat(@(1,sku), @(1,gift))", "TEA-01"),
@@ -150,7 +151,8 @@ FUNCTIONS = [
     # functions/stringsSplitTest: a regular expression, trailing empty parts dropped
     ("=split(';', @(1,codes))", ["a", "b", "", "c"]), ("=split('[-0]', @(1,sku))", ["TEA", "", "1"]),
     # functions/padStringsTest
-    ("=leftPad('7', 3, '0')", "007"), ("=rightPad(@(1,city), 6, '.')", "oslo.."), ("=leftPad(@(1,sku), 2, '0')", "TEA-01"),
+    ("=leftPad('7', 3, '0')", "007"), ("=rightPad(@(1,city), 6, '.')", "oslo.."),
+    ("=leftPad(@(1,sku), 2, '0')", "TEA-01"),
     # functions/sizeTests
     ("=size(@(1,qtys))", 3), ("=size(@(1,sku))", 6), ("=size(@(1,empty))", 0), ("=size(@(1,rate))", "ABSENT"),
     # functions/arrayTests
@@ -159,6 +161,8 @@ FUNCTIONS = [
     ("=sort(@(1,prices))", "ABSENT"),
     # functions/mathTests
     ("=min(@(1,qtys))", 1), ("=max(@(1,qtys))", 3), ("=max(@(1,rate), 1)", 2.5), ("=abs(@(1,discount))", 4),
+    # Math.max compares the best int, long and double by their long values: 2.5 and 2 tie, and the int wins
+    ("=max(@(1,rate), 2)", 2), ("=max(7)", 7), ("=max('x')", "ABSENT"),
     ("=avg(@(1,qtys))", 2.0), ("=intSum(@(1,qtys))", 6), ("=longSum(@(1,total), 5)", 3000000005),
     ("=doubleSum(1, @(1,rate))", 3.5), ("=intSubtract(10, 3)", 7), ("=intSubtract(@(1,total), 3)", "ABSENT"),
     # the subtractions take two values of exactly their kind (Java's instanceof): the literal 1 is an int

@@ -205,7 +205,8 @@ CHAIN_CASES = [
     # chainr/integration/ismith: a default puts true and false in the document, a shift then writes them with @
     ("booleans_by_default_then_shift", {"flags": {"gift": "Y", "rush": "N"}},
      [{"operation": "default", "spec": {"consts": {"yes": True, "no": False}}},
-      {"operation": "shift", "spec": {"flags": {"*": {"Y": {"@(3,consts.yes)": "&2"}, "N": {"@(3,consts.no)": "&2"}}}}}],
+      {"operation": "shift",
+       "spec": {"flags": {"*": {"Y": {"@(3,consts.yes)": "&2"}, "N": {"@(3,consts.no)": "&2"}}}}}],
      {"gift": True, "rush": False}),
     # (Chainr's javadoc: each operation gets the output of the one before) a shift that writes nothing gives
     # null to the next operation; Defaultr takes a null input as an empty map
