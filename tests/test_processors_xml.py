@@ -380,3 +380,18 @@ def test_the_cache_keeps_stylesheets_for_their_duration_after_last_use():
     uncached.get(("text", "a"), build)
     uncached.get(("text", "a"), build)
     assert uncached.compiled == 2
+
+
+def test_includes_are_read_beside_the_file_and_document_only_without_secure_processing(tmp_path):
+    (tmp_path / "part.xsl").write_text('<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
+                                       '<xsl:template match="/"><included><xsl:value-of select="document(\'data.xml\')"/>'
+                                       '</included></xsl:template></xsl:stylesheet>')
+    (tmp_path / "data.xml").write_text("<secret>42</secret>")
+    main = tmp_path / "main.xsl"
+    main.write_text('<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
+                    '<xsl:include href="part.xsl"/></xsl:stylesheet>')
+    runner = transform(b"<doc/>", **{"XSLT Document": str(main), "Secure Processing": "false", "Indent": "false"})
+    assert runner.contents("success") == [b'<?xml version="1.0" encoding="UTF-8"?>\n<included>42</included>']
+    runner = transform(b"<doc/>", **{"XSLT Document": str(main), "Indent": "false"})
+    [out] = runner.output("failure")   # the include is read (the flow's own file), document() is refused
+    assert out.attributes["flowactors.failure.reason"].startswith("XSLT transform failed")

@@ -32,14 +32,16 @@ def stylesheet_source(value: str) -> tuple[str, str]:
                    f"with '<')")
 
 
-def compile_stylesheet(text: bytes, indent: bool, secure: bool) -> etree.XSLT:
+def compile_stylesheet(text: bytes, indent: bool, secure: bool, base_url: str | None = None) -> etree.XSLT:
     """The stylesheet ``text`` compiled, its ``xsl:output`` indent set by Indent (as NiFi's
     Transformer output property) and its encoding UTF-8 unless it says otherwise. ``XmlError`` (one line) when it is not XSLT or declares a version
     other than 1.0: lxml runs XSLT 1.0 only, and a 2.0 or 3.0 stylesheet can run with other results
     (``xsl:value-of`` of several nodes, for one) where it does not fail, so it is refused. Secure:
-    no entity, DTD, file or network access, while compiling or transforming."""
+    the stylesheet's DTD and entities are not read, and the transform may read and write no file
+    and reach no network (``document()`` fails); ``xsl:include``/``xsl:import``, part of the
+    configuration, are read in both modes, relative to ``base_url`` (a stylesheet file's path)."""
     try:
-        document = etree.fromstring(text, xml_parser(False) if secure else etree.XMLParser())
+        document = etree.fromstring(text, xml_parser(False) if secure else etree.XMLParser(), base_url=base_url)
     except etree.XMLSyntaxError as err:
         raise XmlError(f"the stylesheet is not valid XML: {reason(err)}") from None
     version = document.get("version") if document.tag in (f"{{{XSL}}}stylesheet", f"{{{XSL}}}transform") \
@@ -99,7 +101,7 @@ class TransformXml(Processor):
     one required key. Dynamic properties are XSLT parameters (expressions, evaluated per FlowFile;
     one the stylesheet does not declare is ignored). Indent sets ``xsl:output``'s indent. Secure
     Processing (default true): the stylesheet's DTD and entities are not read and the transform has
-    no file, network or ``document()`` access; false allows them. The input may have a DOCTYPE (an
+    no file, network or ``document()`` access; false allows them (includes are read either way). The input may have a DOCTYPE (an
     internal entity is expanded) but an external entity is an error whatever Secure Processing
     says (NiFi's resolves them when it is false). Compiled stylesheets are cached (Cache
     Size, each dropped Cache Duration after its last use). XSLT is 1.0 (lxml's libxslt): NiFi runs
@@ -144,7 +146,8 @@ class TransformXml(Processor):
         if document is not None and "${" not in document:
             try:
                 kind, text = stylesheet_source(document)
-                compile_stylesheet(self._text(kind, text), True, values.get("Secure Processing", "true") == "true")
+                compile_stylesheet(self._text(kind, text), True, values.get("Secure Processing", "true") == "true",
+                                   text if kind == "file" else None)
             except (XmlError, OSError) as err:
                 return [f"property 'XSLT Document': {reason(err)}"]
         return []
@@ -187,8 +190,8 @@ class TransformXml(Processor):
             if found is None or not str(found).strip():
                 raise XmlError(f"no stylesheet under key {key!r} in XSLT Lookup")
             kind, text = "text", str(found)
-        return self._cache.get((kind, text), lambda: compile_stylesheet(self._text(kind, text), self._indent,
-                                                                        self._secure))
+        return self._cache.get((kind, text), lambda: compile_stylesheet(
+            self._text(kind, text), self._indent, self._secure, text if kind == "file" else None))
 
     @staticmethod
     def _text(kind: str, text: str) -> bytes:
