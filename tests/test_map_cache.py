@@ -14,8 +14,8 @@ import textwrap
 import lmdb
 import pytest
 
-from flowactors import Flow
-from flowactors.processors import DetectDuplicate, GenerateFlowFile
+from flowactors import Flow, run_flow
+from flowactors.processors import DetectDuplicate, GenerateFlowFile, UpdateAttribute
 from flowactors.sdk.flow import FlowValidationError
 from flowactors.sdk.map_cache import CacheEntry, MapCacheError
 from flowactors.sdk.services import ServiceEnableError
@@ -250,3 +250,26 @@ def test_an_ssl_context_service_is_refused_with_what_to_do():
     with pytest.raises(ValueError, match="property 'SSL Context Service' is not supported: a client reaches its "
                                          "server through the engine, never over a network socket; leave it empty"):
         client({"SSL Context Service": "ssl"})
+
+
+def test_on_ray_the_server_is_one_actor_whose_entries_the_executors_clients_share(ray_session, tmp_path):
+    """Three FlowFiles of one identifier: the first is the original, the other two duplicates,
+    the server (an actor) keeping the identifier in its Persistence Directory."""
+    flow = Flow("dedup-on-ray")
+    flow.add_service(DistributedMapCacheServer, "server", properties={"Persistence Directory": str(tmp_path / "cache")})
+    flow.add_service(DistributedMapCacheClientService, "client", properties={"Server Hostname": "localhost"})
+    source = flow.add(GenerateFlowFile, properties={"Custom Text": "x", "Batch Size": 3, "Max FlowFiles": 3,
+                                                    "id": "same"})
+    dedup = flow.add(DetectDuplicate, properties={"Cache Entry Identifier": "${id}",
+                                                  "Distributed Cache Service": "client"}, auto_terminate=["failure"])
+    originals = flow.add(UpdateAttribute, "originals", auto_terminate=["success"])
+    duplicates = flow.add(UpdateAttribute, "duplicates", auto_terminate=["success"])
+    flow.connect(source, dedup)
+    flow.connect(dedup, originals, "non-duplicate")
+    flow.connect(dedup, duplicates, "duplicate")
+    final = run_flow(flow, tmp_path / "repository", timeout=60)
+    taken = {p["name"]: p["flowfiles_in"] for p in final["processors"]}
+    assert (taken["originals"], taken["duplicates"]) == (1, 2)
+    kept = store(directory=tmp_path / "cache")
+    assert kept.keys() == {"same"}
+    kept.close()

@@ -323,6 +323,8 @@ class Wait(Processor):
             for flowfile in routing.wait:
                 self._kept.setdefault(flowfile.uuid, int(flowfile.attributes[WAIT_START]))
             _give_back(session, routing.wait)
+            if routing.wait and not (routing.failure or routing.expired or routing.success):
+                context.yield_()   # all of them back where they were: nothing to do until time passes
         for relationship, flowfiles in ((FAILURE, routing.failure), (EXPIRED, routing.expired),
                                         (SUCCESS, routing.success), (WAIT, [] if keep else routing.wait)):
             for flowfile in flowfiles:
