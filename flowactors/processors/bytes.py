@@ -3,7 +3,6 @@ segments of a fixed size, by reference)."""
 
 from __future__ import annotations
 
-import logging
 import uuid as uuid_module
 from typing import Mapping
 
@@ -12,8 +11,6 @@ from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescript
 from flowactors.sdk.relationships import SUCCESS
 from flowactors.sdk.units import parse_data_size
 from flowactors.processors._common import boolean_property, copy_bytes
-
-log = logging.getLogger(__name__)
 
 _STANDARD = "org.apache.nifi.processors.standard."
 #: parents SegmentContent takes per trigger: each may fan out to very many segments in one session

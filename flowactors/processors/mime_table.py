@@ -274,8 +274,8 @@ class MimeTable:
         return specific[0] if specific else None
 
     def by_name(self, filename: str) -> str | None:
-        """The type of the first glob that matches the file name (case-insensitive); the longest
-        pattern wins (``*.tar.gz`` over ``*.gz``)."""
+        """The type of the longest glob that matches the file name, case-insensitively (``*.tar.gz``
+        over ``*.gz``; of equal ones, the first declared)."""
         name = filename.lower()
         found = [(len(glob), kind.name) for kind in self.types.values() for glob in kind.globs
                  if fnmatch.fnmatchcase(name, glob.lower())]

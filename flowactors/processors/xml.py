@@ -4,7 +4,6 @@ nor reaches the network (XXE protection, as NiFi's), and one-line errors."""
 
 from __future__ import annotations
 
-import logging
 import re
 import uuid as uuid_module
 from typing import Any, BinaryIO, Iterator, Mapping
@@ -12,11 +11,10 @@ from typing import Any, BinaryIO, Iterator, Mapping
 from lxml import etree
 
 from flowactors.processors._common import boolean_property
+from flowactors.processors.json._document import route_failure
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.sdk.relationships import FAILURE, failure_attributes, reason
-
-log = logging.getLogger(__name__)
+from flowactors.sdk.relationships import FAILURE, reason
 
 _STANDARD = "org.apache.nifi.processors.standard."
 XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>'
@@ -57,13 +55,6 @@ def parse_document(session, flowfile: FlowFile, allow_dtd: bool) -> etree._Eleme
         raise XmlError(f"the content is not valid XML: {reason(err)}") from None
     check_doctype(tree, allow_dtd)
     return tree
-
-
-def route_failure(context: ProcessContext, session, flowfile: FlowFile, message: str) -> None:
-    """Send ``flowfile`` to failure, unchanged but for ``flowactors.failure.reason`` and
-    ``flowactors.failure.processor``, and log why."""
-    log.warning("%s: routing %s to failure: %s", context.name, flowfile.uuid, message)
-    session.transfer(session.put_all_attributes(flowfile, failure_attributes(context.name, message)), FAILURE)
 
 
 # ---------------------------------------------------------------------------------- EvaluateXPath

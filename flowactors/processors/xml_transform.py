@@ -11,7 +11,8 @@ from typing import Callable, Mapping
 from lxml import etree
 
 from flowactors.processors._common import boolean_property
-from flowactors.processors.xml import XmlError, parse_document, route_failure, xml_parser
+from flowactors.processors.json._document import route_failure
+from flowactors.processors.xml import XmlError, parse_document, xml_parser
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, ServiceNotFound, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
 from flowactors.sdk.services import StringLookupService
