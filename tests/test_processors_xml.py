@@ -304,6 +304,7 @@ def test_the_stylesheet_from_a_lookup(cache_size):
      "the stylesheet declares XSLT version 2.0: flowactors runs XSLT 1.0"),
     ({"XSLT Document": MATH_XSL.replace("</xsl:template>", "</xsl:templat>")}, "the stylesheet is not valid XML"),
     ({"XSLT Document": "no/such/file.xsl"}, "is neither a readable file nor a stylesheet"),
+    ({"XSLT Document": MATH_XSL, "a:b": "x"}, "dynamic property 'a:b' is not an XSLT parameter name"),
 ])
 def test_configuration_problems(properties, problem):
     problems = TransformXml.validate_properties(properties)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections import OrderedDict
 from typing import Callable, Mapping
@@ -20,6 +21,8 @@ from flowactors.sdk.services import StringLookupService
 log = logging.getLogger(__name__)
 
 XSL = "http://www.w3.org/1999/XSL/Transform"
+#: an XSLT parameter's name (an XML name without a prefix: libxslt cannot take a prefixed one here)
+_PARAMETER_NAME = re.compile(r"^[^\W\d][\w.\-]*$")
 
 
 def stylesheet_source(value: str) -> tuple[str, str]:
@@ -139,6 +142,11 @@ class TransformXml(Processor):
     clock: Callable[[], float] = staticmethod(time.monotonic)
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
+        declared = self.descriptor_map()
+        names = [f"dynamic property {name!r} is not an XSLT parameter name (letters, digits, '_', '-', '.'; no prefix)"
+                 for name in values if name not in declared and not _PARAMETER_NAME.match(name)]
+        if names:
+            return names
         document, lookup = values.get("XSLT Document"), values.get("XSLT Lookup")
         if (document is None) == (lookup is None):
             return ["exactly one of XSLT Document and XSLT Lookup must be set"]
