@@ -90,6 +90,8 @@ def test_a_node_replaces_the_content_as_xml():                                  
     assert out.startswith(b'<?xml version="1.0" encoding="UTF-8"?>')
     element = etree.fromstring(out)
     assert etree.QName(element).localname == "subNode" and "".join(element.itertext()).strip() == "Hello"
+    runner = evaluate(b"<a><b x='1'>t<c/></b><b/></a>", **{"p": "/a/b[1]"})
+    assert runner.contents("matched") == [b'<?xml version="1.0" encoding="UTF-8"?><b x="1">t<c/></b>']
 
 
 def test_several_nodes_for_a_nodeset_is_a_failure():                                # testFailureIfContentMatchesMultipleNodes

@@ -87,7 +87,7 @@ def _node_text(node: Any) -> bytes:
     """A node-set's one node as NiFi writes it: an element as XML (with an XML declaration), a text
     or attribute node as its text."""
     if isinstance(node, etree._Element):
-        return XML_DECLARATION + b"\n" + etree.tostring(node, encoding="UTF-8", with_tail=False)
+        return XML_DECLARATION + etree.tostring(node, encoding="UTF-8", with_tail=False)
     return str(node).encode("utf-8")
 
 
