@@ -47,6 +47,40 @@ def counts(runner: ProcessorRunner, relationships=WAIT_OUT) -> tuple[int, ...]:
     return tuple(len(runner.output(r)) for r in relationships)
 
 
+# ---------------------------------------------------------------------------------- the protocol
+def test_release_turns_counts_into_releases_as_nifi_s_protocol_does():
+    """NiFi's TestWaitNotifyProtocol.testReleaseCandidate: ten candidates, the default counter set
+    to each count in turn; (count, target, per target) -> (released, count left, releasable left)."""
+    signal = Signal("s")
+    steps = [(None, 3, 1, 0, 0, 0), (1, 3, 1, 0, 1, 0), (3, 3, 1, 1, 0, 0), (6, 3, 1, 2, 0, 0), (11, 3, 1, 3, 2, 0),
+             (6, 3, 2, 4, 0, 0), (50, 3, 2, 10, 2, 22)]
+    for count, target, per_target, released, left, releasable in steps:
+        if count is not None:
+            signal.counts["default"] = count
+        assert signal.release("default", target, per_target, 10) == released
+        assert (signal.count("default"), signal.releasable) == (left, releasable)
+
+
+def test_release_on_the_total_books_what_it_consumed_under_consumed():
+    signal = Signal("s", {"a": 1, "b": 1})
+    assert signal.release(None, 3, 1, 10) == 0 and signal.total == 2
+    signal.counts["b"] = 5
+    assert signal.release(None, 3, 1, 10) == 2
+    assert signal.counts == {"a": 1, "b": 5, "consumed": -6} and signal.total == 0
+
+
+def test_each_notify_is_one_revision_and_attributes_accumulate():
+    runner = notifying()
+    cache = cache_of(runner)
+    notify(cache, "s", {"a": 1}, {"key1": "value1"})
+    notify(cache, "s", {"a": 1}, {"key1": "again", "key2": "value2"})
+    notify(cache, "s", {"a": 10, "b": 2}, {})
+    entry = cache.fetch("s")
+    assert entry.revision == 2
+    assert json.loads(entry.value) == {"counts": {"a": 12, "b": 2}, "attributes": {"key1": "again", "key2": "value2"},
+                                       "releasableCount": 0}
+
+
 # ---------------------------------------------------------------------------------- Wait
 def test_a_flowfile_without_a_signal_waits_stamped_with_its_start():
     runner, clock = waiting()
