@@ -18,19 +18,16 @@ On an engine where nothing waits (the stateless engine: NiFi's stateless queues 
 penalization) the returned FlowFiles are not penalized and the processor does not yield: they are
 retried at once, within the same trigger.
 
-It reads and changes the session's per-FlowFile records and events (``ProcessSession._records``,
-``_events``: ``flowactors.sdk.session_records``), as the session's own commit does; the session
-offers no public door to them.
+The session does the taking out (``ProcessSession.routed`` and ``give_back``); this module decides
+what is retried and how long it waits.
 """
 
 from __future__ import annotations
 
-from repositories.model import FlowFile, FlowFileBatch, now_millis
+from repositories.model import FlowFile, now_millis
 
 from flowactors.sdk.flow import ProcessorNode
 from flowactors.sdk.session import ProcessSession
-from flowactors.sdk.session_contract import F_UUID
-from flowactors.sdk.session_records import FlowFileRecord
 from flowactors.sdk.units import parse_duration
 
 ATTRIBUTE_PREFIX = "retryCount."
@@ -69,52 +66,24 @@ class RetryPolicy:
         ``on_trigger`` and before ``session.commit``."""
         if not self.relationships:
             return 0.0
-        session._explode()   # a batch held as columns becomes records, one a FlowFile
-        records = session._records
-        to_retry = [uuid for uuid, r in records.items()
-                    if not r.removed and r.relationship in self.relationships
-                    and (r.original is not None or r.parents) and self.retries(r.current) < self.count]
-        linked = _linked(records, to_retry)
-        returned: dict[str, list[FlowFile]] = {}
+        to_retry = [flowfile.uuid for flowfile, relationship, derived in session.routed()
+                    if relationship in self.relationships and derived and self.retries(flowfile) < self.count]
         yield_for = 0.0
         now = now_millis()
-        for uuid in linked:
-            record = records.pop(uuid)
-            if record.original is None or record.source_queue is None:
-                continue   # made in this session: dropped with it
-            retries = self.retries(record.current)
-            flowfile = record.original.with_attributes({**record.original.attributes,
-                                                        self.attribute: str(retries + 1)})
+
+        def returned(taken: FlowFile, current: FlowFile) -> FlowFile:
+            nonlocal yield_for
+            retries = self.retries(current)
+            flowfile = taken.with_attributes({**taken.attributes, self.attribute: str(retries + 1)})
             if waits and self.penalize:
-                flowfile = flowfile._replace(penalized_until=now + int(self.backoff(retries) * 1000))
-            elif waits:
+                return flowfile._replace(penalized_until=now + int(self.backoff(retries) * 1000))
+            if waits:
                 yield_for = max(yield_for, self.backoff(retries))
-            returned.setdefault(record.source_queue, FlowFileBatch()).append(flowfile)
-        if linked:
-            session._events = [event for event in session._events if event[F_UUID] not in linked]
-        for record in list(records.values()):
-            if record.relationship is not None and not record.removed and self.attribute in record.current.attributes:
-                session.remove_attribute(record.current, self.attribute)
-        if returned:
-            session.backend.requeue(returned)
+            return flowfile
+
+        if to_retry:
+            session.give_back(to_retry, returned)
+        for flowfile, _, _ in session.routed():
+            if self.attribute in flowfile.attributes:
+                session.remove_attribute(flowfile, self.attribute)
         return yield_for
-
-
-def _linked(records: dict[str, FlowFileRecord], uuids: list[str]) -> set[str]:
-    """``uuids`` and every FlowFile of the session linked to one of them through parents and
-    children, however far."""
-    neighbours: dict[str, set[str]] = {uuid: set() for uuid in records}
-    for uuid, record in records.items():
-        for parent in record.parents:
-            if parent in neighbours:
-                neighbours[uuid].add(parent)
-                neighbours[parent].add(uuid)
-    found: set[str] = set()
-    todo = list(uuids)
-    while todo:
-        uuid = todo.pop()
-        if uuid not in found:
-            found.add(uuid)
-            todo.extend(neighbours[uuid] - found)
-    return found
-

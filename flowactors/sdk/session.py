@@ -463,6 +463,36 @@ class ProcessSession:
         if on_success is not None or on_failure is not None:
             self.backend.after_commit(on_success, on_failure)
 
+    def routed(self) -> list[tuple[FlowFile, str, bool]]:
+        """Each FlowFile the session now routes to a relationship: its current version, the
+        relationship, and whether it derives from FlowFiles taken from a queue (it was taken, or
+        made from ones that were) rather than made from nothing."""
+        self._explode()
+        return [(r.current, r.relationship, r.original is not None or bool(r.parents))
+                for r in self._records.values() if not r.removed and r.relationship is not None]
+
+    def give_back(self, uuids: Sequence[str], returned: Callable[[FlowFile, FlowFile], FlowFile]) -> int:
+        """Before the commit, take the FlowFiles ``uuids`` and every FlowFile linked to them in the
+        session (the children they gave, the parents they came from, theirs in turn) out of it, as
+        a rollback of those alone would: the ones taken from a queue go back to it as
+        ``returned(as taken, as now)`` makes them; the ones made in the session are dropped; the
+        session's events about any of them are forgotten. The content they were given here is left
+        to the session's other claims' fate (unreferenced, it is reclaimed as any rolled-back
+        content). Returns how many went back to a queue (NiFi's retry of a relationship)."""
+        self._explode()
+        records = self._records
+        linked = _linked(records, uuids)
+        back: dict[str, list[FlowFile]] = {}
+        for uuid in linked:
+            record = records.pop(uuid)
+            if record.original is not None and record.source_queue is not None:
+                back.setdefault(record.source_queue, FlowFileBatch()).append(returned(record.original, record.current))
+        if linked:
+            self._events = [event for event in self._events if event[F_UUID] not in linked]
+        if back:
+            self.backend.requeue(back)
+        return sum(map(len, back.values()))
+
     def rollback(self, penalize: bool = False) -> None:
         """Forget everything: delete the content written and return taken FlowFiles to their queues."""
         if self._writer is not None:
@@ -693,3 +723,22 @@ def _common_attributes(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
     """Attributes that every parent has with the same value (what NiFi gives a merged child)."""
     first, *rest = maps
     return {k: v for k, v in first.items() if k != "uuid" and all(m.get(k) == v for m in rest)}
+
+
+def _linked(records: Mapping[str, FlowFileRecord], uuids: Sequence[str]) -> set[str]:
+    """``uuids`` and every FlowFile of the session linked to one of them through parents and
+    children, however far."""
+    neighbours: dict[str, set[str]] = {uuid: set() for uuid in records}
+    for uuid, record in records.items():
+        for parent in record.parents:
+            if parent in neighbours:
+                neighbours[uuid].add(parent)
+                neighbours[parent].add(uuid)
+    found: set[str] = set()
+    todo = list(uuids)
+    while todo:
+        uuid = todo.pop()
+        if uuid not in found:
+            found.add(uuid)
+            todo.extend(neighbours[uuid] - found)
+    return found
