@@ -352,9 +352,7 @@ def _copy_signal(session, flowfile: FlowFile, signal: Signal | None, counts: Map
 def _give_back(session, flowfiles: list[FlowFile]) -> None:
     """Return FlowFiles this session took to their queue, as they were taken."""
     if flowfiles:
-        holder = session.new_session()
-        session.migrate(holder, flowfiles)
-        holder.rollback()
+        session.give_back([flowfile.uuid for flowfile in flowfiles], lambda taken, _now: taken)
 
 
 class Notify(Processor):
