@@ -81,3 +81,19 @@ def test_a_nifi_content_and_xml_flow_imports_with_nifi_names_and_runs(tmp_path, 
                      "order-8-1-1.part": b"8,Bob & ", "order-8-1-2.part": b"Co,10 OR", "order-8-1-3.part": b"DERS"}
     # content that is not XML: unchanged, nothing lost
     assert {path.name: path.read_bytes() for path in refused.iterdir()} == {"broken.xml": b"<orders><o:order>"}
+
+
+def test_a_nifi_1_custom_mime_configuration_without_a_strategy_is_refused_not_ignored(tmp_path):
+    """NiFi sets Config Strategy Replace when it loads a flow from before NiFi 2 with config-body;
+    flowactors says so instead of silently using the preset."""
+    root = "root"
+    get = processor(root, "get", STANDARD + "GetFile", {"Input Directory": str(tmp_path)})
+    identify = processor(root, "identify", STANDARD + "IdentifyMimeType", {
+        "use-filename-in-detection": "true", "config-file": None,
+        "config-body": "<mime-info><mime-type type='a/b'><glob pattern='*.ab'/></mime-type></mime-info>"},
+        auto_terminate=("success",))
+    flow = flow_from_nifi(snapshot(group(root, "mime", None, None, processors=[get, identify],
+                                         connections=[connection(root, get, identify, ("success",))]), {}))
+    assert flow.processors["identify"].properties["Custom MIME Configuration"].startswith("<mime-info>")
+    [problem] = [p for p in flow.problems() if "identify" in p]
+    assert "Config Strategy Preset ignores it: set Config Strategy to Replace" in problem
