@@ -262,6 +262,18 @@ def test_a_target_count_that_is_not_a_number_goes_to_failure():
     assert counts(runner) == (0, 0, 0, 1)
 
 
+@pytest.mark.parametrize("kind, properties, problem", [
+    (Wait, {"Target Signal Count": "many"}, "property 'Target Signal Count'"),
+    (Wait, {"Releasable FlowFile Count": "-1"}, "property 'Releasable FlowFile Count'"),
+    (Notify, {"Signal Counter Delta": "one"}, "property 'Signal Counter Delta'"),
+    (Notify, {"Attribute Cache Regular Expression": "("}, "property 'Attribute Cache Regular Expression'")])
+def test_a_literal_count_or_regex_that_does_not_parse_is_refused_when_the_flow_is_validated(kind, properties,
+                                                                                             problem):
+    with pytest.raises(ValueError, match=problem):
+        ProcessorRunner(kind, {"Release Signal Identifier": "${id}", "Distributed Cache Service": "client",
+                               **properties}, services=SERVICES)
+
+
 class Racing(DistributedMapCacheClientService):
     """A client whose replace and remove always lose to another processor's change."""
 
