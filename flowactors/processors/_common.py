@@ -20,6 +20,19 @@ def permission_text(mode: int) -> str:
 #: bytes read from a content stream at a time by the streaming processors.
 CHUNK = 1024 * 1024
 
+#: NiFi's Destination values of the processors that evaluate paths (EvaluateJsonPath, EvaluateXPath, AttributesToJSON...)
+TO_CONTENT, TO_ATTRIBUTE = "flowfile-content", "flowfile-attribute"
+
+
+def path_count_problems(paths: dict[str, str], destination: str, language: str) -> list[str]:
+    """A path-evaluating processor's dynamic properties (``paths``, attribute name -> path in
+    ``language``): exactly one with ``destination`` the content, at least one otherwise."""
+    if destination == TO_CONTENT and len(paths) != 1:
+        return [f"exactly one {language} (dynamic property) must be set with Destination {TO_CONTENT}, not {len(paths)}"]
+    if not paths:
+        return [f"at least one {language} must be set, as a dynamic property (attribute name -> {language})"]
+    return []
+
 
 
 def _regex_problem(value: str) -> str | None:

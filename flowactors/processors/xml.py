@@ -10,7 +10,7 @@ from typing import Any, BinaryIO, Iterator, Mapping
 
 from lxml import etree
 
-from flowactors.processors._common import boolean_property
+from flowactors.processors._common import TO_ATTRIBUTE, TO_CONTENT, boolean_property, path_count_problems
 from flowactors.processors.json._document import route_failure
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
@@ -58,7 +58,6 @@ def parse_document(session, flowfile: FlowFile, allow_dtd: bool) -> etree._Eleme
 
 
 # ---------------------------------------------------------------------------------- EvaluateXPath
-TO_CONTENT, TO_ATTRIBUTE = "flowfile-content", "flowfile-attribute"
 AUTO, NODESET, STRING = "auto-detect", "nodeset", "string"
 #: XPath 2's any-namespace name test (``*:bundle``) outside string literals
 _ANY_NAMESPACE = re.compile(r"\*:([A-Za-z_][\w.\-]*)")
@@ -135,12 +134,7 @@ class EvaluateXPath(Processor):
                 compile_xpath(text)
             except XmlError as err:
                 problems.append(f"property '{name}': {err}")
-        if values.get("Destination", TO_CONTENT) == TO_CONTENT and len(paths) != 1:
-            problems.append(f"exactly one XPath (dynamic property) must be set with Destination {TO_CONTENT}, "
-                            f"not {len(paths)}")
-        elif not paths:
-            problems.append("at least one XPath must be set, as a dynamic property (attribute name -> XPath)")
-        return problems
+        return problems + path_count_problems(paths, values.get("Destination", TO_CONTENT), "XPath")
 
     def on_scheduled(self, context: ProcessContext) -> None:
         self._to_attributes = context.property("Destination").raw == TO_ATTRIBUTE

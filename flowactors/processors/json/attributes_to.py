@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from flowactors.processors._common import REGEX_VALIDATOR, boolean_property
+from flowactors.processors._common import REGEX_VALIDATOR, TO_ATTRIBUTE, TO_CONTENT, boolean_property
 from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure, to_json
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 
-TO_ATTRIBUTE, TO_CONTENT = "flowfile-attribute", "flowfile-content"
 ESCAPED, NESTED = "Escaped", "Nested"
 #: NiFi's core attributes (CoreAttributes), in its order
 CORE_ATTRIBUTES = ("filename", "path", "absolute.path", "uuid", "priority", "mime.type", "discard.reason",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping
 
+from flowactors.processors._common import TO_ATTRIBUTE, TO_CONTENT, path_count_problems
 from flowactors.processors.json._document import (
     MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, depth_checked, is_scalar, read_document,
     result_text, route_failure,
@@ -15,7 +16,6 @@ from flowactors.sdk.relationships import FAILURE
 
 log = logging.getLogger(__name__)
 
-TO_CONTENT, TO_ATTRIBUTE = "flowfile-content", "flowfile-attribute"
 AUTO, JSON, SCALAR = "auto-detect", "json", "scalar"
 IGNORE, WARN, SKIP = "ignore", "warn", "skip"
 
@@ -72,12 +72,7 @@ class EvaluateJsonPath(Processor):
         declared = self.descriptor_map()
         paths = {name: value for name, value in values.items() if name not in declared}
         problems = path_problems(paths)
-        if values.get("Destination", TO_CONTENT) == TO_CONTENT and len(paths) != 1:
-            problems.append(f"exactly one JsonPath (dynamic property) must be set with Destination {TO_CONTENT}, "
-                            f"not {len(paths)}")
-        elif not paths:
-            problems.append("at least one JsonPath must be set, as a dynamic property (attribute name -> JsonPath)")
-        return problems
+        return problems + path_count_problems(paths, values.get("Destination", TO_CONTENT), "JsonPath")
 
     def on_scheduled(self, context: ProcessContext) -> None:
         self._to_attributes = context.property("Destination").raw == TO_ATTRIBUTE
