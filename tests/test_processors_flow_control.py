@@ -16,9 +16,10 @@ from repositories.provenance.event import ProvenanceEventType as T
 
 
 # ---------------------------------------------------------------------------------- LogMessage
-def test_log_message_logs_prefix_and_message_evaluated_against_the_flowfile(caplog):
+@pytest.mark.parametrize("engine", ["in-process", "stateless"])
+def test_log_message_logs_prefix_and_message_evaluated_against_the_flowfile(caplog, engine):
     runner = ProcessorRunner(LogMessage, {"Log Level": "warn", "Log Prefix": "[${who}] ",
-                                          "Log Message": "got ${filename}"})
+                                          "Log Message": "got ${filename}"}, engine=engine)
     runner.enqueue(b"x", {"who": "ops", "filename": "a.txt"})
     with caplog.at_level(logging.DEBUG, logger="flowactors.processors.LogMessage"):
         runner.run()
@@ -58,8 +59,9 @@ def test_log_message_refuses_an_unknown_level_when_validated_and_when_evaluated(
 
 
 # ---------------------------------------------------------------------------------- DuplicateFlowFile
-def test_duplicate_sends_the_original_and_copies_sharing_its_content_with_clone_events():
-    runner = ProcessorRunner(DuplicateFlowFile, {"Number of Copies": "3"})
+@pytest.mark.parametrize("engine", ["in-process", "stateless"])
+def test_duplicate_sends_the_original_and_copies_sharing_its_content_with_clone_events(engine):
+    runner = ProcessorRunner(DuplicateFlowFile, {"Number of Copies": "3"}, engine=engine)
     original = runner.enqueue(b"payload", {"k": "v"})
     runner.run()
     out = runner.output("success")
@@ -168,8 +170,9 @@ def test_retry_maximum_must_be_a_positive_whole_number_and_the_attribute_must_na
 
 
 # ---------------------------------------------------------------------------------- DistributeLoad
-def distribute(properties: dict, count: int, full: tuple[str, ...] = (), iterations: int = 1) -> ProcessorRunner:
-    runner = ProcessorRunner(DistributeLoad, properties)
+def distribute(properties: dict, count: int, full: tuple[str, ...] = (), iterations: int = 1,
+               engine: str = "in-process") -> ProcessorRunner:
+    runner = ProcessorRunner(DistributeLoad, properties, engine=engine)
     runner.backend.full_destinations = lambda: list(full)   # those queues under back pressure
     for _ in range(count):
         runner.enqueue(b"")
@@ -181,8 +184,9 @@ def counts(runner: ProcessorRunner) -> list[int]:
     return [len(runner.output(name)) for name in DistributeLoad.relationship_names(runner.properties)]
 
 
-def test_distribute_round_robin_with_weights_and_the_relationship_attribute():
-    runner = distribute({"Number of Relationships": "4", "2": "3"}, 12)
+@pytest.mark.parametrize("engine", ["in-process", "stateless"])
+def test_distribute_round_robin_with_weights_and_the_relationship_attribute(engine):
+    runner = distribute({"Number of Relationships": "4", "2": "3"}, 12, engine=engine)
     assert counts(runner) == [2, 6, 2, 2]
     assert all(f.attributes["distribute.load.relationship"] == "2" for f in runner.output("2"))
     routes = [e for e in runner.events() if e.event_type == T.ROUTE]

@@ -296,13 +296,15 @@ def test_a_signal_changed_meanwhile_rolls_the_trigger_back(releasable):
 
 
 # ---------------------------------------------------------------------------------- Notify
-def notifying(services=SERVICES, **properties) -> ProcessorRunner:
+def notifying(services=SERVICES, engine: str = "in-process", **properties) -> ProcessorRunner:
     return ProcessorRunner(Notify, {"Release Signal Identifier": "${releaseSignalAttribute}",
-                                    "Distributed Cache Service": "client", **properties}, services=services)
+                                    "Distributed Cache Service": "client", **properties}, services=services,
+                           engine=engine)
 
 
-def test_notify_counts_the_default_counter_and_marks_the_flowfile():
-    runner = notifying()
+@pytest.mark.parametrize("engine", ["in-process", "stateless"])
+def test_notify_counts_the_default_counter_and_marks_the_flowfile(engine):
+    runner = notifying(engine=engine)
     runner.enqueue(b"", {"releaseSignalAttribute": "1"})
     runner.run()
     [notified] = runner.output("success")
