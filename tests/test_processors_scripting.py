@@ -738,3 +738,21 @@ def test_invoke_on_scheduled_and_on_stopped_are_called(tmp_path):
     runner.run(3)
     assert [f.attributes["greeting"] for f in runner.output("done")] == ["hi", "hi"]
     assert marker.read_text() == "2"
+
+
+def test_execute_script_without_an_incoming_connection_is_a_source(tmp_path):
+    """NiFi's INPUT_ALLOWED: no incoming connection, the script runs on its schedule and makes
+    FlowFiles; with one (every test above) it runs when FlowFiles wait."""
+    from flowactors import Flow, run_flow
+    from flowactors.processors import PutFile
+    flow = Flow("scripted-source")
+    source = flow.add(ExecuteScript, "make", run_schedule="10 min", properties={"Script Body": body("""
+        flowFile = session.create()
+        flowFile = session.putAttribute(flowFile, "filename", "made.txt")
+        session.transfer(flowFile, REL_SUCCESS)
+    """)}, auto_terminate=("failure",))
+    put = flow.add(PutFile, "put", properties={"Directory": str(tmp_path / "out")}, auto_terminate=("success", "failure"))
+    flow.connect(source, put)
+    run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60,
+             until=lambda status: (tmp_path / "out" / "made.txt").exists())
+    assert (tmp_path / "out" / "made.txt").read_bytes() == b""

@@ -530,12 +530,12 @@ class StatelessFlow:
                 while any(queues[q].queued for q in task.backend.inputs):
                     if not self._step(name, queues, deadline):
                         break
-            elif not task.node.type.input_required:
+            elif not task.takes_input:
                 self._step(name, queues, deadline)
         stuck: set[str] = set()
         while True:
             ready = [n for n in reversed(self._order) if n not in stuck and n not in self.input_ports
-                     and self.tasks[n].node.type.input_required
+                     and self.tasks[n].takes_input
                      and any(queues[q].queued for q in self.tasks[n].backend.inputs)]
             if not ready:
                 break

@@ -40,7 +40,7 @@ from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.engine.process_deaths import DeathGuard
 from flowactors.engine.retry import RetryPolicy
 from flowactors.sdk import cron
-from flowactors.sdk.processor import ProcessContext, Processor
+from flowactors.sdk.processor import ProcessContext, Processor, takes_input
 from flowactors.sdk.relationships import failure_attributes
 from flowactors.sdk.session import ProcessSession
 from flowactors.sdk.session_contract import DeliveryError, IdAllocator, StateConflict
@@ -80,6 +80,8 @@ class ProcessorTask:
         self.context = make_context(node, settings, instance)
         self.context.state = ProcessorState(self.component_id, backend)
         self.backend = backend
+        #: whether it waits for FlowFiles to be triggered (a source does not)
+        self.takes_input = takes_input(node.type, bool(backend.inputs))
         self.counters: Counters = backend.counters
         self.metrics = ProcessorMetrics(flow_name, node.name)
         self.ids = IdAllocator(backend)
@@ -188,7 +190,7 @@ class ProcessorTask:
                 if not self.backend.wait_for_space(POLL_WAIT):
                     return
             self.back_pressure = False
-            if node_type.input_required and not self.backend.prefetch(self.context.batch_size, POLL_WAIT):
+            if self.takes_input and not self.backend.prefetch(self.context.batch_size, POLL_WAIT):
                 self.idle = True
                 if not node_type.trigger_when_empty:
                     return
@@ -204,7 +206,7 @@ class ProcessorTask:
             self._pause(max(self.yield_duration if requested else 0.0, retry_yield))
         elif self.run_schedule > 0:
             self._pause(self.run_schedule)
-        elif self.idle and not self.node.type.input_required:
+        elif self.idle and not self.takes_input:
             self._pause(0.01)
 
     def _room_somewhere(self, full: list[str]) -> bool:

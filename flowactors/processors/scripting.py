@@ -5,6 +5,9 @@ with NiFi's Java API around it (``flowactors.sdk.script_api``: ``session``, ``co
 ``log``, FlowFiles, property values, and the Java classes published scripts import). Script
 Engine ``python`` is NiFi 1.x's name of its Jython engine; here the script runs on Python 3, in
 the executor's process with the flow's rights, as in NiFi. Any other engine fails validation.
+Both allow input without needing it (NiFi's ``INPUT_ALLOWED``): with an incoming connection they
+are triggered when FlowFiles wait; without, on their schedule, as a source whose script creates
+FlowFiles (``session.create()``).
 
 **ExecuteScript** runs the whole script at each trigger, its globals NiFi's bindings:
 ``session``, ``context``, ``log``, ``REL_SUCCESS``, ``REL_FAILURE`` and each dynamic property
@@ -57,7 +60,11 @@ def _failed(context: ProcessContext, sessions: list[ScriptSession], err: BaseExc
 
 
 class ExecuteScript(Processor):
-    """Runs a Python script at each trigger, with NiFi's bindings (see the module docstring)."""
+    """Runs a Python script at each trigger, with NiFi's bindings (see the module docstring).
+
+    Provenance: the events of the script's session calls (the session's own: CREATE,
+    FORK, CLONE, CONTENT_MODIFIED, ATTRIBUTES_MODIFIED, DROP); a script gets no provenance reporter.
+    """
 
     description = "Runs a Python script (written against NiFi's ExecuteScript API) at each trigger"
     properties = SCRIPT_PROPERTIES
@@ -65,6 +72,8 @@ class ExecuteScript(Processor):
     relationships = (SUCCESS, FAILURE)
     NIFI_TYPE = "org.apache.nifi.processors.script.ExecuteScript"
     NIFI_PROPERTY_NAMES = NIFI_PROPERTY_NAMES
+    input_required = False
+    input_allowed = True
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         return script_problems(values)
@@ -149,7 +158,10 @@ def _description(values: Mapping[str, str]) -> _Described:
 
 
 class InvokeScriptedProcessor(Processor):
-    """Runs a processor a Python script defines (see the module docstring)."""
+    """Runs a processor a Python script defines (see the module docstring).
+
+    Provenance: as ExecuteScript's, the events of the script's session calls.
+    """
 
     description = "Runs a processor defined by a Python script (NiFi's Processor interface)"
     properties = SCRIPT_PROPERTIES
@@ -157,6 +169,8 @@ class InvokeScriptedProcessor(Processor):
     relationships = ()
     NIFI_TYPE = "org.apache.nifi.processors.script.InvokeScriptedProcessor"
     NIFI_PROPERTY_NAMES = NIFI_PROPERTY_NAMES
+    input_required = False
+    input_allowed = True
 
     @classmethod
     def relationships_for(cls, values: Mapping[str, str]) -> tuple[Relationship, ...]:

@@ -360,7 +360,7 @@ class Flow:
                                 f"nor auto-terminated")
             if node.type.input_required and node.name not in incoming:
                 problems.append(f"processor '{node.name}' needs an incoming connection")
-            if not node.type.input_required and node.name in incoming:
+            if not node.type.input_required and not node.type.input_allowed and node.name in incoming:
                 problems.append(f"processor '{node.name}' is a source and accepts no incoming connection")
         return problems
 

@@ -230,6 +230,12 @@ def property_value(cache: dict[str, PropertyValue], values: Mapping[str, str],
     return value
 
 
+def takes_input(kind: type[Processor], has_incoming: bool) -> bool:
+    """Whether a processor of ``kind`` waits for FlowFiles to be triggered: it needs input, or it
+    allows input and has an incoming connection (``Processor.input_allowed``)."""
+    return kind.input_required or (kind.input_allowed and has_incoming)
+
+
 def resolve_component(type_name: Any, base: type, standard: str, kind: str) -> type:
     """The ``base`` subclass a definition names ``package.module.Class``, or by its name alone
     when it is one of the standard ones (looked up in the module ``standard``, by name at run
@@ -335,11 +341,15 @@ class Processor(Component):
     Subclasses set ``properties`` and ``relationships`` and implement ``on_trigger``. Set
     ``dynamic_properties = True`` to accept properties that are not declared (their values are
     validated as expressions). ``input_required`` says whether the processor needs an incoming
-    connection (False for sources such as GenerateFlowFile).
+    connection (False for sources such as GenerateFlowFile); a source that sets ``input_allowed``
+    may have incoming connections too (NiFi's ``INPUT_ALLOWED``, ExecuteScript's): with them it is
+    triggered when FlowFiles wait, as a processor that needs input, without them on its schedule,
+    as a source (``takes_input``).
     """
 
     relationships: ClassVar[Sequence[Relationship]] = ()
     input_required: ClassVar[bool] = True
+    input_allowed: ClassVar[bool] = False
     #: trigger even when the input queues are empty (e.g. to flush bins that reached their max age)
     trigger_when_empty: ClassVar[bool] = False
     #: trigger while any destination has room, not only when none is full (NiFi's
