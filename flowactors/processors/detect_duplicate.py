@@ -40,7 +40,11 @@ class DetectDuplicate(Processor):
     and routes it to non-duplicate when the cache did not have it, to duplicate (with the first
     FlowFile's description in ``original.flowfile.description``) when it did. An entry older than
     Age Off Duration counts as absent and is replaced. Cache The Entry Identifier = false only
-    looks, leaving the caching to another processor."""
+    looks, leaving the caching to another processor.
+
+    Provenance: a ROUTE event per FlowFile (to duplicate with the details
+    'Duplicate of: <description>'); the session's ATTRIBUTES_MODIFIED for the description attribute.
+    """
 
     description = "Routes FlowFiles by whether their identifier is already in a distributed map cache"
     NIFI_TYPE = "org.apache.nifi.processors.standard.DetectDuplicate"

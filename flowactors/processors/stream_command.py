@@ -104,7 +104,11 @@ def _single_char(value: str) -> str | None:
 
 
 class ExecuteStreamCommand(Processor):
-    """Runs an external command over each FlowFile's content (see the module docstring)."""
+    """Runs an external command over each FlowFile's content (see the module docstring).
+
+    Provenance: the output stream FlowFile is a child of the original (the session's FORK)
+    with its content (CONTENT_MODIFIED); the session's ATTRIBUTES_MODIFIED for the execution attributes.
+    """
 
     description = "Pipes each FlowFile's content through an external command, its output a new FlowFile"
     properties = (

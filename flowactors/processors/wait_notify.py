@@ -171,7 +171,10 @@ class Wait(Processor):
     the total of all counters), each such count releasing Releasable FlowFile Count FlowFiles (0:
     all of them while the count is reached, the counts untouched: an open gate). A released or
     expired FlowFile loses ``wait.start.timestamp``; every routed FlowFile gets the signal's
-    attributes (as Attribute Copy Mode says) and ``wait.counter.<name>`` of each counter."""
+    attributes (as Attribute Copy Mode says) and ``wait.counter.<name>`` of each counter.
+
+    Provenance: none beyond the session's (ATTRIBUTES_MODIFIED where attributes change).
+    """
 
     description = "Holds FlowFiles until a Notify processor signals their release"
     NIFI_TYPE = "org.apache.nifi.processors.standard.Wait"
@@ -362,7 +365,10 @@ class Notify(Processor):
     matching Attribute Cache Regular Expression; up to Signal Buffer Count FlowFiles are counted
     in one change of each signal. Each FlowFile gets ``notified`` (true on success, false on
     failure). A cache that fails, or a signal changed by others on every try, rolls the trigger
-    back (the FlowFiles stay queued) and the error says why."""
+    back (the FlowFiles stay queued) and the error says why.
+
+    Provenance: none beyond the session's (ATTRIBUTES_MODIFIED for ``notified``).
+    """
 
     description = "Signals Wait processors to release FlowFiles, through a distributed map cache"
     NIFI_TYPE = "org.apache.nifi.processors.standard.Notify"

@@ -92,6 +92,8 @@ class JoltTransformJSON(Processor):
     ``application/json``. Content that is not JSON, a spec that does not compile for that FlowFile
     (its expressions evaluated) and a transform that fails go to failure unchanged, with a warning
     saying why. The Custom transform (a Java class) can not run here: validation refuses it.
+
+    Provenance: the session's CONTENT_MODIFIED for each FlowFile transformed.
     """
 
     description = "Transforms JSON content with a Jolt specification"
