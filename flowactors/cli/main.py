@@ -20,7 +20,7 @@ from typing import Annotated, Optional, Sequence
 
 import typer
 
-from flowactors.cli import cluster, provenance, state, ui
+from flowactors.cli import cluster, component_types, provenance, state, ui
 from flowactors.cli import queue as queue_commands
 from flowactors.cli import repository as repository_commands
 from flowactors.cli.common import (LOG_LEVELS, CliError, ExtensionsOption, FlowArgument, Repository, SettingOption,
@@ -271,6 +271,7 @@ def build_app() -> typer.Typer:
     state.add_commands(app)           # state list|clear
     repository_commands.add_commands(app)  # repository salvage
     cluster.add_commands(app)         # submit, stop, logs (status FLOW --address is above)
+    component_types.add_commands(app)  # types
     return app
 
 
