@@ -286,7 +286,9 @@ def test_the_follower_takes_events_on_its_own_within_its_interval(wal, tmp_path)
     _commit_created(log, 3)
     log.close()
     deadline = time.monotonic() + 20 * OUTBOX_LOOK_INTERVAL
-    while provenance.repo.stats()["max_event_id"] < 2 and time.monotonic() < deadline:
+    # the events reach the repository first, then the follower empties the outbox: wait for both
+    while ((provenance.repo.stats()["max_event_id"] < 2 or wal.stats()["provenance_outbox"])
+           and time.monotonic() < deadline):
         time.sleep(OUTBOX_LOOK_INTERVAL / 5)
     assert provenance.repo.stats()["max_event_id"] == 2 and wal.stats()["provenance_outbox"] == 0
     provenance.close()
