@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from flowactors import Flow
@@ -117,6 +119,21 @@ def test_route_to_rate_exceeded_adds_the_relationship_and_routes_the_excess_at_o
     assert runner.contents("success") == [b"1", b"2", b"3"] and runner.contents("rate exceeded") == [b"4", b"5"]
     routes = [e.relationship for e in runner.events() if e.event_type == T.ROUTE]
     assert routes == ["success"] * 3 + ["rate exceeded"] * 2
+
+
+def test_a_bad_attribute_value_is_logged_with_either_strategy(caplog):
+    """A FlowFile going to failure gets one error line naming the attribute and its value, whether
+    the excess is held or routed (the routing path used to send it there silently)."""
+    for strategy in ("Hold FlowFile", "Route to 'rate exceeded'"):
+        caplog.clear()
+        runner, _ = rate({"Rate Control Criteria": "attribute value", "Maximum Rate": "10",
+                          "Rate Controlled Attribute": "cost", "Rate Exceeded Strategy": strategy},
+                         attributes=[{"cost": "ten"}])
+        with caplog.at_level(logging.ERROR, logger="flowactors.processors.rate"):
+            runner.run()
+        assert [f.attributes["cost"] for f in runner.output("failure")] == ["ten"]
+        [record] = caplog.records
+        assert "attribute 'cost' is 'ten', not a positive whole number" in record.getMessage()
 
 
 def test_one_trigger_takes_at_most_the_batch_size():

@@ -190,8 +190,8 @@ class ControlRate(Processor):
         if not flowfiles:
             context.yield_()
             return
-        targets = [self.FAILED.name if not self._valid(f) else SUCCESS.name if self._allows(f, now)
-                   else self.RATE_EXCEEDED.name for f in flowfiles]
+        targets = [self._target(f, now) or self.RATE_EXCEEDED.name for f in flowfiles]
+        self._log_failures(context, flowfiles, targets)
         session.provenance.route_batch(flowfiles, targets)
         session.transfer_batch(flowfiles, targets)
 
@@ -202,13 +202,14 @@ class ControlRate(Processor):
             context.yield_()
             return
         probe = session.new_session()
-        passing = []
+        passing, targets = [], []
         for flowfile in probe.get_batch():
-            if not self._valid(flowfile):   # failure, and the end of the batch (as NiFi's filter)
+            target = self._target(flowfile, now)
+            if target is not None:
                 passing.append(flowfile)
-                break
-            if self._allows(flowfile, now):
-                passing.append(flowfile)
+                targets.append(target)
+                if target == self.FAILED.name:   # failure ends the batch (as NiFi's filter)
+                    break
             elif self._grouping is None:   # one rate for all: nothing after it can pass either
                 break
         probe.migrate(session, passing)
@@ -216,15 +217,21 @@ class ControlRate(Processor):
         if not passing:
             context.yield_()
             return
-        targets = []
-        for flowfile in passing:
-            if self._valid(flowfile):
-                targets.append(SUCCESS.name)
-                continue
-            log.error("%s: FlowFile %s routed to failure: its attribute '%s' is %r, not a positive whole number",
-                      context.name, flowfile.uuid, self._attribute, flowfile.attributes.get(self._attribute))
-            targets.append(self.FAILED.name)
+        self._log_failures(context, passing, targets)
         session.transfer_batch(passing, targets)
+
+    def _target(self, flowfile, now: int) -> str | None:
+        """failure for an invalid FlowFile, success when the rate lets it through (counted then),
+        None when the rate refuses it."""
+        if not self._valid(flowfile):
+            return self.FAILED.name
+        return SUCCESS.name if self._allows(flowfile, now) else None
+
+    def _log_failures(self, context: ProcessContext, flowfiles: list, targets: list[str]) -> None:
+        for flowfile, target in zip(flowfiles, targets):
+            if target == self.FAILED.name:
+                log.error("%s: FlowFile %s routed to failure: its attribute '%s' is %r, not a positive whole number",
+                          context.name, flowfile.uuid, self._attribute, flowfile.attributes.get(self._attribute))
 
     def _valid(self, flowfile) -> bool:
         if self._attribute is None:
