@@ -55,6 +55,21 @@ def test_content_that_is_not_json_goes_to_failure_unchanged_and_the_rest_of_the_
 
 
 @pytest.mark.usefixtures("engine")
+def test_a_failed_flowfile_says_why_in_its_attributes_and_nan_is_not_json():
+    # NaN and Infinity are not JSON (Jackson refuses them): written back they would make invalid JSON
+    runner = transform([b'{"rating": ', b"", b'{"rating": NaN}'])
+    assert runner.output("success") == []
+    reasons = [f.attributes["flowactors.failure.reason"] for f in runner.output("failure")]
+    assert reasons == ["the content is not valid JSON: Expecting value: line 1 column 12 (char 11)",
+                       "the content is empty, not a JSON document",
+                       "the content is not valid JSON: NaN is not a JSON value"]
+    assert {f.attributes["flowactors.failure.processor"] for f in runner.output("failure")} == {runner.name}
+    failed = transform([b"[1, 2]"], **{"Jolt Transform": "Default", "Jolt Specification": '{"a": 1}'})
+    [why] = [f.attributes["flowactors.failure.reason"] for f in failed.output("failure")]
+    assert why.startswith("the Jolt transform failed: ") and "\n" not in why
+
+
+@pytest.mark.usefixtures("engine")
 def test_a_transform_that_fails_on_a_document_sends_it_to_failure():
     # Default can not take a top-level array when its spec's keys are not indexes
     runner = transform([b"[1, 2]", b"{}"], **{"Jolt Transform": "Default", "Jolt Specification": '{"a": 1}'})

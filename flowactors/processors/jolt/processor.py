@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections import OrderedDict
 from typing import Any, Callable, Mapping
@@ -17,16 +16,13 @@ from flowactors.processors.jolt.paths import JoltSpecError, JoltTransformError
 from flowactors.processors.jolt.remove import Remove
 from flowactors.processors.jolt.shift import Shift
 from flowactors.processors.jolt.sort import Sort
+from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, validators
-from flowactors.sdk.relationships import FAILURE, SUCCESS
-
-log = logging.getLogger(__name__)
+from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
 
 TRANSFORM, SPEC, CACHE_SIZE, PRETTY = "Jolt Transform", "Jolt Specification", "Transform Cache Size", "Pretty Print"
 CUSTOM, SORT = "Custom", "Sort"
-#: a UTF-8 byte order mark, which Python's parser refuses and NiFi's (Jackson) skips
-_BOM = b"\xef\xbb\xbf"
 
 #: Jolt Transform's values (NiFi's display names) -> compile(spec) -> a transform with .apply(document)
 TRANSFORMS: dict[str, Callable[[Any], Any]] = {
@@ -89,9 +85,10 @@ class JoltTransformJSON(Processor):
     scheduled; one with ``${...}`` per FlowFile's evaluated text, the last Transform Cache Size
     kept) and then only applied. Each FlowFile's content is parsed whole, transformed and written
     back as JSON (compact, or indented with Pretty Print), with ``mime.type`` set to
-    ``application/json``. Content that is not JSON, a spec that does not compile for that FlowFile
-    (its expressions evaluated) and a transform that fails go to failure unchanged, with a warning
-    saying why. The Custom transform (a Java class) can not run here: validation refuses it.
+    ``application/json``. Content that is not JSON (read as the JSON processors read it:
+    ``_document.parse_document``), a spec that does not compile for that FlowFile (its expressions
+    evaluated) and a transform that fails go to failure unchanged but for
+    ``flowactors.failure.reason`` saying why (also logged as a warning). The Custom transform (a Java class) can not run here: validation refuses it.
 
     Provenance: the session's CONTENT_MODIFIED for each FlowFile transformed.
     """
@@ -164,14 +161,14 @@ class JoltTransformJSON(Processor):
         else:
             texts = compile_value(self._spec.raw).evaluate_each(flowfiles)
         contents = session.read_bytes_batch(flowfiles)
-        done, outputs, failed = [], [], []
+        done, outputs = [], []
         for flowfile, text, content in zip(flowfiles, texts, contents):
             try:
-                document = json.loads(content[3:] if content.startswith(_BOM) else content)
-                output = to_json(self._compiled(text).apply(document), self._pretty)
-            except (ValueError, RecursionError) as err:   # JSON, spec and transform errors are ValueErrors
-                log.warning("%s: %s goes to failure: %s", context.name, flowfile.uuid, _reason(err))
-                failed.append(flowfile)
+                with depth_checked():
+                    output = to_json(self._compiled(text).apply(parse_document(content, allow_null=True)),
+                                     self._pretty)
+            except ValueError as err:   # the content's, the spec's and the transform's errors are ValueErrors
+                route_failure(context, session, flowfile, _reason(err))
                 continue
             done.append(flowfile)
             outputs.append(output)
@@ -179,17 +176,11 @@ class JoltTransformJSON(Processor):
             done = session.write_bytes_batch(done, outputs)
             done = session.put_attributes_batch(done, {"mime.type": "application/json"})
             session.transfer_batch(done, SUCCESS)
-        if failed:
-            session.transfer_batch(failed, FAILURE)
 
 
-def _reason(err: Exception) -> str:
+def _reason(err: ValueError) -> str:
+    if isinstance(err, DocumentError):
+        return str(err)
     if isinstance(err, (JoltSpecError, JoltTransformError)):
-        return f"the Jolt transform failed: {err}"
-    if isinstance(err, RecursionError):
-        return "the JSON is nested too deeply"
-    if isinstance(err, UnicodeDecodeError):
-        return f"the content is not UTF-8 text: {err.reason} at byte {err.start}"
-    if isinstance(err, json.JSONDecodeError):
-        return f"the content is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
-    return f"the transform failed: {err}"
+        return f"the Jolt transform failed: {reason(err)}"
+    return f"the transform failed: {reason(err)}"
