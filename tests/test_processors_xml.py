@@ -364,6 +364,19 @@ def test_parameters_declared_or_not():                                 # testPar
     assert b"Value Selected: From XSLT" in runner.contents("success")[0]
 
 
+def test_a_parameter_used_but_not_declared():                                   # testParameterNotDeclaredButUsedInXslt
+    """NiFi's Saxon refuses the stylesheet (failure); libxslt takes the dynamic property as a global
+    variable (a documented difference), and without one the undefined variable is a failure."""
+    xsl = ('<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform"><xsl:template match="/">'
+           '<root><message>Value Selected: <xsl:value-of select="$customParam"/></message></root>'
+           "</xsl:template></xsl:stylesheet>")
+    runner = transform(b"<data/>", **{"XSLT Document": xsl, "customParam": "From NIFI"})
+    assert b"Value Selected: From NIFI" in runner.contents("success")[0]
+    [out] = transform(b"<data/>", **{"XSLT Document": xsl}).output("failure")
+    failure = out.attributes["flowactors.failure.reason"]   # the cause, not only libxslt's last line
+    assert failure.startswith("XSLT transform failed") and "Variable 'customParam' has not been declared" in failure
+
+
 def test_the_cache_keeps_stylesheets_for_their_duration_after_last_use():
     now = [0.0]
     cache = StylesheetCache(2, 60, clock=lambda: now[0])

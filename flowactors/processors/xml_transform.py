@@ -71,6 +71,16 @@ def compile_stylesheet(text: bytes, indent: bool, secure: bool, base_url: str | 
         raise XmlError(f"the stylesheet cannot be compiled: {reason(err)}") from None
 
 
+def _apply_reason(err: Exception) -> str:
+    """One line: an XSLT run's error log (libxslt's exception names only its last entry, "XPath
+    evaluation returned no result.", where the cause, "Variable 'x' has not been declared.", is
+    earlier), each message once; other errors' own message."""
+    if not isinstance(err, etree.XSLTApplyError):
+        return reason(err)
+    messages = dict.fromkeys(entry.message.strip() for entry in err.error_log if entry.message.strip())
+    return reason("; ".join(messages) or str(err))
+
+
 class StylesheetCache:
     """Compiled stylesheets by source, at most ``size`` (the least recently used dropped first), each
     dropped ``ttl`` seconds after its last use (0: never); ``size`` 0 keeps none. ``clock`` gives
@@ -103,7 +113,8 @@ class TransformXml(Processor):
     evaluated per FlowFile) or, exactly one of the two, the value XSLT Lookup (a
     StringLookupService) gives for XSLT Lookup Key (an expression), looked up under the service's
     one required key. Dynamic properties are XSLT parameters (expressions, evaluated per FlowFile;
-    one the stylesheet does not declare is ignored). Indent sets ``xsl:output``'s indent. Secure
+    one the stylesheet neither declares nor refers to is ignored; one it refers to without declaring
+    it is used, where NiFi's Saxon fails). Indent sets ``xsl:output``'s indent. Secure
     Processing (default true): the stylesheet's DTD and entities are not read and the transform has
     no file, network or ``document()`` access; false allows them (includes are read either way). The input may have a DOCTYPE (an
     internal entity is expanded) but an external entity is an error whatever Secure Processing
@@ -184,7 +195,7 @@ class TransformXml(Processor):
                 result = stylesheet(tree, **parameters)
                 output = bytes(result)
             except (XmlError, OSError, etree.XSLTApplyError) as err:
-                route_failure(context, session, flowfile, f"XSLT transform failed: {reason(err)}")
+                route_failure(context, session, flowfile, f"XSLT transform failed: {_apply_reason(err)}")
                 continue
             for entry in stylesheet.error_log:   # xsl:message without terminate
                 log.info("%s: %s: %s", context.name, flowfile.uuid, entry.message)
