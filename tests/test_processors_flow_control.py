@@ -48,6 +48,26 @@ def test_log_message_below_the_loggers_level_logs_nothing_and_still_passes_on(ca
     assert caplog.records == [] and len(runner.output("success")) == 1
 
 
+def test_log_message_evaluates_prefix_and_message_only_when_the_logger_would_log(caplog, monkeypatch):
+    """The docstring's claim: below the logger's level, Log Prefix and Log Message are not evaluated."""
+    from flowactors.sdk.processor import PropertyValue
+    evaluated = []
+    evaluate = PropertyValue.evaluate
+    monkeypatch.setattr(PropertyValue, "evaluate", lambda self, *a, **k: evaluated.append(self.raw) or evaluate(
+        self, *a, **k))
+    runner = ProcessorRunner(LogMessage, {"Log Level": "debug", "Log Prefix": "p${a}", "Log Message": "m${b}"})
+    runner.enqueue(b"")
+    runner.enqueue(b"")
+    with caplog.at_level(logging.INFO, logger="flowactors.processors.LogMessage"):
+        evaluated.clear()
+        runner.run()
+    assert "p${a}" not in evaluated and "m${b}" not in evaluated and len(runner.output("success")) == 2
+    with caplog.at_level(logging.DEBUG, logger="flowactors.processors.LogMessage"):
+        runner.enqueue(b"")
+        runner.run()
+    assert "p${a}" in evaluated and "m${b}" in evaluated
+
+
 def test_log_message_refuses_an_unknown_level_when_validated_and_when_evaluated():
     with pytest.raises(ValueError, match="'loud' is not a log level"):
         ProcessorRunner(LogMessage, {"Log Level": "loud"})
