@@ -8,13 +8,8 @@ from collections import OrderedDict
 from typing import Any, Callable, Mapping
 
 from flowactors.processors._common import boolean_property
-from flowactors.processors.jolt.cardinality import Cardinality
-from flowactors.processors.jolt.chain import Chain
-from flowactors.processors.jolt.default import Default
-from flowactors.processors.jolt.modify import DEFAULT, DEFINE, OVERWRITE, Modify
+from flowactors.processors.jolt.chain import OPERATIONS, Chain
 from flowactors.processors.jolt.paths import JoltSpecError, JoltTransformError
-from flowactors.processors.jolt.remove import Remove
-from flowactors.processors.jolt.shift import Shift
 from flowactors.processors.jolt.sort import Sort
 from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure
 from flowactors.sdk.expression import compile_value
@@ -24,13 +19,13 @@ from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
 TRANSFORM, SPEC, CACHE_SIZE, PRETTY = "Jolt Transform", "Jolt Specification", "Transform Cache Size", "Pretty Print"
 CUSTOM, SORT = "Custom", "Sort"
 
-#: Jolt Transform's values (NiFi's display names) -> compile(spec) -> a transform with .apply(document)
+#: Jolt Transform's values (NiFi's display names) but Chain: the chain operation each runs alone
+_OPERATION_OF = {"Shift": "shift", "Default": "default", "Remove": "remove", "Cardinality": "cardinality",
+                 SORT: "sort", "Modify - Default": "modify-default-beta",
+                 "Modify - Overwrite": "modify-overwrite-beta", "Modify - Define": "modify-define-beta"}
+#: Jolt Transform's values -> compile(spec) -> a transform with .apply(document)
 TRANSFORMS: dict[str, Callable[[Any], Any]] = {
-    "Chain": Chain, "Shift": Shift, "Default": Default, "Remove": Remove, "Cardinality": Cardinality, SORT: Sort,
-    "Modify - Default": lambda spec: Modify(spec, DEFAULT),
-    "Modify - Overwrite": lambda spec: Modify(spec, OVERWRITE),
-    "Modify - Define": lambda spec: Modify(spec, DEFINE),
-}
+    "Chain": Chain, **{name: OPERATIONS[operation][1] for name, operation in _OPERATION_OF.items()}}
 
 #: NiFi's internal values of Jolt Transform (what a NiFi export holds)
 _NIFI_TRANSFORMS = {
