@@ -138,11 +138,9 @@ class MonitorActivity(Processor):
         if stored is not None and stored.isdigit():
             self._activity = _Activity(now, threshold, copy_attributes, int(stored))
             self._was_active = self._activity.active(now)
-            self._inactive_since = self._activity.last_activity
         else:
             self._activity = _Activity(now, threshold, copy_attributes)
             self._was_active = True
-            self._inactive_since = now
         self._last_message = 0
 
     def on_stopped(self, context: ProcessContext) -> None:
@@ -155,6 +153,7 @@ class MonitorActivity(Processor):
             context.yield_()
             return
         activity, was_active = self._activity, self._was_active
+        since = activity.last_activity   # before this trigger's FlowFiles and news from other nodes
         flowfiles = session.get_batch(BATCH)
         now = self._now()
         if flowfiles:
@@ -173,7 +172,7 @@ class MonitorActivity(Processor):
             return
         active = activity.active(now) or bool(flowfiles)
         if active and not was_active:
-            self._send(context, session, self.RESTORED, "Activity Restored Message", self._inactive_since, now,
+            self._send(context, session, self.RESTORED, "Activity Restored Message", since, now,
                        activity.attributes)
             context.state.clear()
         elif not active and (was_active or (self._continually and self._last_message + activity.threshold <= now)):
@@ -181,7 +180,6 @@ class MonitorActivity(Processor):
             self._last_message = now
             context.state.set({LOCAL_KEY: str(activity.last_activity)})
         self._was_active = active
-        self._inactive_since = activity.last_activity
 
     def _send(self, context: ProcessContext, session, relationship: Relationship, message: str, since: int,
               now: int, attributes: Mapping[str, str]) -> None:
