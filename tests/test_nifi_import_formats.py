@@ -173,3 +173,32 @@ def test_a_json_reader_keeps_nifis_strict_parsing_at_its_defaults():
     reader["properties"]["Allow Comments"] = "true"   # NiFi 2: Parsing Strategy LENIENT
     with pytest.raises(NiFiImportError, match="'Allow Comments' = 'true' is not supported"):
         flow_from_nifi(snapshot(root, {}))
+
+
+def test_a_groups_services_and_processors_share_its_path_when_names_repeat():
+    """NiFi allows a group named as a processor beside it, and two groups of one name: each group
+    keeps one path, its services' and its processors' alike (they once parted: the services at
+    'Convert', the processors at 'Convert (2)', out of the services' scope)."""
+    def convert_group(identifier: str) -> dict:
+        services = [{"identifier": f"{identifier}-{kind}", "name": kind, "type": f"org.apache.nifi.json.{java}",
+                     "properties": {"schema-access-strategy": strategy}}
+                    for kind, java, strategy in (("reader", "JsonTreeReader", "infer-schema"),
+                                                 ("writer", "JsonRecordSetWriter", "inherit-record-schema"))]
+        convert = processor(identifier, "convert", STANDARD + "ConvertRecord", {
+            "record-reader": f"{identifier}-reader", "record-writer": f"{identifier}-writer"},
+            auto_terminate=("success", "failure"))
+        for key in ("record-reader", "record-writer"):
+            convert["propertyDescriptors"][key]["identifiesControllerService"] = True
+        source = processor(identifier, "generate", STANDARD + "GenerateFlowFile", {})
+        return group(identifier, "Convert", "root", None, processors=[source, convert], controllerServices=services,
+                     connections=[connection(identifier, source, convert, ("success",))])
+
+    beside = processor("root", "Convert", STANDARD + "GenerateFlowFile", {}, auto_terminate=("success",))
+    root = group("root", "g", None, None, processors=[beside], processGroups=[convert_group("a"), convert_group("b")])
+    flow = flow_from_nifi(snapshot(root, {}))
+    assert sorted(flow.processors) == ["Convert", "Convert (2)/convert", "Convert (2)/generate", "Convert/convert",
+                                       "Convert/generate"]
+    assert flow.processors["Convert (2)/convert"].properties["Record Reader"] == "Convert (2)/reader"
+    assert sorted(s.path for s in flow.services.values()) == [
+        "Convert (2)/reader", "Convert (2)/writer", "Convert/reader", "Convert/writer"]
+    flow.validate()

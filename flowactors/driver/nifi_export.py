@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Container, Mapping, Sequence
 
 from flowactors.nifi import add_python_processor
 from flowactors.nifi.extensions import ProcessorNotFound
@@ -185,6 +185,7 @@ class _Importer:
         self.reported: set[str] = set()          # identifiers of components reported as not supported
         self.services: dict[str, str] = {}       # NiFi identifier of a controller service -> its path
         self.missing: Counter[str] = Counter()   # "processor ListSFTP" -> how many components have that type
+        self.group_paths: dict[int, str] = {}    # id() of a process group's object -> its path
 
     def build(self) -> Flow:
         # a port's connections live in the group around it: look at every group's
@@ -241,18 +242,13 @@ class _Importer:
         for port in group.get("outputPorts") or []:
             self._port(port, OutputPort if root or port["identifier"] not in self.feeding else Funnel, path, where)
         for child in group.get("processGroups") or []:
-            self._group(child, self._name(path, child.get("name") or child.get("identifier") or "group"), root=False)
+            self._group(child, self.group_paths[id(child)], root=False)
         for connection in group.get("connections") or []:
             self._connection(connection, where)
 
     def _name(self, path: str, name: str) -> str:
         """A unique processor name: the group path, then the NiFi name (NiFi allows repeats)."""
-        base = f"{path}/{name}" if path else name
-        unique, n = base, 1
-        while unique in self.flow.processors:
-            n += 1
-            unique = f"{base} ({n})"
-        return unique
+        return _unique(f"{path}/{name}" if path else name, self.flow.processors)
 
     def _component(self, item: Mapping[str, Any], kind: type, name: str, where: str) -> None:
         """A port or funnel. One that nothing leaves (a funnel NiFi accepts without an outgoing
@@ -276,18 +272,22 @@ class _Importer:
         placed = []
         names: set[str] = set()
         for service in group.get("controllerServices") or []:
-            base = service.get("name") or service["identifier"]
-            name, n = base, 1
-            while name in names:   # NiFi allows repeated names in a group
-                n += 1
-                name = f"{base} ({n})"
+            name = _unique(service.get("name") or service["identifier"], names)   # NiFi allows repeats
             names.add(name)
             self.services[service["identifier"]] = f"{path}/{name}" if path else name
             placed.append((service, path))
         for child in group.get("processGroups") or []:
-            child_path = self._name(path, child.get("name") or child.get("identifier") or "group")
-            placed.extend(self._name_services(child, child_path))
+            placed.extend(self._name_services(child, self._group_path(path, child)))
         return placed
+
+    def _group_path(self, parent: str, group: Mapping[str, Any]) -> str:
+        """The path of ``group``, inside the group at ``parent``: its name, numbered when another
+        group has that path already (NiFi allows repeated names). Made once for each group, as its
+        services are named, so that they and its processors share it."""
+        name = group.get("name") or group.get("identifier") or "group"
+        unique = _unique(f"{parent}/{name}" if parent else name, set(self.group_paths.values()))
+        self.group_paths[id(group)] = unique
+        return unique
 
     def _missing_service(self, identifier: str) -> str:
         """What to say of a reference to a service the definition does not hold."""
@@ -463,6 +463,15 @@ class _Importer:
         if name is not None and any(c.name == name for c in self.flow.connections):
             name = None   # NiFi allows repeated connection names; flowactors names it after its ends
         self.flow.connect(ends[0], ends[1], relationships, name=name, **settings)
+
+
+def _unique(base: str, taken: Container[str]) -> str:
+    """``base``, or numbered (``base (2)``, ...) when it is ``taken``: NiFi allows repeated names."""
+    unique, n = base, 1
+    while unique in taken:
+        n += 1
+        unique = f"{base} ({n})"
+    return unique
 
 
 def _disabled(component: Mapping[str, Any]) -> bool:
