@@ -73,9 +73,10 @@ def discover(folders: Iterable[str | Path]) -> dict[str, ProcessorInfo]:
 def find_processor(class_name: str, folders: Sequence[str | Path], version: str | None = None) -> ProcessorInfo:
     """The processor class named ``class_name`` in the extensions folders, of ``version`` when
     given (the module docstring says which stands in); ``ProcessorNotFound`` if none."""
-    found = discover_versions(folders).get(class_name)
+    every = discover_versions(folders)
+    found = every.get(class_name)
     if not found:
-        known = ", ".join(sorted(discover(folders))) or "none"
+        known = ", ".join(sorted(every)) or "none"
         raise ProcessorNotFound(f"no NiFi Python processor named '{class_name}' in {', '.join(map(str, folders))} "
                                 f"(processors there: {known})")
     if version is None:
