@@ -9,7 +9,6 @@ names it by, and the NiFi 2 Python processors of extensions folders by class and
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated
@@ -18,7 +17,7 @@ import typer
 
 import flowactors.processors as standard_processors
 from flowactors.cli.common import CliError, ExtensionsOption, invoke
-from flowactors.driver.nifi_export import EXTENSIONS_VARIABLE
+from flowactors.driver.nifi_export import environment_extensions
 from flowactors.driver.nifi_standard_processors import STANDARD_PROCESSORS
 from flowactors.driver.nifi_standard_services import STANDARD_SERVICES
 from flowactors.nifi.extensions import ProcessorNotFound, discover_versions
@@ -50,7 +49,7 @@ def types(extensions: ExtensionsOption = None,
 
 
 def cmd_types(args: SimpleNamespace) -> int:
-    folders = list(args.extensions or [f for f in os.environ.get(EXTENSIONS_VARIABLE, "").split(os.pathsep) if f])
+    folders = list(args.extensions or environment_extensions())
     try:
         found = listing(folders)
     except ProcessorNotFound as err:   # a folder that does not exist

@@ -67,6 +67,11 @@ EXTENSIONS_VARIABLE = "FLOWACTORS_PYTHON_EXTENSIONS"
 PYTHON_ARTIFACT = "python-extensions"
 
 
+def environment_extensions() -> list[str]:
+    """The extensions folders ``FLOWACTORS_PYTHON_EXTENSIONS`` names (separated by ``os.pathsep``)."""
+    return [folder for folder in os.environ.get(EXTENSIONS_VARIABLE, "").split(os.pathsep) if folder]
+
+
 #: where the message of an import refused for missing types sends the user, once, at its end
 SUPPORTED = "the NiFi processors and controller services flowactors has: docs/nifi-flows.md"
 
@@ -93,7 +98,7 @@ def flow_from_nifi(data: Mapping[str, Any], name: str | None = None, *,
     are looked for in ``extensions`` (default: the folders of ``FLOWACTORS_PYTHON_EXTENSIONS``),
     and a problem finding them names ``command``'s option (the CLI command loading the flow)."""
     if extensions is None:
-        extensions = [f for f in os.environ.get(EXTENSIONS_VARIABLE, "").split(os.pathsep) if f]
+        extensions = environment_extensions()
     problems = shape_problems(data, "definition", "the definition")
     if problems:
         root = data.get("flowContents") if isinstance(data, dict) else None
