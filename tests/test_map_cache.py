@@ -121,6 +121,31 @@ def test_fifo_orders_by_the_last_put():
     assert cache.keys() == {"a", "c"}
 
 
+
+def test_lfu_evicts_the_fewest_hits_then_the_oldest_entry_through_many_changes():
+    """Random puts, hits and removes on a small LFU cache: each eviction takes the entry a look at
+    every entry would (fewest hits, then entered first), though the cache keeps a heap instead."""
+    import random
+    chosen = random.Random(7)
+    cache = store(20, LFU)
+    evictions = 0
+    for step in range(3000):
+        key = str(chosen.randrange(60))
+        action = chosen.random()
+        if action < 0.5:
+            cache.contains_key(key)
+        elif action < 0.9:
+            full = len(cache.keys()) == cache.max_entries and key not in cache.keys()
+            expected = full and min(cache._entries.items(), key=lambda item: (item[1].hits, item[1].order))[0]
+            cache.put(key, b"v")
+            if full:
+                assert expected not in cache.keys() and key in cache.keys(), step
+                evictions += 1
+        else:
+            cache.remove(key)
+        assert len(cache._frequencies) <= 2 * cache.max_entries + 65
+    assert evictions > 100
+
 # ---------------------------------------------------------------------------------- durable
 def test_a_persistent_cache_reopens_with_its_entries_revisions_and_order(tmp_path):
     cache = store(3, FIFO, tmp_path)

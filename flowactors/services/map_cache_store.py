@@ -10,13 +10,16 @@ record whose checksum fails, raises ``MapCacheStoreError`` naming the folder and
 
 **Eviction.** A new key when the cache holds Maximum Cache Entries evicts one entry first: the
 least frequently used (fewest hits since entry, the oldest entry first among equals), the least
-recently used (put or hit), or the first in (the oldest put). Hits are counted in memory only: a
-reopened cache starts every entry from zero hits, last used at its entry.
+recently used (put or hit), or the first in (the oldest put). Each is found without looking at
+every entry: LRU and FIFO keep the entries in eviction order, LFU keeps a heap of (hits, entry
+order) beside them. Hits are counted in memory only: a reopened cache starts every entry from zero
+hits, last used at its entry.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import re
 import struct
 import threading
@@ -70,6 +73,9 @@ class MapCacheStore:
         self._lock = threading.Lock()
         #: in eviction order for FIFO and LRU (the next to go first); in put order for LFU
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        #: LFU only: (hits, order, key) of each entry as it is now, and of what it was before a
+        #: later hit or put (stale, skipped when met; rebuilt when they outnumber the entries)
+        self._frequencies: list[tuple[int, int, str]] = []
         self._order = 0
         self._env: lmdb.Environment | None = None
         if directory is not None:
@@ -149,7 +155,17 @@ class MapCacheStore:
             entry.hits += 1
             if self.eviction == LRU:
                 self._entries.move_to_end(key)
+            self._count(key, entry)
         return entry
+
+    def _count(self, key: str, entry: _Entry) -> None:
+        """LFU: note an entry's new hits or order in the heap (the older note goes stale)."""
+        if self.eviction != LFU:
+            return
+        heapq.heappush(self._frequencies, (entry.hits, entry.order, key))
+        if len(self._frequencies) > 2 * len(self._entries) + 64:
+            self._frequencies = [(e.hits, e.order, k) for k, e in self._entries.items()]
+            heapq.heapify(self._frequencies)
 
     def _put(self, key: str, value: bytes, existing: _Entry | None) -> None:
         for what, size in (("key", len(key.encode())), ("value", len(value))):
@@ -165,11 +181,19 @@ class MapCacheStore:
             del self._entries[gone]
         self._entries.pop(key, None)
         self._entries[key] = entry
+        self._count(key, entry)
 
     def _victim(self) -> str:
-        if self.eviction == LFU:
-            return min(self._entries.items(), key=lambda item: (item[1].hits, item[1].order))[0]
-        return next(iter(self._entries))
+        """The key to evict: the first in eviction order; LFU: the fewest hits, then the oldest
+        entry (the heap's first note that is still current)."""
+        if self.eviction != LFU:
+            return next(iter(self._entries))
+        while True:
+            hits, order, key = self._frequencies[0]
+            entry = self._entries.get(key)
+            if entry is not None and entry.hits == hits and entry.order == order:
+                return key
+            heapq.heappop(self._frequencies)
 
     def _remove(self, keys: list[str]) -> int:
         present = [key for key in keys if key in self._entries]
@@ -194,6 +218,8 @@ class MapCacheStore:
             self._env = None
             raise
         self._entries.update(loaded)
+        for key, entry in loaded:
+            self._count(key, entry)
         self._order = max((entry.order for _key, entry in loaded), default=0)
         while len(self._entries) > self.max_entries:   # the maximum was lowered since
             self._remove([self._victim()])
