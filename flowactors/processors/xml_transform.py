@@ -13,7 +13,7 @@ from lxml import etree
 
 from flowactors.processors._common import boolean_property
 from flowactors.processors.json._document import route_failure
-from flowactors.processors.xml import XmlError, parse_document, xml_parser
+from flowactors.processors.xml import DOCUMENTS_PER_TRIGGER, XmlError, parse_document, xml_parser
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, ServiceNotFound, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
 from flowactors.sdk.services import StringLookupService
@@ -186,7 +186,7 @@ class TransformXml(Processor):
             [self._lookup_key] = keys
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        for flowfile in session.get_batch(min(context.batch_size, 50)):
+        for flowfile in session.get_batch(min(context.batch_size, DOCUMENTS_PER_TRIGGER)):
             try:
                 stylesheet = self._stylesheet(context, flowfile)
                 tree = parse_document(session, flowfile, allow_dtd=True)
