@@ -202,3 +202,14 @@ def test_a_groups_services_and_processors_share_its_path_when_names_repeat():
     assert sorted(s.path for s in flow.services.values()) == [
         "Convert (2)/reader", "Convert (2)/writer", "Convert/reader", "Convert/writer"]
     flow.validate()
+
+
+def test_a_python_processors_bundle_version_must_be_text():
+    """A Python processor's bundle version chooses among the versions of its class (NiFi writes it
+    as a string): another kind is reported with its place, not compared with the versions found."""
+    write = processor("root", "write", "WriteMessage", {}, auto_terminate=("success",),
+                      bundle={"group": "org.apache.nifi", "artifact": "python-extensions", "version": 2})
+    with pytest.raises(NiFiImportError) as caught:
+        flow_from_nifi(snapshot(group("root", "g", None, None, processors=[write]), {}), extensions=["."])
+    assert caught.value.problems == [
+        "the definition.flowContents.processors[0].bundle.version must be a string, not 2"]

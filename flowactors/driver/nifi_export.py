@@ -128,7 +128,7 @@ _SHAPES: dict[str, dict[str, type | str]] = {
                   "penaltyDuration": str, "yieldDuration": str, "autoTerminatedRelationships": "[name]",
                   "retriedRelationships": "[name]", "retryCount": int, "backoffMechanism": str,
                   "maxBackoffPeriod": str},
-    "bundle": {"artifact": str},
+    "bundle": {"artifact": str, "version": str},
     "descriptor": {"identifiesControllerService": bool},
     "connection": {"name": str, "source": "end", "destination": "end", "selectedRelationships": "[name]",
                    "prioritizers": "[name]", "backPressureObjectThreshold": int,
