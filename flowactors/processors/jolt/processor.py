@@ -11,7 +11,9 @@ from flowactors.processors._common import boolean_property
 from flowactors.processors.jolt.chain import OPERATIONS, Chain
 from flowactors.processors.jolt.paths import JoltSpecError, JoltTransformError
 from flowactors.processors.jolt.sort import Sort
-from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure
+from flowactors.processors.json._document import (
+    DocumentError, depth_checked, parse_document, read_contents, route_failure,
+)
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
@@ -155,10 +157,11 @@ class JoltTransformJSON(Processor):
             texts = [self._spec.evaluate()] * len(flowfiles)
         else:
             texts = compile_value(self._spec.raw).evaluate_each(flowfiles)
-        contents = session.read_bytes_batch(flowfiles)
         done, outputs = [], []
-        for flowfile, text, content in zip(flowfiles, texts, contents):
+        for flowfile, text, content in zip(flowfiles, texts, read_contents(session, flowfiles)):
             try:
+                if isinstance(content, DocumentError):
+                    raise content
                 with depth_checked():
                     output = to_json(self._compiled(text).apply(parse_document(content, allow_null=True)),
                                      self._pretty)

@@ -56,18 +56,47 @@ def depth_checked() -> Iterator[None]:
         raise DocumentError(TOO_DEEP) from None
 
 
-def read_document(session, flowfile: FlowFile, max_string_length: int | None = None, *,
-                  allow_null: bool = False) -> Any:
-    """The JSON document of a FlowFile's whole content (``parse_document``); ``DocumentError``
-    also when the content cannot be read. A full content repository is raised as it is (the
-    trigger rolls back: nothing is wrong with the FlowFile)."""
+@contextlib.contextmanager
+def reading_content() -> Iterator[None]:
+    """Turns a FlowFile's content that cannot be read (a missing or unreadable claim) into a
+    ``DocumentError`` saying so; a full content repository is raised as it is (the trigger rolls
+    back: nothing is wrong with the FlowFile)."""
     try:
-        data = session.read_bytes(flowfile)
+        yield
     except ContentRepositoryFullError:
         raise
     except (ContentRepositoryError, OSError) as err:
         raise DocumentError(f"the content cannot be read: {reason(err)}") from None
-    return parse_document(data, max_string_length, allow_null=allow_null)
+
+
+def read_content(session, flowfile: FlowFile) -> bytes:
+    """A FlowFile's whole content; ``DocumentError`` when it cannot be read (``reading_content``)."""
+    with reading_content():
+        return session.read_bytes(flowfile)
+
+
+def read_contents(session, flowfiles: list[FlowFile]) -> list[bytes | DocumentError]:
+    """Each FlowFile's whole content, read as one batch; when the batch cannot be read, each on its
+    own, a ``DocumentError`` in place of a content that cannot be read (the others still read)."""
+    try:
+        with reading_content():
+            return session.read_bytes_batch(flowfiles)
+    except DocumentError:
+        pass
+    contents: list[bytes | DocumentError] = []
+    for flowfile in flowfiles:
+        try:
+            contents.append(read_content(session, flowfile))
+        except DocumentError as err:
+            contents.append(err)
+    return contents
+
+
+def read_document(session, flowfile: FlowFile, max_string_length: int | None = None, *,
+                  allow_null: bool = False) -> Any:
+    """The JSON document of a FlowFile's whole content (``parse_document``); ``DocumentError``
+    also when the content cannot be read (``read_content``)."""
+    return parse_document(read_content(session, flowfile), max_string_length, allow_null=allow_null)
 
 
 def parse_document(data: bytes | str, max_string_length: int | None = None, *, exact_numbers: bool = False,

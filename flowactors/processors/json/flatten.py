@@ -8,8 +8,9 @@ import re
 from typing import Any, Callable
 
 from flowactors.processors._common import boolean_property, charset_property
-from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure
-from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError
+from flowactors.processors.json._document import (
+    DocumentError, depth_checked, parse_document, read_content, route_failure,
+)
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
 
@@ -242,10 +243,8 @@ class FlattenJson(Processor):
             try:
                 with depth_checked():
                     text = self._convert(context.property("Separator").evaluate(flowfile) or ".",
-                                         session.read_bytes(flowfile))
-            except ContentRepositoryFullError:
-                raise
-            except (FlattenError, DocumentError, ContentRepositoryError, OSError) as err:
+                                         read_content(session, flowfile))
+            except (FlattenError, DocumentError) as err:
                 route_failure(context, session, flowfile, reason(err))
                 continue
             session.transfer(session.write_bytes(flowfile, text.encode(self._charset)), SUCCESS)

@@ -13,7 +13,8 @@ from referencing.exceptions import Unresolvable
 
 from flowactors.processors._common import iter_chunks
 from flowactors.processors.json._document import (
-    MAX_STRING_LENGTH, DocumentError, depth_checked, parse_document, read_document, route_failure,
+    MAX_STRING_LENGTH, DocumentError, depth_checked, parse_document, read_document, reading_content,
+    route_failure,
 )
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
 from flowactors.sdk.relationships import FAILURE
@@ -126,8 +127,9 @@ class ValidateJson(Processor):
                 session.transfer(flowfile, self.VALID)
 
     def _lines_errors(self, session, flowfile) -> str:
-        """The errors of the first JSON line that does not match (empty: every line matches)."""
-        with session.read(flowfile) as stream:
+        """The errors of the first JSON line that does not match (empty: every line matches);
+        ``DocumentError`` when a line is not JSON or the content cannot be read."""
+        with reading_content(), session.read(flowfile) as stream:
             for number, line in enumerate(_lines(stream), start=1):
                 if not line.strip():
                     continue
