@@ -7,6 +7,7 @@ import random
 import re
 from typing import Sequence
 
+from flowactors.sdk.expression.cache import text_cache
 from flowactors.sdk.expression.language import (
     JAVA_WHITESPACE, MAX_EVALUATION_CHARS, MAX_NESTED_EVALUATIONS, OMITTED, Value, to_boolean, Call, EvaluationContext,
     ExpressionLimitError, register_function, literal_check, Node, render, register_string_function, to_whole)
@@ -258,6 +259,7 @@ _list_function("trimDelimitedList", _trim_ends)
 _list_function("unique", lambda pieces: list(dict.fromkeys(pieces)))
 
 
+@text_cache(256)   # a rule in the expression is read once, not for every FlowFile
 def _mapping_rule(rule: str) -> tuple[tuple[re.Pattern[str], str], ...]:
     """``'regex:value, regex2:value2'``, read as NiFi: the pairs split at ',' and trimmed, each at
     its first ':' (a value ends at a second one); a pair with a blank pattern or value is skipped,
