@@ -127,9 +127,10 @@ def test_the_counters_of_an_expired_flowfile_s_signal_are_copied():
         "wait.counter.a": "1", "wait.counter.b": "2", "wait.counter.total": "3"}
 
 
-def test_a_wait_start_that_is_not_a_number_goes_to_failure_penalized():
+@pytest.mark.parametrize("start", ["blue bunny", "--5", "\u00b2"])   # the last two once raised ValueError
+def test_a_wait_start_that_is_not_a_number_goes_to_failure_penalized(start):
     runner, _ = waiting()
-    runner.enqueue(b"", {"releaseSignalAttribute": "1", "wait.start.timestamp": "blue bunny"})
+    runner.enqueue(b"", {"releaseSignalAttribute": "1", "wait.start.timestamp": start})
     runner.run()
     assert counts(runner) == (0, 0, 0, 1) and runner.output("failure")[0].penalized_until > 0
 
@@ -215,6 +216,29 @@ def test_a_named_counter_reaching_the_target_releases_and_keeps_the_other_counts
     assert (signal.counts, signal.releasable) == ({"counter-A": 1, "counter-B": 0}, 0)
 
 
+def test_a_named_counter_is_consumed_then_its_releasable_count_then_the_signal_is_removed():
+    """NiFi's TestWait.testDecrementCache: a counter of 2, target 1: the first FlowFile consumes
+    both counts (one releasable left), the second uses that and the signal is gone."""
+    runner, _ = waiting(**{"Signal Counter Name": "${signalCounterName}", "Target Signal Count": "1"})
+    cache = cache_of(runner)
+    for _ in range(2):
+        notify(cache, "key", {"counter": 1}, {"both": "notifyValue", "uuid": "notifyUuid",
+                                              "notify.only": "notifyValue"})
+    attributes = {"releaseSignalAttribute": "key", "signalCounterName": "counter", "wait.only": "waitValue",
+                  "both": "waitValue"}
+    runner.enqueue(b"content", attributes)
+    runner.run(stop=False)
+    [first] = runner.output("success")
+    assert "wait.start.timestamp" not in first.attributes and first.attributes["wait.counter.counter"] == "2"
+    assert first.attributes["both"] == "waitValue" and first.attributes["notify.only"] == "notifyValue"
+    signal = get_signal(cache, "key")
+    assert (signal.count("counter"), signal.releasable) == (0, 1)
+    runner.enqueue(b"content", attributes)
+    runner.run()
+    second = runner.output("success")[1]
+    assert second.attributes["wait.counter.counter"] == "0" and cache.fetch("key") is None
+
+
 @pytest.mark.parametrize("engine", ["in-process", "stateless"])
 def test_the_wait_buffer_count_bounds_a_trigger_and_other_signals_stay_queued(engine):
     runner, _ = waiting(engine=engine, **{"Wait Buffer Count": "2"})
@@ -254,10 +278,11 @@ def test_a_releasable_count_of_zero_is_a_gate_open_while_the_target_is_reached()
     assert counts(runner) == (3, 1, 0, 0)
 
 
-def test_a_target_count_that_is_not_a_number_goes_to_failure():
+@pytest.mark.parametrize("target", ["many", "-1", "\u00b2"])   # "\u00b2" (2 superscript) once raised ValueError
+def test_a_target_count_that_is_not_a_number_goes_to_failure(target):
     runner, _ = waiting(**{"Target Signal Count": "${target}"})
     notify(cache_of(runner), "1", {"default": 1}, {})
-    runner.enqueue(b"", {"releaseSignalAttribute": "1", "target": "many"})
+    runner.enqueue(b"", {"releaseSignalAttribute": "1", "target": target})
     runner.run()
     assert counts(runner) == (0, 0, 0, 1)
 
@@ -349,6 +374,24 @@ def test_a_delta_that_is_not_a_number_or_no_signal_goes_to_failure_not_notified(
     runner.run()
     assert [f.attributes["notified"] for f in runner.output("failure")] == ["false"]
     assert cache_of(runner).keys() == set()
+
+
+def test_an_illegal_delta_in_a_buffer_fails_alone_and_the_others_are_counted():
+    """NiFi's TestNotify.testIllegalDelta, with deltas Java's parseInt refuses though their
+    characters pass a sign-stripped isdigit ("+-5", "\u00b2": they once raised ValueError)."""
+    runner = notifying(**{"Attribute Cache Regular Expression": ".*", "Signal Counter Name": "${status}",
+                          "Signal Counter Delta": "${record.count}", "Signal Buffer Count": "10"})
+    for key, status, count in (("data1", "success", "1024"), ("data2", "success", "2048 records"),
+                               ("data4", "success", "+-5"), ("data5", "success", "\u00b2"),
+                               ("data3", "failure", "512")):
+        runner.enqueue(b"", {"releaseSignalAttribute": "someDataProcessing", "key": key, "status": status,
+                             "record.count": count})
+    runner.run()
+    assert [f.attributes["notified"] for f in runner.output("success")] == ["true", "true"]
+    assert [f.attributes["notified"] for f in runner.output("failure")] == ["false"] * 3
+    signal = get_signal(cache_of(runner), "someDataProcessing")
+    assert signal.attributes["key"] == "data3"          # the latest FlowFile's attribute wins
+    assert signal.counts == {"success": 1024, "failure": 512} and signal.total == 1536
 
 
 def test_the_attributes_matching_the_regex_are_kept_with_the_signal_but_never_the_uuid():

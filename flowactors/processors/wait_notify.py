@@ -41,6 +41,16 @@ FAILURE = Relationship("failure", "FlowFiles with no Release Signal Identifier o
                                   "or met while the cache failed")
 
 
+#: a whole number as Java's Long.parseLong reads one: a sign, then ASCII digits
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a whole number, or None when it is not one (``int`` alone would take spaces,
+    underscores and other scripts' digits, and ``str.isdigit`` takes ``²``, which ``int`` refuses)."""
+    return int(text) if _WHOLE.fullmatch(text) else None
+
+
 class SignalConflict(MapCacheError):
     """A signal changed in the cache between reading and writing it, every time it was tried."""
 
@@ -277,7 +287,7 @@ class Wait(Processor):
             if start is None:
                 start = str(now)
                 flowfile = session.put_attribute(flowfile, WAIT_START, start)
-            if not start.strip().lstrip("-").isdigit():
+            if whole_number(start.strip()) is None:
                 log.error("%s: FlowFile %s has '%s' in %s, not a number of milliseconds", context.name, flowfile.uuid,
                           start, WAIT_START)
                 routing.failure.append(flowfile)
@@ -296,11 +306,12 @@ class Wait(Processor):
         values = {}
         for name in ("Target Signal Count", "Releasable FlowFile Count"):
             text = (context.property(name).evaluate(flowfile) or "").strip()
-            if not text.isdigit():
+            number = whole_number(text)
+            if number is None or number < 0:
                 log.error("%s: FlowFile %s: %s is '%s', not a whole number", context.name, flowfile.uuid, name, text)
                 routing.failure.append(flowfile)
                 return False
-            values[name] = int(text)
+            values[name] = number
         routing.counter = context.property("Signal Counter Name").evaluate(flowfile) or None
         routing.target, routing.per_target = values["Target Signal Count"], values["Releasable FlowFile Count"]
         return True
@@ -400,7 +411,7 @@ class Notify(Processor):
         for flowfile in session.get_batch(context.property("Signal Buffer Count").as_int() or 1):
             signal = context.property("Release Signal Identifier").evaluate(flowfile) or ""
             delta = (context.property("Signal Counter Delta").evaluate(flowfile) or "").strip()
-            if not signal.strip() or not delta.lstrip("+-").isdigit():
+            if not signal.strip() or whole_number(delta) is None:
                 log.error("%s: FlowFile %s: %s", context.name, flowfile.uuid,
                           f"Signal Counter Delta is '{delta}', not a whole number" if signal.strip()
                           else "it has no Release Signal Identifier")
