@@ -3,6 +3,7 @@ as NiFi does with the json-flattener library."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Callable
@@ -134,11 +135,18 @@ def _flatten_into(out: dict[str, Any], prefix: str, value: Any, separator: str, 
 
 
 # ------------------------------------------------------------------------------------ unflattening
+@functools.lru_cache(maxsize=64)
+def _key_pattern(separator: str) -> re.Pattern[str]:
+    """A flattened key's next part: ``[index]``, ``["name"]``, a name, or the separator (compiled
+    once a separator, not once a key)."""
+    return re.compile(r'\[(\d+)\]|\[\\?"(.*?)\\?"\]|([^%s\[]+)|(%s)' % (re.escape(separator), re.escape(separator)))
+
+
 def _segments(key: str, separator: str, mode: str) -> list[str | int]:
     """A flattened key's parts: names (text) and array indexes (int)."""
     if mode == DOT_NOTATION:
         return [int(part) if part.isdigit() else part for part in key.split(separator)]
-    pattern = re.compile(r'\[(\d+)\]|\[\\?"(.*?)\\?"\]|([^%s\[]+)|(%s)' % (re.escape(separator), re.escape(separator)))
+    pattern = _key_pattern(separator)
     parts: list[str | int] = []
     position = 0
     while position < len(key):
