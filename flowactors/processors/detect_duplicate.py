@@ -43,7 +43,8 @@ class DetectDuplicate(Processor):
     looks, leaving the caching to another processor.
 
     Provenance: a ROUTE event per FlowFile (to duplicate with the details
-    'Duplicate of: <description>'); the session's ATTRIBUTES_MODIFIED for the description attribute.
+    'Duplicate of: original.flowfile.description', the attribute's name, as NiFi writes them); the
+    session's ATTRIBUTES_MODIFIED for the description attribute.
     """
 
     description = "Routes FlowFiles by whether their identifier is already in a distributed map cache"
