@@ -205,3 +205,41 @@ def test_split_args_as_nifi(text, expected):
 def test_validation_refuses_a_long_delimiter():
     problems = ExecuteStreamCommand.validate_properties({"Command Path": "x", "Argument Delimiter": ";;"})
     assert problems == ["property 'Argument Delimiter': must be a single character"]
+
+
+def test_content_and_output_pass_a_chunk_at_a_time():
+    """The module's claim that neither the content nor the output is ever whole in memory: the
+    content is read, and the output handed on, in pieces of at most CHUNK bytes."""
+    import io
+    from contextlib import contextmanager
+
+    from flowactors.processors._common import CHUNK
+    from flowactors.processors.stream_command import _Execution
+
+    size = 3 * CHUNK + 5
+    reads: list[int] = []
+
+    class Content(io.RawIOBase):
+        left = size
+
+        def readinto(self, buffer) -> int:
+            count = min(len(buffer), self.left)
+            buffer[:count] = b"x" * count
+            self.left -= count
+            return count
+
+        def read(self, n: int = -1) -> bytes:
+            reads.append(n)
+            return super().read(n)
+
+    class Session:
+        @contextmanager
+        def read(self, flowfile):
+            yield Content()
+
+    chunks: list[int] = []
+    source = "import sys, shutil; shutil.copyfileobj(sys.stdin.buffer, sys.stdout.buffer)"
+    execution = _Execution([PY, "-c", source], dict(os.environ), None, None)
+    execution.run(Session(), object(), lambda chunk: chunks.append(len(chunk)))
+    assert execution.status == 0 and sum(chunks) == size
+    assert reads and all(0 < n <= CHUNK for n in reads) and max(chunks) <= CHUNK
