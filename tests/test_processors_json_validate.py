@@ -1,11 +1,13 @@
 """ValidateJson on the cases of NiFi's TestValidateJson, on the in-process and the stateless
 engine: every draft, schemas from text and files, JSON Lines, and what is refused."""
 
+import io
 import json
 
 import pytest
 
 from flowactors.processors import ValidateJson
+from flowactors.processors.json.validate import _lines
 from flowactors.sdk.relationships import REASON_ATTRIBUTE
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
@@ -137,3 +139,12 @@ def test_a_document_nested_too_deeply_goes_to_failure():
                          "$ref": "#/$defs/n"})
     out = routed(validate(deep, schema), "failure")
     assert "nested too deeply" in out.attributes[REASON_ATTRIBUTE]
+
+
+def test_json_lines_are_split_the_same_whatever_the_chunks():
+    data = b'{"a": 1}\n\n{"b": "' + b"x" * 50 + b'"}\n{"c": 3}'
+    expected = data.split(b"\n")
+    for size in (1, 3, 7, 64, len(data), 1 << 20):
+        assert list(_lines(io.BytesIO(data), size)) == expected, size
+        assert list(_lines(io.BytesIO(data + b"\n"), size)) == expected, size
+    assert list(_lines(io.BytesIO(b""), 4)) == []

@@ -11,7 +11,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
-from flowactors.processors._common import iter_chunks
+from flowactors.processors._common import CHUNK, iter_chunks
 from flowactors.processors.json._document import (
     MAX_STRING_LENGTH, DocumentError, depth_checked, parse_document, read_document, reading_content,
     route_failure,
@@ -143,14 +143,19 @@ class ValidateJson(Processor):
         return ""
 
 
-def _lines(stream: BinaryIO) -> Iterator[bytes]:
-    """The stream's lines (without their line feed), read a chunk at a time."""
-    pending = b""
-    for chunk in iter_chunks(stream):
-        *complete, pending = (pending + chunk).split(b"\n")
-        yield from complete
-    if pending:
-        yield pending
+def _lines(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
+    """The stream's lines (without their line feed), read ``size`` bytes at a time; a line over
+    many chunks is joined once, not copied again with each chunk."""
+    pending: list[bytes] = []
+    for chunk in iter_chunks(stream, size):
+        first, *rest = chunk.split(b"\n")
+        pending.append(first)
+        if rest:
+            yield b"".join(pending)
+            yield from rest[:-1]
+            pending = [rest[-1]]
+    if any(pending):
+        yield b"".join(pending)
 
 
 def _errors(validator: Any, document: Any) -> str:
