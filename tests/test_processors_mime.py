@@ -12,9 +12,11 @@ import zipfile
 
 import pytest
 
+from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import IdentifyMimeType
 from flowactors.processors.mime_table import MimeTable, parse_config
 from flowactors.testing import ProcessorRunner
+from nifi_flows import STANDARD, group, processor, snapshot
 
 
 def _zip(*names: str) -> bytes:
@@ -162,7 +164,7 @@ def test_merge_puts_the_custom_configuration_first(config, custom):             
     ({"Config Strategy": "Merge", "Custom MIME Configuration": "<mime-info><mime-type type='a/b'><magic>"
       "<match value='1' type='big32' offset='0'/></magic></mime-type></mime-info>"}, "match type 'big32' is not"),
     ({"Config Strategy": "Merge", "Custom MIME Configuration": "<types/>"}, "its root element must be <mime-info>"),
-    ({"Custom MIME Configuration": CONFIG_BODY}, "Config Strategy Preset ignores it"),
+    ({"Config Strategy": "Preset", "Custom MIME Configuration": CONFIG_BODY}, "Config Strategy Preset ignores it"),
 ])
 def test_configuration_problems(properties, problem):
     problems = IdentifyMimeType.validate_properties(properties)
@@ -174,6 +176,20 @@ def test_nifi_1_property_names_map_to_nifi_2s():                                
     assert names["use-filename-in-detection"] == "Use Filename In Detection"
     assert names["config-strategy"] == "Config Strategy"
     assert names["config-file"] == names["config-body"] == "Custom MIME Configuration"
+
+
+def test_a_nifi_1_configuration_without_a_strategy_is_replace():                  # testMigration (migrateProperties)
+    """NiFi 1 had config-file / config-body and no Config Strategy; NiFi 2's migration makes such a
+    flow Replace (what NiFi 1 did), and so does loading its export here."""
+    exported = processor("root", "identify", STANDARD + "IdentifyMimeType", {
+        "use-filename-in-detection": "true", "config-file": None, "config-body": CONFIG_BODY},
+        auto_terminate=("success",))
+    [loaded] = flow_from_nifi(snapshot(group("root", "m", None, None, processors=[exported]), {})).processors.values()
+    assert loaded.properties.get("Config Strategy") is None and IdentifyMimeType.validate_properties(
+        loaded.properties) == []
+    found = identify(dict(loaded.properties))
+    expected = expected_replaced({"2.custom": ("custom/abcd", ".abcd"), "bgBannerFoot.png": ("image/png", ".customPng")})
+    assert {n: (a["mime.type"], a["mime.extension"]) for n, a in found.items()} == expected
 
 
 def test_nested_matches_ranges_and_escapes():

@@ -29,6 +29,16 @@ def custom_config_text(value: str) -> str:
                           f"with '<'); a URL is not supported")
 
 
+def config_strategy(values: Mapping[str, str]) -> str:
+    """Config Strategy as configured; not configured at all but with a Custom MIME Configuration,
+    Replace: what NiFi's migration makes of a flow from before NiFi 2 (``config-file`` or
+    ``config-body``, no strategy, a custom table that replaced the preset)."""
+    strategy = values.get("Config Strategy")
+    if strategy is None:
+        return REPLACE if values.get("Custom MIME Configuration") else PRESET_STRATEGY
+    return strategy
+
+
 def mime_table(strategy: str, custom: str | None) -> MimeTable:
     """The table a Config Strategy uses: the preset, the custom configuration alone (Replace) or the
     custom one then the preset (Merge: a type in both gets the custom globs first)."""
@@ -47,7 +57,8 @@ class IdentifyMimeType(Processor):
     (``mime_table``: why not a library there): the magic match of highest priority, else
     text/plain for text and application/octet-stream for anything else; then the filename's type
     when it specializes that (a ``.csv`` text is text/csv). Config Strategy Replace uses only the
-    Custom MIME Configuration (a file's path or the XML itself), Merge puts it before the preset.
+    Custom MIME Configuration (a file's path or the XML itself), Merge puts it before the preset;
+    a Custom MIME Configuration without any Config Strategy (a flow from before NiFi 2) is Replace.
     Of Tika's configuration, ``<mime-type>``, ``<glob pattern>``, ``<sub-class-of>`` and
     ``<magic priority>`` with nested ``<match type="string">`` (an offset or a range ``n:m``,
     ``\\xNN``, octal escapes or a ``0x`` hexadecimal value) are read; other match types, masks and
@@ -73,12 +84,12 @@ class IdentifyMimeType(Processor):
                            "config-body": "Custom MIME Configuration"}
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
-        strategy = values.get("Config Strategy", PRESET_STRATEGY)
+        strategy = config_strategy(values)
         custom = values.get("Custom MIME Configuration")
         if strategy == PRESET_STRATEGY:
             if custom:
                 return ["Custom MIME Configuration is set but Config Strategy Preset ignores it: set Config Strategy "
-                        "to Replace (what NiFi does with a flow from before NiFi 2) or Merge, or remove it"]
+                        "to Replace or Merge, or remove it"]
             return []
         if not custom:
             return [f"Custom MIME Configuration must be set with Config Strategy {strategy}"]
@@ -89,8 +100,7 @@ class IdentifyMimeType(Processor):
         return []
 
     def on_scheduled(self, context: ProcessContext) -> None:
-        self._table = mime_table(context.property("Config Strategy").raw,
-                                 context.property("Custom MIME Configuration").raw)
+        self._table = mime_table(config_strategy(context.values), context.property("Custom MIME Configuration").raw)
         self._use_filename = context.property("Use Filename In Detection").as_bool()
 
     def on_trigger(self, context: ProcessContext, session) -> None:
