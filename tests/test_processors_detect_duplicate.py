@@ -153,3 +153,41 @@ def test_a_batch_with_repeats_routes_each_after_the_one_before(engine):
     runner.run()
     assert sorted(runner.contents("non-duplicate")) == [b"a", b"b", b"c"]
     assert sorted(runner.contents("duplicate")) == [b"a", b"a", b"b"]
+
+
+def test_detect_duplicate_in_a_nifi_1_flow_routes_the_second_of_a_batch_to_duplicate(tmp_path):
+    """GenerateFlowFile makes two FlowFiles with one identifier; DetectDuplicate, over the map
+    cache services as NiFi 1 names them (every property as NiFi exports it), sends the first to
+    non-duplicate and the second to duplicate."""
+    from flowactors import run_flow
+    from flowactors.driver.nifi_export import flow_from_nifi
+    from nifi_flows import STANDARD, connection, group, processor, snapshot
+
+    root = "root"
+    server = {"identifier": "svc-server", "name": "server", "scheduledState": "ENABLED",
+              "type": "org.apache.nifi.distributed.cache.server.map.DistributedMapCacheServer",
+              "properties": {"Port": "4557", "Maximum Cache Entries": "10000",
+                             "Eviction Strategy": "Least Frequently Used", "Persistence Directory": None,
+                             "SSL Context Service": None, "maximum-read-size": "1 MB"}}
+    client = {"identifier": "svc-client", "name": "client", "scheduledState": "ENABLED",
+              "type": "org.apache.nifi.distributed.cache.client.DistributedMapCacheClientService",
+              "properties": {"Server Hostname": "localhost", "Server Port": "4557", "SSL Context Service": None,
+                             "Communications Timeout": "30 secs"}}
+    generate = processor(root, "orders", STANDARD + "GenerateFlowFile", {
+        "Custom Text": "order", "Batch Size": "2", "Max FlowFiles": "2", "order.id": "42"}, schedule="10 min")
+    detect = processor(root, "dedupe", STANDARD + "DetectDuplicate", {
+        "Cache Entry Identifier": "${order.id}", "FlowFile Description": "order ${order.id}",
+        "Age Off Duration": None, "Distributed Cache Service": "svc-client", "Cache The Entry Identifier": "true"},
+        auto_terminate=("failure",))
+    detect["propertyDescriptors"]["Distributed Cache Service"]["identifiesControllerService"] = True
+    ends = {name: processor(root, name, "org.apache.nifi.processors.attributes.UpdateAttribute", {"seen": name},
+                            auto_terminate=("success",)) for name in ("first", "again")}
+    flow = flow_from_nifi(snapshot(group(root, "dedupe", None, None, processors=[generate, detect, *ends.values()],
+                                         controllerServices=[server, client], connections=[
+                                             connection(root, generate, detect, ("success",)),
+                                             connection(root, detect, ends["first"], ("non-duplicate",)),
+                                             connection(root, detect, ends["again"], ("duplicate",))]), {}))
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60,
+                     until=lambda s: sum(p["flowfiles_in"] for p in s["processors"] if p["name"] in ends) == 2)
+    assert not final.get("timed_out"), final
+    assert {p["name"]: p["flowfiles_in"] for p in final["processors"] if p["name"] in ends} == {"first": 1, "again": 1}
