@@ -6,6 +6,7 @@ import json
 import pytest
 
 from flowactors.processors import EvaluateJsonPath, SplitJson
+from flowactors.processors.json.split import SPLIT_PARENTS_PER_TRIGGER
 from flowactors.sdk.relationships import REASON_ATTRIBUTE
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
@@ -204,6 +205,17 @@ def test_split_an_empty_array_gives_no_split_and_no_fork():
     runner = run(SplitJson, {"JsonPath Expression": "$.a"}, b'{"a": []}')
     assert runner.output("split") == [] and runner.output("original")[0].attributes["fragment.count"] == "0"
     assert T.FORK not in [e.event_type for e in runner.events()]
+
+
+def test_split_takes_at_most_100_parents_a_trigger():
+    # each parent may fan out to very many children in one session (docs/json-processors.md)
+    runner = ProcessorRunner(SplitJson, {"JsonPath Expression": "$"})
+    for _ in range(SPLIT_PARENTS_PER_TRIGGER + 1):
+        runner.enqueue(b"[1, 2]")
+    runner.run(1)
+    assert SPLIT_PARENTS_PER_TRIGGER == 100
+    assert len(runner.output("original")) == 100 and len(runner.output("split")) == 200
+    assert runner.input_count == 1
 
 
 @pytest.mark.parametrize("path,content,why", [
