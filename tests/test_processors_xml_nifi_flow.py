@@ -5,6 +5,7 @@ engine: GetFile -> IdentifyMimeType -> SplitXml -> EvaluateXPath -> TransformXml
 
 from flowactors import run_flow
 from flowactors.driver.nifi_export import flow_from_nifi
+from flowactors.testing import ProcessorRunner
 from flowactors.processors import (EvaluateXPath, IdentifyMimeType, ModifyBytes, SegmentContent, SplitXml,
                                    TransformXml)
 from nifi_flows import STANDARD, connection, group, processor, snapshot
@@ -83,9 +84,9 @@ def test_a_nifi_content_and_xml_flow_imports_with_nifi_names_and_runs(tmp_path, 
     assert {path.name: path.read_bytes() for path in refused.iterdir()} == {"broken.xml": b"<orders><o:order>"}
 
 
-def test_a_nifi_1_custom_mime_configuration_without_a_strategy_is_refused_not_ignored(tmp_path):
+def test_a_nifi_1_custom_mime_configuration_without_a_strategy_is_used_as_replace_not_ignored(tmp_path):
     """NiFi sets Config Strategy Replace when it loads a flow from before NiFi 2 with config-body;
-    flowactors says so instead of silently using the preset."""
+    flowactors reads it so too (it refused it before), never silently using the preset."""
     root = "root"
     get = processor(root, "get", STANDARD + "GetFile", {"Input Directory": str(tmp_path)})
     identify = processor(root, "identify", STANDARD + "IdentifyMimeType", {
@@ -95,5 +96,9 @@ def test_a_nifi_1_custom_mime_configuration_without_a_strategy_is_refused_not_ig
     flow = flow_from_nifi(snapshot(group(root, "mime", None, None, processors=[get, identify],
                                          connections=[connection(root, get, identify, ("success",))]), {}))
     assert flow.processors["identify"].properties["Custom MIME Configuration"].startswith("<mime-info>")
-    [problem] = [p for p in flow.problems() if "identify" in p]
-    assert "Config Strategy Preset ignores it: set Config Strategy to Replace" in problem
+    assert [p for p in flow.problems() if "identify" in p] == []
+    runner = ProcessorRunner(IdentifyMimeType, flow.processors["identify"].properties)
+    runner.enqueue(b"\x89PNG\x0d\x0a\x1a\x0a", {"filename": "x.ab"})
+    runner.run()
+    [out] = runner.output("success")
+    assert out.attributes["mime.type"] == "a/b"   # the custom table alone: the preset's PNG magic is not there
