@@ -106,14 +106,16 @@ def test_a_nifi_instances_flow_json_gz_loads(tmp_path, monkeypatch):
     assert flow.processors["Enrich/Tag"].property_values["region"] == "apac"   # from the environment
 
 
-def test_a_reporting_task_in_flow_json_is_reported(tmp_path):
+def test_a_reporting_task_or_connector_in_flow_json_is_reported(tmp_path):
     dataflow = instance_flow(orders_flow("in", "out", 3))
     dataflow["reportingTasks"] = [{"identifier": "r1", "name": "Metrics",
                                    "type": "org.apache.nifi.reporting.prometheus.PrometheusReportingTask"}]
+    dataflow["connectors"] = [{"identifier": "k1", "name": "Sync", "type": "org.example.SyncConnector"}]   # NiFi 2's
     with pytest.raises(NiFiImportError) as caught:
         load_definition(dataflow)
     assert caught.value.problems == [
-        "reporting task 'Metrics' (PrometheusReportingTask): reporting tasks are not supported"]
+        "reporting task 'Metrics' (PrometheusReportingTask): reporting tasks are not supported",
+        "connector 'Sync' (SyncConnector): connectors are not supported"]
 
 
 def test_missing_types_are_summed_up_once_before_the_details():

@@ -29,7 +29,7 @@ How NiFi's parts map (docs/nifi-flows.md has the table):
   service's identifier (a processor's or a service's) names the service by its path instead
   (``<group>/<name>``; NiFi's scoping holds).
 * Not supported, and reported: other processor and service types, remote process groups,
-  event-driven scheduling, reporting tasks, groups run by NiFi's stateless engine or with a
+  event-driven scheduling, reporting tasks and connectors, groups run by NiFi's stateless engine or with a
   FlowFile concurrency other than unbounded.
 """
 
@@ -113,7 +113,8 @@ def flow_from_nifi(data: Mapping[str, Any], name: str | None = None, *,
 #: ``text`` is a string or null, ``name`` a string. Every field may be null or left out but those
 #: of ``_REQUIRED``; fields not named are not read.
 _SHAPES: dict[str, dict[str, type | str]] = {
-    "definition": {"flowContents": "group", "parameterContexts": "{context}", "reportingTasks": "[item]"},
+    "definition": {"flowContents": "group", "parameterContexts": "{context}", "reportingTasks": "[item]",
+                   "connectors": "[item]"},
     "group": {"identifier": str, "name": str, "parameterContextName": str, "executionEngine": str,
               "flowFileConcurrency": str, "processGroups": "[group]", "processors": "[processor]",
               "funnels": "[component]", "inputPorts": "[component]", "outputPorts": "[component]",
@@ -202,9 +203,10 @@ class _Importer:
         for service, path in placed:
             self._service(service, path)
         self._group(self.root, path="", root=True)
-        for task in self.data.get("reportingTasks") or []:   # a NiFi instance's flow.json.gz (nifi_formats)
-            self.problems.append(f"reporting task '{task.get('name') or task.get('identifier')}' "
-                                 f"({(task.get('type') or '?').rsplit('.', 1)[-1]}): reporting tasks are not supported")
+        for key, what in (("reportingTasks", "reporting task"), ("connectors", "connector")):   # flow.json.gz's
+            for item in self.data.get(key) or []:
+                self.problems.append(f"{what} '{item.get('name') or item.get('identifier')}' "
+                                     f"({(item.get('type') or '?').rsplit('.', 1)[-1]}): {what}s are not supported")
         if self.problems:
             raise NiFiImportError(self.flow.name, self.problems, self.missing)
         return self.flow

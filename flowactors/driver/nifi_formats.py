@@ -18,8 +18,8 @@ NiFi Registry write that definition in several wrappings; ``nifi_definition`` un
   its sensitive values are encrypted with the instance's key (``enc{...}``), which flowactors
   cannot read: they are left out as a download leaves them out (a sensitive parameter is then read
   from the environment, docs/nifi-flows.md). Its controller-level services serve reporting tasks
-  only (no processor can reference them): they are not read; its reporting tasks are kept for the
-  import to report.
+  only (no processor can reference them): they are not read; its reporting tasks and connectors
+  (NiFi 2's, each running a flow of its own) are kept for the import to report.
 
 Gzip (flow.json.gz) is undone by the caller (``flowactors.driver.loading``).
 """
@@ -62,7 +62,7 @@ def _from_dataflow(dataflow: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(context.get("parameters"), list) else context.get("parameters")
         contexts[str(context.get("name") or context.get("identifier") or index)] = {**context, "parameters": parameters}
     return {"flowContents": _without_encrypted(dataflow["rootGroup"]), "parameterContexts": contexts,
-            "reportingTasks": dataflow.get("reportingTasks")}
+            "reportingTasks": dataflow.get("reportingTasks"), "connectors": dataflow.get("connectors")}
 
 
 def _encrypted(value: Any) -> bool:
