@@ -107,7 +107,7 @@ def parse_document(data: bytes | str, max_string_length: int | None = None, *, e
     ``null`` unless ``allow_null`` (Jayway has no document then), or when a text value is longer than
     ``max_string_length`` characters (Jackson's StreamReadConstraints). With ``exact_numbers``
     numbers with a fraction or an exponent are Decimals, written back as they were read."""
-    if not data.strip():
+    if not data or data.isspace():   # not data.strip(): that copies the whole content
         raise DocumentError("the content is empty, not a JSON document")
     try:
         document = json.loads(data, parse_constant=_no_constant, parse_float=Decimal if exact_numbers else None)
