@@ -756,3 +756,29 @@ def test_execute_script_without_an_incoming_connection_is_a_source(tmp_path):
     run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60,
              until=lambda status: (tmp_path / "out" / "made.txt").exists())
     assert (tmp_path / "out" / "made.txt").read_bytes() == b""
+
+
+def test_a_scripted_lookup_that_raises_sends_the_flowfile_to_failure_with_one_line():
+    """Bad input for ScriptedLookupService: the script's lookup raises; LookupRecord keeps the
+    FlowFile (to failure, unchanged) and says what failed and at which line of the script."""
+    from flowactors.processors.records.lookup_record import LookupRecord
+    from flowactors.services import JsonRecordSetWriter, JsonTreeReader
+
+    failing = body("""
+        class Failing(object):
+            def lookup(self, coordinates):
+                raise KeyError('table gone')
+
+        lookupService = Failing()
+    """)
+    runner = ProcessorRunner(LookupRecord, {
+        "Record Reader": "reader", "Record Writer": "writer", "Lookup Service": "lookup", "key": "/word",
+        "Result RecordPath": "/answer"},
+        services={"reader": (JsonTreeReader, {}), "writer": (JsonRecordSetWriter, {}),
+                  "lookup": (ScriptedLookupService, {"Script Body": failing})})
+    runner.enqueue(b'[{"word": "Hello"}]')
+    runner.run()
+    [failed] = runner.output("failure")
+    assert runner.read(failed) == b'[{"word": "Hello"}]'
+    reason = failed.attributes["flowactors.failure.reason"]
+    assert "the script failed at line 3 of <Script Body>: KeyError: 'table gone'" in reason and "\n" not in reason
