@@ -5,6 +5,7 @@ a NiFi instance's flow.json.gz), ports and funnels whose connections select [""]
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import orjson
 import pytest
@@ -215,3 +216,26 @@ def test_a_python_processors_bundle_version_must_be_text():
         flow_from_nifi(snapshot(group("root", "g", None, None, processors=[write]), {}), extensions=["."])
     assert caught.value.problems == [
         "the definition.flowContents.processors[0].bundle.version must be a string, not 2"]
+
+
+def test_a_python_processors_bundle_version_chooses_among_the_versions_of_its_class(tmp_path):
+    """NiFi names a Python processor's version as its bundle version: with WriteMessage 0.0.1 and
+    0.0.2 in the extensions folder (NiFi's PythonControllerInteractionIT.testMultipleVersions), a
+    definition naming 0.0.2 gets 0.0.2, whichever file is found first."""
+    body = ("from nifiapi.flowfiletransform import FlowFileTransform, FlowFileTransformResult\n"
+            "class WriteMessage(FlowFileTransform):\n"
+            "    class Java:\n        implements = ['org.apache.nifi.python.processor.FlowFileTransform']\n"
+            "    class ProcessorDetails:\n        version = '{version}'\n"
+            "    def transform(self, context, flowFile):\n        return FlowFileTransformResult('success')\n")
+    for file, version in (("WriteMessage.py", "0.0.1-SNAPSHOT"), ("WriteMessageV2.py", "0.0.2-SNAPSHOT")):
+        (tmp_path / file).write_text(body.format(version=version))
+    write = processor("root", "write", "WriteMessage", {}, auto_terminate=("success", "original", "failure"),
+                      bundle={"group": "org.apache.nifi", "artifact": "python-extensions", "version": "0.0.2-SNAPSHOT"})
+    source = processor("root", "generate", STANDARD + "GenerateFlowFile", {})
+    root = group("root", "g", None, None, processors=[source, write],
+                 connections=[connection("root", source, write, ("success",))])
+    flow = flow_from_nifi(snapshot(root, {}), extensions=[str(tmp_path)])
+    kind = flow.processors["write"].type
+    assert (kind.info.version, Path(kind.info.path).name) == ("0.0.2-SNAPSHOT", "WriteMessageV2.py")
+    assert kind.type_name() == f"nifi-python:WriteMessage:0.0.2-SNAPSHOT@{tmp_path}"
+    flow.validate()
