@@ -177,6 +177,7 @@ class TransformXml(Processor):
         self._secure = context.property("Secure Processing").as_bool()
         self._cache = StylesheetCache(context.property("Cache Size").as_int(),
                                       context.property("Cache Duration").as_duration(), self.clock)
+        self._parameters = {name: context.property(name) for name in context.dynamic_properties}
         self._lookup = None
         if context.property("XSLT Lookup").is_set:
             self._lookup = context.service("XSLT Lookup", StringLookupService)
@@ -190,8 +191,8 @@ class TransformXml(Processor):
             try:
                 stylesheet = self._stylesheet(context, flowfile)
                 tree = parse_document(session, flowfile, allow_dtd=True)
-                parameters = {name: etree.XSLT.strparam(context.property(name).evaluate(flowfile) or "")
-                              for name in context.dynamic_properties}
+                parameters = {name: etree.XSLT.strparam(value.evaluate(flowfile) or "")
+                              for name, value in self._parameters.items()}
                 result = stylesheet(tree, **parameters)
                 output = bytes(result)
             except (XmlError, OSError, etree.XSLTApplyError) as err:
