@@ -199,3 +199,11 @@ def test_a_nifi_2_flow_with_jolt_imports_and_runs_in_process(tmp_path):
              until=lambda s: any(p["name"] == "store" and p["flowfiles_in"] for p in s["processors"]))
     [written] = list((tmp_path / "out").iterdir())
     assert json.loads(written.read_bytes()) == EXPECTED
+
+
+def test_non_ascii_keys_and_escaped_values_are_written_as_characters():
+    # NiFi's TestJoltTransformJSON testTransformInputWithShiftrAccentedChars and testWithUnicodeEscaping
+    # (Retain Unicode Escape Sequences false, the only value here)
+    runner = transform([b'{"rating": {"primary\xc3\x84\xc3\x96\xc3\x9c": {"value": "\\u011f\\u00fc"}}}'],
+                       **{"Jolt Transform": "Shift", "Jolt Specification": '{"rating": {"*": {"value": "&1"}}}'})
+    assert runner.contents("success") == ['{"primaryÄÖÜ":"ğü"}'.encode()]

@@ -62,6 +62,13 @@ def test_json_list_names_core_attributes_even_without_them():
     assert json.loads(out.attributes["JSONAttributes"]) == {"filename": "f.txt"}
 
 
+def test_json_regex_names_core_attributes_even_without_them():
+    # NiFi's TestAttributesToJSON testAttribute_noIncludeCoreAttributesRegex
+    _, out = run(AttributesToJSON, {"Attributes Regular Expression": "path.*", "Include Core Attributes": "false"},
+                 {"path": "p", "other": "o"})
+    assert json.loads(out.attributes["JSONAttributes"]) == {"path": "p"}
+
+
 def test_json_regex_and_list_together():
     _, out = run(AttributesToJSON, {"Attributes List": "x", "Attributes Regular Expression": "delimited\\.header\\..*"},
                  {"x": "1", "delimited.header.column.1": "c1", "delimited.header.column.2": "c2", "other": "o",

@@ -223,6 +223,9 @@ def test_split_takes_at_most_100_parents_a_trigger():
     ("$[0]._id", SAMPLE, "found a single value, not an array"),
     ("$[0].nothing", SAMPLE, "found nothing to split"),
     ("$", b"not json", "not valid JSON"),
+    # NiFi's TestSplitJson testSplit_pathToNullValue and testSplit_pathToInputStringNullValue
+    ("$.nullField", b'{"stringField": "String Value", "nullField": null}', "found a single value, not an array"),
+    ("$.*", b"null", "the content is the JSON null"),
 ])
 def test_what_cannot_be_split_goes_to_failure_and_nothing_to_original(path, content, why):
     runner = run(SplitJson, {"JsonPath Expression": path}, content)
