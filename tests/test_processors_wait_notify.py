@@ -105,6 +105,22 @@ def test_keep_in_the_upstream_connection_leaves_it_queued_and_expires_it_from_it
     assert "wait.start.timestamp" not in runner.output("expired")[0].attributes
 
 
+@pytest.mark.parametrize("engine", ["in-process", "stateless"])
+def test_keep_in_the_upstream_connection_looks_again_and_again_without_an_error(engine):
+    """A kept FlowFile comes back as it was taken (without wait.start.timestamp): its later looks
+    take the start Wait remembers (they once raised KeyError on it at each trigger)."""
+    runner, clock = waiting(engine=engine, **{"Wait Mode": "Keep in the upstream connection",
+                                              "Expiration Duration": "10 sec", "Target Signal Count": "5"})
+    notify(cache_of(runner), "1", {"default": 1}, {})                 # a signal, short of its target
+    runner.enqueue(b"held", {"releaseSignalAttribute": "1"})
+    for _ in range(3):
+        runner.run(stop=False)
+        clock.now += 4
+    assert counts(runner) == (0, 0, 0, 0) and runner.input_count == 1 and runner.errors == []
+    runner.run()                                                      # 12 s after its first look
+    assert counts(runner) == (0, 0, 1, 0) and runner.contents("expired") == [b"held"]
+
+
 def test_a_flowfile_waiting_longer_than_the_expiration_duration_expires():
     runner, clock = waiting(**{"Expiration Duration": "100 ms"})
     runner.enqueue(b"", {"releaseSignalAttribute": "1"})

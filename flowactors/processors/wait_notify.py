@@ -336,7 +336,8 @@ class Wait(Processor):
         keep = context.property("Wait Mode").raw == KEEP_UPSTREAM
         if keep:
             for flowfile in routing.wait:
-                self._kept.setdefault(flowfile.uuid, int(flowfile.attributes[WAIT_START]))
+                if flowfile.uuid not in self._kept:   # its first look: _sort stamped it
+                    self._kept[flowfile.uuid] = int(flowfile.attributes[WAIT_START])
             _give_back(session, routing.wait)
             if routing.wait and not (routing.failure or routing.expired or routing.success):
                 context.yield_()   # all of them back where they were: nothing to do until time passes
