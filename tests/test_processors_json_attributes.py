@@ -186,6 +186,14 @@ def test_csv_a_regex_that_does_not_compile_once_evaluated_goes_to_failure():
     assert "not a regular expression" in out.attributes[REASON_ATTRIBUTE]
 
 
+def test_json_a_regex_that_does_not_compile_once_evaluated_names_the_property_when_scheduled():
+    runner = ProcessorRunner(AttributesToJSON, {"Attributes Regular Expression": '${literal("(")}'})
+    runner.enqueue(b"", {"a": "1"})
+    with pytest.raises(ValueError, match=r"^Attributes Regular Expression '\(' is not a regular expression once "
+                                         r"evaluated: missing \)"):
+        runner.run()
+
+
 @pytest.mark.parametrize("value,escaped", [("plain", "plain"), ("a,b", '"a,b"'), ('say "hi"', '"say ""hi"""'),
                                            ("two\nlines", '"two\nlines"'), ("cr\r", '"cr\r"'), ("", "")])
 def test_escape_csv_as_commons_text(value, escaped):

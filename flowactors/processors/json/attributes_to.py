@@ -67,7 +67,7 @@ class AttributesToJSON(Processor):
         listed = context.property("Attributes List").raw or ""
         self._listed = [name.strip() for name in listed.split(",") if name.strip()] if listed.strip() else None
         regex = context.property("Attributes Regular Expression")
-        self._regex = re.compile(regex.evaluate() or "") if regex.is_set else None
+        self._regex = _evaluated_regex(regex.evaluate() or "") if regex.is_set else None
         self._to_content = context.property("Destination").raw == TO_CONTENT
         self._core = context.property("Include Core Attributes").as_bool()
         self._null = context.property("Null Value").as_bool()
@@ -102,6 +102,20 @@ class AttributesToJSON(Processor):
             else:
                 flowfile = session.put_attribute(flowfile, "JSONAttributes", text)
             session.transfer(flowfile, SUCCESS)
+
+
+class RegexError(ValueError):
+    """Attributes Regular Expression, its expressions evaluated, is no regular expression."""
+
+
+def _evaluated_regex(text: str) -> re.Pattern[str]:
+    """Attributes Regular Expression once its expressions are evaluated; ``RegexError`` naming the
+    property when that is no regular expression."""
+    try:
+        return re.compile(text)
+    except re.error as err:
+        raise RegexError(f"Attributes Regular Expression {text!r} is not a regular expression once evaluated: "
+                         f"{err}") from None
 
 
 def _nested(name: str, value: str | None) -> object:
@@ -174,7 +188,7 @@ class AttributesToCSV(Processor):
         listed_text = context.property("Attribute List").evaluate(flowfile) or ""
         listed = [_unescape_csv(part.strip()) for part in _LIST_COMMA.split(listed_text)] if listed_text.strip() else []
         regex_text = context.property("Attributes Regular Expression").evaluate(flowfile)
-        regex = re.compile(regex_text) if regex_text else None
+        regex = _evaluated_regex(regex_text) if regex_text else None
         if not listed and regex is None:
             chosen = dict(attributes)
         else:
@@ -192,9 +206,8 @@ class AttributesToCSV(Processor):
         for flowfile in session.get_batch():
             try:
                 chosen = self.selected(context, flowfile)
-            except re.error as err:
-                route_failure(context, session, flowfile, f"Attributes Regular Expression is not a regular "
-                              f"expression once evaluated: {err}")
+            except RegexError as err:
+                route_failure(context, session, flowfile, str(err))
                 continue
             values = ",".join(escape_csv(v) for v in chosen.values())
             names = ",".join(escape_csv(k) for k in chosen)
