@@ -128,6 +128,9 @@ def test_pretty_print_and_character_set():
     (b'{"a": 1, "a.b": 2}', {"Return Type": "unflatten"}, "goes inside a value that is not an object"),
     (b'{"a": 1}', {"Separator": "${sep}"}, "must be a single character"),
     (b"\xff\xfe{", {"Character Set": "UTF-8"}, "is not UTF-8 text"),
+    # unflattened texts are written as they are: one the Character Set lacks would be lost ('?' in NiFi)
+    (b'{"a.b": "caf\\u00e9"}', {"Return Type": "unflatten", "Character Set": "US-ASCII"},
+     "the result cannot be written in US-ASCII: ordinal not in range(128) ('\xe9' at character 14)"),
 ])
 def test_what_cannot_be_converted_goes_to_failure_unchanged(content, properties, why):
     runner = ProcessorRunner(FlattenJson, properties)

@@ -250,14 +250,14 @@ class FlattenJson(Processor):
         for flowfile in session.get_batch():
             try:
                 with depth_checked():
-                    text = self._convert(context.property("Separator").evaluate(flowfile) or ".",
-                                         read_content(session, flowfile))
+                    output = self._convert(context.property("Separator").evaluate(flowfile) or ".",
+                                           read_content(session, flowfile))
             except (FlattenError, DocumentError) as err:
                 route_failure(context, session, flowfile, reason(err))
                 continue
-            session.transfer(session.write_bytes(flowfile, text.encode(self._charset)), SUCCESS)
+            session.transfer(session.write_bytes(flowfile, output), SUCCESS)
 
-    def _convert(self, separator: str, data: bytes) -> str:
+    def _convert(self, separator: str, data: bytes) -> bytes:
         problem = _separator_problem(separator)
         if problem:
             raise FlattenError(f"Separator {separator!r}: {problem}")
@@ -266,6 +266,12 @@ class FlattenJson(Processor):
         except UnicodeDecodeError as err:
             raise FlattenError(f"the content is not {self._charset} text: {err}") from None
         if self._flatten:
-            return dump(flatten(document, separator, self._mode, self._keep_reserved), self._pretty, escape_json)
-        return dump(unflatten(document, separator, self._mode), self._pretty, _plain)
+            text = dump(flatten(document, separator, self._mode, self._keep_reserved), self._pretty, escape_json)
+        else:
+            text = dump(unflatten(document, separator, self._mode), self._pretty, _plain)
+        try:
+            return text.encode(self._charset)
+        except UnicodeEncodeError as err:   # NiFi writes '?' instead: the text would be lost
+            raise FlattenError(f"the result cannot be written in {self._charset}: {err.reason} "
+                               f"({text[err.start:err.end]!r} at character {err.start})") from None
 
