@@ -18,7 +18,7 @@ from flowactors import Flow, run_flow
 from flowactors.processors import DetectDuplicate, GenerateFlowFile, UpdateAttribute
 from flowactors.sdk.flow import FlowValidationError
 from flowactors.sdk.map_cache import CacheEntry, MapCacheError
-from flowactors.sdk.services import ServiceEnableError
+from flowactors.sdk.services import ServiceEnableError, ServiceNode
 from flowactors.services import DistributedMapCacheClientService, DistributedMapCacheServer
 from flowactors.services.map_cache_store import FIFO, FOLDER_NAME, LFU, LRU, MapCacheStore, MapCacheStoreError
 from flowactors.testing import enable_service
@@ -269,6 +269,16 @@ def test_the_server_a_client_uses_is_enabled_before_it_though_no_property_names_
         "duplicate", "non-duplicate", "failure"])
     flow.connect(source, "DetectDuplicate")
     assert [node.path for node in flow.validate().services_used_by(["DetectDuplicate"])] == ["server", "client"]
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "http", "\u00b2", " 4557x"])   # "\u00b2" once raised ValueError
+def test_a_port_that_is_not_a_port_number_is_refused_in_one_sentence(port):
+    for kind, values in ((DistributedMapCacheServer, {"Port": port}),
+                         (DistributedMapCacheClientService, {"Server Hostname": "localhost", "Server Port": port})):
+        name = "Port" if kind is DistributedMapCacheServer else "Server Port"
+        assert kind.validate_properties(values) == [f"property '{name}': must be a port number from 1 to 65535"]
+    visible = {"server": ServiceNode("server", DistributedMapCacheServer, {"Port": port})}
+    assert DistributedMapCacheClientService.implied_references({"Server Port": "4557"}, visible)[0] == []
 
 
 def test_an_ssl_context_service_is_refused_with_what_to_do():

@@ -27,8 +27,15 @@ _NO_SSL = ("is not supported: a client reaches its server through the engine, ne
            "leave it empty")
 
 
+def port_number(value: str) -> int | None:
+    """``value`` as a port number (1 to 65535), or None when it is not one."""
+    text = value.strip()
+    number = int(text) if text.isascii() and text.isdigit() else 0   # '²' is a digit to isdigit, not to int
+    return number if 1 <= number <= 65535 else None
+
+
 def _port(value: str) -> str | None:
-    return None if value.strip().isdigit() and 1 <= int(value) <= 65535 else "must be a port number from 1 to 65535"
+    return None if port_number(value) is not None else "must be a port number from 1 to 65535"
 
 
 def _refuse_ssl(values: Mapping[str, str]) -> list[str]:
@@ -115,12 +122,12 @@ class DistributedMapCacheClientService(ControllerService, AtomicDistributedMapCa
                            ) -> tuple[list[str], list[str]]:
         """The server in reach whose Port is this client's Server Port; a problem when there is
         none, or more than one."""
-        wanted = values.get("Server Port", DEFAULT_PORT).strip()
-        if _port(wanted) is not None:
+        wanted = port_number(values.get("Server Port", DEFAULT_PORT))
+        if wanted is None:
             return [], []   # the property's own validation says so
         servers = {node.path: node for node in visible.values() if issubclass(node.type, MapCacheServerAPI)}
         ports = {path: node.property_values.get("Port", DEFAULT_PORT).strip() for path, node in servers.items()}
-        matching = sorted(path for path, port in ports.items() if port.isdigit() and int(port) == int(wanted))
+        matching = sorted(path for path, port in ports.items() if port_number(port) == wanted)
         if len(matching) == 1:
             return matching, []
         if matching:
