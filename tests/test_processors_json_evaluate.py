@@ -250,3 +250,17 @@ def test_a_document_nested_too_deeply_goes_to_failure_unchanged(processor, prope
     runner = run(processor, properties, DEEP)
     [out] = only(runner, "failure")
     assert "nested too deeply" in out.attributes[REASON_ATTRIBUTE] and runner.read(out) == DEEP
+
+
+@pytest.mark.parametrize("processor,properties,relationship", [
+    (EvaluateJsonPath, {"x": "$.a"}, "matched"),
+    (EvaluateJsonPath, {**ATTRIBUTE, "x": "$.a"}, "matched"),
+    (SplitJson, {"JsonPath Expression": "$.b"}, "split"),
+])
+def test_an_unpaired_surrogate_escape_is_written_as_java_writes_it(processor, properties, relationship):
+    # "\ud800" alone is no character: UTF-8 and the attributes cannot hold it; Java's encoder writes '?'
+    runner = run(processor, properties, b'{"a": "x\\ud800y", "b": ["\\ud800", {"c": "\\udfff"}]}')
+    out = runner.output(relationship)
+    texts = [f.attributes["x"] for f in out] if properties.get("Destination") else runner.contents(relationship)
+    expected = {"matched": ["x?y"], "split": ["?", '{"c":"?"}']}[relationship]
+    assert [t if isinstance(t, str) else t.decode() for t in texts] == expected

@@ -181,20 +181,33 @@ def _write(value: Any, out: list[str], pretty: bool, level: int) -> None:
 
 def result_text(value: Any, null_text: str) -> str:
     """A JsonPath result as NiFi writes it: an object or an array as JSON, a text as it is, a
-    number or a boolean as Java prints it, null as ``null_text``, keys() as Java prints a set."""
+    number or a boolean as Java prints it, null as ``null_text``, keys() as Java prints a set;
+    texts ``writable``."""
     if isinstance(value, KeySet):
-        return "[" + ", ".join(value) + "]"
+        return writable("[" + ", ".join(value) + "]")
     if isinstance(value, (dict, list)):
-        return to_json(value)
+        return writable(to_json(value))
     if value is None:
         return null_text
     if isinstance(value, str):
-        return value
+        return writable(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return java_double(value)
     return str(value)
+
+
+def writable(text: str) -> str:
+    """``text`` with each unpaired surrogate (what a JSON escape such as ``\\ud800`` alone reads
+    as: no character, so no UTF-8 and no attribute) as ``?``, as Java's UTF-8 encoder writes it."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def is_scalar(value: Any) -> bool:
