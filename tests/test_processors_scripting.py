@@ -782,3 +782,25 @@ def test_a_scripted_lookup_that_raises_sends_the_flowfile_to_failure_with_one_li
     assert runner.read(failed) == b'[{"word": "Hello"}]'
     reason = failed.attributes["flowactors.failure.reason"]
     assert "the script failed at line 3 of <Script Body>: KeyError: 'table gone'" in reason and "\n" not in reason
+
+
+def test_ioutils_copy_gives_the_count_copied_whatever_the_stream():
+    """IOUtils.copy returns the bytes copied, as Java's, into a content stream and into a
+    ByteArrayOutputStream (which has no position to measure: it once gave 0)."""
+    runner = ProcessorRunner(ExecuteScript, {"Script Body": body("""
+        from org.apache.commons.io import IOUtils
+        from java.io import ByteArrayInputStream, ByteArrayOutputStream
+
+        flowFile = session.get()
+        copied = []
+        flowFile = session.write(flowFile, lambda inputStream, outputStream: copied.append(
+            IOUtils.copy(inputStream, outputStream)))
+        gathered = ByteArrayOutputStream()
+        copied.append(IOUtils.copy(ByteArrayInputStream(b'abc'), gathered))
+        copied.append(gathered.size())
+        session.transfer(session.putAttribute(flowFile, 'copied', repr(copied)), REL_SUCCESS)
+    """)})
+    runner.enqueue(b"hello world")
+    runner.run()
+    [flowfile] = runner.output("success")
+    assert flowfile.attributes["copied"] == "[11, 3, 3]" and runner.read(flowfile) == b"hello world"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import codecs
 import io
-import shutil
 from typing import Any, BinaryIO, Iterator
 
 from flowactors.sdk.session import CHUNK
@@ -162,10 +161,9 @@ class IOUtils:
 
     @staticmethod
     def copy(source: Any, out: Any) -> int:
-        raw_out = out.raw() if isinstance(out, OutputStream) else out
-        before = raw_out.tell() if hasattr(raw_out, "tell") else 0
-        shutil.copyfileobj(_raw_in(source), raw_out, CHUNK)
-        return (raw_out.tell() if hasattr(raw_out, "tell") else 0) - before
+        """The rest of ``source`` written to ``out`` (any stream with ``write``), a chunk at a time;
+        how many bytes, as Java's."""
+        return InputStream(_raw_in(source)).transferTo(out)
 
     @staticmethod
     def write(data: Any, out: Any, charset: Any = None) -> None:
