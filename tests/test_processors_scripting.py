@@ -219,6 +219,19 @@ def test_shim_modules_exist_only_while_a_script_runs():
         __import__("org.apache.commons.io")
 
 
+def test_importing_the_processors_leaves_the_import_system_alone():
+    """The scripts' finder joins sys.meta_path at the first script's run only: a flow without
+    scripts (any process importing flowactors.processors) never has it."""
+    import subprocess
+    check = ("import sys; import flowactors.processors; from flowactors.sdk.script_api import loader; "
+             "print(loader._FINDER in sys.meta_path)")
+    found = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True).stdout
+    assert found.strip() == "False"
+    execute("flowFile = session.get()\nsession.transfer(flowFile, REL_SUCCESS)\n")
+    from flowactors.sdk.script_api import loader
+    assert loader._FINDER in sys.meta_path
+
+
 def test_module_directory_and_script_file(tmp_path):
     (tmp_path / "test_external_module.py").write_text(
         "class ExternalModule :\n\n    def __init__(self) :\n        pass\n\n"

@@ -194,12 +194,16 @@ def _shim_module(name: str) -> types.ModuleType:
 
 
 _FINDER = _Finder()
-sys.meta_path.insert(0, _FINDER)
 
 
 @contextmanager
 def running(cache: ModuleCache) -> Iterator[None]:
-    """While a script runs on this thread: its imports as the module docstring says."""
+    """While a script runs on this thread: its imports as the module docstring says (the finder
+    joins ``sys.meta_path`` at the first script's run, not when the processors are imported)."""
+    if _FINDER not in sys.meta_path:
+        with _FINDER.lock:
+            if _FINDER not in sys.meta_path:
+                sys.meta_path.insert(0, _FINDER)
     previous = _FINDER.enter(cache)
     try:
         yield
