@@ -12,8 +12,7 @@ import pytest
 from flowactors.processors.scripting import ExecuteScript, InvokeScriptedProcessor
 from flowactors.sdk.script_api.loader import compiled, python2_rewritten
 from flowactors.processors.scripting import ScriptError
-from flowactors.services.scripted_lookup import ScriptedLookupService
-from flowactors.testing import ProcessorRunner, enable_service
+from flowactors.testing import ProcessorRunner
 
 
 def body(text: str) -> str:
@@ -613,44 +612,6 @@ def test_invoke_on_trigger_error_rolls_back(tmp_path):
     assert queued.is_penalized() and runner.output("success") == []
 
 
-# ---------------------------------------------------------------------------------- ScriptedLookupService
-LOOKUP = '''
-from java.util import Optional
-
-class PythonLookupService(object):
-    lookupTable = {'Hello': 'Hi', 'World': 'there'}
-
-    def setLogger(self, logger):
-        self.logger = logger
-
-    def onEnabled(self, context):
-        self.logger.info("in onEnabled")
-        self.suffix = context.getProperty("suffix").getValue() or ""
-
-    def lookup(self, coordinates):
-        key = list(coordinates.values())[0]
-        value = self.lookupTable.get(key)
-        return Optional.ofNullable(None if value is None else value + self.suffix)
-
-    def getRequiredKeys(self):
-        return set(['key'])
-
-lookupService = PythonLookupService()
-'''
-
-
-def test_scripted_lookup_service():
-    service = enable_service(ScriptedLookupService, {"Script Engine": "python", "Script Body": LOOKUP, "suffix": "!"})
-    assert service.required_keys() == {"key"}
-    assert service.lookup({"key": "Hello"}) == "Hi!" and service.lookup({"key": "World"}) == "there!"
-    assert service.lookup({"key": "Nope"}) is None
-
-
-def test_scripted_lookup_service_without_lookup_service_refuses_to_enable():
-    with pytest.raises(Exception, match="assigns no 'lookupService'"):
-        enable_service(ScriptedLookupService, {"Script Body": "x = 1\n"})
-
-
 # ---------------------------------------------------------------------------------- a NiFi flow
 def test_a_nifi_flow_of_a_command_and_a_script_runs_in_process(tmp_path):
     """GetFile -> ExecuteStreamCommand (upper case) -> ExecuteScript (a dynamic property into an
@@ -699,22 +660,6 @@ def test_a_nifi_flow_of_a_command_and_a_script_runs_in_process(tmp_path):
                                               for p in status["processors"]))
     assert not final.get("timed_out"), final
     assert {p.name: p.read_text() for p in out.iterdir()} == {"done-a.txt": "ALPHA-a.txt"}
-
-
-def test_scripted_lookup_service_serves_lookup_record():
-    from flowactors.processors.records.lookup_record import LookupRecord
-    from flowactors.services import JsonRecordSetWriter, JsonTreeReader
-
-    runner = ProcessorRunner(LookupRecord, {
-        "Record Reader": "reader", "Record Writer": "writer", "Lookup Service": "lookup",
-        "Routing Strategy": "Route to 'matched' or 'unmatched'", "key": "/word", "Result RecordPath": "/answer"},
-        services={"reader": (JsonTreeReader, {}), "writer": (JsonRecordSetWriter, {}),
-                  "lookup": (ScriptedLookupService, {"Script Body": LOOKUP, "suffix": "?"})})
-    runner.enqueue(b'[{"word": "Hello"}]')
-    runner.enqueue(b'[{"word": "Bye"}]')
-    runner.run(2)
-    assert [runner.read(f) for f in runner.output("matched")] == [b'[{"word":"Hello","answer":"Hi?"}]']
-    assert len(runner.output("unmatched")) == 1
 
 
 def test_invoke_on_scheduled_and_on_stopped_are_called(tmp_path):
@@ -769,32 +714,6 @@ def test_execute_script_without_an_incoming_connection_is_a_source(tmp_path):
     run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60,
              until=lambda status: (tmp_path / "out" / "made.txt").exists())
     assert (tmp_path / "out" / "made.txt").read_bytes() == b""
-
-
-def test_a_scripted_lookup_that_raises_sends_the_flowfile_to_failure_with_one_line():
-    """Bad input for ScriptedLookupService: the script's lookup raises; LookupRecord keeps the
-    FlowFile (to failure, unchanged) and says what failed and at which line of the script."""
-    from flowactors.processors.records.lookup_record import LookupRecord
-    from flowactors.services import JsonRecordSetWriter, JsonTreeReader
-
-    failing = body("""
-        class Failing(object):
-            def lookup(self, coordinates):
-                raise KeyError('table gone')
-
-        lookupService = Failing()
-    """)
-    runner = ProcessorRunner(LookupRecord, {
-        "Record Reader": "reader", "Record Writer": "writer", "Lookup Service": "lookup", "key": "/word",
-        "Result RecordPath": "/answer"},
-        services={"reader": (JsonTreeReader, {}), "writer": (JsonRecordSetWriter, {}),
-                  "lookup": (ScriptedLookupService, {"Script Body": failing})})
-    runner.enqueue(b'[{"word": "Hello"}]')
-    runner.run()
-    [failed] = runner.output("failure")
-    assert runner.read(failed) == b'[{"word": "Hello"}]'
-    reason = failed.attributes["flowactors.failure.reason"]
-    assert "the script failed at line 3 of <Script Body>: KeyError: 'table gone'" in reason and "\n" not in reason
 
 
 def test_ioutils_copy_gives_the_count_copied_whatever_the_stream():
