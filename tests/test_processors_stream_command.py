@@ -243,3 +243,19 @@ def test_content_and_output_pass_a_chunk_at_a_time():
     execution.run(Session(), object(), lambda chunk: chunks.append(len(chunk)))
     assert execution.status == 0 and sum(chunks) == size
     assert reads and all(0 < n <= CHUNK for n in reads) and max(chunks) <= CHUNK
+
+
+def test_a_working_directory_that_cannot_be_created_rolls_back_with_one_line(tmp_path):
+    """NiFi warns and then fails to start the command there; the command never runs elsewhere
+    (it once ran in the engine's directory after a warning)."""
+    (tmp_path / "a-file").write_text("not a folder")
+    where = tmp_path / "a-file" / "work"
+    marker = tmp_path / "ran"
+    runner = ProcessorRunner(ExecuteStreamCommand, {"Command Path": PY, "Working Directory": str(where),
+                                                    "Command Arguments": f"-c;open({str(marker)!r}, 'w')"})
+    flowfile = runner.enqueue(b"kept")
+    runner.run(raise_errors=False)
+    [error] = runner.errors
+    assert str(error) == f"cannot create working directory {where}: Not a directory"
+    [queued] = runner.queues["input"].listing(10)
+    assert queued.uuid == flowfile.uuid and runner.output("original") == [] and not marker.exists()

@@ -17,8 +17,9 @@ Max Attribute Length bytes) becomes that attribute of the input instead, which a
 ``original`` whatever the status, and only ``original`` exists.
 
 A command that cannot start (no such program, not executable, a working directory that cannot
-be entered) raises ``CommandError``, one line naming the command: the session rolls back and the
-engine penalizes the FlowFile in its queue (NiFi's ProcessException). The command runs in a
+be created or entered) raises ``CommandError``, one line naming the command or the directory:
+the session rolls back and the engine penalizes the FlowFile in its queue (NiFi's
+ProcessException). The command runs in a
 process group of its own; whenever the trigger ends with the command still running (an error, or
 Command Timeout passed: a flowactors addition) the whole group is killed, and so is every command
 still running when the process exits normally, so no process is left behind. A command killed by a signal reports status 128 + the signal's number, as Java does.
@@ -203,16 +204,15 @@ class ExecuteStreamCommand(Processor):
 
     @staticmethod
     def _directory(context: ProcessContext, flowfile: FlowFile) -> str | None:
-        """Working Directory, created when missing; when it cannot be, the engine's (NiFi's)."""
+        """Working Directory, created when missing; one that cannot be is a ``CommandError`` (NiFi
+        warns, then its command fails to start there), never a run somewhere else."""
         directory = context.property("Working Directory").evaluate(flowfile)
         if not directory or not directory.strip():
             return None
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as err:
-            log.warning("%s: cannot create working directory %s (%s); using %s", context.name, directory,
-                        err.strerror or err, os.getcwd())
-            return None
+            raise CommandError(f"cannot create working directory {directory}: {err.strerror or err}") from None
         return directory
 
 
