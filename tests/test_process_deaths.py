@@ -121,6 +121,59 @@ def test_after_a_death_each_flowfile_held_runs_alone_and_the_one_alone_at_two_de
     reopened.close()
 
 
+def test_a_death_counts_against_a_flowfile_only_when_it_was_the_one_held_in_the_whole_process(tmp_path, caplog):
+    """One death ends every trigger of the process: a FlowFile in hand beside another task's
+    (PutFile writing a good file while another processor's poison ends the process) is a suspect,
+    never counted; only the one FlowFile held anywhere in the process is."""
+    caplog.set_level(logging.WARNING, logger="flowactors.engine.process_deaths")
+    both = ["fatal#0", "put#0"]
+    guards = DeathGuard.open_tasks(tmp_path, "flow", both, both)
+    for guard, ids in zip(guards.values(), ([3], [1])):
+        guard.begin_trigger()
+        assert taken_ids(guard.take(prefetched(*ids), 8)) == ids
+        guard.close()   # the process dies: no end_trigger
+    guards = DeathGuard.open_tasks(tmp_path, "flow", both, both)
+    assert guards["fatal#0"].suspects == {3: 0} and guards["put#0"].suspects == {1: 0}   # neither counted
+    assert caplog.messages[-1].endswith("other triggers of the process held FlowFiles too, so the death is not "
+                                        "counted against it; it runs alone in the process now")
+    fatal, put = guards["fatal#0"], guards["put#0"]
+    fatal.begin_trigger()
+    assert taken_ids(fatal.take(prefetched(3), 8)) == [3]   # alone in the process: put holds nothing
+    for guard in guards.values():
+        guard.close()
+    guards = DeathGuard.open_tasks(tmp_path, "flow", both, both)
+    assert guards["fatal#0"].deaths(3) == 1 and guards["put#0"].suspects == {1: 0}
+
+
+def test_a_suspect_runs_alone_in_its_process(tmp_path):
+    """While a task has suspects, a suspect's trigger starts only when no other trigger of the
+    process holds FlowFiles, and the others take none until it ends."""
+    both = ["fatal#0", "put#0"]
+    fatal = DeathGuard.open_tasks(tmp_path, "flow", ["fatal#0"], both)["fatal#0"]
+    fatal.suspects[3] = 0
+    fatal.process.suspicious("fatal#0", True)
+    put = DeathGuard.open_tasks(tmp_path, "flow", ["put#0"], both)["put#0"]
+    assert put.process is fatal.process   # one process, one view of its triggers
+    put.begin_trigger()
+    assert taken_ids(put.take(prefetched(1, 2), 8)) == [1, 2]   # nobody alone yet: a batch
+    fatal.begin_trigger()
+    assert fatal.take(prefetched(3), 8) == []   # put holds FlowFiles: the suspect waits
+    fatal.end_trigger()
+    put.end_trigger()
+    put.begin_trigger()
+    assert put.take(prefetched(4), 8) == []   # the suspect is waiting: no new takes meanwhile
+    put.end_trigger()
+    fatal.begin_trigger()
+    assert taken_ids(fatal.take(prefetched(3), 8)) == [3]   # alone in the process
+    put.begin_trigger()
+    assert put.take(prefetched(4), 8) == []   # not beside it
+    put.end_trigger()
+    fatal.end_trigger()   # it went through: no suspect left, nothing watched any more
+    assert fatal.suspects == {} and not fatal.process.watching()
+    put.begin_trigger()
+    assert taken_ids(put.take(prefetched(4, 5), 8)) == [4, 5]
+
+
 def test_a_trigger_that_takes_twice_is_recorded_whole(tmp_path):
     record = InHandRecord(tmp_path / "r.inhand")
     record.add([1, 2])

@@ -33,7 +33,7 @@ from flowactors.engine.placement import ExecutorPlan
 from flowactors.engine.process_deaths import DeathGuard
 from flowactors.engine.services import ServiceHost
 from flowactors.engine.stateless_engine import STATELESS_ENGINE
-from flowactors.engine.task import ProcessorTask, make_context
+from flowactors.engine.task import ProcessorTask, make_context, task_key
 from flowactors.engine.transport import Link, LoopLink
 from flowactors.sdk.flow import Flow, ProcessorNode
 from flowactors.sdk.session_contract import IdAllocator
@@ -48,7 +48,8 @@ class Executor:
 
     def __init__(self, flow: Flow, plan: ExecutorPlan, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
-                 provenance_repository: Link | None, cluster: dict | None = None):
+                 provenance_repository: Link | None, cluster: dict | None = None,
+                 process_tasks: list[str] | None = None):
         # the hosted tasks wait on Ray from threads of their own, never on the event loop, which
         # Ray's warning about blocking calls in an async actor cannot tell apart
         os.environ["RAY_WARN_BLOCKING_GET_INSIDE_ASYNC"] = "0"
@@ -59,6 +60,9 @@ class Executor:
         self.settings = settings
         self.flowfile_repository = flowfile_repository
         self.provenance_repository = provenance_repository
+        #: the keys of every task of the process this executor is in (None: its own; the
+        #: in-process engine's executors share one), whose deaths are settled together (process_deaths)
+        self.process_tasks = process_tasks
         #: a new value each time this executor is built: Ray rebuilds a killed actor with the same
         #: arguments, and the controller tells a restart from a survivor by it (``health``)
         self.incarnation = uuid.uuid4().hex
@@ -134,11 +138,13 @@ class Executor:
             self.tasks[task.key] = task
             return task
 
+        hosted = [task_key(name, instance) for name, instance in self.plan.tasks]
+        guards = DeathGuard.open_tasks(self.root, self.flow.name, hosted, self.process_tasks or hosted)
         for name, instance in self.plan.tasks:
             node = self.flow.processors[name]
             backend = backend_for(node, [c.id for c in self.flow.connections_to(name)], self.flow.destinations(name))
             task = add(ProcessorTask(self.flow.name, node, instance, backend, self.settings))
-            task.guard_with(DeathGuard.open(self.root, self.flow.name, task.key))
+            task.guard_with(guards[task.key])
             task.context.stateless_engine = STATELESS_ENGINE
             services.give_to(task.context)
             if self.view is not None and self.view.cluster_state:

@@ -18,6 +18,7 @@ import threading
 from flowactors.engine import gc_policy
 from flowactors.engine.errors import FlowStartError
 from flowactors.engine.executor import Executor
+from flowactors.engine.task import flow_task_keys
 from flowactors.engine.hosting import repository_name
 from flowactors.engine.placement import ExecutorPlan, Placement, runtime_env_refusal
 from flowactors.engine.queues.connection import QueueConfig, QueueHost
@@ -67,8 +68,10 @@ class InProcessHosting:
     def executor(self, name: str, plan: ExecutorPlan, flow: Flow, root: str, settings: Settings,
                  queue_configs: dict[str, QueueConfig], flowfile_repository: Link,
                  provenance_repository: Link | None, cluster: dict | None = None) -> Link:
+        # every executor here is in this one process: a death ends all their triggers at once
         return LoopLink(self._on_loop(lambda: Executor(flow, plan, root, settings, queue_configs,
-                                                       flowfile_repository, provenance_repository, cluster)),
+                                                       flowfile_repository, provenance_repository, cluster,
+                                                       process_tasks=flow_task_keys(flow))),
                         self.loop)
 
     def shared_service(self, name: str, flow: Flow, path: str) -> Link:

@@ -34,7 +34,7 @@ from typing import Callable
 
 from flowactors.engine import STOP_TIMEOUT
 from flowactors.engine.session_backend import Counters, EngineBackend
-from flowactors.sdk.flow import ProcessorNode
+from flowactors.sdk.flow import Flow, ProcessorNode
 from flowactors.engine.errors import ProcessKilledByFlowFile
 from flowactors.engine.metrics import ProcessorMetrics
 from flowactors.engine.process_deaths import DeathGuard
@@ -62,6 +62,17 @@ def make_context(node: ProcessorNode, settings: Settings, instance: int = 0) -> 
         values=node.property_values, relationships=list(node.type.relationships_for(node.property_values)),
         instance=instance, concurrent_tasks=node.concurrent_tasks,
         batch_size=node.batch_size or settings.default_batch_size)
+
+
+def task_key(processor: str, instance: int) -> str:
+    """The name of task ``instance`` of ``processor`` (in its executor, its thread, its files)."""
+    return f"{processor}#{instance}"
+
+
+def flow_task_keys(flow: Flow) -> list[str]:
+    """The keys of every processor task of ``flow`` (a disabled processor has none)."""
+    return [task_key(name, i) for name, node in flow.processors.items() if not node.disabled
+            for i in range(node.concurrent_tasks)]
 
 
 class ProcessorTask:
@@ -112,7 +123,7 @@ class ProcessorTask:
     @property
     def key(self) -> str:
         """The task's name in its executor and its thread."""
-        return f"{self.node.name}#{self.instance}"
+        return task_key(self.node.name, self.instance)
 
     def guard_with(self, guard: DeathGuard) -> None:
         """Keep what this task's triggers hold in ``guard``'s record, and take as it says."""
