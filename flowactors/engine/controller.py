@@ -312,8 +312,7 @@ class FlowController:
     def _start_shared_services(self) -> None:
         """The flow's one instance of each controller service with state to share that a
         processor uses (``flowactors.engine.services``), enabled before any executor is wired."""
-        started = [name for name, node in self.flow.processors.items() if not node.disabled]
-        for node in self.flow.services_used_by(started):
+        for node in self.flow.services_used_by(self.flow.enabled_processors()):
             if not node.type.shared_state or node.path in self.shared_services:
                 continue
             link = self.hosting.shared_service(self._name(f"service.{node.path}"), self.flow, node.path)
@@ -605,7 +604,7 @@ class FlowController:
         enabled), no processor found work, and every component is the one the flow was wired
         with (a repository that died a moment ago is not an idle flow: ``watch``)."""
         status = status or self.status()
-        waiting = {name for name, node in self.flow.processors.items() if node.disabled}
+        waiting = set(self.flow.processors) - set(self.flow.enabled_processors())
         return (status["started"] and not status.get("repairing") and all(p["idle"] or not p["running"] for p in status["processors"])
                 and all(q["count"] == 0 or q["destination"] in waiting for q in status["queues"]) and not self.watch())
 

@@ -112,7 +112,8 @@ def plan(flow: Flow, placement: str = "shared", executors: int = 2) -> Placement
     """Decide the executors for ``flow`` (see the module docstring)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
-    order = [name for name in flow_order(flow) if not flow.processors[name].disabled]
+    enabled = set(flow.enabled_processors())
+    order = [name for name in flow_order(flow) if name in enabled]
     plans: list[ExecutorPlan] = []
     home: dict[str, int] = {}  # processor -> the executor of its first task (its queues go there)
     shared = [n for n in order if placement == "shared" and not needs_own_actor(flow.processors[n])]

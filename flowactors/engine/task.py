@@ -71,8 +71,7 @@ def task_key(processor: str, instance: int) -> str:
 
 def flow_task_keys(flow: Flow) -> list[str]:
     """The keys of every processor task of ``flow`` (a disabled processor has none)."""
-    return [task_key(name, i) for name, node in flow.processors.items() if not node.disabled
-            for i in range(node.concurrent_tasks)]
+    return [task_key(name, i) for name in flow.enabled_processors() for i in range(flow.processors[name].concurrent_tasks)]
 
 
 class ProcessorTask:

@@ -245,6 +245,10 @@ class Flow:
             self.disabled_services.add(node.path)
         return node
 
+    def enabled_processors(self) -> list[str]:
+        """The processors that run: every one but the disabled (``ProcessorNode.disabled``)."""
+        return [name for name, node in self.processors.items() if node.disabled is not True]
+
     def services_used_by(self, processors: Iterable[str]) -> list[ServiceNode]:
         """The services the named processors use, and those these use, in the order to enable
         them: the disabled ones left out (never enabled; a processor using one does not validate)."""
@@ -316,7 +320,7 @@ class Flow:
             problems.append("the flow has no processors")
         resolving, secrets = self._resolve_parameters()
         problems.extend(resolving)
-        enabled = [node for node in self.processors.values() if node.disabled is not True]
+        enabled = [self.processors[name] for name in self.enabled_processors()]
         for node in enabled:
             problems.extend(params.redact(f"processor '{node.name}': {p}", secrets.get(node.name, ()))
                             for p in node.type.validate_properties(node.property_values))
