@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import codecs
+import logging
 import re
 import stat
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Mapping
 
-from flowactors.sdk.processor import PropertyDescriptor, validators
+from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.relationships import FAILURE, failure_attributes
+from repositories.model import FlowFile
+
+log = logging.getLogger(__name__)
 
 #: how NiFi writes file times (file.lastModifiedTime ...): Java's yyyy-MM-dd'T'HH:mm:ssZ
 NIFI_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
@@ -156,3 +161,14 @@ def java_replacement(pattern: re.Pattern, replacement: str):
         return "".join(p if isinstance(p, str) else (match.group(p) or "") for p in parts)
 
     return substitute
+
+
+def route_failure(context: ProcessContext, session, flowfile: FlowFile, message: str,
+                  extra: Mapping[str, str] | None = None, relationship: Relationship = FAILURE) -> FlowFile:
+    """Send ``flowfile`` to ``relationship`` (failure), unchanged but for
+    ``flowactors.failure.reason`` (``message``, one line), ``flowactors.failure.processor`` and
+    ``extra``, and log why. Returns the FlowFile as sent."""
+    log.warning("%s: routing %s to %s: %s", context.name, flowfile.uuid, relationship.name, message)
+    flowfile = session.put_all_attributes(flowfile, {**failure_attributes(context.name, message), **(extra or {})})
+    session.transfer(flowfile, relationship)
+    return flowfile

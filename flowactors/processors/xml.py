@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, Iterator, Mapping
 from lxml import etree
 
 from flowactors.processors._common import TO_ATTRIBUTE, TO_CONTENT, boolean_property, path_count_problems
-from flowactors.processors.json._document import route_failure
+from flowactors.processors._common import route_failure
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import FAILURE, reason

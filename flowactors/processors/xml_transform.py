@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 from lxml import etree
 
 from flowactors.processors._common import boolean_property
-from flowactors.processors.json._document import route_failure
+from flowactors.processors._common import route_failure
 from flowactors.processors.xml import DOCUMENTS_PER_TRIGGER, XmlError, parse_document, xml_parser
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, ServiceNotFound, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason

@@ -7,13 +7,11 @@ import os
 from collections import OrderedDict
 from typing import Any, Callable, Mapping
 
-from flowactors.processors._common import boolean_property
+from flowactors.processors._common import boolean_property, route_failure
 from flowactors.processors.jolt.chain import OPERATIONS, Chain
 from flowactors.processors.jolt.paths import JoltSpecError, JoltTransformError
 from flowactors.processors.jolt.sort import Sort
-from flowactors.processors.json._document import (
-    DocumentError, depth_checked, parse_document, read_contents, route_failure,
-)
+from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, read_contents
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, validators
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from decimal import Decimal
 from typing import Any, Iterator
 
 from flowactors.processors.json.jsonpath import KeySet
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
-from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, validators
+from flowactors.sdk.processor import PropertyDescriptor, validators
 from flowactors.sdk.record_path.conversions import java_double
-from flowactors.sdk.relationships import FAILURE, failure_attributes, reason
-
-log = logging.getLogger(__name__)
+from flowactors.sdk.relationships import reason
 
 #: Null Value Representation's choices, and the text each writes for a JSON null
 NULL_TEXTS = {"empty string": "", "the string 'null'": "null"}
@@ -25,13 +22,6 @@ NULL_REPRESENTATION = PropertyDescriptor(
 MAX_STRING_LENGTH = PropertyDescriptor(
     "Max String Length", "The longest text value a document may hold (longer: the FlowFile goes to failure)",
     required=True, default="20 MB", validator=validators.DATA_SIZE)
-
-
-def route_failure(context: ProcessContext, session, flowfile: FlowFile, message: str) -> None:
-    """Send ``flowfile`` to failure, unchanged but for ``flowactors.failure.reason`` (``message``,
-    one line) and ``flowactors.failure.processor``, and log why."""
-    log.warning("%s: routing %s to failure: %s", context.name, flowfile.uuid, message)
-    session.transfer(session.put_all_attributes(flowfile, failure_attributes(context.name, message)), FAILURE)
 
 
 class DocumentError(ValueError):

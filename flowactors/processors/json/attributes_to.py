@@ -7,7 +7,8 @@ import re
 from typing import Mapping
 
 from flowactors.processors._common import REGEX_VALIDATOR, TO_ATTRIBUTE, TO_CONTENT, boolean_property
-from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, route_failure, to_json
+from flowactors.processors._common import route_failure
+from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, to_json
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.sdk.relationships import FAILURE, SUCCESS
 

@@ -6,9 +6,9 @@ import logging
 from typing import Mapping
 
 from flowactors.processors._common import TO_ATTRIBUTE, TO_CONTENT, path_count_problems
+from flowactors.processors._common import route_failure
 from flowactors.processors.json._document import (
-    MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, depth_checked, is_scalar, read_document,
-    result_text, route_failure,
+    MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, depth_checked, is_scalar, read_document, result_text,
 )
 from flowactors.processors.json.jsonpath import JsonPathError, PathNotFound, compile_path
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship

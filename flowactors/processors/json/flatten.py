@@ -8,10 +8,8 @@ import json
 import re
 from typing import Any, Callable
 
-from flowactors.processors._common import boolean_property, charset_property
-from flowactors.processors.json._document import (
-    DocumentError, depth_checked, parse_document, read_content, route_failure,
-)
+from flowactors.processors._common import boolean_property, charset_property, route_failure
+from flowactors.processors.json._document import DocumentError, depth_checked, parse_document, read_content
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor
 from flowactors.sdk.relationships import FAILURE, SUCCESS, reason
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid as uuid_module
 from typing import Mapping
 
+from flowactors.processors._common import route_failure
 from flowactors.processors.json._document import (
     MAX_STRING_LENGTH, NULL_REPRESENTATION, NULL_TEXTS, DocumentError, depth_checked, read_document, result_text,
-    route_failure,
 )
 from flowactors.processors.json.evaluate import path_problems
 from flowactors.processors.json.jsonpath import JsonPathError, PathNotFound, compile_path

@@ -12,9 +12,9 @@ from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
 from flowactors.processors._common import CHUNK, iter_chunks
+from flowactors.processors._common import route_failure
 from flowactors.processors.json._document import (
     MAX_STRING_LENGTH, DocumentError, depth_checked, parse_document, read_document, reading_content,
-    route_failure,
 )
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
 from flowactors.sdk.relationships import FAILURE

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from flowactors.processors._common import boolean_property
+from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, Relationship
 from flowactors.sdk.record_path import FieldValue, RecordPath, RecordPathError, compile_path
@@ -42,7 +43,7 @@ from flowactors.sdk.records import (BATCH_BYTES, MalformedRecordError, RecordErr
                                     RecordSetWriterFactory, WriteResult)
 from flowactors.sdk.records.schema import merge_types, to_choice_storage
 from flowactors.sdk.records.spooling import SpooledRecords, written_attributes
-from flowactors.sdk.relationships import FAILURE, failure_attributes, reason
+from flowactors.sdk.relationships import FAILURE, reason
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +89,10 @@ def route_failure(context: ProcessContext, session, flowfile: FlowFile, err: Bas
                   extra: Mapping[str, str] | None = None, relationship: Relationship = FAILURE) -> FlowFile:
     """Send ``flowfile`` to failure with the attributes that say why (see the module docstring)."""
     message = err if isinstance(err, str) else reason(err)
-    log.warning("%s: routing %s to %s: %s", context.name, flowfile.uuid, relationship.name, message)
-    attributes = failure_attributes(context.name, message)
-    if isinstance(err, MalformedRecordError):
-        attributes.update(err.attributes())   # record.error.index and .offset, when the reader knows them
+    # record.error.index and .offset, when the reader knows them
+    attributes = err.attributes() if isinstance(err, MalformedRecordError) else {}
     attributes[ERROR_MESSAGE] = message
-    flowfile = session.put_all_attributes(flowfile, {**attributes, **(extra or {})})
-    session.transfer(flowfile, relationship)
-    return flowfile
+    return common_route_failure(context, session, flowfile, message, {**attributes, **(extra or {})}, relationship)
 
 
 class ReadAhead:
