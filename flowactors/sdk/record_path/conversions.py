@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from flowactors.sdk.expression.functions.dates import time_zone   # IANA names, UTC/GMT/Z (shared with the EL)
+from flowactors.sdk.expression.language import java_double  # NiFi renders decimals as Java does in both
 from flowactors.sdk.expression.regex import java_regex
 
 #: Java's long range, which whole-number arithmetic wraps around
@@ -24,26 +25,6 @@ LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 _INTEGRAL = re.compile(r"[+-]?[0-9]+")
 # NiFi's floating-point text: [sign] (Infinity | NaN | digits[.digits][exponent] | .digits[exponent])
 _FLOATING = re.compile(r"[+-]?(?:Infinity|NaN|[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)")
-
-
-def java_double(number: float) -> str:
-    """``number`` as Java's ``Double.toString`` writes it: ``123.45``, ``10000.0``, ``1.0E7``,
-    ``1.0E-4``, ``NaN``, ``Infinity``."""
-    if number != number:
-        return "NaN"
-    if number in (float("inf"), float("-inf")):
-        return "Infinity" if number > 0 else "-Infinity"
-    if number == 0:
-        return "-0.0" if str(number).startswith("-") else "0.0"
-    if 1e-3 <= abs(number) < 1e7:
-        text = repr(number)
-        if "e" in text:   # repr writes 1e-03 style for some: rewrite in plain digits
-            text = format(Decimal(text), "f")
-        return text if "." in text else text + ".0"
-    sign, digits, exponent = Decimal(repr(number)).as_tuple()
-    shown = "".join(map(str, digits)).rstrip("0") or "0"
-    power = int(exponent) + len(digits) - 1
-    return ("-" if sign else "") + shown[0] + "." + (shown[1:] or "0") + f"E{power}"
 
 
 def java_text(value: Any) -> str | None:
