@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from flowactors.processors.json.jsonpath import KeySet
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import PropertyDescriptor, validators
-from flowactors.sdk.record_path.conversions import java_double
+from flowactors.sdk.expression.language import java_double
 from flowactors.sdk.relationships import reason
 
 #: Null Value Representation's choices, and the text each writes for a JSON null
