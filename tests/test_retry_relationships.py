@@ -137,6 +137,48 @@ def test_a_retried_flowfile_returns_as_taken_penalized_ever_longer_then_goes_as_
     assert {e.flowfile_uuid for e in runner.events()} == {routed.uuid}   # a retry leaves no trace in provenance
 
 
+class Rewrite(Processor):
+    """Gives each FlowFile new content, then sends it to failure (retried) or, marked ``keep``, to success."""
+
+    relationships = (SUCCESS, FAILURE)
+
+    def on_trigger(self, context, session):
+        for flowfile in session.get_batch():
+            flowfile = session.write_bytes(flowfile, b"rewritten " + session.read_bytes(flowfile))
+            session.transfer(flowfile, SUCCESS if flowfile.attributes.get("keep") else FAILURE)
+
+
+def test_content_written_for_a_retried_flowfile_is_deleted_or_released_at_the_next_checkpoint(tmp_path):
+    """On the write-ahead log: the new content a retried FlowFile was given goes with it (the
+    FlowFile returns with its own content): deleted at once when the retry empties the session,
+    as a rollback's; released by the next checkpoint when the session commits other FlowFiles;
+    never kept until a restart."""
+    from repositories.content import FileSystemContentRepository
+    from repositories.flowfile import WriteAheadFlowFileRepository
+    content = FileSystemContentRepository(tmp_path / "content")
+    with WriteAheadFlowFileRepository(tmp_path / "flowfile") as wal:
+        runner = ProcessorRunner(Rewrite, name="Rewrite", content=content, flowfile_repository=wal)
+        node = ProcessorNode("Rewrite", Rewrite, {}, retried_relationships=("failure",), penalty_duration="0 sec")
+        task = ProcessorTask("test", node, 0, runner.backend, Settings())
+        runner.enqueue(b"x")
+        task.trigger()
+        [back] = queued(runner)
+        assert runner.read(back) == b"x" and back.attributes["retryCount.Rewrite"] == "1"
+        assert claim_files(tmp_path) == {b"x"}   # the session held nothing more: deleted as a rollback's
+        runner.enqueue(b"y", {"keep": "1"})
+        task.trigger()   # the retried one again, beside one that goes through, in one claim or two
+        [passed] = runner.output("success")
+        assert runner.read(passed) == b"rewritten y" and runner.read(queued(runner)[0]) == b"x"
+        # the retried content is in a claim a committed FlowFile references (the session's claims
+        # are shared), or in one of its own that nothing references and a checkpoint releases
+        written = {passed.claim.resource} | set(wal.checkpoint()) | set(wal.checkpoint())
+        assert b"rewritten x" in b"".join(content.path_of(r).read_bytes() for r in written)
+
+
+def claim_files(root) -> set[bytes]:
+    return {p.read_bytes() for p in (root / "content").rglob("*") if p.is_file()}
+
+
 def test_the_other_flowfiles_of_the_session_commit_as_usual():
     runner, task = runner_and_task(penalty_duration="0 sec")
     runner.enqueue(b"good")

@@ -476,9 +476,10 @@ class ProcessSession:
         session (the children they gave, the parents they came from, theirs in turn) out of it, as
         a rollback of those alone would: the ones taken from a queue go back to it as
         ``returned(as taken, as now)`` makes them; the ones made in the session are dropped; the
-        session's events about any of them are forgotten. The content they were given here is left
-        to the session's other claims' fate (unreferenced, it is reclaimed as any rolled-back
-        content). Returns how many went back to a queue (NiFi's retry of a relationship)."""
+        session's events about any of them are forgotten. The content they were given here is
+        deleted when nothing is left in the session (as a rollback deletes it); otherwise it goes
+        with the commit's new claims, and a claim nothing committed references is released at the
+        next checkpoint. Returns how many went back to a queue (NiFi's retry of a relationship)."""
         self._explode()
         records = self._records
         linked = _linked(records, uuids)
@@ -489,6 +490,9 @@ class ProcessSession:
                 back.setdefault(record.source_queue, FlowFileBatch()).append(returned(record.original, record.current))
         if linked:
             self._events = [event for event in self._events if event[F_UUID] not in linked]
+        if not records and self._writer is not None:   # nothing left to commit: its content goes as a rollback's
+            self._writer.discard()
+            self._writer = None
         if back:
             self.backend.requeue(back)
         return sum(map(len, back.values()))
