@@ -42,7 +42,7 @@ from flowactors.engine.retry import RetryPolicy
 from flowactors.sdk import cron
 from flowactors.sdk.processor import ProcessContext, Processor, takes_input
 from flowactors.sdk.relationships import failure_attributes
-from flowactors.sdk.session import ProcessSession
+from flowactors.sdk.session import ProcessSession, relationships_with_room
 from flowactors.sdk.session_contract import DeliveryError, IdAllocator, StateConflict
 from flowactors.sdk.settings import Settings
 from flowactors.sdk.state import ProcessorState
@@ -195,7 +195,8 @@ class ProcessorTask:
         try:
             node_type = self.node.type
             full = self.backend.full_destinations()
-            if full and not (node_type.trigger_when_any_destination_available and self._room_somewhere(full)):
+            if full and not (node_type.trigger_when_any_destination_available
+                             and relationships_with_room(self.context.relationships, self.backend, full)):
                 self.back_pressure = True
                 if not self.backend.wait_for_space(POLL_WAIT):
                     return
@@ -218,11 +219,6 @@ class ProcessorTask:
             self._pause(self.run_schedule)
         elif self.idle and not self.takes_input:
             self._pause(0.01)
-
-    def _room_somewhere(self, full: list[str]) -> bool:
-        """Whether some relationship of the processor has room: auto-terminated, or none of its
-        queues among ``full``."""
-        return any(not set(full).intersection(self.backend.destinations(r.name)) for r in self.context.relationships)
 
     def _await_fire_time(self) -> bool:
         """Wait for the CRON schedule's next fire time after the last one triggered (or now):

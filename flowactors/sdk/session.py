@@ -580,8 +580,7 @@ class ProcessSession:
         connections is under back pressure (an auto-terminated one always can); NiFi's
         ``ProcessContext.getAvailableRelationships``. For a processor that is triggered while
         any destination has room (``Processor.trigger_when_any_destination_available``)."""
-        full = set(self.backend.full_destinations())
-        return {r.name for r in self.context.relationships if not full.intersection(self.backend.destinations(r.name))}
+        return relationships_with_room(self.context.relationships, self.backend, self.backend.full_destinations())
 
     def _relationship_name(self, relationship: Relationship | str) -> str:
         """The relationship's name, if the processor has it (any name when it declares none)."""
@@ -746,3 +745,11 @@ def _linked(records: Mapping[str, FlowFileRecord], uuids: Sequence[str]) -> set[
             found.add(uuid)
             todo.extend(neighbours[uuid] - found)
     return found
+
+
+def relationships_with_room(relationships: Sequence[Relationship], backend: SessionBackend,
+                            full: Sequence[str]) -> set[str]:
+    """The names of ``relationships`` none of whose queues is among ``full`` (the destinations
+    under back pressure); an auto-terminated relationship always has room."""
+    under = set(full)
+    return {r.name for r in relationships if not under.intersection(backend.destinations(r.name))}
