@@ -28,8 +28,8 @@ from flowactors.sdk.runtime_env import pip_conflicts
 from flowactors.sdk import services as svc
 from flowactors.sdk.services import ControllerService, ServiceNode
 from flowactors.sdk.settings import Settings, SettingsError
-from flowactors.sdk.definition_entries import (JsonField, entries, json_fields, json_kind, properties_of,
-                                               property_texts, unknown_key)
+from flowactors.sdk.definition_entries import (entries, json_fields, json_kind, properties_of, property_texts,
+                                               unknown_key)
 from flowactors.sdk.units import parse_data_size, parse_duration
 
 DEFINITION_VERSION = 2
@@ -191,9 +191,6 @@ class Flow:
         self.connections: list[Connection] = []
         #: controller services by their path (``flowactors.sdk.services``: ``<group>/<name>``)
         self.services: dict[str, ServiceNode] = {}
-        #: the paths of the services that are disabled (``add_service(..., disabled=True)``): never
-        #: enabled, and a processor using one is refused unless it is disabled too
-        self.disabled_services: set[str] = set()
         #: overrides of ``flowactors.sdk.settings.Settings`` for this flow
         self.settings: dict[str, Any] = dict(settings or {})
         #: parameter contexts by name (``flowactors.sdk.parameters``), and the one processors use
@@ -229,11 +226,11 @@ class Flow:
                     properties: dict[str, Any] | None = None, group: str = "", disabled: bool = False) -> ServiceNode:
         """Place a controller service (``flowactors.sdk.services``) in the process group ``group``
         (``""``: the flow's own); processors name it in their properties by ``name``. A
-        ``disabled`` one is never enabled (``disabled_services``)."""
+        ``disabled`` one is never enabled (``ServiceNode.disabled``)."""
         if not (isinstance(service_type, type) and issubclass(service_type, ControllerService)):
             raise TypeError(f"{service_type!r} is not a ControllerService subclass")
         texts, problems = property_texts(service_type, properties or {})
-        node = ServiceNode(name or service_type.__name__, service_type, texts, group.strip("/"))
+        node = ServiceNode(name or service_type.__name__, service_type, texts, group.strip("/"), disabled=disabled)
         self._problems.extend(f"controller service '{node.path}': {p}" for p in problems)
         if node.path in self.services:
             self._problems.append(f"two controller services are named '{node.path}'; names must be unique "
@@ -241,9 +238,12 @@ class Flow:
         self.services[node.path] = node
         if disabled is not False and disabled is not True:
             self._problems.append(f"controller service '{node.path}': disabled must be true or false, not {disabled!r}")
-        if disabled is True:
-            self.disabled_services.add(node.path)
         return node
+
+    @property
+    def disabled_services(self) -> set[str]:
+        """The paths of the services that are disabled (``ServiceNode.disabled``)."""
+        return {path for path, node in self.services.items() if node.disabled is True}
 
     def enabled_processors(self) -> list[str]:
         """The processors that run: every one but the disabled (``ProcessorNode.disabled``)."""
@@ -436,8 +436,7 @@ class Flow:
             "flowactors_flow": DEFINITION_VERSION, "name": self.name, "settings": dict(self.settings),
             "parameter_context": self.parameter_context,
             "parameter_contexts": [c.to_dict() for c in self.parameter_contexts.values()],
-            "controller_services": [{**s.to_dict(), "disabled": s.path in self.disabled_services}
-                                    for s in self.services.values()],
+            "controller_services": [s.to_dict() for s in self.services.values()],
             "processors": [n.to_dict(type_names.get(n.name)) for n in self.processors.values()],
             "connections": [c.to_dict() for c in self.connections],
         }
@@ -685,7 +684,7 @@ def _names(value: str | Iterable[str]) -> tuple[str, ...]:
 
 
 _PROCESSOR_TABLE = json_fields(ProcessorNode, ("type", "properties", "resolved"))
-_SERVICE_TABLE = {**json_fields(ServiceNode, ("type", "properties", "resolved")), "disabled": JsonField(bool, False)}
+_SERVICE_TABLE = json_fields(ServiceNode, ("type", "properties", "resolved"))
 _CONNECTION_TABLE = json_fields(Connection, ())
 
 

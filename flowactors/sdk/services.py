@@ -135,6 +135,9 @@ class ServiceNode:
     group: str = ""
     #: the property values with parameters resolved, set when the flow validates (never saved)
     resolved: dict[str, str] | None = field(default=None, compare=False, repr=False)
+    #: a disabled service is kept but never enabled, and a processor using one is refused unless
+    #: it is disabled too (as NiFi keeps it invalid)
+    disabled: bool = False
 
     @property
     def path(self) -> str:
@@ -147,7 +150,7 @@ class ServiceNode:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type.type_name(), "properties": dict(self.properties),
-                "group": self.group}
+                "group": self.group, "disabled": self.disabled}
 
 
 def group_of(processor_name: str) -> str:
