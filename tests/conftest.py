@@ -53,6 +53,16 @@ def repository(tmp_path):
     return path
 
 
+@pytest.fixture(params=["in-process", "stateless"])
+def engine(request, monkeypatch):
+    """Runs a processor test on the two engines in this process, for a processor with nothing
+    Ray-specific: every ``ProcessorRunner`` the test makes without an engine of its own uses it."""
+    from flowactors.testing import ProcessorRunner
+
+    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
+    return request.param
+
+
 @pytest.fixture(params=["in-process", "stateless", "ray"])
 def processor_engine(request, monkeypatch):
     """Runs a processor test once on each engine: every ``ProcessorRunner`` the test makes without

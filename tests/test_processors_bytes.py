@@ -16,10 +16,7 @@ BODY = b"\n" + b"".join(b"line %02d of the body, Dew\n" % i for i in range(6))
 DOCUMENT = HEADER + BODY + FOOTER
 
 
-@pytest.fixture(params=["in-process", "stateless"], autouse=True)
-def engine(request, monkeypatch):
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("engine")   # each test on both in-process engines (conftest)
 
 
 def modify(content: bytes = DOCUMENT, attributes=None, **properties) -> ProcessorRunner:

@@ -21,11 +21,6 @@ DOCUMENT = {"rating": {"primary": {"value": 3}, "quality": {"value": 4}}}
 EXPECTED = {"Rating": 3, "Secondary": {"quality": 4}, "Range": 5}
 
 
-@pytest.fixture(params=["in-process", "stateless"])
-def engine(request, monkeypatch):
-    """Runs a test on both in-process engines (no Ray: the processor has nothing engine-specific)."""
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
 
 
 def transform(contents: list[bytes], attributes: list[dict] | None = None, **properties) -> ProcessorRunner:

@@ -17,10 +17,7 @@ BEACH = {"beach-name": "Malibu Beach", "beach-location": "California, US",
          "attribute-should-be-eliminated": "This should not be in CSVData!"}
 
 
-@pytest.fixture(autouse=True, params=["in-process", "stateless"])
-def engine(request, monkeypatch):
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("engine")   # each test on both in-process engines (conftest)
 
 
 def run(processor, properties, attributes, content=b""):

@@ -21,10 +21,7 @@ SAMPLE = json.dumps([
 ATTRIBUTE = {"Destination": "flowfile-attribute"}
 
 
-@pytest.fixture(autouse=True, params=["in-process", "stateless"])
-def engine(request, monkeypatch):
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("engine")   # each test on both in-process engines (conftest)
 
 
 def run(processor, properties, *contents, attributes=None):

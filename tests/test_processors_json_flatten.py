@@ -14,10 +14,7 @@ MIXED = {"first": {"second": [{"x": 1, "y": 2, "z": [3, 4, 5]}, [6, 7, 8], [[9, 
                    "third": {"a": "b", "c": "d", "e": "f"}}}
 
 
-@pytest.fixture(autouse=True, params=["in-process", "stateless"])
-def engine(request, monkeypatch):
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("engine")   # each test on both in-process engines (conftest)
 
 
 def convert(document, attributes=None, raw=False, **properties):

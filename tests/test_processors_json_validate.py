@@ -20,10 +20,7 @@ SCHEMA = json.dumps({"type": "object", "properties": {
 DRAFTS = ["Draft 4", "Draft 6", "Draft 7", "Draft 2019-09", "Draft 2020-12"]
 
 
-@pytest.fixture(autouse=True, params=["in-process", "stateless"])
-def engine(request, monkeypatch):
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("engine")   # each test on both in-process engines (conftest)
 
 
 def validate(content, schema=SCHEMA, **properties):

@@ -97,10 +97,7 @@ CONFIG_FILE = r"""<?xml version="1.0" encoding="UTF-8"?>
 </mime-info>"""
 
 
-@pytest.fixture(params=["in-process", "stateless"], autouse=True)
-def engine(request, monkeypatch):
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("engine")   # each test on both in-process engines (conftest)
 
 
 def identify(properties: dict, names=tuple(FILES)) -> dict[str, dict[str, str]]:

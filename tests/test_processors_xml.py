@@ -38,10 +38,7 @@ XXE = b"""<!DOCTYPE doc [<!ENTITY secret SYSTEM "file:///etc/passwd">]><bundle><
 </subNode></node></bundle>"""
 
 
-@pytest.fixture(params=["in-process", "stateless"], autouse=True)
-def engine(request, monkeypatch):
-    monkeypatch.setattr(ProcessorRunner, "default_engine", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("engine")   # each test on both in-process engines (conftest)
 
 
 def evaluate(content: bytes, **properties) -> ProcessorRunner:
