@@ -329,6 +329,7 @@ def test_submit_the_demo_follow_it_and_read_its_metrics(head, metrics_watch, tmp
 
 
 SLOW_FLOW = '''
+import os
 import time
 
 from flowactors import Flow, Processor, Relationship
@@ -336,12 +337,14 @@ from flowactors.processors import GetFile, PutFile
 
 
 class Slow(Processor):
-    """A consumer much slower than its producer, so FlowFiles wait in its queue."""
+    """A consumer much slower than its producer while the file SLOW exists, so FlowFiles wait in
+    its queue (the test removes it before the next start, which then drains them at once)."""
     relationships = [Relationship("success")]
 
     def on_trigger(self, context, session):
         for flowfile in session.get_batch():
-            time.sleep(0.5)
+            if os.path.exists(SLOW):
+                time.sleep(0.5)
             session.transfer(flowfile, "success")
 
 
@@ -365,7 +368,10 @@ def test_stop_leaves_queued_flowfiles_durable_for_the_next_start(head, tmp_path)
     flow_dir = tmp_path / "flow"
     flow_dir.mkdir()
     flow_file = flow_dir / "slow.py"
-    flow_file.write_text(SLOW_FLOW.replace("IN", repr(str(incoming))).replace("OUT", repr(str(out))))
+    slow = tmp_path / "slow"
+    slow.touch()
+    flow_file.write_text(SLOW_FLOW.replace("IN", repr(str(incoming))).replace("OUT", repr(str(out)))
+                         .replace("SLOW)", repr(str(slow)) + ")"))
     submit = ("submit", str(flow_file), "--address", head.address, "--repository", str(repository))
     _job_id(head.cli(*submit, cwd=tmp_path))
 
@@ -391,6 +397,7 @@ def test_stop_leaves_queued_flowfiles_durable_for_the_next_start(head, tmp_path)
     assert counts == per_queue  # what the stop reported is what the write-ahead log holds
     assert written + queued == total and not list(incoming.iterdir())
 
+    slow.unlink()   # the next start drains at full speed: what it shows is what was kept, not its pace
     _job_id(head.cli(*submit, cwd=tmp_path))  # the next start, on the same node and repository
     final = head.follow("slow-drain", tmp_path)[-1]
     assert final["state"] == "succeeded", final
