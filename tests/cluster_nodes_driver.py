@@ -1,10 +1,14 @@
-"""The child process of tests/test_cluster_nodes.py: one scenario of a flow across a real
-multi-node Ray (``ray.cluster_utils.Cluster``: a head and two more nodes on this machine, each a
-raylet of its own labelled ``flowactors-node:n<i>``, each node with its own repository folder).
+"""The child process of tests/test_cluster_nodes.py: scenarios of a flow across a real multi-node
+Ray (``ray.cluster_utils.Cluster``: a head and two more nodes on this machine, each a raylet of
+its own labelled ``flowactors-node:n<i>``, each node with its own repository folder). Scenarios
+named together run one after another on the same cluster, each in ``<base>/<scenario>`` (only
+those that leave the cluster as they found it are run together).
 
 It runs in a process of its own because a Ray driver connects to one Ray per process, and the
 test session has its own; its Ray lives under a temp dir of its own, which the parent uses to
-kill whatever is left. It prints one JSON line: ``{"result": ...}``, what the parent asserts on.
+kill whatever is left. It prints one JSON line: ``{"results": {scenario: result}}``, what the
+parent asserts on; a scenario that raised has ``{"raised": traceback}`` as its result, and the
+next one runs.
 
 ``NoteNode`` (defined here, so it travels with the flow by value) appends ``filename,key`` of
 every FlowFile it takes to ``<notes>/<node>.txt``: which node processed what.
@@ -19,6 +23,7 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import psutil
@@ -330,17 +335,21 @@ SCENARIOS = {f.__name__: f for f in (round_robin, partition, single_node, lineag
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=sorted(SCENARIOS))
-    parser.add_argument("base")
+    parser.add_argument("scenarios", nargs="+", choices=sorted(SCENARIOS))
+    parser.add_argument("--base", required=True)
     parser.add_argument("--temp-dir", required=True)
     args = parser.parse_args()
-    base = Path(args.base)
+    results = {}
     nodes = Nodes(3, args.temp_dir)
     try:
-        result = SCENARIOS[args.scenario](base, nodes)
+        for name in args.scenarios:
+            try:
+                results[name] = SCENARIOS[name](Path(args.base) / name, nodes)
+            except Exception:
+                results[name] = {"raised": traceback.format_exc()}
     finally:
         nodes.close()
-    print(json.dumps({"result": result}, default=str), flush=True)
+    print(json.dumps({"results": results}, default=str), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """A flow across a real multi-node Ray (seed 002): ``ray.cluster_utils.Cluster`` with three
 raylets on this machine (``n0`` the head, ``n1``, ``n2``), each node with its own repository
-folder. Each test runs one scenario of tests/cluster_nodes_driver.py in a process of its own (a
-process drives one Ray; the test session has its own) and asserts on what it reports; whatever
-the scenario's Ray left behind is killed by its temp dir.
+folder. Each test asserts on what one scenario of tests/cluster_nodes_driver.py reports; the
+driver runs in a process of its own (a process drives one Ray; the test session has its own), and
+whatever its Ray left behind is killed by its temp dir. A scenario that kills or adds a node has a
+cluster of its own; the others (``SHARED``) run one after another on one cluster.
 """
 
 from __future__ import annotations
@@ -33,18 +34,42 @@ def _kill_leftovers(temp_dir: str) -> None:
             continue
 
 
-def run_scenario(name: str, base: Path, timeout: float = 900, env: dict | None = None) -> dict:
+def run_scenarios(names: list[str], base: Path, timeout: float = 900, env: dict | None = None) -> dict:
+    """Runs the scenarios ``names`` one after another on one three-node cluster, in a driver
+    process; returns each one's result (``{"raised": traceback}`` for one that raised)."""
     temp_dir = tempfile.mkdtemp(prefix="fa-mn-", dir="/tmp")  # short: Ray's socket paths have a limit
     try:
-        done = subprocess.run([sys.executable, str(DRIVER), name, str(base), "--temp-dir", temp_dir],
+        done = subprocess.run([sys.executable, str(DRIVER), *names, "--base", str(base), "--temp-dir", temp_dir],
                               capture_output=True, text=True, timeout=timeout, cwd=DRIVER.parents[1],
                               env={**os.environ, **(env or {})})
     finally:
         _kill_leftovers(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith('{"result"')]
-    assert done.returncode == 0 and lines, f"scenario {name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-    return json.loads(lines[-1])["result"]
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{"results"')]
+    assert done.returncode == 0 and lines, f"scenarios {names} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    return json.loads(lines[-1])["results"]
+
+
+def run_scenario(name: str, base: Path, timeout: float = 900, env: dict | None = None) -> dict:
+    """Runs the scenario ``name`` on a three-node cluster of its own; returns its result."""
+    return _result(run_scenarios([name], base, timeout, env), name)
+
+
+def _result(results: dict, name: str) -> dict:
+    result = results[name]
+    assert "raised" not in result, f"scenario {name} raised:\n{result['raised']}"
+    return result
+
+
+#: the scenarios that leave the cluster as they found it (no node killed or added): they share one
+SHARED = ["round_robin", "single_node", "lineage", "cluster_state"]
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory) -> dict:
+    """The results of the ``SHARED`` scenarios, run one after another on one cluster (one
+    cluster's start and stop, instead of one for each)."""
+    return run_scenarios(SHARED, tmp_path_factory.mktemp("shared-cluster"), timeout=800)
 
 
 def _by_file(notes: dict[str, list]) -> dict[str, list[str]]:
@@ -69,8 +94,9 @@ def _clean(result: dict) -> None:
     assert all(count == 0 for count in result["queues"].values()), result["queues"]
 
 
-def test_list_on_the_primary_fetch_everywhere_round_robin(tmp_path):
-    result = run_scenario("round_robin", tmp_path)
+@pytest.mark.timeout(900)  # the first to run starts shared_cluster
+def test_list_on_the_primary_fetch_everywhere_round_robin(shared_cluster):
+    result = _result(shared_cluster, "round_robin")
     _clean(result)
     assert len(result["delivered"]) == 3000 and len(set(result["delivered"])) == 3000
     assert result["processors"]["put"]["flowfiles_in"] == 3000  # each delivered once
@@ -97,8 +123,9 @@ def test_partition_by_attribute_keeps_a_key_on_one_node_and_moves_only_a_leaving
     assert sum(len(v) for v in result["before"].values()) == 600 == sum(len(v) for v in result["after"].values())
 
 
-def test_single_node_sends_everything_to_the_topologys_first_node(tmp_path):
-    result = run_scenario("single_node", tmp_path)
+@pytest.mark.timeout(900)  # the first to run starts shared_cluster
+def test_single_node_sends_everything_to_the_topologys_first_node(shared_cluster):
+    result = _result(shared_cluster, "single_node")
     _clean(result)
     assert result["nodes"]["n1"]["primary"]
     fetched = {n: s["processors"]["fetch"]["flowfiles_in"] for n, s in result["nodes"].items()}
@@ -106,8 +133,9 @@ def test_single_node_sends_everything_to_the_topologys_first_node(tmp_path):
     assert set(result["notes"]) == {"n1"} and len(result["notes"]["n1"]) == 300
 
 
-def test_lineage_follows_a_flowfile_across_nodes(tmp_path):
-    result = run_scenario("lineage", tmp_path)
+@pytest.mark.timeout(900)  # the first to run starts shared_cluster
+def test_lineage_follows_a_flowfile_across_nodes(shared_cluster):
+    result = _result(shared_cluster, "lineage")
     _clean(result)
     labels = result["lineage"]
     assert labels[0] == f"FlowFile {result['received_uuid']}"  # starts at the FlowFile asked for
@@ -161,10 +189,11 @@ def test_the_primary_node_moves_when_it_is_lost(tmp_path):
     assert listed["n0"] >= 100 and listed["n2"] == 0
 
 
-def test_cluster_scoped_state_is_shared_by_every_node(tmp_path):
+@pytest.mark.timeout(900)  # the first to run starts shared_cluster
+def test_cluster_scoped_state_is_shared_by_every_node(shared_cluster):
     """A NiFi Python processor keeping a sequence in Scope.CLUSTER, running on three nodes at once:
     every number is taken exactly once across the nodes, and the keeper's file holds the next."""
-    result = run_scenario("cluster_state", tmp_path)
+    result = _result(shared_cluster, "cluster_state")
     _clean(result)
     numbers = [int(key) for lines in result["notes"].values() for _filename, key in lines]
     assert sorted(numbers) == list(range(1, 301))
