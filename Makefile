@@ -14,19 +14,22 @@ prereqs:
 	@java -version 2>&1 | head -n 1 | grep -Eq '"17[."]' || { echo "flowactors needs Java 17 for Spark; found: $$(java -version 2>&1 | head -n 1)"; exit 1; }
 
 # system programs some tests drive: the web page's tests a real headless Chromium, the dashboard's
-# a real Prometheus (Debian packages). Installed here when we may (root with apt-get), else those
-# tests skip with a message naming the packages. A Prometheus service the package would start is
-# stopped and disabled: the test starts its own on a port of its own.
+# a real Prometheus, the database tests a real PostgreSQL (Debian packages). Installed here when we
+# may (root with apt-get), else those tests skip with a message naming the packages. A service the
+# package would start (Prometheus, PostgreSQL's cluster) is stopped and disabled: the tests start
+# their own, on ports of their own.
 test-packages:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing what the browser and dashboard tests drive (apt-get install$$missing)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
 	  || echo "WARNING: could not install$$missing; the tests that need them will be SKIPPED"; \
 	  case "$$missing" in *prometheus*) systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
+	  case "$$missing" in *postgresql*) (systemctl disable --now postgresql || service postgresql stop) >/dev/null 2>&1 || true;; esac; \
 	else echo "WARNING: no root to install$$missing (apt-get install$$missing); the tests that need them will be SKIPPED"; fi
 
 $(STAMP): pyproject.toml

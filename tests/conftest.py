@@ -45,6 +45,22 @@ def spark_session(ray_session):
     stop_service(actor)
 
 
+@pytest.fixture(scope="session")
+def postgresql():
+    """A real PostgreSQL server on 127.0.0.1, started once for the test session (its own data
+    folder and port, run as the ``postgres`` user) and stopped at its end (tests/real_services.py)."""
+    from real_services import POSTGRESQL_MISSING, PostgreSQL, postgresql_bin
+
+    programs = postgresql_bin()
+    if programs is None:
+        pytest.skip(POSTGRESQL_MISSING)
+    server = PostgreSQL(programs)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def repository(tmp_path):
     """A fresh repository folder for one flow run."""
