@@ -114,7 +114,7 @@ def test_everything_unsupported_is_listed_in_one_error(orders):
     root["processGroups"][1]["processors"][2]["properties"]["Owner"] = "nifi"
     root["controllerServices"] = [{"identifier": "abc-service", "name": "JSON reader",
                                    "type": "org.apache.nifi.json.JsonTreeReader"},
-                                  {"identifier": "pool", "name": "Database", "type": "org.apache.nifi.dbcp.DBCPConnectionPool"}]
+                                  {"identifier": "pool", "name": "Database", "type": "org.apache.nifi.dbcp.HikariCPConnectionPool"}]
     tag["propertyDescriptors"]["Connection Pool"] = {"name": "Connection Pool", "identifiesControllerService": True}
     tag["properties"]["Connection Pool"] = "pool"
     root["processGroups"][1]["executionEngine"] = "STATELESS"
@@ -127,7 +127,7 @@ def test_everything_unsupported_is_listed_in_one_error(orders):
         "processor 'Enrich/Tag' (UpdateAttribute): property 'Record Reader' names a controller service, and "
         "flowactors' UpdateAttribute has no such property",
         "processor 'Archive/Store' (PutFile): property 'Owner' = 'nifi' is not supported",
-        "controller service 'Database' (DBCPConnectionPool): org.apache.nifi.dbcp.DBCPConnectionPool is not a "
+        "controller service 'Database' (HikariCPConnectionPool): org.apache.nifi.dbcp.HikariCPConnectionPool is not a "
         "controller service flowactors has",
         "process group 'Archive': executionEngine STATELESS is not supported",
     ]

@@ -122,16 +122,16 @@ def test_a_reporting_task_or_connector_in_flow_json_is_reported(tmp_path):
 def test_missing_types_are_summed_up_once_before_the_details():
     root = group("root", "Legacy", None, None, processors=[
         processor("root", f"pull {n}", STANDARD + "ListSFTP", {}) for n in range(3)])
-    root["controllerServices"] = [{"identifier": "db", "name": "Database", "type": "org.apache.nifi.dbcp.DBCPConnectionPool"}]
+    root["controllerServices"] = [{"identifier": "db", "name": "Database", "type": "org.apache.nifi.dbcp.HikariCPConnectionPool"}]
     with pytest.raises(NiFiImportError) as caught:
         flow_from_nifi(snapshot(root, {}))
     lines = str(caught.value).splitlines()
     assert lines[0] == ("flow 'Legacy' uses NiFi types flowactors does not have: processor ListSFTP (3 components), "
-                        "controller service DBCPConnectionPool (1 component)")
+                        "controller service HikariCPConnectionPool (1 component)")
     assert lines[1] == "flow 'Legacy' is not valid (4 problem(s)):"
     assert lines[3] == "  - processor 'pull 0': org.apache.nifi.processors.standard.ListSFTP is not a processor flowactors has"
     assert lines[-1] == "(the NiFi processors and controller services flowactors has: docs/nifi-flows.md)"
-    assert len(lines) == 7 and caught.value.missing == {"processor ListSFTP": 3, "controller service DBCPConnectionPool": 1}
+    assert len(lines) == 7 and caught.value.missing == {"processor ListSFTP": 3, "controller service HikariCPConnectionPool": 1}
 
 
 def test_retry_cron_and_disabled_components_carry_over():

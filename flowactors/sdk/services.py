@@ -123,6 +123,23 @@ class SSLContextService(ServiceAPI):
         raise NotImplementedError
 
 
+class DBCPService(ServiceAPI):
+    """Lends connections to a SQL database (NiFi's ``DBCPService``): the SQL processors ask for it.
+
+    ``connection()`` is a context manager giving a SQLAlchemy ``Connection`` from the service's
+    pool, given back at the end of the block; it raises ``DatabaseUnavailableError`` (one line:
+    where, and why) when none can be had within the service's wait."""
+
+    api = True
+
+    def connection(self) -> Any:
+        raise NotImplementedError
+
+
+class DatabaseUnavailableError(Exception):
+    """No connection to the database could be had: unreachable, refused, or the pool stayed full."""
+
+
 # ---------------------------------------------------------------------------------- services in a flow
 @dataclass
 class ServiceNode:

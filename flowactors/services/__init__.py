@@ -27,6 +27,7 @@ STANDARD_SERVICES = {
     "ScriptedLookupService": "flowactors.services.scripted_lookup",
     "DistributedMapCacheServer": "flowactors.services.map_cache",
     "DistributedMapCacheClientService": "flowactors.services.map_cache",
+    "DBCPConnectionPool": "flowactors.services.database",
 }
 
 __all__ = sorted(STANDARD_SERVICES)
