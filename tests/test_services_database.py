@@ -5,6 +5,7 @@ the pool's bounds, the Validation Query, and one line for a database that cannot
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from sqlalchemy import text
@@ -140,6 +141,16 @@ def test_a_validation_query_that_fails_replaces_the_connection_before_it_is_lent
     admin = pool(**{"Database Connection URL": postgresql.url})
     assert scalar(admin, f"SELECT pg_terminate_backend({first})") is True
     assert scalar(service, "SELECT pg_backend_pid()") != first
+
+
+def test_a_connection_past_its_maximum_lifetime_is_replaced_when_next_lent(pool, postgresql):
+    lasting = pool(**{"Database Connection URL": postgresql.url, "Max Total Connections": "1"})
+    short = pool(**{"Database Connection URL": postgresql.url, "Max Total Connections": "1",
+                    "Maximum Connection Lifetime": "50 millis"})
+    lasting_pid, short_pid = scalar(lasting, "SELECT pg_backend_pid()"), scalar(short, "SELECT pg_backend_pid()")
+    time.sleep(0.1)   # past the short lifetime
+    assert scalar(lasting, "SELECT pg_backend_pid()") == lasting_pid   # the same connection, lent again
+    assert scalar(short, "SELECT pg_backend_pid()") != short_pid       # a new one
 
 
 def test_a_wrong_password_or_a_database_that_is_down_is_one_line(pool, postgresql):

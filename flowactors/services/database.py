@@ -17,7 +17,7 @@ Location(s)`` name Java drivers: accepted and not used (the URL says which drive
 Connections`` kept open between loans; a loan waits ``Max Wait Time`` for a free connection
 (``-1``: for ever) and then fails. ``Validation Query``, when set, runs on every connection before
 it is lent; a connection it fails on is closed and another made. ``Maximum Connection Lifetime``
-closes a connection that old when it comes back. NiFi's evictor settings (Minimum Idle
+replaces a connection that old by a new one when it is next lent. NiFi's evictor settings (Minimum Idle
 Connections and the eviction times) tune commons-dbcp's idle thread, which SQLAlchemy's pool does
 not have: accepted, not applied. The service connects to nothing when enabled, as NiFi's: a
 database that is down is the error of the loan that finds it so (``DatabaseUnavailableError``,
@@ -152,8 +152,8 @@ class DBCPConnectionPool(ControllerService, DBCPService):
                            "replaced", expression_language=True),
         PropertyDescriptor("Maximum Idle Connections", "The most connections kept open between loans (negative: "
                            "no limit)", default="8", validator=validators.INTEGER),
-        PropertyDescriptor("Maximum Connection Lifetime", "A connection this old is closed when it comes back "
-                           "(-1: no limit)", default="-1", validator=_duration_or_infinite),
+        PropertyDescriptor("Maximum Connection Lifetime", "A connection this old is replaced by a new one when "
+                           "it is next lent (-1: no limit)", default="-1", validator=_duration_or_infinite),
     )
     dynamic_properties = True
     NIFI_PROPERTY_NAMES = {"database-driver-locations": "Database Driver Location(s)",
