@@ -10,7 +10,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from flowactors.driver.nifi_export import flow_from_nifi
+from flowactors.driver.nifi_export import NiFiImportError, flow_from_nifi
 from flowactors.sdk.services import DatabaseUnavailableError, ServiceEnableError
 from flowactors.services import DBCPConnectionPool
 from flowactors.services.database import sqlalchemy_url
@@ -222,6 +222,6 @@ def test_a_kerberos_user_service_is_refused():
     root["controllerServices"] = [{"identifier": "db", "name": "Orders DB", "type": "org.apache.nifi.dbcp.DBCPConnectionPool",
                                    "properties": {"Database Connection URL": "jdbc:postgresql://h/d",
                                                   "Kerberos User Service": "kerberos"}}]
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(NiFiImportError) as caught:
         flow_from_nifi(snapshot(root, {}))
     assert "Kerberos User Service" in str(caught.value)
