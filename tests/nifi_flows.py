@@ -84,6 +84,23 @@ def group(identifier: str, name: str, parent: str | None, context: str | None, *
     return body
 
 
+def map_cache_services(nifi2_names: bool) -> list[dict[str, Any]]:
+    """A DistributedMapCacheServer ('svc-server', Port 4557) and a client of it ('svc-client'),
+    every property as NiFi exports it, under NiFi 2's class names or NiFi 1's."""
+    package = "org.apache.nifi.distributed.cache."
+    server, client = (("MapCacheServer", "MapCacheClientService") if nifi2_names else
+                      ("DistributedMapCacheServer", "DistributedMapCacheClientService"))
+    return [{"identifier": "svc-server", "name": "server", "scheduledState": "ENABLED",
+             "type": package + "server.map." + server,
+             "properties": {"Port": "4557", "Maximum Cache Entries": "10000",
+                            "Eviction Strategy": "Least Frequently Used", "Persistence Directory": None,
+                            "SSL Context Service": None, "maximum-read-size": "1 MB"}},
+            {"identifier": "svc-client", "name": "client", "scheduledState": "ENABLED",
+             "type": package + "client." + client,
+             "properties": {"Server Hostname": "localhost", "Server Port": "4557", "SSL Context Service": None,
+                            "Communications Timeout": "30 secs"}}]
+
+
 def snapshot(root: dict, contexts: dict[str, dict]) -> dict:
     return {"flowContents": root, "externalControllerServices": {}, "parameterContexts": contexts,
             "flowEncodingVersion": "1.0", "parameterProviders": {}, "latest": False}

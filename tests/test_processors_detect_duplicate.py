@@ -161,18 +161,9 @@ def test_detect_duplicate_in_a_nifi_1_flow_routes_the_second_of_a_batch_to_dupli
     non-duplicate and the second to duplicate."""
     from flowactors import run_flow
     from flowactors.driver.nifi_export import flow_from_nifi
-    from nifi_flows import STANDARD, connection, group, processor, snapshot
+    from nifi_flows import STANDARD, connection, group, map_cache_services, processor, snapshot
 
     root = "root"
-    server = {"identifier": "svc-server", "name": "server", "scheduledState": "ENABLED",
-              "type": "org.apache.nifi.distributed.cache.server.map.DistributedMapCacheServer",
-              "properties": {"Port": "4557", "Maximum Cache Entries": "10000",
-                             "Eviction Strategy": "Least Frequently Used", "Persistence Directory": None,
-                             "SSL Context Service": None, "maximum-read-size": "1 MB"}}
-    client = {"identifier": "svc-client", "name": "client", "scheduledState": "ENABLED",
-              "type": "org.apache.nifi.distributed.cache.client.DistributedMapCacheClientService",
-              "properties": {"Server Hostname": "localhost", "Server Port": "4557", "SSL Context Service": None,
-                             "Communications Timeout": "30 secs"}}
     generate = processor(root, "orders", STANDARD + "GenerateFlowFile", {
         "Custom Text": "order", "Batch Size": "2", "Max FlowFiles": "2", "order.id": "42"}, schedule="10 min")
     detect = processor(root, "dedupe", STANDARD + "DetectDuplicate", {
@@ -183,7 +174,7 @@ def test_detect_duplicate_in_a_nifi_1_flow_routes_the_second_of_a_batch_to_dupli
     ends = {name: processor(root, name, "org.apache.nifi.processors.attributes.UpdateAttribute", {"seen": name},
                             auto_terminate=("success",)) for name in ("first", "again")}
     flow = flow_from_nifi(snapshot(group(root, "dedupe", None, None, processors=[generate, detect, *ends.values()],
-                                         controllerServices=[server, client], connections=[
+                                         controllerServices=map_cache_services(nifi2_names=False), connections=[
                                              connection(root, generate, detect, ("success",)),
                                              connection(root, detect, ends["first"], ("non-duplicate",)),
                                              connection(root, detect, ends["again"], ("duplicate",))]), {}))

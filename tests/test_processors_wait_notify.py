@@ -16,7 +16,7 @@ from flowactors.sdk.map_cache import AtomicDistributedMapCacheClient, MapCacheEr
 from flowactors.sdk.services import ControllerService
 from flowactors.services import DistributedMapCacheClientService, DistributedMapCacheServer
 from flowactors.testing import ProcessorRunner
-from nifi_flows import STANDARD, connection, group, processor, snapshot
+from nifi_flows import STANDARD, connection, group, map_cache_services, processor, snapshot
 
 SERVICES = {"client": (DistributedMapCacheClientService, {"Server Hostname": "localhost"}),
             "server": (DistributedMapCacheServer, {})}
@@ -472,15 +472,6 @@ def test_wait_and_notify_in_a_nifi_flow_release_the_waiting_flowfile(tmp_path):
     """GenerateFlowFile's FlowFile goes both to Wait (looping on 'wait') and to Notify, whose
     signal releases it to the 'released' UpdateAttribute; the services as NiFi 2 names them."""
     root = "root"
-    server = {"identifier": "svc-server", "name": "server", "scheduledState": "ENABLED",
-              "type": "org.apache.nifi.distributed.cache.server.map.MapCacheServer",
-              "properties": {"Port": "4557", "Maximum Cache Entries": "10000",
-                             "Eviction Strategy": "Least Frequently Used", "Persistence Directory": None,
-                             "SSL Context Service": None, "maximum-read-size": "1 MB"}}
-    client = {"identifier": "svc-client", "name": "client", "scheduledState": "ENABLED",
-              "type": "org.apache.nifi.distributed.cache.client.MapCacheClientService",
-              "properties": {"Server Hostname": "localhost", "Server Port": "4557", "SSL Context Service": None,
-                             "Communications Timeout": "30 secs"}}
     generate = processor(root, "orders", STANDARD + "GenerateFlowFile", {
         "Custom Text": "order", "Batch Size": "1", "Max FlowFiles": "1", "batch": "42"}, schedule="10 min")
     wait = processor(root, "hold", STANDARD + "Wait", {
@@ -497,7 +488,7 @@ def test_wait_and_notify_in_a_nifi_flow_release_the_waiting_flowfile(tmp_path):
     released = processor(root, "released", "org.apache.nifi.processors.attributes.UpdateAttribute",
                          {"done": "yes"}, auto_terminate=("success",))
     flow = flow_from_nifi(snapshot(group(root, "wait-notify", None, None, processors=[generate, wait, tell, released],
-                                         controllerServices=[server, client], connections=[
+                                         controllerServices=map_cache_services(nifi2_names=True), connections=[
                                              connection(root, generate, wait, ("success",)),
                                              connection(root, generate, tell, ("success",)),
                                              connection(root, wait, wait, ("wait",)),
