@@ -14,7 +14,8 @@ prereqs:
 	@java -version 2>&1 | head -n 1 | grep -Eq '"17[."]' || { echo "flowactors needs Java 17 for Spark; found: $$(java -version 2>&1 | head -n 1)"; exit 1; }
 
 # system programs some tests drive: the web page's tests a real headless Chromium, the dashboard's
-# a real Prometheus, the database tests a real PostgreSQL (Debian packages). Installed here when we
+# a real Prometheus, the database tests a real PostgreSQL, the messaging tests a real Mosquitto and
+# RabbitMQ (Debian packages). Installed here when we
 # may (root with apt-get), else those tests skip with a message naming the packages. A service the
 # package would start (Prometheus, PostgreSQL's cluster) is stopped and disabled: the tests start
 # their own, on ports of their own.
@@ -23,6 +24,8 @@ test-packages:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	{ command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 || missing="$$missing mosquitto"; \
+	test -x /usr/lib/rabbitmq/bin/rabbitmq-server || missing="$$missing rabbitmq-server"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing what the browser and dashboard tests drive (apt-get install$$missing)"; \
@@ -30,6 +33,8 @@ test-packages:
 	  || echo "WARNING: could not install$$missing; the tests that need them will be SKIPPED"; \
 	  case "$$missing" in *prometheus*) systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
 	  case "$$missing" in *postgresql*) (systemctl disable --now postgresql || service postgresql stop) >/dev/null 2>&1 || true;; esac; \
+	  case "$$missing" in *mosquitto*) (systemctl disable --now mosquitto || service mosquitto stop) >/dev/null 2>&1 || true;; esac; \
+	  case "$$missing" in *rabbitmq-server*) (systemctl disable --now rabbitmq-server || service rabbitmq-server stop) >/dev/null 2>&1 || true;; esac; \
 	else echo "WARNING: no root to install$$missing (apt-get install$$missing); the tests that need them will be SKIPPED"; fi
 
 $(STAMP): pyproject.toml

@@ -61,6 +61,39 @@ def postgresql():
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def mosquitto():
+    """A real Mosquitto MQTT broker on 127.0.0.1, started once for the test session (its own
+    config folder and port, anonymous clients) and stopped at its end (tests/real_services.py)."""
+    from real_services import MOSQUITTO_MISSING, Mosquitto
+
+    program = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
+    if program is None:
+        pytest.skip(MOSQUITTO_MISSING)
+    broker = Mosquitto(program)
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq():
+    """A real RabbitMQ node on 127.0.0.1, started once for the test session (its own node name,
+    ports, epmd, database and user; about 4 s to start here) and stopped at its end, epmd with it
+    (tests/real_services.py)."""
+    from real_services import RABBITMQ_MISSING, RabbitMQ
+
+    scripts, epmd = Path("/usr/lib/rabbitmq/bin"), shutil.which("epmd")
+    if not (scripts / "rabbitmq-server").exists() or epmd is None:
+        pytest.skip(RABBITMQ_MISSING)
+    node = RabbitMQ(scripts, epmd)
+    try:
+        yield node.start()
+    finally:
+        node.stop()
+
+
 @pytest.fixture
 def repository(tmp_path):
     """A fresh repository folder for one flow run."""

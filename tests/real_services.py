@@ -11,9 +11,11 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 #: what a test says when the server's programs are missing (the Makefile installs them as root)
@@ -83,5 +85,177 @@ class PostgreSQL:
         try:
             if (self.data / "postmaster.pid").exists():
                 self._run(str(self.programs / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------ message brokers
+MOSQUITTO_MISSING = ("Mosquitto's broker is not installed (Debian: apt-get install mosquitto; `make test` installs it "
+                     "when run as root): the MQTT tests are SKIPPED")
+RABBITMQ_MISSING = ("RabbitMQ's server is not installed (Debian: apt-get install rabbitmq-server; `make test` installs "
+                    "it when run as root): the AMQP tests are SKIPPED")
+
+
+def wait_for_port(port: int, process: subprocess.Popen, what: str, log: Path, timeout: float = 90.0) -> None:
+    """Poll 127.0.0.1:``port`` until it accepts a connection; a ``process`` that ends first, or a
+    port still closed after ``timeout`` seconds, raises RuntimeError with the end of ``log``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} ended ({process.returncode}) before listening:\n{_tail(log)}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not listen on port {port} in {timeout:.0f} s:\n{_tail(log)}") from None
+            time.sleep(0.05)
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-3000:]
+    except OSError:
+        return "(no log)"
+
+
+def _end(process: subprocess.Popen | None, grace: float = 30.0) -> None:
+    """End ``process`` and its process group (started with ``start_new_session``): SIGTERM, then
+    SIGKILL after ``grace`` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        process.wait()
+
+
+def _as_user(name: str) -> list[str]:
+    """The command prefix running a program as ``name`` when this process is root."""
+    return ["runuser", "-u", name, "--"] if os.geteuid() == 0 else []
+
+
+class Mosquitto:
+    """One Mosquitto broker of the test session's on 127.0.0.1 (``start``, then ``stop``): anonymous
+    clients allowed, nothing persisted (sessions live as long as the broker). ``uri`` is the
+    Broker URI a ConsumeMQTT / PublishMQTT takes."""
+
+    def __init__(self, program: str):
+        self.program = program
+        self.folder = Path(tempfile.mkdtemp(prefix="fa-mqtt-", dir="/tmp"))
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"tcp://127.0.0.1:{self.port}"
+
+    def start(self) -> "Mosquitto":
+        config = self.folder / "mosquitto.conf"
+        config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                          "max_inflight_messages 0\nmax_queued_messages 10000\n"
+                          f"log_dest file {self.folder / 'log'}\nlog_type error\nlog_type warning\n")
+        if os.geteuid() == 0:
+            shutil.chown(self.folder, "mosquitto")   # the broker drops to this user
+        with open(os.devnull, "wb") as null:
+            self.process = subprocess.Popen([self.program, "-c", str(config)], stdout=null, stderr=null,
+                                            start_new_session=True)
+        wait_for_port(self.port, self.process, "mosquitto", self.folder / "log")
+        return self
+
+    def stop(self) -> None:
+        try:
+            _end(self.process)
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class RabbitMQ:
+    """One RabbitMQ node of the test session's on 127.0.0.1 (``start``, then ``stop``), run as the
+    ``rabbitmq`` user when this process is root: its own node name, AMQP port, Erlang distribution
+    port, epmd (started here on a port of its own, stopped here), cookie, database and log folder,
+    and the user ``user`` / ``password`` (administrator of the vhost ``/``). ``started_in`` is
+    how long the node took to accept an AMQP login, in seconds."""
+
+    user = "flowactors"
+    password = "flowactors-test"
+
+    def __init__(self, scripts: Path, epmd: str):
+        self.scripts = scripts
+        self.epmd = epmd
+        self.folder = Path(tempfile.mkdtemp(prefix="fa-rmq-", dir="/tmp"))
+        self.port, self.dist_port, self.epmd_port = free_port(), free_port(), free_port()
+        self.node = f"fa-{self.folder.name}@localhost"
+        self.started_in = 0.0
+        self._epmd: subprocess.Popen | None = None
+        self.process: subprocess.Popen | None = None
+
+    def _environment(self) -> dict[str, str]:
+        folder = self.folder
+        return {"HOME": str(folder), "ERL_EPMD_PORT": str(self.epmd_port), "RABBITMQ_NODENAME": self.node,
+                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1", "RABBITMQ_NODE_PORT": str(self.port),
+                "RABBITMQ_DIST_PORT": str(self.dist_port), "RABBITMQ_MNESIA_BASE": str(folder / "mnesia"),
+                "RABBITMQ_LOG_BASE": str(folder / "log"), "RABBITMQ_CONFIG_FILE": str(folder / "rabbitmq.conf"),
+                "RABBITMQ_ADVANCED_CONFIG_FILE": str(folder / "advanced.config"),
+                "RABBITMQ_CONF_ENV_FILE": str(folder / "rabbitmq-env.conf"),
+                "RABBITMQ_ENABLED_PLUGINS_FILE": str(folder / "enabled_plugins"),
+                "RABBITMQ_PLUGINS_EXPAND_DIR": str(folder / "plugins-expand"),
+                "RABBITMQ_PID_FILE": str(folder / "rabbitmq.pid"), "RABBITMQ_LOGS": str(folder / "log" / "node.log"),
+                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "+S 1:1 +sbwt none"}
+
+    def start(self) -> "RabbitMQ":
+        began = time.monotonic()
+        folder = self.folder
+        (folder / "log").mkdir()
+        (folder / "rabbitmq.conf").write_text(
+            f"default_user = {self.user}\ndefault_pass = {self.password}\nloopback_users = none\n"
+            "log.console = false\nlog.file.level = warning\n")
+        (folder / "advanced.config").write_text("[].\n")
+        (folder / "rabbitmq-env.conf").write_text("")
+        (folder / "enabled_plugins").write_text("[].\n")
+        cookie = folder / ".erlang.cookie"
+        cookie.write_text(os.urandom(16).hex())
+        cookie.chmod(0o400)
+        if os.geteuid() == 0:
+            for path in (folder, folder / "log", cookie, *folder.glob("*.conf*"), folder / "enabled_plugins"):
+                shutil.chown(path, "rabbitmq", "rabbitmq")
+        command = [*_as_user("rabbitmq"), "env", *(f"{k}={v}" for k, v in self._environment().items())]
+        log = folder / "log" / "node.log"
+        with open(folder / "stdout", "wb") as out:
+            self._epmd = subprocess.Popen([*command, self.epmd, "-port", str(self.epmd_port)], stdout=out,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+            wait_for_port(self.epmd_port, self._epmd, "epmd", folder / "stdout")
+            self.process = subprocess.Popen([*command, str(self.scripts / "rabbitmq-server")], stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for_port(self.port, self.process, "rabbitmq-server", log)
+        self._await_login(log)
+        self.started_in = time.monotonic() - began
+        return self
+
+    def _await_login(self, log: Path, timeout: float = 60.0) -> None:
+        """Poll until the node accepts the user's AMQP login (its listener opens a moment before
+        the node has finished booting)."""
+        import pika
+
+        deadline = time.monotonic() + timeout
+        parameters = pika.ConnectionParameters("127.0.0.1", self.port, credentials=pika.PlainCredentials(
+            self.user, self.password), connection_attempts=1, socket_timeout=2)
+        while True:
+            try:
+                pika.BlockingConnection(parameters).close()
+                return
+            except pika.exceptions.AMQPError as err:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(f"RabbitMQ refused the test user's login ({err!r}):\n{_tail(log)}") from err
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        try:
+            _end(self.process)
+            _end(self._epmd, grace=5)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
