@@ -85,4 +85,7 @@ STANDARD_SERVICES: dict[str, StandardService] = {
     "org.apache.nifi.dbcp.DBCPConnectionPool": StandardService("DBCPConnectionPool", {
         "Kerberos User Service": None, "kerberos-user-service": None, "kerberos-principal": None,
         "kerberos-password": None, "kerberos-credentials-service": None}),
+    "org.apache.nifi.ssl.StandardSSLContextService": StandardService("StandardSSLContextService"),
+    "org.apache.nifi.ssl.StandardRestrictedSSLContextService": StandardService("StandardRestrictedSSLContextService"),
+    "org.apache.nifi.ssl.PEMEncodedSSLContextProvider": StandardService("PEMEncodedSSLContextProvider"),
 }

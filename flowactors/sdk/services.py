@@ -119,7 +119,21 @@ class SSLContextService(ServiceAPI):
 
     api = True
 
-    def create_context(self, server_side: bool = False) -> ssl.SSLContext:
+    def create_context(self, server_side: bool = False, client_auth: str = "NONE") -> ssl.SSLContext:
+        """A new context: a client's (``server_side`` False: the peer's certificate verified
+        against the truststore, or the system's CAs without one, and its host name checked; the
+        keystore's key and chain sent when asked) or a server's (the keystore's key and chain;
+        ``client_auth`` as NiFi's ClientAuth: ``NONE``, ``WANT`` (a client certificate asked
+        for and verified when sent) or ``REQUIRED`` (a handshake without one fails)). A server
+        context of a service without a keystore raises ``ValueError`` saying so."""
+        raise NotImplementedError
+
+    def has_keystore(self) -> bool:
+        """Whether the service has a key and certificate chain to present (a server needs one)."""
+        raise NotImplementedError
+
+    def has_truststore(self) -> bool:
+        """Whether the service names the certificates it trusts (else a client trusts the system's)."""
         raise NotImplementedError
 
 

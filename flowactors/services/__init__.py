@@ -28,6 +28,9 @@ STANDARD_SERVICES = {
     "DistributedMapCacheServer": "flowactors.services.map_cache",
     "DistributedMapCacheClientService": "flowactors.services.map_cache",
     "DBCPConnectionPool": "flowactors.services.database",
+    "StandardSSLContextService": "flowactors.services.ssl_context",
+    "StandardRestrictedSSLContextService": "flowactors.services.ssl_context",
+    "PEMEncodedSSLContextProvider": "flowactors.services.ssl_context",
 }
 
 __all__ = sorted(STANDARD_SERVICES)
