@@ -1,0 +1,410 @@
+"""What the SQL writing processors share (PutDatabaseRecord, ConvertJSONToSQL, PutSQL; docs/sql.md,
+"Writing"): a table's columns as the database describes them, cached; NiFi's translation of field
+names to column names; quoting; the statements built for a set of fields; the ``?`` placeholders
+of a statement turned into the driver's; and whether a database error may pass when tried again.
+
+**Columns.** ``read_table`` asks SQLAlchemy's inspector (PostgreSQL's catalog, SQLite's pragmas)
+for the columns of ``schema.table``: name, type, nullability, default, autoincrement, and the
+primary key. A column is *required* when it is not nullable, has no default and is not generated
+(NiFi's rule). A table name not found as given is looked up once more in lower case (PostgreSQL
+folds unquoted names so); ``TableNotFound`` when neither exists. ``SchemaCache`` keeps the last
+``size`` tables read, keyed by catalog, schema and table (NiFi's Table Schema Cache Size).
+
+**Statements.** ``build_statement`` gives the SQL (with ``?`` placeholders) and, for each
+placeholder, which field's value it takes: INSERT of every field that has a column; UPDATE setting
+the fields that are not keys, WHERE the keys (Update Keys, else the primary key); DELETE WHERE
+every field (or the Delete Keys), a nullable column matching a null too (PostgreSQL's ``IS NOT
+DISTINCT FROM``, SQLite's ``IS``, elsewhere NiFi's ``(c = ? OR (c IS NULL AND ? IS NULL))``); UPSERT as ``INSERT ... ON
+CONFLICT (keys) DO UPDATE SET`` the other columns from ``EXCLUDED`` and INSERT_IGNORE as ``INSERT
+... ON CONFLICT DO NOTHING`` (the same text on PostgreSQL and SQLite 3.24+). Unmatched fields and
+columns are treated as NiFi's Unmatched Field / Column Behavior says; a problem is a
+``StatementError`` whose message says what to change.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+INSERT, UPDATE, DELETE, UPSERT, INSERT_IGNORE, SQL = "INSERT", "UPDATE", "DELETE", "UPSERT", "INSERT_IGNORE", "SQL"
+#: the statement types a table's statements are built for
+BUILT_TYPES = (INSERT, UPDATE, DELETE, UPSERT, INSERT_IGNORE)
+
+IGNORE_FIELD, FAIL_FIELD = "Ignore Unmatched Fields", "Fail on Unmatched Fields"
+IGNORE_COLUMN, WARN_COLUMN, FAIL_COLUMN = "Ignore Unmatched Columns", "Warn on Unmatched Columns", \
+    "Fail on Unmatched Columns"
+
+#: Column Name Translation Strategy: what is taken out of a name before it is upper-cased
+TRANSLATIONS: dict[str, str | None] = {
+    "REMOVE_UNDERSCORE": "_", "REMOVE_SPACE": " ", "REMOVE_UNDERSCORE_AND_SPACE": "[_ ]",
+    "REMOVE_ALL_SPECIAL_CHAR": "[^a-zA-Z0-9]", "PATTERN": None}
+
+# JDBC's type numbers (java.sql.Types), as NiFi's sql.args.N.type attributes carry them
+BIT, TINYINT, SMALLINT, INTEGER, BIGINT = -7, -6, 5, 4, -5
+FLOAT, REAL, DOUBLE, NUMERIC, DECIMAL = 6, 7, 8, 2, 3
+CHAR, VARCHAR, LONGVARCHAR, NCHAR, NVARCHAR, LONGNVARCHAR, CLOB, NCLOB = 1, 12, -1, -15, -9, -16, 2005, 2011
+DATE, TIME, TIMESTAMP, TIME_WITH_TIMEZONE, TIMESTAMP_WITH_TIMEZONE = 91, 92, 93, 2013, 2014
+BINARY, VARBINARY, LONGVARBINARY, BLOB = -2, -3, -4, 2004
+BOOLEAN, OTHER, NULL = 16, 1111, 0
+
+
+class StatementError(ValueError):
+    """The records or the configuration do not make a statement for the table (the FlowFile's
+    problem: failure); the message says what to change."""
+
+
+class TableNotFound(StatementError):
+    """No table of the name given (in the schema given)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column as the database describes it; ``kind`` is a category of its type (``string``,
+    ``integer``, ``float``, ``decimal``, ``boolean``, ``date``, ``time``, ``timestamp``,
+    ``binary``, ``json``, ``other``), ``jdbc_type`` JDBC's type number for it."""
+
+    name: str
+    kind: str
+    jdbc_type: int
+    nullable: bool
+    required: bool
+    size: int | None = None
+
+
+@dataclass
+class TableSchema:
+    """A table's columns (in the table's order) and primary key, as read from the database."""
+
+    catalog: str | None
+    schema: str | None
+    table: str
+    columns: list[Column]
+    primary_key: list[str]
+    dialect: str
+
+    def by_name(self, naming: "Naming") -> dict[str, Column]:
+        """The columns by their names as ``naming`` normalizes them."""
+        return {naming.normalize(c.name): c for c in self.columns}
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How a field's name finds its column (NiFi's Translate Field Names): as it is, or upper-cased
+    with what ``remove`` matches taken out (``Column Name Translation Strategy``)."""
+
+    translate: bool = True
+    remove: str | None = "_"
+
+    def normalize(self, name: str) -> str:
+        if not self.translate:
+            return name
+        return (re.sub(self.remove, "", name) if self.remove else name).strip().upper()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What shapes the statements besides the table: naming, the unmatched behaviours, the keys,
+    and quoting."""
+
+    naming: Naming = field(default_factory=Naming)
+    unmatched_field: str = IGNORE_FIELD
+    unmatched_column: str = FAIL_COLUMN
+    update_keys: tuple[str, ...] | None = None
+    delete_keys: tuple[str, ...] | None = None
+    quote_columns: bool = False
+    quote_table: bool = False
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement with ``?`` placeholders; ``params[i]`` is the index (in the fields it was built
+    for) of the field whose value the i-th placeholder takes, ``columns[i]`` that field's column."""
+
+    sql: str
+    params: tuple[int, ...]
+    columns: tuple[Column, ...]
+
+
+# ---------------------------------------------------------------------------------- reading a table
+def _kind(sql_type: Any) -> tuple[str, int, int | None]:
+    """The category, JDBC type number and length of a SQLAlchemy column type."""
+    from sqlalchemy import types as t
+
+    checks: Sequence[tuple[type, str, int]] = (
+        (t.Boolean, "boolean", BOOLEAN), (t.SmallInteger, "integer", SMALLINT), (t.BigInteger, "integer", BIGINT),
+        (t.Integer, "integer", INTEGER), (t.Float, "float", DOUBLE), (t.Numeric, "decimal", NUMERIC),
+        (t.DateTime, "timestamp", TIMESTAMP), (t.Date, "date", DATE), (t.Time, "time", TIME),
+        (t.JSON, "json", OTHER), (t.Uuid, "other", OTHER), (t.Text, "string", LONGVARCHAR),
+        (t.String, "string", VARCHAR), (t._Binary, "binary", BINARY), (t.ARRAY, "other", 2003),
+    )
+    for kind_type, kind, jdbc in checks:
+        if isinstance(sql_type, kind_type):
+            if kind == "timestamp" and getattr(sql_type, "timezone", False):
+                jdbc = TIMESTAMP_WITH_TIMEZONE
+            return kind, jdbc, getattr(sql_type, "length", None) if kind == "string" else None
+    name = type(sql_type).__name__.upper()
+    if "JSON" in name:
+        return "json", OTHER, None
+    return "other", OTHER, None
+
+
+def read_table(connection: Any, catalog: str | None, schema: str | None, table: str) -> TableSchema:
+    """The columns and primary key of ``table`` (see the module docstring); ``TableNotFound``."""
+    from sqlalchemy import inspect
+
+    inspector = inspect(connection)
+    name = table
+    if not inspector.has_table(name, schema=schema):
+        if table.lower() != table and inspector.has_table(table.lower(), schema=schema):
+            name = table.lower()
+        else:
+            where = ".".join(p for p in (catalog, schema, table) if p)
+            raise TableNotFound(f"table {where} not found: check that the Catalog, Schema and Table Name match the "
+                                f"database's exactly")
+    described = inspector.get_columns(name, schema=schema)
+    primary_key = list(inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or [])
+    dialect = connection.dialect.name
+    columns = []
+    for column in described:
+        kind, jdbc, size = _kind(column["type"])
+        generated = bool(column.get("identity") or column.get("computed") or column.get("default") is not None)
+        if dialect == "sqlite" and primary_key == [column["name"]] and kind == "integer":
+            generated = True    # SQLite's INTEGER PRIMARY KEY is the rowid, given when absent
+        nullable = bool(column.get("nullable", True)) and column["name"] not in primary_key
+        columns.append(Column(column["name"], kind, jdbc, nullable, not nullable and not generated, size))
+    return TableSchema(catalog, schema, name, columns, primary_key, dialect)
+
+
+class SchemaCache:
+    """The last ``size`` tables read (``read_table``), by catalog, schema and table; 0 keeps none."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._tables: OrderedDict[tuple, TableSchema] = OrderedDict()
+
+    def get(self, connection: Any, catalog: str | None, schema: str | None, table: str) -> TableSchema:
+        key = (catalog, schema, table)
+        found = self._tables.get(key)
+        if found is not None:
+            self._tables.move_to_end(key)
+            return found
+        found = read_table(connection, catalog, schema, table)
+        if self.size > 0:
+            self._tables[key] = found
+            while len(self._tables) > self.size:
+                self._tables.popitem(last=False)
+        return found
+
+
+# ---------------------------------------------------------------------------------- statements
+def quote(name: str) -> str:
+    """``name`` as a quoted SQL identifier (an embedded quote doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_name(table: TableSchema, settings: Settings, catalog: str | None = None) -> str:
+    """The table's qualified name as statements name it (each part quoted with Quote Table
+    Identifiers). The catalog is named only when given and the database is not PostgreSQL or
+    SQLite, whose connections reach one catalog (database) only."""
+    parts = [p for p in ((catalog if table.dialect not in ("postgresql", "sqlite") else None),
+                         table.schema, table.table) if p]
+    return ".".join(quote(p) if settings.quote_table else p for p in parts)
+
+
+def _column_sql(column: Column, settings: Settings) -> str:
+    return quote(column.name) if settings.quote_columns else column.name
+
+
+def _check_required(table: TableSchema, fields: Mapping[str, int], settings: Settings) -> None:
+    """NiFi's Unmatched Column Behavior for the required columns no field gives a value for."""
+    for column in table.columns:
+        if column.required and settings.naming.normalize(column.name) not in fields:
+            _unmatched_column(f"the records have no value for the required column '{column.name}'", settings)
+
+
+def _unmatched_column(message: str, settings: Settings) -> None:
+    if settings.unmatched_column == FAIL_COLUMN:
+        raise StatementError(message + " (Unmatched Column Behavior is Fail on Unmatched Columns)")
+    if settings.unmatched_column == WARN_COLUMN:
+        log.warning("%s", message)
+
+
+def _matched(table: TableSchema, names: Sequence[str], settings: Settings) -> list[tuple[int, Column]]:
+    """(field index, column) of each field that has a column; an unmatched field fails under Fail."""
+    columns = table.by_name(settings.naming)
+    matched = []
+    for index, name in enumerate(names):
+        column = columns.get(settings.naming.normalize(name))
+        if column is None:
+            if settings.unmatched_field != IGNORE_FIELD:
+                raise StatementError(f"the field '{name}' matches no column of {table.table} (its columns"
+                                     f"{' normalized' if settings.naming.translate else ''}: {', '.join(columns)}); "
+                                     f"Unmatched Field Behavior is Fail")
+            continue
+        matched.append((index, column))
+    if not matched:
+        raise StatementError(f"none of the fields ({', '.join(names)}) matches a column of {table.table} (its columns"
+                             f"{' normalized' if settings.naming.translate else ''}: {', '.join(columns)})")
+    return matched
+
+
+def _keys(table: TableSchema, matched: list[tuple[int, Column]], keys: tuple[str, ...] | None, settings: Settings,
+          what: str) -> set[str]:
+    """The normalized names of the key columns (``keys``, else the primary key); a key no field
+    gives is an unmatched column."""
+    names = list(keys) if keys else table.primary_key
+    if not names:
+        raise StatementError(f"{table.table} has no primary key and no {what} were given: set {what}")
+    normalize = settings.naming.normalize
+    wanted = {normalize(n.strip()) for n in names}
+    present = {normalize(c.name) for _, c in matched}
+    for name in sorted(wanted - present):
+        _unmatched_column(f"the records have no value for the key column '{name}'", settings)
+    return wanted
+
+
+def build_statement(kind: str, table: TableSchema, names: Sequence[str], settings: Settings,
+                    catalog: str | None = None) -> Statement:
+    """The ``kind`` statement (one of ``BUILT_TYPES``) for records with the fields ``names`` (see
+    the module docstring); ``StatementError`` when they cannot make one."""
+    fields = {settings.naming.normalize(n): i for i, n in enumerate(names)}
+    if kind != UPDATE:
+        _check_required(table, fields, settings)
+    matched = _matched(table, names, settings)
+    target = table_name(table, settings, catalog)
+    normalize = settings.naming.normalize
+    if kind in (INSERT, UPSERT, INSERT_IGNORE):
+        sql = (f"INSERT INTO {target} ({', '.join(_column_sql(c, settings) for _, c in matched)}) "
+               f"VALUES ({', '.join('?' for _ in matched)})")
+        if kind == INSERT_IGNORE:
+            sql += " ON CONFLICT DO NOTHING"
+        elif kind == UPSERT:
+            keys = _keys(table, matched, settings.update_keys, settings, "Update Keys")
+            others = [c for _, c in matched if normalize(c.name) not in keys]
+            key_sql = ", ".join(_column_sql(c, settings) for c in table.columns if normalize(c.name) in keys)
+            sql += f" ON CONFLICT ({key_sql}) " + ("DO UPDATE SET " + ", ".join(
+                f"{_column_sql(c, settings)} = EXCLUDED.{_column_sql(c, settings)}" for c in others)
+                if others else "DO NOTHING")
+        return Statement(sql, tuple(i for i, _ in matched), tuple(c for _, c in matched))
+    if kind == UPDATE:
+        keys = _keys(table, matched, settings.update_keys, settings, "Update Keys")
+        setting = [(i, c) for i, c in matched if normalize(c.name) not in keys]
+        where = [(i, c) for i, c in matched if normalize(c.name) in keys]
+        if not setting:
+            raise StatementError(f"the records have no field to update besides the keys of {table.table}")
+        sql = (f"UPDATE {target} SET " + ", ".join(f"{_column_sql(c, settings)} = ?" for _, c in setting) +
+               " WHERE " + " AND ".join(f"{_column_sql(c, settings)} = ?" for _, c in where))
+        both = setting + where
+        return Statement(sql, tuple(i for i, _ in both), tuple(c for _, c in both))
+    if kind == DELETE:
+        if settings.delete_keys:
+            wanted = {k.strip() for k in settings.delete_keys}
+            matched = [(i, c) for i, c in matched if names[i] in wanted]
+            if not matched:
+                raise StatementError(f"none of the Delete Keys ({', '.join(sorted(wanted))}) is a field of the records")
+        conditions, params, columns = [], [], []
+        for index, column in matched:
+            name = _column_sql(column, settings)
+            if column.nullable and table.dialect in ("postgresql", "sqlite"):
+                operator = "IS NOT DISTINCT FROM" if table.dialect == "postgresql" else "IS"
+                conditions.append(f"{name} {operator} ?")     # a null matches a null, one parameter
+                params.append(index)
+                columns.append(column)
+            elif column.nullable:
+                conditions.append(f"({name} = ? OR ({name} IS NULL AND ? IS NULL))")
+                params += [index, index]
+                columns += [column, column]
+            else:
+                conditions.append(f"{name} = ?")
+                params.append(index)
+                columns.append(column)
+        return Statement(f"DELETE FROM {target} WHERE " + " AND ".join(conditions), tuple(params), tuple(columns))
+    raise StatementError(f"'{kind}' is not a statement type a table's statement is built for "
+                         f"({', '.join(BUILT_TYPES)})")
+
+
+# ---------------------------------------------------------------------------------- placeholders
+_PLACEHOLDER_SCAN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\?|%", re.S)
+
+
+def placeholder_count(sql: str) -> int:
+    """How many ``?`` placeholders ``sql`` has outside its literals, quoted names and comments."""
+    return sum(1 for m in _PLACEHOLDER_SCAN.finditer(sql) if m.group() == "?")
+
+
+def driver_sql(sql: str, paramstyle: str) -> str:
+    """``sql`` with its ``?`` placeholders (outside literals, quoted names and comments) written
+    as the driver's ``paramstyle`` wants them (``qmark``: unchanged; ``format``/``pyformat``:
+    ``%s``, a literal ``%`` doubled; ``numeric``: ``:1``, ``:2``...)."""
+    if paramstyle == "qmark":
+        return sql
+    count = 0
+
+    def replace(match: re.Match) -> str:
+        nonlocal count
+        text = match.group()
+        if text == "?":
+            count += 1
+            return ":%d" % count if paramstyle == "numeric" else "%s"
+        if text == "%":
+            return "%%" if paramstyle in ("format", "pyformat") else "%"
+        return text
+
+    return _PLACEHOLDER_SCAN.sub(replace, sql)
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of ``text`` separated by semicolons (a ``\\;`` is a semicolon kept in the
+    statement), blank ones left out (NiFi's Allow Multiple SQL Statements, Pre-/Post-Processing SQL)."""
+    parts = re.split(r"(?<!\\);", text)
+    return [p.replace("\\;", ";").strip() for p in parts if p.strip()]
+
+
+# ---------------------------------------------------------------------------------- errors
+#: SQLSTATE classes of errors that may pass when tried again, as JDBC's SQLTransientException
+#: subclasses map them: connection (08), transaction rollback: deadlock, serialization (40),
+#: insufficient resources (53), operator intervention: query canceled by a timeout, shutdown (57),
+#: lock not available (55P03)
+_TRANSIENT_STATES = ("08", "40", "53", "57", "55P03")
+#: SQLite's result codes that may pass when tried again
+_TRANSIENT_SQLITE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_INTERRUPT")
+
+
+def is_transient(err: BaseException) -> bool:
+    """Whether the database error ``err`` (a SQLAlchemy ``DBAPIError`` or a driver's error) may
+    pass when the same statements are tried again: NiFi's ``SQLTransientException`` (retry); any
+    other (a constraint violated, bad data, a syntax error) will fail again (failure)."""
+    original = getattr(err, "orig", None) or err
+    state = getattr(original, "sqlstate", None) or getattr(getattr(original, "diag", None), "sqlstate", None)
+    if state:
+        return state.startswith(_TRANSIENT_STATES)
+    name = getattr(original, "sqlite_errorname", None)
+    if name:
+        return name.startswith(_TRANSIENT_SQLITE)
+    return bool(getattr(err, "connection_invalidated", False))
+
+
+def error_text(err: BaseException) -> str:
+    """One line saying what the database refused (the driver's message, without SQLAlchemy's
+    statement and parameter dump)."""
+    original = getattr(err, "orig", None)
+    text = str(original) if original is not None else str(err)
+    return " ".join(text.split()) or type(err).__name__
+
+
+def sql_state(err: BaseException) -> str | None:
+    """The SQLSTATE of the database error ``err``, when the driver gives one."""
+    original = getattr(err, "orig", None) or err
+    return getattr(original, "sqlstate", None)
+
+
+def comma_list(value: str | None) -> tuple[str, ...] | None:
+    """A comma-separated list of names (Update Keys, Delete Keys), None when unset or blank."""
+    if value is None or not value.strip():
+        return None
+    return tuple(n.strip() for n in value.split(",") if n.strip())
