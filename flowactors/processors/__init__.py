@@ -20,6 +20,7 @@ from flowactors.processors.jolt.processor import JoltTransformJSON
 from flowactors.processors.merge import MergeContent
 from flowactors.processors.mime import IdentifyMimeType
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
+from flowactors.processors.sql import ExecuteSQL, ExecuteSQLRecord
 from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
                                            SplitRecord, UpdateRecord, ValidateRecord)
@@ -47,4 +48,5 @@ __all__ = [
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
     "ModifyBytes", "SegmentContent",
     "EvaluateXPath", "SplitXml", "TransformXml", "IdentifyMimeType",
+    "ExecuteSQL", "ExecuteSQLRecord",
 ]
