@@ -157,7 +157,6 @@ class Mosquitto:
     def start(self) -> "Mosquitto":
         config = self.folder / "mosquitto.conf"
         config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                          "max_inflight_messages 0\nmax_queued_messages 10000\n"
                           f"log_dest file {self.folder / 'log'}\nlog_type error\nlog_type warning\n")
         if os.geteuid() == 0:
             shutil.chown(self.folder, "mosquitto")   # the broker drops to this user

@@ -1,0 +1,223 @@
+"""ConsumeMQTT and PublishMQTT against a real Mosquitto broker (the session's ``mosquitto``
+fixture): each QoS, retained messages, demarcated and record batches, the acknowledgement after
+the commit (a message a consumer did not commit comes again to the next one), a broker that is
+down, and NiFi 1 flows through the NiFi import."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+
+import pytest
+
+from flowactors.processors import ConsumeMQTT, PublishMQTT
+from flowactors.services import JsonRecordSetWriter, JsonTreeReader
+from flowactors.testing import ProcessorRunner
+
+JSON_SERVICES = {"reader": (JsonTreeReader, {}), "writer": (JsonRecordSetWriter, {})}
+
+
+def topic() -> str:
+    return f"fa/{uuid.uuid4().hex[:12]}/data"
+
+
+def consumer(broker, topic_filter: str, **properties) -> ProcessorRunner:
+    """A ConsumeMQTT runner, connected and subscribed (its first trigger) before it returns."""
+    runner = ProcessorRunner(ConsumeMQTT, {"Broker URI": broker.uri, "Topic Filter": topic_filter, **properties},
+                             services=JSON_SERVICES if "Record Reader" in properties else None,
+                             auto_terminate=() if "Record Reader" in properties else ("parse.failure",))
+    runner.run(1, stop=False)
+    assert runner.processor._client is not None and runner.processor._client.connected
+    return runner
+
+
+def publish(broker, topic_name: str, messages: list[tuple[bytes, dict]], **properties) -> ProcessorRunner:
+    runner = ProcessorRunner(PublishMQTT, {"Broker URI": broker.uri, "Topic": topic_name, **properties},
+                             services=JSON_SERVICES if "Record Reader" in properties else None)
+    for content, attributes in messages:
+        runner.enqueue(content, attributes)
+    runner.run(1)
+    return runner
+
+
+def receive(runner: ProcessorRunner, count: int, relationship: str = "Message", timeout: float = 10.0) -> list:
+    """Trigger ``runner`` until ``relationship`` holds ``count`` FlowFiles (or ``timeout`` passed)."""
+    deadline = time.monotonic() + timeout
+    while len(runner.output(relationship)) < count and time.monotonic() < deadline:
+        runner.run(1, stop=False)
+        if len(runner.output(relationship)) < count:
+            time.sleep(0.02)
+    return runner.output(relationship)
+
+
+def buffered(runner: ProcessorRunner, count: int, timeout: float = 10.0) -> None:
+    """Wait until ``runner``'s client holds ``count`` messages it received and no trigger took."""
+    deadline = time.monotonic() + timeout
+    while len(runner.processor._client._buffer) < count:
+        assert time.monotonic() < deadline, "the messages did not arrive"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_published_messages_arrive_at_each_qos_with_nifi_s_attributes(mosquitto, engine, qos):
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Quality of Service": str(qos)})
+    sending = publish(mosquitto, "${where}", [(f"reading {n}".encode(), {"where": name}) for n in range(3)],
+                      **{"Quality of Service": str(qos)})
+    assert len(sending.output("success")) == 3 and sending.output("failure") == []
+    assert [e.event_type.value for e in sending.events()] == ["SEND"] * 3
+    received = receive(receiving, 3)
+    receiving.run(1)   # stops it
+    assert [receiving.read(f) for f in received] == [b"reading 0", b"reading 1", b"reading 2"]
+    first = received[0].attributes
+    assert {k: first[k] for k in ("mqtt.broker", "mqtt.topic", "mqtt.qos", "mqtt.isDuplicate", "mqtt.isRetained",
+                                  "mqtt.topic.segment.0", "mqtt.topic.segment.2")} == {
+        "mqtt.broker": mosquitto.uri, "mqtt.topic": name, "mqtt.qos": str(qos), "mqtt.isDuplicate": "false",
+        "mqtt.isRetained": "false", "mqtt.topic.segment.0": "fa", "mqtt.topic.segment.2": "data"}
+    receipts = [e for e in receiving.events() if e.event_type.value == "RECEIVE"]
+    assert len(receipts) == 3 and receipts[0].transit_uri == f"{mosquitto.uri}/{name}"
+
+
+def test_a_retained_message_reaches_a_consumer_that_subscribes_later(mosquitto):
+    name = topic()
+    publish(mosquitto, name, [(b"last known", {"keep": "true"})],
+            **{"Retain Message": "${keep}", "Quality of Service": "1"})
+    receiving = consumer(mosquitto, name, **{"Quality of Service": "1"})
+    [message] = receive(receiving, 1)
+    receiving.run(1)
+    assert receiving.read(message) == b"last known" and message.attributes["mqtt.isRetained"] == "true"
+    publish(mosquitto, name, [(b"", {})], **{"Retain Message": "true"})   # clears the retained message
+
+
+def test_demarcated_messages_go_out_and_come_back_many_a_flowfile(mosquitto):
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Message Demarcator": "\n", "Quality of Service": "1"})
+    publish(mosquitto, name, [(b"a\nb\n\nc\n", {})], **{"Message Demarcator": "\n", "Quality of Service": "1"})
+    buffered(receiving, 3)
+    [batch] = receive(receiving, 1)
+    receiving.run(1)
+    assert receiving.read(batch) == b"a\nb\nc" and batch.attributes["mqtt.broker"] == mosquitto.uri
+
+
+def test_records_go_out_one_a_message_and_come_back_as_records_with_the_message_fields(mosquitto):
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Record Reader": "reader", "Record Writer": "writer",
+                                             "Quality of Service": "1"})
+    records = [{"id": 1, "v": "x"}, {"id": 2, "v": "y"}]
+    sent = publish(mosquitto, name, [(json.dumps(records).encode(), {})],
+                   **{"Record Reader": "reader", "Record Writer": "writer", "Quality of Service": "1"})
+    assert len(sent.output("success")) == 1
+    publish(mosquitto, name, [(b"{not json", {})], **{"Quality of Service": "1"})
+    buffered(receiving, 3)
+    [written] = receive(receiving, 1)
+    [unreadable] = receiving.output("parse.failure")
+    receiving.run(1)
+    rows = json.loads(receiving.read(written))
+    assert [(r["id"], r["v"], r["_topic"], r["_topicSegments"], r["_qos"], r["_isRetained"]) for r in rows] == [
+        (1, "x", name, name.split("/"), 1, False), (2, "y", name, name.split("/"), 1, False)]
+    assert written.attributes["record.count"] == "2"
+    assert receiving.read(unreadable) == b"{not json" and unreadable.attributes["mqtt.topic"] == name
+
+
+def _vanish(runner: ProcessorRunner) -> None:
+    """What a killed process does to its connection: it ends without DISCONNECT or any ack."""
+    client = runner.processor._client._client
+    client.loop_stop()
+    client.socket().close()
+
+
+def test_a_message_not_committed_is_sent_again_to_the_next_consumer_of_the_session(mosquitto):
+    """Resume Session, QoS 1: the first consumer holds the message but never commits it (its
+    process vanishes); the broker sends it again to the next consumer with the same Client ID,
+    marked duplicate. Once that one committed, a third gets nothing."""
+    name, client_id = topic(), f"fa-{uuid.uuid4().hex[:8]}"
+    session = {"Quality of Service": "1", "Session State": "false", "Client ID": client_id}
+    first = consumer(mosquitto, name, **session)
+    publish(mosquitto, name, [(b"important", {})], **{"Quality of Service": "1"})
+    buffered(first, 1)
+    _vanish(first)
+    second = ProcessorRunner(ConsumeMQTT, {"Broker URI": mosquitto.uri, "Topic Filter": name, **session})
+    [again] = receive(second, 1)
+    second.run(1)   # committed, acknowledged, disconnected
+    assert second.read(again) == b"important" and again.attributes["mqtt.isDuplicate"] == "true"
+    third = ProcessorRunner(ConsumeMQTT, {"Broker URI": mosquitto.uri, "Topic Filter": name, **session})
+    third.run(3, stop=False)
+    time.sleep(0.2)
+    third.run(1)
+    assert third.output("Message") == []
+
+
+def test_a_broker_that_is_down_gives_one_sentence_and_a_yield_and_loses_nothing(caplog):
+    from real_services import free_port
+
+    uri = f"tcp://127.0.0.1:{free_port()}"
+    caplog.set_level(logging.ERROR, logger="flowactors.processors.messaging.mqtt")
+    receiving = ProcessorRunner(ConsumeMQTT, {"Broker URI": uri, "Topic Filter": "x", "Connection Timeout": "2"})
+    receiving.run(1)
+    assert receiving.context.take_yield_request() and receiving.output("Message") == []
+    sending = ProcessorRunner(PublishMQTT, {"Broker URI": uri, "Topic": "x", "Connection Timeout": "2"})
+    sending.enqueue(b"kept")
+    sending.run(1)
+    assert sending.context.take_yield_request() and sending.input_count == 1
+    assert sending.output("failure") == [] and sending.output("success") == []
+    [consume_error, publish_error] = [r.getMessage() for r in caplog.records]
+    assert consume_error == (f"ConsumeMQTT: cannot connect to the MQTT broker ({uri}: [Errno 111] Connection "
+                             "refused); yielding")
+    assert publish_error.startswith("PublishMQTT: cannot connect to the MQTT broker (") and \
+        publish_error.endswith("the FlowFiles stay queued; yielding")
+
+
+def test_a_flowfile_whose_qos_or_topic_is_unusable_goes_to_failure_saying_why(mosquitto):
+    sending = publish(mosquitto, "${t}", [(b"a", {"t": "x", "q": "7"}), (b"b", {"q": "1"})],
+                      **{"Quality of Service": "${q}"})
+    reasons = sorted(f.attributes["flowactors.failure.reason"] for f in sending.output("failure"))
+    assert reasons == ["Quality of Service evaluates to '7', not 0, 1 or 2", "Topic evaluates to nothing"]
+
+
+def test_configurations_nifi_refuses_are_refused():
+    with pytest.raises(ValueError, match="supported: tcp, ssl, ws, wss"):
+        ProcessorRunner(ConsumeMQTT, {"Broker URI": "http://h:1", "Topic Filter": "x"})
+    with pytest.raises(ValueError, match="needs the SSL Context Service"):
+        ProcessorRunner(PublishMQTT, {"Broker URI": "ssl://h:8883", "Topic": "x"})
+    with pytest.raises(ValueError, match="set both or neither"):
+        ProcessorRunner(ConsumeMQTT, {"Broker URI": "tcp://h:1", "Topic Filter": "x", "Username": "u"})
+    with pytest.raises(ValueError, match="cannot be used together"):
+        ProcessorRunner(ConsumeMQTT, {"Broker URI": "tcp://h:1", "Topic Filter": "x", "Message Demarcator": ",",
+                                      "Record Reader": "reader", "Record Writer": "writer"}, services=JSON_SERVICES)
+
+
+def test_a_nifi_1_flow_publishes_and_consumes_through_the_import(mosquitto, tmp_path):
+    """GenerateFlowFile -> PublishMQTT and ConsumeMQTT -> UpdateAttribute, with NiFi 1's property
+    names (Quality of Service(QoS), Session state, Keep Alive Interval (seconds) ...): the message
+    is retained, so the consumer receives it whichever starts first."""
+    from flowactors import run_flow
+    from flowactors.driver.nifi_export import flow_from_nifi
+    from nifi_flows import STANDARD, connection, group, processor, snapshot
+
+    name, root = topic(), "root"
+    common = {"Broker URI": mosquitto.uri, "MQTT Specification Version": "0", "Username": None, "Password": None,
+              "SSL Context Service": None, "Session state": "true", "Client ID": None,
+              "Connection Timeout (seconds)": "30", "Keep Alive Interval (seconds)": "60",
+              "Last Will Message": None, "Last Will Topic": None, "Last Will Retain": None,
+              "Last Will QoS Level": None, "record-reader": None, "record-writer": None, "message-demarcator": None}
+    generate = processor(root, "make", STANDARD + "GenerateFlowFile", {"Custom Text": "from nifi 1",
+                                                                      "Max FlowFiles": "1"}, schedule="10 min")
+    send = processor(root, "send", "org.apache.nifi.processors.mqtt.PublishMQTT", {
+        **common, "Topic": name, "Retain Message": "true", "Quality of Service(QoS)": "1"},
+        auto_terminate=("success", "failure"))
+    take = processor(root, "take", "org.apache.nifi.processors.mqtt.ConsumeMQTT", {
+        **common, "Group ID": None, "Topic Filter": name, "Quality of Service(QoS)": "1",
+        "add-attributes-as-fields": "true", "Max Queue Size": "100"}, auto_terminate=("parse.failure",))
+    end = processor(root, "end", "org.apache.nifi.processors.attributes.UpdateAttribute", {"seen": "yes"},
+                    auto_terminate=("success",))
+    flow = flow_from_nifi(snapshot(group(root, "mqtt", None, None, processors=[generate, send, take, end],
+                                         connections=[connection(root, generate, send, ("success",)),
+                                                      connection(root, take, end, ("Message",))]), {}))
+    assert flow.processors["take"].properties["Quality of Service"] == "1"
+    assert flow.processors["send"].properties["Keep Alive"] == "60"
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=30,
+                     until=lambda s: sum(p["flowfiles_in"] for p in s["processors"] if p["name"] == "end") == 1)
+    assert not final.get("timed_out"), final
+    publish(mosquitto, name, [(b"", {})], **{"Retain Message": "true"})
