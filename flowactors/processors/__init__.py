@@ -14,8 +14,6 @@ from flowactors.processors.monitor import MonitorActivity
 from flowactors.processors.rate import ControlRate
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
-from flowactors.processors.http.invoke import InvokeHTTP
-from flowactors.processors.http import HandleHttpRequest, HandleHttpResponse, ListenHTTP
 from flowactors.processors.json import (AttributesToCSV, AttributesToJSON, EvaluateJsonPath, FlattenJson,
                                         SplitJson, ValidateJson)
 from flowactors.processors.jolt.processor import JoltTransformJSON
@@ -24,8 +22,6 @@ from flowactors.processors.messaging import ConsumeAMQP, ConsumeMQTT, PublishAMQ
 from flowactors.processors.mime import IdentifyMimeType
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.sql import ExecuteSQL, ExecuteSQLRecord
-from flowactors.processors.sql import GenerateTableFetch, QueryDatabaseTable, QueryDatabaseTableRecord
-from flowactors.processors.sql import ConvertJSONToSQL, PutDatabaseRecord, PutSQL
 from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
                                            SplitRecord, UpdateRecord, ValidateRecord)
@@ -53,10 +49,6 @@ __all__ = [
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
     "ModifyBytes", "SegmentContent",
     "EvaluateXPath", "SplitXml", "TransformXml", "IdentifyMimeType",
-    "HandleHttpRequest", "HandleHttpResponse", "ListenHTTP",
-    "InvokeHTTP",
-    "GenerateTableFetch", "QueryDatabaseTable", "QueryDatabaseTableRecord",
     "ConsumeAMQP", "ConsumeMQTT", "PublishAMQP", "PublishMQTT",
     "ExecuteSQL", "ExecuteSQLRecord",
-    "ConvertJSONToSQL", "PutDatabaseRecord", "PutSQL",
 ]
