@@ -22,6 +22,7 @@ from flowactors.processors.messaging import ConsumeAMQP, ConsumeMQTT, PublishAMQ
 from flowactors.processors.mime import IdentifyMimeType
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.sql import ExecuteSQL, ExecuteSQLRecord
+from flowactors.processors.sql import ConvertJSONToSQL, PutDatabaseRecord, PutSQL
 from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
                                            SplitRecord, UpdateRecord, ValidateRecord)
@@ -51,4 +52,5 @@ __all__ = [
     "EvaluateXPath", "SplitXml", "TransformXml", "IdentifyMimeType",
     "ConsumeAMQP", "ConsumeMQTT", "PublishAMQP", "PublishMQTT",
     "ExecuteSQL", "ExecuteSQLRecord",
+    "ConvertJSONToSQL", "PutDatabaseRecord", "PutSQL",
 ]

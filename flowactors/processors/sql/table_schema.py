@@ -340,7 +340,7 @@ def placeholder_count(sql: str) -> int:
 def driver_sql(sql: str, paramstyle: str) -> str:
     """``sql`` with its ``?`` placeholders (outside literals, quoted names and comments) written
     as the driver's ``paramstyle`` wants them (``qmark``: unchanged; ``format``/``pyformat``:
-    ``%s``, a literal ``%`` doubled; ``numeric``: ``:1``, ``:2``...)."""
+    ``%s``, every ``%`` doubled; ``numeric``: ``:1``, ``:2``...)."""
     if paramstyle == "qmark":
         return sql
     count = 0
@@ -351,9 +351,8 @@ def driver_sql(sql: str, paramstyle: str) -> str:
         if text == "?":
             count += 1
             return ":%d" % count if paramstyle == "numeric" else "%s"
-        if text == "%":
-            return "%%" if paramstyle in ("format", "pyformat") else "%"
-        return text
+        # the driver reads every % as its own, even in a literal or a comment
+        return text.replace("%", "%%") if paramstyle in ("format", "pyformat") else text
 
     return _PLACEHOLDER_SCAN.sub(replace, sql)
 
