@@ -287,15 +287,29 @@ def test_without_input_a_syntax_error_is_logged_and_nothing_is_made(database, ca
     assert "unable to run the SQL query [SELEC nothing]" in caplog.text
 
 
-def test_a_query_past_max_wait_time_is_cancelled(database):
-    run = runner(ExecuteSQL, database.url, **{"SQL Query": "SELECT pg_sleep(5)", "Max Wait Time": "1 sec"})
+def test_a_query_past_max_wait_time_is_cancelled_and_the_pooled_connection_keeps_no_timeout(database):
+    run = runner(ExecuteSQL, database.url, **{"Max Wait Time": "${timeout}"})
+    run.enqueue(b"SELECT pg_sleep(5)", {"timeout": "1 sec"})
+    run.enqueue(b"SELECT current_setting('statement_timeout') AS t", {"timeout": "0 sec"})
+    run.run(2)
+    [failed] = run.output("failure")
+    assert "statement timeout" in failed.attributes["executesql.error.message"]
+    assert avro(run.contents("success")[0])[1] == [{"t": "0"}]   # the same pool's connection, reset
+
+
+def test_a_sqlite_value_of_another_kind_than_the_first_rows_fails_in_one_sentence(tmp_path):
+    path = tmp_path / "mixed.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE mixed (v)")
+        connection.executemany("INSERT INTO mixed VALUES (?)", [(1,), (2,), (2.5,)])
+    run = runner(ExecuteSQL, f"jdbc:sqlite:{path}", **{"SQL Query": "SELECT v FROM mixed ORDER BY rowid",
+                                                       "Fetch Size": "2"})
     run.enqueue(b"")
     run.run()
     [failed] = run.output("failure")
-    assert "statement timeout" in failed.attributes["executesql.error.message"]
-    follow = runner(ExecuteSQL, database.url, **{"SQL Query": "SELECT current_setting('statement_timeout') AS t"})
-    follow.run()
-    assert avro(follow.contents("success")[0])[1] == [{"t": "0"}]
+    assert failed.attributes["executesql.error.message"] == (
+        "the column 'v' holds 2.5 where its first rows held integers: CAST it in the query to one type")
+    assert run.output("success") == []
 
 
 def test_a_database_that_is_down_fails_the_input_in_one_sentence():

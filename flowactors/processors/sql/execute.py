@@ -290,7 +290,11 @@ class _Run:
         while True:
             started = time.monotonic()
             target = session.create(self.flowfile) if self.flowfile is not None else session.create()
-            target, rows, attributes = self.processor.write_result(self.context, session, target, result, self)
+            try:
+                target, rows, attributes = self.processor.write_result(self.context, session, target, result, self)
+            except BaseException:
+                session.remove(target)   # NiFi's too: the FlowFile being written goes with the error
+                raise
             if self.max_rows > 0 and rows == 0 and made:
                 session.remove(target)
                 break
