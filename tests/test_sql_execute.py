@@ -19,10 +19,10 @@ import pytest
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
 from flowactors.processors.sql.execute import statement_parameters
-from flowactors.processors.sql.result_sets import jdbc_placeholders, normalize_name
+from flowactors.processors.sql.result_sets import jdbc_placeholders, normalize_name, run_query
 from flowactors.services import DBCPConnectionPool
 from flowactors.services.records.json import JsonRecordSetWriter
-from flowactors.testing import ProcessorRunner
+from flowactors.testing import ProcessorRunner, enable_service
 from nifi_flows import group, processor, snapshot
 from real_services import free_port
 
@@ -180,6 +180,22 @@ def test_postgresql_fetches_in_steps_with_auto_commit_off(database):
     run.run()
     _, records = avro(run.contents("success")[0])
     assert len(records) == 2500 and records[-1] == {"n": 2500, "label": "n2500"}
+
+
+@pytest.mark.parametrize("sql, fetch, auto_commit, server_side", [
+    ("SELECT n FROM numbers", 100, False, True), ("(SELECT n FROM numbers)", 100, False, True),
+    ("SELECT n FROM numbers", 0, False, False), ("SELECT n FROM numbers", 100, True, False),
+    ("SELECT 1; SELECT 2", 100, False, False), ("WITH x AS (SELECT 1) SELECT * FROM x", 100, False, False)])
+def test_a_server_side_cursor_is_used_as_postgresqls_jdbc_driver_fetches_in_steps(database, sql, fetch, auto_commit,
+                                                                                  server_side):
+    service = enable_service(DBCPConnectionPool, {"Database Connection URL": database.url})
+    try:
+        with service.connection() as connection:
+            with run_query(connection, sql, fetch_size=fetch, auto_commit=auto_commit) as query:
+                assert query.server_side is server_side
+                assert sum(len(list(result.rows())) for result in query.results()) >= 1
+    finally:
+        service.on_disabled(None)
 
 
 def test_several_result_sets_each_make_a_flowfile(database):

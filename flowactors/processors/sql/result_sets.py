@@ -169,6 +169,8 @@ class Query:
         self._cursor, self._dialect, self._fetch = cursor, dialect, fetch_size
         self._restore = restore
         self.execution_ms = 0
+        #: whether the rows come from a server-side cursor (PostgreSQL, see ``run_query``)
+        self.server_side = False
 
     def results(self) -> Iterator[ResultSet]:
         """Each result set in order; a statement without one (an update count) is passed over."""
@@ -226,6 +228,7 @@ def run_query(connection: Any, sql: str, parameters: Sequence[Any] | None = None
         raise
     query = Query(cursor, dialect, fetch_size, restore)
     query.execution_ms = round((time.monotonic() - started) * 1000)
+    query.server_side = server_side
     return query
 
 
