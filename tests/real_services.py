@@ -142,21 +142,27 @@ def _as_user(name: str) -> list[str]:
 class Mosquitto:
     """One Mosquitto broker of the test session's on 127.0.0.1 (``start``, then ``stop``): anonymous
     clients allowed, nothing persisted (sessions live as long as the broker). ``uri`` is the
-    Broker URI a ConsumeMQTT / PublishMQTT takes."""
+    Broker URI a ConsumeMQTT / PublishMQTT takes, ``ws_uri`` the same broker over WebSockets."""
 
     def __init__(self, program: str):
         self.program = program
         self.folder = Path(tempfile.mkdtemp(prefix="fa-mqtt-", dir="/tmp"))
-        self.port = free_port()
+        self.port, self.ws_port = free_port(), free_port()
         self.process: subprocess.Popen | None = None
 
     @property
     def uri(self) -> str:
         return f"tcp://127.0.0.1:{self.port}"
 
+    @property
+    def ws_uri(self) -> str:
+        """The same broker over WebSockets."""
+        return f"ws://127.0.0.1:{self.ws_port}/mqtt"
+
     def start(self) -> "Mosquitto":
         config = self.folder / "mosquitto.conf"
-        config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        config.write_text(f"listener {self.port} 127.0.0.1\nlistener {self.ws_port} 127.0.0.1\nprotocol websockets\n"
+                          "allow_anonymous true\npersistence false\n"
                           f"log_dest file {self.folder / 'log'}\nlog_type error\nlog_type warning\n")
         if os.geteuid() == 0:
             shutil.chown(self.folder, "mosquitto")   # the broker drops to this user
@@ -164,6 +170,7 @@ class Mosquitto:
             self.process = subprocess.Popen([self.program, "-c", str(config)], stdout=null, stderr=null,
                                             start_new_session=True)
         wait_for_port(self.port, self.process, "mosquitto", self.folder / "log")
+        wait_for_port(self.ws_port, self.process, "mosquitto (websockets)", self.folder / "log")
         return self
 
     def stop(self) -> None:

@@ -137,6 +137,23 @@ def test_publisher_confirms_send_an_unroutable_message_to_failure(rabbitmq):
     assert waiting(rabbitmq, queue) == 1
 
 
+def test_a_missing_exchange_sends_the_flowfile_to_failure_and_the_next_trigger_connects_again(rabbitmq):
+    """With publisher confirms the broker's closing of the channel is the publish's answer."""
+    queue, nowhere = new_queue(rabbitmq), f"nope-{uuid.uuid4().hex[:6]}"
+    runner = ProcessorRunner(PublishAMQP, {**login(rabbitmq), "Exchange Name": "${ex}", "Routing Key": queue,
+                                           "Delivery Guarantee": "AT_LEAST_ONCE"})
+    runner.enqueue(b"first", {"ex": nowhere})
+    runner.enqueue(b"second", {"ex": ""})
+    runner.run(1, stop=False)
+    [failed] = runner.output("failure")
+    assert failed.attributes["flowactors.failure.reason"] == (
+        f"publishing through amqp://127.0.0.1:{rabbitmq.port}/ failed (the connection is made again): "
+        f"NOT_FOUND - no exchange '{nowhere}' in vhost '/' (404)")
+    assert runner.context.take_yield_request() and runner.input_count == 1
+    runner.run(1)
+    assert runner.contents("success") == [b"second"] and waiting(rabbitmq, queue) == 1
+
+
 def test_a_flowfile_over_the_maximum_size_or_without_a_routing_key_goes_to_failure(rabbitmq):
     sent = publish(rabbitmq, [(b"x" * 20, {"rk": "q"}), (b"y", {})],
                    **{"Routing Key": "${rk}", "Maximum Input FlowFile Size": "10 B"})

@@ -80,6 +80,26 @@ def test_published_messages_arrive_at_each_qos_with_nifi_s_attributes(mosquitto,
     assert len(receipts) == 3 and receipts[0].transit_uri == f"{mosquitto.uri}/{name}"
 
 
+def test_websockets_and_a_shared_subscription_share_the_messages_between_two_consumers(mosquitto):
+    """Two consumers of one Group ID over ws:// (the broker's WebSockets listener) each get some
+    of the messages, and no message twice."""
+    name = topic()
+    shared = {"Group ID": "readers", "Quality of Service": "1"}
+    first, second = consumer(mosquitto, name, **shared), consumer(mosquitto, name, **shared)
+    publish(mosquitto, name, [(f"m{n}".encode(), {}) for n in range(6)],
+            **{"Quality of Service": "1", "Broker URI": mosquitto.ws_uri})
+    deadline = time.monotonic() + 10
+    while len(first.output("Message")) + len(second.output("Message")) < 6 and time.monotonic() < deadline:
+        first.run(1, stop=False)
+        second.run(1, stop=False)
+    first.run(0)
+    second.run(0)
+    got = [first.read(f) for f in first.output("Message")] + [second.read(f) for f in second.output("Message")]
+    assert sorted(got) == [f"m{n}".encode() for n in range(6)]
+    assert first.output("Message") and second.output("Message")
+    assert first.output("Message")[0].attributes["mqtt.topic"] == name
+
+
 def test_a_retained_message_reaches_a_consumer_that_subscribes_later(mosquitto):
     name = topic()
     publish(mosquitto, name, [(b"last known", {"keep": "true"})],
