@@ -12,10 +12,13 @@ accepted and changes nothing.
 **How a trigger runs.** Each task owns an event loop in a thread of its own and an aiohttp
 ``ClientSession`` on it (made in ``on_scheduled``, closed in ``on_stopped``). The trigger thread
 takes a batch, prepares each request (URL, method and headers evaluated against the FlowFile) and
-hands it to the loop; at most ``Socket Idle Connections`` requests are in flight, and the trigger
-thread handles the replies in the batch's order, streaming each response body into its Response
-FlowFile's content a chunk at a time (64 KiB) while the later requests proceed. A request body is
-read from the FlowFile's content claim as it is sent: no body is ever whole in memory.
+hands it to the loop, keeping up to twice ``Socket Idle Connections`` handed ahead; at most
+``Socket Idle Connections`` are in flight (a permit each, held until the response body is read).
+The loop reads each response's first 64 KiB with its headers: a body that ends there gives its
+connection and permit back at once. The trigger thread handles the replies in the batch's order,
+streaming the rest of each body into its Response FlowFile's content a chunk at a time (64 KiB)
+while the later requests proceed. A request body is read from the FlowFile's content claim as it
+is sent: no body is ever whole in memory.
 
 **Routing** is NiFi's: 2xx -> the request FlowFile to Original and a Response FlowFile (the body)
 to Response; 5xx -> Retry, penalized; 1xx, 3xx (redirects not followed) and 4xx -> No Retry
@@ -155,12 +158,16 @@ class _Prepared:
 
 @dataclass
 class _Reply:
-    """A response whose headers arrived; its body is read by the trigger thread."""
+    """A response whose headers arrived, with its body's first bytes; the rest is read by the
+    trigger thread. ``complete``: the whole body is in ``first``, and the connection and the
+    permit were given back already (a small body costs the trigger thread no call to the loop)."""
 
     response: Any
     elapsed_ms: int
     remote_dn: str | None
     headers: dict[str, str]
+    first: bytes = b""
+    complete: bool = False
 
 
 class _EventLoop:
@@ -293,23 +300,41 @@ class _Client:
                                                   data=request.body, allow_redirects=self.redirects,
                                                   proxy=self.proxy, proxy_headers=self.proxy_headers or None)
             elapsed = int((time.monotonic() - started) * 1000)
-            return _Reply(response, elapsed, _remote_dn(response), _header_attributes(response))
+            reply = _Reply(response, elapsed, _remote_dn(response), _header_attributes(response))
+            reply.first = await response.content.read(CHUNK)
         except BaseException:
             self.permits.release()
             raise
+        if response.content.at_eof():
+            reply.complete = True
+            self._give_back(reply)
+        return reply
 
-    async def finish(self, reply: _Reply) -> None:
-        """Gives the connection back (or closes it, when the body was left unread) and the permit."""
+    def _give_back(self, reply: _Reply) -> None:
+        """(On the loop) the connection back to the pool, or closed when its body was left unread,
+        and the permit back."""
         reply.response.release()
         self.permits.release()
+
+    def finish(self, reply: _Reply) -> None:
+        """The trigger thread is done with ``reply``: what it holds is given back (without waiting)."""
+        if not reply.complete:
+            reply.complete = True
+            self.loop.loop.call_soon_threadsafe(self._give_back, reply)
 
     def abandon(self, future: concurrent.futures.Future) -> None:
         """Cancels an exchange whose reply will not be handled, giving its connection back if it came."""
         if not future.cancel() and future.exception() is None:
-            self.loop.run(self.finish(future.result()))
+            self.finish(future.result())
 
     def read(self, reply: _Reply, size: int = CHUNK) -> bytes:
-        """The response body's next bytes (b"" at its end), read on the loop for the trigger thread."""
+        """The response body's next bytes, at most ``size`` (b"" at its end): those read with the
+        headers first, then read on the loop for the trigger thread."""
+        if reply.first:
+            chunk, reply.first = reply.first[:size], reply.first[size:]
+            return chunk
+        if reply.complete:
+            return b""
         return self.loop.run(reply.response.content.read(size))
 
     def close(self) -> None:
@@ -401,7 +426,7 @@ class InvokeHTTP(Processor):
                     self._failed(context, session, flowfile, err)
                     continue
                 window.append((request, client.loop.submit(client.exchange(request))))
-                if len(window) >= client.in_flight:
+                if len(window) >= 2 * client.in_flight:   # replies read whole give their permit back early
                     self._handle(context, session, *window.pop(0))
             while window:
                 self._handle(context, session, *window.pop(0))
@@ -514,7 +539,7 @@ class InvokeHTTP(Processor):
             self._failed(context, session, flowfile, err)
             return
         finally:
-            client.loop.run(client.finish(reply))
+            client.finish(reply)
         self._route(context, session, flowfile, response_flowfile, reply.response.status)
 
     def _outputs(self, context: ProcessContext, session, request: _Prepared, reply: _Reply) -> tuple[Any, Any]:
