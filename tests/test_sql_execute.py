@@ -16,6 +16,7 @@ from decimal import Decimal
 import fastavro
 import pytest
 
+from flowactors import run_flow
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
 from flowactors.processors.sql.execute import statement_parameters
@@ -23,7 +24,7 @@ from flowactors.processors.sql.result_sets import jdbc_placeholders, normalize_n
 from flowactors.services import DBCPConnectionPool
 from flowactors.services.records.json import JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner, enable_service
-from nifi_flows import group, processor, snapshot
+from nifi_flows import STANDARD, connection, group, processor, snapshot
 from real_services import free_port
 
 POOL = "Database Connection Pooling Service"
@@ -373,35 +374,55 @@ def test_execute_sql_record_with_logical_types_and_no_result_set(database):
 
 
 # ------------------------------------------------------------------------------ NiFi flows
-def test_nifi_1_property_names_load_under_nifi_2s(database):
+def test_a_nifi_1_flow_with_both_processors_imports_and_runs(database, tmp_path):
+    out = tmp_path / "out"
     pool = {"identifier": "db", "name": "DB", "type": "org.apache.nifi.dbcp.DBCPConnectionPool",
             "properties": {"Database Connection URL": database.jdbc_url, "Database User": database.user,
                            "Password": database.password}}
     writer = {"identifier": "w", "name": "JSON", "type": "org.apache.nifi.json.JsonRecordSetWriter", "properties": {}}
-    avro_one = processor("root", "avro", "org.apache.nifi.processors.standard.ExecuteSQL", {
-        "Database Connection Pooling Service": "db", "SQL select query": "SELECT n FROM numbers WHERE n < 4 ORDER BY n",
-        "esql-max-rows": "2", "esql-output-batch-size": "0", "esql-fetch-size": "10", "dbf-normalize": "true",
+    queries = processor("root", "queries", STANDARD + "GenerateFlowFile", {
+        "generate-ff-custom-text": "SELECT n, label FROM numbers WHERE n < 4 ORDER BY n", "Data Format": "Text",
+        "File Size": "0B", "Batch Size": "1"}, schedule="1 hour")
+    avro_one = processor("root", "avro", STANDARD + "ExecuteSQL", {
+        "Database Connection Pooling Service": "db", "SQL select query": None, "esql-max-rows": "2",
+        "esql-output-batch-size": "0", "esql-fetch-size": "10", "dbf-normalize": "true",
         "dbf-user-logical-types": "false", "compression-format": "SNAPPY", "sql-pre-query": None,
         "sql-post-query": None, "esql-auto-commit": "true", "dbf-default-precision": "10",
-        "dbf-default-scale": "0", "Max Wait Time": "0 seconds"}, auto_terminate=("success", "failure"))
-    record_one = processor("root", "records", "org.apache.nifi.processors.standard.ExecuteSQLRecord", {
-        "Database Connection Pooling Service": "db", "SQL select query": "SELECT 1 AS one",
-        "esqlrecord-record-writer": "w", "esqlrecord-normalize": "false", "Max Rows Per Flow File": "0"},
-        auto_terminate=("success", "failure"))
-    root = group("root", "SQL", None, None, processors=[avro_one, record_one], controllerServices=[pool, writer])
+        "dbf-default-scale": "0", "Max Wait Time": "0 seconds"})
+    record_one = processor("root", "records", STANDARD + "ExecuteSQLRecord", {
+        "Database Connection Pooling Service": "db", "SQL select query": None, "esqlrecord-record-writer": "w",
+        "esqlrecord-normalize": "false", "Max Rows Per Flow File": "0"})
+    names = processor("root", "names", "org.apache.nifi.processors.attributes.UpdateAttribute", {
+        "filename": "${fragment.index:replaceNull('all')}.out"})
+    store = processor("root", "store", STANDARD + "PutFile", {"Directory": str(out)},
+                      auto_terminate=("success", "failure"))
+    for made, key in ((avro_one, POOL), (record_one, POOL), (record_one, "esqlrecord-record-writer")):
+        made["propertyDescriptors"][key]["identifiesControllerService"] = True
+    links = [connection("root", queries, avro_one, ("success",)), connection("root", queries, record_one, ("success",)),
+             connection("root", avro_one, names, ("success", "failure")),
+             connection("root", record_one, names, ("success", "failure")),
+             connection("root", names, store, ("success",))]
+    root = group("root", "SQL", None, None, processors=[queries, avro_one, record_one, names, store],
+                 connections=links, controllerServices=[pool, writer])
     flow = flow_from_nifi(snapshot(root, {}))
     avro_properties = flow.processors["avro"].properties
-    assert {k: avro_properties[k] for k in ("SQL Query", "Max Rows Per FlowFile", "Fetch Size", "Compression Format",
+    assert {k: avro_properties[k] for k in ("Max Rows Per FlowFile", "Fetch Size", "Compression Format",
                                             "Normalize Table and Column Names", "Set Auto Commit")} == {
-        "SQL Query": "SELECT n FROM numbers WHERE n < 4 ORDER BY n", "Max Rows Per FlowFile": "2", "Fetch Size": "10",
-        "Compression Format": "SNAPPY", "Normalize Table and Column Names": "true", "Set Auto Commit": "true"}
-    record_properties = flow.processors["records"].properties
-    assert record_properties["Record Writer"] == record_one["properties"]["esqlrecord-record-writer"] and record_properties["Max Rows Per FlowFile"] == "0"
-    run = runner(ExecuteSQL, database.url, **{k: v for k, v in avro_properties.items() if k != POOL})
-    run.run()
-    made = run.output("success")
-    assert [avro(run.read(f))[1] for f in made] == [[{"n": 1}, {"n": 2}], [{"n": 3}]]
-    assert fastavro.reader(io.BytesIO(run.read(made[0]))).codec == "snappy"
+        "Max Rows Per FlowFile": "2", "Fetch Size": "10", "Compression Format": "SNAPPY",
+        "Normalize Table and Column Names": "true", "Set Auto Commit": "true"}
+    assert "SQL Query" not in avro_properties or avro_properties["SQL Query"] is None
+    assert flow.processors["records"].properties["Max Rows Per FlowFile"] == "0"
+    stored = lambda status: sum(p["flowfiles_in"] for p in status["processors"]   # noqa: E731
+                                if p["name"] == "store") >= 3
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=120, until=stored)
+    assert not final.get("timed_out"), final
+    written = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert sorted(written) == ["0.out", "1.out", "all.out"]
+    assert [avro(written[name])[1] for name in ("0.out", "1.out")] == [
+        [{"n": 1, "label": "n1"}, {"n": 2, "label": "n2"}], [{"n": 3, "label": "n3"}]]
+    assert fastavro.reader(io.BytesIO(written["0.out"])).codec == "snappy"
+    assert json.loads(written["all.out"]) == [{"n": 1, "label": "n1"}, {"n": 2, "label": "n2"},
+                                              {"n": 3, "label": "n3"}]
 
 
 def test_a_uuid_parameter_reaches_postgresql_as_text(database):
