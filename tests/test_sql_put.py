@@ -228,6 +228,38 @@ def test_records_that_do_not_fit_go_to_failure_with_the_reason(postgresql, table
     assert runner.output("retry") == []
 
 
+def test_a_statement_past_max_wait_time_goes_to_retry_and_pre_post_sql_share_the_transaction(postgresql, engine,
+                                                                                               table):
+    """PostgreSQL cancels the statement at the timeout (SQLSTATE 57014): an error that may pass."""
+    name = table(PEOPLE)
+    slow = put(postgresql.url, **{"Statement Type": "INSERT", "Table Name": name, "Max Wait Time": "1 sec",
+                                  "Pre-Processing SQL": "SELECT pg_sleep(3)"})
+    slow.enqueue(records({"id": 1, "name": "a"}))
+    slow.run()
+    [retry] = slow.output("retry")
+    assert "canceling statement due to statement timeout" in retry.attributes["putdatabaserecord.error"]
+    assert retry.penalized_until > 0
+    logged = put(postgresql.url, **{"Statement Type": "INSERT", "Table Name": name,
+                                    "Pre-Processing SQL": f"INSERT INTO {name} (id, name) VALUES (100, 'pre\\;')",
+                                    "Post-Processing SQL": f"UPDATE {name} SET code = ${{code}}; "
+                                                           f"DELETE FROM {name} WHERE id = 100"})
+    logged.enqueue(records({"id": 2, "name": "b"}), {"code": "7"})
+    logged.run()
+    assert len(logged.output("success")) == 1
+    assert rows(engine, f"SELECT id, code FROM {name}") == [(2, 7)]
+
+
+def test_binary_string_format_decodes_text_for_a_binary_column(postgresql, engine, table):
+    name = table("id INTEGER PRIMARY KEY, raw BYTEA")
+    runner = put(postgresql.url, **{"Statement Type": "INSERT", "Table Name": name, "Binary String Format": "Base64"})
+    runner.enqueue(records({"id": 1, "raw": "AAEC"}))
+    runner.enqueue(records({"id": 2, "raw": "not base64!"}))
+    runner.run()
+    assert rows(engine, f"SELECT raw FROM {name}") == [(b"\x00\x01\x02",)]
+    [failed] = runner.output("failure")
+    assert "is not Base64 (Binary String Format)" in failed.attributes["putdatabaserecord.error"]
+
+
 def test_rollback_on_failure_keeps_the_flowfile_queued_and_yields(postgresql, engine, table):
     name = table(PEOPLE)
     runner = put(postgresql.url, **{"Statement Type": "INSERT", "Table Name": name, "Rollback On Failure": "true"})

@@ -179,13 +179,16 @@ def test_an_incomplete_transaction_waits_penalized_then_times_out_to_failure(pos
 
 
 def test_a_transaction_larger_than_the_batch_is_gathered_and_run_in_index_order(postgresql, engine, table):
-    name = table("id INTEGER PRIMARY KEY")
+    name = table("seq SERIAL PRIMARY KEY, id INTEGER")
     runner = put_sql(postgresql.url, **{"Batch Size": "2"})
-    values = [str(i) for i in range(7)]
-    fragments(runner, name, list(reversed(values)))       # index 0 holds 6: run order is index order
+    values = [str(i) for i in (6, 5, 4, 3, 2, 1, 0)]
+    for index in (3, 0, 6, 1, 5, 2, 4):                   # queued out of order
+        runner.enqueue(f"INSERT INTO {name} (id) VALUES (?)".encode(),
+                       {**args((4, values[index])), "fragment.identifier": "tx", "fragment.count": "7",
+                        "fragment.index": str(index)})
     runner.run()
     assert len(runner.output("success")) == 7
-    assert rows(engine, f"SELECT count(*) FROM {name}") == [(7,)]
+    assert rows(engine, f"SELECT id FROM {name} ORDER BY seq") == [(int(v),) for v in values]
 
 
 def test_rollback_on_failure_keeps_every_flowfile_queued(postgresql, engine, table):
