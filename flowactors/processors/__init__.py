@@ -22,6 +22,7 @@ from flowactors.processors.messaging import ConsumeAMQP, ConsumeMQTT, PublishAMQ
 from flowactors.processors.mime import IdentifyMimeType
 from flowactors.processors.routing import RouteOnAttribute, RouteOnContent
 from flowactors.processors.sql import ExecuteSQL, ExecuteSQLRecord
+from flowactors.processors.sql import GenerateTableFetch, QueryDatabaseTable, QueryDatabaseTableRecord
 from flowactors.processors.sql import ConvertJSONToSQL, PutDatabaseRecord, PutSQL
 from flowactors.processors.execute_stateless import ExecuteStateless
 from flowactors.processors.records import (ConvertRecord, LookupRecord, MergeRecord, PartitionRecord, QueryRecord,
@@ -50,6 +51,7 @@ __all__ = [
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
     "ModifyBytes", "SegmentContent",
     "EvaluateXPath", "SplitXml", "TransformXml", "IdentifyMimeType",
+    "GenerateTableFetch", "QueryDatabaseTable", "QueryDatabaseTableRecord",
     "ConsumeAMQP", "ConsumeMQTT", "PublishAMQP", "PublishMQTT",
     "ExecuteSQL", "ExecuteSQLRecord",
     "ConvertJSONToSQL", "PutDatabaseRecord", "PutSQL",
