@@ -105,12 +105,13 @@ def test_statements_run_with_their_parameters_content_or_property(postgresql, en
     runner.enqueue(statement, args((4, "1"), (12, "50% off, '?' kept"), (3, "9.99"), (91, "2024-01-31"),
                                    (-3, "CAFE", "hex")))
     runner.enqueue(statement, args((4, "2"), (12, None), (3, None), (91, None), (-3, None)))
-    runner.enqueue(b"UPDATE " + name.encode() + b" SET note = 'literal ? and %' WHERE id = 2")
+    runner.enqueue(f"UPDATE {name} SET note = 'literal ? and %' WHERE id = 2; UPDATE {name} SET amount = 1 "
+                   f"WHERE id = 2".encode())   # several statements without parameters, as PostgreSQL's driver takes
     runner.run()
     assert len(runner.output("success")) == 3
     assert rows(engine, f"SELECT * FROM {name} ORDER BY id") == [
         (1, "50% off, '?' kept", Decimal("9.99"), date(2024, 1, 31), b"\xca\xfe"),
-        (2, "literal ? and %", None, None, None)]
+        (2, "literal ? and %", Decimal("1.00"), None, None)]
     assert {e.event_type for e in runner.events()} == {T.SEND}
     by_property = put_sql(postgresql.url, **{"SQL Statement": f"DELETE FROM {name} WHERE id = ${{doomed}}"})
     by_property.enqueue(b"ignored content", {"doomed": "1"})

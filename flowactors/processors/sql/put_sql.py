@@ -230,7 +230,8 @@ def _run_unit(context: ProcessContext, session, pool: DBCPService,
 
 def _execute(context: ProcessContext, session, connection: Any, unit: list[FlowFile]) -> list[tuple[FlowFile, Any]]:
     """Run ``unit``'s statements on ``connection`` (in its transaction), consecutive equal ones with
-    one executemany (unless keys are wanted): each FlowFile with its generated key (or None)."""
+    one executemany (unless keys are wanted; a statement without parameters is run as written,
+    alone): each FlowFile with its generated key (or None)."""
     keys = context.property("Obtain Generated Keys").as_bool()
     style, dialect = connection.dialect.paramstyle, connection.dialect.name
     prepared = [(f, *_statement(context, session, f, dialect)) for f in unit]
@@ -243,6 +244,10 @@ def _execute(context: ProcessContext, session, connection: Any, unit: list[FlowF
         sql = driver_sql(prepared[start][1], style)
         if keys and _is_insert(sql):
             done.append((prepared[start][0], _generated_key(connection, sql, prepared[start][2], dialect)))
+        elif not prepared[start][2]:   # no parameters: as written (PostgreSQL then takes several statements)
+            for flowfile, text, _ in prepared[start:end]:
+                connection.exec_driver_sql(text, execution_options={"no_parameters": True})
+                done.append((flowfile, None))
         else:
             connection.exec_driver_sql(sql, [p[2] for p in prepared[start:end]] if end - start > 1 else
                                        prepared[start][2])
