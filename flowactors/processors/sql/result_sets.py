@@ -87,6 +87,7 @@ _PG_AS_TEXT = ("json", "jsonb", "interval", "inet", "cidr", "macaddr", "macaddr8
                "numrange", "tsrange", "tstzrange", "daterange", "bit", "varbit")
 _MAX_DIGITS_IN_BIGINT, _MAX_DIGITS_IN_INT = 19, 9
 _EPOCH_DAY = dt.date(1970, 1, 1).toordinal()
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -397,8 +398,7 @@ def avro_schema(result: ResultSet, options: AvroOptions) -> dict:
 def _local_millis(value: dt.datetime) -> int:
     if value.tzinfo is None:
         value = value.astimezone()   # a timestamp without a zone is in the local zone, as in the JVM
-    return int(value.timestamp() * 1000) if value.microsecond % 1000 == 0 else \
-        int(value.timestamp()) * 1000 + value.microsecond // 1000
+    return (value - _EPOCH) // dt.timedelta(milliseconds=1)   # whole milliseconds, floored as Java's getTime
 
 
 def _java_timestamp(value: dt.datetime) -> str:
@@ -447,19 +447,22 @@ def _converter(column: Column, avro_type: Any) -> Callable[[Any], Any]:
         return _java_time
     if isinstance(avro_type, dict):   # an array: each element as text
         return lambda v: [None if e is None else _to_text(e) for e in v]
-    return {"string": _to_text, "int": _integer(column), "long": _integer(column), "float": float, "double": float,
+    return {"string": _to_text, "int": _number(column, (int,), int), "long": _number(column, (int,), int),
+            "float": _number(column, (int, float, decimal.Decimal), float),
+            "double": _number(column, (int, float, decimal.Decimal), float),
             "boolean": bool,
             "bytes": lambda v: v if isinstance(v, bytes) else bytes(v) if not isinstance(v, str) else v.encode()
             }[avro_type]
 
 
-def _integer(column: Column) -> Callable[[Any], int]:
-    """An integer column's values: a value of another kind (SQLite's columns hold any) is a
-    ``ValueError`` saying to cast it, never a silent truncation."""
-    def convert(value: Any) -> int:
-        if isinstance(value, int):
-            return value
-        raise ValueError(f"the column {column.label!r} holds {value!r} where its first rows held integers: CAST it "
+def _number(column: Column, kinds: tuple[type, ...], cast: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A numeric column's values: a value of another kind (SQLite's columns hold any) is a
+    ``ValueError`` saying to cast it, never a silent conversion."""
+    def convert(value: Any) -> Any:
+        if isinstance(value, kinds) and not isinstance(value, bool):
+            return cast(value)
+        held = "integers" if kinds == (int,) else "numbers"
+        raise ValueError(f"the column {column.label!r} holds {value!r} where its first rows held {held}: CAST it "
                          f"in the query to one type")
     return convert
 
