@@ -197,6 +197,19 @@ def test_csv_text_values_are_converted_to_the_columns_types(postgresql, engine, 
         (1, Decimal("3.25"), date(2001, 2, 3), True, "hello"), (2, None, None, False, None)]
 
 
+def test_numbers_into_boolean_columns_booleans_into_numbers_and_epoch_millis_into_dates(postgresql, engine, table):
+    name = table("id INTEGER PRIMARY KEY, active BOOLEAN, flag_count INTEGER, born DATE, seen TIMESTAMPTZ, "
+                 "label TEXT")
+    runner = put(postgresql.url, **{"Statement Type": "INSERT", "Table Name": name})
+    runner.enqueue(records({"id": 1, "active": 1, "flag_count": True, "born": 86_400_000, "seen": 0, "label": 12.5},
+                           {"id": 2, "active": 0, "flag_count": False, "born": None, "seen": None, "label": False}))
+    runner.run()
+    assert len(runner.output("success")) == 1, runner.output("failure")
+    assert rows(engine, f"SELECT id, active, flag_count, born, extract(epoch FROM seen), label FROM {name} "
+                        f"ORDER BY id") == [(1, True, 1, date(1970, 1, 2), Decimal("0"), "12.5"),
+                                            (2, False, 0, None, None, "false")]
+
+
 # ------------------------------------------------------------------------------ failure, retry, rollback
 def test_a_constraint_violation_fails_the_whole_flowfile_and_writes_none_of_it(postgresql, engine, table):
     name = table(PEOPLE)

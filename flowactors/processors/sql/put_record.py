@@ -10,7 +10,8 @@ database transaction: every record of the FlowFile is written, or none.
 text (an array into a PostgreSQL array column as a list), text into a binary column decoded as
 Binary String Format says, whole numbers into a date or timestamp column as milliseconds since the
 epoch (UTC), text into a number, date or time column converted by Arrow when it can be (else sent as
-text for the database to convert), anything into a text column as text. SQLite is given decimals,
+text for the database to convert), a number into a boolean column as ``!= 0`` and a boolean into a
+number column as 1 or 0, anything into a text column as text. SQLite is given decimals,
 dates and times as text (its driver takes no other form of them).
 
 **Routing** (NiFi's rule). A database error that may pass when tried again (``is_transient``: a
@@ -395,6 +396,10 @@ def bind_values(array: pa.Array, column: Column, binary_format: str, dialect: st
             array = array.cast(pa.date32())
     elif kind in ("integer", "float", "decimal", "boolean", *_TEMPORAL) and pa.types.is_string(data_type):
         array = _cast_text(array, kind)
+    elif kind == "boolean" and pa.types.is_integer(data_type):
+        array = pc.not_equal(array, 0)
+    elif kind in ("integer", "float", "decimal") and pa.types.is_boolean(data_type):
+        array = array.cast(pa.int64())
     if dialect == "sqlite" and (pa.types.is_decimal(array.type) or pa.types.is_temporal(array.type)):
         return [None if v is None else _sqlite_text(v) for v in array.to_pylist()]
     return array.to_pylist()
