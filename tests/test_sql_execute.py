@@ -95,6 +95,8 @@ def test_postgresql_types_map_to_nifis_avro_types_with_javas_text_for_dates_and_
     assert flowfile.attributes["executesql.row.count"] == "2"
     assert flowfile.attributes["mime.type"] == "application/avro-binary"
     assert flowfile.attributes["executesql.resultset.index"] == "0"
+    times = {k: int(flowfile.attributes[f"executesql.query.{k}"]) for k in ("duration", "executiontime", "fetchtime")}
+    assert times["duration"] == times["executiontime"] + times["fetchtime"] and min(times.values()) >= 0
     assert "input.flowfile.uuid" not in flowfile.attributes
     assert [e.event_type.value for e in run.events()] == ["RECEIVE"]
 
