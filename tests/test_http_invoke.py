@@ -76,6 +76,33 @@ async def large(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def broken(request: web.Request) -> web.StreamResponse:
+    """Promises 1 MiB, sends 64 KiB and hangs up."""
+    response = web.StreamResponse()
+    response.content_length = 1024 * 1024
+    await response.prepare(request)
+    await response.write(b"x" * 65536)
+    await asyncio.sleep(0.05)
+    request.transport.close()
+    return response
+
+
+async def digest(request: web.Request) -> web.Response:
+    """RFC 7616 Digest (MD5, qop=auth) for user 'dan', password 'd1gest'."""
+    realm, nonce = "tests", "n-0123456789"
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Digest "):
+        fields = dict(part.strip().split("=", 1) for part in header[7:].split(","))
+        fields = {k: v.strip('"') for k, v in fields.items()}
+        ha1 = hashlib.md5(f"dan:{realm}:d1gest".encode()).hexdigest()
+        ha2 = hashlib.md5(f"{request.method}:{fields['uri']}".encode()).hexdigest()
+        expected = hashlib.md5(f"{ha1}:{nonce}:{fields['nc']}:{fields['cnonce']}:auth:{ha2}".encode()).hexdigest()
+        if fields.get("username") == "dan" and fields.get("response") == expected:
+            return web.Response(text="welcome dan")
+    return web.Response(status=401, headers={
+        "WWW-Authenticate": f'Digest realm="{realm}", nonce="{nonce}", qop="auth", algorithm=MD5'})
+
+
 async def cookies(request: web.Request) -> web.Response:
     response = web.Response(text=request.cookies.get("session", "none"))
     response.set_cookie("session", "s-42")
@@ -121,6 +148,8 @@ class Servers:
         app.router.add_get("/redirect", redirect)
         app.router.add_get("/files/large.bin", large)
         app.router.add_get("/cookies", cookies)
+        app.router.add_get("/broken", broken)
+        app.router.add_get("/digest", digest)
         return app
 
     def _start(self, app: web.Application, context) -> str:
@@ -359,6 +388,28 @@ def test_a_refused_connection_a_read_timeout_and_a_bad_url_go_to_failure(servers
     assert "Socket Read Timeout (300 ms)" in late.attributes["invokehttp.java.exception.message"]
     assert "must start with http:// or https://" in bad.attributes["invokehttp.java.exception.message"]
     assert bad.attributes["flowactors.failure.processor"] == "InvokeHTTP"
+
+
+def test_a_body_that_breaks_off_sends_the_request_to_failure_and_no_response(servers, engine):
+    runner = invoke({"HTTP URL": f"{servers.http}/broken"})
+    runner.enqueue(b"")
+    runner.run()
+    [failed] = runner.output("Failure")
+    assert failed.attributes["invokehttp.java.exception.class"] == "aiohttp.client_exceptions.ClientPayloadError"
+    assert runner.output("Response") == [] and runner.output("Original") == []
+
+
+def test_digest_authentication(servers):
+    runner = invoke({"HTTP URL": f"{servers.http}/digest", "Request Username": "dan", "Request Password": "d1gest",
+                     "Request Digest Authentication Enabled": "true"})
+    runner.enqueue(b"")
+    runner.run()
+    assert runner.contents("Response") == [b"welcome dan"]
+    runner = invoke({"HTTP URL": f"{servers.http}/digest", "Request Username": "dan", "Request Password": "wrong",
+                     "Request Digest Authentication Enabled": "true"})
+    runner.enqueue(b"")
+    runner.run()
+    assert runner.output("No Retry")[0].attributes["invokehttp.status.code"] == "401"
 
 
 def test_requests_of_a_batch_are_in_flight_together(servers):

@@ -81,6 +81,8 @@ STANDARD_SERVICES: dict[str, StandardService] = {
         StandardService("DistributedMapCacheClientService"),
     "org.apache.nifi.distributed.cache.client.MapCacheClientService":
         StandardService("DistributedMapCacheClientService"),
+    "org.apache.nifi.lookup.db.DatabaseRecordLookupService": StandardService("DatabaseRecordLookupService"),
+    "org.apache.nifi.lookup.db.SimpleDatabaseLookupService": StandardService("SimpleDatabaseLookupService"),
     # Kerberos is not supported: accepted only unset
     "org.apache.nifi.dbcp.DBCPConnectionPool": StandardService("DBCPConnectionPool", {
         "Kerberos User Service": None, "kerberos-user-service": None, "kerberos-principal": None,

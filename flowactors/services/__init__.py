@@ -28,6 +28,8 @@ STANDARD_SERVICES = {
     "DistributedMapCacheServer": "flowactors.services.map_cache",
     "DistributedMapCacheClientService": "flowactors.services.map_cache",
     "DBCPConnectionPool": "flowactors.services.database",
+    "DatabaseRecordLookupService": "flowactors.services.database_lookup",
+    "SimpleDatabaseLookupService": "flowactors.services.database_lookup",
     "StandardSSLContextService": "flowactors.services.ssl_context",
     "StandardRestrictedSSLContextService": "flowactors.services.ssl_context",
     "PEMEncodedSSLContextProvider": "flowactors.services.ssl_context",

@@ -79,7 +79,8 @@ def _refuse_unreadable_type(data: bytes, kind: str, what: str, path: str) -> Non
 
 def _key_material(key, certificates: list, what: str, path: str) -> KeyMaterial:
     """The key and its chain, checked to belong together, the key re-encrypted for this process."""
-    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, Encoding, PrivateFormat, PublicFormat
+    from cryptography.hazmat.primitives.serialization import (BestAvailableEncryption, Encoding, PrivateFormat,
+                                                              PublicFormat)
 
     if key is None or not certificates:
         raise StoreError(f"the {what} {path!r} holds no private key with its certificate")

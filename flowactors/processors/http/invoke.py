@@ -82,24 +82,24 @@ _TRUE_FALSE = ("True", "False")
 
 
 _PROPERTIES = (
-    PropertyDescriptor("HTTP Method", "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS or any other; only POST, PUT and PATCH "
-              "send a body", required=True, default="GET", expression_language=True),
+    PropertyDescriptor("HTTP Method", "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS or any other; only POST, PUT "
+                       "and PATCH send a body", required=True, default="GET", expression_language=True),
     PropertyDescriptor("HTTP URL", "The http:// or https:// URL (encoded by the user)", required=True,
-              expression_language=True, validator=validators.NON_EMPTY),
+                       expression_language=True, validator=validators.NON_EMPTY),
     PropertyDescriptor("HTTP/2 Disabled", "Accepted; aiohttp speaks HTTP/1.1 only", default="False",
-              allowable_values=_TRUE_FALSE),
-    PropertyDescriptor("SSL Context Service", "The TLS settings for https URLs (the truststore, and a client certificate)",
-              service=SSLContextService),
+                       allowable_values=_TRUE_FALSE),
+    PropertyDescriptor("SSL Context Service", "The TLS settings for https URLs (the truststore, and a client "
+                       "certificate)", service=SSLContextService),
     PropertyDescriptor("Connection Timeout", "The longest wait for a connection", required=True, default="5 secs",
-              validator=validators.DURATION),
+                       validator=validators.DURATION),
     PropertyDescriptor("Socket Read Timeout", "The longest wait for the response's next bytes", required=True,
-              default="15 secs", validator=validators.DURATION),
-    PropertyDescriptor("Socket Write Timeout", "Accepted, not applied (aiohttp has no write timeout)", default="15 secs",
-              validator=validators.DURATION),
-    PropertyDescriptor("Socket Idle Timeout", "How long an idle connection is kept open", required=True, default="5 mins",
-              validator=validators.DURATION),
+                       default="15 secs", validator=validators.DURATION),
+    PropertyDescriptor("Socket Write Timeout", "Accepted, not applied (aiohttp has no write timeout)",
+                       default="15 secs", validator=validators.DURATION),
+    PropertyDescriptor("Socket Idle Timeout", "How long an idle connection is kept open", required=True,
+                       default="5 mins", validator=validators.DURATION),
     PropertyDescriptor("Socket Idle Connections", "The most connections kept open, and the most requests of a task in "
-              "flight at once", required=True, default="5", validator=validators.POSITIVE_INTEGER),
+                       "flight at once", required=True, default="5", validator=validators.POSITIVE_INTEGER),
     PropertyDescriptor("Proxy Host", "An HTTP proxy's host name (NiFi 1's property)"),
     PropertyDescriptor("Proxy Port", "The proxy's port", validator=validators.POSITIVE_INTEGER),
     PropertyDescriptor("Proxy Type", "The proxy's protocol", default="http", allowable_values=("http", "https")),
@@ -110,36 +110,39 @@ _PROPERTIES = (
     boolean_property("Request Digest Authentication Enabled", False, "Digest authentication instead of Basic"),
     boolean_property("Request Failure Penalization Enabled", False, "Penalize FlowFiles sent to No Retry"),
     boolean_property("Request Body Enabled", True, "Send the content as the body of POST, PUT and PATCH"),
-    PropertyDescriptor("Request Multipart Form-Data Name", "Send the content as this part of a multipart/form-data body",
-              expression_language=True),
+    PropertyDescriptor("Request Multipart Form-Data Name", "Send the content as this part of a multipart/form-data "
+                       "body", expression_language=True),
     boolean_property("Request Multipart Form-Data Filename Enabled", True,
                      "Name the content's part with the FlowFile's filename"),
     boolean_property("Request Chunked Transfer-Encoding Enabled", False,
                      "Send the body chunked, without Content-Length"),
     PropertyDescriptor("Request Content-Encoding", "GZIP: compress the body (Content-Encoding: gzip)", required=True,
-              default="DISABLED", allowable_values=("DISABLED", "GZIP")),
-    PropertyDescriptor("Request Content-Type", "The body's Content-Type (blank: application/octet-stream)", required=True,
-              default="${mime.type}", expression_language=True),
+                       default="DISABLED", allowable_values=("DISABLED", "GZIP")),
+    PropertyDescriptor("Request Content-Type", "The body's Content-Type (blank: application/octet-stream)",
+                       required=True, default="${mime.type}", expression_language=True),
     PropertyDescriptor("Request Date Header Enabled", "Send a Date header", required=True, default="True",
-              allowable_values=_TRUE_FALSE),
+                       allowable_values=_TRUE_FALSE),
     PropertyDescriptor("Request Header Attributes Pattern", "A regular expression: the attributes whose whole name "
-              "matches are sent as headers", validator=validators.REGEX),
+                       "matches are sent as headers", validator=validators.REGEX),
     PropertyDescriptor("Request User-Agent", "The User-Agent header (unset: none sent)", expression_language=True),
-    PropertyDescriptor("Response Body Attribute Name", "Put the response body in this attribute of the request FlowFile "
-              "(and send no Response FlowFile, unless Response Generation Required)", expression_language=True),
+    PropertyDescriptor("Response Body Attribute Name", "Put the response body in this attribute of the request "
+                       "FlowFile (and send no Response FlowFile, unless Response Generation Required)",
+                       expression_language=True),
     PropertyDescriptor("Response Body Attribute Size", "The most bytes of the body put in an attribute", required=True,
-              default="256", validator=validators.POSITIVE_INTEGER),
+                       default="256", validator=validators.POSITIVE_INTEGER),
     boolean_property("Response Body Ignored", False, "Read no response body"),
     PropertyDescriptor("Response Cookie Strategy", "ACCEPT_ALL: keep cookies across requests", required=True,
-              default="DISABLED", allowable_values=("DISABLED", "ACCEPT_ALL")),
+                       default="DISABLED", allowable_values=("DISABLED", "ACCEPT_ALL")),
     boolean_property("Response Generation Required", False, "A Response FlowFile whatever the status"),
-    PropertyDescriptor("Response FlowFile Naming Strategy", "URL_PATH: a GET's Response FlowFile is named after the URL's "
-              "last path segment", required=True, default="RANDOM", allowable_values=("RANDOM", "URL_PATH")),
+    PropertyDescriptor("Response FlowFile Naming Strategy", "URL_PATH: a GET's Response FlowFile is named after "
+                       "the URL's last path segment", required=True, default="RANDOM",
+                       allowable_values=("RANDOM", "URL_PATH")),
     boolean_property("Response Header Request Attributes Enabled", False,
                      "Put the response headers in attributes of the request FlowFile too"),
-    PropertyDescriptor("Response Header Request Attributes Prefix", "The prefix of those attributes", expression_language=True),
+    PropertyDescriptor("Response Header Request Attributes Prefix", "The prefix of those attributes",
+                       expression_language=True),
     PropertyDescriptor("Response Redirects Enabled", "Follow redirects", required=True, default="True",
-              allowable_values=_TRUE_FALSE),
+                       allowable_values=_TRUE_FALSE),
 )
 
 
@@ -154,6 +157,8 @@ class _Prepared:
     body: Any = None
     tx_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     stack: ExitStack = field(default_factory=ExitStack)
+    #: the Response FlowFile once made (removed again when the body breaks off)
+    response: Any = None
 
 
 @dataclass
@@ -527,15 +532,14 @@ class InvokeHTTP(Processor):
             request.stack.close()
             self._failed(context, session, flowfile, err)
             return
-        response_flowfile = None
         try:
             request.stack.close()   # the body was sent: its content stream is done with
             if flowfile is not None and request.method in BODY_METHODS:
                 session.provenance.send(flowfile, request.url, duration=reply.elapsed_ms)
             flowfile, response_flowfile = self._outputs(context, session, request, reply)
         except Exception as err:   # the body broke off (a read timeout, a reset connection)
-            if response_flowfile is not None:
-                session.remove(response_flowfile)
+            if request.response is not None:
+                session.remove(request.response)
             self._failed(context, session, flowfile, err)
             return
         finally:
@@ -562,6 +566,7 @@ class InvokeHTTP(Processor):
         response_flowfile = None
         if to_content:
             response_flowfile = session.create(flowfile) if flowfile is not None else session.create()
+            request.response = response_flowfile
             extra = {REMOTE_DN: reply.remote_dn} if reply.remote_dn else {}
             response_flowfile = session.put_all_attributes(response_flowfile, {**status, **reply.headers, **extra})
             if prop("Response FlowFile Naming Strategy").raw == "URL_PATH" and request.method == "GET":
@@ -572,8 +577,9 @@ class InvokeHTTP(Processor):
                 if response.headers.get("Content-Type"):
                     response_flowfile = session.put_attribute(response_flowfile, "mime.type",
                                                               response.headers["Content-Type"])
+                keep = limit if to_attribute else 0
                 response_flowfile = session.write(response_flowfile,
-                                                  lambda out: self._copy_body(reply, out, kept, limit if to_attribute else 0))
+                                                  lambda out: self._copy_body(reply, out, kept, keep))
                 millis = reply.elapsed_ms
                 if flowfile is not None:
                     session.provenance.fetch(response_flowfile, request.url, duration=millis)
