@@ -342,6 +342,30 @@ def test_a_database_that_is_down_fails_the_input_in_one_sentence():
     assert run.read(failed) == b"kept"
 
 
+def test_without_input_a_database_that_is_down_is_logged_and_nothing_is_made(caplog):
+    run = runner(ExecuteSQL, f"jdbc:postgresql://127.0.0.1:{free_port()}/nowhere", **{"SQL Query": "SELECT 1"})
+    run.run()
+    assert run.output("success") == [] and run.output("failure") == []
+    assert "no FlowFile to route to failure: cannot connect to postgresql+psycopg://127.0.0.1:" in caplog.text
+
+
+def test_a_failure_after_an_output_batch_was_committed_fails_a_copy_of_the_input(tmp_path):
+    path = tmp_path / "late.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE late (v)")
+        connection.executemany("INSERT INTO late VALUES (?)", [(1,), (2,), (2.5,)])
+    run = runner(ExecuteSQL, f"jdbc:sqlite:{path}", **{"SQL Query": "SELECT v FROM late ORDER BY rowid",
+                                                       "Fetch Size": "2", "Max Rows Per FlowFile": "1",
+                                                       "Output Batch Size": "1"})
+    source = run.enqueue(b"query", {"filename": "late.sql"})
+    run.run()
+    assert [avro(run.read(f))[1] for f in run.output("success")] == [[{"v": 1}], [{"v": 2}]]
+    [failed] = run.output("failure")
+    assert failed.uuid != source.uuid and failed.attributes["filename"] == "late.sql"
+    assert "holds 2.5 where its first rows held integers" in failed.attributes["executesql.error.message"]
+    assert run.input_count == 0
+
+
 def test_no_query_and_no_input_yields():
     run = runner(ExecuteSQL, "sqlite://")
     run.run()
