@@ -142,13 +142,16 @@ def _as_user(name: str) -> list[str]:
 class Mosquitto:
     """One Mosquitto broker of the test session's on 127.0.0.1 (``start``, then ``stop``): anonymous
     clients allowed, nothing persisted (sessions live as long as the broker). ``uri`` is the
-    Broker URI a ConsumeMQTT / PublishMQTT takes, ``ws_uri`` the same broker over WebSockets."""
+    Broker URI a ConsumeMQTT / PublishMQTT takes, ``ws_uri`` the same broker over WebSockets,
+    ``tls_uri`` over TLS."""
 
     def __init__(self, program: str):
         self.program = program
         self.folder = Path(tempfile.mkdtemp(prefix="fa-mqtt-", dir="/tmp"))
-        self.port, self.ws_port = free_port(), free_port()
+        self.port, self.ws_port, self.tls_port = free_port(), free_port(), free_port()
         self.process: subprocess.Popen | None = None
+        #: the certificates of the TLS listener (tests/tls_material.py), made by ``start``
+        self.tls = None
 
     @property
     def uri(self) -> str:
@@ -159,18 +162,30 @@ class Mosquitto:
         """The same broker over WebSockets."""
         return f"ws://127.0.0.1:{self.ws_port}/mqtt"
 
+    @property
+    def tls_uri(self) -> str:
+        """The same broker over TLS (its certificate ``tls.server``, signed by ``tls.ca_pem``)."""
+        return f"ssl://127.0.0.1:{self.tls_port}"
+
     def start(self) -> "Mosquitto":
+        from tls_material import make_tls_material
+
+        self.tls = make_tls_material(self.folder / "tls")
         config = self.folder / "mosquitto.conf"
-        config.write_text(f"listener {self.port} 127.0.0.1\nlistener {self.ws_port} 127.0.0.1\nprotocol websockets\n"
-                          "allow_anonymous true\npersistence false\n"
-                          f"log_dest file {self.folder / 'log'}\nlog_type error\nlog_type warning\n")
-        if os.geteuid() == 0:
-            shutil.chown(self.folder, "mosquitto")   # the broker drops to this user
+        config.write_text(f"per_listener_settings false\nallow_anonymous true\npersistence false\n"
+                          f"log_dest file {self.folder / 'log'}\nlog_type error\nlog_type warning\n"
+                          f"listener {self.port} 127.0.0.1\nlistener {self.ws_port} 127.0.0.1\nprotocol websockets\n"
+                          f"listener {self.tls_port} 127.0.0.1\ncafile {self.tls.ca_pem}\n"
+                          f"certfile {self.tls.server.cert}\nkeyfile {self.tls.server.key}\n")
+        if os.geteuid() == 0:   # the broker drops to this user, and reads its key as it
+            for path in (self.folder, *self.folder.rglob("*")):
+                shutil.chown(path, "mosquitto")
         with open(os.devnull, "wb") as null:
             self.process = subprocess.Popen([self.program, "-c", str(config)], stdout=null, stderr=null,
                                             start_new_session=True)
         wait_for_port(self.port, self.process, "mosquitto", self.folder / "log")
         wait_for_port(self.ws_port, self.process, "mosquitto (websockets)", self.folder / "log")
+        wait_for_port(self.tls_port, self.process, "mosquitto (TLS)", self.folder / "log")
         return self
 
     def stop(self) -> None:
@@ -184,8 +199,9 @@ class RabbitMQ:
     """One RabbitMQ node of the test session's on 127.0.0.1 (``start``, then ``stop``), run as the
     ``rabbitmq`` user when this process is root: its own node name, AMQP port, Erlang distribution
     port, epmd (started here on a port of its own, stopped here), cookie, database and log folder,
-    and the user ``user`` / ``password`` (administrator of the vhost ``/``). ``started_in`` is
-    how long the node took to accept an AMQP login, in seconds."""
+    and the user ``user`` / ``password`` (administrator of the vhost ``/``); AMQP on ``port``,
+    AMQP over TLS on ``tls_port`` (certificate ``tls.server``). ``started_in`` is how long the
+    node took to accept an AMQP login, in seconds."""
 
     user = "flowactors"
     password = "flowactors-test"
@@ -194,7 +210,9 @@ class RabbitMQ:
         self.scripts = scripts
         self.epmd = epmd
         self.folder = Path(tempfile.mkdtemp(prefix="fa-rmq-", dir="/tmp"))
-        self.port, self.dist_port, self.epmd_port = free_port(), free_port(), free_port()
+        self.port, self.dist_port, self.epmd_port, self.tls_port = free_port(), free_port(), free_port(), free_port()
+        #: the certificates of the TLS listener (tests/tls_material.py), made by ``start``
+        self.tls = None
         self.node = f"fa-{self.folder.name}@localhost"
         self.started_in = 0.0
         self._epmd: subprocess.Popen | None = None
@@ -214,12 +232,18 @@ class RabbitMQ:
                 "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "+S 1:1 +sbwt none"}
 
     def start(self) -> "RabbitMQ":
+        from tls_material import make_tls_material
+
         began = time.monotonic()
         folder = self.folder
         (folder / "log").mkdir()
+        self.tls = make_tls_material(folder / "tls")
         (folder / "rabbitmq.conf").write_text(
             f"default_user = {self.user}\ndefault_pass = {self.password}\nloopback_users = none\n"
-            "log.console = false\nlog.file.level = warning\n")
+            "log.console = false\nlog.file.level = warning\n"
+            f"listeners.ssl.default = 127.0.0.1:{self.tls_port}\nssl_options.cacertfile = {self.tls.ca_pem}\n"
+            f"ssl_options.certfile = {self.tls.server.cert}\nssl_options.keyfile = {self.tls.server.key}\n"
+            "ssl_options.verify = verify_none\nssl_options.fail_if_no_peer_cert = false\n")
         (folder / "advanced.config").write_text("[].\n")
         (folder / "rabbitmq-env.conf").write_text("")
         (folder / "enabled_plugins").write_text("[].\n")
@@ -227,7 +251,7 @@ class RabbitMQ:
         cookie.write_text(os.urandom(16).hex())
         cookie.chmod(0o400)
         if os.geteuid() == 0:
-            for path in (folder, folder / "log", cookie, *folder.glob("*.conf*"), folder / "enabled_plugins"):
+            for path in (folder, *folder.rglob("*")):
                 shutil.chown(path, "rabbitmq", "rabbitmq")
         command = [*_as_user("rabbitmq"), "env", *(f"{k}={v}" for k, v in self._environment().items())]
         log = folder / "log" / "node.log"
@@ -258,6 +282,15 @@ class RabbitMQ:
                 if time.monotonic() > deadline or self.process.poll() is not None:
                     raise RuntimeError(f"RabbitMQ refused the test user's login ({err!r}):\n{_tail(log)}") from err
                 time.sleep(0.05)
+
+    def close_connections(self) -> None:
+        """Have the node close every client connection (``rabbitmqctl close_all_connections``), as
+        a broker restart or a missed heartbeat does."""
+        command = [*_as_user("rabbitmq"), "env", *(f"{k}={v}" for k, v in self._environment().items()),
+                   str(self.scripts / "rabbitmqctl"), "-n", self.node, "close_all_connections", "test"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl close_all_connections failed ({done.returncode}):\n{done.stderr}")
 
     def stop(self) -> None:
         try:

@@ -123,6 +123,52 @@ def test_a_message_not_committed_goes_to_the_next_consumer_and_with_auto_acknowl
         assert waiting(rabbitmq, queue) == 0
 
 
+def test_connections_the_broker_closed_are_made_again_without_losing_a_flowfile(rabbitmq):
+    """The broker closes every connection (as a restart or missed heartbeats do) while both
+    processors are idle: their next triggers connect again; the publisher's FlowFile goes out,
+    and the message the consumer held unacknowledged is delivered again."""
+    queue = new_queue(rabbitmq)
+    sending = ProcessorRunner(PublishAMQP, {**login(rabbitmq), "Routing Key": queue})
+    sending.enqueue(b"one")
+    sending.run(1, stop=False)
+    receiving = ProcessorRunner(ConsumeAMQP, {**login(rabbitmq), "Queue": queue, "Prefetch Count": "5"})
+    receiving.run(1, stop=False)
+    link = receiving.processor._link
+    deadline = time.monotonic() + 10
+    while not receiving.processor._waiting and time.monotonic() < deadline:
+        link.connection.process_data_events(0.05)
+    publishing = sending.processor._link
+    rabbitmq.close_connections()
+    sending.enqueue(b"two")
+    sending.run(1, stop=False)
+    assert sending.processor._link is not publishing   # a new connection
+    sending.run(0)
+    assert sending.contents("success") == [b"one", b"two"] and sending.output("failure") == []
+    got = consume(receiving, 2)
+    assert receiving.processor._link is not link
+    receiving.run(0)
+    assert sorted(receiving.read(f) for f in got) == [b"one", b"two"]
+    assert waiting(rabbitmq, queue) == 0
+
+
+def test_messages_go_and_come_over_tls_with_the_ssl_context_service(rabbitmq):
+    from flowactors.services import StandardSSLContextService
+    from tls_material import PASSWORD
+
+    queue = new_queue(rabbitmq)
+    trusting = {"ssl": (StandardSSLContextService, {"Truststore Filename": str(rabbitmq.tls.truststore_p12),
+                                                    "Truststore Password": PASSWORD, "Truststore Type": "PKCS12"})}
+    tls = {**login(rabbitmq), "Port": str(rabbitmq.tls_port), "SSL Context Service": "ssl"}
+    sending = ProcessorRunner(PublishAMQP, {**tls, "Routing Key": queue}, services=trusting)
+    sending.enqueue(b"secret")
+    sending.run(1)
+    assert len(sending.output("success")) == 1
+    receiving = ProcessorRunner(ConsumeAMQP, {**tls, "Queue": queue}, services=trusting)
+    [message] = consume(receiving, 1)
+    receiving.run(0)
+    assert receiving.read(message) == b"secret" and waiting(rabbitmq, queue) == 0
+
+
 def test_publisher_confirms_send_an_unroutable_message_to_failure(rabbitmq):
     nowhere = f"nobody-{uuid.uuid4().hex[:6]}"
     confirmed = publish(rabbitmq, [(b"lost?", {})], **{"Routing Key": nowhere, "Delivery Guarantee": "AT_LEAST_ONCE"})

@@ -100,6 +100,32 @@ def test_websockets_and_a_shared_subscription_share_the_messages_between_two_con
     assert first.output("Message")[0].attributes["mqtt.topic"] == name
 
 
+def test_messages_go_and_come_over_tls_with_the_ssl_context_service(mosquitto):
+    """ssl:// with a StandardSSLContextService trusting the broker's CA; a service trusting
+    another CA does not connect (the consumer yields, saying the certificate failed)."""
+    from flowactors.services import StandardSSLContextService
+    from tls_material import PASSWORD
+
+    trusting = {"ssl": (StandardSSLContextService, {"Truststore Filename": str(mosquitto.tls.truststore_p12),
+                                                    "Truststore Password": PASSWORD, "Truststore Type": "PKCS12"})}
+    tls = {"Broker URI": mosquitto.tls_uri, "SSL Context Service": "ssl", "Quality of Service": "1"}
+    name = topic()
+    receiving = ProcessorRunner(ConsumeMQTT, {**tls, "Topic Filter": name}, services=trusting)
+    receiving.run(1, stop=False)
+    assert receiving.processor._client is not None
+    sending = ProcessorRunner(PublishMQTT, {**tls, "Topic": name}, services=trusting)
+    sending.enqueue(b"secret")
+    sending.run(1)
+    assert len(sending.output("success")) == 1
+    [message] = receive(receiving, 1)
+    receiving.run(0)
+    assert receiving.read(message) == b"secret" and message.attributes["mqtt.broker"] == mosquitto.tls_uri
+    stranger = ProcessorRunner(ConsumeMQTT, {**tls, "Topic Filter": name}, services={"ssl": (
+        StandardSSLContextService, {"Truststore Filename": str(mosquitto.tls.stranger.cert), "Truststore Type": "PEM"})})
+    stranger.run(1)
+    assert stranger.context.take_yield_request() and stranger.processor._client is None
+
+
 def test_a_retained_message_reaches_a_consumer_that_subscribes_later(mosquitto):
     name = topic()
     publish(mosquitto, name, [(b"last known", {"keep": "true"})],

@@ -160,8 +160,18 @@ class _Amqp(Processor):
         return common_problems(values)
 
     def _connected(self, context: ProcessContext) -> AmqpLink | None:
-        if self._link is not None and self._link.connection.is_open and self._link.channel.is_open:
-            return self._link
+        """The link, checked first (pika notices a connection the broker closed, say for missed
+        heartbeats while the processor had nothing to do, only when it next reads), else a new
+        one; None after logging why none can be made and yielding."""
+        link = self._link
+        if link is not None:
+            try:
+                link.connection.process_data_events(0)
+                if link.connection.is_open and link.channel.is_open:
+                    return link
+            except CONNECTION_ERRORS as err:
+                log.warning("%s: the connection to %s broke (%s); its unacknowledged messages go back to the queue; "
+                            "connecting again", context.name, link.where, why(err))
         self._drop()
         try:
             self._link = self._open(context)
@@ -279,16 +289,8 @@ class ConsumeAMQP(_Amqp):
         return link
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        link = self._connected(context)
+        link = self._connected(context)   # which reads what the broker sent
         if link is None:
-            return
-        try:
-            link.connection.process_data_events(0)
-        except CONNECTION_ERRORS as err:
-            log.error("%s: the connection to %s broke (%s); its unacknowledged messages go back to the queue; "
-                      "yielding", context.name, link.where, why(err))
-            self._drop()
-            context.yield_()
             return
         count = int(context.property("Batch Size").evaluate())
         taken, self._waiting = self._waiting[:count], self._waiting[count:]
