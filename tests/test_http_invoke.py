@@ -330,6 +330,15 @@ def test_response_body_into_an_attribute_cut_to_its_size(servers):
     assert request.attributes["answer"] == "status 200 x" and runner.output("Response") == []
 
 
+def test_response_body_ignored_makes_an_empty_response(servers):
+    runner = invoke({"HTTP URL": f"{servers.http}/status/200", "Response Body Ignored": "true"})
+    runner.enqueue(b"")
+    runner.run()
+    [response] = runner.output("Response")
+    assert runner.read(response) == b"" and response.attributes["X-Test"] == "a, b"
+    assert "mime.type" not in response.attributes
+
+
 def test_response_headers_onto_the_request_with_a_prefix_and_response_attributes(servers):
     runner = invoke({"HTTP URL": f"{servers.http}/status/200", "Response Header Request Attributes Enabled": "true",
                      "Response Header Request Attributes Prefix": "${p}"})
