@@ -121,6 +121,28 @@ async def proxy(request: web.Request) -> web.Response:
                                 headers={"Via": "1.1 test-proxy", "Content-Type": answer.content_type})
 
 
+async def tunnel(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A CONNECT proxy (what a client uses for an https target) that wants Basic credentials."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    method, target, _ = head[0].split(" ")
+    if method != "CONNECT" or f"Proxy-Authorization: {PROXY_AUTH}" not in head:
+        writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+        return
+    host, port = target.rsplit(":", 1)
+    upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+    async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+        sink.close()
+
+    await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer), return_exceptions=True)
+
+
 class Servers:
     """The module's servers on one event loop in a thread: ``http``, ``https`` (client
     certificates asked for, not required), ``proxy`` (base URLs)."""
@@ -138,6 +160,12 @@ class Servers:
         proxy_app = web.Application()
         proxy_app.router.add_route("*", "/{tail:.*}", proxy)
         self.proxy = self._start(proxy_app, None)
+
+        async def start_tunnel() -> asyncio.base_events.Server:
+            return await asyncio.start_server(tunnel, "127.0.0.1", 0)
+
+        self.tunnel_server = asyncio.run_coroutine_threadsafe(start_tunnel(), self.loop).result(10)
+        self.tunnel = self.tunnel_server.sockets[0].getsockname()[1]
 
     @staticmethod
     def _app() -> web.Application:
@@ -167,6 +195,7 @@ class Servers:
     def close(self) -> None:
         for runner in self.runners:
             asyncio.run_coroutine_threadsafe(runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.tunnel_server.close)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
@@ -515,6 +544,23 @@ def test_a_proxy_with_basic_credentials_forwards_the_request(servers):
     runner.enqueue(b"")
     runner.run()
     assert runner.output("No Retry")[0].attributes["invokehttp.status.code"] == "407"
+
+
+def test_an_https_target_through_a_connect_proxy(servers, tls):
+    runner = invoke({"HTTP URL": f"{servers.https}/echo", "SSL Context Service": "tls", "Proxy Host": "127.0.0.1",
+                     "Proxy Port": str(servers.tunnel), "Proxy Username": "proxy-user",
+                     "Proxy Password": "proxy-secret"}, services=ssl_service(tls))
+    runner.enqueue(b"")
+    runner.run()
+    [response] = runner.output("Response")
+    seen = json.loads(runner.read(response))
+    assert "Proxy-Authorization" not in seen["headers"]   # for the proxy's CONNECT only, not the server
+    assert response.attributes["invokehttp.remote.dn"] == tls.server.dn
+    runner = invoke({"HTTP URL": f"{servers.https}/echo", "SSL Context Service": "tls", "Proxy Host": "127.0.0.1",
+                     "Proxy Port": str(servers.tunnel)}, services=ssl_service(tls))
+    runner.enqueue(b"")
+    runner.run()
+    assert "407" in runner.output("Failure")[0].attributes["invokehttp.java.exception.message"]
 
 
 # ------------------------------------------------------------------------------ NiFi flows
