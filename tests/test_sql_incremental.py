@@ -17,7 +17,8 @@ import sqlalchemy as sa
 
 from flowactors import Flow, run_flow
 from flowactors.driver.nifi_export import flow_from_nifi
-from flowactors.processors import GenerateTableFetch, PutFile, QueryDatabaseTable, QueryDatabaseTableRecord
+from flowactors.processors import (ExecuteSQL, GenerateTableFetch, PutFile, QueryDatabaseTable,
+                                   QueryDatabaseTableRecord)
 from flowactors.processors.sql.incremental import DatabaseFetchError, render, state_key
 from flowactors.services import DBCPConnectionPool, JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner
@@ -107,7 +108,7 @@ def ids(runner: ProcessorRunner) -> list[list[int]]:
 # ------------------------------------------------------------------------------ QueryDatabaseTable
 def test_the_first_trigger_fetches_every_row_and_the_next_only_newer_ones(db):
     people(db)
-    runner = qdt(db, **{"Maximum-value Columns": "ID", "Max Rows Per Flow File": 2})
+    runner = qdt(db, **{"Maximum-value Columns": "ID", "Max Rows Per FlowFile": 2})
     runner.run()
     first, second = runner.output("success")
     assert ids(runner) == [[0, 1], [2]]
@@ -197,7 +198,7 @@ def test_a_custom_query_is_a_sub_query_aliased_as_the_table_with_the_additional_
            "INSERT INTO kinds VALUES ('a', 'Apples'), ('b', 'Bananas')",
            "INSERT INTO orders VALUES (1, 'a', 10), (2, 'b', 20), (3, 'a', 30)")
     runner = ProcessorRunner(QueryDatabaseTable, {
-        POOL: "db", "Table Name": "labelled", "Maximum-value Columns": "id", "Additional WHERE clause": "label = 'Apples'",
+        POOL: "db", "Table Name": "labelled", "Maximum-value Columns": "id", "Additional WHERE Clause": "label = 'Apples'",
         "Custom Query": "SELECT o.id, k.label, o.amount FROM orders o JOIN kinds k ON o.kind = k.kind"},
         services=db.services)
     runner.run()
@@ -212,14 +213,14 @@ def test_a_custom_query_is_a_sub_query_aliased_as_the_table_with_the_additional_
 
 def test_maximum_number_of_fragments_and_output_batch_size(sqlite):
     people(sqlite, 25)
-    limited = qdt(sqlite, name="limited", **{"Maximum-value Columns": "id", "Max Rows Per Flow File": 4,
+    limited = qdt(sqlite, name="limited", **{"Maximum-value Columns": "id", "Max Rows Per FlowFile": 4,
                                              "Maximum Number of Fragments": 3})
     limited.run()
     assert [len(x) for x in ids(limited)] == [4, 4, 4]
     assert {f.attributes["fragment.count"] for f in limited.output("success")} == {"3"}
     assert limited.context.state.get().get("people@!@id") == "11"
 
-    batched = qdt(sqlite, name="batched", **{"Maximum-value Columns": "id", "Max Rows Per Flow File": 4,
+    batched = qdt(sqlite, name="batched", **{"Maximum-value Columns": "id", "Max Rows Per FlowFile": 4,
                                              "Output Batch Size": 2})
     batched.run()
     sent = batched.output("success")
@@ -292,8 +293,14 @@ def gtf(db: Database, **properties) -> ProcessorRunner:
 
 
 def fetched(db: Database, runner: ProcessorRunner, start: int = 0) -> list[list[int]]:
-    """What each statement the runner made fetches (run on the database as ExecuteSQL would)."""
-    return [[row[0] for row in db.rows(runner.read(f).decode())] for f in runner.output("success")[start:]]
+    """The ids each statement the runner made fetches, run by ExecuteSQL as in NiFi's flow."""
+    execute = ProcessorRunner(ExecuteSQL, {POOL: "db"}, services=db.services)
+    pages = runner.output("success")[start:]
+    for page in pages:
+        execute.enqueue(runner.read(page), page.attributes)
+    execute.run(len(pages))
+    assert execute.output("failure") == []
+    return [[row["id"] for row in avro_rows(execute, f)] for f in execute.output("success")]
 
 
 def test_generate_table_fetch_pages_the_new_rows_and_keeps_the_maxima(db):
@@ -321,7 +328,7 @@ def test_generate_table_fetch_pages_the_new_rows_and_keeps_the_maxima(db):
 
 def test_generate_table_fetch_by_a_columns_values(db):
     people(db, 10)
-    runner = gtf(db, **{"Partition Size": 4, "Column for Value Partitioning": "id", "Additional WHERE clause": "id >= 2"})
+    runner = gtf(db, **{"Partition Size": 4, "Column for Value Partitioning": "id", "Additional WHERE Clause": "id >= 2"})
     runner.run()
     assert fetched(db, runner) == [[2, 3, 4, 5], [6, 7, 8, 9]]
     assert runner.read(runner.output("success")[1]) == (
@@ -367,9 +374,9 @@ def test_a_nifi_1_query_database_table_loads_under_nifi_2s_names(sqlite):
                                    "properties": {"Database Connection URL": sqlite.nifi_url}}]
     flow = flow_from_nifi(snapshot(root, {}))
     properties = flow.processors["Fetch people"].properties
-    assert {k: properties[k] for k in ("Database Type", "Additional WHERE clause", "Max Rows Per Flow File",
+    assert {k: properties[k] for k in ("Database Type", "Additional WHERE Clause", "Max Rows Per FlowFile",
                                        "Transaction Isolation Level", "initial.maxvalue.id")} == {
-        "Database Type": "Generic", "Additional WHERE clause": "id > 0", "Max Rows Per Flow File": "1",
+        "Database Type": "Generic", "Additional WHERE Clause": "id > 0", "Max Rows Per FlowFile": "1",
         "Transaction Isolation Level": "TRANSACTION_SERIALIZABLE", "initial.maxvalue.id": "0"}
     runner = ProcessorRunner(QueryDatabaseTable, {**properties, POOL: "db"}, services=sqlite.services)
     runner.run()

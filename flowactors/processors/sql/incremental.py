@@ -38,9 +38,9 @@ from datetime import date, datetime, time, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 from flowactors.processors.sql import result_sets as rs
+from flowactors.processors.sql.execute import DBCP_SERVICE, QUERY_TIMEOUT
 from flowactors.sdk.expression.language import java_double
 from flowactors.sdk.processor import PropertyDescriptor, validators
-from flowactors.sdk.services import DBCPService
 
 #: NiFi's separator of the table and the column in a state key
 NAMESPACE = "@!@"
@@ -50,8 +50,6 @@ INITIAL_MAX = "initial.maxvalue."
 DATABASE_TYPES = ("Generic", "PostgreSQL", "MySQL")
 
 # ---------------------------------------------------------------------------------- properties
-DBCP_SERVICE = PropertyDescriptor("Database Connection Pooling Service", "The connection pool reaching the database",
-                                  required=True, service=DBCPService)
 DB_TYPE = PropertyDescriptor("Database Type", "Which SQL dialect the statements are written in: each writes "
                              "ANSI SQL with LIMIT and OFFSET", required=True, default="Generic",
                              allowable_values=DATABASE_TYPES)
@@ -65,15 +63,13 @@ MAX_VALUE_COLUMNS = PropertyDescriptor(
     "Maximum-value Columns", "Comma-separated columns whose greatest values are kept, so that only rows beyond them "
     "are fetched next time; each later column is expected to grow more slowly than the one before (none: every "
     "row each time)", expression_language=True, validator=validators.NON_EMPTY)
-QUERY_TIMEOUT = PropertyDescriptor("Max Wait Time", "The longest a query may run (0: no limit; under 1 second counts "
-                                   "as 0)", required=True, default="0 seconds", expression_language=True,
-                                   validator=validators.DURATION)
-WHERE_CLAUSE = PropertyDescriptor("Additional WHERE clause", "A condition added to the query's WHERE clause",
+WHERE_CLAUSE = PropertyDescriptor("Additional WHERE Clause", "A condition added to the query's WHERE clause",
                                   expression_language=True, validator=validators.NON_EMPTY)
 SQL_QUERY = PropertyDescriptor("Custom Query", "A query used instead of the table, wrapped as a sub-query aliased "
                                "Table Name (it must have no ORDER BY)", expression_language=True,
                                validator=validators.NON_EMPTY)
 
+__all__ = ["DBCP_SERVICE", "QUERY_TIMEOUT"]   # ExecuteSQL's, which these processors share
 #: what every fetch processor's NiFi 1 flow calls these (AbstractDatabaseFetchProcessor.migrateProperties)
 NIFI_FETCH_NAMES = {"db-fetch-db-type": DB_TYPE.name, "db-fetch-where-clause": WHERE_CLAUSE.name,
                     "db-fetch-sql-query": SQL_QUERY.name}

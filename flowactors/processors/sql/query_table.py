@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 from flowactors.processors.records._io import RECORD_WRITER
 from flowactors.processors.sql import result_sets as rs
+from flowactors.processors.sql.execute import (AUTO_COMMIT, DEFAULT_PRECISION, DEFAULT_SCALE, FETCH_SIZE,
+                                               LOGICAL_TYPES, MAX_ROWS, OUTPUT_BATCH)
 from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, DBCP_SERVICE, MAX_VALUE_COLUMNS,
                                                    NIFI_FETCH_NAMES, QUERY_TIMEOUT, SQL_QUERY, TABLE_NAME,
                                                    WHERE_CLAUSE, ColumnTypes, DatabaseFetchError, base_select,
@@ -51,43 +53,23 @@ _JDBC_ISOLATION = {"0": "TRANSACTION_NONE", "1": "TRANSACTION_READ_UNCOMMITTED",
                    "4": "TRANSACTION_REPEATABLE_READ", "8": "TRANSACTION_SERIALIZABLE"}
 
 
-def _count(name: str, description: str, default: str = "0") -> PropertyDescriptor:
-    return PropertyDescriptor(name, description, required=True, default=default, expression_language=True,
-                              validator=validators.NON_NEGATIVE_INTEGER)
-
-
 INITIAL_LOAD = PropertyDescriptor(
     "Initial Load Strategy", "What the first trigger (or one after the state was cleared) fetches: every row, or only "
     "rows added later (the current maxima are kept first); initial.maxvalue.* properties win over it",
     required=True, default=START_AT_BEGINNING, allowable_values=(START_AT_BEGINNING, START_AT_MAXIMUM))
-FETCH_SIZE = _count("Fetch Size", "Rows read from the database at a time (0: the driver's choice); on PostgreSQL with "
-                    "Set Auto Commit false, from a server-side cursor")
-AUTO_COMMIT = PropertyDescriptor("Set Auto Commit", "false: read in a transaction, which PostgreSQL needs to read "
-                                 "Fetch Size rows at a time (unset: the connection's own)",
-                                 allowable_values=("true", "false"))
-MAX_ROWS = _count("Max Rows Per Flow File", "Rows per FlowFile (0: every row in one)")
-OUTPUT_BATCH_SIZE = _count("Output Batch Size", "Commit the session every this many FlowFiles, sending them on "
-                           "before the query is read to its end (0: once, at the end); they then lack maxvalue.* "
-                           "and fragment.count")
-MAX_FRAGMENTS = _count("Maximum Number of Fragments", "The most FlowFiles a trigger makes (0: no limit); the rows past "
-                       "them are not fetched until newer ones come, since the results are not ordered")
+MAX_FRAGMENTS = PropertyDescriptor(
+    "Maximum Number of Fragments", "The most FlowFiles a trigger makes (0: no limit); the rows past them are not "
+    "fetched until newer ones come, since the results are not ordered", required=True, default="0",
+    expression_language=True, validator=validators.NON_NEGATIVE_INTEGER)
 ISOLATION = PropertyDescriptor("Transaction Isolation Level", "The isolation of the query's transaction (unset: the "
                                "connection's own)", allowable_values=tuple(ISOLATION_LEVELS))
-LOGICAL_TYPES = PropertyDescriptor("Use Avro Logical Types", "Whether DECIMAL, DATE, TIME and TIMESTAMP columns are "
-                                   "Avro logical types (false: text as Java writes them)", required=True,
-                                   default="false", allowable_values=("true", "false"))
-PRECISION = PropertyDescriptor("Default Decimal Precision", "The precision of a decimal whose column says none",
-                               required=True, default="10", expression_language=True,
-                               validator=validators.POSITIVE_INTEGER)
-SCALE = PropertyDescriptor("Default Decimal Scale", "The scale of a decimal whose column says none", required=True,
-                           default="0", expression_language=True, validator=validators.NON_NEGATIVE_INTEGER)
 
 #: the NiFi 1 names AbstractQueryDatabaseTable.migrateProperties renames, and JdbcProperties' old ones
-_NIFI_NAMES = {**NIFI_FETCH_NAMES, "qdbt-max-rows": MAX_ROWS.name, "Max Rows Per FlowFile": MAX_ROWS.name,
-               "qdbt-output-batch-size": OUTPUT_BATCH_SIZE.name, "qdbt-max-frags": MAX_FRAGMENTS.name,
+_NIFI_NAMES = {**NIFI_FETCH_NAMES, "qdbt-max-rows": MAX_ROWS.name, "Max Rows Per Flow File": MAX_ROWS.name,
+               "qdbt-output-batch-size": OUTPUT_BATCH.name, "qdbt-max-frags": MAX_FRAGMENTS.name,
                "transaction-isolation-level": ISOLATION.name, "initial-load-strategy": INITIAL_LOAD.name,
-               "dbf-user-logical-types": LOGICAL_TYPES.name, "dbf-default-precision": PRECISION.name,
-               "dbf-default-scale": SCALE.name}
+               "dbf-user-logical-types": LOGICAL_TYPES.name, "dbf-default-precision": DEFAULT_PRECISION.name,
+               "dbf-default-scale": DEFAULT_SCALE.name}
 #: NiFi 2's Database Dialect Service (Database Type 'Database Dialect Service') is not there
 _NIFI_FIXED = {"Database Dialect Service": None}
 
@@ -128,7 +110,7 @@ class _QueryTable(Processor):
             clauses = where_clauses(kept, table, columns, self._types, context.property(WHERE_CLAUSE.name).evaluate())
             query += f" WHERE {' AND '.join(clauses)}" if clauses else ""
             made = self._fetch(context, session, connection, query, table, columns, kept)
-        if made and context.property(OUTPUT_BATCH_SIZE.name).as_int() == 0:
+        if made and context.property(OUTPUT_BATCH.name).as_int() == 0:
             extra = max_value_attributes(kept)
             if context.property(MAX_ROWS.name).as_int():
                 extra["fragment.count"] = str(len(made))
@@ -153,7 +135,7 @@ class _QueryTable(Processor):
         """Run ``query`` and write its rows into FlowFiles (committing every Output Batch Size of
         them); ``kept`` is raised to the maxima of the rows written. The FlowFiles not yet sent."""
         max_rows = context.property(MAX_ROWS.name).as_int() or 0
-        batch = context.property(OUTPUT_BATCH_SIZE.name).as_int() or 0
+        batch = context.property(OUTPUT_BATCH.name).as_int() or 0
         fragments = context.property(MAX_FRAGMENTS.name).as_int() or 0
         auto_commit = context.property(AUTO_COMMIT.name).raw != "false"
         fragment_id, started = str(uuid.uuid4()), time.monotonic()
@@ -210,8 +192,8 @@ class _QueryTable(Processor):
 def _avro_options(context: ProcessContext, record_name: str | None, normalize: str) -> rs.AvroOptions:
     return rs.AvroOptions(record_name=record_name, normalize_names=context.property(normalize).as_bool(),
                           logical_types=context.property(LOGICAL_TYPES.name).as_bool(),
-                          default_precision=context.property(PRECISION.name).as_int() or 10,
-                          default_scale=context.property(SCALE.name).as_int() or 0)
+                          default_precision=context.property(DEFAULT_PRECISION.name).as_int() or 10,
+                          default_scale=context.property(DEFAULT_SCALE.name).as_int() or 0)
 
 
 class QueryDatabaseTable(_QueryTable):
@@ -221,11 +203,11 @@ class QueryDatabaseTable(_QueryTable):
     NIFI_TYPE = "org.apache.nifi.processors.standard.QueryDatabaseTable"
     NIFI_PROPERTY_NAMES = {**_NIFI_NAMES, "dbf-normalize": "Normalize Table and Column Names"}
     properties = (DBCP_SERVICE, DB_TYPE, TABLE_NAME, COLUMN_NAMES, WHERE_CLAUSE, SQL_QUERY, MAX_VALUE_COLUMNS,
-                  INITIAL_LOAD, QUERY_TIMEOUT, FETCH_SIZE, AUTO_COMMIT, MAX_ROWS, OUTPUT_BATCH_SIZE, MAX_FRAGMENTS,
+                  INITIAL_LOAD, QUERY_TIMEOUT, FETCH_SIZE, AUTO_COMMIT, MAX_ROWS, OUTPUT_BATCH, MAX_FRAGMENTS,
                   PropertyDescriptor("Normalize Table and Column Names", "Whether characters Avro does not allow in "
                                      "names become '_'", required=True, default="false",
                                      allowable_values=("true", "false")),
-                  ISOLATION, LOGICAL_TYPES, PRECISION, SCALE)
+                  ISOLATION, LOGICAL_TYPES, DEFAULT_PRECISION, DEFAULT_SCALE)
 
     def _writer(self, context: ProcessContext, result: rs.ResultSet, table: str) -> Any:
         options = _avro_options(context, table, "Normalize Table and Column Names")
@@ -245,11 +227,11 @@ class QueryDatabaseTableRecord(_QueryTable):
                            "qdbtr-normalize": "Normalize Table/Column Names"}
     properties = (DBCP_SERVICE, DB_TYPE, TABLE_NAME, COLUMN_NAMES, WHERE_CLAUSE, SQL_QUERY, RECORD_WRITER,
                   MAX_VALUE_COLUMNS, INITIAL_LOAD, QUERY_TIMEOUT, FETCH_SIZE, AUTO_COMMIT, MAX_ROWS,
-                  OUTPUT_BATCH_SIZE, MAX_FRAGMENTS,
+                  OUTPUT_BATCH, MAX_FRAGMENTS,
                   PropertyDescriptor("Normalize Table/Column Names", "Whether characters Avro does not allow in "
                                      "names become '_' in the records' schema", required=True, default="false",
                                      allowable_values=("true", "false")),
-                  ISOLATION, LOGICAL_TYPES, PRECISION, SCALE)
+                  ISOLATION, LOGICAL_TYPES, DEFAULT_PRECISION, DEFAULT_SCALE)
 
     def _writer(self, context: ProcessContext, result: rs.ResultSet, table: str) -> Any:
         options = _avro_options(context, None, "Normalize Table/Column Names")
