@@ -123,6 +123,29 @@ def test_a_message_not_committed_goes_to_the_next_consumer_and_with_auto_acknowl
         assert waiting(rabbitmq, queue) == 0
 
 
+def test_messages_of_a_trigger_that_failed_go_back_to_the_queue(rabbitmq, caplog):
+    """On the stateless engine a trigger's commit counts only once the whole flow's trigger
+    succeeded; when it fails instead, its messages are given back (basic_nack, requeue) and
+    delivered again."""
+    from flowactors.engine.errors import TriggerFailed
+
+    queue = new_queue(rabbitmq)
+    runner = ProcessorRunner(ConsumeAMQP, {**login(rabbitmq), "Queue": queue}, engine="stateless")
+    runner.run(1, stop=False)
+    publish(rabbitmq, [(b"again", {})], **{"Routing Key": queue})
+    deadline = time.monotonic() + 10
+    while not runner.processor._waiting and time.monotonic() < deadline:
+        runner.processor._link.connection.process_data_events(0.05)
+    runner.processor.on_trigger(runner.context, runner.new_session())
+    runner.backend.log.fail(TriggerFailed("a later processor failed", "exception"))
+    assert "the session holding 1 messages was not committed" in caplog.text
+    dropped = len(runner.output("success"))   # the failed trigger's output (the runner's queue keeps it)
+    written = consume(runner, dropped + 1)
+    runner.run(0)
+    assert len(written) == dropped + 1 and runner.read(written[-1]) == b"again"
+    assert waiting(rabbitmq, queue) == 0   # acknowledged after the trigger that succeeded
+
+
 def test_connections_the_broker_closed_are_made_again_without_losing_a_flowfile(rabbitmq):
     """The broker closes every connection (as a restart or missed heartbeats do) while both
     processors are idle: their next triggers connect again; the publisher's FlowFile goes out,

@@ -195,6 +195,29 @@ def test_a_message_not_committed_is_sent_again_to_the_next_consumer_of_the_sessi
     assert third.output("Message") == []
 
 
+def test_messages_of_a_trigger_that_failed_are_kept_unacknowledged_for_the_next(mosquitto, caplog):
+    """On the stateless engine a trigger's commit counts only once the whole flow's trigger
+    succeeded; when it fails instead, the messages it took go back, first in line, and the next
+    trigger writes them out again."""
+    from flowactors.engine.errors import TriggerFailed
+
+    name = topic()
+    runner = ProcessorRunner(ConsumeMQTT, {"Broker URI": mosquitto.uri, "Topic Filter": name,
+                                           "Quality of Service": "1"}, engine="stateless")
+    runner.run(1, stop=False)
+    publish(mosquitto, name, [(b"again", {})], **{"Quality of Service": "1"})
+    buffered(runner, 1)
+    runner.processor.on_trigger(runner.context, runner.new_session())
+    runner.backend.log.fail(TriggerFailed("a later processor failed", "exception"))
+    assert [m.payload for m in runner.processor._client._buffer] == [b"again"]
+    assert "the session holding 1 MQTT messages was not committed" in caplog.text
+    dropped = len(runner.output("Message"))   # the failed trigger's output (the runner's queue keeps it)
+    written = receive(runner, dropped + 1)
+    runner.run(0)
+    assert len(written) == dropped + 1 and runner.read(written[-1]) == b"again"
+    assert runner.processor._client is None
+
+
 def test_a_broker_that_is_down_gives_one_sentence_and_a_yield_and_loses_nothing(caplog):
     from real_services import free_port
 
