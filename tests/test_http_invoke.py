@@ -10,6 +10,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import socket
 import ssl
 import threading
 import time
@@ -426,6 +427,32 @@ def test_a_refused_connection_a_read_timeout_and_a_bad_url_go_to_failure(servers
     assert "Socket Read Timeout (300 ms)" in late.attributes["invokehttp.java.exception.message"]
     assert "must start with http:// or https://" in bad.attributes["invokehttp.java.exception.message"]
     assert bad.attributes["flowactors.failure.processor"] == "InvokeHTTP"
+
+
+def test_a_connection_timeout_against_a_listener_whose_backlog_is_full():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    queued = []
+    for _ in range(3):   # never accepted: the kernel drops the next connection's SYN
+        waiting = socket.socket()
+        waiting.setblocking(False)
+        waiting.connect_ex(("127.0.0.1", port))
+        queued.append(waiting)
+    try:
+        runner = invoke({"HTTP URL": f"http://127.0.0.1:{port}/", "Connection Timeout": "300 ms"})
+        runner.enqueue(b"")
+        started = time.monotonic()
+        runner.run()
+        assert time.monotonic() - started < 2
+    finally:
+        for waiting in [*queued, listener]:
+            waiting.close()
+    [failed] = runner.output("Failure")
+    assert failed.attributes["invokehttp.java.exception.class"] == "aiohttp.client_exceptions.ConnectionTimeoutError"
+    assert failed.attributes["invokehttp.java.exception.message"] == (
+        "no connection within the Connection Timeout (300 ms)")
 
 
 def test_a_body_that_breaks_off_sends_the_request_to_failure_and_no_response(servers, engine):
