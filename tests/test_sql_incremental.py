@@ -19,7 +19,7 @@ from flowactors import Flow, run_flow
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import (ExecuteSQL, GenerateTableFetch, PutFile, QueryDatabaseTable,
                                    QueryDatabaseTableRecord)
-from flowactors.processors.sql.incremental import DatabaseFetchError, render, state_key
+from flowactors.processors.sql.incremental import DatabaseFetchError, greater, render, state_key
 from flowactors.services import DBCPConnectionPool, JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner
 from nifi_flows import group, processor, snapshot
@@ -160,6 +160,12 @@ def test_maxima_of_each_type_are_kept_as_nifi_writes_them(db):
     assert ids(runner)[1:] == [[2]]
     assert (render(datetime(2024, 1, 2, 3, 4, 5, 120000)), render(1e7), render(2.0)) == (
         "2024-01-02 03:04:05.12", "1.0E7", "2.0")
+    kept_by_nifi = "2000-01-01 03:23:34.000123456"   # Java's nanoseconds: compared to the microsecond
+    assert greater(datetime(2000, 1, 1, 3, 23, 34, 123), kept_by_nifi) is None
+    assert greater(datetime(2000, 1, 1, 3, 23, 34, 124), kept_by_nifi) == "2000-01-01 03:23:34.000124"
+    assert greater(datetime(2000, 1, 2), "2000-01-01") == "2000-01-02 00:00:00.0"   # a date kept for a timestamp
+    with pytest.raises(ValueError, match="the kept maximum 'abc' does not read as a whole number, the column's type: clear"):
+        greater(5, "abc")
 
 
 def test_an_older_nifis_plain_column_key_is_read_and_the_qualified_key_written(sqlite):
@@ -382,3 +388,29 @@ def test_a_nifi_1_query_database_table_loads_under_nifi_2s_names(sqlite):
     runner.run()
     assert ids(runner) == [[1], [2]]
     assert state_key('"People"', "[ID]") == "people@!@id"
+
+
+def test_the_transaction_isolation_level_is_the_querys(request, tmp_path):
+    db = Database("postgresql", request, tmp_path)
+    runner = ProcessorRunner(QueryDatabaseTable, {
+        POOL: "db", "Table Name": "settings", "Transaction Isolation Level": "TRANSACTION_SERIALIZABLE",
+        "Custom Query": "SELECT 1 AS id, current_setting('transaction_isolation') AS level"}, services=db.services)
+    runner.run()
+    assert [row["level"] for row in avro_rows(runner, runner.output("success")[0])] == ["serializable"]
+    db.engine.dispose()
+
+
+def test_a_time_zones_timestamp_is_kept_in_utc_and_rows_come_fetch_size_at_a_time(request, tmp_path):
+    db = Database("postgresql", request, tmp_path)
+    db.sql("CREATE TABLE events (id INTEGER, at TIMESTAMPTZ)",
+           *(f"INSERT INTO events VALUES ({i}, '2024-01-01 0{i}:00:00+02:00')" for i in range(1, 8)))
+    runner = ProcessorRunner(QueryDatabaseTable, {
+        POOL: "db", "Table Name": "events", "Maximum-value Columns": "at", "Fetch Size": 2, "Set Auto Commit": "false",
+        "Max Rows Per FlowFile": 3}, services=db.services)
+    runner.run()
+    assert ids(runner) == [[1, 2, 3], [4, 5, 6], [7]]
+    assert runner.context.state.get().get("events@!@at") == "2024-01-01 05:00:00.0+00:00"
+    db.sql("INSERT INTO events VALUES (8, '2024-01-01 05:00:00.5+00:00'), (9, '2024-01-01 06:00:00+02:00')")
+    runner.run()
+    assert ids(runner)[3:] == [[8]]
+    db.engine.dispose()

@@ -162,6 +162,10 @@ def render(value: Any) -> str:
     raise ValueError(f"a {type(value).__name__} column cannot keep a maximum value")
 
 
+#: a timestamp as kept: Java's Timestamp text (nanoseconds, or a date alone), a zone's offset after it
+_TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d)(?:[ T](\d\d:\d\d:\d\d)(?:\.(\d+))?)?([+-]\d\d:?\d\d|Z)?")
+
+
 def _parsed(text: str, like: Any) -> Any:
     """A stored maximum read as a value of ``like``'s type, to compare with it."""
     if isinstance(like, int):
@@ -171,8 +175,12 @@ def _parsed(text: str, like: Any) -> Any:
     if isinstance(like, decimal.Decimal):
         return decimal.Decimal(text)
     if isinstance(like, datetime):
-        found = datetime.fromisoformat(text if "." not in text else text[:text.index(".") + 7] +
-                                       (text[text.index("+"):] if "+" in text else ""))
+        parts = _TIMESTAMP.fullmatch(text.strip())
+        if parts is None:
+            raise ValueError(text)
+        day, clock, fraction, zone = parts.groups()
+        found = datetime.fromisoformat(f"{day} {clock or '00:00:00'}.{(fraction or '')[:6].ljust(6, '0')}"
+                                       f"{zone or ''}")
         if (found.tzinfo is None) != (like.tzinfo is None):   # a kept value without zone read as UTC
             found = found.replace(tzinfo=timezone.utc) if found.tzinfo is None else found.replace(tzinfo=None)
         return found
@@ -181,6 +189,11 @@ def _parsed(text: str, like: Any) -> Any:
     if isinstance(like, time):
         return time.fromisoformat(text)
     return text
+
+
+#: what a column's values are, in words (the first that fits)
+_KINDS = ((bool, "a boolean"), (int, "a whole number"), (float, "a number"), (decimal.Decimal, "a decimal"),
+          (datetime, "a timestamp"), (date, "a date"), (time, "a time"))
 
 
 def greater(value: Any, stored: str | None) -> str | None:
@@ -194,7 +207,8 @@ def greater(value: Any, stored: str | None) -> str | None:
     try:
         beyond = value > _parsed(stored, value)
     except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError):
-        raise ValueError(f"the kept maximum {stored!r} does not read as a {type(value).__name__}: clear the "
+        kind = next((words for kind, words in _KINDS if isinstance(value, kind)), type(value).__name__)
+        raise ValueError(f"the kept maximum {stored!r} does not read as {kind}, the column's type: clear the "
                          f"processor's state if the column's type changed") from None
     return text if beyond else None
 
