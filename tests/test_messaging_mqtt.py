@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 import uuid
 
@@ -170,16 +171,18 @@ def test_records_go_out_one_a_message_and_come_back_as_records_with_the_message_
 def _vanish(runner: ProcessorRunner) -> None:
     """What a killed process does to its connection: it ends without DISCONNECT or any ack."""
     client = runner.processor._client._client
+    client.socket().shutdown(socket.SHUT_RDWR)   # as the kernel closes a dead process's socket
     client.loop_stop()
-    client.socket().close()
 
 
-def test_a_message_not_committed_is_sent_again_to_the_next_consumer_of_the_session(mosquitto):
-    """Resume Session, QoS 1: the first consumer holds the message but never commits it (its
-    process vanishes); the broker sends it again to the next consumer with the same Client ID,
-    marked duplicate. Once that one committed, a third gets nothing."""
+@pytest.mark.parametrize("version", ["4", "5"])
+def test_a_message_not_committed_is_sent_again_to_the_next_consumer_of_the_session(mosquitto, version):
+    """Resume Session, QoS 1, MQTT 3.1.1 and 5: the first consumer holds the message but never
+    commits it (its process vanishes); the broker sends it again to the next consumer with the
+    same Client ID, marked duplicate. Once that one committed, a third gets nothing."""
     name, client_id = topic(), f"fa-{uuid.uuid4().hex[:8]}"
-    session = {"Quality of Service": "1", "Session State": "false", "Client ID": client_id}
+    session = {"Quality of Service": "1", "Session State": "false", "Client ID": client_id,
+               "MQTT Specification Version": version}
     first = consumer(mosquitto, name, **session)
     publish(mosquitto, name, [(b"important", {})], **{"Quality of Service": "1"})
     buffered(first, 1)
@@ -216,6 +219,17 @@ def test_messages_of_a_trigger_that_failed_are_kept_unacknowledged_for_the_next(
     runner.run(0)
     assert len(written) == dropped + 1 and runner.read(written[-1]) == b"again"
     assert runner.processor._client is None
+
+
+def test_the_broker_publishes_the_last_will_of_a_client_that_vanished(mosquitto):
+    name = topic()
+    watcher = consumer(mosquitto, f"{name}/status")
+    doomed = consumer(mosquitto, name, **{"Last Will Message": "gone", "Last Will Topic": f"{name}/status",
+                                          "Last Will QoS Level": "1"})
+    _vanish(doomed)
+    [will] = receive(watcher, 1)
+    watcher.run(0)
+    assert watcher.read(will) == b"gone" and will.attributes["mqtt.topic"] == f"{name}/status"
 
 
 def test_a_broker_that_is_down_gives_one_sentence_and_a_yield_and_loses_nothing(caplog):
