@@ -83,6 +83,7 @@ STANDARD_SERVICES: dict[str, StandardService] = {
         StandardService("DistributedMapCacheClientService"),
     "org.apache.nifi.lookup.db.DatabaseRecordLookupService": StandardService("DatabaseRecordLookupService"),
     "org.apache.nifi.lookup.db.SimpleDatabaseLookupService": StandardService("SimpleDatabaseLookupService"),
+    "org.apache.nifi.http.StandardHttpContextMap": StandardService("StandardHttpContextMap"),
     # Kerberos is not supported: accepted only unset
     "org.apache.nifi.dbcp.DBCPConnectionPool": StandardService("DBCPConnectionPool", {
         "Kerberos User Service": None, "kerberos-user-service": None, "kerberos-principal": None,

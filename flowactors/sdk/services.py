@@ -154,6 +154,59 @@ class DatabaseUnavailableError(Exception):
     """No connection to the database could be had: unreachable, refused, or the pool stayed full."""
 
 
+class HttpContextMap(ServiceAPI):
+    """Holds HTTP requests waiting for their responses (NiFi's ``HttpContextMap``), and owns the
+    servers that take them, so a request and its socket live in one place whichever processes
+    HandleHttpRequest and HandleHttpResponse run in (the service is shared: every call is one
+    call to the flow's instance). Bodies travel in bounded chunks, never whole.
+
+    HandleHttpRequest: ``listen`` (a server on its port, for ``owner``), then ``take`` requests
+    (each registered: it now waits for its response, or is answered 503 once the map's expiry
+    passes), ``read`` their bodies and ``release`` them, ``fail`` those its commit lost, and
+    ``unlisten`` when it stops. HandleHttpResponse: ``respond`` (status and headers; False when
+    the request is gone or expired), ``write`` the body a chunk at a time, then ``complete``
+    (sends it; False when the request went meanwhile) or ``discard`` (forget what was staged,
+    the request still waits)."""
+
+    api = True
+
+    def listen(self, owner: str, settings: Mapping[str, Any]) -> int:
+        """Serve ``settings`` (port, host, methods, paths, TLS...) for ``owner``; the port bound."""
+        raise NotImplementedError
+
+    def unlisten(self, owner: str) -> None:
+        raise NotImplementedError
+
+    def take(self, owner: str, most: int, wait: float, room: bool) -> list[dict[str, Any]]:
+        """Up to ``most`` waiting requests of ``owner``'s server (waiting up to ``wait`` seconds
+        for the first), each ``{"id", "attributes", "parts": [(size, attributes)]}``; ``room``
+        False answers every waiting request 503 and takes none."""
+        raise NotImplementedError
+
+    def read(self, identifier: str, part: int, offset: int, size: int) -> bytes:
+        raise NotImplementedError
+
+    def release(self, identifier: str) -> None:
+        """The request's body is no longer needed."""
+        raise NotImplementedError
+
+    def fail(self, identifier: str, status: int) -> None:
+        """Answer the request ``status`` now and forget it."""
+        raise NotImplementedError
+
+    def respond(self, identifier: str, status: int, headers: Mapping[str, str]) -> bool:
+        raise NotImplementedError
+
+    def write(self, identifier: str, chunk: bytes) -> None:
+        raise NotImplementedError
+
+    def complete(self, identifier: str) -> bool:
+        raise NotImplementedError
+
+    def discard(self, identifier: str) -> None:
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------------- services in a flow
 @dataclass
 class ServiceNode:

@@ -30,6 +30,7 @@ STANDARD_SERVICES = {
     "DBCPConnectionPool": "flowactors.services.database",
     "DatabaseRecordLookupService": "flowactors.services.database_lookup",
     "SimpleDatabaseLookupService": "flowactors.services.database_lookup",
+    "StandardHttpContextMap": "flowactors.services.http_context_map",
     "StandardSSLContextService": "flowactors.services.ssl_context",
     "StandardRestrictedSSLContextService": "flowactors.services.ssl_context",
     "PEMEncodedSSLContextProvider": "flowactors.services.ssl_context",

@@ -1,0 +1,518 @@
+"""ListenHTTP: an HTTP server whose POSTed bodies become FlowFiles (NiFi's ListenHTTP; docs/http.md).
+
+**Where things run.** ``on_scheduled`` starts an aiohttp server (``flowactors.sdk.http_server``)
+on an event loop in a thread of the processor's own process; ``on_stopped`` closes it (the port
+is free when it returns). A request's body is read a chunk at a time into a spooled temporary
+file (memory up to 1 MB, the rest on disk) on the server's thread, then handed to ``on_trigger``
+through an in-memory inbox; ``on_trigger`` copies each body into the session's content a chunk at
+a time, transfers the FlowFiles to success and calls ``session.commit_async``.
+
+**Delivery.** The client gets Return Code only from the commit's ``on_success``, that is once the
+FlowFiles are durable; a commit that fails answers 500 and keeps nothing (the session rolls
+back). While success is under back pressure (``session.available_relationships()`` empty, looked
+at each trigger) requests are answered 503 at once. A request no trigger takes within
+``HANDOVER_WAIT`` seconds (the processor stopped) is answered 503. Nothing acknowledged is lost by
+a kill; a request cut off before its answer may have been committed and is sent again by a client
+that retries (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import shutil
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Mapping
+
+from flowactors.processors._common import CHUNK, REGEX_VALIDATOR
+from flowactors.processors.packaging import FLOWFILE_V3_MIME_TYPE, FlowFileStreamReader, PackageError
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.services import SSLContextService
+
+if TYPE_CHECKING:   # annotations: aiohttp is imported when a ListenHTTP starts (below)
+    from aiohttp import web
+
+    from flowactors.sdk.http_server import HttpListener
+
+log = logging.getLogger(__name__)
+
+#: seconds a request waits for a trigger to take it before it is answered 503
+HANDOVER_WAIT = 30.0
+#: seconds a trigger waits for the first request when none is waiting
+POLL_WAIT = 0.05
+#: requests one trigger takes (one commit answers them all)
+REQUESTS_PER_TRIGGER = 100
+CLIENT_AUTH_VALUES = ("AUTO", "WANT", "REQUIRED", "NONE")
+HTTP_1_1, H2_HTTP_1_1, H2 = "HTTP_1_1", "H2_HTTP_1_1", "H2"
+#: what a HEAD on the base path tells a NiFi sender (the FlowFile formats and transfer protocol taken)
+HEAD_HEADERS = {"Accept": f"{FLOWFILE_V3_MIME_TYPE},*/*;q=0.8", "Accept-Encoding": "gzip",
+                "x-nifi-transfer-protocol-version": "3"}
+
+
+def _port(value: str) -> str | None:
+    text = value.strip()
+    return None if text.isascii() and text.isdigit() and 0 <= int(text) <= 65535 else "must be a port number (0 to 65535)"
+
+
+def _base_path(value: str) -> str | None:
+    return "must not begin or end with '/'" if value.startswith("/") or value.endswith("/") else None
+
+
+class _Received:
+    """One request's FlowFiles-to-be, handed from the server's thread to a trigger: their contents
+    (rewound spooled files) with their own attributes, the request's attributes, and the future
+    the server awaits for the status to answer."""
+
+    def __init__(self, parts: list[tuple[Any, dict[str, str]]], attributes: dict[str, str], uri: str,
+                 details: str, packaged: bool):
+        self.parts = parts
+        self.attributes = attributes
+        self.uri = uri
+        self.details = details
+        self.packaged = packaged
+        self.started = time.monotonic()
+        self.future: Any = None
+        self.state = "waiting"   # -> "taken" by a trigger, or "abandoned" by the server (guarded by the inbox lock)
+
+    def close(self) -> None:
+        for content, _ in self.parts:
+            content.close()
+
+
+class ListenHTTP(Processor):
+    """Listens for HTTP POSTs on Listening Port under Base Path and turns each body into a FlowFile
+    (a FlowFile Stream v3 body into the FlowFiles it packages, a multipart/form-data body into a
+    FlowFile per part), answering Return Code once they are committed; see the module docstring
+    and docs/http.md for the delivery rules and what differs from NiFi."""
+
+    description = "Starts an HTTP server and makes a FlowFile of each body POSTed under its Base Path"
+    input_required = False
+    trigger_when_empty = True
+    properties = (
+        PropertyDescriptor("Base Path", "The path the server takes POSTs on (no leading or trailing /)", required=True,
+                           default="contentListener", validator=_base_path),
+        PropertyDescriptor("Listening Port", "The port to listen on (0: any free port)", required=True,
+                           validator=_port),
+        PropertyDescriptor("Listening Port for Health Check Requests", "A second port answering only GET and HEAD "
+                           "on <Base Path>/healthcheck (one-way TLS when the main port uses TLS)", validator=_port),
+        PropertyDescriptor("SSL Context Service", "Serves HTTPS with this service's key and trust",
+                           service=SSLContextService),
+        PropertyDescriptor("HTTP Protocols", "Application protocols over TLS: HTTP/1.1 only here", required=True,
+                           default=HTTP_1_1, allowable_values=(HTTP_1_1, H2_HTTP_1_1, H2)),
+        PropertyDescriptor("Client Authentication", "Whether TLS clients must show a certificate (AUTO: required "
+                           "when the SSL Context Service trusts some authority)", default="AUTO",
+                           allowable_values=CLIENT_AUTH_VALUES),
+        PropertyDescriptor("Authorized Subject DN Pattern", "A client certificate's subject must match this (else 403)",
+                           required=True, default=".*", validator=REGEX_VALIDATOR),
+        PropertyDescriptor("Authorized Issuer DN Pattern", "A client certificate's issuer must match this (else 403)",
+                           default=".*", validator=REGEX_VALIDATOR),
+        PropertyDescriptor("Max Unconfirmed Flowfile Time", "How long a held request (x-prefer-acknowledge-uri) "
+                           "waits for its DELETE before it is dropped", required=True, default="60 secs",
+                           validator=validators.DURATION),
+        PropertyDescriptor("HTTP Headers for Attributes", "Request headers whose name this regular expression "
+                           "matches (whole) become attributes of that name", validator=REGEX_VALIDATOR),
+        PropertyDescriptor("Request Header Maximum Size", "The longest request line or header taken", required=True,
+                           default="8 KB", validator=validators.DATA_SIZE),
+        PropertyDescriptor("Return Code", "The status answered once the FlowFiles are committed", default="200",
+                           validator=validators.NON_NEGATIVE_INTEGER),
+        PropertyDescriptor("Multipart Request Max Size", "The largest multipart/form-data request taken (else 413)",
+                           required=True, default="1 MB", validator=validators.DATA_SIZE),
+        PropertyDescriptor("Multipart Read Buffer Size", "Accepted for NiFi's sake: parts are spooled to disk past "
+                           "1 MB", required=True, default="512 KB", validator=validators.DATA_SIZE),
+    )
+    SUCCESS = Relationship("success", "The FlowFiles received")
+    relationships = (SUCCESS,)
+    NIFI_TYPE = "org.apache.nifi.processors.standard.ListenHTTP"
+    NIFI_PROPERTY_NAMES = {
+        "health-check-port": "Listening Port for Health Check Requests",
+        "Authorized DN Pattern": "Authorized Subject DN Pattern",
+        "authorized-issuer-dn-pattern": "Authorized Issuer DN Pattern",
+        "multipart-request-max-size": "Multipart Request Max Size",
+        "multipart-read-buffer-size": "Multipart Read Buffer Size",
+        "client-authentication": "Client Authentication",
+        "HTTP Headers to receive as Attributes (Regex)": "HTTP Headers for Attributes",
+    }
+    #: NiFi 2 drops Max Data to Receive per Second when it loads a flow; the thread pool is Jetty's
+    NIFI_IGNORED = ("Max Data to Receive per Second", "max-thread-pool-size", "Maximum Thread Pool Size")
+    #: records in the body are not built (docs/http.md): accepted only unset
+    NIFI_FIXED = {"record-reader": None, "Record Reader": None, "record-writer": None, "Record Writer": None}
+
+    def custom_validate(self, values: Mapping[str, str]) -> list[str]:
+        problems = []
+        if values.get("HTTP Protocols", HTTP_1_1) != HTTP_1_1 and values.get("SSL Context Service"):
+            problems.append("property 'HTTP Protocols' must be HTTP_1_1: HTTP/2 is not served here")
+        health = values.get("Listening Port for Health Check Requests")
+        if health and health.strip() == values.get("Listening Port", "").strip() and health.strip() != "0":
+            problems.append("property 'Listening Port for Health Check Requests' must differ from 'Listening Port'")
+        return problems
+
+    # ------------------------------------------------------------------ lifecycle
+    def on_scheduled(self, context: ProcessContext) -> None:
+        # aiohttp (and the TLS helpers) load only for flows that listen: every executor imports this module
+        from flowactors.sdk import http_server
+
+        self._name = context.name
+        self._base = "/" + (context.property("Base Path").evaluate() or "")
+        self._base = self._base.rstrip("/") or ""
+        self._subject = re.compile(context.property("Authorized Subject DN Pattern").evaluate() or ".*")
+        self._issuer = re.compile(context.property("Authorized Issuer DN Pattern").evaluate() or ".*")
+        headers = context.property("HTTP Headers for Attributes").evaluate()
+        self._headers = re.compile(headers) if headers else None
+        self._return_code = context.property("Return Code").as_int() or 200
+        self._multipart_max = context.property("Multipart Request Max Size").as_data_size() or 1024 * 1024
+        self._hold_time = context.property("Max Unconfirmed Flowfile Time").as_duration() or 60.0
+        self._inbox: queue.Queue[_Received] = queue.Queue()
+        self._lock = threading.Lock()
+        self._room = True
+        self._holds: dict[str, _Received] = {}
+        tls = None
+        if context.property("SSL Context Service").is_set:
+            service = context.service("SSL Context Service", SSLContextService)
+            tls = http_server.server_tls(service, context.property("Client Authentication").evaluate() or "AUTO")
+        sites = [http_server.Site(None, int(context.property("Listening Port").evaluate() or 0), tls)]
+        health = context.property("Listening Port for Health Check Requests").evaluate()
+        if health:
+            health_tls = None
+            if tls is not None:   # one-way TLS on the health port, as NiFi
+                health_tls = http_server.server_tls(service, "NONE")
+            sites.append(http_server.Site(None, int(health), health_tls))
+        header_size = context.property("Request Header Maximum Size").as_data_size() or 8192
+        self.listener: HttpListener = http_server.HttpListener(context.name, self._app, sites, header_size).start()
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (the one chosen when Listening Port is 0)."""
+        return self.listener.sites[0].bound
+
+    @property
+    def health_port(self) -> int | None:
+        return self.listener.sites[1].bound if len(self.listener.sites) > 1 else None
+
+    def on_stopped(self, context: ProcessContext) -> None:
+        listener = getattr(self, "listener", None)
+        if listener is None:
+            return
+        with self._lock:
+            self._room = False   # nothing more is taken in
+            waiting = self._drain()
+        for received in waiting:
+            self._answer(received, 503)
+        for held in self._holds.values():
+            held.close()
+        self._holds.clear()
+        listener.stop()
+        del self.listener
+
+    # ------------------------------------------------------------------ the server's side
+    def _app(self) -> "web.Application":
+        from aiohttp import web
+
+        app = web.Application(client_max_size=0)
+        app.router.add_route("*", self._base or "/", self._on_base)
+        app.router.add_route("*", f"{self._base}/healthcheck", self._on_health)
+        app.router.add_route("*", f"{self._base}/holds/{{hold}}", self._on_hold)
+        return app
+
+    def _is_main_port(self, request: "web.Request") -> bool:
+        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        return bool(sockname) and sockname[1] == self.port
+
+    async def _on_health(self, request: "web.Request") -> "web.StreamResponse":
+        from aiohttp import web
+
+        if request.method not in ("GET", "HEAD"):
+            return web.Response(status=405, text="Method Not Allowed")
+        return web.Response(status=200, text="OK")
+
+    async def _on_base(self, request: "web.Request") -> "web.StreamResponse":
+        from aiohttp import web
+
+        if not self._is_main_port(request):
+            return web.Response(status=404, text="Not Found")
+        if request.method == "HEAD":
+            return web.Response(status=200, headers=HEAD_HEADERS)
+        if request.method == "CONNECT":
+            return web.Response(status=400, text="Bad Request")
+        if request.method != "POST":
+            return web.Response(status=405, text="Method Not Allowed")
+        names, refused = self._authorized(request)
+        if refused is not None:
+            return refused
+        if not self._room:
+            return web.Response(status=503, text="no room downstream: success is under back pressure")
+        started = time.monotonic()
+        try:
+            received = await self._read(request, names)
+        except Exception as err:
+            return web.Response(status=_status_of(err), text=f"the request could not be read: {err}")
+        received.started = started
+        if request.headers.get("x-prefer-acknowledge-uri", "").lower() == "true":
+            return self._hold(received)
+        return web.Response(status=await self._hand_over(received), text="")
+
+    def _authorized(self, request: "web.Request") -> tuple[tuple[str, str], "web.Response | None"]:
+        """The client's (subject, issuer) names, and a 403 answer when the patterns refuse them."""
+        from aiohttp import web
+
+        from flowactors.sdk.http_server import NO_CERTIFICATE, certificate_names
+
+        names = certificate_names(request)
+        if names is None:
+            return NO_CERTIFICATE, None
+        if not self._subject.fullmatch(names[0]):
+            log.warning("%s: refused %s: subject %r not authorized", self._name, request.remote, names[0])
+            return names, web.Response(status=403, text="not allowed based on subject dn")
+        if not self._issuer.fullmatch(names[1]):
+            log.warning("%s: refused %s: issuer %r not authorized", self._name, request.remote, names[1])
+            return names, web.Response(status=403, text="not allowed based on issuer dn")
+        return names, None
+
+    async def _read(self, request: "web.Request", names: tuple[str, str]) -> _Received:
+        """The request's body as FlowFile contents: multipart parts, a v3 stream, or the body whole."""
+        import asyncio
+
+        from flowactors.sdk.http_server import read_parts, spool_body
+
+        content_type = request.headers.get("Content-Type", "")
+        attributes = self._request_attributes(request, names)
+        details = f"Remote DN={names[0]}, Issuer DN={names[1]}"
+        if "multipart/form-data" in content_type:
+            parts = await read_parts(request, self._multipart_max)
+            return _Received([(p.content, p.attributes(i, len(parts))) for i, p in enumerate(parts)], attributes,
+                             str(request.url), details, packaged=False)
+        media_type = content_type.split(";")[0].strip().lower()
+        if media_type.startswith("application/flowfile") and media_type != FLOWFILE_V3_MIME_TYPE:
+            raise _Refused(415, f"{content_type} (a FlowFile package older than v3) is not read here")
+        body = await spool_body(request)
+        if request.headers.get("flowfile-gzipped", "").lower() == "true":
+            body = await asyncio.to_thread(_gunzip, body)
+        return _Received([(body, {})], attributes, str(request.url), details,
+                         packaged=media_type == FLOWFILE_V3_MIME_TYPE)
+
+    def _request_attributes(self, request: "web.Request", names: tuple[str, str]) -> dict[str, str]:
+        from flowactors.sdk.http_server import plain_address
+
+        attributes = {}
+        if self._headers is not None:
+            attributes = {str(k): v for k, v in request.headers.items() if self._headers.fullmatch(k)}
+        attributes.update({"restlistener.remote.source.host": plain_address(request.remote),
+                           "restlistener.request.uri": request.path, "restlistener.remote.user.dn": names[0],
+                           "restlistener.remote.issuer.dn": names[1]})
+        if request.headers.get("filename"):
+            attributes["filename"] = request.headers["filename"]
+        if request.headers.get("uuid"):
+            attributes["uuid"] = request.headers["uuid"]   # the sender's id, for provenance (never the FlowFile's)
+        return attributes
+
+    async def _hand_over(self, received: _Received) -> int:
+        """Put the request in the inbox and wait for the status its trigger's commit gives; 503
+        when there is no room, or no trigger takes it within ``HANDOVER_WAIT``."""
+        import asyncio
+
+        received.future = asyncio.get_running_loop().create_future()
+        with self._lock:
+            if not self._room:
+                received.close()
+                return 503
+            self._inbox.put(received)
+        try:
+            return await asyncio.wait_for(asyncio.shield(received.future), HANDOVER_WAIT)
+        except asyncio.TimeoutError:
+            with self._lock:
+                if received.state == "waiting":
+                    received.state = "abandoned"
+                    received.close()
+                    return 503
+            return await received.future   # taken meanwhile: its commit answers
+
+    def _hold(self, received: _Received) -> "web.Response":
+        """Keep the request's FlowFiles-to-be until the client DELETEs the hold (old PostHTTP's
+        two-phase protocol); nothing is committed until then."""
+        from aiohttp import web
+
+        self._expire_holds()
+        hold = str(uuid.uuid4())
+        self._holds[hold] = received
+        location = f"{self._base}/holds/{hold}"
+        return web.Response(status=303, text=location,
+                            headers={"Location": location, "x-location-uri-intent": "flowfile-hold"})
+
+    def _expire_holds(self) -> None:
+        cutoff = time.monotonic() - self._hold_time
+        for hold in [h for h, r in self._holds.items() if r.started < cutoff]:
+            log.warning("%s: hold %s was never confirmed; dropping what it held", self._name, hold)
+            self._holds.pop(hold).close()
+
+    async def _on_hold(self, request: "web.Request") -> "web.StreamResponse":
+        from aiohttp import web
+
+        if not self._is_main_port(request):
+            return web.Response(status=404, text="Not Found")
+        if request.method != "DELETE":
+            return web.Response(status=405, text="Method Not Allowed")
+        names, refused = self._authorized(request)
+        if refused is not None:
+            return refused
+        self._expire_holds()
+        received = self._holds.pop(request.match_info["hold"], None)
+        if received is None:
+            return web.Response(status=404, text="no such hold")
+        return web.Response(status=await self._hand_over(received), text="")
+
+    # ------------------------------------------------------------------ the trigger's side
+    def on_trigger(self, context: ProcessContext, session) -> None:
+        if not self._set_room(bool(session.available_relationships())):
+            context.yield_()
+            return
+        taken = self._take(REQUESTS_PER_TRIGGER)
+        if not taken:
+            return
+        accepted: list[_Received] = []
+        try:
+            for received in taken:
+                if self._into_session(context, session, received):
+                    accepted.append(received)
+        except BaseException:
+            for received in taken:
+                self._answer(received, 500)
+            raise
+        finally:
+            for received in taken:
+                received.close()
+        session.commit_async(on_success=lambda: self._answer_all(accepted, self._return_code),
+                             on_failure=lambda err: self._commit_failed(accepted, err))
+        self._set_room(bool(session.available_relationships()))
+
+    def _set_room(self, room: bool) -> bool:
+        """Note whether success has room; without, every request waiting is answered 503."""
+        with self._lock:
+            self._room = room
+            waiting = [] if room else self._drain()
+        for received in waiting:
+            self._answer(received, 503)
+        return room
+
+    def _drain(self) -> list[_Received]:
+        """Every request still in the inbox, marked abandoned (call with the lock held)."""
+        drained = []
+        while True:
+            try:
+                received = self._inbox.get_nowait()
+            except queue.Empty:
+                return drained
+            received.state = "abandoned"
+            received.close()
+            drained.append(received)
+
+    def _take(self, most: int) -> list[_Received]:
+        """Up to ``most`` waiting requests, marked taken (waiting ``POLL_WAIT`` for the first)."""
+        taken: list[_Received] = []
+        wait: float | None = POLL_WAIT
+        while len(taken) < most:
+            try:
+                received = self._inbox.get(timeout=wait) if wait else self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            wait = None
+            with self._lock:
+                if received.state != "waiting":
+                    continue
+                received.state = "taken"
+            taken.append(received)
+        return taken
+
+    def _into_session(self, context: ProcessContext, session, received: _Received) -> bool:
+        """Make the request's FlowFiles and transfer them to success; a body that is not what its
+        Content-Type says is answered 400 and leaves nothing in the session (False)."""
+        made: list[tuple[Any, str | None]] = []   # each FlowFile, and the sender's id of it
+        header_id = received.attributes.get("uuid")
+        try:
+            for content, own in received.parts:
+                if received.packaged:
+                    for packaged in (reader := FlowFileStreamReader(content)):
+                        made.append((self._flowfile(session, received, packaged.attributes,
+                                                    lambda out: _copy_reader(reader, out)),
+                                     header_id or packaged.attributes.get("uuid")))
+                else:
+                    made.append((self._flowfile(session, received, own,
+                                                lambda out: shutil.copyfileobj(content, out, CHUNK)), header_id))
+        except PackageError as err:
+            log.warning("%s: a FlowFile Stream v3 body from %s could not be read: %s", context.name,
+                        received.attributes.get("restlistener.remote.source.host"), err)
+            for flowfile, _ in made:
+                session.remove(flowfile)
+            self._answer(received, 400)
+            return False
+        duration = int((time.monotonic() - received.started) * 1000)
+        for flowfile, sender in made:
+            session.provenance.receive(flowfile, received.uri, details=received.details, duration=duration,
+                                       source_system_flowfile_id=f"urn:nifi:{sender}" if sender else None)
+            session.transfer(flowfile, self.SUCCESS)
+        return True
+
+    @staticmethod
+    def _flowfile(session, received: _Received, own: Mapping[str, str], write) -> Any:
+        """A FlowFile with the content ``write(out)`` gives: the packaged (or part's) attributes,
+        then the request's (a packaged filename wins over the request's filename header)."""
+        flowfile = session.write(session.create(), write)
+        request = {k: v for k, v in received.attributes.items() if k != "uuid"}
+        if own.get("filename"):
+            request.pop("filename", None)
+        return session.put_all_attributes(flowfile, {**{k: v for k, v in own.items() if k != "uuid"}, **request})
+
+    def _answer(self, received: _Received, status: int) -> None:
+        from flowactors.sdk.http_server import settle
+
+        if received.future is not None:
+            self.listener.call_soon(settle, received.future, status)
+
+    def _answer_all(self, accepted: list[_Received], status: int) -> None:
+        for received in accepted:
+            self._answer(received, status)
+
+    def _commit_failed(self, accepted: list[_Received], err: BaseException) -> None:
+        log.error("%s: the commit failed, answering 500 to %d request(s): %s", self._name, len(accepted), err)
+        self._answer_all(accepted, 500)
+
+
+class _Refused(Exception):
+    """A request this processor does not take, with the status to answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _status_of(err: Exception) -> int:
+    from flowactors.sdk.http_server import BodyTooLarge
+
+    if isinstance(err, _Refused):
+        return err.status
+    if isinstance(err, BodyTooLarge):
+        return 413
+    return 400
+
+
+def _copy_reader(reader: FlowFileStreamReader, out) -> None:
+    while chunk := reader.read(CHUNK):
+        out.write(chunk)
+
+
+def _gunzip(body) -> Any:
+    """``body`` (a gzip stream) gunzipped into a second spool a chunk at a time; ``body`` closed."""
+    import gzip
+
+    from flowactors.sdk.http_server import spool
+
+    plain = spool()
+    try:
+        with body, gzip.GzipFile(fileobj=body, mode="rb") as unzipped:
+            shutil.copyfileobj(unzipped, plain, CHUNK)
+    except BaseException:
+        plain.close()
+        raise
+    plain.seek(0)
+    return plain

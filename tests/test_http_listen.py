@@ -1,0 +1,354 @@
+"""ListenHTTP against real HTTP clients (http.client) on 127.0.0.1: the body a FlowFile answered only
+after its commit, FlowFile Stream v3 from flowactors' own MergeContent, multipart, back pressure
+503, a failed commit 500 with nothing kept, a large body streamed, the holds protocol, TLS with
+client authentication and the DN patterns, a NiFi export, and a whole flow on the in-process engine."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import socket
+import ssl
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from flowactors import Flow, run_flow
+from flowactors.processors import MergeContent, PutFile
+from flowactors.processors.http import ListenHTTP
+from flowactors.sdk.session import CommitError
+from flowactors.testing import ProcessorRunner
+from repositories.content import FileSystemContentRepository
+from repositories.provenance.event import ProvenanceEventType as T
+
+BASE = "/contentListener"
+
+
+def request(port: int, method: str, path: str = BASE, body: Any = None, headers: dict | None = None,
+            tls: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request; (status, headers, body) of its answer."""
+    connection = (http.client.HTTPSConnection("127.0.0.1", port, context=tls, timeout=60) if tls is not None
+                  else http.client.HTTPConnection("127.0.0.1", port, timeout=60))
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def exchange(runner: ProcessorRunner, send: Callable[[], Any], timeout: float = 60) -> Any:
+    """``send()`` in a thread while the runner is triggered, as the engine would; its result."""
+    out: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            out["result"] = send()
+        except BaseException as err:
+            out["error"] = err
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while thread.is_alive():
+        assert time.monotonic() < deadline, "the request was not answered"
+        runner.run(1, stop=False)
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+@pytest.fixture
+def listening():
+    """Start a ListenHTTP runner on a free port: ``listening(properties, **runner_options)``."""
+    started: list[ProcessorRunner] = []
+
+    def start(properties: dict | None = None, **options: Any) -> ProcessorRunner:
+        runner = ProcessorRunner(ListenHTTP, {"Listening Port": "0", **(properties or {})}, **options)
+        runner.processor.on_scheduled(runner.context)
+        runner.scheduled = True
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        if runner.scheduled:
+            runner.processor.on_stopped(runner.context)
+
+
+def test_a_post_becomes_a_flowfile_answered_once_committed(listening):
+    runner = listening({"HTTP Headers for Attributes": "X-.*", "Return Code": "201"})
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=b"hello", headers={
+        "X-Color": "blue", "Other": "no", "filename": "greeting.txt", "uuid": "sender-1"}))
+    assert status == 201
+    [flowfile] = runner.output("success")
+    assert runner.read(flowfile) == b"hello"
+    attributes = flowfile.attributes
+    assert attributes["X-Color"] == "blue" and "Other" not in attributes
+    assert attributes["filename"] == "greeting.txt" and attributes["uuid"] != "sender-1"
+    assert attributes["restlistener.remote.source.host"] == "127.0.0.1"
+    assert attributes["restlistener.request.uri"] == BASE
+    assert attributes["restlistener.remote.user.dn"] == attributes["restlistener.remote.issuer.dn"] == "none"
+    [event] = runner.events()
+    assert event.event_type == T.RECEIVE and event.transit_uri.endswith(BASE)
+    assert event.source_system_flowfile_id == "urn:nifi:sender-1"
+
+
+def test_what_is_not_a_post_and_the_health_check(listening):
+    runner = listening({"Listening Port for Health Check Requests": "0", "Base Path": "in/data"})
+    port, health = runner.processor.port, runner.processor.health_port
+    assert request(port, "GET", "/in/data")[0] == 405
+    assert request(port, "PUT", "/in/data", body=b"x")[0] == 405
+    status, headers, _ = request(port, "HEAD", "/in/data")
+    assert status == 200 and headers["x-nifi-transfer-protocol-version"] == "3"
+    assert "application/flowfile-v3" in headers["Accept"]
+    assert request(port, "POST", "/elsewhere", body=b"x")[0] == 404
+    assert request(port, "GET", "/in/data/healthcheck")[2] == b"OK"
+    assert request(health, "GET", "/in/data/healthcheck")[:3:2] == (200, b"OK")
+    assert request(health, "POST", "/in/data", body=b"x")[0] == 404   # only the health check there
+    assert runner.output("success") == []
+
+
+def test_flowfile_stream_v3_from_merge_content_unpacks_into_its_flowfiles(listening):
+    merge = ProcessorRunner(MergeContent, {"Merge Format": "FlowFile Stream, v3"})
+    for index, content in enumerate([b"first", b"", b"third"]):
+        merge.enqueue(content, {"filename": f"f{index}.txt", "colour": f"c{index}"})
+    merge.run()
+    [package] = merge.output("merged")
+    runner = listening()
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=merge.read(package),
+                                                    headers={"Content-Type": "application/flowfile-v3",
+                                                             "filename": "ignored"}))
+    assert status == 200
+    out = runner.output("success")
+    assert [runner.read(f) for f in out] == [b"first", b"", b"third"]
+    assert [(f.attributes["filename"], f.attributes["colour"]) for f in out] == [
+        ("f0.txt", "c0"), ("f1.txt", "c1"), ("f2.txt", "c2")]
+    originals = {f.uuid for f in merge.output("original")}
+    assert not originals & {f.uuid for f in out}   # the packaged uuids are the senders', not taken
+    assert {e.source_system_flowfile_id for e in runner.events()} == {f"urn:nifi:{u}" for u in originals}
+
+
+def test_a_damaged_package_is_400_and_keeps_nothing(listening):
+    runner = listening()
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=b"NiFiFF3\x00\x01\x00",
+                                                    headers={"Content-Type": "application/flowfile-v3"}))
+    assert status == 400 and runner.output("success") == []
+    status, _, body = request(runner.processor.port, "POST", body=b"x",
+                              headers={"Content-Type": "application/flowfile-v2"})
+    assert status == 415 and b"older than v3" in body
+
+
+def test_a_gzipped_flowfile_body_is_gunzipped(listening):
+    runner = listening()
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=gzip.compress(b"z" * 1000),
+                                                    headers={"flowfile-gzipped": "true"}))
+    assert status == 200 and runner.contents("success") == [b"z" * 1000]
+
+
+def multipart(parts: list[tuple[str, str | None, bytes]]) -> tuple[bytes, str]:
+    boundary = "flowactors-boundary"
+    body = b""
+    for name, filename, content in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        body += (f"--{boundary}\r\nContent-Disposition: {disposition}\r\nContent-Type: text/plain\r\n\r\n"
+                 .encode() + content + b"\r\n")
+    return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_multipart_is_a_flowfile_per_part_and_too_large_is_413(listening):
+    runner = listening({"Multipart Request Max Size": "1 KB"})
+    body, content_type = multipart([("note", None, b"one"), ("upload", "a.csv", b"x,y\n1,2\n")])
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=body,
+                                                    headers={"Content-Type": content_type}))
+    assert status == 200
+    first, second = runner.output("success")
+    assert (runner.read(first), runner.read(second)) == (b"one", b"x,y\n1,2\n")
+    assert first.attributes["http.multipart.name"] == "note" and "http.multipart.filename" not in first.attributes
+    assert second.attributes["http.multipart.filename"] == "a.csv"
+    assert second.attributes["http.multipart.size"] == "8"
+    assert [f.attributes["http.multipart.fragments.sequence.number"] for f in (first, second)] == ["1", "2"]
+    assert second.attributes["http.multipart.fragments.total.number"] == "2"
+    assert second.attributes["http.headers.multipart.Content-Type"] == "text/plain"
+    body, content_type = multipart([("big", None, b"b" * 2000)])
+    assert request(runner.processor.port, "POST", body=body, headers={"Content-Type": content_type})[0] == 413
+
+
+def test_back_pressure_answers_503_until_there_is_room(listening):
+    runner = listening()
+    success = runner.queues["success"].link.target   # the ConnectionQueue: room for one FlowFile
+    success.config = success.config.__class__(**{**success.config.__dict__, "back_pressure_objects": 1})
+    port = runner.processor.port
+    assert exchange(runner, lambda: request(port, "POST", body=b"one"))[0] == 200
+    runner.run(1, stop=False)   # a trigger sees success full
+    status, _, body = request(port, "POST", body=b"two")
+    assert status == 503 and b"back pressure" in body
+    taken, _ = success.poll(10)   # taken downstream: room again
+    success.acknowledge([f.uuid for f in taken])
+    assert runner.backend.wait_for_space(1.0)   # what the engine's trigger loop waits on before it triggers again
+    runner.run(1, stop=False)
+    assert exchange(runner, lambda: request(port, "POST", body=b"three"))[0] == 200
+    assert runner.contents("success") == [b"three"]
+
+
+def claim_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and p.stat().st_size]
+
+
+def test_a_failed_commit_is_500_and_keeps_nothing(listening, tmp_path, monkeypatch):
+    runner = listening(content=FileSystemContentRepository(tmp_path / "content"))
+
+    def refuse(batch):
+        raise CommitError("refused for the test")
+
+    monkeypatch.setattr(runner.backend, "commit", refuse)
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=b"lost" * 1000))
+    assert status == 500
+    monkeypatch.undo()
+    assert runner.output("success") == [] and runner.events() == []
+    assert claim_files(tmp_path / "content") == []   # the session's content was deleted with it
+
+
+def test_a_large_body_is_streamed_in_bounded_memory(listening, tmp_path):
+    runner = listening(content=FileSystemContentRepository(tmp_path / "content"))
+    chunk, count = bytes(range(256)) * 1024, 64   # 16 MB, sent chunked
+    digest = hashlib.sha256(chunk * count).hexdigest()
+    tracemalloc.start()
+    try:
+        status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=(chunk for _ in range(count))))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert status == 200
+    [flowfile] = runner.output("success")
+    assert flowfile.size == len(chunk) * count
+    with runner.content.open(flowfile.claim) as stream:
+        hashed = hashlib.sha256()
+        while block := stream.read(1 << 20):
+            hashed.update(block)
+    assert hashed.hexdigest() == digest
+    assert peak < 6 * 1024 * 1024, f"{peak} bytes at the peak for a {flowfile.size}-byte body"
+
+
+def test_the_holds_protocol_commits_on_delete(listening):
+    runner = listening({"Max Unconfirmed Flowfile Time": "60 secs"})
+    port = runner.processor.port
+    status, headers, body = request(port, "POST", body=b"held", headers={"x-prefer-acknowledge-uri": "true"})
+    assert status == 303 and headers["x-location-uri-intent"] == "flowfile-hold"
+    location = headers["Location"]
+    assert location.startswith(f"{BASE}/holds/") and body == location.encode()
+    runner.run(1, stop=False)
+    assert runner.output("success") == []   # nothing kept until the sender confirms
+    assert exchange(runner, lambda: request(port, "DELETE", location))[0] == 200
+    assert runner.contents("success") == [b"held"]
+    assert request(port, "DELETE", location)[0] == 404
+
+
+def test_stopping_frees_the_port(listening):
+    runner = listening()
+    port = runner.processor.port
+    runner.processor.on_stopped(runner.context)
+    runner.scheduled = False
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", port))
+    runner.properties["Listening Port"] = str(port)
+    again = listening({"Listening Port": str(port)})
+    assert again.processor.port == port
+
+
+# ---------------------------------------------------------------------------------- TLS
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    from tls_material import make_tls_material
+
+    return make_tls_material(tmp_path_factory.mktemp("tls"))
+
+
+def ssl_service(material) -> tuple:
+    from flowactors.services.ssl_context import StandardSSLContextService
+    from tls_material import PASSWORD
+
+    return (StandardSSLContextService, {
+        "Keystore Filename": str(material.server.p12), "Keystore Password": PASSWORD, "Keystore Type": "PKCS12",
+        "Truststore Filename": str(material.truststore_p12), "Truststore Password": PASSWORD,
+        "Truststore Type": "PKCS12"})
+
+
+def client_tls(material, identity=None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(material.ca_pem))
+    if identity is not None:
+        context.load_cert_chain(str(identity.cert), str(identity.key))
+    return context
+
+
+def test_tls_with_client_authentication_and_the_dn_patterns(listening, tls):
+    runner = listening({"SSL Context Service": "ssl", "Authorized Subject DN Pattern": "CN=flowactors test client.*"},
+                       services={"ssl": ssl_service(tls)})   # Client Authentication AUTO: a truststore, so REQUIRED
+    port = runner.processor.port
+    status, _, _ = exchange(runner, lambda: request(port, "POST", body=b"secret", tls=client_tls(tls, tls.client)))
+    assert status == 200
+    [flowfile] = runner.output("success")
+    assert flowfile.attributes["restlistener.remote.user.dn"] == "CN=flowactors test client, O=flowactors tests"
+    assert flowfile.attributes["restlistener.remote.issuer.dn"] == "CN=flowactors test CA, O=flowactors tests"
+    with pytest.raises((ssl.SSLError, ConnectionError)):   # no certificate: the handshake fails
+        request(port, "POST", body=b"anonymous", tls=client_tls(tls))
+    other = listening({"SSL Context Service": "ssl", "Authorized Issuer DN Pattern": "CN=someone else.*"},
+                      services={"ssl": ssl_service(tls)})
+    status, _, body = request(other.processor.port, "POST", body=b"x", tls=client_tls(tls, tls.client))
+    assert status == 403 and b"issuer" in body
+
+
+# ---------------------------------------------------------------------------------- flows
+def test_a_nifi_export_loads_with_nifi_1_names():
+    from flowactors.driver.nifi_export import flow_from_nifi
+    from nifi_flows import STANDARD, group, processor, snapshot
+
+    listen = processor("root", "listen", STANDARD + "ListenHTTP", {
+        "Base Path": "contentListener", "Listening Port": "9999", "health-check-port": None,
+        "Max Data to Receive per Second": "1 MB", "SSL Context Service": None,
+        "Authorized DN Pattern": "CN=.*", "authorized-issuer-dn-pattern": ".*",
+        "Max Unconfirmed Flowfile Time": "60 secs", "HTTP Headers to receive as Attributes (Regex)": "X-.*",
+        "Return Code": "200", "multipart-request-max-size": "1 MB", "multipart-read-buffer-size": "512 KB",
+        "client-authentication": "AUTO", "max-thread-pool-size": "200", "record-reader": None,
+        "record-writer": None, "Request Header Maximum Size": "8 KB"}, auto_terminate=("success",))
+    flow = flow_from_nifi(snapshot(group("root", "listen", None, None, processors=[listen]), {}))
+    node = flow.processors["listen"]
+    assert node.type is ListenHTTP
+    assert node.properties["HTTP Headers for Attributes"] == "X-.*"
+    assert node.properties["Authorized Subject DN Pattern"] == "CN=.*"
+    assert "Max Data to Receive per Second" not in node.properties
+
+
+def test_a_flow_on_the_in_process_engine_writes_what_was_acknowledged(tmp_path):
+    from real_services import free_port
+
+    port, out = free_port(), tmp_path / "out"
+    flow = Flow("listening")
+    listen = flow.add(ListenHTTP, "listen", properties={"Listening Port": str(port)})
+    put = flow.add(PutFile, "put", properties={"Directory": str(out)}, auto_terminate=["success", "failure"])
+    flow.connect(listen, put)
+    answers: list[int] = []
+
+    def post_all(_controller) -> None:
+        def send() -> None:
+            deadline = time.monotonic() + 30
+            while len(answers) < 5 and time.monotonic() < deadline:
+                try:
+                    answers.append(request(port, "POST", body=f"body {len(answers)}".encode(),
+                                           headers={"filename": f"f{len(answers)}"})[0])
+                except OSError:
+                    time.sleep(0.05)   # not listening yet
+        threading.Thread(target=send, daemon=True).start()
+
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60, on_started=post_all,
+                     until=lambda s: len(answers) == 5 and len(list(out.glob("f*"))) == 5)
+    assert not final.get("timed_out"), final
+    assert answers == [200] * 5
+    assert sorted(p.read_bytes() for p in out.iterdir()) == [f"body {i}".encode() for i in range(5)]
+    with socket.socket() as probe:   # the flow stopped: the port is free
+        probe.bind(("0.0.0.0", port))
