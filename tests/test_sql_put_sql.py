@@ -321,3 +321,35 @@ def test_nifi_1_put_sql_and_convert_json_to_sql_load_under_current_names(postgre
     assert by_name["Convert"]["Quote Table Identifiers"] == "true"
     assert by_name["Convert"]["SQL Parameter Attribute Prefix"] == "sql"
     assert by_name["Convert"]["Table Schema Cache Size"] == "10"
+
+
+def test_a_nifi_1_flow_of_convert_json_to_sql_into_put_sql_runs_on_the_engine(postgresql, engine, table, tmp_path):
+    """GenerateFlowFile -> ConvertJSONToSQL -> PutSQL as NiFi 1 exports it, run in-process until
+    PutSQL took the five statements (its Batch Size 2: it gathers the fragmented transaction) and
+    committed them in one trigger."""
+    from flowactors import run_flow
+    from nifi_flows import STANDARD, connection
+
+    name = table("id INTEGER PRIMARY KEY, item_name TEXT NOT NULL")
+    objects = [{"id": i, "ItemName": f"item {i}"} for i in range(5)]
+    generate = processor("root", "orders", STANDARD + "GenerateFlowFile", {
+        "Custom Text": json.dumps(objects), "Batch Size": "1", "Max FlowFiles": "1"}, schedule="10 min")
+    make = processor("root", "Convert", STANDARD + "ConvertJSONToSQL", {
+        "JDBC Connection Pool": "db", "Statement Type": "INSERT", "Table Name": name,
+        "jts-sql-param-attr-prefix": "sql"}, auto_terminate=("original", "failure"))
+    put = processor("root", "Put", STANDARD + "PutSQL", {
+        "JDBC Connection Pool": "db", "putsql-sql-statement": None, "rollback-on-failure": "false",
+        "Batch Size": "2"}, auto_terminate=("success", "failure", "retry"))
+    for node in (put, make):
+        node["propertyDescriptors"]["JDBC Connection Pool"]["identifiesControllerService"] = True
+    root = group("root", "Load", None, None, processors=[generate, make, put], connections=[
+        connection("root", generate, make, ("success",)), connection("root", make, put, ("sql",))])
+    root["controllerServices"] = [{"identifier": "db", "name": "db", "type": "org.apache.nifi.dbcp.DBCPConnectionPool",
+                                   "properties": {"Database Connection URL": postgresql.jdbc_url,
+                                                  "Database User": postgresql.user, "Password": postgresql.password}}]
+    final = run_flow(flow_from_nifi(snapshot(root, {})), tmp_path / "repository", engine="in-process", timeout=30,
+                     until=lambda s: [p["flowfiles_in"] for p in s["processors"] if p["name"] == "Put"] == [5])
+    assert not final.get("timed_out"), final
+    [put_status] = [p for p in final["processors"] if p["name"] == "Put"]
+    assert (put_status["commits"], put_status["errors"]) == (1, 0)
+    assert rows(engine, f"SELECT id, item_name FROM {name} ORDER BY id") == [(i, f"item {i}") for i in range(5)]
