@@ -13,9 +13,9 @@ a column's starting maximum when the state has none.
 
 **The WHERE clause** (``where_clauses``): the first column ``> `` its stored maximum, each later
 one ``>=`` (NiFi's rule: later columns increase more slowly, within a partition of the first),
-then ``(Additional WHERE clause)``; the literal is quoted or bare by the column's type, read once
-from the database (``ColumnTypes``: the cursor's type codes on PostgreSQL, the declared column
-types on SQLite) and kept for the processor's life.
+then ``(Additional WHERE Clause)``; the literal is quoted or bare by the column's type, read once
+from the database (``ColumnTypes``: PostgreSQL's types as ``result_sets`` maps them to JDBC's,
+the declared column types on SQLite) and kept for the processor's life.
 
 **SQL.** One dialect for the Database Types flowactors has (Generic, PostgreSQL, MySQL): ANSI
 ``SELECT ... FROM ... WHERE ... ORDER BY ... LIMIT n OFFSET m``, as NiFi's Generic adapter writes
@@ -28,6 +28,8 @@ commit leaves the state as it was and the rows are fetched again; after it, neve
 Batch Size the trigger commits every that many FlowFiles and the state only with the last, so a
 crash in between sends the rows of the batches already committed again (at most that trigger's
 rows, duplicated; never a row lost).
+
+The pool, Max Wait Time and the Avro and fetching properties are ExecuteSQL's (``execute``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from datetime import date, datetime, time, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 from flowactors.processors.sql import result_sets as rs
-from flowactors.processors.sql.execute import DBCP_SERVICE, QUERY_TIMEOUT
 from flowactors.sdk.expression.language import java_double
 from flowactors.sdk.processor import PropertyDescriptor, validators
 
@@ -69,7 +70,6 @@ SQL_QUERY = PropertyDescriptor("Custom Query", "A query used instead of the tabl
                                "Table Name (it must have no ORDER BY)", expression_language=True,
                                validator=validators.NON_EMPTY)
 
-__all__ = ["DBCP_SERVICE", "QUERY_TIMEOUT"]   # ExecuteSQL's, which these processors share
 #: what every fetch processor's NiFi 1 flow calls these (AbstractDatabaseFetchProcessor.migrateProperties)
 NIFI_FETCH_NAMES = {"db-fetch-db-type": DB_TYPE.name, "db-fetch-where-clause": WHERE_CLAUSE.name,
                     "db-fetch-sql-query": SQL_QUERY.name}

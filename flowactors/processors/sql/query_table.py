@@ -27,14 +27,14 @@ from typing import Any, Callable
 
 from flowactors.processors.records._io import RECORD_WRITER
 from flowactors.processors.sql import result_sets as rs
-from flowactors.processors.sql.execute import (AUTO_COMMIT, DEFAULT_PRECISION, DEFAULT_SCALE, FETCH_SIZE,
-                                               LOGICAL_TYPES, MAX_ROWS, OUTPUT_BATCH)
-from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, DBCP_SERVICE, MAX_VALUE_COLUMNS,
-                                                   NIFI_FETCH_NAMES, QUERY_TIMEOUT, SQL_QUERY, TABLE_NAME,
-                                                   WHERE_CLAUSE, ColumnTypes, DatabaseFetchError, base_select,
-                                                   first_row, greater, initial_values, max_positions, max_tracker,
-                                                   max_value_attributes, one_line, run, split_columns, state_key,
-                                                   stored_maximum, where_clauses, with_initial_values)
+from flowactors.processors.sql.execute import (AUTO_COMMIT, DBCP_SERVICE, DEFAULT_PRECISION, DEFAULT_SCALE,
+                                               FETCH_SIZE, LOGICAL_TYPES, MAX_ROWS, OUTPUT_BATCH, QUERY_TIMEOUT)
+from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, MAX_VALUE_COLUMNS, NIFI_FETCH_NAMES,
+                                                   SQL_QUERY, TABLE_NAME, WHERE_CLAUSE, ColumnTypes,
+                                                   DatabaseFetchError, base_select, first_row, greater,
+                                                   initial_values, max_positions, max_tracker, max_value_attributes,
+                                                   one_line, run, split_columns, state_key, stored_maximum,
+                                                   where_clauses, with_initial_values)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordSetWriterFactory

@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import uuid
 
-from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, DBCP_SERVICE, MAX_VALUE_COLUMNS,
-                                                   NIFI_FETCH_NAMES, QUERY_TIMEOUT, TABLE_NAME, WHERE_CLAUSE,
-                                                   ColumnTypes, DatabaseFetchError, first_row, greater, initial_values,
-                                                   literal, select_statement, split_columns, state_key,
-                                                   stored_maximum, where_clauses, with_initial_values)
+from flowactors.processors.sql.execute import DBCP_SERVICE, QUERY_TIMEOUT
+from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, MAX_VALUE_COLUMNS, NIFI_FETCH_NAMES,
+                                                   TABLE_NAME, WHERE_CLAUSE, ColumnTypes, DatabaseFetchError,
+                                                   first_row, greater, initial_values, literal, select_statement,
+                                                   split_columns, state_key, stored_maximum, where_clauses,
+                                                   with_initial_values)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import FAILURE
