@@ -109,7 +109,7 @@ def test_a_lookup_the_database_refuses_is_one_line(pool):
     assert "no_such_table" in message and "\n" not in message
 
 
-def test_lookup_record_enriches_records_with_rows(pool):
+def test_lookup_record_enriches_records_with_rows(pool, engine):
     runner = ProcessorRunner(LookupRecord, {
         "Record Reader": "reader", "Record Writer": "writer", "Lookup Service": "lookup",
         "Routing Strategy": "Route to 'matched' or 'unmatched'", "key": "/name", "Result RecordPath": "/found"},

@@ -168,7 +168,7 @@ def test_maxima_of_each_type_are_kept_as_nifi_writes_them(db):
         greater(5, "abc")
 
 
-def test_an_older_nifis_plain_column_key_is_read_and_the_qualified_key_written(sqlite):
+def test_an_older_nifis_plain_column_key_is_read_and_the_qualified_key_written(sqlite, engine):
     people(sqlite, 5)
     runner = qdt(sqlite, **{"Maximum-value Columns": "id"})
     runner.context.state.set({"id": "2"})   # what NiFi before 1.2 kept
@@ -217,7 +217,7 @@ def test_a_custom_query_is_a_sub_query_aliased_as_the_table_with_the_additional_
     assert runner.context.state.get().get("labelled@!@id") == "5"
 
 
-def test_maximum_number_of_fragments_and_output_batch_size(sqlite):
+def test_maximum_number_of_fragments_and_output_batch_size(sqlite, engine):
     people(sqlite, 25)
     limited = qdt(sqlite, name="limited", **{"Maximum-value Columns": "id", "Max Rows Per FlowFile": 4,
                                              "Maximum Number of Fragments": 3})
@@ -341,7 +341,7 @@ def test_generate_table_fetch_by_a_columns_values(db):
         b"SELECT * FROM people WHERE (id >= 2) AND id <= 9 AND id >= 6")
 
 
-def test_generate_table_fetch_takes_its_table_from_incoming_flowfiles_and_sends_a_failing_one_to_failure(sqlite):
+def test_generate_table_fetch_takes_its_table_from_incoming_flowfiles_and_sends_a_failing_one_to_failure(sqlite, engine):
     people(sqlite, 3)
     sqlite.sql("CREATE TABLE pets (id INTEGER)", "INSERT INTO pets VALUES (7)")
     runner = ProcessorRunner(GenerateTableFetch, {POOL: "db", "Table Name": "${table}", "Maximum-value Columns": "id",
