@@ -144,11 +144,14 @@ def test_a_damaged_package_is_400_and_keeps_nothing(listening):
     assert status == 415 and b"older than v3" in body
 
 
-def test_a_gzipped_flowfile_body_is_gunzipped(listening):
+def test_a_gzipped_body_is_gunzipped(listening):
     runner = listening()
     status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=gzip.compress(b"z" * 1000),
                                                     headers={"flowfile-gzipped": "true"}))
     assert status == 200 and runner.contents("success") == [b"z" * 1000]
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=gzip.compress(b"y" * 99),
+                                                    headers={"Content-Encoding": "gzip"}))
+    assert status == 200 and runner.contents("success")[-1] == b"y" * 99
 
 
 def multipart(parts: list[tuple[str, str | None, bytes]]) -> tuple[bytes, str]:
