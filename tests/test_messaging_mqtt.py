@@ -148,6 +148,22 @@ def test_demarcated_messages_go_out_and_come_back_many_a_flowfile(mosquitto):
     assert receiving.read(batch) == b"a\nb\nc" and batch.attributes["mqtt.broker"] == mosquitto.uri
 
 
+def test_a_flowfile_that_failed_part_way_goes_on_after_the_messages_that_went(mosquitto):
+    """The failed-index attribute a partial failure leaves (here set by hand) makes the next
+    attempt skip the messages the broker has; success removes it."""
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Quality of Service": "1"})
+    sending = publish(mosquitto, name, [(b"a\nb\nc", {"PublishMQTT.mqtt.publish.failed.index": "1"})],
+                      **{"Message Demarcator": "\n", "Quality of Service": "1"})
+    [sent] = sending.output("success")
+    assert "PublishMQTT.mqtt.publish.failed.index" not in sent.attributes
+    assert [e.details for e in sending.events() if e.event_type.value == "SEND"] == ["3 message(s)"]
+    buffered(receiving, 2)
+    received = receive(receiving, 2)
+    receiving.run(0)
+    assert [receiving.read(f) for f in received] == [b"b", b"c"]
+
+
 def test_records_go_out_one_a_message_and_come_back_as_records_with_the_message_fields(mosquitto):
     name = topic()
     receiving = consumer(mosquitto, name, **{"Record Reader": "reader", "Record Writer": "writer",
@@ -253,10 +269,11 @@ def test_a_broker_that_is_down_gives_one_sentence_and_a_yield_and_loses_nothing(
 
 
 def test_a_flowfile_whose_qos_or_topic_is_unusable_goes_to_failure_saying_why(mosquitto):
-    sending = publish(mosquitto, "${t}", [(b"a", {"t": "x", "q": "7"}), (b"b", {"q": "1"})],
-                      **{"Quality of Service": "${q}"})
+    sending = publish(mosquitto, "${t}", [(b"a", {"t": "x", "q": "7"}), (b"b", {"q": "1"}),
+                                          (b"c", {"t": "plant/#", "q": "1"})], **{"Quality of Service": "${q}"})
     reasons = sorted(f.attributes["flowactors.failure.reason"] for f in sending.output("failure"))
-    assert reasons == ["Quality of Service evaluates to '7', not 0, 1 or 2", "Topic evaluates to nothing"]
+    assert reasons == ["Quality of Service evaluates to '7', not 0, 1 or 2", "Topic evaluates to nothing",
+                       "not published to 'plant/#': Publish topic cannot contain wildcards."]
 
 
 def test_configurations_nifi_refuses_are_refused():

@@ -21,6 +21,7 @@ the broker's session sends it again (a duplicate, never a loss).
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import ssl
 import threading
@@ -55,6 +56,15 @@ MAX_MESSAGES_PER_FLOWFILE = 10_000
 
 class MqttUnavailable(Exception):
     """No broker of the Broker URI could be connected to (one sentence: which, and why)."""
+
+
+class PublishIncomplete(RuntimeError):
+    """Not every message went: ``published`` counts those before the first that did not (the broker
+    has them); a later attempt may start after them."""
+
+    def __init__(self, message: str, published: int):
+        super().__init__(message)
+        self.published = published
 
 
 def broker_uris(text: str) -> list[SplitResult]:
@@ -349,22 +359,29 @@ class MqttClient:
     # ------------------------------------------------------------------ publishing
     def publish(self, topic: str, payloads: Iterator[bytes], qos: int, retain: bool) -> int:
         """Publish each payload and wait until the broker has them (QoS 1, 2) or they were written
-        (QoS 0); returns how many went. RuntimeError says why one did not."""
+        (QoS 0); returns how many went. ``PublishIncomplete`` says why one did not, and how many
+        before it went; ValueError is paho's refusal of a topic or a payload."""
         client = self._client
         if client is None:
-            raise RuntimeError("not connected to the MQTT broker")
-        pending = []
+            raise PublishIncomplete("not connected to the MQTT broker", 0)
+        pending, refusal = [], None
         for payload in payloads:
             info = client.publish(topic, payload, qos, retain)
             if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
-                raise RuntimeError(f"the message was not published: {paho.error_string(info.rc)}")
+                refusal = f"message {len(pending) + 1} was not published: {paho.error_string(info.rc)}"
+                break
             pending.append(info)
         timeout = self.settings.timeout or None
         for count, info in enumerate(pending):
-            info.wait_for_publish(timeout)
+            try:
+                info.wait_for_publish(timeout)
+            except (RuntimeError, ValueError) as err:
+                raise PublishIncomplete(f"message {count + 1} was not published: {err}", count) from None
             if not info.is_published():
-                raise RuntimeError(f"the broker did not take message {count + 1} of {len(pending)} in {timeout} s "
-                                   "(connection lost?)")
+                raise PublishIncomplete(f"the broker did not take message {count + 1} of {len(pending)} in {timeout} "
+                                        "s (connection lost?)", count)
+        if refusal is not None:
+            raise PublishIncomplete(refusal, len(pending))
         return len(pending)
 
 
@@ -591,27 +608,20 @@ class PublishMQTT(Processor):
             return
         index_attribute = f"{context.name}.mqtt.publish.failed.index"
         done_before = int(flowfile.attributes.get(index_attribute, "0") or 0)
-        sent = [0]
-
-        def counted(payloads: Iterator[bytes]) -> Iterator[bytes]:
-            for number, payload in enumerate(payloads):
-                if number >= done_before:
-                    sent[0] += 1
-                    yield payload
-
         try:
             content = session.read_bytes(flowfile)
-            payloads = self._payloads(context, session, flowfile, content)
-            self._client.publish(topic, counted(payloads), int(qos), retain == "true")
-        except Exception as err:
-            if not (isinstance(err, RuntimeError) or is_flowfile_error(err)):
+            payloads = itertools.islice(self._payloads(context, session, flowfile, content), done_before, None)
+            sent = self._client.publish(topic, payloads, int(qos), retain == "true")
+        except Exception as err:   # RuntimeError: not taken; ValueError: a topic or payload MQTT refuses
+            if not (isinstance(err, (RuntimeError, ValueError)) or is_flowfile_error(err)):
                 raise
+            went = err.published if isinstance(err, PublishIncomplete) else 0
             route_failure(context, session, flowfile, f"not published to {topic!r}: {reason(err)}",
-                          {index_attribute: str(done_before + sent[0])})
+                          {index_attribute: str(done_before + went)})
             return
         if index_attribute in flowfile.attributes:
             flowfile = session.remove_attribute(flowfile, index_attribute)
-        session.provenance.send(flowfile, self._client.settings.raw_uris, f"{done_before + sent[0]} message(s)")
+        session.provenance.send(flowfile, self._client.settings.raw_uris, f"{done_before + sent} message(s)")
         session.transfer(flowfile, self.SUCCESS)
 
     @staticmethod
