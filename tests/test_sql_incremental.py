@@ -357,6 +357,20 @@ def test_generate_table_fetch_takes_its_table_from_incoming_flowfiles_and_sends_
     assert dict(runner.context.state.get().values) == {"people@!@id": "2", "pets@!@id": "7"}
 
 
+def test_generate_table_fetch_reads_an_older_nifis_plain_key_only_for_a_fixed_table(sqlite):
+    people(sqlite, 3)
+    statements = []
+    for table in ("people", "${table}"):
+        runner = ProcessorRunner(GenerateTableFetch, {POOL: "db", "Table Name": table, "Maximum-value Columns": "id"},
+                                 services=sqlite.services)
+        runner.context.state.set({"id": "0"})   # what NiFi before 1.2 kept
+        runner.enqueue(b"", {"table": "people"})
+        runner.run()
+        statements += [runner.read(f) for f in runner.output("success")]
+    assert statements == [b"SELECT * FROM people WHERE id > 0 AND id <= 2 ORDER BY id LIMIT 10000",
+                          b"SELECT * FROM people WHERE id <= 2 ORDER BY id LIMIT 10000"]
+
+
 def test_generate_table_fetch_can_send_an_empty_flowfile_when_there_is_nothing_to_fetch(sqlite):
     people(sqlite, 0)
     runner = gtf(sqlite, **{"Output Empty FlowFile on Zero Results": "true"})

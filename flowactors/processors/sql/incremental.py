@@ -99,9 +99,11 @@ def state_key(table: str | None, column: str) -> str:
     return name if table is None else f"{_QUOTES.sub('', table.lower())}{NAMESPACE}{name}"
 
 
-def stored_maximum(state: Mapping[str, str], table: str, column: str) -> str | None:
-    """The maximum kept for ``column`` of ``table``: under NiFi's key, else an older NiFi's plain one."""
-    return state.get(state_key(table, column)) or state.get(state_key(None, column)) or None
+def stored_maximum(state: Mapping[str, str], table: str, column: str, legacy: bool = True) -> str | None:
+    """The maximum kept for ``column`` of ``table``: under NiFi's key, else (with ``legacy``) an
+    older NiFi's plain one (GenerateTableFetch reads that only when its Table Name is fixed)."""
+    found = state.get(state_key(table, column))
+    return found or (state.get(state_key(None, column)) if legacy else None) or None
 
 
 def with_initial_values(state: Mapping[str, str], table: str, initial: Mapping[str, str]) -> dict[str, str]:
@@ -289,12 +291,12 @@ def base_select(table: str, columns: Sequence[str], custom_query: str | None) ->
 
 
 def where_clauses(state: Mapping[str, str], table: str, columns: Sequence[str], types: ColumnTypes,
-                  custom_where: str | None) -> list[str]:
+                  custom_where: str | None, legacy: bool = True) -> list[str]:
     """The conditions past the kept maxima (the first column ``>``, later ones ``>=``) and the
     Additional WHERE clause, in NiFi's order."""
     clauses = []
     for index, column in enumerate(columns):
-        stored = stored_maximum(state, table, column)
+        stored = stored_maximum(state, table, column, legacy)
         if stored:
             clauses.append(f"{column} {'>' if index == 0 else '>='} {literal(types.kind(table, column), stored)}")
     if custom_where:

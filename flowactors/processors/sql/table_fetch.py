@@ -116,16 +116,18 @@ class GenerateTableFetch(Processor):
         with service.connection() as connection:
             if columns:
                 self._types.ensure(connection, table, None, columns)
-            clauses = where_clauses(kept, table, columns, self._types, custom_where)
+            # an older NiFi's plain key is read only for a fixed table (NiFi's rule)
+            legacy = "${" not in (context.property(TABLE_NAME.name).raw or "")
+            clauses = where_clauses(kept, table, columns, self._types, custom_where, legacy)
             count_query = f"SELECT {', '.join(selected)} FROM {table}" + (
                 f" WHERE {' AND '.join(clauses)}" if clauses else "")
             row = first_row(connection, count_query, context.property(QUERY_TIMEOUT.name).as_duration(flowfile))
             for index, column in enumerate(columns, start=1):
-                new = greater(row[index], stored_maximum(kept, table, column))
+                new = greater(row[index], stored_maximum(kept, table, column, legacy))
                 if new is not None:
                     kept[state_key(table, column)] = new
         for column in columns:
-            stored = stored_maximum(kept, table, column)
+            stored = stored_maximum(kept, table, column, legacy)
             if stored:
                 clauses.append(f"{column} <= {literal(self._types.kind(table, column), stored)}")
         bounds = (row[len(columns) + 1], row[len(columns) + 2]) if by_column else None
