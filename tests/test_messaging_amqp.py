@@ -82,6 +82,15 @@ def test_a_message_s_properties_and_headers_go_out_from_attributes_and_come_back
     assert receipts[0].transit_uri == f"amqp://127.0.0.1:{rabbitmq.port}//{queue}"
 
 
+def test_brokers_are_tried_in_order(rabbitmq):
+    from real_services import free_port
+
+    queue = new_queue(rabbitmq)
+    brokers = {"Brokers": f"127.0.0.1:{free_port()},127.0.0.1:{rabbitmq.port}", "Host Name": "ignored.invalid"}
+    sent = publish(rabbitmq, [(b"via the second", {})], **{**brokers, "Routing Key": queue})
+    assert len(sent.output("success")) == 1 and waiting(rabbitmq, queue) == 1
+
+
 def test_headers_from_matching_attributes_as_json_and_as_attributes(rabbitmq):
     queue = new_queue(rabbitmq)
     publish(rabbitmq, [(b"x", {"trace.id": "7", "trace.span": "a", "other": "no"})] * 2,
@@ -261,6 +270,8 @@ def test_login_settings_nifi_refuses_are_refused():
         ProcessorRunner(ConsumeAMQP, {"Queue": "q"})
     with pytest.raises(ValueError, match="needs an SSL Context Service"):
         ProcessorRunner(PublishAMQP, {"Routing Key": "q", "Client Certificate Authentication Enabled": "true"})
+    with pytest.raises(ValueError, match="'rabbit' is not host:port"):
+        ProcessorRunner(ConsumeAMQP, {"Queue": "q", "Username": "u", "Password": "p", "Brokers": "a:5672, rabbit"})
     with pytest.raises(ValueError, match="needs a Headers Pattern"):
         ProcessorRunner(PublishAMQP, {"Routing Key": "q", "Username": "u", "Password": "p",
                                       "Headers Source": "FLOWFILE_ATTRIBUTES"})

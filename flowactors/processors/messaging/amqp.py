@@ -43,8 +43,29 @@ HEADERS_ATTRIBUTE = "amqp$headers"
 #: what breaks a connection or a channel: the processor drops both and connects again
 CONNECTION_ERRORS = (pika.exceptions.AMQPError, OSError)
 
+def broker_addresses(text: str) -> list[tuple[str, int]]:
+    """The Brokers property's ``host:port`` pairs; ValueError names one that is not."""
+    found = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{part!r} is not host:port")
+        found.append((host, int(port)))
+    if not found:
+        raise ValueError("names no broker (host:port)")
+    return found
+
+
+def _brokers_problem(text: str) -> str | None:
+    try:
+        broker_addresses(text)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 BROKERS = PropertyDescriptor("Brokers", "host:port, comma-separated (tried in order); when set, Host Name and Port "
-                                        "are ignored")
+                                        "are ignored", validator=_brokers_problem)
 COMMON = (BROKERS,
           PropertyDescriptor("Host Name", "The broker's host (without Brokers)", default="localhost"),
           PropertyDescriptor("Port", "The broker's port (without Brokers)", default="5672",
@@ -92,13 +113,7 @@ def _addresses(context: ProcessContext) -> list[tuple[str, int]]:
     brokers = context.property("Brokers").evaluate()
     if not brokers:
         return [(context.property("Host Name").evaluate() or "localhost", int(context.property("Port").evaluate()))]
-    found = []
-    for part in (p.strip() for p in brokers.split(",") if p.strip()):
-        host, _, port = part.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"Brokers: {part!r} is not host:port")
-        found.append((host, int(port)))
-    return found
+    return broker_addresses(brokers)
 
 
 class AmqpLink:
@@ -118,15 +133,28 @@ class AmqpLink:
                                                 ssl_options=pika.SSLOptions(tls, host) if tls else None,
                                                 socket_timeout=10, blocked_connection_timeout=60)
                       for host, port in addresses]
+        brokers = ", ".join(f"{h}:{p}" for h, p in addresses)
         try:
             self.connection = pika.BlockingConnection(parameters)
-            self.channel = self.connection.channel()
         except CONNECTION_ERRORS as err:
-            brokers = ", ".join(f"{h}:{p}" for h, p in addresses)
             raise AmqpUnavailable(f"cannot connect to the AMQP broker at {brokers} (virtual host {vhost!r}): "
                                   f"{why(err)}") from None
         self.where = f"amqp://{','.join(f'{h}:{p}' for h, p in addresses)}/{vhost.lstrip('/')}"
         self.thread = threading.get_ident()
+        try:
+            self.channel = self.connection.channel()
+        except CONNECTION_ERRORS as err:
+            self.close()
+            raise AmqpUnavailable(f"cannot open a channel at {self.where}: {why(err)}") from None
+
+    def prepare(self, what: str, action: Callable[[], None]) -> None:
+        """Run ``action`` on the new link (set the channel up); if the broker refuses, close the
+        link and raise AmqpUnavailable saying ``what`` failed and why."""
+        try:
+            action()
+        except CONNECTION_ERRORS as err:
+            self.close()
+            raise AmqpUnavailable(f"cannot {what} at {self.where}: {why(err)}") from None
 
     def in_own_thread(self, action: Callable[[], None]) -> None:
         """Run ``action`` on this link now when called from the thread that uses it, else at that
@@ -279,13 +307,13 @@ class ConsumeAMQP(_Amqp):
         link = AmqpLink(context)
         queue = context.property("Queue").evaluate()
         self._waiting = []
-        try:
+
+        def consume() -> None:
             link.channel.basic_qos(prefetch_count=int(context.property("Prefetch Count").evaluate()))
             link.channel.basic_consume(queue, lambda _channel, method, properties, body: self._waiting.append(
                 (method, properties, body)), auto_ack=context.property("Auto-Acknowledge Messages").as_bool())
-        except CONNECTION_ERRORS as err:
-            link.close()
-            raise AmqpUnavailable(f"cannot consume from the queue {queue!r} at {link.where}: {why(err)}") from None
+
+        link.prepare(f"consume from the queue {queue!r}", consume)
         return link
 
     def on_trigger(self, context: ProcessContext, session) -> None:
@@ -411,7 +439,7 @@ class PublishAMQP(_Amqp):
     def _open(self, context: ProcessContext) -> AmqpLink:
         link = AmqpLink(context)
         if context.property("Delivery Guarantee").evaluate() == "AT_LEAST_ONCE":
-            link.channel.confirm_delivery()
+            link.prepare("turn publisher confirms on", link.channel.confirm_delivery)
         return link
 
     def on_trigger(self, context: ProcessContext, session) -> None:
