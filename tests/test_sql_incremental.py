@@ -351,6 +351,7 @@ def test_generate_table_fetch_takes_its_table_from_incoming_flowfiles_and_sends_
     runner.run(3)
     assert [runner.read(f) for f in runner.output("success")] == [b"SELECT * FROM people WHERE id <= 2",
                                                                  b"SELECT * FROM pets WHERE id <= 7"]
+    assert [f.attributes["table"] for f in runner.output("success")] == ["people", "pets"]   # the input's
     [failed] = runner.output("failure")
     assert failed.attributes["generatetablefetch.sql.error"].startswith("the database refused")
     assert failed.penalized_until > 0 and runner.input_count == 0
