@@ -268,6 +268,17 @@ def test_a_broker_that_is_down_gives_one_sentence_and_a_yield_and_loses_nothing(
         publish_error.endswith("the FlowFiles stay queued; yielding")
 
 
+def test_broker_uris_are_tried_in_order(mosquitto):
+    from real_services import free_port
+
+    name, uris = topic(), f"tcp://127.0.0.1:{free_port()},{mosquitto.uri}"
+    receiving = consumer(mosquitto, name, **{"Broker URI": uris, "Quality of Service": "1"})
+    publish(mosquitto, name, [(b"second broker", {})], **{"Broker URI": uris, "Quality of Service": "1"})
+    [message] = receive(receiving, 1)
+    receiving.run(0)
+    assert receiving.read(message) == b"second broker" and message.attributes["mqtt.broker"] == uris
+
+
 def test_a_flowfile_whose_qos_or_topic_is_unusable_goes_to_failure_saying_why(mosquitto):
     sending = publish(mosquitto, "${t}", [(b"a", {"t": "x", "q": "7"}), (b"b", {"q": "1"}),
                                           (b"c", {"t": "plant/#", "q": "1"})], **{"Quality of Service": "${q}"})
