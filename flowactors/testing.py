@@ -128,6 +128,9 @@ class ProcessorRunner:
     ['blue']
 
     ``engine``: see the module docstring; ``default_engine`` is what a runner made without one uses.
+    ``incoming_connection``: what ``ProcessContext.has_incoming_connection`` says (NiFi's
+    ``TestRunner.setIncomingConnection``): False to run a processor that allows input as the source
+    it is without a connection (the runner's input queue is there either way).
     """
 
     default_engine = "in-process"
@@ -138,7 +141,8 @@ class ProcessorRunner:
                  content=None, flowfile_repository=None, provenance_repository=None,
                  auto_terminate: Sequence[str] = (), batch_size: int = 1000, name: str | None = None,
                  penalty_duration: float = 30.0, validate: bool = True, engine: str | None = None,
-                 services: Mapping[str, tuple[type[ControllerService], Mapping[str, Any]]] | None = None):
+                 services: Mapping[str, tuple[type[ControllerService], Mapping[str, Any]]] | None = None,
+                 incoming_connection: bool = True):
         self.processor_type = processor_type
         self.properties = _texts(properties or {})
         service_nodes = {name: ServiceNode(name, kind, _texts(values)) for name, (kind, values) in (services or {}).items()}
@@ -205,7 +209,7 @@ class ProcessorRunner:
             name=self.name, processor_type=processor_type.__name__, descriptors=processor_type.descriptor_map(),
             values=self.properties, relationships=list(processor_type.relationships_for(self.properties)),
             batch_size=batch_size, state=ProcessorState(self.component_id, self.backend),
-            stateless_engine=STATELESS_ENGINE)
+            stateless_engine=STATELESS_ENGINE, has_incoming_connection=incoming_connection)
         self.services.give_to(self.context)
         self.ids = IdAllocator(self.backend)
         self.penalty_duration = penalty_duration

@@ -53,12 +53,15 @@ def database(postgresql):
     return postgresql
 
 
-def runner(kind, url: str, engine: str = "in-process", **properties) -> ProcessorRunner:
+def runner(kind, url: str, engine: str = "in-process", incoming: bool = False, **properties) -> ProcessorRunner:
+    """A runner of ``kind`` on the pool of ``url``; a source (no incoming connection) unless ``incoming``:
+    a FlowFile enqueued is taken either way."""
     services = {"pool": (DBCPConnectionPool, {"Database Connection URL": url})}
     if kind is ExecuteSQLRecord:
         services["writer"] = (JsonRecordSetWriter, {})
         properties.setdefault("Record Writer", "writer")
-    return ProcessorRunner(kind, {POOL: "pool", **properties}, services=services, engine=engine)
+    return ProcessorRunner(kind, {POOL: "pool", **properties}, services=services, engine=engine,
+                           incoming_connection=incoming)
 
 
 def avro(content: bytes) -> tuple[dict, list[dict]]:
@@ -457,3 +460,16 @@ def test_a_uuid_parameter_reaches_postgresql_as_text(database):
     run.enqueue(b"", {"sql.args.1.type": "12", "sql.args.1.value": ident})
     run.run()
     assert avro(run.contents("success")[0])[1] == [{"id": 1}]
+
+
+@pytest.mark.parametrize("kind", [ExecuteSQL, ExecuteSQLRecord])
+def test_with_an_incoming_connection_a_trigger_finding_no_flowfile_runs_no_query(database, kind):
+    """NiFi's AbstractExecuteSQL: with an incoming connection only a FlowFile runs the query (a
+    concurrent task that found the queue emptied by another does nothing); without one it is a source."""
+    query = {"SQL Query": "SELECT 1 AS one"}
+    connected = runner(kind, database.url, incoming=True, **query)
+    connected.run()
+    assert connected.output("success") == [] and connected.output("failure") == []
+    source = runner(kind, database.url, **query)
+    source.run()
+    assert len(source.output("success")) == 1

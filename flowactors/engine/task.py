@@ -92,6 +92,7 @@ class ProcessorTask:
         self.backend = backend
         #: whether it waits for FlowFiles to be triggered (a source does not)
         self.takes_input = takes_input(node.type, bool(backend.inputs))
+        self.context.has_incoming_connection = bool(backend.inputs)
         self.counters: Counters = backend.counters
         self.metrics = ProcessorMetrics(flow_name, node.name)
         self.ids = IdAllocator(backend)

@@ -192,6 +192,10 @@ class ProcessContext(PropertyLookup):
     instance: int = 0
     concurrent_tasks: int = 1
     batch_size: int = 1000
+    #: whether a connection brings FlowFiles to the processor (NiFi's ``hasIncomingConnection``),
+    #: set by the engine: a processor that allows input without needing it (``input_allowed``) is
+    #: a source without one, and with one does nothing on a trigger that finds its queues empty
+    has_incoming_connection: bool = False
     #: the processor's state (``flowactors.sdk.state.ProcessorState``), set by the engine
     state: Any = field(default=None, repr=False)
     #: on a flow across several nodes (each with its own repositories and so its own ``state``):

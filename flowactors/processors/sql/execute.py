@@ -379,6 +379,8 @@ class _ExecuteSQLBase(Processor):
 
     def on_trigger(self, context: ProcessContext, session) -> None:
         flowfile = session.get()
+        if flowfile is None and context.has_incoming_connection:
+            return   # another task took the FlowFiles: only a source runs its query with none
         if flowfile is None and not context.property(SQL_QUERY.name).is_set:
             log.error("%s: SQL Query is empty and there is no incoming FlowFile to read the query from: set SQL "
                       "Query, or connect a processor whose FlowFiles hold the queries", context.name)
