@@ -37,7 +37,7 @@ from __future__ import annotations
 import decimal
 import re
 from datetime import date, datetime, time, timezone
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from flowactors.processors.sql import result_sets as rs
 from flowactors.sdk.expression.language import java_double
@@ -347,16 +347,42 @@ def first_row(connection, statement: str, timeout: float | None) -> tuple:
     return found
 
 
-def max_tracker(positions: Mapping[str, int], seen: dict[str, str]) -> Callable[[Sequence[Any]], None]:
-    """A row callback (``result_sets``' ``on_row``) raising the maxima kept in ``seen`` (state key
-    -> text) by each row's values at ``positions`` (state key -> column index): NiFi's
-    MaxValueResultSetRowCollector."""
-    def observe(row: Sequence[Any]) -> None:
-        for key, index in positions.items():
-            new = greater(row[index], seen.get(key) or seen.get(key.rpartition(NAMESPACE)[2]) or None)
-            if new is not None:
-                seen[key] = new
-    return observe
+class MaxTracker:
+    """A row callback (``result_sets``' ``on_row``) following the greatest values of the columns at
+    ``positions`` (state key -> column index) beyond the maxima kept in ``kept`` (NiFi's
+    MaxValueResultSetRowCollector). A kept maximum is read once, then the rows' values are
+    compared as they are; ``maxima()`` renders the new ones, state key -> text."""
+
+    def __init__(self, positions: Mapping[str, int], kept: Mapping[str, str]):
+        self._positions = dict(positions)
+        self._kept = kept
+        self._best: dict[str, Any] = {}
+        self._raised: set[str] = set()
+
+    def __call__(self, row: Sequence[Any]) -> None:
+        for key, index in self._positions.items():
+            value = row[index]
+            if value is None:
+                continue
+            if key not in self._best:
+                self._best[key] = value
+                if greater(value, self._kept.get(key) or self._kept.get(key.rpartition(NAMESPACE)[2]) or None):
+                    self._raised.add(key)
+                else:   # the kept one stands until a row passes it: compare with it as a value
+                    self._best[key] = _parsed(self._kept.get(key) or self._kept[key.rpartition(NAMESPACE)[2]], value)
+                continue
+            try:
+                beyond = value > self._best[key]
+            except TypeError:
+                raise ValueError(f"the column of {key!r} holds values that do not compare ({value!r} and "
+                                 f"{self._best[key]!r}): CAST it to one type in the query") from None
+            if beyond:
+                self._best[key] = value
+                self._raised.add(key)
+
+    def maxima(self) -> dict[str, str]:
+        """The maxima the rows raised, rendered as kept."""
+        return {key: render(self._best[key]) for key in self._raised}
 
 
 def max_positions(names: Sequence[str], table: str, columns: Sequence[str]) -> dict[str, int]:

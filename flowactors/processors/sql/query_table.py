@@ -31,10 +31,10 @@ from flowactors.processors.sql.execute import (AUTO_COMMIT, DBCP_SERVICE, DEFAUL
                                                FETCH_SIZE, LOGICAL_TYPES, MAX_ROWS, OUTPUT_BATCH, QUERY_TIMEOUT)
 from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, MAX_VALUE_COLUMNS, NIFI_FETCH_NAMES,
                                                    SQL_QUERY, TABLE_NAME, WHERE_CLAUSE, ColumnTypes,
-                                                   DatabaseFetchError, base_select, first_row, greater,
-                                                   initial_values, max_positions, max_tracker, max_value_attributes,
-                                                   one_line, run, split_columns, state_key, stored_maximum,
-                                                   where_clauses, with_initial_values)
+                                                   DatabaseFetchError, MaxTracker, base_select, first_row, greater,
+                                                   initial_values, max_positions, max_value_attributes, one_line, run,
+                                                   split_columns, state_key, stored_maximum, where_clauses,
+                                                   with_initial_values)
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordSetWriterFactory
@@ -140,14 +140,13 @@ class _QueryTable(Processor):
         auto_commit = context.property(AUTO_COMMIT.name).raw != "false"
         fragment_id, started = str(uuid.uuid4()), time.monotonic()
         uri = connection.engine.url.render_as_string(hide_password=True)
-        seen = dict(kept)
         pending: list[FlowFile] = []
         try:
             with run(connection, query, fetch_size=context.property(FETCH_SIZE.name).as_int() or 0,
                      timeout_seconds=int(context.property(QUERY_TIMEOUT.name).as_duration() or 0),
                      auto_commit=auto_commit) as ran:
                 result = next(ran.results())
-                positions = max_positions([c.label for c in result.columns], table, columns)
+                tracker = MaxTracker(max_positions([c.label for c in result.columns], table, columns), kept)
                 writer = self._writer(context, result, table)
                 index = 0
                 while True:
@@ -155,7 +154,7 @@ class _QueryTable(Processor):
                         if index == 0:
                             context.yield_()
                         break
-                    flowfile, count = self._write(session, writer, result, max_rows, max_tracker(positions, seen))
+                    flowfile, count = self._write(session, writer, result, max_rows, tracker)
                     attributes = {"querydbtable.row.count": str(count), "tablename": table}
                     if max_rows > 0:
                         attributes.update({"fragment.identifier": fragment_id, "fragment.index": str(index)})
@@ -172,7 +171,7 @@ class _QueryTable(Processor):
                         break
         except connection.dialect.dbapi.Error as err:
             raise DatabaseFetchError(f"the database refused {query!r}: {one_line(err)}") from None
-        kept.update(seen)
+        kept.update(tracker.maxima())
         return pending
 
     def _writer(self, context: ProcessContext, result: rs.ResultSet, table: str) -> Any:
