@@ -268,6 +268,15 @@ def test_a_column_that_is_not_there_or_a_table_that_is_not_is_one_sentence(sqlit
         ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": "missing"}, services=sqlite.services).run()
 
 
+def test_a_maximum_value_column_of_mixed_types_says_so(sqlite):
+    sqlite.sql("CREATE TABLE loose (id)", "INSERT INTO loose VALUES (1), ('x')")   # SQLite keeps either
+    runner = ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": "loose", "Maximum-value Columns": "id"},
+                             services=sqlite.services)
+    with pytest.raises(ValueError, match=r"holds values that do not compare \('x' and 1\): CAST it to one type"):
+        runner.run()
+    assert runner.output("success") == [] and runner.context.state.get().values == {}
+
+
 def test_a_restarted_flow_fetches_only_rows_added_since(sqlite, tmp_path):
     people(sqlite, 3)
     out = tmp_path / "out"
