@@ -341,6 +341,19 @@ def test_generate_table_fetch_pages_the_new_rows_and_keeps_the_maxima(db):
     assert len(runner.output("success")) == 4
 
 
+def test_generate_table_fetch_bounds_pages_by_a_timestamps_maximum(db):
+    people(db, 3)
+    runner = gtf(db, **{"Maximum-value Columns": "created_on", "Partition Size": 2})
+    runner.run()
+    kept = "2000-01-01 00:02:00" + ("" if db.kind == "sqlite" else ".0")   # SQLite's text as stored
+    assert runner.read(runner.output("success")[1]) == (
+        f"SELECT * FROM people WHERE created_on <= '{kept}' ORDER BY created_on LIMIT 2 OFFSET 2".encode())
+    assert fetched(db, runner) == [[0, 1], [2]]
+    add_people(db, [3])
+    runner.run()
+    assert fetched(db, runner, 2) == [[3]]
+
+
 def test_generate_table_fetch_by_a_columns_values(db):
     people(db, 10)
     runner = gtf(db, **{"Partition Size": 4, "Column for Value Partitioning": "id", "Additional WHERE Clause": "id >= 2"})
