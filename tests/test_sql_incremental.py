@@ -291,7 +291,9 @@ def test_a_restarted_flow_fetches_only_rows_added_since(sqlite, tmp_path):
         built.connect("fetch", "write")
         return built
 
-    written = lambda: sorted(r["id"] for f in out.iterdir() for r in fastavro.reader(f.open("rb")))  # noqa: E731
+    def written() -> list[int]:
+        return sorted(row["id"] for f in out.iterdir() for row in fastavro.reader(io.BytesIO(f.read_bytes())))
+
     run_flow(flow(), tmp_path / "repository", engine="in-process", timeout=60)
     assert written() == [0, 1, 2]
     for f in out.iterdir():
