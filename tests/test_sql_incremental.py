@@ -306,7 +306,7 @@ def test_a_restarted_flow_fetches_only_rows_added_since(sqlite, tmp_path):
 # ------------------------------------------------------------------------------ GenerateTableFetch
 def gtf(db: Database, **properties) -> ProcessorRunner:
     return ProcessorRunner(GenerateTableFetch, {POOL: "db", "Table Name": "people", **properties},
-                           services=db.services)
+                           services=db.services, incoming_connection=False)   # a source
 
 
 def fetched(db: Database, runner: ProcessorRunner, start: int = 0) -> list[list[int]]:
@@ -370,6 +370,8 @@ def test_generate_table_fetch_takes_its_table_from_incoming_flowfiles_and_sends_
     sqlite.sql("CREATE TABLE pets (id INTEGER)", "INSERT INTO pets VALUES (7)")
     runner = ProcessorRunner(GenerateTableFetch, {POOL: "db", "Table Name": "${table}", "Maximum-value Columns": "id",
                                                   "Partition Size": 0}, services=sqlite.services)
+    runner.run()   # connected, and no FlowFile (another task took it): nothing done
+    assert runner.output("success") == [] and runner.context.state.get().values == {}
     for table in ("people", "pets", "nope"):
         runner.enqueue(b"", {"table": table})
     runner.run(3)

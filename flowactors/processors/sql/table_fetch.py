@@ -9,7 +9,8 @@ by the Maximum-value Columns (or Custom ORDER BY Column) and paged with LIMIT / 
 Column for Value Partitioning, by ranges of that column's values between its MIN and MAX. The new
 maxima go into the state in the same commit as the statements (``incremental``'s docstring).
 
-With an incoming connection it runs once per FlowFile, whose attributes its expressions read;
+With an incoming connection it runs once per FlowFile, whose attributes its expressions read (and
+does nothing when it finds none: another task took it);
 the FlowFile is dropped once its statements are made (they are its children), or, when the
 database refuses the count, sent to failure with ``generatetablefetch.sql.error`` (penalized).
 Without one it is a source, run on its schedule.
@@ -78,6 +79,8 @@ class GenerateTableFetch(Processor):
 
     def on_trigger(self, context: ProcessContext, session) -> None:
         flowfile = session.get()
+        if flowfile is None and context.has_incoming_connection:
+            return   # another task took the FlowFile: only a source works without one (NiFi's rule)
         state = context.state.get()
         table = context.property(TABLE_NAME.name).evaluate(flowfile) or ""
         kept = with_initial_values(state.values, table, initial_values(context, flowfile))
