@@ -20,7 +20,7 @@ from flowactors.services.http_context_map import StandardHttpContextMap
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
-from test_http_listen import client_tls, multipart, request, ssl_service
+from test_http_listen import client_tls, multipart, port_is_free, request, ssl_service
 
 
 class Service:
@@ -83,7 +83,7 @@ def serving():
         service.close()
 
 
-def test_a_round_trip_with_status_headers_and_body(serving):
+def test_a_round_trip_with_status_headers_and_body(serving, engine):
     service = serving(response_properties={"HTTP Status Code": "${status}", "X-Echo": "${http.query.param.q}",
                                            "X-Blank": "${nothing}", "Attributes for HTTP Response": "answer\\..*"})
     thread, out = service.taken(lambda: request(service.port, "PUT", "/orders/7?q=a%20b&flag", body=b"ping",
@@ -286,6 +286,7 @@ def test_the_pair_runs_in_a_flow_on_the_in_process_engine(tmp_path):
     assert not final.get("timed_out"), final
     assert [(status, headers["X-Reply"], body) for status, headers, body in answers] == [
         (200, f"N{i}", b"hi") for i in range(3)]
+    assert port_is_free(port)   # the map closed its server when the flow stopped
 
 
 def test_a_nifi_export_with_the_context_map_loads():

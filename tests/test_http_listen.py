@@ -63,6 +63,19 @@ def exchange(runner: ProcessorRunner, send: Callable[[], Any], timeout: float = 
     return out["result"]
 
 
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` again (connections closing, TIME_WAIT, allowed
+    for, as every server allows for them; a socket still listening is not)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+            probe.listen()
+        except OSError:
+            return False
+    return True
+
+
 @pytest.fixture
 def listening():
     """Start a ListenHTTP runner on a free port: ``listening(properties, **runner_options)``."""
@@ -81,7 +94,7 @@ def listening():
             runner.processor.on_stopped(runner.context)
 
 
-def test_a_post_becomes_a_flowfile_answered_once_committed(listening):
+def test_a_post_becomes_a_flowfile_answered_once_committed(listening, engine):
     runner = listening({"HTTP Headers for Attributes": "X-.*", "Return Code": "201"})
     status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=b"hello", headers={
         "X-Color": "blue", "Other": "no", "filename": "greeting.txt", "uuid": "sender-1"}))
@@ -114,7 +127,7 @@ def test_what_is_not_a_post_and_the_health_check(listening):
     assert runner.output("success") == []
 
 
-def test_flowfile_stream_v3_from_merge_content_unpacks_into_its_flowfiles(listening):
+def test_flowfile_stream_v3_from_merge_content_unpacks_into_its_flowfiles(listening, engine):
     merge = ProcessorRunner(MergeContent, {"Merge Format": "FlowFile Stream, v3"})
     for index, content in enumerate([b"first", b"", b"third"]):
         merge.enqueue(content, {"filename": f"f{index}.txt", "colour": f"c{index}"})
@@ -252,14 +265,18 @@ def test_the_holds_protocol_commits_on_delete(listening):
     assert request(port, "DELETE", location)[0] == 404
 
 
-def test_stopping_frees_the_port(listening):
-    runner = listening()
+def test_a_port_in_use_is_one_clear_error_and_stopping_frees_the_port(listening):
+    from flowactors.sdk.http_server import ListenError
+
+    runner = listening({"Request Header Maximum Size": "1 KB"})
     port = runner.processor.port
+    assert request(port, "POST", body=b"x", headers={"X-Long": "v" * 2000})[0] in (400, 431)
+    with pytest.raises(ListenError, match="could not listen: .*[Aa]ddress already in use"):
+        listening({"Listening Port": str(port)})
+    assert not port_is_free(port)
     runner.processor.on_stopped(runner.context)
     runner.scheduled = False
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", port))
-    runner.properties["Listening Port"] = str(port)
+    assert port_is_free(port)
     again = listening({"Listening Port": str(port)})
     assert again.processor.port == port
 
@@ -353,5 +370,4 @@ def test_a_flow_on_the_in_process_engine_writes_what_was_acknowledged(tmp_path):
     assert not final.get("timed_out"), final
     assert answers == [200] * 5
     assert sorted(p.read_bytes() for p in out.iterdir()) == [f"body {i}".encode() for i in range(5)]
-    with socket.socket() as probe:   # the flow stopped: the port is free
-        probe.bind(("0.0.0.0", port))
+    assert port_is_free(port)   # the flow stopped

@@ -200,10 +200,10 @@ class ListenHTTP(Processor):
             waiting = self._drain()
         for received in waiting:
             self._answer(received, 503)
-        for held in self._holds.values():
+        listener.stop()
+        for held in self._holds.values():   # the loop that held them has ended
             held.close()
         self._holds.clear()
-        listener.stop()
         del self.listener
 
     # ------------------------------------------------------------------ the server's side
