@@ -246,8 +246,20 @@ def test_tls_with_a_needed_client_certificate(serving, tmp_path):
     thread.join(10)
     assert out["answer"][2] == b"hello client"
     assert service.responses.events()[0].transit_uri.startswith("https://")
+    assert not any(k.startswith("http.certificate.sans.") for k in flowfile.attributes)   # the client's has none
     with pytest.raises((ssl.SSLError, ConnectionError)):
         request(service.port, "GET", "/secure", tls=client_tls(tls))
+
+
+def test_subject_alternative_names_as_nifi_names_them(tmp_path):
+    from cryptography import x509
+
+    from flowactors.sdk.http_server import alternative_names
+    from tls_material import make_tls_material
+
+    server = make_tls_material(tmp_path / "tls").server   # its certificate names 127.0.0.1 and localhost
+    certificate = x509.load_pem_x509_certificates(server.cert.read_bytes())[0]
+    assert alternative_names(certificate) == [("iPAddress", "127.0.0.1"), ("dNSName", "localhost")]
 
 
 # ---------------------------------------------------------------------------------- flows

@@ -115,16 +115,45 @@ async def read_parts(request: web.Request, max_size: int) -> list[Part]:
     return parts
 
 
-def certificate_names(request: web.Request) -> tuple[str, str] | None:
-    """The (subject, issuer) distinguished names of the client's certificate, as NiFi formats
-    them (RFC 1779, the most specific name first, ", " between), or None when it showed none."""
+def peer_certificate(request: web.Request) -> x509.Certificate | None:
+    """The certificate the TLS client showed, or None (no TLS, or none shown)."""
     transport = request.transport
     tls = transport.get_extra_info("ssl_object") if transport is not None else None
     der = tls.getpeercert(binary_form=True) if tls is not None else None
-    if not der:
+    return x509.load_der_x509_certificate(der) if der else None
+
+
+def certificate_names(request: web.Request) -> tuple[str, str] | None:
+    """The (subject, issuer) distinguished names of the client's certificate, as NiFi formats
+    them (RFC 1779, the most specific name first, ", " between), or None when it showed none."""
+    certificate = peer_certificate(request)
+    if certificate is None:
         return None
-    certificate = x509.load_der_x509_certificate(der)
     return _rfc1779(certificate.subject), _rfc1779(certificate.issuer)
+
+
+#: a subject alternative name's kind, as NiFi's GeneralNameType names it
+_GENERAL_NAMES = ((x509.RFC822Name, "rfc822Name"), (x509.DNSName, "dNSName"),
+                  (x509.UniformResourceIdentifier, "uniformResourceIdentifier"), (x509.IPAddress, "iPAddress"),
+                  (x509.DirectoryName, "directoryName"), (x509.RegisteredID, "registeredID"),
+                  (x509.OtherName, "otherName"))
+
+
+def alternative_names(certificate: x509.Certificate) -> list[tuple[str, str]]:
+    """The certificate's subject alternative names as (NiFi's name type, the name as text), in
+    the certificate's order; none when it has no such extension."""
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    found = []
+    for name in names:
+        kind = next(label for kind, label in _GENERAL_NAMES if isinstance(name, kind))
+        value = name.value
+        text = (_rfc1779(value) if isinstance(value, x509.Name) else value.dotted_string
+                if isinstance(value, x509.ObjectIdentifier) else value.hex() if isinstance(value, bytes) else str(value))
+        found.append((kind, text))
+    return found
 
 
 def _rfc1779(name: x509.Name) -> str:

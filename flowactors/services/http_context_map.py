@@ -337,7 +337,7 @@ class StandardHttpContextMap(ControllerService, HttpContextMap):
 
 def _attributes(request: Any, settings: Mapping[str, Any]) -> dict[str, str]:
     """NiFi's HandleHttpRequest attributes of a request (docs/http.md lists them)."""
-    from flowactors.sdk.http_server import certificate_names, plain_address
+    from flowactors.sdk.http_server import alternative_names, certificate_names, peer_certificate, plain_address
 
     charset = request.charset or settings.get("charset", "UTF-8")
     sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
@@ -363,7 +363,10 @@ def _attributes(request: Any, settings: Mapping[str, Any]) -> dict[str, str]:
         found[f"http.headers.{key}"] = value
     for key, value in request.cookies.items():
         found[f"http.cookie.{key}.value"] = value
-    names = certificate_names(request)
-    if names is not None:
-        found["http.subject.dn"], found["http.issuer.dn"] = names
+    certificate = peer_certificate(request)
+    if certificate is not None:
+        found["http.subject.dn"], found["http.issuer.dn"] = certificate_names(request) or ("", "")
+        for index, (kind, name) in enumerate(alternative_names(certificate)):
+            found[f"http.certificate.sans.{index}.nameType"] = kind
+            found[f"http.certificate.sans.{index}.name"] = name
     return {str(k): str(v) for k, v in found.items()}
