@@ -167,6 +167,26 @@ def test_a_gzipped_body_is_gunzipped(listening):
     assert status == 200 and runner.contents("success")[-1] == b"y" * 99
 
 
+def test_records_in_a_body_are_written_by_the_record_writer(listening):
+    import json
+
+    from flowactors.services import CSVReader, JsonRecordSetWriter
+
+    runner = listening({"Record Reader": "reader", "Record Writer": "writer"},
+                       services={"reader": (CSVReader, {}), "writer": (JsonRecordSetWriter, {})})
+    port = runner.processor.port
+    status, _, _ = exchange(runner, lambda: request(port, "POST", body=b"name,age\nada,36\nalan,41\n"))
+    assert status == 200
+    [flowfile] = runner.output("success")
+    assert json.loads(runner.read(flowfile)) == [{"name": "ada", "age": 36}, {"name": "alan", "age": 41}]
+    assert flowfile.attributes["record.count"] == "2" and flowfile.attributes["mime.type"] == "application/json"
+    status, _, body = exchange(runner, lambda: request(port, "POST", body=b'name,age\n"unclosed,1\n'))
+    assert status == 400 and b"records could not be read" in body
+    assert len(runner.output("success")) == 1   # nothing of the bad body kept
+    assert ListenHTTP.validate_properties({"Listening Port": "0", "Record Reader": "reader"}) == [
+        "property 'Record Writer' is required when 'Record Reader' is set"]
+
+
 def multipart(parts: list[tuple[str, str | None, bytes]]) -> tuple[bytes, str]:
     boundary = "flowactors-boundary"
     body = b""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from flowactors.processors._common import CHUNK, REGEX_VALIDATOR
 from flowactors.processors.packaging import FLOWFILE_V3_MIME_TYPE, FlowFileStreamReader, PackageError
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory
 from flowactors.sdk.services import SSLContextService
 
 if TYPE_CHECKING:   # annotations: aiohttp is imported when a ListenHTTP starts (below)
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 #: seconds a request waits for a trigger to take it before it is answered 503
 HANDOVER_WAIT = 30.0
+_NO_ROOM = "no room downstream: success is under back pressure"
 #: seconds a trigger waits for the first request when none is waiting
 POLL_WAIT = 0.05
 #: requests one trigger takes (one commit answers them all)
@@ -122,6 +124,10 @@ class ListenHTTP(Processor):
                            required=True, default="1 MB", validator=validators.DATA_SIZE),
         PropertyDescriptor("Multipart Read Buffer Size", "Accepted for NiFi's sake: parts are spooled to disk past "
                            "1 MB", required=True, default="512 KB", validator=validators.DATA_SIZE),
+        PropertyDescriptor("Record Reader", "Reads a plain body's records (not a multipart or FlowFile Stream v3 "
+                           "body), which Record Writer writes as the FlowFile's content", service=RecordReaderFactory),
+        PropertyDescriptor("Record Writer", "Writes the records Record Reader read (required with it)",
+                           service=RecordSetWriterFactory),
     )
     SUCCESS = Relationship("success", "The FlowFiles received")
     relationships = (SUCCESS,)
@@ -134,16 +140,17 @@ class ListenHTTP(Processor):
         "multipart-read-buffer-size": "Multipart Read Buffer Size",
         "client-authentication": "Client Authentication",
         "HTTP Headers to receive as Attributes (Regex)": "HTTP Headers for Attributes",
+        "record-reader": "Record Reader", "record-writer": "Record Writer",
     }
     #: NiFi 2 drops Max Data to Receive per Second when it loads a flow; the thread pool is Jetty's
     NIFI_IGNORED = ("Max Data to Receive per Second", "max-thread-pool-size", "Maximum Thread Pool Size")
-    #: records in the body are not built (docs/http.md): accepted only unset
-    NIFI_FIXED = {"record-reader": None, "Record Reader": None, "record-writer": None, "Record Writer": None}
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         problems = []
         if values.get("HTTP Protocols", HTTP_1_1) != HTTP_1_1 and values.get("SSL Context Service"):
             problems.append("property 'HTTP Protocols' must be HTTP_1_1: HTTP/2 is not served here")
+        if values.get("Record Reader") and not values.get("Record Writer"):
+            problems.append("property 'Record Writer' is required when 'Record Reader' is set")
         health = values.get("Listening Port for Health Check Requests")
         if health and health.strip() == values.get("Listening Port", "").strip() and health.strip() != "0":
             problems.append("property 'Listening Port for Health Check Requests' must differ from 'Listening Port'")
@@ -164,6 +171,10 @@ class ListenHTTP(Processor):
         self._return_code = context.property("Return Code").as_int() or 200
         self._multipart_max = context.property("Multipart Request Max Size").as_data_size() or 1024 * 1024
         self._hold_time = context.property("Max Unconfirmed Flowfile Time").as_duration() or 60.0
+        self._records = None
+        if context.property("Record Reader").is_set:
+            self._records = (context.service("Record Reader", RecordReaderFactory),
+                             context.service("Record Writer", RecordSetWriterFactory))
         self._inbox: queue.Queue[_Received] = queue.Queue()
         self._lock = threading.Lock()
         self._room = True
@@ -199,7 +210,7 @@ class ListenHTTP(Processor):
             self._room = False   # nothing more is taken in
             waiting = self._drain()
         for received in waiting:
-            self._answer(received, 503)
+            self._answer(received, 503, "ListenHTTP is stopping")
         listener.stop()
         for held in self._holds.values():   # the loop that held them has ended
             held.close()
@@ -242,7 +253,7 @@ class ListenHTTP(Processor):
         if refused is not None:
             return refused
         if not self._room:
-            return web.Response(status=503, text="no room downstream: success is under back pressure")
+            return web.Response(status=503, text=_NO_ROOM)
         started = time.monotonic()
         try:
             received = await self._read(request, names)
@@ -251,7 +262,8 @@ class ListenHTTP(Processor):
         received.started = started
         if request.headers.get("x-prefer-acknowledge-uri", "").lower() == "true":
             return self._hold(received)
-        return web.Response(status=await self._hand_over(received), text="")
+        status, text = await self._hand_over(received)
+        return web.Response(status=status, text=text)
 
     def _authorized(self, request: "web.Request") -> tuple[tuple[str, str], "web.Response | None"]:
         """The client's (subject, issuer) names, and a 403 answer when the patterns refuse them."""
@@ -307,16 +319,16 @@ class ListenHTTP(Processor):
             attributes["uuid"] = request.headers["uuid"]   # the sender's id, for provenance (never the FlowFile's)
         return attributes
 
-    async def _hand_over(self, received: _Received) -> int:
-        """Put the request in the inbox and wait for the status its trigger's commit gives; 503
-        when there is no room, or no trigger takes it within ``HANDOVER_WAIT``."""
+    async def _hand_over(self, received: _Received) -> tuple[int, str]:
+        """Put the request in the inbox and wait for the (status, text) its trigger gives (its
+        commit's); 503 when there is no room, or no trigger takes it within ``HANDOVER_WAIT``."""
         import asyncio
 
         received.future = asyncio.get_running_loop().create_future()
         with self._lock:
             if not self._room:
                 received.close()
-                return 503
+                return 503, _NO_ROOM
             self._inbox.put(received)
         try:
             return await asyncio.wait_for(asyncio.shield(received.future), HANDOVER_WAIT)
@@ -325,7 +337,7 @@ class ListenHTTP(Processor):
                 if received.state == "waiting":
                     received.state = "abandoned"
                     received.close()
-                    return 503
+                    return 503, "no trigger took the request in time (is ListenHTTP running?)"
             return await received.future   # taken meanwhile: its commit answers
 
     def _hold(self, received: _Received) -> "web.Response":
@@ -360,7 +372,8 @@ class ListenHTTP(Processor):
         received = self._holds.pop(request.match_info["hold"], None)
         if received is None:
             return web.Response(status=404, text="no such hold")
-        return web.Response(status=await self._hand_over(received), text="")
+        status, text = await self._hand_over(received)
+        return web.Response(status=status, text=text)
 
     # ------------------------------------------------------------------ the trigger's side
     def on_trigger(self, context: ProcessContext, session) -> None:
@@ -377,7 +390,7 @@ class ListenHTTP(Processor):
                     accepted.append(received)
         except BaseException:
             for received in taken:
-                self._answer(received, 500)
+                self._answer(received, 500, "the request could not be taken in (see the processor's log)")
             raise
         finally:
             for received in taken:
@@ -392,7 +405,7 @@ class ListenHTTP(Processor):
             self._room = room
             waiting = [] if room else self._drain()
         for received in waiting:
-            self._answer(received, 503)
+            self._answer(received, 503, _NO_ROOM)
         return room
 
     def _drain(self) -> list[_Received]:
@@ -439,12 +452,14 @@ class ListenHTTP(Processor):
                 else:
                     made.append((self._flowfile(session, received, own,
                                                 lambda out: shutil.copyfileobj(content, out, CHUNK)), header_id))
-        except PackageError as err:
-            log.warning("%s: a FlowFile Stream v3 body from %s could not be read: %s", context.name,
+                    if self._records is not None and not own:   # a plain body (not a part) of records
+                        made[-1] = (self._convert(session, made[-1][0]), header_id)
+        except (PackageError, _BadRecords) as err:
+            log.warning("%s: a body from %s could not be read: %s", context.name,
                         received.attributes.get("restlistener.remote.source.host"), err)
             for flowfile, _ in made:
                 session.remove(flowfile)
-            self._answer(received, 400)
+            self._answer(received, getattr(err, "status", 400), str(err))
             return False
         duration = int((time.monotonic() - received.started) * 1000)
         for flowfile, sender in made:
@@ -452,6 +467,23 @@ class ListenHTTP(Processor):
                                        source_system_flowfile_id=f"urn:nifi:{sender}" if sender else None)
             session.transfer(flowfile, self.SUCCESS)
         return True
+
+    def _convert(self, session, flowfile) -> Any:
+        """``flowfile``'s records written by Record Writer; ``_BadRecords`` when they cannot be read
+        or written (the request's problem: 400)."""
+        # the record machinery (Arrow) loads only for a ListenHTTP given a Record Reader
+        from flowactors.processors.records._io import is_flowfile_error
+        from flowactors.processors.records.convert import convert
+        from flowactors.sdk.records import SchemaNotFoundError
+
+        try:
+            return convert(session, flowfile, *self._records)[0]
+        except Exception as err:
+            if not is_flowfile_error(err):
+                raise
+            bad = _BadRecords(f"its records could not be read: {err}")
+            bad.status = 500 if isinstance(err, SchemaNotFoundError) else 400   # as NiFi: the schema is ours to find
+            raise bad from err
 
     @staticmethod
     def _flowfile(session, received: _Received, own: Mapping[str, str], write) -> Any:
@@ -463,11 +495,11 @@ class ListenHTTP(Processor):
             request.pop("filename", None)
         return session.put_all_attributes(flowfile, {**{k: v for k, v in own.items() if k != "uuid"}, **request})
 
-    def _answer(self, received: _Received, status: int) -> None:
+    def _answer(self, received: _Received, status: int, text: str = "") -> None:
         from flowactors.sdk.http_server import settle
 
         if received.future is not None:
-            self.listener.call_soon(settle, received.future, status)
+            self.listener.call_soon(settle, received.future, (status, text))
 
     def _answer_all(self, accepted: list[_Received], status: int) -> None:
         for received in accepted:
@@ -475,7 +507,15 @@ class ListenHTTP(Processor):
 
     def _commit_failed(self, accepted: list[_Received], err: BaseException) -> None:
         log.error("%s: the commit failed, answering 500 to %d request(s): %s", self._name, len(accepted), err)
-        self._answer_all(accepted, 500)
+        for received in accepted:
+            self._answer(received, 500, f"the FlowFiles could not be committed: {err}")
+
+
+class _BadRecords(ValueError):
+    """A body whose records the Record Reader could not read (or the writer write); ``status``
+    the one to answer."""
+
+    status = 400
 
 
 class _Refused(Exception):
