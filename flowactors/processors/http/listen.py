@@ -5,7 +5,8 @@ on an event loop in a thread of the processor's own process; ``on_stopped`` clos
 is free when it returns). A request's body is read a chunk at a time into a spooled temporary
 file (memory up to 1 MB, the rest on disk) on the server's thread, then handed to ``on_trigger``
 through an in-memory inbox; ``on_trigger`` copies each body into the session's content a chunk at
-a time, transfers the FlowFiles to success and calls ``session.commit_async``.
+a time, transfers the FlowFiles to success and calls ``session.commit_async``. Concurrent tasks
+of one ListenHTTP in one process share the first one's server and inbox (``_SERVING``).
 
 **Delivery.** The client gets Return Code only from the commit's ``on_success``, that is once the
 FlowFiles are durable; a commit that fails answers 500 and keeps nothing (the session rolls
@@ -47,6 +48,9 @@ _NO_ROOM = "no room downstream: success is under back pressure"
 POLL_WAIT = 0.05
 #: requests one trigger takes (one commit answers them all)
 REQUESTS_PER_TRIGGER = 100
+#: the servers the concurrent tasks of a processor share in this process, by (name, Listening Port)
+_SERVING: dict[tuple[str, str | None], "ListenHTTP"] = {}
+_SERVING_LOCK = threading.Lock()
 CLIENT_AUTH_VALUES = ("AUTO", "WANT", "REQUIRED", "NONE")
 HTTP_1_1, H2_HTTP_1_1, H2 = "HTTP_1_1", "H2_HTTP_1_1", "H2"
 #: what a HEAD on the base path tells a NiFi sender (the FlowFile formats and transfer protocol taken)
@@ -158,9 +162,6 @@ class ListenHTTP(Processor):
 
     # ------------------------------------------------------------------ lifecycle
     def on_scheduled(self, context: ProcessContext) -> None:
-        # aiohttp (and the TLS helpers) load only for flows that listen: every executor imports this module
-        from flowactors.sdk import http_server
-
         self._name = context.name
         self._base = "/" + (context.property("Base Path").evaluate() or "")
         self._base = self._base.rstrip("/") or ""
@@ -175,6 +176,22 @@ class ListenHTTP(Processor):
         if context.property("Record Reader").is_set:
             self._records = (context.service("Record Reader", RecordReaderFactory),
                              context.service("Record Writer", RecordSetWriterFactory))
+        key = (context.name, context.property("Listening Port").evaluate())
+        with _SERVING_LOCK:
+            owner = _SERVING.get(key) if context.concurrent_tasks > 1 else None
+            if owner is not None:   # another task of this processor in this process serves the port
+                owner._users += 1
+                self._server, self._key = owner, key
+                return
+            self._start_server(context)
+            self._server, self._key, self._users = self, key, 1
+            if context.concurrent_tasks > 1:
+                _SERVING[key] = self
+
+    def _start_server(self, context: ProcessContext) -> None:
+        # aiohttp (and the TLS helpers) load only for flows that listen: every executor imports this module
+        from flowactors.sdk import http_server
+
         self._inbox: queue.Queue[_Received] = queue.Queue()
         self._lock = threading.Lock()
         self._room = True
@@ -196,16 +213,29 @@ class ListenHTTP(Processor):
     @property
     def port(self) -> int:
         """The port the server listens on (the one chosen when Listening Port is 0)."""
-        return self.listener.sites[0].bound
+        return self._server.listener.sites[0].bound
 
     @property
     def health_port(self) -> int | None:
-        return self.listener.sites[1].bound if len(self.listener.sites) > 1 else None
+        sites = self._server.listener.sites
+        return sites[1].bound if len(sites) > 1 else None
 
     def on_stopped(self, context: ProcessContext) -> None:
-        listener = getattr(self, "listener", None)
-        if listener is None:
+        server = getattr(self, "_server", None)
+        if server is None:
             return
+        del self._server
+        with _SERVING_LOCK:
+            server._users -= 1
+            last = server._users == 0
+            if last:
+                _SERVING.pop(server._key, None)
+        if last:   # else the other tasks of the processor go on taking requests
+            server._stop_server()
+
+    def _stop_server(self) -> None:
+        """Answer 503 to what waits, close the sockets, drop what was held."""
+        listener = self.listener
         with self._lock:
             self._room = False   # nothing more is taken in
             waiting = self._drain()
@@ -229,7 +259,7 @@ class ListenHTTP(Processor):
 
     def _is_main_port(self, request: "web.Request") -> bool:
         sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
-        return bool(sockname) and sockname[1] == self.port
+        return bool(sockname) and sockname[1] == self.listener.sites[0].bound
 
     async def _on_health(self, request: "web.Request") -> "web.StreamResponse":
         from aiohttp import web
@@ -377,10 +407,11 @@ class ListenHTTP(Processor):
 
     # ------------------------------------------------------------------ the trigger's side
     def on_trigger(self, context: ProcessContext, session) -> None:
-        if not self._set_room(bool(session.available_relationships())):
+        server = self._server   # this instance, or the task of this processor whose server is shared
+        if not server._set_room(bool(session.available_relationships())):
             context.yield_()
             return
-        taken = self._take(REQUESTS_PER_TRIGGER)
+        taken = server._take(REQUESTS_PER_TRIGGER)
         if not taken:
             return
         accepted: list[_Received] = []
@@ -390,14 +421,14 @@ class ListenHTTP(Processor):
                     accepted.append(received)
         except BaseException:
             for received in taken:
-                self._answer(received, 500, "the request could not be taken in (see the processor's log)")
+                server._answer(received, 500, "the request could not be taken in (see the processor's log)")
             raise
         finally:
             for received in taken:
                 received.close()
-        session.commit_async(on_success=lambda: self._answer_all(accepted, self._return_code),
-                             on_failure=lambda err: self._commit_failed(accepted, err))
-        self._set_room(bool(session.available_relationships()))
+        session.commit_async(on_success=lambda: server._answer_all(accepted, self._return_code),
+                             on_failure=lambda err: server._commit_failed(accepted, err))
+        server._set_room(bool(session.available_relationships()))
 
     def _set_room(self, room: bool) -> bool:
         """Note whether success has room; without, every request waiting is answered 503."""
@@ -459,7 +490,7 @@ class ListenHTTP(Processor):
                         received.attributes.get("restlistener.remote.source.host"), err)
             for flowfile, _ in made:
                 session.remove(flowfile)
-            self._answer(received, getattr(err, "status", 400), str(err))
+            self._server._answer(received, getattr(err, "status", 400), str(err))
             return False
         duration = int((time.monotonic() - received.started) * 1000)
         for flowfile, sender in made:
