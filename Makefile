@@ -14,7 +14,7 @@ prereqs:
 	@java -version 2>&1 | head -n 1 | grep -Eq '"17[."]' || { echo "flowactors needs Java 17 for Spark; found: $$(java -version 2>&1 | head -n 1)"; exit 1; }
 
 # system programs some tests drive: the web page's tests a real headless Chromium, the dashboard's
-# a real Prometheus, the database tests a real PostgreSQL, the messaging tests a real Mosquitto and
+# a real Prometheus, the database tests a real PostgreSQL and MariaDB, the messaging tests a real Mosquitto and
 # RabbitMQ (Debian packages). Installed here when we
 # may (root with apt-get), else those tests skip with a message naming the packages. A service the
 # package would start (Prometheus, PostgreSQL's cluster) is stopped and disabled: the tests start
@@ -26,6 +26,7 @@ test-packages:
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	{ command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 || missing="$$missing mosquitto"; \
 	test -x /usr/lib/rabbitmq/bin/rabbitmq-server || missing="$$missing rabbitmq-server"; \
+	{ command -v mariadbd || test -x /usr/sbin/mariadbd; } >/dev/null 2>&1 || missing="$$missing mariadb-server"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing what the browser and dashboard tests drive (apt-get install$$missing)"; \
@@ -35,6 +36,7 @@ test-packages:
 	  case "$$missing" in *postgresql*) (systemctl disable --now postgresql || service postgresql stop) >/dev/null 2>&1 || true;; esac; \
 	  case "$$missing" in *mosquitto*) (systemctl disable --now mosquitto || service mosquitto stop) >/dev/null 2>&1 || true;; esac; \
 	  case "$$missing" in *rabbitmq-server*) (systemctl disable --now rabbitmq-server || service rabbitmq-server stop) >/dev/null 2>&1 || true;; esac; \
+	  case "$$missing" in *mariadb-server*) (systemctl disable --now mariadb || service mariadb stop) >/dev/null 2>&1 || true;; esac; \
 	else echo "WARNING: no root to install$$missing (apt-get install$$missing); the tests that need them will be SKIPPED"; fi
 
 $(STAMP): pyproject.toml

@@ -298,3 +298,95 @@ class RabbitMQ:
             _end(self._epmd, grace=5)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------ MySQL / MariaDB
+MARIADB_MISSING = ("MariaDB's server is not installed (Debian: apt-get install mariadb-server; `make test` installs it "
+                   "when run as root): the MySQL/MariaDB tests are SKIPPED")
+
+
+def mariadb_programs() -> tuple[str, str] | None:
+    """The MariaDB server and its ``mariadb-install-db`` when both are installed, else None."""
+    server = shutil.which("mariadbd") or ("/usr/sbin/mariadbd" if Path("/usr/sbin/mariadbd").exists() else None)
+    install = shutil.which("mariadb-install-db")
+    return (server, install) if server and install else None
+
+
+class MariaDB:
+    """One MariaDB server of the test session's on 127.0.0.1 (``start``, then ``stop``), run as the
+    ``mysql`` user when this process is root: its own data folder, port, socket and pid file, grant
+    tables on (password logins), utf8mb4, InnoDB without its flushes (a test's data need not survive
+    a power loss). ``url`` is its SQLAlchemy URL, ``jdbc_url`` the JDBC URL a NiFi flow would name,
+    for ``database``; ``started_in`` how long it took to accept the user's login, in seconds."""
+
+    user = "flowactors"
+    password = "flowactors-test"
+    database = "flowactors"
+
+    def __init__(self, server: str, install: str):
+        self.server, self.install = server, install
+        self.folder = Path(tempfile.mkdtemp(prefix="fa-my-", dir="/tmp"))   # short: the socket's path has a limit
+        self.data, self.socket = self.folder / "data", self.folder / "mysqld.sock"
+        self.port = free_port()
+        self.started_in = 0.0
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "MariaDB":
+        began = time.monotonic()
+        as_mysql = _as_user("mysql")
+        if as_mysql:
+            shutil.chown(self.folder, "mysql")
+        done = subprocess.run([*as_mysql, self.install, "--no-defaults", f"--datadir={self.data}",
+                               "--auth-root-authentication-method=normal", "--skip-test-db",
+                               "--skip-name-resolve"], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        log = self.folder / "error.log"
+        with open(os.devnull, "wb") as null:
+            self.process = subprocess.Popen(
+                [*as_mysql, self.server, "--no-defaults", f"--datadir={self.data}", f"--port={self.port}",
+                 "--bind-address=127.0.0.1", f"--socket={self.socket}", f"--pid-file={self.folder / 'mysqld.pid'}",
+                 f"--log-error={log}", "--skip-log-bin", "--skip-name-resolve", "--character-set-server=utf8mb4",
+                 "--collation-server=utf8mb4_general_ci", "--innodb-buffer-pool-size=32M",
+                 "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0"],
+                stdout=null, stderr=null, start_new_session=True)
+        self._as_root(log, f"CREATE DATABASE {self.database}",
+                      f"CREATE USER '{self.user}'@'%' IDENTIFIED BY '{self.password}'",
+                      f"GRANT ALL ON {self.database}.* TO '{self.user}'@'%'")
+        import pymysql
+
+        pymysql.connect(host="127.0.0.1", port=self.port, user=self.user, password=self.password,
+                        database=self.database).close()
+        self.started_in = time.monotonic() - began
+        return self
+
+    def _as_root(self, log: Path, *statements: str, timeout: float = 60.0) -> None:
+        """Run ``statements`` as root over the socket once the server accepts root's login (polled)."""
+        import pymysql
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                connection = pymysql.connect(unix_socket=str(self.socket), user="root", connect_timeout=2)
+                break
+            except pymysql.err.OperationalError as err:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(f"MariaDB refused root's login ({err!r}):\n{_tail(log)}") from err
+                time.sleep(0.05)
+        with connection, connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+
+    @property
+    def url(self) -> str:
+        return f"mysql+pymysql://{self.user}:{self.password}@127.0.0.1:{self.port}/{self.database}"
+
+    @property
+    def jdbc_url(self) -> str:
+        return f"jdbc:mysql://127.0.0.1:{self.port}/{self.database}"
+
+    def stop(self) -> None:
+        try:
+            _end(self.process)
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
