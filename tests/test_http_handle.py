@@ -84,16 +84,20 @@ def serving():
 
 
 def test_a_round_trip_with_status_headers_and_body(serving, engine):
-    service = serving(response_properties={"HTTP Status Code": "${status}", "X-Echo": "${http.query.param.q}",
+    service = serving({"Hostname": "127.0.0.1", "Parameters to Attributes": "q, missing"},
+                      response_properties={"HTTP Status Code": "${status}", "X-Echo": "${http.query.param.q}",
                                            "X-Blank": "${nothing}", "Attributes for HTTP Response": "answer\\..*"})
     thread, out = service.taken(lambda: request(service.port, "PUT", "/orders/7?q=a%20b&flag", body=b"ping",
-                                                headers={"Content-Type": "text/plain", "X-Trace": "t1"}))
+                                                headers={"Content-Type": "text/plain", "X-Trace": "t1",
+                                                         "Cookie": "session=abc"}))
     [flowfile] = service.requests.output("success")
     attributes = flowfile.attributes
     assert service.requests.read(flowfile) == b"ping"
     assert attributes["http.method"] == "PUT" and attributes["http.request.uri"] == "/orders/7"
     assert attributes["http.query.string"] == "q=a b&flag"
     assert attributes["http.query.param.q"] == "a b" and attributes["http.query.param.flag"] == ""
+    assert attributes["http.param.q"] == "a b" and "http.param.flag" not in attributes
+    assert attributes["http.cookie.session.value"] == "abc"
     assert attributes["http.headers.X-Trace"] == "t1" and attributes["mime.type"] == "text/plain"
     assert attributes["http.remote.addr"] == attributes["http.remote.host"] == "127.0.0.1"
     assert attributes["http.server.port"] == str(service.port) and "http.subject.dn" not in attributes

@@ -187,6 +187,22 @@ def test_records_in_a_body_are_written_by_the_record_writer(listening):
         "property 'Record Writer' is required when 'Record Reader' is set"]
 
 
+
+def test_a_schema_the_reader_cannot_find_is_500(listening):
+    import json
+
+    from flowactors.services import AvroSchemaRegistry, CSVReader, JsonRecordSetWriter
+
+    known = json.dumps({"type": "record", "name": "known", "fields": [{"name": "a", "type": "string"}]})
+    runner = listening({"Record Reader": "reader", "Record Writer": "writer"}, services={
+        "registry": (AvroSchemaRegistry, {"known": known}),
+        "reader": (CSVReader, {"Schema Access Strategy": "Use 'Schema Name' Property", "Schema Registry": "registry",
+                               "Schema Name": "${http.schema}"}),
+        "writer": (JsonRecordSetWriter, {})})
+    status, _, body = exchange(runner, lambda: request(runner.processor.port, "POST", body=b"a\nx\n"))
+    assert status == 500 and b"records could not be read" in body and runner.output("success") == []
+
+
 def multipart(parts: list[tuple[str, str | None, bytes]]) -> tuple[bytes, str]:
     boundary = "flowactors-boundary"
     body = b""
