@@ -64,7 +64,7 @@ def test_user_and_password_win_over_the_urls_and_are_never_shown():
 
 
 @pytest.mark.parametrize("url, says", [
-    ("jdbc:mysql://h:3306/d", "a jdbc:mysql URL is not supported yet"),
+    ("jdbc:oracle:thin:@h:1521/d", "a jdbc:oracle URL is not supported yet"),
     ("jdbc:teradata://h/d", "a jdbc:teradata URL is not one flowactors knows"),
     ("jdbc:postgresql://h/d?loginTimeout=5", "the JDBC parameter 'loginTimeout'"),
     ("jdbc:postgresql://a:1,b:2/d", "names several hosts"),

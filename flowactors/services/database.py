@@ -5,12 +5,20 @@ on SQLAlchemy's connection pool (docs/services.md, "Databases").
 (``postgresql+psycopg://host:5432/db``, ``sqlite:////var/data/db.sqlite``) or the JDBC URL a
 NiFi flow carries, mapped by ``sqlalchemy_url``: ``jdbc:postgresql://host[:port]/db`` to psycopg
 (``ApplicationName``, ``currentSchema``, ``sslmode`` and ``connectTimeout`` mapped to libpq's
-names; any other JDBC parameter is refused by name), ``jdbc:sqlite:<file>`` to SQLite. Other
-databases are refused in one sentence, until a test here can run against the real one.
+names; any other JDBC parameter is refused by name), ``jdbc:mysql://host[:port]/db`` and
+``jdbc:mariadb://host[:port]/db`` to PyMySQL (``mysql+pymysql``; port 3306 by default;
+``connectTimeout`` in milliseconds to ``connect_timeout`` in whole seconds, rounded up, 0 leaving
+PyMySQL's 10 s; ``characterEncoding`` to the MySQL ``charset`` of that Java charset, UTF-8 as
+``utf8mb4``; ``useSSL``/``requireSSL``/``sslMode``, Connector/J's and MariaDB's values, to
+PyMySQL's TLS settings; ``useUnicode=true``; ``user``/``password``; any other parameter refused by
+name), ``jdbc:sqlite:<file>`` to SQLite. Other databases are refused in one sentence, until a test
+here can run against the real one.
 ``Database User`` and ``Password`` win over a user and password in the URL. Each dynamic
 property is a connection parameter given to the driver as it is (``SENSITIVE.`` stripped from
 its name, NiFi's mark of a sensitive one). ``Database Driver Class Name`` and ``Database Driver
-Location(s)`` name Java drivers: accepted and not used (the URL says which driver).
+Location(s)`` name Java drivers (``org.postgresql.Driver``, ``com.mysql.cj.jdbc.Driver``,
+``com.mysql.jdbc.Driver``, ``org.mariadb.jdbc.Driver``...): accepted and not used (the URL says
+which driver).
 
 **The pool.** One pool in each process that hosts the service, as NiFi has one a node: at most
 ``Max Total Connections`` lent at once (negative: no limit), at most ``Maximum Idle
@@ -42,10 +50,23 @@ SENSITIVE_PREFIX = "SENSITIVE."
 _PG_PARAMETERS = {"ApplicationName": "application_name", "sslmode": "sslmode", "connectTimeout": "connect_timeout",
                   "user": "user", "password": "password"}
 _JDBC_POSTGRESQL = re.compile(r"jdbc:postgresql:(?://(?P<hosts>[^/?]*))?/?(?P<db>[^?]*)(?:\?(?P<query>.*))?", re.S)
+_JDBC_MYSQL = re.compile(r"jdbc:(?:mysql|mariadb)://(?P<hosts>[^/?]*)/?(?P<db>[^?]*)(?:\?(?P<query>.*))?", re.S)
+#: Java's charset names (lower case) -> MySQL's character set (characterEncoding)
+_MYSQL_CHARSETS = {"utf-8": "utf8mb4", "utf8": "utf8mb4", "iso-8859-1": "latin1", "latin1": "latin1",
+                   "cp1252": "latin1", "windows-1252": "latin1", "us-ascii": "ascii", "ascii": "ascii"}
+#: Connector/J's and MariaDB Connector/J's sslMode values (lower case) -> PyMySQL's settings (URL query)
+_MYSQL_SSL_MODES = {"disabled": {"ssl_disabled": "true"}, "disable": {"ssl_disabled": "true"}, "preferred": {},
+                    "required": {"ssl_check_hostname": "false"}, "trust": {"ssl_check_hostname": "false"},
+                    "verify_ca": {"ssl_verify_cert": "true"}, "verify-ca": {"ssl_verify_cert": "true"},
+                    "verify_identity": {"ssl_verify_identity": "true"}, "verify-full": {"ssl_verify_identity": "true"}}
+_MYSQL_PARAMETERS = ("user", "password", "connectTimeout", "characterEncoding", "useSSL", "useSsl", "requireSSL",
+                     "sslMode", "useUnicode")
+#: a SQLAlchemy URL naming a database without a driver: the driver flowactors installs for it
+_DEFAULT_DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "mariadb": "mariadb+pymysql"}
 #: SQLAlchemy's own URL scheme: dialect[+driver]://
 _SQLALCHEMY_URL = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\+[A-Za-z0-9_]+)?://")
 #: what a URL of these databases is refused with, until a test here runs against the real one
-_NOT_YET = ("mysql", "mariadb", "oracle", "sqlserver", "db2", "h2", "derby", "hive2", "snowflake")
+_NOT_YET = ("oracle", "sqlserver", "db2", "h2", "derby", "hive2", "snowflake")
 
 
 def _duration_or_infinite(value: str) -> str | None:
@@ -74,6 +95,8 @@ def sqlalchemy_url(url: str, user: str | None = None, password: str | None = Non
     text = url.strip()
     if text.startswith("jdbc:postgresql:"):
         target = _postgresql(text)
+    elif text.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
+        target = _mysql(text)
     elif text.startswith("jdbc:sqlite:"):
         path = text[len("jdbc:sqlite:"):]
         target = make_url("sqlite://" if path in ("", ":memory:") else "sqlite:///" + path)
@@ -81,15 +104,15 @@ def sqlalchemy_url(url: str, user: str | None = None, password: str | None = Non
         kind = text[5:].split(":", 1)[0] or "?"
         known = "not supported yet" if kind in _NOT_YET else "not one flowactors knows"
         raise ValueError(f"a jdbc:{kind} URL is {known}: flowactors connects to PostgreSQL (jdbc:postgresql://"
-                         f"host:port/database) and SQLite (jdbc:sqlite:/path/to/file), or to any SQLAlchemy URL "
+                         f"host:port/database), MySQL and MariaDB (jdbc:mysql://host:port/database) and SQLite (jdbc:sqlite:/path/to/file), or to any SQLAlchemy URL "
                          f"whose driver is installed")
     elif _SQLALCHEMY_URL.match(text):
         try:
             target = make_url(text)
         except Exception as err:  # sqlalchemy.exc.ArgumentError
             raise ValueError(f"{text!r} is not a URL SQLAlchemy can read: {err}") from None
-        if target.drivername == "postgresql":
-            target = target.set(drivername="postgresql+psycopg")
+        if target.drivername in _DEFAULT_DRIVERS:
+            target = target.set(drivername=_DEFAULT_DRIVERS[target.drivername])
     else:
         raise ValueError(f"{text!r} is neither a JDBC URL (jdbc:postgresql://host:port/database) nor a SQLAlchemy "
                          f"URL (postgresql+psycopg://host:port/database)")
@@ -111,8 +134,7 @@ def _postgresql(text: str) -> Any:
         raise ValueError(f"{text!r} names several hosts: flowactors connects to one")
     host, port = "localhost", None
     if hosts:
-        host, _, port_text = hosts.rpartition(":") if hosts.rsplit(":", 1)[-1].isdigit() else (hosts, "", "")
-        host, port = host.strip("[]"), int(port_text) if port_text else None   # [::1]: an IPv6 address
+        host, port = _host_port(hosts)
     query: dict[str, str] = {}
     for name, value in parse_qsl(match.group("query") or "", keep_blank_values=True):
         if name == "currentSchema":
@@ -127,6 +149,54 @@ def _postgresql(text: str) -> Any:
                       query=query)
 
 
+def _host_port(hosts: str) -> tuple[str, int | None]:
+    """The host and port of a JDBC URL's ``host[:port]`` (``[::1]:5432``: an IPv6 address)."""
+    host, _, port_text = hosts.rpartition(":") if hosts.rsplit(":", 1)[-1].isdigit() else (hosts, "", "")
+    return host.strip("[]"), int(port_text) if port_text else None
+
+
+def _mysql(text: str) -> Any:
+    """PyMySQL's URL of a MySQL Connector/J or MariaDB Connector/J URL (see the module docstring)."""
+    from sqlalchemy.engine import URL
+
+    match = _JDBC_MYSQL.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a MySQL JDBC URL flowactors reads (jdbc:mysql://host:port/database; "
+                         f"load balancing, replication and address=(...) forms are not supported)")
+    hosts = match.group("hosts")
+    if "," in hosts or "(" in hosts:
+        raise ValueError(f"{text!r} names several hosts: flowactors connects to one")
+    host, port = _host_port(hosts) if hosts else ("localhost", None)
+    query: dict[str, str] = {}
+    ssl_mode: dict[str, str] | None = None
+    for name, value in parse_qsl(match.group("query") or "", keep_blank_values=True):
+        flag = value.strip().lower()
+        if name in ("user", "password"):
+            query[name] = value
+        elif name == "connectTimeout" and value.strip().isdigit():
+            if int(value) > 0:
+                query["connect_timeout"] = str(-(-int(value) // 1000))
+        elif name == "characterEncoding" and flag in _MYSQL_CHARSETS:
+            query["charset"] = _MYSQL_CHARSETS[flag]
+        elif name == "sslMode" and flag in _MYSQL_SSL_MODES:
+            ssl_mode = _MYSQL_SSL_MODES[flag]
+        elif name in ("useSSL", "useSsl", "requireSSL") and flag in ("true", "false"):
+            if ssl_mode is None and not (name == "requireSSL" and flag == "false"):
+                query.update(_MYSQL_SSL_MODES["required" if name == "requireSSL" else
+                                              "preferred" if flag == "true" else "disabled"])
+        elif name == "useUnicode" and flag == "true":
+            continue   # PyMySQL's text is always Unicode
+        else:
+            raise ValueError(f"the JDBC parameter {name}={value!r} of {text!r} has no PyMySQL equivalent flowactors "
+                             f"knows (it maps {', '.join(_MYSQL_PARAMETERS)}, with the values Connector/J takes); "
+                             f"give PyMySQL's connect() arguments as dynamic properties instead")
+    if ssl_mode is not None:   # sslMode wins over useSSL/requireSSL, as in Connector/J
+        query = {k: v for k, v in query.items() if not k.startswith("ssl_")} | ssl_mode
+    user, password = query.pop("user", None), query.pop("password", None)
+    return URL.create("mysql+pymysql", username=user, password=password, host=host, port=port,
+                      database=unquote(match.group("db")) or None, query=query)
+
+
 def shown(url: Any) -> str:
     """The URL as a message may show it: without its password."""
     return url.render_as_string(hide_password=True)
@@ -135,9 +205,10 @@ def shown(url: Any) -> str:
 class DBCPConnectionPool(ControllerService, DBCPService):
     """Connections to one SQL database from a pool (see the module docstring)."""
 
-    description = "Lends connections to a SQL database (PostgreSQL, SQLite or any SQLAlchemy URL) from a pool."
+    description = "Lends connections to a SQL database (PostgreSQL, MySQL, MariaDB, SQLite or any SQLAlchemy URL) from a pool."
     properties = (
-        PropertyDescriptor("Database Connection URL", "A SQLAlchemy URL, or a JDBC URL of PostgreSQL or SQLite",
+        PropertyDescriptor("Database Connection URL", "A SQLAlchemy URL, or a JDBC URL of PostgreSQL, MySQL, MariaDB or "
+                           "SQLite",
                            required=True, validator=validators.NON_EMPTY, expression_language=True),
         PropertyDescriptor("Database Driver Class Name", "A Java driver's class: accepted, not used (the URL says "
                            "which driver)"),
