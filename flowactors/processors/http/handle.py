@@ -25,8 +25,9 @@ from flowactors.sdk.services import HttpContextMap, SSLContextService
 log = logging.getLogger(__name__)
 
 CONTEXT_ID = "http.context.identifier"
-#: seconds a trigger waits for the first request when none is waiting
-POLL_WAIT = 0.05
+#: seconds a trigger waits for the first request when none is waiting: none (a trigger that waited
+#: would be busy, not idle, to the engine, and a flow run until idle would never end)
+POLL_WAIT = 0.0
 #: requests one trigger takes
 REQUESTS_PER_TRIGGER = 50
 CLIENT_NONE, CLIENT_WANT, CLIENT_NEED = "No Authentication", "Want Authentication", "Need Authentication"

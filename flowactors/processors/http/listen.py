@@ -44,8 +44,6 @@ log = logging.getLogger(__name__)
 #: seconds a request waits for a trigger to take it before it is answered 503
 HANDOVER_WAIT = 30.0
 _NO_ROOM = "no room downstream: success is under back pressure"
-#: seconds a trigger waits for the first request when none is waiting
-POLL_WAIT = 0.05
 #: requests one trigger takes (one commit answers them all)
 REQUESTS_PER_TRIGGER = 100
 #: the servers the concurrent tasks of a processor share in this process, by (name, Listening Port)
@@ -452,15 +450,15 @@ class ListenHTTP(Processor):
             drained.append(received)
 
     def _take(self, most: int) -> list[_Received]:
-        """Up to ``most`` waiting requests, marked taken (waiting ``POLL_WAIT`` for the first)."""
+        """Up to ``most`` waiting requests, marked taken; none at once when none waits (a trigger
+        that waited would be busy, not idle, to the engine: a flow run until idle would never end;
+        the engine pauses a source that found nothing before triggering it again)."""
         taken: list[_Received] = []
-        wait: float | None = POLL_WAIT
         while len(taken) < most:
             try:
-                received = self._inbox.get(timeout=wait) if wait else self._inbox.get_nowait()
+                received = self._inbox.get_nowait()
             except queue.Empty:
                 break
-            wait = None
             with self._lock:
                 if received.state != "waiting":
                     continue
