@@ -202,7 +202,7 @@ def _query_error(err: BaseException) -> bool:
     SQLAlchemy error, the database unreachable, or a value the processor could not use."""
     module = type(err).__module__ or ""
     return isinstance(err, (DatabaseUnavailableError, ValueError)) or \
-        module.split(".")[0] in ("psycopg", "sqlite3", "sqlalchemy")
+        module.split(".")[0] in ("psycopg", "sqlite3", "pymysql", "sqlalchemy")
 
 
 def whole(context: ProcessContext, descriptor: PropertyDescriptor, flowfile: FlowFile | None) -> int:

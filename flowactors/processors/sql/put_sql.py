@@ -318,7 +318,7 @@ def _fail(context: ProcessContext, session, flowfile: FlowFile, err: Exception, 
     state = sql_state(err)
     if state:
         extra["error.sql.state"] = state
-    code = getattr(getattr(err, "orig", None), "sqlite_errorcode", None)
+    code = getattr(getattr(err, "orig", None), "sqlite_errorcode", None) or ts.mysql_error_number(err)
     if code:
         extra["error.code"] = str(code)
     if relationship is RETRY:

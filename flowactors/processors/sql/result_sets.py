@@ -39,6 +39,18 @@ DECIMAL/NUMERIC values are the strings Java's ``toString`` writes (``2024-01-31`
 ``timestamp-millis`` and ``decimal`` (rounded half up to the column's scale). A timestamp with a
 time zone is shown, and a timestamp without one is read, in this process's local time zone, as
 NiFi does in the JVM's.
+
+**MySQL and MariaDB** (PyMySQL): a column's JDBC type is the one MySQL Connector/J reports for the
+field's MySQL type, sign and character set (``_mysql_column``): TINYINT(1) is BIT (a boolean, as
+Connector/J's default tinyInt1isBit), other TINYINTs TINYINT, an unsigned SMALLINT INTEGER, an
+unsigned INT BIGINT, an unsigned BIGINT BIGINT of precision 20 (written as text, as NiFi writes
+it), FLOAT REAL, DECIMAL DECIMAL (its declared precision and scale), DATETIME and TIMESTAMP
+TIMESTAMP, TEXT LONGVARCHAR, BLOB LONGVARBINARY, BINARY/VARBINARY their JDBC names, JSON
+LONGVARCHAR, ENUM and SET CHAR, BIT(1) BIT, a longer BIT VARBINARY (its bytes). YEAR is SMALLINT
+(Connector/J's yearIsDateType=false; its default gives a DATE of 1 January). The record name is the
+first column's table. A timeout is MariaDB's ``max_statement_time`` or MySQL's
+``max_execution_time`` (SELECTs only there) for the session, put back afterwards. Fetch Size above 0
+reads a single SELECT through PyMySQL's unbuffered ``SSCursor`` (rows streamed from the server).
 """
 
 from __future__ import annotations
@@ -54,6 +66,7 @@ from typing import Any, BinaryIO, Callable, Iterator, Sequence
 import fastavro
 import pyarrow as pa
 
+from flowactors.processors.sql.table_schema import MYSQL_DIALECTS
 from flowactors.sdk.records.schema import avro_to_arrow
 
 #: rows fetched at a time when Fetch Size is 0 (the driver's own hint is then "as it likes")
@@ -135,6 +148,10 @@ class ResultSet:
         if dialect == "postgresql":
             self.columns = _pg_columns(cursor)
             self.table_name = _pg_table(cursor)
+        elif dialect in MYSQL_DIALECTS:
+            fields = cursor._result.fields   # PyMySQL's field packets: flags, character set, original table
+            self.columns = [_mysql_column(field) for field in fields]
+            self.table_name = (fields[0].org_table or None) if fields else None
         else:
             self._head = self._fetch_more()
             self.columns = _value_columns(cursor.description, self._head)
@@ -179,7 +196,7 @@ class Query:
             if self._cursor.description is not None:
                 yield ResultSet(self._cursor, self._dialect, self._fetch)
             nextset = getattr(self._cursor, "nextset", None)
-            if nextset is None or self._dialect != "postgresql" or not nextset():
+            if nextset is None or self._dialect not in ("postgresql", *MYSQL_DIALECTS) or not nextset():
                 return
 
     def close(self) -> None:
@@ -201,12 +218,19 @@ def run_query(connection: Any, sql: str, parameters: Sequence[Any] | None = None
     PostgreSQL, Fetch Size above 0 and auto-commit off (what PostgreSQL's JDBC driver asks for
     before it fetches rows in steps) a single SELECT runs in a server-side cursor, so the rows are
     fetched from the server ``fetch_size`` at a time; otherwise the driver holds the whole result
-    and the writers take it ``fetch_size`` rows at a time."""
+    and the writers take it ``fetch_size`` rows at a time. With MySQL, Fetch Size above 0 and a
+    single SELECT, PyMySQL's unbuffered cursor streams the rows."""
     dialect = connection.dialect.name
     driver = connection.connection.driver_connection
     statement = sql if parameters is None else jdbc_placeholders(sql, dialect)
-    server_side = (dialect == "postgresql" and fetch_size > 0 and not auto_commit and single_select(sql))
-    if dialect == "postgresql":
+    server_side = fetch_size > 0 and single_select(sql) and (
+        dialect in MYSQL_DIALECTS or (dialect == "postgresql" and not auto_commit))
+    if dialect in MYSQL_DIALECTS:
+        from pymysql.cursors import SSCursor
+
+        cursor = driver.cursor(SSCursor) if server_side else driver.cursor()
+        restore = _mysql_timeout(driver, timeout_seconds, getattr(connection.dialect, "is_mariadb", False))
+    elif dialect == "postgresql":
         cursor = driver.cursor(name=f"flowactors_{id(connection):x}") if server_side else driver.cursor()
         _pg_text_loaders(cursor)
         if server_side:
@@ -253,6 +277,23 @@ def _pg_timeout(driver: Any, seconds: int) -> Callable[[], None]:
     return restore
 
 
+def _mysql_timeout(driver: Any, seconds: int, mariadb: bool) -> Callable[[], None]:
+    """Bound the session's statements to ``seconds``: MariaDB's ``max_statement_time`` (seconds, any
+    statement) or MySQL's ``max_execution_time`` (milliseconds, SELECTs only); the restore puts
+    the server's default back."""
+    if seconds <= 0:
+        return lambda: None
+    name, value = ("max_statement_time", seconds) if mariadb else ("max_execution_time", seconds * 1000)
+    with driver.cursor() as cursor:
+        cursor.execute(f"SET SESSION {name} = {int(value)}")
+
+    def restore() -> None:
+        if driver.open:
+            with driver.cursor() as cursor:
+                cursor.execute(f"SET SESSION {name} = DEFAULT")
+    return restore
+
+
 def _sqlite_timeout(driver: Any, seconds: int) -> Callable[[], None]:
     if seconds <= 0:
         return lambda: None
@@ -267,13 +308,15 @@ _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\?\
 def jdbc_placeholders(sql: str, dialect: str) -> str:
     """``sql`` with JDBC's ``?`` placeholders (outside quotes and comments) as the driver wants
     them: psycopg's ``%s`` (a ``%`` doubled, ``??`` PostgreSQL's ``?`` operator, as its JDBC driver
-    reads it); SQLite's are ``?`` already."""
-    if dialect != "postgresql":
+    reads it), PyMySQL's ``%s`` (a ``%`` doubled, in a literal or comment too); SQLite's are ``?``
+    already."""
+    if dialect != "postgresql" and dialect not in MYSQL_DIALECTS:
         return sql
+    marks = {"?": "%s", "??": "?" if dialect == "postgresql" else "%s%s", "%": "%%"}
 
     def replace(match: re.Match) -> str:
         token = match.group(0)
-        return {"?": "%s", "??": "?", "%": "%%"}.get(token, token)
+        return marks.get(token) or token.replace("%", "%%")   # the driver reads a % in a literal too
     return _TOKENS.sub(replace, sql)
 
 
@@ -308,6 +351,42 @@ def _pg_columns(cursor: Any) -> list[Column]:
             precision = described.internal_size
         columns.append(Column(described.name, jdbc, name, precision, described.scale or 0))
     return columns
+
+
+def _mysql_column(field: Any) -> Column:
+    """The column Connector/J describes for a PyMySQL field (see the module docstring)."""
+    from pymysql.constants import FIELD_TYPE as F
+
+    kind, flags, length = field.type_code, field.flags, field.length
+    unsigned, binary = bool(flags & 32), field.charsetnr == 63
+    name = field.name
+    if kind == F.TINY:
+        return Column(name, BIT, "BIT", 1) if length == 1 else Column(name, TINYINT, "TINYINT", 3, 0, not unsigned)
+    if kind == F.SHORT:
+        return Column(name, INTEGER if unsigned else SMALLINT, "SMALLINT", 5, 0, not unsigned)
+    if kind in (F.INT24, F.LONG):
+        return Column(name, BIGINT if unsigned else INTEGER, "INT", 10, 0, not unsigned)
+    if kind == F.LONGLONG:
+        return Column(name, BIGINT, "BIGINT", 20 if unsigned else 19, 0, not unsigned)
+    if kind in (F.DECIMAL, F.NEWDECIMAL):
+        precision = length - (0 if unsigned else 1) - (1 if field.scale else 0)
+        return Column(name, DECIMAL, "DECIMAL", precision, field.scale, not unsigned)
+    simple = {F.FLOAT: (REAL, "FLOAT"), F.DOUBLE: (DOUBLE, "DOUBLE"), F.DATE: (DATE, "DATE"),
+              F.NEWDATE: (DATE, "DATE"), F.TIME: (TIME, "TIME"), F.DATETIME: (TIMESTAMP, "DATETIME"),
+              F.TIMESTAMP: (TIMESTAMP, "TIMESTAMP"), F.YEAR: (SMALLINT, "YEAR"), F.JSON: (LONGVARCHAR, "JSON"),
+              F.GEOMETRY: (BINARY, "GEOMETRY"), F.NULL: (VARCHAR, "NULL")}
+    if kind in simple:
+        jdbc, type_name = simple[kind]
+        return Column(name, jdbc, type_name, length)
+    if kind == F.BIT:
+        return Column(name, BIT, "BIT", 1) if length == 1 else Column(name, VARBINARY, "BIT", length)
+    if flags & (256 | 2048):   # ENUM_FLAG, SET_FLAG
+        return Column(name, CHAR, "ENUM" if flags & 256 else "SET", length)
+    if kind in (F.TINY_BLOB, F.MEDIUM_BLOB, F.LONG_BLOB, F.BLOB):
+        return Column(name, LONGVARBINARY, "BLOB", length) if binary else Column(name, LONGVARCHAR, "TEXT", length)
+    if kind == F.STRING:
+        return Column(name, BINARY, "BINARY", length) if binary else Column(name, CHAR, "CHAR", length)
+    return Column(name, VARBINARY, "VARBINARY", length) if binary else Column(name, VARCHAR, "VARCHAR", length)
 
 
 def _pg_table(cursor: Any) -> str | None:
@@ -450,7 +529,7 @@ def _converter(column: Column, avro_type: Any) -> Callable[[Any], Any]:
     return {"string": _to_text, "int": _number(column, (int,), int), "long": _number(column, (int,), int),
             "float": _number(column, (int, float, decimal.Decimal), float),
             "double": _number(column, (int, float, decimal.Decimal), float),
-            "boolean": bool,
+            "boolean": lambda v: bool(int.from_bytes(v, "big")) if isinstance(v, bytes) else bool(v),
             "bytes": lambda v: v if isinstance(v, bytes) else bytes(v) if not isinstance(v, str) else v.encode()
             }[avro_type]
 

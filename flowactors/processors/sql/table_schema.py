@@ -16,9 +16,17 @@ the fields that are not keys, WHERE the keys (Update Keys, else the primary key)
 every field (or the Delete Keys), a nullable column matching a null too (PostgreSQL's ``IS NOT
 DISTINCT FROM``, SQLite's ``IS``, elsewhere NiFi's ``(c = ? OR (c IS NULL AND ? IS NULL))``); UPSERT as ``INSERT ... ON
 CONFLICT (keys) DO UPDATE SET`` the other columns from ``EXCLUDED`` and INSERT_IGNORE as ``INSERT
-... ON CONFLICT DO NOTHING`` (the same text on PostgreSQL and SQLite 3.24+). Unmatched fields and
-columns are treated as NiFi's Unmatched Field / Column Behavior says; a problem is a
-``StatementError`` whose message says what to change.
+... ON CONFLICT DO NOTHING`` (the same text on PostgreSQL and SQLite 3.24+). On MySQL and MariaDB
+(NiFi's MySQL adapter): UPSERT as ``INSERT ... ON DUPLICATE KEY UPDATE c = VALUES(c)`` (any unique
+key of the table, not only the Update Keys, decides what is a duplicate), INSERT_IGNORE as ``INSERT
+IGNORE``, DELETE matching a null with ``<=>``, names quoted with backticks, and the Catalog (or the
+Schema) names the database. Unmatched fields and columns are treated as NiFi's Unmatched Field /
+Column Behavior says; a problem is a ``StatementError`` whose message says what to change.
+
+**Errors.** ``is_transient`` says whether an error may pass when tried again: by SQLSTATE class
+(PostgreSQL), SQLite's result code, or MySQL's error number (``MYSQL_TRANSIENT``: a deadlock, a lock
+wait or statement timeout, a lost or refused connection, a server shutting down); a constraint
+violated (1062 duplicate key, 1452 foreign key) and any other error will fail again.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ CHAR, VARCHAR, LONGVARCHAR, NCHAR, NVARCHAR, LONGNVARCHAR, CLOB, NCLOB = 1, 12, 
 DATE, TIME, TIMESTAMP, TIME_WITH_TIMEZONE, TIMESTAMP_WITH_TIMEZONE = 91, 92, 93, 2013, 2014
 BINARY, VARBINARY, LONGVARBINARY, BLOB = -2, -3, -4, 2004
 BOOLEAN, OTHER, NULL = 16, 1111, 0
+#: SQLAlchemy's dialect names of MySQL and MariaDB
+MYSQL_DIALECTS = ("mysql", "mariadb")
 
 
 class StatementError(ValueError):
@@ -159,6 +169,9 @@ def read_table(connection: Any, catalog: str | None, schema: str | None, table: 
 
     inspector = inspect(connection)
     name = table
+    dialect = connection.dialect.name
+    if dialect in MYSQL_DIALECTS:
+        schema = schema or catalog   # MySQL's schema is its database, NiFi's Catalog there
     if not inspector.has_table(name, schema=schema):
         if table.lower() != table and inspector.has_table(table.lower(), schema=schema):
             name = table.lower()
@@ -168,7 +181,6 @@ def read_table(connection: Any, catalog: str | None, schema: str | None, table: 
                                 f"database's exactly")
     described = inspector.get_columns(name, schema=schema)
     primary_key = list(inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or [])
-    dialect = connection.dialect.name
     columns = []
     for column in described:
         kind, jdbc, size = _kind(column["type"])
@@ -202,22 +214,28 @@ class SchemaCache:
 
 
 # ---------------------------------------------------------------------------------- statements
-def quote(name: str) -> str:
-    """``name`` as a quoted SQL identifier (an embedded quote doubled)."""
-    return '"' + name.replace('"', '""') + '"'
+def quote(name: str, dialect: str = "") -> str:
+    """``name`` as a quoted SQL identifier of ``dialect`` (an embedded quote doubled): in backticks
+    on MySQL and MariaDB, in double quotes elsewhere."""
+    mark = "`" if dialect in MYSQL_DIALECTS else '"'
+    return mark + name.replace(mark, mark * 2) + mark
 
 
 def table_name(table: TableSchema, settings: Settings, catalog: str | None = None) -> str:
     """The table's qualified name as statements name it (each part quoted with Quote Table
     Identifiers). The catalog is named only when given and the database is not PostgreSQL or
-    SQLite, whose connections reach one catalog (database) only."""
-    parts = [p for p in ((catalog if table.dialect not in ("postgresql", "sqlite") else None),
-                         table.schema, table.table) if p]
-    return ".".join(quote(p) if settings.quote_table else p for p in parts)
+    SQLite, whose connections reach one catalog (database) only; on MySQL the database is the
+    Schema, else the Catalog."""
+    if table.dialect in MYSQL_DIALECTS:
+        parts = [p for p in (table.schema or catalog, table.table) if p]
+    else:
+        parts = [p for p in ((catalog if table.dialect not in ("postgresql", "sqlite") else None),
+                             table.schema, table.table) if p]
+    return ".".join(quote(p, table.dialect) if settings.quote_table else p for p in parts)
 
 
-def _column_sql(column: Column, settings: Settings) -> str:
-    return quote(column.name) if settings.quote_columns else column.name
+def _column_sql(column: Column, settings: Settings, dialect: str) -> str:
+    return quote(column.name, dialect) if settings.quote_columns else column.name
 
 
 def _check_required(table: TableSchema, fields: Mapping[str, int], settings: Settings) -> None:
@@ -279,16 +297,20 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
     target = table_name(table, settings, catalog)
     normalize = settings.naming.normalize
     if kind in (INSERT, UPSERT, INSERT_IGNORE):
-        sql = (f"INSERT INTO {target} ({', '.join(_column_sql(c, settings) for _, c in matched)}) "
+        mysql = table.dialect in MYSQL_DIALECTS
+        sql = (f"INSERT{' IGNORE' if mysql and kind == INSERT_IGNORE else ''} INTO {target} "
+               f"({', '.join(_column_sql(c, settings, table.dialect) for _, c in matched)}) "
                f"VALUES ({', '.join('?' for _ in matched)})")
-        if kind == INSERT_IGNORE:
+        if mysql and kind == UPSERT:
+            sql += _on_duplicate_key(table, matched, settings)
+        elif kind == INSERT_IGNORE and not mysql:
             sql += " ON CONFLICT DO NOTHING"
         elif kind == UPSERT:
             keys = _keys(table, matched, settings.update_keys, settings, "Update Keys")
             others = [c for _, c in matched if normalize(c.name) not in keys]
-            key_sql = ", ".join(_column_sql(c, settings) for c in table.columns if normalize(c.name) in keys)
+            key_sql = ", ".join(_column_sql(c, settings, table.dialect) for c in table.columns if normalize(c.name) in keys)
             sql += f" ON CONFLICT ({key_sql}) " + ("DO UPDATE SET " + ", ".join(
-                f"{_column_sql(c, settings)} = EXCLUDED.{_column_sql(c, settings)}" for c in others)
+                f"{_column_sql(c, settings, table.dialect)} = EXCLUDED.{_column_sql(c, settings, table.dialect)}" for c in others)
                 if others else "DO NOTHING")
         return Statement(sql, tuple(i for i, _ in matched), tuple(c for _, c in matched))
     if kind == UPDATE:
@@ -297,8 +319,8 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
         where = [(i, c) for i, c in matched if normalize(c.name) in keys]
         if not setting:
             raise StatementError(f"the records have no field to update besides the keys of {table.table}")
-        sql = (f"UPDATE {target} SET " + ", ".join(f"{_column_sql(c, settings)} = ?" for _, c in setting) +
-               " WHERE " + " AND ".join(f"{_column_sql(c, settings)} = ?" for _, c in where))
+        sql = (f"UPDATE {target} SET " + ", ".join(f"{_column_sql(c, settings, table.dialect)} = ?" for _, c in setting) +
+               " WHERE " + " AND ".join(f"{_column_sql(c, settings, table.dialect)} = ?" for _, c in where))
         both = setting + where
         return Statement(sql, tuple(i for i, _ in both), tuple(c for _, c in both))
     if kind == DELETE:
@@ -309,9 +331,9 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
                 raise StatementError(f"none of the Delete Keys ({', '.join(sorted(wanted))}) is a field of the records")
         conditions, params, columns = [], [], []
         for index, column in matched:
-            name = _column_sql(column, settings)
-            if column.nullable and table.dialect in ("postgresql", "sqlite"):
-                operator = "IS NOT DISTINCT FROM" if table.dialect == "postgresql" else "IS"
+            name = _column_sql(column, settings, table.dialect)
+            if column.nullable and table.dialect in ("postgresql", "sqlite", *MYSQL_DIALECTS):
+                operator = {"postgresql": "IS NOT DISTINCT FROM", "sqlite": "IS"}.get(table.dialect, "<=>")
                 conditions.append(f"{name} {operator} ?")     # a null matches a null, one parameter
                 params.append(index)
                 columns.append(column)
@@ -326,6 +348,18 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
         return Statement(f"DELETE FROM {target} WHERE " + " AND ".join(conditions), tuple(params), tuple(columns))
     raise StatementError(f"'{kind}' is not a statement type a table's statement is built for "
                          f"({', '.join(BUILT_TYPES)})")
+
+
+def _on_duplicate_key(table: TableSchema, matched: list[tuple[int, Column]], settings: Settings) -> str:
+    """MySQL's UPSERT clause: the fields that are not keys set from the row that was refused (a
+    key set to itself when every field is a key, so that a duplicate changes nothing)."""
+    keys = _keys(table, matched, settings.update_keys, settings, "Update Keys")
+    names = [_column_sql(c, settings, table.dialect) for _, c in matched
+             if settings.naming.normalize(c.name) not in keys]
+    if not names:
+        first = _column_sql(matched[0][1], settings, table.dialect)
+        return f" ON DUPLICATE KEY UPDATE {first} = {first}"
+    return " ON DUPLICATE KEY UPDATE " + ", ".join(f"{n} = VALUES({n})" for n in names)
 
 
 # ---------------------------------------------------------------------------------- placeholders
@@ -372,6 +406,11 @@ def split_statements(text: str) -> list[str]:
 _TRANSIENT_STATES = ("08", "40", "53", "57", "55P03")
 #: SQLite's result codes that may pass when tried again
 _TRANSIENT_SQLITE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_INTERRUPT")
+#: MySQL's and MariaDB's error numbers that may pass when tried again: too many connections (1040),
+#: shutdown in progress (1053), lock wait timeout (1205), deadlock (1213), query interrupted (1317),
+#: MariaDB's max_statement_time (1969) and killed connection (1927), MySQL's max_execution_time
+#: (3024), the client's lost or refused connections (2002, 2003, 2006, 2013, 2055)
+MYSQL_TRANSIENT = frozenset((1040, 1053, 1205, 1213, 1317, 1927, 1969, 3024, 2002, 2003, 2006, 2013, 2055))
 
 
 def is_transient(err: BaseException) -> bool:
@@ -379,6 +418,9 @@ def is_transient(err: BaseException) -> bool:
     pass when the same statements are tried again: NiFi's ``SQLTransientException`` (retry); any
     other (a constraint violated, bad data, a syntax error) will fail again (failure)."""
     original = getattr(err, "orig", None) or err
+    code = mysql_error_number(err)
+    if code is not None:   # before the SQLSTATE, which MySQL gives as HY000 to most errors
+        return code in MYSQL_TRANSIENT
     state = getattr(original, "sqlstate", None) or getattr(getattr(original, "diag", None), "sqlstate", None)
     if state:
         return state.startswith(_TRANSIENT_STATES)
@@ -386,6 +428,14 @@ def is_transient(err: BaseException) -> bool:
     if name:
         return name.startswith(_TRANSIENT_SQLITE)
     return bool(getattr(err, "connection_invalidated", False))
+
+
+def mysql_error_number(err: BaseException) -> int | None:
+    """MySQL's error number of the database error ``err`` when PyMySQL raised it, else None."""
+    original = getattr(err, "orig", None) or err
+    if not type(original).__module__.startswith("pymysql") or not original.args:
+        return None
+    return original.args[0] if isinstance(original.args[0], int) else None
 
 
 def error_text(err: BaseException) -> str:

@@ -1,0 +1,354 @@
+"""The SQL processors against the session's real MariaDB (tests/real_services.py) through PyMySQL:
+the JDBC URL mapping, ExecuteSQL's Avro types (as MySQL Connector/J reports them) read back with
+fastavro, ExecuteSQLRecord, PutDatabaseRecord's statement types and routing by MySQL's error
+numbers, PutSQL with sql.args, ConvertJSONToSQL into PutSQL, and QueryDatabaseTable fetching only
+new rows. Each test has a table of its own."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import re
+from decimal import Decimal
+
+import fastavro
+import pytest
+import sqlalchemy as sa
+
+from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
+from flowactors.processors.sql import ConvertJSONToSQL, PutDatabaseRecord, PutSQL, QueryDatabaseTable
+from flowactors.processors.sql.result_sets import run_query
+from flowactors.processors.sql.table_schema import is_transient
+from flowactors.services import DBCPConnectionPool, JsonTreeReader
+from flowactors.services.database import sqlalchemy_url
+from flowactors.services.records.json import JsonRecordSetWriter
+from flowactors.testing import ProcessorRunner, enable_service
+
+POOL = "Database Connection Pooling Service"
+
+
+@pytest.fixture(scope="module")
+def engine(mariadb):
+    made = sa.create_engine(mariadb.url)
+    yield made
+    made.dispose()
+
+
+@pytest.fixture
+def table(request, engine):
+    """A table of this test's own name, made by ``make(ddl_columns)``; dropped afterwards."""
+    name = re.sub(r"\W", "_", request.node.name.lower())[:56]   # MySQL's names: 64 characters at most
+    made = []
+
+    def make(columns: str, suffix: str = "") -> str:
+        full = name + suffix
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {full}")
+            connection.exec_driver_sql(f"CREATE TABLE {full} ({columns})")
+        made.append(full)
+        return full
+    yield make
+    with engine.begin() as connection:
+        for full in reversed(made):   # a child table before its parent
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {full}")
+
+
+def sql(engine, *statements: str) -> None:
+    with engine.begin() as connection:
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+
+
+def rows(engine, query: str) -> list[tuple]:
+    with engine.connect() as connection:
+        return [tuple(r) for r in connection.exec_driver_sql(query)]
+
+
+def services(mariadb) -> dict:
+    """The pool as a NiFi flow names it: the JDBC URL, the driver's class, the user and password."""
+    return {"db": (DBCPConnectionPool, {"Database Connection URL": mariadb.jdbc_url + "?characterEncoding=UTF-8",
+                                        "Database Driver Class Name": "org.mariadb.jdbc.Driver",
+                                        "Database User": mariadb.user, "Password": mariadb.password})}
+
+
+def avro(content: bytes) -> tuple[dict, list[dict]]:
+    reader = fastavro.reader(io.BytesIO(content))
+    return reader.writer_schema, list(reader)
+
+
+def field_types(schema: dict) -> dict[str, object]:
+    return {f["name"]: f["type"][1] for f in schema["fields"]}
+
+
+# ------------------------------------------------------------------------------ the JDBC URL
+@pytest.mark.parametrize("jdbc, expected", [
+    ("jdbc:mysql://db.example:3307/shop?connectTimeout=1500&characterEncoding=UTF-8&useSSL=false",
+     "mysql+pymysql://db.example:3307/shop?charset=utf8mb4&connect_timeout=2&ssl_disabled=true"),
+    ("jdbc:mariadb://db.example/shop?user=nifi&password=s&sslMode=verify-full",
+     "mysql+pymysql://nifi:s@db.example/shop?ssl_verify_identity=true"),
+    ("jdbc:mysql://db.example/shop?useSSL=true&sslMode=REQUIRED&useUnicode=true",
+     "mysql+pymysql://db.example/shop?ssl_check_hostname=false"),
+    ("jdbc:mysql://[::1]:3306/shop?sslMode=VERIFY_CA&connectTimeout=0",
+     "mysql+pymysql://[::1]:3306/shop?ssl_verify_cert=true"),
+    ("mysql://u:p@h/d", "mysql+pymysql://u:p@h/d"),
+])
+def test_a_mysql_or_mariadb_jdbc_url_maps_to_pymysqls(jdbc, expected):
+    assert sqlalchemy_url(jdbc).render_as_string(hide_password=False) == expected
+
+
+@pytest.mark.parametrize("url, says", [
+    ("jdbc:mysql://h/d?serverTimezone=UTC", "the JDBC parameter serverTimezone='UTC'"),
+    ("jdbc:mysql://h/d?characterEncoding=UTF-16", "the JDBC parameter characterEncoding='UTF-16'"),
+    ("jdbc:mysql://a:3306,b:3306/d", "names several hosts"),
+    ("jdbc:mysql:loadbalance://a/d", "load balancing, replication"),
+])
+def test_a_mysql_url_it_cannot_map_is_one_sentence(url, says):
+    with pytest.raises(ValueError) as caught:
+        enable_service(DBCPConnectionPool, {"Database Connection URL": url})
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_pool_connects_with_the_jdbc_url_user_and_password(mariadb):
+    service = enable_service(DBCPConnectionPool, services(mariadb)["db"][1])
+    try:
+        with service.connection() as connection:
+            assert connection.exec_driver_sql("SELECT CURRENT_USER(), @@character_set_client").first() == (
+                f"{mariadb.user}@%", "utf8mb4")
+    finally:
+        service.on_disabled(None)
+
+
+# ------------------------------------------------------------------------------ reading
+TYPES = """id INT PRIMARY KEY, tiny TINYINT, flag TINYINT(1), flag_bool BOOLEAN, small SMALLINT,
+    small_u SMALLINT UNSIGNED, medium MEDIUMINT, int_u INT UNSIGNED, big BIGINT, big_u BIGINT UNSIGNED,
+    ratio FLOAT, exact DOUBLE, amount DECIMAL(8,3), day DATE, at_time TIME, stamp DATETIME(3), ts TIMESTAMP NULL,
+    yr YEAR, name VARCHAR(20), code CHAR(3), note TEXT, raw BLOB, bin VARBINARY(4), doc JSON,
+    size ENUM('S','M','L'), bit1 BIT(1)"""
+TYPES_ROW = """(1, -5, 1, 0, 7, 65535, 8388607, 4294967295, 9000000000, 18446744073709551615, 1.5, 2.25, 12.5,
+    '2024-02-29', '13:45:30', '2024-02-29 13:45:30.250', '2024-02-29 13:45:30', 2024, 'café', 'abc', 'long text',
+    x'00ff', x'cafe', '{"a": [1, 2]}', 'M', b'1')"""
+
+
+def test_mysql_types_map_to_the_avro_types_nifi_writes_with_connector_js_types(mariadb, engine, table):
+    name = table(TYPES)
+    sql(engine, f"INSERT INTO {name} VALUES {TYPES_ROW}", f"INSERT INTO {name} (id) VALUES (2)")
+    run = ProcessorRunner(ExecuteSQL, {POOL: "db", "SQL Query": f"SELECT * FROM {name} ORDER BY id"},
+                          services=services(mariadb), incoming_connection=False)
+    run.run()
+    [flowfile] = run.output("success")
+    schema, records = avro(run.read(flowfile))
+    assert schema["name"] in (name, f"any.data.{name}")
+    assert field_types(schema) == {
+        "id": "int", "tiny": "int", "flag": "boolean", "flag_bool": "boolean", "small": "int", "small_u": "int",
+        "medium": "int", "int_u": "long", "big": "long", "big_u": "string", "ratio": "float", "exact": "double",
+        "amount": "string", "day": "string", "at_time": "string", "stamp": "string", "ts": "string", "yr": "int",
+        "name": "string", "code": "string", "note": "string", "raw": "bytes", "bin": "bytes", "doc": "string",
+        "size": "string", "bit1": "boolean"}
+    assert records[0] == {
+        "id": 1, "tiny": -5, "flag": True, "flag_bool": False, "small": 7, "small_u": 65535, "medium": 8388607,
+        "int_u": 4294967295, "big": 9000000000, "big_u": "18446744073709551615", "ratio": 1.5, "exact": 2.25,
+        "amount": "12.500", "day": "2024-02-29", "at_time": "13:45:30", "stamp": "2024-02-29 13:45:30.25",
+        "ts": "2024-02-29 13:45:30.0", "yr": 2024, "name": "café", "code": "abc", "note": "long text",
+        "raw": b"\x00\xff", "bin": b"\xca\xfe", "doc": '{"a": [1, 2]}', "size": "M", "bit1": True}
+    assert records[1] == {key: None for key in records[0]} | {"id": 2}
+    assert flowfile.attributes["executesql.row.count"] == "2"
+
+
+def test_logical_types_decimal_dates_and_times(mariadb, engine, table):
+    name = table("amount DECIMAL(8,3), day DATE, at_time TIME, stamp DATETIME(3)")
+    sql(engine, f"INSERT INTO {name} VALUES (12.5, '2024-02-29', '13:45:30.250', '2024-02-29 13:45:30.250')")
+    run = ProcessorRunner(ExecuteSQL, {POOL: "db", "SQL Query": f"SELECT * FROM {name}",
+                                       "Use Avro Logical Types": "true"}, services=services(mariadb),
+                          incoming_connection=False)
+    run.run()
+    schema, [record] = avro(run.read(run.output("success")[0]))
+    assert field_types(schema)["amount"] == {"type": "bytes", "logicalType": "decimal", "precision": 8, "scale": 3}
+    assert record["amount"] == Decimal("12.500") and record["day"] == dt.date(2024, 2, 29)
+    assert record["at_time"] == dt.time(13, 45, 30)   # MariaDB's TIME without a fraction drops the millis
+    assert record["stamp"] == dt.datetime(2024, 2, 29, 13, 45, 30, 250000).astimezone(dt.timezone.utc)
+
+
+def test_sql_args_fetch_size_streaming_and_a_max_wait_time(mariadb, engine, table):
+    name = table("n INT, label VARCHAR(10)")
+    sql(engine, f"INSERT INTO {name} SELECT seq, CONCAT('n', seq) FROM seq_1_to_2500")
+    run = ProcessorRunner(ExecuteSQL, {POOL: "db", "Fetch Size": "100", "Max Rows Per FlowFile": "1000",
+                                       "Max Wait Time": "${timeout}"}, services=services(mariadb))
+    run.enqueue(f"SELECT n FROM {name} WHERE label LIKE '%' AND n > ? ORDER BY n".encode(),
+                {"sql.args.1.type": "4", "sql.args.1.value": "500", "timeout": "5 sec"})
+    run.enqueue(b"SELECT SLEEP(3) AS s FROM DUAL", {"timeout": "1 sec"})
+    run.enqueue(b"SELECT @@max_statement_time AS t", {"timeout": "0 sec"})
+    run.run(3)
+    made = run.output("success")
+    assert [f.attributes["executesql.row.count"] for f in made[:2]] == ["1000", "1000"]
+    assert [r["n"] for f in made[:2] for r in avro(run.read(f))[1]] == list(range(501, 2501))
+    # MariaDB ends a statement past max_statement_time with an error (MySQL's SELECT with a 3024)
+    [failed] = run.output("failure")
+    assert "max_statement_time" in failed.attributes["executesql.error.message"]
+    assert avro(run.read(made[2]))[1] == [{"t": 0.0}]   # the pooled connection's timeout put back
+
+
+def test_fetch_size_streams_a_select_from_an_unbuffered_cursor(mariadb, engine, table):
+    from pymysql.cursors import SSCursor
+
+    name = table("n INT")
+    sql(engine, f"INSERT INTO {name} SELECT seq FROM seq_1_to_25")
+    with engine.connect() as connection:
+        with run_query(connection, f"SELECT n FROM {name} ORDER BY n", fetch_size=10) as query:
+            assert query.server_side and isinstance(query._cursor, SSCursor)
+            [result] = list(query.results())
+            assert [row[0] for row in result.rows()] == list(range(1, 26))
+        with run_query(connection, "SHOW VARIABLES LIKE 'version'", fetch_size=10) as query:
+            assert not query.server_side   # not a SELECT: buffered
+
+
+def test_execute_sql_record_writes_json(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, flag TINYINT(1), amount DECIMAL(6,2), name VARCHAR(10)")
+    sql(engine, f"INSERT INTO {name} VALUES (1, 1, 2.5, 'Ada'), (2, NULL, NULL, NULL)")
+    run = ProcessorRunner(ExecuteSQLRecord, {POOL: "db", "Record Writer": "writer",
+                                             "SQL Query": f"SELECT * FROM {name} ORDER BY id"},
+                          services={**services(mariadb), "writer": (JsonRecordSetWriter, {})}, incoming_connection=False)
+    run.run()
+    [flowfile] = run.output("success")
+    assert json.loads(run.read(flowfile)) == [{"id": 1, "flag": True, "amount": "2.50", "name": "Ada"},
+                                              {"id": 2, "flag": None, "amount": None, "name": None}]
+
+
+# ------------------------------------------------------------------------------ PutDatabaseRecord
+def put(mariadb, **properties) -> ProcessorRunner:
+    return ProcessorRunner(PutDatabaseRecord, {"Record Reader": "reader", POOL: "db", **properties},
+                           services={**services(mariadb), "reader": (JsonTreeReader, {})})
+
+
+def put_records(mariadb, *items, **properties) -> ProcessorRunner:
+    runner = put(mariadb, **properties)
+    runner.enqueue(json.dumps(list(items)).encode())
+    runner.run()
+    return runner
+
+
+PEOPLE = "id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, code INT, born DATE, `select` VARCHAR(5)"
+
+
+def test_put_database_record_insert_update_upsert_insert_ignore_and_delete(mariadb, engine, table):
+    name = table(PEOPLE)
+    done = put_records(mariadb, {"id": 1, "name": "Ada", "code": 5, "born": "1815-12-10", "select": "x"},
+                       {"id": 2, "name": "Bob", "code": None, "born": None, "select": None},
+                       **{"Statement Type": "INSERT", "Table Name": name, "Quote Column Identifiers": "true"})
+    assert len(done.output("success")) == 1
+    put_records(mariadb, {"id": 2, "name": "Robert", "code": 7},
+                **{"Statement Type": "UPDATE", "Table Name": name})
+    put_records(mariadb, {"id": 1, "name": "Ada L", "code": 6}, {"id": 3, "name": "Cy", "code": 3},
+                **{"Statement Type": "UPSERT", "Table Name": name})
+    put_records(mariadb, {"id": 3, "name": "kept?", "code": 0}, {"id": 4, "name": "Di", "code": 4},
+                **{"Statement Type": "INSERT_IGNORE", "Table Name": name})
+    assert rows(engine, f"SELECT id, name, code, born, `select` FROM {name} ORDER BY id") == [
+        (1, "Ada L", 6, dt.date(1815, 12, 10), "x"), (2, "Robert", 7, None, None), (3, "Cy", 3, None, None),
+        (4, "Di", 4, None, None)]
+    deleted = put_records(mariadb, {"id": 2, "name": "Robert", "code": 7, "born": None},
+                          {"id": 4, "name": "Di", "code": 5, "born": None},
+                          **{"Statement Type": "DELETE", "Table Name": name})   # a null matches a null (<=>)
+    assert len(deleted.output("success")) == 1
+    assert [r[0] for r in rows(engine, f"SELECT id FROM {name} ORDER BY id")] == [1, 3, 4]
+
+
+def test_the_catalog_names_the_database_and_quoted_table_names_take_backticks(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, `full name` VARCHAR(10)")
+    done = put_records(mariadb, {"id": 1, "full name": "Ada"}, **{
+        "Statement Type": "INSERT", "Database Name": mariadb.database, "Table Name": name,
+        "Quote Table Identifiers": "true", "Quote Column Identifiers": "true", "Translate Field Names": "false"})
+    assert len(done.output("success")) == 1, done.output("failure")
+    assert rows(engine, f"SELECT * FROM {name}") == [(1, "Ada")]
+
+
+def test_a_duplicate_key_or_a_missing_parent_goes_to_failure_and_writes_nothing(mariadb, engine, table):
+    parent = table("id INT PRIMARY KEY", "_p")
+    name = table(f"id INT PRIMARY KEY, parent INT, FOREIGN KEY (parent) REFERENCES {parent} (id)")
+    sql(engine, f"INSERT INTO {parent} VALUES (1)", f"INSERT INTO {name} VALUES (1, 1)")
+    for items in ([{"id": 2, "parent": 1}, {"id": 1, "parent": 1}], [{"id": 3, "parent": 9}]):
+        runner = put_records(mariadb, *items, **{"Statement Type": "INSERT", "Table Name": name})
+        [failed] = runner.output("failure")
+        assert not runner.output("retry")
+        assert "Duplicate entry" in failed.attributes["putdatabaserecord.error"] or \
+            "foreign key constraint fails" in failed.attributes["putdatabaserecord.error"]
+    assert rows(engine, f"SELECT id FROM {name}") == [(1,)]
+
+
+def test_a_lock_wait_timeout_goes_to_retry(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, code INT")
+    sql(engine, f"INSERT INTO {name} VALUES (1, 0)")
+    with engine.connect() as holder:
+        holder.exec_driver_sql(f"UPDATE {name} SET code = 1 WHERE id = 1")   # holds the row's lock, uncommitted
+        runner = put_records(mariadb, {"id": 1, "code": 2}, **{
+            "Statement Type": "UPDATE", "Table Name": name, "Pre-Processing SQL": "SET SESSION innodb_lock_wait_timeout = 1"})
+        [retried] = runner.output("retry")
+        assert "Lock wait timeout" in retried.attributes["putdatabaserecord.error"]
+        holder.rollback()
+    assert rows(engine, f"SELECT code FROM {name}") == [(0,)]
+
+
+def test_error_numbers_decide_retry_or_failure():
+    import pymysql
+
+    for code, transient in ((1213, True), (1205, True), (2013, True), (1969, True), (1062, False), (1452, False)):
+        assert is_transient(pymysql.err.OperationalError(code, "x")) is transient
+
+
+# ------------------------------------------------------------------------------ PutSQL, ConvertJSONToSQL
+def test_put_sql_binds_sql_args_and_gives_the_generated_key(mariadb, engine, table):
+    name = table("id INT AUTO_INCREMENT PRIMARY KEY, note TEXT, amount DECIMAL(6,2), day DATE, raw BLOB")
+    runner = ProcessorRunner(PutSQL, {"JDBC Connection Pool": "db", "Obtain Generated Keys": "true"},
+                             services=services(mariadb))
+    statement = f"INSERT INTO {name} (note, amount, day, raw) VALUES (?, ?, ?, ?)".encode()
+    runner.enqueue(statement, {"sql.args.1.type": "12", "sql.args.1.value": "50% off, '?' kept",
+                               "sql.args.2.type": "3", "sql.args.2.value": "9.99", "sql.args.3.type": "91",
+                               "sql.args.3.value": "2024-01-31", "sql.args.4.type": "-3",
+                               "sql.args.4.value": "CAFE", "sql.args.4.format": "hex"})
+    runner.run()
+    runner.enqueue(f"INSERT INTO {name} (id, note) VALUES (1, 'again')".encode())   # a duplicate key
+    runner.run()
+    [done] = runner.output("success")
+    assert done.attributes["sql.generated.key"] == "1"
+    [failed] = runner.output("failure")
+    assert failed.attributes["error.code"] == "1062" and "Duplicate entry" in failed.attributes["error.message"]
+    assert rows(engine, f"SELECT * FROM {name}") == [
+        (1, "50% off, '?' kept", Decimal("9.99"), dt.date(2024, 1, 31), b"\xca\xfe")]
+
+
+def test_convert_json_to_sql_then_put_sql(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, full_name VARCHAR(20) NOT NULL, active BOOLEAN, joined DATETIME")
+    for kind, document in (("INSERT", [{"id": 1, "FullName": "Ada", "active": True, "joined": "2024-01-02 03:04:05"},
+                                       {"id": 2, "full_name": "Bob", "active": False}]),
+                           ("UPDATE", {"id": 2, "full_name": "Robert"}), ("DELETE", {"id": 1})):
+        converter = ProcessorRunner(ConvertJSONToSQL, {"JDBC Connection Pool": "db", "Statement Type": kind,
+                                                       "Table Name": name, "Quote Column Identifiers": "true",
+                                                       "Unmatched Column Behavior": "Ignore Unmatched Columns"},
+                                    services=services(mariadb))
+        converter.enqueue(json.dumps(document).encode())
+        converter.run()
+        putter = ProcessorRunner(PutSQL, {"JDBC Connection Pool": "db"}, services=services(mariadb))
+        for flowfile in converter.output("sql"):
+            putter.enqueue(converter.read(flowfile), flowfile.attributes)
+        putter.run()
+        assert len(putter.output("success")) == len(converter.output("sql")) > 0, putter.output("failure")
+        if kind == "INSERT":
+            assert converter.read(converter.output("sql")[0]).decode().startswith(f"INSERT INTO {name} (`id`, ")
+            assert rows(engine, f"SELECT * FROM {name} ORDER BY id") == [
+                (1, "Ada", 1, dt.datetime(2024, 1, 2, 3, 4, 5)), (2, "Bob", 0, None)]
+    assert rows(engine, f"SELECT * FROM {name}") == [(2, "Robert", 0, None)]
+
+
+# ------------------------------------------------------------------------------ incremental fetch
+def test_query_database_table_fetches_only_new_rows(mariadb, engine, table):
+    name = table("id INT NOT NULL, name VARCHAR(20), created DATETIME")
+    sql(engine, f"INSERT INTO {name} VALUES (0, 'a', '2024-01-01 00:00:00'), (1, 'b', '2024-01-01 00:01:00')")
+    runner = ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": name,
+                                                  "Maximum-value Columns": "id, created"}, services=services(mariadb))
+    runner.run()
+    sql(engine, f"INSERT INTO {name} VALUES (2, 'c', '2024-01-01 00:02:00')")
+    runner.run()
+    runner.run()   # nothing new
+    fetched = [[r["id"] for r in avro(runner.read(f))[1]] for f in runner.output("success")]
+    assert fetched == [[0, 1], [2]]
+    assert dict(runner.context.state.get().values) == {f"{name}@!@id": "2",
+                                                       f"{name}@!@created": "2024-01-01 00:02:00.0"}
