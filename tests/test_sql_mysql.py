@@ -287,6 +287,19 @@ def test_a_lock_wait_timeout_goes_to_retry(mariadb, engine, table):
     assert rows(engine, f"SELECT code FROM {name}") == [(0,)]
 
 
+def test_a_statement_past_max_wait_time_goes_to_retry(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, t DOUBLE")
+    runner = put(mariadb, **{"Statement Type": "INSERT", "Table Name": name, "Max Wait Time": "1 sec",
+                             "Pre-Processing SQL": "${pre}", "Post-Processing SQL": "${post}"})
+    runner.enqueue(json.dumps([{"id": 1}]).encode(), {"pre": "SELECT SLEEP(3)"})
+    runner.enqueue(json.dumps([{"id": 2}]).encode(), {"post": f"UPDATE {name} SET t = @@max_statement_time"})
+    runner.run(2)
+    [retried] = runner.output("retry")
+    assert "max_statement_time exceeded" in retried.attributes["putdatabaserecord.error"]
+    assert len(runner.output("success")) == 1
+    assert rows(engine, f"SELECT id, t FROM {name} ORDER BY id") == [(2, 1.0)]   # MariaDB's limit, in seconds
+
+
 def test_error_numbers_decide_retry_or_failure():
     import pymysql
 

@@ -36,8 +36,10 @@ import pyarrow.compute as pc
 from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.processors.records._io import is_flowfile_error, open_records
+from flowactors.processors.sql.result_sets import mysql_timeout
 from flowactors.processors.sql.table_schema import (BUILT_TYPES, DELETE, FAIL_COLUMN, FAIL_FIELD, IGNORE_COLUMN,
-                                                    IGNORE_FIELD, INSERT, INSERT_IGNORE, SQL, TRANSLATIONS, UPDATE,
+                                                    IGNORE_FIELD, INSERT, INSERT_IGNORE, MYSQL_DIALECTS, SQL,
+                                                    TRANSLATIONS, UPDATE,
                                                     UPSERT, WARN_COLUMN, Column, Naming, SchemaCache, Settings,
                                                     Statement, StatementError, build_statement, comma_list,
                                                     driver_sql, error_text, is_transient, split_statements)
@@ -123,8 +125,8 @@ class PutDatabaseRecord(Processor):
                          "at semicolons and run each statement"),
         boolean_property("Quote Column Identifiers", False, "Quote column names"),
         boolean_property("Quote Table Identifiers", False, "Quote the table (and schema) name"),
-        PropertyDescriptor("Max Wait Time", "The longest a statement may run (PostgreSQL's statement_timeout; 0: no "
-                           "limit)", default="0 seconds", validator=validators.DURATION),
+        PropertyDescriptor("Max Wait Time", "The longest a statement may run (PostgreSQL's statement_timeout, "
+                           "MariaDB's max_statement_time; not applied on MySQL; 0: no limit)", default="0 seconds", validator=validators.DURATION),
         boolean_property("Rollback On Failure", False, "On an error roll the session back (the FlowFile stays "
                          "queued) and yield, instead of routing to failure or retry"),
         PropertyDescriptor("Table Schema Cache Size", "How many tables' columns are kept", default="100",
@@ -205,19 +207,27 @@ class PutDatabaseRecord(Processor):
         with pool.connection() as connection:
             url = connection.engine.url.render_as_string(hide_password=True)
             style = connection.dialect.paramstyle
-            with connection.begin():
-                if timeout >= 1 and connection.dialect.name == "postgresql":
-                    connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(timeout * 1000)}")
-                for sql in pre:
-                    connection.exec_driver_sql(driver_sql(sql, style))
-                with open_records(session, flowfile, reader) as records:
-                    if kind == SQL:
-                        self._run_sql_field(context, flowfile, connection, records)
-                    else:
-                        writer = _Writer(context, flowfile, connection, self._cache, table_text.strip())
-                        writer.write(kind, records)
-                for sql in post:
-                    connection.exec_driver_sql(driver_sql(sql, style))
+            restore = None
+            if timeout >= 1 and connection.dialect.name in MYSQL_DIALECTS:
+                restore = mysql_timeout(connection.connection.driver_connection, int(timeout),
+                                        getattr(connection.dialect, "is_mariadb", False))
+            try:
+                with connection.begin():
+                    if timeout >= 1 and connection.dialect.name == "postgresql":
+                        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(timeout * 1000)}")
+                    for sql in pre:
+                        connection.exec_driver_sql(driver_sql(sql, style))
+                    with open_records(session, flowfile, reader) as records:
+                        if kind == SQL:
+                            self._run_sql_field(context, flowfile, connection, records)
+                        else:
+                            writer = _Writer(context, flowfile, connection, self._cache, table_text.strip())
+                            writer.write(kind, records)
+                    for sql in post:
+                        connection.exec_driver_sql(driver_sql(sql, style))
+            finally:
+                if restore is not None:
+                    restore()
         return url
 
     def _run_sql_field(self, context: ProcessContext, flowfile: FlowFile, connection: Any, records) -> None:

@@ -229,7 +229,7 @@ def run_query(connection: Any, sql: str, parameters: Sequence[Any] | None = None
         from pymysql.cursors import SSCursor
 
         cursor = driver.cursor(SSCursor) if server_side else driver.cursor()
-        restore = _mysql_timeout(driver, timeout_seconds, getattr(connection.dialect, "is_mariadb", False))
+        restore = mysql_timeout(driver, timeout_seconds, getattr(connection.dialect, "is_mariadb", False))
     elif dialect == "postgresql":
         cursor = driver.cursor(name=f"flowactors_{id(connection):x}") if server_side else driver.cursor()
         _pg_text_loaders(cursor)
@@ -277,10 +277,10 @@ def _pg_timeout(driver: Any, seconds: int) -> Callable[[], None]:
     return restore
 
 
-def _mysql_timeout(driver: Any, seconds: int, mariadb: bool) -> Callable[[], None]:
+def mysql_timeout(driver: Any, seconds: int, mariadb: bool) -> Callable[[], None]:
     """Bound the session's statements to ``seconds``: MariaDB's ``max_statement_time`` (seconds, any
-    statement) or MySQL's ``max_execution_time`` (milliseconds, SELECTs only); the restore puts
-    the server's default back."""
+    statement) or MySQL's ``max_execution_time`` (milliseconds, SELECTs only); the function returned
+    puts the server's default back (nothing when the connection was lost)."""
     if seconds <= 0:
         return lambda: None
     name, value = ("max_statement_time", seconds) if mariadb else ("max_execution_time", seconds * 1000)
