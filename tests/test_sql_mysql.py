@@ -17,7 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
-from flowactors.processors.sql import ConvertJSONToSQL, PutDatabaseRecord, PutSQL, QueryDatabaseTable
+from flowactors.processors.sql import (ConvertJSONToSQL, GenerateTableFetch, PutDatabaseRecord, PutSQL,
+                                      QueryDatabaseTable)
 from flowactors.processors.sql.result_sets import run_query
 from flowactors.processors.sql.table_schema import is_transient
 from flowactors.services import DBCPConnectionPool, JsonTreeReader
@@ -202,12 +203,14 @@ def test_fetch_size_streams_a_select_from_an_unbuffered_cursor(mariadb, engine, 
             assert not query.server_side   # not a SELECT: buffered
 
 
-def test_execute_sql_record_writes_json(mariadb, engine, table):
+@pytest.mark.parametrize("engine_name", ["in-process", "stateless"])
+def test_execute_sql_record_writes_json(mariadb, engine, table, engine_name):
     name = table("id INT PRIMARY KEY, flag TINYINT(1), amount DECIMAL(6,2), name VARCHAR(10)")
     sql(engine, f"INSERT INTO {name} VALUES (1, 1, 2.5, 'Ada'), (2, NULL, NULL, NULL)")
     run = ProcessorRunner(ExecuteSQLRecord, {POOL: "db", "Record Writer": "writer",
                                              "SQL Query": f"SELECT * FROM {name} ORDER BY id"},
-                          services={**services(mariadb), "writer": (JsonRecordSetWriter, {})}, incoming_connection=False)
+                          services={**services(mariadb), "writer": (JsonRecordSetWriter, {})}, incoming_connection=False,
+                          engine=engine_name)
     run.run()
     [flowfile] = run.output("success")
     assert json.loads(run.read(flowfile)) == [{"id": 1, "flag": True, "amount": "2.50", "name": "Ada"},
@@ -215,13 +218,13 @@ def test_execute_sql_record_writes_json(mariadb, engine, table):
 
 
 # ------------------------------------------------------------------------------ PutDatabaseRecord
-def put(mariadb, **properties) -> ProcessorRunner:
+def put(mariadb, engine_name: str = "in-process", **properties) -> ProcessorRunner:
     return ProcessorRunner(PutDatabaseRecord, {"Record Reader": "reader", POOL: "db", **properties},
-                           services={**services(mariadb), "reader": (JsonTreeReader, {})})
+                           services={**services(mariadb), "reader": (JsonTreeReader, {})}, engine=engine_name)
 
 
-def put_records(mariadb, *items, **properties) -> ProcessorRunner:
-    runner = put(mariadb, **properties)
+def put_records(mariadb, *items, engine_name: str = "in-process", **properties) -> ProcessorRunner:
+    runner = put(mariadb, engine_name, **properties)
     runner.enqueue(json.dumps(list(items)).encode())
     runner.run()
     return runner
@@ -230,18 +233,19 @@ def put_records(mariadb, *items, **properties) -> ProcessorRunner:
 PEOPLE = "id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, code INT, born DATE, `select` VARCHAR(5)"
 
 
-def test_put_database_record_insert_update_upsert_insert_ignore_and_delete(mariadb, engine, table):
+@pytest.mark.parametrize("engine_name", ["in-process", "stateless"])
+def test_put_database_record_insert_update_upsert_insert_ignore_and_delete(mariadb, engine, table, engine_name):
     name = table(PEOPLE)
     done = put_records(mariadb, {"id": 1, "name": "Ada", "code": 5, "born": "1815-12-10", "select": "x"},
                        {"id": 2, "name": "Bob", "code": None, "born": None, "select": None},
                        **{"Statement Type": "INSERT", "Table Name": name, "Quote Column Identifiers": "true"})
     assert len(done.output("success")) == 1
     put_records(mariadb, {"id": 2, "name": "Robert", "code": 7},
-                **{"Statement Type": "UPDATE", "Table Name": name})
+                engine_name=engine_name, **{"Statement Type": "UPDATE", "Table Name": name})
     put_records(mariadb, {"id": 1, "name": "Ada L", "code": 6}, {"id": 3, "name": "Cy", "code": 3},
-                **{"Statement Type": "UPSERT", "Table Name": name})
+                engine_name=engine_name, **{"Statement Type": "UPSERT", "Table Name": name})
     put_records(mariadb, {"id": 3, "name": "kept?", "code": 0}, {"id": 4, "name": "Di", "code": 4},
-                **{"Statement Type": "INSERT_IGNORE", "Table Name": name})
+                engine_name=engine_name, **{"Statement Type": "INSERT_IGNORE", "Table Name": name})
     assert rows(engine, f"SELECT id, name, code, born, `select` FROM {name} ORDER BY id") == [
         (1, "Ada L", 6, dt.date(1815, 12, 10), "x"), (2, "Robert", 7, None, None), (3, "Cy", 3, None, None),
         (4, "Di", 4, None, None)]
@@ -365,3 +369,20 @@ def test_query_database_table_fetches_only_new_rows(mariadb, engine, table):
     assert fetched == [[0, 1], [2]]
     assert dict(runner.context.state.get().values) == {f"{name}@!@id": "2",
                                                        f"{name}@!@created": "2024-01-01 00:02:00.0"}
+
+
+def test_generate_table_fetch_pages_run_by_execute_sql(mariadb, engine, table):
+    name = table("id INT NOT NULL, name VARCHAR(20)")
+    sql(engine, f"INSERT INTO {name} SELECT seq, CONCAT('p', seq) FROM seq_0_to_6")
+    runner = ProcessorRunner(GenerateTableFetch, {POOL: "db", "Table Name": name, "Maximum-value Columns": "id",
+                                                  "Partition Size": "3", "Database Type": "MySQL"},
+                             services=services(mariadb), incoming_connection=False)
+    runner.run()
+    pages = runner.output("success")
+    assert runner.read(pages[1]).decode() == f"SELECT * FROM {name} WHERE id <= 6 ORDER BY id LIMIT 3 OFFSET 3"
+    execute = ProcessorRunner(ExecuteSQL, {POOL: "db"}, services=services(mariadb))
+    for page in pages:
+        execute.enqueue(runner.read(page), page.attributes)
+    execute.run(len(pages))
+    assert [[r["id"] for r in avro(execute.read(f))[1]] for f in execute.output("success")] == [
+        [0, 1, 2], [3, 4, 5], [6]]
