@@ -64,7 +64,7 @@ def postgresql():
 @pytest.fixture(scope="session")
 def mariadb():
     """A real MariaDB server on 127.0.0.1, started once for the test session (its own data folder,
-    port and socket, run as the ``mysql`` user; 1.3 to 3.2 s to start here) and stopped at its end
+    port and socket, run as the ``mysql`` user; 0.7 to 3.2 s to start here) and stopped at its end
     (tests/real_services.py)."""
     from real_services import MARIADB_MISSING, MariaDB, mariadb_programs
 
