@@ -110,6 +110,23 @@ def test_a_mysql_url_it_cannot_map_is_one_sentence(url, says):
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_mariadb_sqlalchemy_url_runs_the_processors_too(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, name VARCHAR(10)")
+    url = mariadb.url.replace("mysql+pymysql://", "mariadb://")   # PyMySQL, SQLAlchemy's mariadb dialect
+    pool = {"db": (DBCPConnectionPool, {"Database Connection URL": url})}
+    writer = ProcessorRunner(PutDatabaseRecord, {"Record Reader": "reader", POOL: "db", "Statement Type": "UPSERT",
+                                                 "Table Name": name, "Quote Column Identifiers": "true"},
+                             services={**pool, "reader": (JsonTreeReader, {})})
+    for content in (b'[{"id": 1, "name": "a"}]', b'[{"id": 1, "name": "b"}, {"id": 2, "name": "c"}]'):
+        writer.enqueue(content)
+    writer.run(2)
+    assert len(writer.output("success")) == 2
+    reader = ProcessorRunner(ExecuteSQL, {POOL: "db", "SQL Query": f"SELECT * FROM {name} ORDER BY id"},
+                             services=pool, incoming_connection=False)
+    reader.run()
+    assert avro(reader.read(reader.output("success")[0]))[1] == [{"id": 1, "name": "b"}, {"id": 2, "name": "c"}]
+
+
 def test_the_pool_connects_with_the_jdbc_url_user_and_password(mariadb):
     service = enable_service(DBCPConnectionPool, services(mariadb)["db"][1])
     try:
@@ -359,8 +376,10 @@ def test_convert_json_to_sql_then_put_sql(mariadb, engine, table):
 def test_query_database_table_fetches_only_new_rows(mariadb, engine, table):
     name = table("id INT NOT NULL, name VARCHAR(20), created DATETIME")
     sql(engine, f"INSERT INTO {name} VALUES (0, 'a', '2024-01-01 00:00:00'), (1, 'b', '2024-01-01 00:01:00')")
-    runner = ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": name,
-                                                  "Maximum-value Columns": "id, created"}, services=services(mariadb))
+    runner = ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": name, "Maximum-value Columns": "id, created",
+                                                  "Fetch Size": "1", "Database Type": "MySQL",
+                                                  "Transaction Isolation Level": "TRANSACTION_READ_COMMITTED"},
+                             services=services(mariadb))
     runner.run()
     sql(engine, f"INSERT INTO {name} VALUES (2, 'c', '2024-01-01 00:02:00')")
     runner.run()
