@@ -316,8 +316,9 @@ class MariaDB:
     """One MariaDB server of the test session's on 127.0.0.1 (``start``, then ``stop``), run as the
     ``mysql`` user when this process is root: its own data folder, port, socket and pid file, grant
     tables on (password logins), utf8mb4, InnoDB without its flushes (a test's data need not survive
-    a power loss). ``url`` is its SQLAlchemy URL, ``jdbc_url`` the JDBC URL a NiFi flow would name,
-    for ``database``; ``started_in`` how long it took to accept the user's login, in seconds."""
+    a power loss), TLS offered with the certificate ``tls.server`` (signed by ``tls.ca_pem``).
+    ``url`` is its SQLAlchemy URL, ``jdbc_url`` the JDBC URL a NiFi flow would name, for
+    ``database``; ``started_in`` how long it took to accept the user's login, in seconds."""
 
     user = "flowactors"
     password = "flowactors-test"
@@ -330,12 +331,18 @@ class MariaDB:
         self.port = free_port()
         self.started_in = 0.0
         self.process: subprocess.Popen | None = None
+        #: the certificates of the server's TLS (tests/tls_material.py), made by ``start``
+        self.tls = None
 
     def start(self) -> "MariaDB":
+        from tls_material import make_tls_material
+
         began = time.monotonic()
         as_mysql = _as_user("mysql")
-        if as_mysql:
-            shutil.chown(self.folder, "mysql")
+        self.tls = make_tls_material(self.folder / "tls")
+        if as_mysql:   # the server runs as mysql, and reads its key as it
+            for path in (self.folder, *self.folder.rglob("*")):
+                shutil.chown(path, "mysql")
         done = subprocess.run([*as_mysql, self.install, "--no-defaults", f"--datadir={self.data}",
                                "--auth-root-authentication-method=normal", "--skip-test-db",
                                "--skip-name-resolve"], capture_output=True, text=True, timeout=120)
@@ -348,7 +355,8 @@ class MariaDB:
                  "--bind-address=127.0.0.1", f"--socket={self.socket}", f"--pid-file={self.folder / 'mysqld.pid'}",
                  f"--log-error={log}", "--skip-log-bin", "--skip-name-resolve", "--character-set-server=utf8mb4",
                  "--collation-server=utf8mb4_general_ci", "--innodb-buffer-pool-size=32M",
-                 "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0"],
+                 "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0", f"--ssl-ca={self.tls.ca_pem}",
+                 f"--ssl-cert={self.tls.server.cert}", f"--ssl-key={self.tls.server.key}"],
                 stdout=null, stderr=null, start_new_session=True)
         self._as_root(log, f"CREATE DATABASE {self.database}",
                       f"CREATE USER '{self.user}'@'%' IDENTIFIED BY '{self.password}'",

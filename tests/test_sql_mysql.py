@@ -1,8 +1,8 @@
 """The SQL processors against the session's real MariaDB (tests/real_services.py) through PyMySQL:
-the JDBC URL mapping, ExecuteSQL's Avro types (as MySQL Connector/J reports them) read back with
+the JDBC URL mapping and its TLS modes, ExecuteSQL's Avro types (as MySQL Connector/J reports them) read back with
 fastavro, ExecuteSQLRecord, PutDatabaseRecord's statement types and routing by MySQL's error
-numbers, PutSQL with sql.args, ConvertJSONToSQL into PutSQL, and QueryDatabaseTable fetching only
-new rows. Each test has a table of its own."""
+numbers, PutSQL with sql.args, ConvertJSONToSQL into PutSQL, QueryDatabaseTable fetching only new
+rows and GenerateTableFetch's pages. Each test has a table of its own."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from flowactors.processors.sql import (ConvertJSONToSQL, GenerateTableFetch, Put
                                       QueryDatabaseTable)
 from flowactors.processors.sql.result_sets import run_query
 from flowactors.processors.sql.table_schema import is_transient
+from flowactors.sdk.services import DatabaseUnavailableError
 from flowactors.services import DBCPConnectionPool, JsonTreeReader
 from flowactors.services.database import sqlalchemy_url
 from flowactors.services.records.json import JsonRecordSetWriter
@@ -135,6 +136,28 @@ def test_the_pool_connects_with_the_jdbc_url_user_and_password(mariadb):
                 f"{mariadb.user}@%", "utf8mb4")
     finally:
         service.on_disabled(None)
+
+
+def cipher(url: str, **dynamic: str) -> str:
+    """The TLS cipher of a connection the pool makes to ``url`` ('' without TLS)."""
+    service = enable_service(DBCPConnectionPool, {"Database Connection URL": url, **dynamic})
+    try:
+        with service.connection() as connection:
+            return connection.exec_driver_sql("SHOW SESSION STATUS LIKE 'Ssl_cipher'").first()[1]
+    finally:
+        service.on_disabled(None)
+
+
+def test_ssl_modes_reach_the_server_as_connector_j_means_them(mariadb):
+    base = f"{mariadb.jdbc_url}?user={mariadb.user}&password={mariadb.password}"
+    assert cipher(base + "&sslMode=DISABLED") == "" and cipher(base + "&useSSL=false") == ""
+    assert cipher(base) != ""   # PREFERRED: the server offers TLS
+    assert cipher(base + "&sslMode=REQUIRED") != ""   # the test CA's certificate, not checked
+    assert cipher(base + "&sslMode=VERIFY_CA", ssl_ca=str(mariadb.tls.ca_pem)) != ""
+    assert cipher(base + "&sslMode=VERIFY_IDENTITY", ssl_ca=str(mariadb.tls.ca_pem)) != ""   # 127.0.0.1 is its name
+    with pytest.raises(DatabaseUnavailableError) as caught:   # the test CA is not one the system trusts
+        cipher(base + "&sslMode=VERIFY_CA")
+    assert "CERTIFICATE_VERIFY_FAILED" in str(caught.value) and "flowactors-test" not in str(caught.value)
 
 
 # ------------------------------------------------------------------------------ reading
