@@ -249,7 +249,8 @@ def test_execute_sql_record_writes_json(mariadb, engine, table, engine_name):
     sql(engine, f"INSERT INTO {name} VALUES (1, 1, 2.5, 'Ada'), (2, NULL, NULL, NULL)")
     run = ProcessorRunner(ExecuteSQLRecord, {POOL: "db", "Record Writer": "writer",
                                              "SQL Query": f"SELECT * FROM {name} ORDER BY id"},
-                          services={**services(mariadb), "writer": (JsonRecordSetWriter, {})}, incoming_connection=False,
+                          services={**services(mariadb), "writer": (JsonRecordSetWriter, {})},
+                          incoming_connection=False,
                           engine=engine_name)
     run.run()
     [flowfile] = run.output("success")
@@ -324,7 +325,8 @@ def test_a_lock_wait_timeout_goes_to_retry(mariadb, engine, table):
     with engine.connect() as holder:
         holder.exec_driver_sql(f"UPDATE {name} SET code = 1 WHERE id = 1")   # holds the row's lock, uncommitted
         runner = put_records(mariadb, {"id": 1, "code": 2}, **{
-            "Statement Type": "UPDATE", "Table Name": name, "Pre-Processing SQL": "SET SESSION innodb_lock_wait_timeout = 1"})
+            "Statement Type": "UPDATE", "Table Name": name,
+            "Pre-Processing SQL": "SET SESSION innodb_lock_wait_timeout = 1"})
         [retried] = runner.output("retry")
         assert "Lock wait timeout" in retried.attributes["putdatabaserecord.error"]
         holder.rollback()
@@ -399,8 +401,9 @@ def test_convert_json_to_sql_then_put_sql(mariadb, engine, table):
 def test_query_database_table_fetches_only_new_rows(mariadb, engine, table):
     name = table("id INT NOT NULL, name VARCHAR(20), created DATETIME")
     sql(engine, f"INSERT INTO {name} VALUES (0, 'a', '2024-01-01 00:00:00'), (1, 'b', '2024-01-01 00:01:00')")
-    runner = ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": name, "Maximum-value Columns": "id, created",
-                                                  "Fetch Size": "1", "Database Type": "MySQL",
+    runner = ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": name,
+                                                  "Maximum-value Columns": "id, created", "Fetch Size": "1",
+                                                  "Database Type": "MySQL",
                                                   "Transaction Isolation Level": "TRANSACTION_READ_COMMITTED"},
                              services=services(mariadb))
     runner.run()

@@ -104,7 +104,8 @@ def sqlalchemy_url(url: str, user: str | None = None, password: str | None = Non
         kind = text[5:].split(":", 1)[0] or "?"
         known = "not supported yet" if kind in _NOT_YET else "not one flowactors knows"
         raise ValueError(f"a jdbc:{kind} URL is {known}: flowactors connects to PostgreSQL (jdbc:postgresql://"
-                         f"host:port/database), MySQL and MariaDB (jdbc:mysql://host:port/database) and SQLite (jdbc:sqlite:/path/to/file), or to any SQLAlchemy URL "
+                         f"host:port/database), MySQL and MariaDB (jdbc:mysql://host:port/database) and SQLite "
+                         f"(jdbc:sqlite:/path/to/file), or to any SQLAlchemy URL "
                          f"whose driver is installed")
     elif _SQLALCHEMY_URL.match(text):
         try:
@@ -205,10 +206,11 @@ def shown(url: Any) -> str:
 class DBCPConnectionPool(ControllerService, DBCPService):
     """Connections to one SQL database from a pool (see the module docstring)."""
 
-    description = "Lends connections to a SQL database (PostgreSQL, MySQL, MariaDB, SQLite or any SQLAlchemy URL) from a pool."
+    description = ("Lends connections to a SQL database (PostgreSQL, MySQL, MariaDB, SQLite or any SQLAlchemy URL) "
+                   "from a pool.")
     properties = (
-        PropertyDescriptor("Database Connection URL", "A SQLAlchemy URL, or a JDBC URL of PostgreSQL, MySQL, MariaDB or "
-                           "SQLite",
+        PropertyDescriptor("Database Connection URL", "A SQLAlchemy URL, or a JDBC URL of PostgreSQL, MySQL, "
+                           "MariaDB or SQLite",
                            required=True, validator=validators.NON_EMPTY, expression_language=True),
         PropertyDescriptor("Database Driver Class Name", "A Java driver's class: accepted, not used (the URL says "
                            "which driver)"),

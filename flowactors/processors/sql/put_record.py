@@ -126,7 +126,8 @@ class PutDatabaseRecord(Processor):
         boolean_property("Quote Column Identifiers", False, "Quote column names"),
         boolean_property("Quote Table Identifiers", False, "Quote the table (and schema) name"),
         PropertyDescriptor("Max Wait Time", "The longest a statement may run (PostgreSQL's statement_timeout, "
-                           "MariaDB's max_statement_time; not applied on MySQL; 0: no limit)", default="0 seconds", validator=validators.DURATION),
+                           "MariaDB's max_statement_time; not applied on MySQL; 0: no limit)", default="0 seconds",
+                           validator=validators.DURATION),
         boolean_property("Rollback On Failure", False, "On an error roll the session back (the FlowFile stays "
                          "queued) and yield, instead of routing to failure or retry"),
         PropertyDescriptor("Table Schema Cache Size", "How many tables' columns are kept", default="100",

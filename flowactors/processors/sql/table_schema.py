@@ -296,10 +296,13 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
     matched = _matched(table, names, settings)
     target = table_name(table, settings, catalog)
     normalize = settings.naming.normalize
+
+    def sql_name(column: Column) -> str:
+        return _column_sql(column, settings, table.dialect)
     if kind in (INSERT, UPSERT, INSERT_IGNORE):
         mysql = table.dialect in MYSQL_DIALECTS
         sql = (f"INSERT{' IGNORE' if mysql and kind == INSERT_IGNORE else ''} INTO {target} "
-               f"({', '.join(_column_sql(c, settings, table.dialect) for _, c in matched)}) "
+               f"({', '.join(sql_name(c) for _, c in matched)}) "
                f"VALUES ({', '.join('?' for _ in matched)})")
         if mysql and kind == UPSERT:
             sql += _on_duplicate_key(table, matched, settings)
@@ -308,9 +311,9 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
         elif kind == UPSERT:
             keys = _keys(table, matched, settings.update_keys, settings, "Update Keys")
             others = [c for _, c in matched if normalize(c.name) not in keys]
-            key_sql = ", ".join(_column_sql(c, settings, table.dialect) for c in table.columns if normalize(c.name) in keys)
+            key_sql = ", ".join(sql_name(c) for c in table.columns if normalize(c.name) in keys)
             sql += f" ON CONFLICT ({key_sql}) " + ("DO UPDATE SET " + ", ".join(
-                f"{_column_sql(c, settings, table.dialect)} = EXCLUDED.{_column_sql(c, settings, table.dialect)}" for c in others)
+                f"{sql_name(c)} = EXCLUDED.{sql_name(c)}" for c in others)
                 if others else "DO NOTHING")
         return Statement(sql, tuple(i for i, _ in matched), tuple(c for _, c in matched))
     if kind == UPDATE:
@@ -319,8 +322,8 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
         where = [(i, c) for i, c in matched if normalize(c.name) in keys]
         if not setting:
             raise StatementError(f"the records have no field to update besides the keys of {table.table}")
-        sql = (f"UPDATE {target} SET " + ", ".join(f"{_column_sql(c, settings, table.dialect)} = ?" for _, c in setting) +
-               " WHERE " + " AND ".join(f"{_column_sql(c, settings, table.dialect)} = ?" for _, c in where))
+        sql = (f"UPDATE {target} SET " + ", ".join(f"{sql_name(c)} = ?" for _, c in setting) +
+               " WHERE " + " AND ".join(f"{sql_name(c)} = ?" for _, c in where))
         both = setting + where
         return Statement(sql, tuple(i for i, _ in both), tuple(c for _, c in both))
     if kind == DELETE:
@@ -331,7 +334,7 @@ def build_statement(kind: str, table: TableSchema, names: Sequence[str], setting
                 raise StatementError(f"none of the Delete Keys ({', '.join(sorted(wanted))}) is a field of the records")
         conditions, params, columns = [], [], []
         for index, column in matched:
-            name = _column_sql(column, settings, table.dialect)
+            name = sql_name(column)
             if column.nullable and table.dialect in ("postgresql", "sqlite", *MYSQL_DIALECTS):
                 operator = {"postgresql": "IS NOT DISTINCT FROM", "sqlite": "IS"}.get(table.dialect, "<=>")
                 conditions.append(f"{name} {operator} ?")     # a null matches a null, one parameter
