@@ -297,6 +297,14 @@ def test_put_database_record_insert_update_upsert_insert_ignore_and_delete(maria
     assert [r[0] for r in rows(engine, f"SELECT id FROM {name} ORDER BY id")] == [1, 3, 4]
 
 
+def test_an_auto_increment_column_is_not_required_and_a_tinyint_1_takes_booleans(mariadb, engine, table):
+    name = table("id INT AUTO_INCREMENT PRIMARY KEY, active BOOLEAN NOT NULL, level TINYINT NOT NULL")
+    done = put_records(mariadb, {"active": 5, "level": True}, {"active": 0, "level": False},
+                       **{"Statement Type": "INSERT", "Table Name": name})
+    assert len(done.output("success")) == 1, done.output("failure")
+    assert rows(engine, f"SELECT * FROM {name} ORDER BY id") == [(1, 1, 1), (2, 0, 0)]
+
+
 def test_the_catalog_names_the_database_and_quoted_table_names_take_backticks(mariadb, engine, table):
     name = table("id INT PRIMARY KEY, `full name` VARCHAR(10)")
     done = put_records(mariadb, {"id": 1, "full name": "Ada"}, **{
@@ -391,7 +399,9 @@ def test_convert_json_to_sql_then_put_sql(mariadb, engine, table):
         putter.run()
         assert len(putter.output("success")) == len(converter.output("sql")) > 0, putter.output("failure")
         if kind == "INSERT":
-            assert converter.read(converter.output("sql")[0]).decode().startswith(f"INSERT INTO {name} (`id`, ")
+            first = converter.output("sql")[0]
+            assert converter.read(first).decode().startswith(f"INSERT INTO {name} (`id`, ")
+            assert (first.attributes["sql.args.3.type"], first.attributes["sql.args.3.value"]) == ("-7", "1")
             assert rows(engine, f"SELECT * FROM {name} ORDER BY id") == [
                 (1, "Ada", 1, dt.datetime(2024, 1, 2, 3, 4, 5)), (2, "Bob", 0, None)]
     assert rows(engine, f"SELECT * FROM {name}") == [(2, "Robert", 0, None)]

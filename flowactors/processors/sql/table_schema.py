@@ -14,14 +14,16 @@ folds unquoted names so); ``TableNotFound`` when neither exists. ``SchemaCache``
 placeholder, which field's value it takes: INSERT of every field that has a column; UPDATE setting
 the fields that are not keys, WHERE the keys (Update Keys, else the primary key); DELETE WHERE
 every field (or the Delete Keys), a nullable column matching a null too (PostgreSQL's ``IS NOT
-DISTINCT FROM``, SQLite's ``IS``, elsewhere NiFi's ``(c = ? OR (c IS NULL AND ? IS NULL))``); UPSERT as ``INSERT ... ON
-CONFLICT (keys) DO UPDATE SET`` the other columns from ``EXCLUDED`` and INSERT_IGNORE as ``INSERT
-... ON CONFLICT DO NOTHING`` (the same text on PostgreSQL and SQLite 3.24+). On MySQL and MariaDB
-(NiFi's MySQL adapter): UPSERT as ``INSERT ... ON DUPLICATE KEY UPDATE c = VALUES(c)`` (any unique
-key of the table, not only the Update Keys, decides what is a duplicate), INSERT_IGNORE as ``INSERT
-IGNORE``, DELETE matching a null with ``<=>``, names quoted with backticks, and the Catalog (or the
-Schema) names the database. Unmatched fields and columns are treated as NiFi's Unmatched Field /
-Column Behavior says; a problem is a ``StatementError`` whose message says what to change.
+DISTINCT FROM``, SQLite's ``IS``, elsewhere NiFi's ``(c = ? OR (c IS NULL AND ? IS NULL))``);
+UPSERT as ``INSERT ... ON CONFLICT (keys) DO UPDATE SET`` the other columns from ``EXCLUDED`` and
+INSERT_IGNORE as ``INSERT ... ON CONFLICT DO NOTHING`` (the same text on PostgreSQL and SQLite
+3.24+). On MySQL and MariaDB (NiFi's MySQL adapter): UPSERT as ``INSERT ... ON DUPLICATE KEY
+UPDATE c = VALUES(c)`` (any unique key of the table, not only the Update Keys, decides what is a
+duplicate), INSERT_IGNORE as ``INSERT IGNORE``, DELETE matching a null with ``<=>``, names quoted
+with backticks, the Catalog (or the Schema) naming the database, an AUTO_INCREMENT column
+generated (not required) and a TINYINT(1) (BOOLEAN) column a boolean, BIT, as Connector/J
+describes it. Unmatched fields and columns are treated as NiFi's Unmatched Field / Column
+Behavior says; a problem is a ``StatementError`` whose message says what to change.
 
 **Errors.** ``is_transient`` says whether an error may pass when tried again: by SQLSTATE class
 (PostgreSQL), SQLite's result code, or MySQL's error number (``MYSQL_TRANSIENT``: a deadlock, a lock
@@ -187,6 +189,10 @@ def read_table(connection: Any, catalog: str | None, schema: str | None, table: 
         generated = bool(column.get("identity") or column.get("computed") or column.get("default") is not None)
         if dialect == "sqlite" and primary_key == [column["name"]] and kind == "integer":
             generated = True    # SQLite's INTEGER PRIMARY KEY is the rowid, given when absent
+        if dialect in MYSQL_DIALECTS:
+            generated = generated or column.get("autoincrement") is True   # AUTO_INCREMENT
+            if type(column["type"]).__name__ == "TINYINT" and getattr(column["type"], "display_width", 0) == 1:
+                kind, jdbc = "boolean", BIT   # TINYINT(1), BOOLEAN: Connector/J's tinyInt1isBit
         nullable = bool(column.get("nullable", True)) and column["name"] not in primary_key
         columns.append(Column(column["name"], kind, jdbc, nullable, not nullable and not generated, size))
     return TableSchema(catalog, schema, name, columns, primary_key, dialect)
