@@ -441,3 +441,35 @@ def test_generate_table_fetch_pages_run_by_execute_sql(mariadb, engine, table):
     execute.run(len(pages))
     assert [[r["id"] for r in avro(execute.read(f))[1]] for f in execute.output("success")] == [
         [0, 1, 2], [3, 4, 5], [6]]
+
+
+def test_a_procedures_result_sets_each_make_a_flowfile(mariadb, engine, table):
+    name = table("n INT")
+    sql(engine, f"INSERT INTO {name} VALUES (1), (2)", f"DROP PROCEDURE IF EXISTS {name}_p",
+        f"CREATE PROCEDURE {name}_p() BEGIN SELECT n FROM {name} ORDER BY n; SELECT 'x' AS s; END")
+    try:
+        run = ProcessorRunner(ExecuteSQL, {POOL: "db", "SQL Query": f"CALL {name}_p()"}, services=services(mariadb),
+                              incoming_connection=False)
+        run.run()
+        made = run.output("success")
+        assert [avro(run.read(f))[1] for f in made] == [[{"n": 1}, {"n": 2}], [{"s": "x"}]]
+        assert [f.attributes["executesql.resultset.index"] for f in made] == ["0", "1"]
+    finally:
+        sql(engine, f"DROP PROCEDURE {name}_p")
+
+
+def test_a_server_that_is_down_sends_to_retry_in_one_sentence(mariadb):
+    from real_services import free_port
+
+    url = f"jdbc:mysql://127.0.0.1:{free_port()}/{mariadb.database}?connectTimeout=2000"
+    runner = ProcessorRunner(PutDatabaseRecord, {"Record Reader": "reader", POOL: "db", "Statement Type": "INSERT",
+                                                 "Table Name": "t"},
+                             services={"db": (DBCPConnectionPool, {"Database Connection URL": url, "Database User": "u",
+                                                                   "Password": "secret-pw"}),
+                                       "reader": (JsonTreeReader, {})})
+    runner.enqueue(b'[{"id": 1}]')
+    runner.run()
+    [retried] = runner.output("retry")
+    message = retried.attributes["putdatabaserecord.error"]
+    assert message.startswith("cannot connect to mysql+pymysql://u:***@127.0.0.1:") and "Can't connect" in message
+    assert "secret-pw" not in message and "\n" not in message
