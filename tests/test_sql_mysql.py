@@ -16,6 +16,7 @@ import fastavro
 import pytest
 import sqlalchemy as sa
 
+from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
 from flowactors.processors.sql import (ConvertJSONToSQL, GenerateTableFetch, PutDatabaseRecord, PutSQL,
                                       QueryDatabaseTable)
@@ -26,6 +27,8 @@ from flowactors.services import DBCPConnectionPool, JsonTreeReader
 from flowactors.services.database import sqlalchemy_url
 from flowactors.services.records.json import JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner, enable_service
+from nifi_flows import group, processor, snapshot
+from real_services import free_port
 
 POOL = "Database Connection Pooling Service"
 
@@ -459,8 +462,6 @@ def test_a_procedures_result_sets_each_make_a_flowfile(mariadb, engine, table):
 
 
 def test_a_server_that_is_down_sends_to_retry_in_one_sentence(mariadb):
-    from real_services import free_port
-
     url = f"jdbc:mysql://127.0.0.1:{free_port()}/{mariadb.database}?connectTimeout=2000"
     runner = ProcessorRunner(PutDatabaseRecord, {"Record Reader": "reader", POOL: "db", "Statement Type": "INSERT",
                                                  "Table Name": "t"},
@@ -473,3 +474,30 @@ def test_a_server_that_is_down_sends_to_retry_in_one_sentence(mariadb):
     message = retried.attributes["putdatabaserecord.error"]
     assert message.startswith("cannot connect to mysql+pymysql://u:***@127.0.0.1:") and "Can't connect" in message
     assert "secret-pw" not in message and "\n" not in message
+
+
+def test_a_nifi_flow_with_a_mysql_pool_imports_and_runs(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, name VARCHAR(10)")
+    node = processor("root", "Put", "org.apache.nifi.processors.standard.PutDatabaseRecord", {
+        "put-db-record-record-reader": "reader", "db-type": "MySQL", "put-db-record-statement-type": "UPSERT",
+        "put-db-record-dcbp-service": "db", "put-db-record-table-name": name},
+        auto_terminate=("success", "failure", "retry"))
+    for reference in ("put-db-record-record-reader", "put-db-record-dcbp-service"):
+        node["propertyDescriptors"][reference]["identifiesControllerService"] = True
+    root = group("root", "Load", None, None, processors=[node])
+    root["controllerServices"] = [
+        {"identifier": "reader", "name": "reader", "type": "org.apache.nifi.json.JsonTreeReader", "properties": {}},
+        {"identifier": "db", "name": "db", "type": "org.apache.nifi.dbcp.DBCPConnectionPool", "properties": {
+            "Database Connection URL": mariadb.jdbc_url + "?useSSL=false&characterEncoding=UTF-8",
+            "Database Driver Class Name": "com.mysql.cj.jdbc.Driver",
+            "database-driver-locations": "/opt/nifi/drivers/mysql-connector-j-8.3.0.jar",
+            "Database User": mariadb.user, "Password": mariadb.password}}]
+    flow = flow_from_nifi(snapshot(root, {}))
+    [put_node] = flow.processors.values()
+    properties = {k: v for k, v in put_node.properties.items() if v is not None}
+    runner = ProcessorRunner(put_node.type, {**properties, "Record Reader": "reader", POOL: "db"},
+                             services={s.name: (s.type, s.properties) for s in flow.services.values()})
+    runner.enqueue(b'[{"id": 1, "name": "a"}, {"id": 1, "name": "b"}]')
+    runner.run()
+    assert len(runner.output("success")) == 1, runner.output("failure")
+    assert rows(engine, f"SELECT * FROM {name}") == [(1, "b")]
