@@ -85,16 +85,17 @@ def _protected() -> set[int]:
 
 
 class ChildCluster:
-    """One run of crash_flow.py with its own Ray, and the means to SIGKILL all of it."""
+    """One run of crash_flow.py (or another ``child`` script taking ``--ray-temp``) with its own
+    Ray, and the means to SIGKILL all of it."""
 
-    def __init__(self, work: Path, run: int, args: list[str]):
+    def __init__(self, work: Path, run: int, args: list[str], child: Path = CHILD):
         self.run = run
         # short, unique path: Ray's unix sockets live under it (108-byte limit) and every
         # process of this cluster has it in its command line, cwd or open files
         self.marker = tempfile.mkdtemp(prefix="facrash-", dir="/tmp")
         self.stderr_path = work / "logs" / f"child-{run:02d}.err"
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, str(CHILD), "--ray-temp", os.path.join(self.marker, "ray"), *args]
+        command = [sys.executable, str(child), "--ray-temp", os.path.join(self.marker, "ray"), *args]
         with open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen(command, cwd=self.marker, stdout=subprocess.PIPE, stderr=stderr,
                                          start_new_session=True, text=True)
