@@ -10,6 +10,8 @@ import datetime as dt
 import io
 import json
 import re
+import threading
+import time
 from decimal import Decimal
 
 import fastavro
@@ -355,6 +357,28 @@ def test_a_statement_past_max_wait_time_goes_to_retry(mariadb, engine, table):
     assert "max_statement_time exceeded" in retried.attributes["putdatabaserecord.error"]
     assert len(runner.output("success")) == 1
     assert rows(engine, f"SELECT id, t FROM {name} ORDER BY id") == [(2, 1.0)]   # MariaDB's limit, in seconds
+
+
+def test_a_deadlock_goes_to_retry(mariadb, engine, table):
+    name = table("id INT PRIMARY KEY, code INT")
+    sql(engine, f"INSERT INTO {name} SELECT seq, 0 FROM seq_1_to_50")
+    runner = put(mariadb, **{"Statement Type": "UPDATE", "Table Name": name, "Maximum Batch Size": "1"})
+    runner.enqueue(json.dumps([{"id": 1, "code": 1}, {"id": 2, "code": 1}]).encode())
+    with engine.connect() as holder:
+        # the heavier transaction (49 rows), so InnoDB makes the processor's the deadlock's victim
+        holder.exec_driver_sql(f"UPDATE {name} SET code = 2 WHERE id >= 2")
+        writing = threading.Thread(target=runner.run)
+        writing.start()   # updates row 1, then waits for row 2
+        deadline = time.monotonic() + 20
+        while not rows(engine, f"SELECT 1 FROM information_schema.processlist WHERE info LIKE 'UPDATE {name} %%'"):
+            assert time.monotonic() < deadline, "the processor never waited for the row's lock"
+            time.sleep(0.02)
+        holder.exec_driver_sql(f"UPDATE {name} SET code = 2 WHERE id = 1")   # closes the cycle
+        holder.commit()
+        writing.join(30)
+    [retried] = runner.output("retry")
+    assert "Deadlock found" in retried.attributes["putdatabaserecord.error"]
+    assert rows(engine, f"SELECT DISTINCT code FROM {name}") == [(2,)]   # nothing of the FlowFile's kept
 
 
 def test_error_numbers_decide_retry_or_failure():
