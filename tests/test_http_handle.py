@@ -89,7 +89,7 @@ def test_a_round_trip_with_status_headers_and_body(serving, engine):
                                            "X-Blank": "${nothing}", "Attributes for HTTP Response": "answer\\..*"})
     thread, out = service.taken(lambda: request(service.port, "PUT", "/orders/7?q=a%20b&flag", body=b"ping",
                                                 headers={"Content-Type": "text/plain", "X-Trace": "t1",
-                                                         "Cookie": "session=abc"}))
+                                                         "X-Request-Id": "r7", "Cookie": "session=abc"}))
     [flowfile] = service.requests.output("success")
     attributes = flowfile.attributes
     assert service.requests.read(flowfile) == b"ping"
@@ -99,6 +99,7 @@ def test_a_round_trip_with_status_headers_and_body(serving, engine):
     assert attributes["http.param.q"] == "a b" and "http.param.flag" not in attributes
     assert attributes["http.cookie.session.value"] == "abc"
     assert attributes["http.headers.X-Trace"] == "t1" and attributes["mime.type"] == "text/plain"
+    assert attributes["http.headers.X-Request-Id"] == "r7"   # as sent: aiohttp would respell it X-Request-ID
     assert attributes["http.remote.addr"] == attributes["http.remote.host"] == "127.0.0.1"
     assert attributes["http.server.port"] == str(service.port) and "http.subject.dn" not in attributes
     identifier = attributes["http.context.identifier"]

@@ -95,14 +95,15 @@ def listening():
 
 
 def test_a_post_becomes_a_flowfile_answered_once_committed(listening, engine):
-    runner = listening({"HTTP Headers for Attributes": "X-.*", "Return Code": "201"})
+    runner = listening({"HTTP Headers for Attributes": "X-Color|X-Request-Id", "Return Code": "201"})
     status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=b"hello", headers={
-        "X-Color": "blue", "Other": "no", "filename": "greeting.txt", "uuid": "sender-1"}))
+        "X-Color": "blue", "X-Request-Id": "r7", "Other": "no", "filename": "greeting.txt", "uuid": "sender-1"}))
     assert status == 201
     [flowfile] = runner.output("success")
     assert runner.read(flowfile) == b"hello"
     attributes = flowfile.attributes
     assert attributes["X-Color"] == "blue" and "Other" not in attributes
+    assert attributes["X-Request-Id"] == "r7"   # matched and named as sent (aiohttp respells it X-Request-ID)
     assert attributes["filename"] == "greeting.txt" and attributes["uuid"] != "sender-1"
     assert attributes["restlistener.remote.source.host"] == "127.0.0.1"
     assert attributes["restlistener.request.uri"] == BASE

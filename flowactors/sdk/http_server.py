@@ -115,6 +115,17 @@ async def read_parts(request: web.Request, max_size: int) -> list[Part]:
     return parts
 
 
+def headers_as_sent(request: web.Request) -> dict[str, str]:
+    """The request's headers by their names as the client spelt them, the first value of a
+    repeated one (what a servlet's ``getHeader`` gives). ``request.headers`` would not do: aiohttp
+    respells the names it knows (``X-Request-Id`` becomes ``X-Request-ID``), and a flow's regular
+    expression or attribute name is written against what the client sent."""
+    found: dict[str, str] = {}
+    for raw_name, raw_value in request.raw_headers:
+        found.setdefault(raw_name.decode("latin-1"), raw_value.decode("latin-1"))
+    return found
+
+
 def peer_certificate(request: web.Request) -> x509.Certificate | None:
     """The certificate the TLS client showed, or None (no TLS, or none shown)."""
     transport = request.transport

@@ -337,7 +337,8 @@ class StandardHttpContextMap(ControllerService, HttpContextMap):
 
 def _attributes(request: Any, settings: Mapping[str, Any]) -> dict[str, str]:
     """NiFi's HandleHttpRequest attributes of a request (docs/http.md lists them)."""
-    from flowactors.sdk.http_server import alternative_names, certificate_names, peer_certificate, plain_address
+    from flowactors.sdk.http_server import (alternative_names, certificate_names, headers_as_sent, peer_certificate,
+                                             plain_address)
 
     charset = request.charset or settings.get("charset", "UTF-8")
     sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
@@ -359,7 +360,7 @@ def _attributes(request: Any, settings: Mapping[str, Any]) -> dict[str, str]:
             found[f"http.query.param.{key}"] = value
             if key in settings.get("parameters", ()):
                 found[f"http.param.{key}"] = value
-    for key, value in request.headers.items():
+    for key, value in headers_as_sent(request).items():
         found[f"http.headers.{key}"] = value
     for key, value in request.cookies.items():
         found[f"http.cookie.{key}.value"] = value

@@ -333,11 +333,11 @@ class ListenHTTP(Processor):
                          packaged=media_type == FLOWFILE_V3_MIME_TYPE)
 
     def _request_attributes(self, request: "web.Request", names: tuple[str, str]) -> dict[str, str]:
-        from flowactors.sdk.http_server import plain_address
+        from flowactors.sdk.http_server import headers_as_sent, plain_address
 
         attributes = {}
         if self._headers is not None:
-            attributes = {str(k): v for k, v in request.headers.items() if self._headers.fullmatch(k)}
+            attributes = {k: v for k, v in headers_as_sent(request).items() if self._headers.fullmatch(k)}
         attributes.update({"restlistener.remote.source.host": plain_address(request.remote),
                            "restlistener.request.uri": request.path, "restlistener.remote.user.dn": names[0],
                            "restlistener.remote.issuer.dn": names[1]})
