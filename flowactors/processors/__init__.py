@@ -14,7 +14,7 @@ from flowactors.processors.monitor import MonitorActivity
 from flowactors.processors.rate import ControlRate
 from flowactors.processors.generate import GenerateFlowFile
 from flowactors.processors.hash import HashContent
-from flowactors.processors.http import HandleHttpRequest, HandleHttpResponse, ListenHTTP
+from flowactors.processors.http import HandleHttpRequest, HandleHttpResponse, InvokeHTTP, ListenHTTP
 from flowactors.processors.json import (AttributesToCSV, AttributesToJSON, EvaluateJsonPath, FlattenJson,
                                         SplitJson, ValidateJson)
 from flowactors.processors.jolt.processor import JoltTransformJSON
@@ -52,7 +52,7 @@ __all__ = [
     "ControlRate", "DistributeLoad", "DuplicateFlowFile", "LogMessage", "MonitorActivity", "RetryFlowFile",
     "ModifyBytes", "SegmentContent",
     "EvaluateXPath", "SplitXml", "TransformXml", "IdentifyMimeType",
-    "HandleHttpRequest", "HandleHttpResponse", "ListenHTTP",
+    "HandleHttpRequest", "HandleHttpResponse", "InvokeHTTP", "ListenHTTP",
     "GenerateTableFetch", "QueryDatabaseTable", "QueryDatabaseTableRecord",
     "ConsumeAMQP", "ConsumeMQTT", "PublishAMQP", "PublishMQTT",
     "ExecuteSQL", "ExecuteSQLRecord",
