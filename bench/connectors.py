@@ -333,8 +333,10 @@ def _libpq(url: str) -> str:
 def invoke_ours(port: int, workdir: Path, requests: int) -> float:
     """Requests/s of InvokeHTTP's task time GETting a document for each of ``requests`` FlowFiles."""
     flow = Flow("invoke")
-    generate = flow.add(GenerateFlowFile, "generate", properties={"Batch Size": str(requests), "File Size": "0B"},
-                        run_schedule="1 hour")
+    # Max FlowFiles, not a long run schedule: a source paused after a trigger that made FlowFiles
+    # is never seen idle, and the run (until idle) would not end
+    generate = flow.add(GenerateFlowFile, "generate", properties={
+        "Batch Size": str(requests), "File Size": "0B", "Max FlowFiles": str(requests)})
     invoke = flow.add(InvokeHTTP, "invoke", batch_size=1000, properties={
         "HTTP Method": "GET", "HTTP URL": f"http://127.0.0.1:{port}/item"}, auto_terminate=("Original", "Response"))
     flow.connect(generate, invoke, name="generated")

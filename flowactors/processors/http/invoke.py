@@ -9,16 +9,20 @@ pool. httpx was the alternative (a synchronous API, HTTP/2), but would be a new 
 needs a thread a request to overlap them. aiohttp speaks HTTP/1.1 only: HTTP/2 Disabled is
 accepted and changes nothing.
 
-**How a trigger runs.** Each task owns an event loop in a thread of its own and an aiohttp
-``ClientSession`` on it (made in ``on_scheduled``, closed in ``on_stopped``). The trigger thread
-takes a batch, prepares each request (URL, method and headers evaluated against the FlowFile) and
-hands it to the loop, keeping up to twice ``Socket Idle Connections`` handed ahead; at most
-``Socket Idle Connections`` are in flight (a permit each, held until the response body is read).
-The loop reads each response's first 64 KiB with its headers: a body that ends there gives its
-connection and permit back at once. The trigger thread handles the replies in the batch's order,
-streaming the rest of each body into its Response FlowFile's content a chunk at a time (64 KiB)
-while the later requests proceed. A request body is read from the FlowFile's content claim as it
-is sent: no body is ever whole in memory.
+**How a trigger runs.** Each task owns an event loop and an aiohttp ``ClientSession`` on it (made
+in ``on_scheduled``, closed in ``on_stopped``). The loop has no thread of its own: it runs in the
+trigger's thread while the trigger waits on it (a second thread would hand every request and
+reply across threads and contend with the trigger for the GIL; docs/http.md, "Performance"). The
+trigger takes a batch, prepares each request (URL, method and headers evaluated against the
+FlowFile; properties without expressions evaluated once, when scheduled) and starts it as a task
+of the loop, keeping up to twice ``Socket Idle Connections`` started ahead; at most ``Socket Idle
+Connections`` are in flight (a permit each, held until the response body is read). Each exchange
+reads its response's first 64 KiB with its headers: a body that ends there gives its connection
+and permit back at once. The trigger handles the replies in the batch's order, running the loop
+only when the next reply has not come yet (the later requests proceed meanwhile), and streams the
+rest of a longer body into its Response FlowFile's content a chunk at a time (64 KiB), running
+the loop for each. A request body is read from the FlowFile's content claim as it is sent: no
+body is ever whole in memory.
 
 **Routing** is NiFi's: 2xx -> the request FlowFile to Original and a Response FlowFile (the body)
 to Response; 5xx -> Retry, penalized; 1xx, 3xx (redirects not followed) and 4xx -> No Retry
@@ -43,15 +47,15 @@ import email.utils
 import functools
 import logging
 import re
-import threading
 import time
 import uuid
 import zlib
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 from flowactors.processors._common import boolean_property
+from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import failure_attributes, reason
 from flowactors.sdk.services import SSLContextService
@@ -148,11 +152,13 @@ _PROPERTIES = (
 
 @dataclass
 class _Prepared:
-    """A request ready to go: what the trigger thread evaluated for one FlowFile (or none)."""
+    """A request ready to go: what the trigger evaluated for one FlowFile (or none)."""
 
     flowfile: Any
     method: str
     url: str
+    #: ``url`` parsed
+    target: Any
     headers: dict[str, str]
     body: Any = None
     tx_id: str = field(default_factory=lambda: str(uuid.uuid4()))
@@ -163,9 +169,9 @@ class _Prepared:
 
 @dataclass
 class _Reply:
-    """A response whose headers arrived, with its body's first bytes; the rest is read by the
-    trigger thread. ``complete``: the whole body is in ``first``, and the connection and the
-    permit were given back already (a small body costs the trigger thread no call to the loop)."""
+    """A response whose headers arrived, with its body's first bytes; the rest is read when the
+    trigger handles it. ``complete``: the whole body is in ``first``, and the connection and the
+    permit were given back already (a small body is written in one call, without running the loop)."""
 
     response: Any
     elapsed_ms: int
@@ -176,23 +182,74 @@ class _Reply:
 
 
 class _EventLoop:
-    """An asyncio loop running in a daemon thread of its own, for one task's client."""
+    """One task's asyncio loop, run by the thread that waits on it (the trigger's) for as long as
+    it waits: no second thread, so no hand-off between threads and no contention for the GIL
+    between an I/O thread and the trigger's thread. Used by one thread at a time (a task's
+    callbacks never overlap). A caller whose thread runs an event loop of its own already (a
+    stateless flow triggered from async code) has this loop run in a helper thread meanwhile."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=f"InvokeHTTP {name}", daemon=True)
-        self.thread.start()
+        self._helper: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def submit(self, coroutine) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+    def start(self, coroutine) -> asyncio.Task:
+        """The coroutine as a task of the loop: it starts when the loop next runs."""
+        return self.loop.create_task(coroutine)
 
-    def run(self, coroutine) -> Any:
-        return self.submit(coroutine).result()
+    def run(self, awaitable) -> Any:
+        """Runs the loop until ``awaitable`` is done (the loop's other tasks progress meanwhile)."""
+        if asyncio.events._get_running_loop() is None:
+            return self.loop.run_until_complete(awaitable)
+        if self._helper is None:
+            self._helper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="InvokeHTTP")
+        return self._helper.submit(self.loop.run_until_complete, awaitable).result()
 
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
+        self.run(self.loop.shutdown_asyncgens())
         self.loop.close()
+        if self._helper is not None:
+            self._helper.shutdown()
+
+
+def _per_flowfile(value: Any) -> Callable[[Any], str | None]:
+    """A property's value for a FlowFile: evaluated once if it holds no expression."""
+    if value.raw is None or compile_value(value.raw).is_literal:
+        constant = value.evaluate()
+        return lambda flowfile: constant
+    return value.evaluate
+
+
+class _Settings:
+    """The properties a trigger reads for each request and response, looked up once when the
+    processor is scheduled (they do not change while it runs); those holding expressions are
+    evaluated against each FlowFile."""
+
+    def __init__(self, context: ProcessContext) -> None:
+        prop = context.property
+        self.method, self.url = _per_flowfile(prop("HTTP Method")), _per_flowfile(prop("HTTP URL"))
+        self.agent = _per_flowfile(prop("Request User-Agent"))
+        user = (prop("Request Username").raw or "").strip()
+        self.authorization = {"Authorization": basic_credentials(user, (prop("Request Password").raw or "").strip())} \
+            if user and not prop("Request Digest Authentication Enabled").as_bool() else {}
+        self.date = prop("Request Date Header Enabled").as_bool()
+        #: (name, value) of the dynamic properties sent as headers, in their order
+        self.headers = [(name, _per_flowfile(prop(name))) for name in context.dynamic_properties
+                        if not name.startswith(FORM_PREFIX)]
+        pattern = (prop("Request Header Attributes Pattern").raw or "").strip()
+        self.attributes_pattern = re.compile(pattern) if pattern else None
+        self.body_attribute = _per_flowfile(prop("Response Body Attribute Name")) \
+            if prop("Response Body Attribute Name").is_set else None
+        self.always_respond = prop("Response Generation Required").as_bool()
+        self.read_body = not prop("Response Body Ignored").as_bool()
+        self.attribute_size = prop("Response Body Attribute Size").as_int() or 256
+        self.url_path_names = prop("Response FlowFile Naming Strategy").raw == "URL_PATH"
+        self.headers_to_request = prop("Response Header Request Attributes Enabled").as_bool()
+
+
+@functools.lru_cache(maxsize=4)
+def _http_date(second: int) -> str:
+    """The Date header's value for a second (RFC 1123, GMT): formatted once a second."""
+    return email.utils.formatdate(second, usegmt=True)
 
 
 def basic_credentials(user: str, password: str) -> str:
@@ -204,6 +261,20 @@ def basic_credentials(user: str, password: str) -> str:
     except UnicodeEncodeError:
         raw = text.encode()
     return "Basic " + base64.b64encode(raw).decode()
+
+
+@functools.lru_cache(maxsize=64)
+def _target(url: str) -> Any:
+    """The URL a request goes to, parsed (yarl's URL); ``ValueError`` for one it cannot send to."""
+    from yarl import URL
+
+    try:
+        parsed = URL(url)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"the HTTP URL {url!r} is not a URL: {err}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"the HTTP URL {url!r} must start with http:// or https:// and name a host")
+    return parsed
 
 
 @functools.cache
@@ -275,7 +346,7 @@ class _Client:
         middlewares = ()
         if user and prop("Request Digest Authentication Enabled").as_bool():
             middlewares = (aiohttp.DigestAuthMiddleware(user, (prop("Request Password").raw or "").strip()),)
-        self.loop = _EventLoop(context.name)
+        self.loop = _EventLoop()
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=prop("Connection Timeout").as_duration(),
                                         sock_read=prop("Socket Read Timeout").as_duration())
         cookies = prop("Response Cookie Strategy").raw == "ACCEPT_ALL"
@@ -301,7 +372,7 @@ class _Client:
             headers = request.headers
             if self.proxy_headers and request.url.startswith("http:"):   # no tunnel: the proxy reads the request
                 headers = {**headers, **self.proxy_headers}
-            response = await self.session.request(request.method, request.url, headers=headers,
+            response = await self.session.request(request.method, request.target, headers=headers,
                                                   data=request.body, allow_redirects=self.redirects,
                                                   proxy=self.proxy, proxy_headers=self.proxy_headers or None)
             elapsed = int((time.monotonic() - started) * 1000)
@@ -322,19 +393,22 @@ class _Client:
         self.permits.release()
 
     def finish(self, reply: _Reply) -> None:
-        """The trigger thread is done with ``reply``: what it holds is given back (without waiting)."""
+        """The trigger is done with ``reply``: what it holds is given back."""
         if not reply.complete:
             reply.complete = True
-            self.loop.loop.call_soon_threadsafe(self._give_back, reply)
+            self._give_back(reply)
 
-    def abandon(self, future: concurrent.futures.Future) -> None:
-        """Cancels an exchange whose reply will not be handled, giving its connection back if it came."""
-        if not future.cancel() and future.exception() is None:
-            self.finish(future.result())
+    def abandon(self, exchanges: list[asyncio.Task]) -> None:
+        """Cancels exchanges whose replies will not be handled, giving back the connections of
+        those whose reply came, and lets the cancelled ones end (their permits given back)."""
+        for exchange in exchanges:
+            if not exchange.cancel() and not exchange.cancelled() and exchange.exception() is None:
+                self.finish(exchange.result())
+        self.loop.run(asyncio.gather(*exchanges, return_exceptions=True))
 
     def read(self, reply: _Reply, size: int = CHUNK) -> bytes:
         """The response body's next bytes, at most ``size`` (b"" at its end): those read with the
-        headers first, then read on the loop for the trigger thread."""
+        headers first, then read by running the loop."""
         if reply.first:
             chunk, reply.first = reply.first[:size], reply.first[size:]
             return chunk
@@ -388,7 +462,7 @@ class InvokeHTTP(Processor):
 
     def __init__(self) -> None:
         self._client: _Client | None = None
-        self._attributes_pattern: re.Pattern | None = None
+        self._settings: _Settings | None = None
 
     def custom_validate(self, values: Mapping[str, str]) -> list[str]:
         problems = []
@@ -404,8 +478,7 @@ class InvokeHTTP(Processor):
         return problems
 
     def on_scheduled(self, context: ProcessContext) -> None:
-        pattern = (context.property("Request Header Attributes Pattern").raw or "").strip()
-        self._attributes_pattern = re.compile(pattern) if pattern else None
+        self._settings = _Settings(context)
         self._client = _Client(context)
 
     def on_stopped(self, context: ProcessContext) -> None:
@@ -422,7 +495,7 @@ class InvokeHTTP(Processor):
             if method in BODY_METHODS:
                 return
             flowfiles = [session.create() if context.property("Response Body Attribute Name").is_set else None]
-        window: list[tuple[_Prepared, concurrent.futures.Future]] = []
+        window: list[tuple[_Prepared, asyncio.Task]] = []
         try:
             for flowfile in flowfiles:
                 try:
@@ -430,55 +503,47 @@ class InvokeHTTP(Processor):
                 except ValueError as err:
                     self._failed(context, session, flowfile, err)
                     continue
-                window.append((request, client.loop.submit(client.exchange(request))))
+                window.append((request, client.loop.start(client.exchange(request))))
                 if len(window) >= 2 * client.in_flight:   # replies read whole give their permit back early
                     self._handle(context, session, *window.pop(0))
             while window:
                 self._handle(context, session, *window.pop(0))
         finally:
-            for request, future in window:   # an error left these unhandled: the session rolls back
-                client.abandon(future)
-                request.stack.close()
+            if window:   # an error left these unhandled: the session rolls back
+                client.abandon([exchange for _, exchange in window])
+                for request, _ in window:
+                    request.stack.close()
 
     # ------------------------------------------------------------------ the request
     def _prepare(self, context: ProcessContext, session, flowfile: Any) -> _Prepared:
         """The request for ``flowfile`` (None: a source's): ``ValueError`` for a URL it cannot send to."""
-        from yarl import URL
-
-        prop = context.property
-        url = (prop("HTTP URL").evaluate(flowfile) or "").strip()
-        try:
-            parsed = URL(url)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"the HTTP URL {url!r} is not a URL: {err}") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"the HTTP URL {url!r} must start with http:// or https:// and name a host")
-        method = (prop("HTTP Method").evaluate(flowfile) or "").strip().upper()
-        request = _Prepared(flowfile, method, url, self._headers(context, flowfile))
+        settings = self._settings
+        assert settings is not None, "on_scheduled reads the settings"
+        url = (settings.url(flowfile) or "").strip()
+        target = _target(url)
+        method = (settings.method(flowfile) or "").strip().upper()
+        request = _Prepared(flowfile, method, url, target, self._headers(settings, flowfile))
         if method in BODY_METHODS:
             self._attach_body(context, session, request)
         return request
 
-    def _headers(self, context: ProcessContext, flowfile: Any) -> dict[str, str]:
-        prop = context.property
-        headers: dict[str, str] = {}
-        user = (prop("Request Username").raw or "").strip()
-        if user and not prop("Request Digest Authentication Enabled").as_bool():
-            password = (prop("Request Password").raw or "").strip()
-            headers["Authorization"] = basic_credentials(user, password)
-        agent = (prop("Request User-Agent").evaluate(flowfile) or "").strip()
+    @staticmethod
+    def _headers(settings: _Settings, flowfile: Any) -> dict[str, str]:
+        headers = dict(settings.authorization)
+        agent = (settings.agent(flowfile) or "").strip()
         if agent:
             headers["User-Agent"] = agent
-        if prop("Request Date Header Enabled").as_bool():
-            headers["Date"] = email.utils.formatdate(usegmt=True)
-        for name in context.dynamic_properties:
-            value = prop(name).evaluate(flowfile)
-            if not name.startswith(FORM_PREFIX) and value is not None:
+        if settings.date:
+            headers["Date"] = _http_date(int(time.time()))
+        for name, header in settings.headers:
+            value = header(flowfile)
+            if value is not None:
                 headers[name] = value
-        if self._attributes_pattern is not None and flowfile is not None:
+        pattern = settings.attributes_pattern
+        if pattern is not None and flowfile is not None:
             for name, value in flowfile.attributes.items():
                 name = name.strip()
-                if name not in _NOT_SENT and self._attributes_pattern.fullmatch(name):
+                if name not in _NOT_SENT and pattern.fullmatch(name):
                     headers[name] = value.strip()
         return headers
 
@@ -521,13 +586,13 @@ class InvokeHTTP(Processor):
 
     # ------------------------------------------------------------------ the response
     def _handle(self, context: ProcessContext, session, request: _Prepared,
-                future: concurrent.futures.Future) -> None:
+                exchange: asyncio.Task) -> None:
         """Waits for the request's reply and routes its FlowFiles (NiFi's rules: the module docstring)."""
         client = self._client
         assert client is not None
         flowfile = request.flowfile
         try:
-            reply = future.result()
+            reply = exchange.result() if exchange.done() else client.loop.run(exchange)
         except Exception as err:
             request.stack.close()
             self._failed(context, session, flowfile, err)
@@ -549,37 +614,34 @@ class InvokeHTTP(Processor):
     def _outputs(self, context: ProcessContext, session, request: _Prepared, reply: _Reply) -> tuple[Any, Any]:
         """The request FlowFile with the status attributes (and the body, or its start, in an
         attribute), and the Response FlowFile when one is made: its body streamed into its content."""
-        prop, response, flowfile = context.property, reply.response, request.flowfile
+        settings, response, flowfile = self._settings, reply.response, request.flowfile
+        assert settings is not None, "on_scheduled reads the settings"
         status = {STATUS_CODE: str(response.status), STATUS_MESSAGE: response.reason or "", REQUEST_URL: request.url,
                   REQUEST_DURATION: str(reply.elapsed_ms), RESPONSE_URL: str(response.url),
                   TRANSACTION_ID: request.tx_id}
         if flowfile is not None:
             flowfile = session.put_all_attributes(flowfile, status)
-        to_attribute_name = prop("Response Body Attribute Name").evaluate(flowfile) \
-            if prop("Response Body Attribute Name").is_set else None
+        to_attribute_name = settings.body_attribute(flowfile) if settings.body_attribute is not None else None
         success = 200 <= response.status < 300
         to_attribute = (not success or to_attribute_name is not None) and flowfile is not None
-        to_content = (success and to_attribute_name is None) or prop("Response Generation Required").as_bool()
-        body = not prop("Response Body Ignored").as_bool()
-        limit = prop("Response Body Attribute Size").as_int() or 256
+        to_content = (success and to_attribute_name is None) or settings.always_respond
+        body, limit = settings.read_body, settings.attribute_size
         kept = bytearray()
         response_flowfile = None
         if to_content:
             response_flowfile = session.create(flowfile) if flowfile is not None else session.create()
             request.response = response_flowfile
-            extra = {REMOTE_DN: reply.remote_dn} if reply.remote_dn else {}
-            response_flowfile = session.put_all_attributes(response_flowfile, {**status, **reply.headers, **extra})
-            if prop("Response FlowFile Naming Strategy").raw == "URL_PATH" and request.method == "GET":
-                name = response.url.path.rstrip("/").rpartition("/")[2]
-                if name:
-                    response_flowfile = session.put_attribute(response_flowfile, "filename", name)
+            response_flowfile = session.put_all_attributes(response_flowfile,
+                                                           self._response_attributes(request, reply, status))
             if body:
-                if response.headers.get("Content-Type"):
-                    response_flowfile = session.put_attribute(response_flowfile, "mime.type",
-                                                              response.headers["Content-Type"])
                 keep = limit if to_attribute else 0
-                response_flowfile = session.write(response_flowfile,
-                                                  lambda out: self._copy_body(reply, out, kept, keep))
+                if reply.complete:   # the whole body came with the headers: one write
+                    data, reply.first = reply.first, b""
+                    kept.extend(data[:keep])
+                    response_flowfile = session.write_bytes(response_flowfile, data)
+                else:
+                    response_flowfile = session.write(response_flowfile,
+                                                      lambda out: self._copy_body(reply, out, kept, keep))
                 millis = reply.elapsed_ms
                 if flowfile is not None:
                     session.provenance.fetch(response_flowfile, request.url, duration=millis)
@@ -594,11 +656,28 @@ class InvokeHTTP(Processor):
                                                                                          errors="replace"))
             session.provenance.modify_attributes(flowfile, f"Response Body Attribute Added [{name}] Processing "
                                                            f"Duration [{reply.elapsed_ms} ms]")
-        if prop("Response Header Request Attributes Enabled").as_bool() and flowfile is not None:
-            prefix = (prop("Response Header Request Attributes Prefix").evaluate(flowfile) or "").strip()
+        if settings.headers_to_request and flowfile is not None:
+            prefix = (context.property("Response Header Request Attributes Prefix").evaluate(flowfile) or "").strip()
             extra = {REMOTE_DN: reply.remote_dn} if reply.remote_dn else {}
             flowfile = session.put_all_attributes(flowfile, {prefix + k: v for k, v in reply.headers.items()} | extra)
         return flowfile, response_flowfile
+
+    def _response_attributes(self, request: _Prepared, reply: _Reply, status: dict[str, str]) -> dict[str, str]:
+        """The Response FlowFile's attributes: the status, the response headers, the server's DN,
+        the name from the URL's path (URL_PATH naming of a GET) and ``mime.type`` (in that order:
+        a later one wins over a header of the same name)."""
+        assert self._settings is not None
+        response = reply.response
+        values = {**status, **reply.headers}
+        if reply.remote_dn:
+            values[REMOTE_DN] = reply.remote_dn
+        if self._settings.url_path_names and request.method == "GET":
+            name = response.url.path.rstrip("/").rpartition("/")[2]
+            if name:
+                values["filename"] = name
+        if self._settings.read_body and response.headers.get("Content-Type"):
+            values["mime.type"] = response.headers["Content-Type"]
+        return values
 
     def _copy_body(self, reply: _Reply, out: BinaryIO, kept: bytearray, keep: int) -> None:
         """Streams the response body into ``out``, keeping its first ``keep`` bytes in ``kept``."""
