@@ -18,7 +18,8 @@ FlowFile; properties without expressions evaluated once, when scheduled) and sta
 of the loop, keeping up to twice ``Socket Idle Connections`` started ahead; at most ``Socket Idle
 Connections`` are in flight (a permit each, held until the response body is read). Each exchange
 reads its response's first 64 KiB with its headers: a body that ends there gives its connection
-and permit back at once. The trigger handles the replies in the batch's order, running the loop
+and permit back at once. A trigger first runs one pass of the loop, so that keep-alive
+connections the server closed since the last trigger leave the pool. The trigger handles the replies in the batch's order, running the loop
 only when the next reply has not come yet (the later requests proceed meanwhile), and streams the
 rest of a longer body into its Response FlowFile's content a chunk at a time (64 KiB), running
 the loop for each. A request body is read from the FlowFile's content claim as it is sent: no
@@ -406,6 +407,12 @@ class _Client:
                 self.finish(exchange.result())
         self.loop.run(asyncio.gather(*exchanges, return_exceptions=True))
 
+    def catch_up(self) -> None:
+        """One pass of the loop over what happened since it last ran: a keep-alive connection the
+        server closed meanwhile leaves the pool before a request is sent on it (a POST sent on it
+        would fail, aiohttp resending only idempotent methods)."""
+        self.loop.run(asyncio.sleep(0))
+
     def read(self, reply: _Reply, size: int = CHUNK) -> bytes:
         """The response body's next bytes, at most ``size`` (b"" at its end): those read with the
         headers first, then read by running the loop."""
@@ -495,6 +502,7 @@ class InvokeHTTP(Processor):
             if method in BODY_METHODS:
                 return
             flowfiles = [session.create() if context.property("Response Body Attribute Name").is_set else None]
+        client.catch_up()
         window: list[tuple[_Prepared, asyncio.Task]] = []
         try:
             for flowfile in flowfiles:
