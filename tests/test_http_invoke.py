@@ -27,6 +27,7 @@ from nifi_flows import STANDARD, connection, group, processor, snapshot
 from repositories.content import FileSystemContentRepository
 from tls_material import PASSWORD, make_tls_material
 
+KEEPALIVE = 0.2  # seconds the closing server keeps an idle connection
 LARGE = 48 * 1024 * 1024
 PROXY_AUTH = "Basic " + base64.b64encode(b"proxy-user:proxy-secret").decode()
 
@@ -157,6 +158,8 @@ class Servers:
         server_tls.verify_mode = ssl.CERT_OPTIONAL
         self.runners: list[web.AppRunner] = []
         self.http = self._start(self._app(), None)
+        #: a server that closes a keep-alive connection idle for KEEPALIVE seconds
+        self.closing = self._start(self._app(), None, keepalive_timeout=KEEPALIVE)
         self.https = self._start(self._app(), server_tls).replace("http:", "https:")
         proxy_app = web.Application()
         proxy_app.router.add_route("*", "/{tail:.*}", proxy)
@@ -181,9 +184,9 @@ class Servers:
         app.router.add_get("/digest", digest)
         return app
 
-    def _start(self, app: web.Application, context) -> str:
+    def _start(self, app: web.Application, context, keepalive_timeout: float = 75.0) -> str:
         async def start() -> int:
-            runner = web.AppRunner(app)
+            runner = web.AppRunner(app, keepalive_timeout=keepalive_timeout)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
             await site.start()
@@ -488,14 +491,36 @@ def test_requests_of_a_batch_are_in_flight_together(servers):
 
 
 def test_a_source_sends_a_get_without_a_flowfile_but_no_post(servers):
-    runner = invoke({"HTTP URL": f"{servers.http}/echo"})
+    runner = invoke({"HTTP URL": f"{servers.http}/echo"}, incoming_connection=False)
     runner.run()
     [response] = runner.output("Response")
     assert json.loads(runner.read(response))["method"] == "GET"
     assert [e.event_type.value for e in runner.events()] == ["RECEIVE"]
-    runner = invoke({"HTTP URL": f"{servers.http}/echo", "HTTP Method": "POST"})
+    runner = invoke({"HTTP URL": f"{servers.http}/echo", "HTTP Method": "POST"}, incoming_connection=False)
     runner.run()
     assert runner.output("Response") == []
+
+
+def test_a_post_after_the_server_closed_the_idle_connection_goes_through(servers):
+    """The client's loop runs only inside a trigger: the next trigger must notice a keep-alive
+    connection the server closed meanwhile, not send a streamed body down it and fail."""
+    runner = invoke({"HTTP URL": f"{servers.closing}/echo", "HTTP Method": "POST"})
+    for number in range(3):
+        runner.enqueue(f"body {number}".encode())
+        runner.run(stop=False)
+        time.sleep(KEEPALIVE * 2.5)   # the server closes the idle connection meanwhile: the behaviour under test
+    runner.run()
+    assert runner.output("Failure") == [] and len(runner.output("Response")) == 3
+    bodies = sorted(base64.b64decode(json.loads(runner.read(f))["body"]) for f in runner.output("Response"))
+    assert bodies == [b"body 0", b"body 1", b"body 2"]
+
+
+def test_with_an_incoming_connection_a_trigger_finding_no_flowfile_sends_nothing(servers):
+    """NiFi's rule: connected, only a FlowFile makes a request (a concurrent task that found the
+    queue emptied by another sends nothing)."""
+    runner = invoke({"HTTP URL": f"{servers.http}/echo"})
+    runner.run()
+    assert runner.output("Response") == [] and runner.events() == []
 
 
 # ------------------------------------------------------------------------------ streaming

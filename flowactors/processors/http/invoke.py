@@ -498,6 +498,8 @@ class InvokeHTTP(Processor):
         assert client is not None, "on_scheduled makes the client"
         flowfiles: list[Any] = session.get_batch()
         if not flowfiles:   # a source: one request without a FlowFile (NiFi's INPUT_ALLOWED with no input)
+            if context.has_incoming_connection:
+                return   # connected: another task took the FlowFiles; only a source sends without one
             method = (context.property("HTTP Method").evaluate() or "").strip().upper()
             if method in BODY_METHODS:
                 return
