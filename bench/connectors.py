@@ -265,12 +265,17 @@ def reset_table(url: str) -> None:
 def put_ours(url: str, source: Path, workdir: Path, rows: int) -> float:
     """Rows/s of PutDatabaseRecord's task time over every file of ``source``."""
     reset_table(url)
-    files = sum(1 for _ in source.iterdir())
+    taken = workdir / "put-input"   # GetFile takes (deletes) the files: hard links to the data, made anew each run
+    shutil.rmtree(taken, ignore_errors=True)
+    taken.mkdir()
+    for path in source.iterdir():
+        os.link(path, taken / path.name)
+    files = sum(1 for _ in taken.iterdir())
     flow = Flow("put")
     flow.add_service(CSVReader, "reader", properties={})
     flow.add_service(DBCPConnectionPool, "db", properties={"Database Connection URL": url})
-    get = flow.add(GetFile, "get", properties={"Input Directory": str(source), "Keep Source File": "true",
-                                               "Batch Size": str(files), "Minimum File Age": "0 sec"})
+    get = flow.add(GetFile, "get", properties={"Input Directory": str(taken), "Batch Size": str(files),
+                                               "Minimum File Age": "0 sec"})
     put = flow.add(PutDatabaseRecord, "put", batch_size=1, properties={
         "Record Reader": "reader", "Database Connection Pooling Service": "db", "Statement Type": "INSERT",
         "Table Name": TABLE}, auto_terminate=("success",))
