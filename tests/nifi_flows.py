@@ -84,6 +84,19 @@ def group(identifier: str, name: str, parent: str | None, context: str | None, *
     return body
 
 
+def service(identifier: str, java_type: str, properties: dict[str, Any], group: str = "root") -> dict[str, Any]:
+    """A controller service as a NiFi download lists it (named by its identifier)."""
+    return {"identifier": identifier, "name": identifier, "type": java_type, "scheduledState": "ENABLED",
+            "properties": properties, "groupIdentifier": group}
+
+
+def uses(component: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``component`` with its properties ``names`` marked as naming controller services, as NiFi marks them."""
+    for name in names:
+        component["propertyDescriptors"][name]["identifiesControllerService"] = True
+    return component
+
+
 def map_cache_services(nifi2_names: bool) -> list[dict[str, Any]]:
     """A DistributedMapCacheServer ('svc-server', Port 4557) and a client of it ('svc-client'),
     every property as NiFi exports it, under NiFi 2's class names or NiFi 1's."""

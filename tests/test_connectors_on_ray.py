@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.driver.running import processor_totals, run_flow
-from nifi_flows import STANDARD, connection, group, processor, snapshot
+from nifi_flows import STANDARD, connection, group, processor, service, snapshot, uses
 from real_services import free_port
 
 pytestmark = pytest.mark.ray
@@ -29,18 +29,6 @@ pytestmark = pytest.mark.ray
 ROOT = "root"
 TABLE = "ray_orders"
 ROWS = [(i, f"customer {i % 7}", round(i * 1.25, 2)) for i in range(1, 121)]
-
-
-def service(identifier: str, java_type: str, properties: dict) -> dict:
-    return {"identifier": identifier, "name": identifier, "type": java_type, "scheduledState": "ENABLED",
-            "properties": properties, "groupIdentifier": ROOT}
-
-
-def uses(component: dict, *names: str) -> dict:
-    """``component`` with its properties ``names`` marked as naming controller services, as NiFi marks them."""
-    for name in names:
-        component["propertyDescriptors"][name]["identifiesControllerService"] = True
-    return component
 
 
 def definition(postgresql, inputs: Path, out: Path, port: int) -> dict:

@@ -25,7 +25,7 @@ import pytest
 
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.driver.running import run_flow
-from nifi_flows import STANDARD, connection, group, processor, snapshot
+from nifi_flows import STANDARD, connection, group, processor, service, snapshot, uses
 
 pytestmark = pytest.mark.ray
 
@@ -82,18 +82,6 @@ class Answers(object):
 
 lookupService = Answers()
 """
-
-
-def service(identifier: str, java_type: str, properties: dict) -> dict:
-    return {"identifier": identifier, "name": identifier, "type": java_type, "scheduledState": "ENABLED",
-            "properties": properties, "groupIdentifier": ROOT}
-
-
-def uses(component: dict, *names: str) -> dict:
-    """``component`` with its properties ``names`` marked as naming controller services, as NiFi marks them."""
-    for name in names:
-        component["propertyDescriptors"][name]["identifiesControllerService"] = True
-    return component
 
 
 def put(name: str, folder: Path) -> dict:
