@@ -19,7 +19,7 @@ import pytest
 from flowactors import run_flow
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
-from flowactors.processors.sql.execute import statement_parameters
+from flowactors.processors.sql.jdbc_parameters import statement_parameters
 from flowactors.processors.sql.result_sets import jdbc_placeholders, normalize_name, run_query
 from flowactors.services import DBCPConnectionPool
 from flowactors.services.records.json import JsonRecordSetWriter
@@ -262,7 +262,8 @@ def test_parameters_parse_as_nifi_reads_them():
 
 @pytest.mark.parametrize("attributes, says", [
     ({"sql.args.1.type": "INTEGER", "sql.args.1.value": "1"}, "is 'INTEGER', which is not a JDBC type number"),
-    ({"sql.args.1.type": "4", "sql.args.1.value": "one"}, "sql.args.1.value is 'one', which cannot be a value"),
+    ({"sql.args.1.type": "4", "sql.args.1.value": "one"},
+     "sql.args.1.value is 'one', which is not a value of JDBC type 4"),
     ({"sql.args.2.type": "4", "sql.args.2.value": "1"}, "sql.args.1.type is missing"),
 ])
 def test_a_parameter_that_does_not_parse_sends_the_input_to_failure(database, attributes, says):

@@ -9,14 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import re
 import threading
 import time
 from decimal import Decimal
 
 import fastavro
 import pytest
-import sqlalchemy as sa
 
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
@@ -31,45 +29,19 @@ from flowactors.services.records.json import JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner, enable_service
 from nifi_flows import group, processor, snapshot
 from real_services import free_port
+from sql_helpers import engine_fixture, rows, table_fixture
 
 POOL = "Database Connection Pooling Service"
 
 
-@pytest.fixture(scope="module")
-def engine(mariadb):
-    made = sa.create_engine(mariadb.url)
-    yield made
-    made.dispose()
-
-
-@pytest.fixture
-def table(request, engine):
-    """A table of this test's own name, made by ``make(ddl_columns)``; dropped afterwards."""
-    name = re.sub(r"\W", "_", request.node.name.lower())[:56]   # MySQL's names: 64 characters at most
-    made = []
-
-    def make(columns: str, suffix: str = "") -> str:
-        full = name + suffix
-        with engine.begin() as connection:
-            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {full}")
-            connection.exec_driver_sql(f"CREATE TABLE {full} ({columns})")
-        made.append(full)
-        return full
-    yield make
-    with engine.begin() as connection:
-        for full in reversed(made):   # a child table before its parent
-            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {full}")
+engine = engine_fixture("mariadb")
+table = table_fixture()
 
 
 def sql(engine, *statements: str) -> None:
     with engine.begin() as connection:
         for statement in statements:
             connection.exec_driver_sql(statement)
-
-
-def rows(engine, query: str) -> list[tuple]:
-    with engine.connect() as connection:
-        return [tuple(r) for r in connection.exec_driver_sql(query)]
 
 
 def services(mariadb) -> dict:

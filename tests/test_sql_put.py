@@ -6,7 +6,6 @@ reader's text values, and a NiFi 1 flow's property names."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -20,37 +19,11 @@ from flowactors.testing import ProcessorRunner
 from nifi_flows import group, processor, snapshot
 from real_services import free_port
 from repositories.provenance.event import ProvenanceEventType as T
+from sql_helpers import engine_fixture, rows, table_fixture
 
 
-@pytest.fixture(scope="module")
-def engine(postgresql):
-    made = sa.create_engine(postgresql.url)
-    yield made
-    made.dispose()
-
-
-@pytest.fixture
-def table(request, engine):
-    """A table of this test's own name, made by ``make(ddl_columns)``; dropped afterwards."""
-    name = re.sub(r"\W", "_", request.node.name.lower())[:50]
-    made = []
-
-    def make(columns: str) -> str:
-        with engine.begin() as connection:
-            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-            connection.exec_driver_sql(f"CREATE TABLE {name} ({columns})")
-        made.append(name)
-        return name
-
-    yield make
-    with engine.begin() as connection:
-        for name in made:
-            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-
-
-def rows(engine, query: str) -> list[tuple]:
-    with engine.connect() as connection:
-        return [tuple(r) for r in connection.exec_driver_sql(query)]
+engine = engine_fixture("postgresql")
+table = table_fixture()
 
 
 def put(url: str, reader=(JsonTreeReader, {}), **properties) -> ProcessorRunner:

@@ -9,6 +9,7 @@ import json
 import re
 import time
 from datetime import date, datetime
+from datetime import time as dt_time
 from decimal import Decimal
 
 import pytest
@@ -16,41 +17,18 @@ import sqlalchemy as sa
 
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors.sql import ConvertJSONToSQL, PutSQL
-from flowactors.processors.sql.put_sql import jdbc_value
+from flowactors.processors.sql.jdbc_parameters import ParameterError, for_dialect, jdbc_value, statement_parameters
 from flowactors.processors.sql.table_schema import StatementError
 from flowactors.services import DBCPConnectionPool
 from flowactors.testing import ProcessorRunner
 from nifi_flows import group, processor, snapshot
 from real_services import free_port
 from repositories.provenance.event import ProvenanceEventType as T
+from sql_helpers import engine_fixture, rows, table_fixture
 
 
-@pytest.fixture(scope="module")
-def engine(postgresql):
-    made = sa.create_engine(postgresql.url)
-    yield made
-    made.dispose()
-
-
-@pytest.fixture
-def table(request, engine):
-    """A table of this test's own name, made by ``make(ddl_columns)``; dropped afterwards."""
-    name = re.sub(r"\W", "_", request.node.name.lower())[:50]
-
-    def make(columns: str) -> str:
-        with engine.begin() as connection:
-            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-            connection.exec_driver_sql(f"CREATE TABLE {name} ({columns})")
-        return name
-
-    yield make
-    with engine.begin() as connection:
-        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-
-
-def rows(engine, query: str) -> list[tuple]:
-    with engine.connect() as connection:
-        return [tuple(r) for r in connection.exec_driver_sql(query)]
+engine = engine_fixture("postgresql")
+table = table_fixture()
 
 
 def pool(url: str) -> dict:
@@ -83,19 +61,49 @@ def args(*typed) -> dict[str, str]:
     (93, "2024-01-02T03:04:05Z", "ISO_OFFSET_DATE_TIME", datetime.fromisoformat("2024-01-02T03:04:05+00:00")),
     (-2, "hi", "", b"hi"), (-3, "00FF", "hex", b"\x00\xff"), (-4, "aGk=", "base64", b"hi"),
     (1111, "{\"a\": 1}", "", "{\"a\": 1}"), (4, None, "", None),
+    (91, "20240229", "BASIC_ISO_DATE", date(2024, 2, 29)), (92, "03:04:05.678", "", dt_time(3, 4, 5, 678000)),
+    (93, "2024-01-02T03:04:05", "", datetime(2024, 1, 2, 3, 4, 5)),
+    (93, "02 Jan 2024 03:04", "dd MMM yyyy HH:mm", datetime(2024, 1, 2, 3, 4)),
 ])
 def test_each_jdbc_type_binds_its_python_value(kind, value, fmt, expected):
     assert jdbc_value(1, str(kind), value, fmt) == expected
 
 
 @pytest.mark.parametrize("kind, value, says", [
-    ("int", "1", "sql.args.1.type is 'int', not a JDBC type number"),
+    ("int", "1", "sql.args.1.type is 'int', which is not a JDBC type number"),
     ("4", "four", "sql.args.1.value is 'four', which is not a value of JDBC type 4"),
     ("93", "yesterday", "sql.args.1.value is 'yesterday'"),
 ])
 def test_a_parameter_that_cannot_be_read_says_which_attribute(kind, value, says):
     with pytest.raises(StatementError, match=re.escape(says)):
         jdbc_value(1, kind, value, "")
+
+
+def test_epoch_milliseconds_are_read_in_the_machines_time_zone_as_javas_sql_types(monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")   # UTC+9, no daylight saving time
+    time.tzset()
+    try:
+        assert jdbc_value(1, "93", "0", "") == datetime(1970, 1, 1, 9, 0)
+        assert jdbc_value(1, "92", "3600000", "") == dt_time(10, 0)
+        assert jdbc_value(1, "91", "86400000", "") == date(1970, 1, 2)
+        assert jdbc_value(1, "93", "1970-01-01 00:00:00.000", "") == datetime(1970, 1, 1)   # text: as written
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_statement_parameters_read_every_sql_arg_in_order_and_sqlite_takes_them_as_text():
+    values = {"sql.args.2.type": "91", "sql.args.2.value": "31/01/2024", "sql.args.2.format": "dd/MM/yyyy",
+              "sql.args.1.type": "3", "sql.args.1.value": "1.50", "sql.args.3.type": "12", "other": "x"}
+    parameters = statement_parameters(values)
+    assert parameters == [Decimal("1.50"), date(2024, 1, 31), None]
+    assert for_dialect(parameters, "sqlite") == ["1.50", "2024-01-31", None]
+    assert for_dialect(parameters, "postgresql") == parameters
+    assert for_dialect([datetime(2024, 1, 2, 3, 4, 5), dt_time(3, 4)], "sqlite") == ["2024-01-02 03:04:05", "03:04:00"]
+    with pytest.raises(ParameterError, match=re.escape("sql.args.1.value is '12345678901234567890'")):
+        jdbc_value(1, "93", "12345678901234567890", "")   # 20 digits: not milliseconds (JdbcCommon's LONG_PATTERN)
+    with pytest.raises(ParameterError, match=re.escape("'x' is not a binary format (ascii, hex, base64)")):
+        jdbc_value(1, "-2", "00", "x")
 
 
 def test_statements_run_with_their_parameters_content_or_property(postgresql, engine, table):

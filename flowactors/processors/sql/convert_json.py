@@ -29,12 +29,10 @@ from typing import Any
 from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.processors.sql import table_schema as ts
-from flowactors.processors.sql.table_schema import (BUILT_TYPES, DELETE, FAIL_COLUMN, IGNORE_COLUMN, IGNORE_FIELD,
-                                                    INSERT, INSERT_IGNORE, UPDATE, UPSERT, WARN_COLUMN, Column, Naming,
-                                                    SchemaCache, Settings, StatementError, build_statement,
-                                                    comma_list)
+from flowactors.processors.sql.table_schema import (BUILT_TYPES, DELETE, INSERT, INSERT_IGNORE, UPDATE, UPSERT,
+                                                    Column, SchemaCache, StatementError, build_statement)
 from flowactors.sdk import FlowFile
-from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
+from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship
 from flowactors.sdk.relationships import reason
 from flowactors.sdk.services import DatabaseUnavailableError, DBCPService
 from repositories.model import now_millis
@@ -68,18 +66,10 @@ class ConvertJSONToSQL(Processor):
         PropertyDescriptor("Schema Name", "The schema of the table", expression_language=True),
         boolean_property("Translate Field Names", True, "Match field names to column names upper-cased and without "
                          "underscores"),
-        PropertyDescriptor("Unmatched Field Behavior", "A field with no column", default=IGNORE_FIELD,
-                           allowable_values=(IGNORE_FIELD, FAIL_FIELD)),
-        PropertyDescriptor("Unmatched Column Behavior", "A required column (or key) no field gives",
-                           default=FAIL_COLUMN, allowable_values=(IGNORE_COLUMN, WARN_COLUMN, FAIL_COLUMN)),
-        PropertyDescriptor("Update Keys", "Comma-separated columns identifying a row for UPDATE and UPSERT (default: "
-                           "the primary key)", expression_language=True),
-        boolean_property("Quote Column Identifiers", False, "Quote column names"),
-        boolean_property("Quote Table Identifiers", False, "Quote the table (and schema) name"),
+        ts.unmatched_field_property(FAIL_FIELD), ts.UNMATCHED_COLUMN, ts.UPDATE_KEYS, ts.QUOTE_COLUMNS, ts.QUOTE_TABLE,
         PropertyDescriptor("SQL Parameter Attribute Prefix", "The prefix of the parameter attributes "
                            "(<prefix>.args.N.type)", required=True, default="sql", expression_language=True),
-        PropertyDescriptor("Table Schema Cache Size", "How many tables' columns are kept", default="100",
-                           validator=validators.NON_NEGATIVE_INTEGER),
+        ts.SCHEMA_CACHE_SIZE,
     )
     relationships = (ORIGINAL, SQL_OUT, FAILURE)
     NIFI_PROPERTY_NAMES = {"jts-quoted-identifiers": "Quote Column Identifiers",
@@ -128,13 +118,7 @@ class ConvertJSONToSQL(Processor):
             raise StatementError("Table Name is empty for this FlowFile")
         catalog = (prop("Catalog Name").evaluate(flowfile) or "").strip() or None
         schema = (prop("Schema Name").evaluate(flowfile) or "").strip() or None
-        settings = Settings(
-            naming=Naming(prop("Translate Field Names").as_bool(), "_"),
-            unmatched_field=prop("Unmatched Field Behavior").evaluate() or IGNORE_FIELD,
-            unmatched_column=prop("Unmatched Column Behavior").evaluate() or FAIL_COLUMN,
-            update_keys=comma_list(prop("Update Keys").evaluate(flowfile)),
-            quote_columns=prop("Quote Column Identifiers").as_bool(),
-            quote_table=prop("Quote Table Identifiers").as_bool())
+        settings = ts.settings_of(context, flowfile, "_")
         prefix = prop("SQL Parameter Attribute Prefix").evaluate(flowfile) or "sql"
         objects = _objects(session.read_bytes(flowfile))
         with pool.connection() as connection:

@@ -20,20 +20,18 @@ processor yields. A full content repository is no FlowFile's problem: it fails t
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import logging
-import re
 import time
 import uuid
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
 from flowactors.processors._common import boolean_property
+from flowactors.processors.sql.jdbc_parameters import for_dialect, statement_parameters
 from flowactors.processors.sql.result_sets import (CODECS, MIME_TYPE_AVRO, AvroOptions, ResultSet, record_batches,
                                                    record_schema, run_query, write_avro, write_empty_avro)
+from flowactors.processors.sql.table_schema import error_text, split_statements
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordSetWriterFactory
@@ -92,111 +90,6 @@ NIFI_NAMES = {"sql-pre-query": PRE_QUERY.name, "SQL select query": SQL_QUERY.nam
               "dbf-default-precision": DEFAULT_PRECISION.name, "dbf-default-scale": DEFAULT_SCALE.name}
 
 
-class ParameterError(ValueError):
-    """A ``sql.args.N.*`` attribute that cannot be a parameter: the message names it."""
-
-
-# ---------------------------------------------------------------------------------- sql.args
-_ARG_TYPE = re.compile(r"sql\.args\.(\d+)\.type")
-_LONG = re.compile(r"-?\d{1,19}")
-_JAVA_FORMATS = {"BASIC_ISO_DATE": "%Y%m%d", "ISO_LOCAL_DATE": "%Y-%m-%d", "ISO_DATE": "%Y-%m-%d",
-                 "ISO_LOCAL_TIME": "iso", "ISO_TIME": "iso", "ISO_LOCAL_DATE_TIME": "iso", "ISO_DATE_TIME": "iso",
-                 "ISO_OFFSET_DATE_TIME": "iso", "ISO_ZONED_DATE_TIME": "iso", "ISO_OFFSET_DATE": "iso",
-                 "ISO_OFFSET_TIME": "iso"}
-_PATTERN_LETTERS = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"),
-                    ("ss", "%S"), ("SSS", "%f")]
-
-
-def statement_parameters(values: Mapping[str, str]) -> list[Any] | None:
-    """The ``?`` parameters ``values`` (attributes and dynamic properties) give as NiFi's JdbcCommon
-    reads them: ``sql.args.N.type`` a JDBC type number, ``.value`` the value (absent: NULL),
-    ``.format`` how a date, time, timestamp or binary value is written. None when there is none;
-    ``ParameterError`` when one cannot be read or a number in 1..N is missing."""
-    types = {int(m.group(1)): text for key, text in values.items() if (m := _ARG_TYPE.fullmatch(key))}
-    if not types:
-        return None
-    missing = sorted(set(range(1, max(types) + 1)) - set(types))
-    if missing:
-        raise ParameterError(f"sql.args.{missing[0]}.type is missing: the parameters are numbered from 1 with none "
-                             f"left out")
-    found = []
-    for index in sorted(types):
-        text = types[index]
-        if not re.fullmatch(r"-?\d+", text.strip()):
-            raise ParameterError(f"the value of sql.args.{index}.type is {text!r}, which is not a JDBC type number")
-        value = values.get(f"sql.args.{index}.value")
-        try:
-            found.append(None if value is None else
-                         _parameter(int(text), value, values.get(f"sql.args.{index}.format", "")))
-        except (ValueError, ArithmeticError) as err:
-            raise ParameterError(f"the value of sql.args.{index}.value is {value!r}, which cannot be a value of JDBC "
-                                 f"type {text.strip()}: {err}") from None
-    return found
-
-
-def _parameter(jdbc: int, value: str, form: str) -> Any:
-    if jdbc == -7:   # BIT
-        return value in ("1", "t", "T") or value.lower() == "true"
-    if jdbc == 16:
-        return value.lower() == "true"
-    if jdbc in (-6, 5, 4, -5):
-        return int(value)
-    if jdbc in (6, 7, 8):
-        return float(value)
-    if jdbc in (2, 3):
-        return decimal.Decimal(value)
-    if jdbc == 91:
-        return _epoch(value).date() if not form and _LONG.fullmatch(value) else _parsed(value, form, "%Y-%m-%d").date()
-    if jdbc == 92:
-        return _epoch(value).time() if not form and _LONG.fullmatch(value) else \
-            _parsed(value, form, "%H:%M:%S.%f").time()
-    if jdbc == 93:
-        return _epoch(value) if not form and _LONG.fullmatch(value) else _parsed(value, form, "%Y-%m-%d %H:%M:%S.%f")
-    if jdbc in (-2, -3, -4):
-        return _binary(value, form)
-    return value
-
-
-def _epoch(value: str) -> dt.datetime:
-    return dt.datetime.fromtimestamp(int(value) / 1000)   # the local zone, as java.sql's types
-
-
-def _parsed(value: str, form: str, default: str) -> dt.datetime:
-    pattern = _JAVA_FORMATS.get(form, form) or default
-    if pattern == "iso":
-        text = value if "T" in value or "-" in value[:5] else f"1970-01-01T{value}"
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if form and form not in _JAVA_FORMATS:
-        for java, python in _PATTERN_LETTERS:
-            pattern = pattern.replace(java, python)
-        pattern = pattern.replace("'T'", "T")
-    return dt.datetime.strptime(value, pattern)
-
-
-def _binary(value: str, form: str) -> bytes:
-    if form in ("", "ascii"):
-        return value.encode("ascii")
-    if form == "hex":
-        return bytes.fromhex(value)
-    if form == "base64":
-        return base64.b64decode(value, validate=True)
-    raise ValueError(f"binary data cannot be read with the format {form!r} (ascii, hex or base64)")
-
-
-def _for_sqlite(value: Any) -> Any:
-    """A parameter as SQLite takes it: dates, times and decimals as their ISO text."""
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat(" ") if isinstance(value, dt.datetime) else value.isoformat()
-    return str(value) if isinstance(value, decimal.Decimal) else value
-
-
-def split_queries(text: str | None) -> list[str]:
-    """SQL Pre-/Post-Query's statements: split at ``;`` but ``\\;``, which is a semicolon."""
-    if not text or not text.strip():
-        return []
-    return [part.replace("\\;", ";").strip() for part in re.split(r"(?<!\\);", text) if part.strip()]
-
-
 def _query_error(err: BaseException) -> bool:
     """Whether ``err`` is the query's problem (failure), not the trigger's: a database, driver or
     SQLAlchemy error, the database unreachable, or a value the processor could not use."""
@@ -212,11 +105,6 @@ def whole(context: ProcessContext, descriptor: PropertyDescriptor, flowfile: Flo
     if not value.isdigit():
         raise ValueError(f"'{descriptor.name}' is {value!r} for this FlowFile, not a whole number of 0 or more")
     return int(value)
-
-
-def one_line(err: BaseException) -> str:
-    text = " ".join(str(getattr(err, "orig", None) or err).split())
-    return text or type(err).__name__
 
 
 # ---------------------------------------------------------------------------------- the processors
@@ -241,8 +129,8 @@ class _Run:
             self.timeout = int(parse_duration(timeout))
         except ValueError:
             raise ValueError(f"'{QUERY_TIMEOUT.name}' is {timeout!r} for this FlowFile, not a duration") from None
-        self.pre = split_queries(context.property(PRE_QUERY.name).evaluate(flowfile))
-        self.post = split_queries(context.property(POST_QUERY.name).evaluate(flowfile))
+        self.pre = split_statements(context.property(PRE_QUERY.name).evaluate(flowfile))
+        self.post = split_statements(context.property(POST_QUERY.name).evaluate(flowfile))
         self.options = self.processor.avro_options(context, flowfile)
 
     def statement(self) -> str:
@@ -264,8 +152,8 @@ class _Run:
             self.uri = connection.engine.url.render_as_string(hide_password=True)
             if auto_commit:
                 connection.execution_options(isolation_level="AUTOCOMMIT")
-            if parameters is not None and connection.dialect.name == "sqlite":
-                parameters = [_for_sqlite(value) for value in parameters]
+            if parameters is not None:
+                parameters = for_dialect(parameters, connection.dialect.name)
             self._configure(connection, self.pre)
             self.query = sql
             count = 0
@@ -332,7 +220,7 @@ class _Run:
 
     def fail(self, err: BaseException) -> None:
         """Route the input (or a FlowFile with its attributes) to failure, as the module docstring says."""
-        session, message = self.session, one_line(err)
+        session, message = self.session, error_text(err)
         for flowfile in self.pending:
             session.remove(flowfile)
         self.pending.clear()

@@ -40,6 +40,7 @@ from datetime import date, datetime, time, timezone
 from typing import Any, Mapping, Sequence
 
 from flowactors.processors.sql import result_sets as rs
+from flowactors.processors.sql.table_schema import error_text
 from flowactors.sdk.expression.language import java_double
 from flowactors.sdk.processor import PropertyDescriptor, validators
 
@@ -79,12 +80,6 @@ _QUOTES = re.compile(r'["`\[\]]')
 
 class DatabaseFetchError(RuntimeError):
     """A statement could not be run, or its result not used: one sentence naming the statement."""
-
-
-def one_line(err: BaseException) -> str:
-    """A driver's error as one line (SQLAlchemy's ``DBAPIError`` without its SQL and links)."""
-    original = getattr(err, "orig", None)
-    return " ".join(str(original if original is not None else err).split())
 
 
 def split_columns(text: str | None) -> list[str]:
@@ -332,7 +327,7 @@ def run(connection, statement: str, **options: Any) -> rs.Query:
     try:
         return rs.run_query(connection, statement, None, **options)
     except connection.dialect.dbapi.Error as err:
-        raise DatabaseFetchError(f"the database refused {statement!r}: {one_line(err)}") from None
+        raise DatabaseFetchError(f"the database refused {statement!r}: {error_text(err)}") from None
 
 
 def first_row(connection, statement: str, timeout: float | None) -> tuple:
@@ -341,7 +336,7 @@ def first_row(connection, statement: str, timeout: float | None) -> tuple:
         try:
             found = next(next(ran.results()).rows(1), None)
         except connection.dialect.dbapi.Error as err:
-            raise DatabaseFetchError(f"the database refused {statement!r}: {one_line(err)}") from None
+            raise DatabaseFetchError(f"the database refused {statement!r}: {error_text(err)}") from None
     if found is None:
         raise DatabaseFetchError(f"{statement!r} returned no row")
     return found

@@ -37,12 +37,12 @@ from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.processors.records._io import is_flowfile_error, open_records
 from flowactors.processors.sql.result_sets import mysql_timeout
-from flowactors.processors.sql.table_schema import (BUILT_TYPES, DELETE, FAIL_COLUMN, FAIL_FIELD, IGNORE_COLUMN,
-                                                    IGNORE_FIELD, INSERT, INSERT_IGNORE, MYSQL_DIALECTS, SQL,
-                                                    TRANSLATIONS, UPDATE,
-                                                    UPSERT, WARN_COLUMN, Column, Naming, SchemaCache, Settings,
-                                                    Statement, StatementError, build_statement, comma_list,
-                                                    driver_sql, error_text, is_transient, split_statements)
+from flowactors.processors.sql.table_schema import (BUILT_TYPES, DELETE, FAIL_FIELD, INSERT, INSERT_IGNORE,
+                                                    MYSQL_DIALECTS, QUOTE_COLUMNS, QUOTE_TABLE, SCHEMA_CACHE_SIZE, SQL,
+                                                    TRANSLATIONS, UNMATCHED_COLUMN, UPDATE, UPDATE_KEYS, UPSERT,
+                                                    Column, SchemaCache, Statement, StatementError, build_statement,
+                                                    comma_list, driver_sql, error_text, is_transient, settings_of,
+                                                    split_statements, unmatched_field_property)
 from flowactors.sdk import ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.record_path import RecordPathError, compile_path
@@ -111,27 +111,20 @@ class PutDatabaseRecord(Processor):
                            "matched", default="REMOVE_UNDERSCORE", allowable_values=tuple(TRANSLATIONS)),
         PropertyDescriptor("Column Name Translation Pattern", "With the PATTERN strategy: the regular expression "
                            "removed from names", validator=validators.REGEX),
-        PropertyDescriptor("Unmatched Field Behavior", "A field with no column", default=IGNORE_FIELD,
-                           allowable_values=(IGNORE_FIELD, FAIL_FIELD)),
-        PropertyDescriptor("Unmatched Column Behavior", "A required column (or key) no field gives",
-                           default=FAIL_COLUMN, allowable_values=(IGNORE_COLUMN, WARN_COLUMN, FAIL_COLUMN)),
-        PropertyDescriptor("Update Keys", "Comma-separated columns identifying a row for UPDATE and UPSERT (default: "
-                           "the primary key)", expression_language=True),
+        unmatched_field_property(FAIL_FIELD), UNMATCHED_COLUMN, UPDATE_KEYS,
         PropertyDescriptor("Delete Keys", "Comma-separated fields identifying a row for DELETE (default: every "
                            "field)", expression_language=True),
         PropertyDescriptor("Field Containing SQL", "With statement type SQL: the field holding the statement",
                            expression_language=True),
         boolean_property("Allow Multiple SQL Statements", False, "With statement type SQL: split the field's value "
                          "at semicolons and run each statement"),
-        boolean_property("Quote Column Identifiers", False, "Quote column names"),
-        boolean_property("Quote Table Identifiers", False, "Quote the table (and schema) name"),
+        QUOTE_COLUMNS, QUOTE_TABLE,
         PropertyDescriptor("Max Wait Time", "The longest a statement may run (PostgreSQL's statement_timeout, "
                            "MariaDB's max_statement_time; not applied on MySQL; 0: no limit)", default="0 seconds",
                            validator=validators.DURATION),
         boolean_property("Rollback On Failure", False, "On an error roll the session back (the FlowFile stays "
                          "queued) and yield, instead of routing to failure or retry"),
-        PropertyDescriptor("Table Schema Cache Size", "How many tables' columns are kept", default="100",
-                           validator=validators.NON_NEGATIVE_INTEGER),
+        SCHEMA_CACHE_SIZE,
         PropertyDescriptor("Maximum Batch Size", "The most records sent in one executemany (0: a reader batch's)",
                            default="1000", validator=validators.NON_NEGATIVE_INTEGER),
     )
@@ -181,7 +174,7 @@ class PutDatabaseRecord(Processor):
                 url = self._put(context, session, flowfile, reader, pool)
             except Exception as err:
                 relationship = _relationship_of(err)
-                message = str(err) if isinstance(err, (StatementError, DatabaseUnavailableError)) else error_text(err)
+                message = error_text(err)
                 if rollback:
                     log.error("%s: %s; rolling the session back, %s stays queued", context.name, message,
                               flowfile.uuid)
@@ -289,14 +282,7 @@ class _Writer:
         prop = context.property
         strategy = prop("Column Name Translation Strategy").evaluate() or "REMOVE_UNDERSCORE"
         remove = TRANSLATIONS.get(strategy) or prop("Column Name Translation Pattern").evaluate()
-        self.settings = Settings(
-            naming=Naming(prop("Translate Field Names").as_bool(), remove),
-            unmatched_field=prop("Unmatched Field Behavior").evaluate() or IGNORE_FIELD,
-            unmatched_column=prop("Unmatched Column Behavior").evaluate() or FAIL_COLUMN,
-            update_keys=comma_list(prop("Update Keys").evaluate(flowfile)),
-            delete_keys=comma_list(prop("Delete Keys").evaluate(flowfile)),
-            quote_columns=prop("Quote Column Identifiers").as_bool(),
-            quote_table=prop("Quote Table Identifiers").as_bool())
+        self.settings = settings_of(context, flowfile, remove, comma_list(prop("Delete Keys").evaluate(flowfile)))
         self.catalog = (prop("Database Name").evaluate(flowfile) or "").strip() or None
         schema = (prop("Schema Name").evaluate(flowfile) or "").strip() or None
         self.connection = connection

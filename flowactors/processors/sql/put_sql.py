@@ -4,7 +4,7 @@
 **The statement** is SQL Statement evaluated for the FlowFile or, unset, its content (UTF-8). Its
 ``?`` placeholders (outside literals, quoted names and comments) take the FlowFile's
 ``sql.args.N.value`` typed by ``sql.args.N.type`` (JDBC's type numbers) and read as
-``sql.args.N.format`` says (``jdbc_value``), converted to the driver's placeholders.
+``sql.args.N.format`` says (``jdbc_parameters``), converted to the driver's placeholders.
 
 **Transactions.** A trigger takes up to Batch Size FlowFiles. FlowFiles that share a
 ``fragment.identifier`` (Support Fragmented Transactions, ``fragment.count`` above 1) are one
@@ -25,22 +25,17 @@ FlowFiles stay queued) and yields.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
-import re
 from collections import OrderedDict
-from datetime import date, datetime, time, timezone
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.processors.sql import table_schema as ts
+from flowactors.processors.sql.jdbc_parameters import for_dialect, jdbc_value, parameter_types
 from flowactors.processors.sql.table_schema import (StatementError, driver_sql, error_text, is_transient,
                                                     placeholder_count, sql_state)
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
-from flowactors.sdk.expression.functions.dates import parse_date
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.services import DatabaseUnavailableError, DBCPService
 from repositories.model import now_millis
@@ -54,9 +49,6 @@ FAILURE = Relationship("failure", "FlowFiles whose statement cannot run as it is
 GENERATED_KEY = "sql.generated.key"
 #: the most FlowFiles a trigger takes while it gathers the fragments of a transaction
 _GATHER_LIMIT = 10_000
-_ARG = re.compile(r"sql\.args\.(\d+)\.type")
-_ISO = {"ISO_LOCAL_DATE", "ISO_DATE", "ISO_LOCAL_TIME", "ISO_TIME", "ISO_LOCAL_DATE_TIME", "ISO_DATE_TIME",
-        "ISO_OFFSET_DATE_TIME", "ISO_OFFSET_DATE", "ISO_OFFSET_TIME", "ISO_ZONED_DATE_TIME", "ISO_INSTANT"}
 
 
 class PutSQL(Processor):
@@ -129,7 +121,7 @@ class PutSQL(Processor):
                     outcome += _execute(context, session, connection, unit)
         except Exception as err:
             _ours(err)
-            log.error("%s: %s; rolling the session back, its FlowFiles stay queued", context.name, _message(err))
+            log.error("%s: %s; rolling the session back, its FlowFiles stay queued", context.name, error_text(err))
             session.rollback()
             context.yield_()
             return
@@ -279,7 +271,7 @@ def _statement(context: ProcessContext, session, flowfile: FlowFile, dialect: st
         raise StatementError("the FlowFile has no SQL statement: its content is empty and SQL Statement is not set")
     count = placeholder_count(sql)
     attributes = flowfile.attributes
-    given = sorted(int(m.group(1)) for m in map(_ARG.fullmatch, attributes) if m)
+    given = sorted(parameter_types(attributes))
     if given and given[-1] > count:
         raise StatementError(f"the FlowFile has sql.args.{given[-1]}.type but its statement has {count} parameter(s)")
     params = []
@@ -288,10 +280,9 @@ def _statement(context: ProcessContext, session, flowfile: FlowFile, dialect: st
         if kind is None:
             raise StatementError(f"the statement has {count} parameter(s) but the FlowFile has no "
                                  f"sql.args.{index}.type attribute")
-        value = jdbc_value(index, kind, attributes.get(f"sql.args.{index}.value"),
-                           attributes.get(f"sql.args.{index}.format") or "")
-        params.append(_for_sqlite(value) if dialect == "sqlite" else value)
-    return sql, tuple(params)
+        params.append(jdbc_value(index, kind, attributes.get(f"sql.args.{index}.value"),
+                                 attributes.get(f"sql.args.{index}.format") or ""))
+    return sql, tuple(for_dialect(params, dialect))
 
 
 def _route(context: ProcessContext, session, outcome: list[tuple[FlowFile, Any]], url: str) -> None:
@@ -314,7 +305,7 @@ def _route(context: ProcessContext, session, outcome: list[tuple[FlowFile, Any]]
 
 
 def _fail(context: ProcessContext, session, flowfile: FlowFile, err: Exception, relationship: Relationship) -> None:
-    extra = {"error.message": _message(err)}
+    extra = {"error.message": error_text(err)}
     state = sql_state(err)
     if state:
         extra["error.sql.state"] = state
@@ -324,10 +315,6 @@ def _fail(context: ProcessContext, session, flowfile: FlowFile, err: Exception, 
     if relationship is RETRY:
         flowfile = session.penalize(flowfile)
     common_route_failure(context, session, flowfile, extra["error.message"], extra, relationship)
-
-
-def _message(err: Exception) -> str:
-    return str(err) if isinstance(err, (StatementError, DatabaseUnavailableError)) else error_text(err)
 
 
 def _ours(err: Exception) -> None:
@@ -347,73 +334,3 @@ def _relationship(err: Exception) -> Relationship:
     if isinstance(err, DatabaseUnavailableError) or (isinstance(err, exc.DBAPIError) and is_transient(err)):
         return RETRY
     return FAILURE
-
-
-# ---------------------------------------------------------------------------------- parameters
-def jdbc_value(index: int, kind: str, value: str | None, fmt: str) -> Any:
-    """``sql.args.N.value`` as the Python value a parameter of JDBC type ``kind`` binds (NiFi's
-    rules: ``1``/``t``/``true`` for BIT; epoch milliseconds or ``yyyy-MM-dd`` / ``HH:mm:ss.SSS`` /
-    ``yyyy-MM-dd HH:mm:ss.SSS`` for dates and times unless ``fmt`` names a pattern; ``ascii``,
-    ``hex`` or ``base64`` for binary). ``StatementError`` naming the attribute when it cannot be."""
-    if not re.fullmatch(r"-?\d+", kind.strip()):
-        raise StatementError(f"sql.args.{index}.type is {kind!r}, not a JDBC type number")
-    if value is None:
-        return None
-    jdbc = int(kind)
-    try:
-        return _convert(jdbc, value, fmt)
-    except (ValueError, InvalidOperation, binascii.Error, OverflowError) as err:
-        raise StatementError(f"sql.args.{index}.value is {value[:60]!r}, which is not a value of JDBC type {jdbc}"
-                             f"{f' in the format {fmt!r}' if fmt else ''}: {err}") from None
-
-
-def _convert(jdbc: int, value: str, fmt: str) -> Any:
-    if jdbc == ts.BIT:
-        return value == "1" or value.lower() in ("t", "true")
-    if jdbc == ts.BOOLEAN:
-        return value.lower() == "true"
-    if jdbc in (ts.TINYINT, ts.SMALLINT, ts.INTEGER, ts.BIGINT):
-        return int(value)
-    if jdbc in (ts.REAL, ts.FLOAT, ts.DOUBLE):
-        return float(value)
-    if jdbc in (ts.DECIMAL, ts.NUMERIC):
-        return Decimal(value)
-    if jdbc in (ts.DATE, ts.TIME, ts.TIMESTAMP):
-        return _temporal(jdbc, value, fmt)
-    if jdbc in (ts.BINARY, ts.VARBINARY, ts.LONGVARBINARY):
-        if fmt in ("", "ascii"):
-            return value.encode("ascii")
-        if fmt == "hex":
-            return bytes.fromhex(value)
-        if fmt == "base64":
-            return base64.b64decode(value, validate=True)
-        raise ValueError(f"'{fmt}' is not a binary format (ascii, hex, base64)")
-    return value
-
-
-def _temporal(jdbc: int, value: str, fmt: str) -> date | time | datetime:
-    """A DATE, TIME or TIMESTAMP parameter: epoch milliseconds (UTC), ISO text, or ``fmt``."""
-    if not fmt and re.fullmatch(r"-?\d+", value):
-        moment = datetime.fromtimestamp(int(value) / 1000, timezone.utc).replace(tzinfo=None)
-    elif not fmt or fmt in _ISO:
-        text = value.strip().replace("Z", "+00:00")
-        if jdbc == ts.TIME:
-            return time.fromisoformat(text)
-        moment = datetime.fromisoformat(text)
-    else:
-        moment = datetime.fromtimestamp(parse_date(value, fmt, timezone.utc) / 1000, timezone.utc).replace(tzinfo=None)
-    if jdbc == ts.DATE:
-        return moment.date()
-    if jdbc == ts.TIME:
-        return moment.time()
-    return moment
-
-
-def _for_sqlite(value: Any) -> Any:
-    """What SQLite's driver takes for ``value``: decimals, dates and times as text."""
-    if isinstance(value, (date, time)):
-        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
-

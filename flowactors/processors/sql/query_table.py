@@ -32,9 +32,10 @@ from flowactors.processors.sql.execute import (AUTO_COMMIT, DBCP_SERVICE, DEFAUL
 from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, MAX_VALUE_COLUMNS, NIFI_FETCH_NAMES,
                                                    SQL_QUERY, TABLE_NAME, WHERE_CLAUSE, ColumnTypes,
                                                    DatabaseFetchError, MaxTracker, base_select, first_row, greater,
-                                                   initial_values, max_positions, max_value_attributes, one_line, run,
+                                                   initial_values, max_positions, max_value_attributes, run,
                                                    split_columns, state_key, stored_maximum, where_clauses,
                                                    with_initial_values)
+from flowactors.processors.sql.table_schema import error_text
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordSetWriterFactory
@@ -170,7 +171,7 @@ class _QueryTable(Processor):
                             (max_rows and count < max_rows):
                         break
         except connection.dialect.dbapi.Error as err:
-            raise DatabaseFetchError(f"the database refused {query!r}: {one_line(err)}") from None
+            raise DatabaseFetchError(f"the database refused {query!r}: {error_text(err)}") from None
         kept.update(tracker.maxima())
         return pending
 

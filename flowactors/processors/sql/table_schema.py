@@ -25,10 +25,16 @@ generated (not required) and a TINYINT(1) (BOOLEAN) column a boolean, BIT, as Co
 describes it. Unmatched fields and columns are treated as NiFi's Unmatched Field / Column
 Behavior says; a problem is a ``StatementError`` whose message says what to change.
 
-**Errors.** ``is_transient`` says whether an error may pass when tried again: by SQLSTATE class
-(PostgreSQL), SQLite's result code, or MySQL's error number (``MYSQL_TRANSIENT``: a deadlock, a lock
-wait or statement timeout, a lost or refused connection, a server shutting down); a constraint
-violated (1062 duplicate key, 1452 foreign key) and any other error will fail again.
+**Properties.** Those ConvertJSONToSQL and PutDatabaseRecord both declare (Unmatched Field and
+Column Behavior, Update Keys, the quoting, Table Schema Cache Size) are defined here once, and
+``settings_of`` reads them into the ``Settings``.
+
+**Errors.** ``error_text`` is an error as one line, what every SQL processor reports (the reading
+processors use it too, as ``split_statements`` for their pre- and post-queries). ``is_transient``
+says whether an error may pass when tried again: by SQLSTATE class (PostgreSQL), SQLite's result
+code, or MySQL's error number (``MYSQL_TRANSIENT``: a deadlock, a lock wait or statement timeout, a
+lost or refused connection, a server shutting down); a constraint violated (1062 duplicate key,
+1452 foreign key) and any other error will fail again.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
+
+from flowactors.processors._common import boolean_property
+from flowactors.sdk.processor import ProcessContext, PropertyDescriptor, validators
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +149,36 @@ class Statement:
     sql: str
     params: tuple[int, ...]
     columns: tuple[Column, ...]
+
+
+# ---------------------------------------------------------------------------------- shared properties
+def unmatched_field_property(fail: str) -> PropertyDescriptor:
+    """Unmatched Field Behavior, whose failing value is ``fail`` (NiFi spells it ``Fail`` in
+    ConvertJSONToSQL, ``Fail on Unmatched Fields`` in PutDatabaseRecord)."""
+    return PropertyDescriptor("Unmatched Field Behavior", "A field with no column", default=IGNORE_FIELD,
+                              allowable_values=(IGNORE_FIELD, fail))
+
+
+UNMATCHED_COLUMN = PropertyDescriptor("Unmatched Column Behavior", "A required column (or key) no field gives",
+                                      default=FAIL_COLUMN, allowable_values=(IGNORE_COLUMN, WARN_COLUMN, FAIL_COLUMN))
+UPDATE_KEYS = PropertyDescriptor("Update Keys", "Comma-separated columns identifying a row for UPDATE and UPSERT "
+                                 "(default: the primary key)", expression_language=True)
+QUOTE_COLUMNS = boolean_property("Quote Column Identifiers", False, "Quote column names")
+QUOTE_TABLE = boolean_property("Quote Table Identifiers", False, "Quote the table (and schema) name")
+SCHEMA_CACHE_SIZE = PropertyDescriptor("Table Schema Cache Size", "How many tables' columns are kept", default="100",
+                                       validator=validators.NON_NEGATIVE_INTEGER)
+
+
+def settings_of(context: ProcessContext, flowfile: Any, remove: str | None,
+                delete_keys: tuple[str, ...] | None = None) -> Settings:
+    """The ``Settings`` the shared properties above (and Translate Field Names) give for
+    ``flowfile``, names matched without what ``remove`` matches."""
+    prop = context.property
+    return Settings(naming=Naming(prop("Translate Field Names").as_bool(), remove),
+                    unmatched_field=prop("Unmatched Field Behavior").evaluate() or IGNORE_FIELD,
+                    unmatched_column=prop(UNMATCHED_COLUMN.name).evaluate() or FAIL_COLUMN,
+                    update_keys=comma_list(prop(UPDATE_KEYS.name).evaluate(flowfile)), delete_keys=delete_keys,
+                    quote_columns=prop(QUOTE_COLUMNS.name).as_bool(), quote_table=prop(QUOTE_TABLE.name).as_bool())
 
 
 # ---------------------------------------------------------------------------------- reading a table
@@ -400,10 +439,11 @@ def driver_sql(sql: str, paramstyle: str) -> str:
     return _PLACEHOLDER_SCAN.sub(replace, sql)
 
 
-def split_statements(text: str) -> list[str]:
+def split_statements(text: str | None) -> list[str]:
     """The statements of ``text`` separated by semicolons (a ``\\;`` is a semicolon kept in the
-    statement), blank ones left out (NiFi's Allow Multiple SQL Statements, Pre-/Post-Processing SQL)."""
-    parts = re.split(r"(?<!\\);", text)
+    statement), blank ones left out; none for None (NiFi's Allow Multiple SQL Statements,
+    Pre-/Post-Processing SQL, ExecuteSQL's SQL Pre-/Post-Query)."""
+    parts = re.split(r"(?<!\\);", text or "")
     return [p.replace("\\;", ";").strip() for p in parts if p.strip()]
 
 
@@ -448,8 +488,9 @@ def mysql_error_number(err: BaseException) -> int | None:
 
 
 def error_text(err: BaseException) -> str:
-    """One line saying what the database refused (the driver's message, without SQLAlchemy's
-    statement and parameter dump)."""
+    """One line saying what went wrong, what every SQL processor writes in its error attribute or
+    logs: for a SQLAlchemy error the driver's message (without SQLAlchemy's statement and parameter
+    dump), for any other error its own message; the error type's name when it has none."""
     original = getattr(err, "orig", None)
     text = str(original) if original is not None else str(err)
     return " ".join(text.split()) or type(err).__name__
