@@ -113,6 +113,34 @@ def test_a_post_becomes_a_flowfile_answered_once_committed(listening, engine):
     assert event.source_system_flowfile_id == "urn:nifi:sender-1"
 
 
+def test_requests_waiting_together_are_taken_by_one_trigger_and_answered_by_its_commit(listening):
+    runner = listening()
+    port, answers = runner.processor.port, []
+    senders = [threading.Thread(target=lambda i=i: answers.append(request(port, "POST", body=f"b{i}".encode())[0]))
+               for i in range(5)]
+    for sender in senders:
+        sender.start()
+    deadline = time.monotonic() + 30
+    while len(runner.processor._inbox) < 5:   # all five read and waiting for a trigger
+        assert time.monotonic() < deadline, "the requests did not reach the inbox"
+        time.sleep(0.01)
+    runner.run(1, stop=False)
+    for sender in senders:
+        sender.join(30)
+    assert answers == [200] * 5
+    assert sorted(runner.read(f) for f in runner.output("success")) == [f"b{i}".encode() for i in range(5)]
+    assert len(runner.events()) == 5
+
+
+def test_a_chunked_body_without_a_length_is_spooled_and_taken_whole(listening):
+    runner = listening()
+    chunks = [b"first ", b"second ", b"third"]   # http.client sends an iterable chunked
+    status, _, _ = exchange(runner, lambda: request(runner.processor.port, "POST", body=iter(chunks)))
+    assert status == 200
+    [flowfile] = runner.output("success")
+    assert runner.read(flowfile) == b"first second third"
+
+
 def test_what_is_not_a_post_and_the_health_check(listening):
     runner = listening({"Listening Port for Health Check Requests": "0", "Base Path": "in/data"})
     port, health = runner.processor.port, runner.processor.health_port

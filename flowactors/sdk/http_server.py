@@ -12,6 +12,7 @@ before it returns, so the port is free again. Nothing here knows about FlowFiles
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 import ssl
@@ -43,6 +44,17 @@ class BodyTooLarge(Exception):
 def spool() -> Any:
     """An empty temporary file that stays in memory up to ``SPOOL_MEMORY`` bytes."""
     return tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
+
+
+async def small_body(request: web.Request) -> bytes | None:
+    """The request's body as bytes when its Content-Length says it fits in ``SPOOL_MEMORY`` (one
+    read, no file: what a spooled file would keep in memory anyway); None (nothing read) when the
+    length is not given or larger, or the body is content-encoded (what it unpacks to is not
+    known before): then ``spool_body``."""
+    length = request.content_length
+    if length is None or length > SPOOL_MEMORY or request.headers.get("Content-Encoding", "identity") != "identity":
+        return None
+    return await request.read()
 
 
 async def spool_body(request: web.Request, limit: int | None = None) -> Any:
@@ -266,6 +278,7 @@ def _bind(host: str | None, port: int) -> socket.socket:
     return socket.create_server(("", port), backlog=128)
 
 
+@functools.lru_cache(maxsize=4096)   # a request's cost otherwise: its clients are few, their requests many
 def plain_address(address: str | None) -> str:
     """An IP address as a client used it: an IPv4 one reached over the dual-stack socket
     (``::ffff:127.0.0.1``) without its IPv6 wrapping."""
@@ -283,4 +296,11 @@ def settle(future: "asyncio.Future[Any]", value: Any) -> None:
     """Give ``future`` its result unless it already has one (the client may have gone)."""
     if not future.done():
         future.set_result(value)
+
+
+def settle_all(futures: list["asyncio.Future[Any]"], value: Any) -> None:
+    """``settle`` each of ``futures`` with ``value`` (one call into the loop for many answers)."""
+    for future in futures:
+        if not future.done():
+            future.set_result(value)
 

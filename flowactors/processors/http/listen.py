@@ -2,11 +2,15 @@
 
 **Where things run.** ``on_scheduled`` starts an aiohttp server (``flowactors.sdk.http_server``)
 on an event loop in a thread of the processor's own process; ``on_stopped`` closes it (the port
-is free when it returns). A request's body is read a chunk at a time into a spooled temporary
-file (memory up to 1 MB, the rest on disk) on the server's thread, then handed to ``on_trigger``
-through an in-memory inbox; ``on_trigger`` copies each body into the session's content a chunk at
-a time, transfers the FlowFiles to success and calls ``session.commit_async``. Concurrent tasks
-of one ListenHTTP in one process share the first one's server and inbox (``_SERVING``).
+is free when it returns). A request's body is read on the server's thread: as bytes when its
+Content-Length says it fits in 1 MB, else a chunk at a time into a spooled temporary file (memory
+up to 1 MB, the rest on disk); it is then handed to ``on_trigger`` through an in-memory inbox.
+``on_trigger`` takes every request waiting (``_take``: while requests flow it waits briefly for
+the clients its last commit answered, so one commit carries them all), writes each body into the
+session's content (bytes in one call, a spooled file a chunk at a time), transfers the FlowFiles
+to success and calls ``session.commit_async``, whose ``on_success`` answers them all with one
+call into the server's loop. Concurrent tasks of one ListenHTTP in one process share the first
+one's server and inbox (``_SERVING``). Where the time goes: docs/performance.md, "ListenHTTP".
 
 **Delivery.** The client gets Return Code only from the commit's ``on_success``, that is once the
 FlowFiles are durable; a commit that fails answers 500 and keeps nothing (the session rolls
@@ -19,13 +23,14 @@ that retries (at least once).
 
 from __future__ import annotations
 
+import io
 import logging
-import queue
 import re
 import shutil
 import threading
 import time
 import uuid
+from collections import deque
 from typing import TYPE_CHECKING, Any, Mapping
 
 from flowactors.processors._common import CHUNK, REGEX_VALIDATOR
@@ -46,6 +51,16 @@ HANDOVER_WAIT = 30.0
 _NO_ROOM = "no room downstream: success is under back pressure"
 #: requests one trigger takes (one commit answers them all)
 REQUESTS_PER_TRIGGER = 100
+#: seconds a trigger waits for a first request when the task's last trigger took some (requests
+#: are flowing: the clients just answered send their next ones); a trigger after one that took
+#: none waits for nothing (a task inside a trigger is busy, not idle, to the engine: a flow run
+#: until idle would never end), and the engine pauses a source that found nothing (10 ms) before
+#: triggering it again
+FLOWING_WAIT = 0.01
+#: seconds a trigger then waits, once the first came, for as many requests as the last trigger
+#: took: the clients that commit answered come back together, and one commit for all of them
+#: costs less than two (a commit's cost is mostly its own, not its FlowFiles')
+GATHER_WAIT = 0.005
 #: the servers the concurrent tasks of a processor share in this process, by (name, Listening Port)
 _SERVING: dict[tuple[str, str | None], "ListenHTTP"] = {}
 _SERVING_LOCK = threading.Lock()
@@ -67,8 +82,8 @@ def _base_path(value: str) -> str | None:
 
 class _Received:
     """One request's FlowFiles-to-be, handed from the server's thread to a trigger: their contents
-    (rewound spooled files) with their own attributes, the request's attributes, and the future
-    the server awaits for the status to answer."""
+    (rewound spooled files, or a small plain body's bytes) with their own attributes, the
+    request's attributes, and the future the server awaits for the status to answer."""
 
     def __init__(self, parts: list[tuple[Any, dict[str, str]]], attributes: dict[str, str], uri: str,
                  details: str, packaged: bool):
@@ -83,7 +98,8 @@ class _Received:
 
     def close(self) -> None:
         for content, _ in self.parts:
-            content.close()
+            if not isinstance(content, bytes):
+                content.close()
 
 
 class ListenHTTP(Processor):
@@ -161,6 +177,7 @@ class ListenHTTP(Processor):
     # ------------------------------------------------------------------ lifecycle
     def on_scheduled(self, context: ProcessContext) -> None:
         self._name = context.name
+        self._flowing = 0   # how many requests this task's last trigger took
         self._base = "/" + (context.property("Base Path").evaluate() or "")
         self._base = self._base.rstrip("/") or ""
         self._subject = re.compile(context.property("Authorized Subject DN Pattern").evaluate() or ".*")
@@ -190,8 +207,10 @@ class ListenHTTP(Processor):
         # aiohttp (and the TLS helpers) load only for flows that listen: every executor imports this module
         from flowactors.sdk import http_server
 
-        self._inbox: queue.Queue[_Received] = queue.Queue()
+        self._inbox: deque[_Received] = deque()
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)   # notified once ``_wanted`` requests wait
+        self._wanted = 1
         self._room = True
         self._holds: dict[str, _Received] = {}
         tls = None
@@ -314,7 +333,7 @@ class ListenHTTP(Processor):
         """The request's body as FlowFile contents: multipart parts, a v3 stream, or the body whole."""
         import asyncio
 
-        from flowactors.sdk.http_server import read_parts, spool_body
+        from flowactors.sdk.http_server import read_parts, small_body, spool_body
 
         content_type = request.headers.get("Content-Type", "")
         attributes = self._request_attributes(request, names)
@@ -326,11 +345,16 @@ class ListenHTTP(Processor):
         media_type = content_type.split(";")[0].strip().lower()
         if media_type.startswith("application/flowfile") and media_type != FLOWFILE_V3_MIME_TYPE:
             raise _Refused(415, f"{content_type} (a FlowFile package older than v3) is not read here")
-        body = await spool_body(request)
-        if request.headers.get("flowfile-gzipped", "").lower() == "true":
+        packaged = media_type == FLOWFILE_V3_MIME_TYPE
+        gzipped = request.headers.get("flowfile-gzipped", "").lower() == "true"
+        body = await small_body(request)   # bytes: a small plain body is written to the session in one call
+        if body is None:
+            body = await spool_body(request)
+        elif packaged or gzipped:   # read as a stream
+            body = io.BytesIO(body)
+        if gzipped:
             body = await asyncio.to_thread(_gunzip, body)
-        return _Received([(body, {})], attributes, str(request.url), details,
-                         packaged=media_type == FLOWFILE_V3_MIME_TYPE)
+        return _Received([(body, {})], attributes, str(request.url), details, packaged=packaged)
 
     def _request_attributes(self, request: "web.Request", names: tuple[str, str]) -> dict[str, str]:
         from flowactors.sdk.http_server import headers_as_sent, plain_address
@@ -352,21 +376,32 @@ class ListenHTTP(Processor):
         commit's); 503 when there is no room, or no trigger takes it within ``HANDOVER_WAIT``."""
         import asyncio
 
-        received.future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        received.future = loop.create_future()
         with self._lock:
             if not self._room:
                 received.close()
                 return 503, _NO_ROOM
-            self._inbox.put(received)
+            self._inbox.append(received)
+            if len(self._inbox) >= self._wanted:
+                self._arrived.notify_all()
+        timer = loop.call_later(HANDOVER_WAIT, self._abandon, received)
         try:
-            return await asyncio.wait_for(asyncio.shield(received.future), HANDOVER_WAIT)
-        except asyncio.TimeoutError:
-            with self._lock:
-                if received.state == "waiting":
-                    received.state = "abandoned"
-                    received.close()
-                    return 503, "no trigger took the request in time (is ListenHTTP running?)"
-            return await received.future   # taken meanwhile: its commit answers
+            return await received.future
+        finally:
+            timer.cancel()
+
+    def _abandon(self, received: _Received) -> None:
+        """``HANDOVER_WAIT`` passed: a request no trigger took is answered 503 (one taken meanwhile
+        is its commit's to answer)."""
+        from flowactors.sdk.http_server import settle
+
+        with self._lock:
+            if received.state != "waiting":
+                return
+            received.state = "abandoned"
+            received.close()
+        settle(received.future, (503, "no trigger took the request in time (is ListenHTTP running?)"))
 
     def _hold(self, received: _Received) -> "web.Response":
         """Keep the request's FlowFiles-to-be until the client DELETEs the hold (old PostHTTP's
@@ -409,7 +444,8 @@ class ListenHTTP(Processor):
         if not server._set_room(bool(session.available_relationships())):
             context.yield_()
             return
-        taken = server._take(REQUESTS_PER_TRIGGER)
+        taken = server._take(REQUESTS_PER_TRIGGER, self._flowing)
+        self._flowing = len(taken)
         if not taken:
             return
         accepted: list[_Received] = []
@@ -440,30 +476,32 @@ class ListenHTTP(Processor):
     def _drain(self) -> list[_Received]:
         """Every request still in the inbox, marked abandoned (call with the lock held)."""
         drained = []
-        while True:
-            try:
-                received = self._inbox.get_nowait()
-            except queue.Empty:
-                return drained
-            received.state = "abandoned"
-            received.close()
-            drained.append(received)
+        while self._inbox:
+            received = self._inbox.popleft()
+            if received.state == "waiting":
+                received.state = "abandoned"
+                received.close()
+                drained.append(received)
+        return drained
 
-    def _take(self, most: int) -> list[_Received]:
-        """Up to ``most`` waiting requests, marked taken; none at once when none waits (a trigger
-        that waited would be busy, not idle, to the engine: a flow run until idle would never end;
-        the engine pauses a source that found nothing before triggering it again)."""
-        taken: list[_Received] = []
-        while len(taken) < most:
-            try:
-                received = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            with self._lock:
-                if received.state != "waiting":
-                    continue
-                received.state = "taken"
-            taken.append(received)
+    def _take(self, most: int, hoped: int) -> list[_Received]:
+        """Up to ``most`` waiting requests, marked taken. ``hoped``: how many the task's last
+        trigger took (0: none); with some, it waits up to ``FLOWING_WAIT`` for a first request and
+        then up to ``GATHER_WAIT`` for ``hoped`` of them (see both)."""
+        inbox = self._inbox
+        with self._lock:
+            if hoped:
+                self._wanted = 1
+                if self._arrived.wait_for(lambda: inbox, FLOWING_WAIT) and len(inbox) < hoped:
+                    self._wanted = min(hoped, most)
+                    self._arrived.wait_for(lambda: len(inbox) >= self._wanted, GATHER_WAIT)
+                self._wanted = 1
+            taken: list[_Received] = []
+            while inbox and len(taken) < most:
+                received = inbox.popleft()
+                if received.state == "waiting":
+                    received.state = "taken"
+                    taken.append(received)
         return taken
 
     def _into_session(self, context: ProcessContext, session, received: _Received) -> bool:
@@ -479,8 +517,7 @@ class ListenHTTP(Processor):
                                                     lambda out: _copy_reader(reader, out)),
                                      header_id or packaged.attributes.get("uuid")))
                 else:
-                    made.append((self._flowfile(session, received, own,
-                                                lambda out: shutil.copyfileobj(content, out, CHUNK)), header_id))
+                    made.append((self._flowfile(session, received, own, content), header_id))
                     if self._records is not None and not own:   # a plain body (not a part) of records
                         made[-1] = (self._convert(session, made[-1][0]), header_id)
         except (PackageError, _BadRecords) as err:
@@ -515,10 +552,15 @@ class ListenHTTP(Processor):
             raise bad from err
 
     @staticmethod
-    def _flowfile(session, received: _Received, own: Mapping[str, str], write) -> Any:
-        """A FlowFile with the content ``write(out)`` gives: the packaged (or part's) attributes,
-        then the request's (a packaged filename wins over the request's filename header)."""
-        flowfile = session.write(session.create(), write)
+    def _flowfile(session, received: _Received, own: Mapping[str, str], content) -> Any:
+        """A FlowFile with ``content`` (bytes, a file read to its end, or what a function
+        ``write(out)`` writes): the packaged (or part's) attributes, then the request's (a packaged
+        filename wins over the request's filename header)."""
+        if isinstance(content, bytes):
+            flowfile = session.write_bytes(session.create(), content)
+        else:
+            flowfile = session.write(session.create(), content if callable(content)
+                                     else lambda out: shutil.copyfileobj(content, out, CHUNK))
         request = {k: v for k, v in received.attributes.items() if k != "uuid"}
         if own.get("filename"):
             request.pop("filename", None)
@@ -531,8 +573,12 @@ class ListenHTTP(Processor):
             self.listener.call_soon(settle, received.future, (status, text))
 
     def _answer_all(self, accepted: list[_Received], status: int) -> None:
-        for received in accepted:
-            self._answer(received, status)
+        """Answer ``status`` to every request of a commit: one call into the server's loop."""
+        from flowactors.sdk.http_server import settle_all
+
+        futures = [received.future for received in accepted if received.future is not None]
+        if futures:
+            self.listener.call_soon(settle_all, futures, (status, ""))
 
     def _commit_failed(self, accepted: list[_Received], err: BaseException) -> None:
         log.error("%s: the commit failed, answering 500 to %d request(s): %s", self._name, len(accepted), err)
