@@ -67,6 +67,7 @@ SCENARIOS = (
     Scenario("checksums", 15, "Content checksums: write and read with and without (issue 50)",
              "bench.content_checksums"),
     Scenario("records", 16, "Record processors against pyarrow, fastavro and DuckDB in one process", "bench.records"),
+    Scenario("connectors", 17, "Connectors against bare aiohttp and psycopg (issue 53)", "bench.connectors"),
 )
 
 
