@@ -21,13 +21,13 @@ def errors(capsys) -> list[str]:
 def test_an_unsupported_flow_is_summed_up_first_and_the_supported_types_are_named_once(tmp_path, capsys):
     root = group("root", "Legacy", None, None, processors=[
         *(processor("root", f"pull {n}", STANDARD + "ListSFTP", {}) for n in range(3)),
-        processor("root", "call", STANDARD + "InvokeHTTP", {})])
+        processor("root", "push", STANDARD + "PutSFTP", {})])
     path = tmp_path / "legacy.json"
     path.write_bytes(orjson.dumps(snapshot(root, {})))
     assert main(["validate", str(path)]) == 2
     lines = errors(capsys)
     assert lines[0] == ("flowactors: flow 'Legacy' uses NiFi types flowactors does not have: "
-                        "processor ListSFTP (3 components), processor InvokeHTTP (1 component)")
+                        "processor ListSFTP (3 components), processor PutSFTP (1 component)")
     assert len(lines) == 2 + 4 + 1 and lines[-1].startswith("(the NiFi processors")
     assert sum("docs/nifi-flows.md" in line for line in lines) == 1
 

@@ -49,7 +49,8 @@ def uri_of(attributes: Mapping[str, str]) -> str:
 
 class HandleHttpRequest(Processor):
     """Serves HTTP on Listening Port through its HTTP Context Map and makes a FlowFile of each
-    request (a FlowFile per part of a multipart/form-data one), for HandleHttpResponse to answer."""
+    request (a FlowFile per part of a multipart/form-data one), for HandleHttpResponse to answer.
+    Provenance: RECEIVE, transit URI the request's URL."""
 
     description = "Starts an HTTP server and makes a FlowFile of each request, which HandleHttpResponse answers"
     input_required = False
@@ -176,7 +177,8 @@ class HandleHttpRequest(Processor):
 class HandleHttpResponse(Processor):
     """Answers the request a FlowFile came from (its http.context.identifier) with HTTP Status
     Code, the headers of its dynamic properties and of the attributes Attributes for HTTP Response
-    matches, and its content as the body, once its session committed."""
+    matches, and its content as the body, once its session committed. Provenance: SEND, transit
+    URI the request's URL."""
 
     description = "Answers the HTTP request a FlowFile of HandleHttpRequest came from, its content the body"
     dynamic_properties = True

@@ -429,7 +429,10 @@ class _Client:
 
 
 class InvokeHTTP(Processor):
-    """Sends an HTTP request a FlowFile and routes by the response (see the module docstring)."""
+    """Sends an HTTP request a FlowFile and routes by the response (see the module docstring).
+    Provenance: SEND of the request FlowFile (transit URI the URL) once a response came; FETCH of
+    the Response FlowFile (RECEIVE for a source's request without a FlowFile); ATTRIBUTES_MODIFIED
+    when the body goes into an attribute."""
 
     description = "Sends an HTTP request for each FlowFile (its content as the body of POST, PUT, PATCH) and " \
                   "routes it, and the response, by the status"

@@ -106,7 +106,8 @@ class ListenHTTP(Processor):
     """Listens for HTTP POSTs on Listening Port under Base Path and turns each body into a FlowFile
     (a FlowFile Stream v3 body into the FlowFiles it packages, a multipart/form-data body into a
     FlowFile per part), answering Return Code once they are committed; see the module docstring
-    and docs/http.md for the delivery rules and what differs from NiFi."""
+    and docs/http.md for the delivery rules and what differs from NiFi. Provenance: RECEIVE of
+    each FlowFile, transit URI the request's URL."""
 
     description = "Starts an HTTP server and makes a FlowFile of each body POSTed under its Base Path"
     input_required = False

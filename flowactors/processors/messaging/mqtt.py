@@ -553,7 +553,7 @@ def demarcated(content: bytes, demarcator: bytes) -> Iterator[bytes]:
 class PublishMQTT(Processor):
     """Publishes each FlowFile's content to Topic as one message, or as one message a part between
     Message Demarcators, or one a record (written by Record Writer), waiting until the broker has
-    each (QoS 1, 2). Success: the FlowFile to ``success`` (provenance SEND, transit URI the Broker
+    each (QoS 1, 2). Success: the FlowFile to ``success`` (Provenance: SEND, transit URI the Broker
     URI). A FlowFile whose Topic, QoS or Retain Message evaluates to nothing usable, or whose
     messages the broker did not take, goes to ``failure`` with the reason; after a partial
     failure, ``<processor name>.mqtt.publish.failed.index`` counts what went, and the next attempt

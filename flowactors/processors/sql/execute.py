@@ -305,7 +305,9 @@ class _ExecuteSQLBase(Processor):
 
 
 class ExecuteSQL(_ExecuteSQLBase):
-    """Runs a SQL query and writes each result set as an Avro file (see the module docstring)."""
+    """Runs a SQL query and writes each result set as an Avro file (see the module docstring).
+    Provenance: FETCH of each result FlowFile from the database's URL (RECEIVE when it had no
+    input FlowFile)."""
 
     description = "Executes a SQL query and writes each result set as Avro (NiFi's JdbcCommon mapping)"
     NIFI_TYPE = "org.apache.nifi.processors.standard.ExecuteSQL"
@@ -344,7 +346,9 @@ class ExecuteSQL(_ExecuteSQLBase):
 
 
 class ExecuteSQLRecord(_ExecuteSQLBase):
-    """Runs a SQL query and writes each result set through a record writer (see the module docstring)."""
+    """Runs a SQL query and writes each result set through a record writer (see the module docstring).
+    Provenance: FETCH of each result FlowFile from the database's URL (RECEIVE when it had no
+    input FlowFile)."""
 
     description = "Executes a SQL query and writes each result set with a Record Writer"
     NIFI_TYPE = "org.apache.nifi.processors.standard.ExecuteSQLRecord"

@@ -197,7 +197,8 @@ def _avro_options(context: ProcessContext, record_name: str | None, normalize: s
 
 
 class QueryDatabaseTable(_QueryTable):
-    """Fetches a table's new rows as Avro (see the module docstring)."""
+    """Fetches a table's new rows as Avro (see the module docstring). Provenance: RECEIVE from the
+    database's URL (without its password)."""
 
     description = "Fetches the rows of a table beyond the kept maxima, as Avro"
     NIFI_TYPE = "org.apache.nifi.processors.standard.QueryDatabaseTable"
@@ -219,7 +220,8 @@ class QueryDatabaseTable(_QueryTable):
 
 
 class QueryDatabaseTableRecord(_QueryTable):
-    """Fetches a table's new rows through a Record Writer (see the module docstring)."""
+    """Fetches a table's new rows through a Record Writer (see the module docstring). Provenance:
+    RECEIVE from the database's URL (without its password)."""
 
     description = "Fetches the rows of a table beyond the kept maxima, written by a record writer"
     NIFI_TYPE = "org.apache.nifi.processors.standard.QueryDatabaseTableRecord"

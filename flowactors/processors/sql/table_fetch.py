@@ -43,7 +43,8 @@ def _single_column(value: str) -> str | None:
 
 
 class GenerateTableFetch(Processor):
-    """Writes SELECT statements fetching a table's new rows a page at a time (see the module docstring)."""
+    """Writes SELECT statements fetching a table's new rows a page at a time (see the module docstring).
+    Provenance: the session's CREATE (a FORK child of an incoming FlowFile)."""
 
     description = "Generates SQL SELECT statements fetching pages of a table's rows beyond the kept maxima"
     NIFI_TYPE = "org.apache.nifi.processors.standard.GenerateTableFetch"
