@@ -363,6 +363,16 @@ def test_response_body_into_an_attribute_cut_to_its_size(servers):
     assert request.attributes["answer"] == "status 200 x" and runner.output("Response") == []
 
 
+def test_an_error_body_without_an_attribute_name_is_cut_to_256_bytes_whatever_the_size(servers):
+    """NiFi reads Response Body Attribute Size only with Put Response Body In Attribute set: the
+    invokehttp.response.body of a 4xx/5xx is otherwise cut to 256 bytes."""
+    runner = invoke({"HTTP URL": f"{servers.http}/status/404", "Response Body Attribute Size": "12"})
+    runner.enqueue(b"")
+    runner.run()
+    [request] = runner.output("No Retry")
+    assert request.attributes["invokehttp.response.body"] == "status 404 " + "x" * (256 - 11)
+
+
 def test_response_body_ignored_makes_an_empty_response(servers):
     runner = invoke({"HTTP URL": f"{servers.http}/status/200", "Response Body Ignored": "true"})
     runner.enqueue(b"")

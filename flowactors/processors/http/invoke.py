@@ -28,8 +28,8 @@ body is ever whole in memory.
 **Routing** is NiFi's: 2xx -> the request FlowFile to Original and a Response FlowFile (the body)
 to Response; 5xx -> Retry, penalized; 1xx, 3xx (redirects not followed) and 4xx -> No Retry
 (penalized with Request Failure Penalization Enabled), the body in ``invokehttp.response.body``
-(or the Response Body Attribute Name) cut to Response Body Attribute Size; Response Generation
-Required sends a Response FlowFile whatever the status. A request that gets no response (refused,
+cut to 256 bytes (or in the Response Body Attribute Name, cut to Response Body Attribute Size);
+Response Generation Required sends a Response FlowFile whatever the status. A request that gets no response (refused,
 unreachable, a timeout, a TLS failure, a URL that is not http(s)) goes to Failure, penalized,
 with ``invokehttp.java.exception.class`` (here the Python exception's class, e.g.
 ``aiohttp.client_exceptions.ClientConnectorError``) and ``invokehttp.java.exception.message``,
@@ -242,7 +242,10 @@ class _Settings:
             if prop("Response Body Attribute Name").is_set else None
         self.always_respond = prop("Response Generation Required").as_bool()
         self.read_body = not prop("Response Body Ignored").as_bool()
-        self.attribute_size = prop("Response Body Attribute Size").as_int() or 256
+        #: as NiFi: the size applies to Response Body Attribute Name's attribute only; an error
+        #: body in invokehttp.response.body is cut to 256 bytes
+        self.attribute_size = (prop("Response Body Attribute Size").as_int() or 256) \
+            if self.body_attribute is not None else 256
         self.url_path_names = prop("Response FlowFile Naming Strategy").raw == "URL_PATH"
         self.headers_to_request = prop("Response Header Request Attributes Enabled").as_bool()
 
