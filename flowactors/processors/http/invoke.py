@@ -308,14 +308,14 @@ def _remote_dn(response: Any) -> str | None:
     return load_der_x509_certificate(response.peer_der).subject.rfc4514_string()
 
 
-def _header_attributes(response: Any, prefix: str = "") -> dict[str, str]:
+def _header_attributes(response: Any) -> dict[str, str]:
     """The response headers as attributes: the name as sent, several values joined with ', '."""
     values: dict[str, list[str]] = {}
     for raw_name, raw_value in response.raw_headers:
         name = raw_name.decode("latin-1").strip()
         if name:
             values.setdefault(name, []).append(raw_value.decode("latin-1"))
-    return {prefix + name: ", ".join(found) for name, found in values.items()}
+    return {name: ", ".join(found) for name, found in values.items()}
 
 
 async def _body_chunks(stream: BinaryIO, gzip: bool):
