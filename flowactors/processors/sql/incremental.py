@@ -40,6 +40,7 @@ from datetime import date, datetime, time, timezone
 from typing import Any, Mapping, Sequence
 
 from flowactors.processors.sql import result_sets as rs
+from flowactors.processors.sql import table_schema as ts
 from flowactors.processors.sql.table_schema import error_text
 from flowactors.sdk.expression.language import java_double
 from flowactors.sdk.processor import PropertyDescriptor, validators
@@ -129,9 +130,9 @@ def max_value_attributes(state: Mapping[str, str]) -> dict[str, str]:
 TEXT, NUMBER, UNKNOWN = "text", "number", "unknown"
 #: the JDBC types (``result_sets``' mapping of the database's) whose maxima are numbers and text;
 #: any other type cannot keep a maximum (boolean, binary, arrays, OTHER: NiFi refuses them too)
-_NUMBERS = {rs.TINYINT, rs.SMALLINT, rs.INTEGER, rs.BIGINT, rs.FLOAT, rs.REAL, rs.DOUBLE, rs.NUMERIC, rs.DECIMAL}
-_TEXTS = {rs.CHAR, rs.VARCHAR, rs.LONGVARCHAR, rs.NCHAR, rs.NVARCHAR, rs.LONGNVARCHAR, rs.ROWID, rs.DATE, rs.TIME,
-          rs.TIMESTAMP, rs.TIMESTAMP_WITH_TIMEZONE}
+_NUMBERS = {ts.TINYINT, ts.SMALLINT, ts.INTEGER, ts.BIGINT, ts.FLOAT, ts.REAL, ts.DOUBLE, ts.NUMERIC, ts.DECIMAL}
+_TEXTS = {ts.CHAR, ts.VARCHAR, ts.LONGVARCHAR, ts.NCHAR, ts.NVARCHAR, ts.LONGNVARCHAR, ts.ROWID, ts.DATE, ts.TIME,
+          ts.TIMESTAMP, ts.TIMESTAMP_WITH_TIMEZONE}
 
 
 def render(value: Any) -> str:

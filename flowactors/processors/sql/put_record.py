@@ -37,7 +37,7 @@ from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.processors.records._io import is_flowfile_error, open_records
 from flowactors.processors.sql.result_sets import mysql_timeout
-from flowactors.processors.sql.table_schema import (BUILT_TYPES, DELETE, FAIL_FIELD, INSERT, INSERT_IGNORE,
+from flowactors.processors.sql.table_schema import (ARRAY, BUILT_TYPES, DELETE, FAIL_FIELD, INSERT, INSERT_IGNORE,
                                                     MYSQL_DIALECTS, QUOTE_COLUMNS, QUOTE_TABLE, SCHEMA_CACHE_SIZE, SQL,
                                                     TRANSLATIONS, UNMATCHED_COLUMN, UPDATE, UPDATE_KEYS, UPSERT,
                                                     Column, SchemaCache, Statement, StatementError, build_statement,
@@ -379,7 +379,7 @@ def bind_values(array: pa.Array, column: Column, binary_format: str, dialect: st
         array = array.dictionary_decode()
         data_type = array.type
     if pa.types.is_nested(data_type):
-        if column.jdbc_type == 2003 and (pa.types.is_list(data_type) or pa.types.is_large_list(data_type)):
+        if column.jdbc_type == ARRAY and (pa.types.is_list(data_type) or pa.types.is_large_list(data_type)):
             return array.to_pylist()
         return [None if v is None else json.dumps(v, default=str) for v in array.to_pylist()]
     kind = column.kind

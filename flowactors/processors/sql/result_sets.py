@@ -66,7 +66,10 @@ from typing import Any, BinaryIO, Callable, Iterator, Sequence
 import fastavro
 import pyarrow as pa
 
-from flowactors.processors.sql.table_schema import MYSQL_DIALECTS
+from flowactors.processors.sql.table_schema import (ARRAY, BIGINT, BINARY, BIT, BLOB, BOOLEAN, CHAR, DATE, DECIMAL,
+                                                    DOUBLE, FLOAT, INTEGER, LONGVARBINARY, LONGVARCHAR, MYSQL_DIALECTS,
+                                                    NUMERIC, OTHER, REAL, SMALLINT, SQLXML, TIME, TIMESTAMP,
+                                                    TIMESTAMP_WITH_TIMEZONE, TINYINT, VARBINARY, VARCHAR)
 from flowactors.sdk.records.schema import avro_to_arrow
 
 #: rows fetched at a time when Fetch Size is 0 (the driver's own hint is then "as it likes")
@@ -78,14 +81,6 @@ DEFAULT_RECORD_NAME, NAMESPACE = "NiFi_ExecuteSQL_Record", "any.data"
 MIME_TYPE_AVRO = "application/avro-binary"
 #: NiFi's Compression Format values -> fastavro's codec (NiFi's LZO writes xz, as NiFi does)
 CODECS = {"NONE": "null", "DEFLATE": "deflate", "BZIP2": "bzip2", "SNAPPY": "snappy", "LZO": "xz"}
-
-# java.sql.Types
-BIT, TINYINT, SMALLINT, INTEGER, BIGINT = -7, -6, 5, 4, -5
-FLOAT, REAL, DOUBLE, NUMERIC, DECIMAL = 6, 7, 8, 2, 3
-CHAR, VARCHAR, LONGVARCHAR, NCHAR, NVARCHAR, LONGNVARCHAR = 1, 12, -1, -15, -9, -16
-DATE, TIME, TIMESTAMP, TIMESTAMP_WITH_TIMEZONE = 91, 92, 93, 2014
-BINARY, VARBINARY, LONGVARBINARY, BLOB, CLOB, NCLOB = -2, -3, -4, 2004, 2005, 2011
-BOOLEAN, OTHER, SQLXML, ARRAY, ROWID = 16, 1111, 2009, 2003, -8
 
 #: PostgreSQL's type -> (JDBC type, precision) as its JDBC driver reports them
 _PG_TYPES: dict[str, tuple[int, int]] = {

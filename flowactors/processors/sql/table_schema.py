@@ -63,13 +63,14 @@ TRANSLATIONS: dict[str, str | None] = {
     "REMOVE_UNDERSCORE": "_", "REMOVE_SPACE": " ", "REMOVE_UNDERSCORE_AND_SPACE": "[_ ]",
     "REMOVE_ALL_SPECIAL_CHAR": "[^a-zA-Z0-9]", "PATTERN": None}
 
-# JDBC's type numbers (java.sql.Types), as NiFi's sql.args.N.type attributes carry them
+# JDBC's type numbers (java.sql.Types), as NiFi's sql.args.N.type attributes carry them (the one
+# definition of them: result_sets and the other SQL modules import these)
 BIT, TINYINT, SMALLINT, INTEGER, BIGINT = -7, -6, 5, 4, -5
 FLOAT, REAL, DOUBLE, NUMERIC, DECIMAL = 6, 7, 8, 2, 3
 CHAR, VARCHAR, LONGVARCHAR, NCHAR, NVARCHAR, LONGNVARCHAR, CLOB, NCLOB = 1, 12, -1, -15, -9, -16, 2005, 2011
 DATE, TIME, TIMESTAMP, TIME_WITH_TIMEZONE, TIMESTAMP_WITH_TIMEZONE = 91, 92, 93, 2013, 2014
 BINARY, VARBINARY, LONGVARBINARY, BLOB = -2, -3, -4, 2004
-BOOLEAN, OTHER, NULL = 16, 1111, 0
+BOOLEAN, OTHER, NULL, SQLXML, ARRAY, ROWID = 16, 1111, 0, 2009, 2003, -8
 #: SQLAlchemy's dialect names of MySQL and MariaDB
 MYSQL_DIALECTS = ("mysql", "mariadb")
 
@@ -191,7 +192,7 @@ def _kind(sql_type: Any) -> tuple[str, int, int | None]:
         (t.Integer, "integer", INTEGER), (t.Float, "float", DOUBLE), (t.Numeric, "decimal", NUMERIC),
         (t.DateTime, "timestamp", TIMESTAMP), (t.Date, "date", DATE), (t.Time, "time", TIME),
         (t.JSON, "json", OTHER), (t.Uuid, "other", OTHER), (t.Text, "string", LONGVARCHAR),
-        (t.String, "string", VARCHAR), (t._Binary, "binary", BINARY), (t.ARRAY, "other", 2003),
+        (t.String, "string", VARCHAR), (t._Binary, "binary", BINARY), (t.ARRAY, "other", ARRAY),
     )
     for kind_type, kind, jdbc in checks:
         if isinstance(sql_type, kind_type):
