@@ -29,7 +29,7 @@ import ssl
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from flowactors.sdk.processor import PropertyDescriptor
 from flowactors.sdk.services import ControllerService, ServiceContext, ServiceEnableError, SSLContextService
@@ -92,21 +92,28 @@ def _key_material(key, certificates: list, what: str, path: str) -> KeyMaterial:
     return KeyMaterial(key_pem, _pem(certificates), password)
 
 
+def _open_pkcs12(data: bytes, password: str | None, what: str, path: str) -> tuple[Any, list]:
+    """A PKCS12 store's private key (or None) and certificates, its own certificate first."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    try:
+        store = pkcs12.load_pkcs12(data, password.encode() if password else None)
+    except ValueError:
+        raise StoreError(f"the {what} {path!r} cannot be opened: the {what.capitalize()} Password is wrong or the "
+                         f"file is not a PKCS12 store") from None
+    own = [store.cert.certificate] if store.cert is not None else []
+    return store.key, own + [c.certificate for c in store.additional_certs]
+
+
 def load_keystore(path: str, kind: str, store_password: str | None, key_password: str | None) -> KeyMaterial:
     """The key and chain of a keystore file (see the module docstring); ``StoreError`` says why not."""
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key, pkcs12
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
     from cryptography.x509 import load_pem_x509_certificates
 
     data = _read(path, "keystore")
     _refuse_unreadable_type(data, kind, "keystore", path)
     if kind == PKCS12:
-        try:
-            store = pkcs12.load_pkcs12(data, store_password.encode() if store_password else None)
-        except ValueError:
-            raise StoreError(f"the keystore {path!r} cannot be opened: the Keystore Password is wrong or the file "
-                             f"is not a PKCS12 store") from None
-        chain = [store.cert.certificate] if store.cert is not None else []
-        return _key_material(store.key, chain + [c.certificate for c in store.additional_certs], "keystore", path)
+        return _key_material(*_open_pkcs12(data, store_password, "keystore", path), "keystore", path)
     password = key_password or store_password
     try:
         key = load_pem_private_key(data, password.encode() if password else None)
@@ -123,19 +130,12 @@ def load_keystore(path: str, kind: str, store_password: str | None, key_password
 
 def load_truststore(path: str, kind: str, password: str | None) -> bytes:
     """The trusted certificates of a truststore file, as PEM; ``StoreError`` says why not."""
-    from cryptography.hazmat.primitives.serialization import pkcs12
     from cryptography.x509 import load_pem_x509_certificates
 
     data = _read(path, "truststore")
     _refuse_unreadable_type(data, kind, "truststore", path)
     if kind == PKCS12:
-        try:
-            store = pkcs12.load_pkcs12(data, password.encode() if password else None)
-        except ValueError:
-            raise StoreError(f"the truststore {path!r} cannot be opened: the Truststore Password is wrong or the "
-                             f"file is not a PKCS12 store") from None
-        certificates = ([store.cert.certificate] if store.cert is not None else []) + \
-            [c.certificate for c in store.additional_certs]
+        _, certificates = _open_pkcs12(data, password, "truststore", path)
     else:
         try:
             certificates = load_pem_x509_certificates(data)
