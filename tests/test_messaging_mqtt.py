@@ -10,6 +10,7 @@ import logging
 import socket
 import time
 import uuid
+from collections import deque
 
 import pytest
 
@@ -182,6 +183,27 @@ def test_records_go_out_one_a_message_and_come_back_as_records_with_the_message_
         (1, "x", name, name.split("/"), 1, False), (2, "y", name, name.split("/"), 1, False)]
     assert written.attributes["record.count"] == "2"
     assert receiving.read(unreadable) == b"{not json" and unreadable.attributes["mqtt.topic"] == name
+
+
+def test_a_message_whose_records_do_not_fit_the_others_goes_to_parse_failure_alone(mosquitto):
+    """Records whose schema cannot be merged with the earlier messages' (``id`` a number, then
+    text) cannot go into the same FlowFile: that message goes to ``parse.failure`` as it came,
+    as a record NiFi's writer refuses does, and the rest are written out and acknowledged (before,
+    every trigger failed on the batch and put it back, so nothing ever left the buffer)."""
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Record Reader": "reader", "Record Writer": "writer",
+                                             "Quality of Service": "1"})
+    for content in (b'[{"id": 1}]', b'[{"id": "one"}]', b'[{"id": 2}]'):
+        publish(mosquitto, name, [(content, {})], **{"Quality of Service": "1"})
+    buffered(receiving, 3)
+    [written] = receive(receiving, 1)
+    [misfit] = receiving.output("parse.failure")
+    assert receiving.processor._client._buffer == deque()
+    receiving.run(1)
+    assert [r["id"] for r in json.loads(receiving.read(written))] == [1, 2]
+    assert receiving.read(misfit) == b'[{"id": "one"}]'
+    assert "the Record Writer cannot write the message's records with the others'" in \
+        misfit.attributes["flowactors.failure.reason"]
 
 
 def _vanish(runner: ProcessorRunner) -> None:

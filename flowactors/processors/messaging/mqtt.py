@@ -522,18 +522,25 @@ class ConsumeMQTT(Processor):
         reader = context.service("Record Reader", RecordReaderFactory)
         writer = context.service("Record Writer", RecordSetWriterFactory)
         add_fields = context.property("Add Attributes as Fields").as_bool()
-        tables = []
+        tables, schema = [], None
         for message in messages:
             try:
-                tables.append(read_message_records(reader, message, add_fields))
+                records = read_message_records(reader, message, add_fields)
             except Exception as err:
                 if not (is_flowfile_error(err) or isinstance(err, (pa.ArrowException, ValueError))):
                     raise
-                failed = session.write_bytes(session.create(), message.payload)
-                failed = session.put_all_attributes(failed, message_attributes(broker, message))
-                session.provenance.receive(failed, f"{broker}/{message.topic}")
-                route_failure(context, session, failed, f"the Record Reader cannot read the message: {reason(err)}",
-                              relationship=self.PARSE_FAILURE)
+                self._parse_failure(context, session, broker, message,
+                                    f"the Record Reader cannot read the message: {reason(err)}")
+                continue
+            try:   # the schema all messages' records are written with, so far
+                merged = records.schema if schema is None else pa.unify_schemas([schema, records.schema],
+                                                                                  promote_options="permissive")
+            except pa.ArrowException as err:   # NiFi's writer refuses such a record: parse.failure too
+                self._parse_failure(context, session, broker, message, "the Record Writer cannot write the "
+                                    f"message's records with the others' (one FlowFile, one schema): {reason(err)}")
+                continue
+            tables.append(records)
+            schema = merged
         table = pa.concat_tables(tables, promote_options="permissive") if tables else None
         if table is None or table.num_rows == 0:
             return
@@ -542,6 +549,13 @@ class ConsumeMQTT(Processor):
         flowfile, _ = write_records(session, flowfile, writer, schema, table.to_batches())
         session.provenance.receive(flowfile, f"{broker}/{context.property('Topic Filter').evaluate()}")
         session.transfer(flowfile, self.MESSAGE)
+
+    def _parse_failure(self, context: ProcessContext, session, broker: str, message: Received, why: str) -> None:
+        """``message`` alone, as it came, to ``parse.failure``, saying ``why``."""
+        failed = session.write_bytes(session.create(), message.payload)
+        failed = session.put_all_attributes(failed, message_attributes(broker, message))
+        session.provenance.receive(failed, f"{broker}/{message.topic}")
+        route_failure(context, session, failed, why, relationship=self.PARSE_FAILURE)
 
 
 # ---------------------------------------------------------------------------------- PublishMQTT
