@@ -1,9 +1,11 @@
 """Scenario 17: the connectors against bare clients and servers doing the same work (issue 53).
 
-Every flow runs on the in-process engine over a durable repository (the write-ahead log synced
-at each commit, claims on disk); each side runs ``rounds`` times in turns and the medians are
-compared. The other end of each exchange (the HTTP load, the HTTP server, PostgreSQL) is a
-process of its own, so it does not share the measured side's interpreter.
+Every flow runs on the in-process engine over a durable repository (the write-ahead log and the
+claims on disk): ListenHTTP's with ``always_sync`` (each commit fsynced, as its bare server fsyncs
+each body), the other two with the default, NiFi's (written, not fsynced); each side runs
+``rounds`` times in turns and the medians are compared. The other end of each exchange (the HTTP
+load, the HTTP server, PostgreSQL) is a process of its own, so it does not share the measured
+side's interpreter.
 
 * **ListenHTTP**, accepted requests/s: a load process (aiohttp, ``concurrency`` connections)
   POSTs ``requests`` bodies of ``size`` bytes, timed from its first request to its last answer,
@@ -14,14 +16,16 @@ process of its own, so it does not share the measured side's interpreter.
 * **PutDatabaseRecord**, rows/s: CSV files (``files`` of ``rows`` rows: id, name, amount,
   category, flag) taken by GetFile -> PutDatabaseRecord (CSVReader, INSERT) into a PostgreSQL
   table, its task time; against psycopg reading the same files with Python's csv module and
-  ``executemany`` of the same INSERT, one transaction a file. COPY is measured too, as a note.
+  ``executemany`` of the same INSERT, one transaction a file, its wall time. COPY is measured
+  too, as a note. The server is the tests' (``fsync=off``) for both sides.
 * **InvokeHTTP**, requests/s: GenerateFlowFile makes ``requests`` empty FlowFiles in one
   trigger; InvokeHTTP GETs a small JSON document for each from a local aiohttp server (its task
   time: requests, Response FlowFiles and their commits); against an aiohttp client doing the same
-  GETs with as many in flight as InvokeHTTP keeps (Socket Idle Connections, 5), reading each body.
+  GETs with as many in flight as InvokeHTTP keeps (Socket Idle Connections, 5), reading each body
+  (its wall time).
 
-The PostgreSQL server is the tests' (tests/real_services.py: its own data folder and port,
-stopped at the end); without PostgreSQL installed the PutDatabaseRecord row says so.
+The PostgreSQL server is the tests' (tests/real_services.py: its own data folder and port, fsync
+off, stopped at the end); without PostgreSQL installed the PutDatabaseRecord row says so.
 
 ``python -m bench.connectors`` prints the rows as JSON lines; ``load`` and ``bare-server`` are
 the two helper processes.
@@ -58,6 +62,7 @@ FULL = {"listen": (20_000, 1024, 16), "put": (20, 10_000), "invoke": 20_000, "ro
 QUICK = {"listen": (3_000, 1024, 16), "put": (4, 5_000), "invoke": 3_000, "rounds": 1}
 INVOKE_IN_FLIGHT = 5   # InvokeHTTP's default Socket Idle Connections: its requests in flight at once
 TABLE = "bench_sales"
+DOCUMENT = json.dumps({"id": 1, "name": "alice", "amount": 12.5}).encode()   # what InvokeHTTP GETs
 
 
 def _python(*args: str) -> list[str]:
@@ -147,10 +152,8 @@ def document_server(port: int) -> None:
     """An aiohttp server answering every GET with the same small JSON document."""
     from aiohttp import web
 
-    document = json.dumps({"id": 1, "name": "alice", "amount": 12.5}).encode()
-
     async def get(request: web.Request) -> web.Response:
-        return web.Response(body=document, content_type="application/json")
+        return web.Response(body=DOCUMENT, content_type="application/json")
 
     app = web.Application()
     app.router.add_get("/item", get)
@@ -409,7 +412,9 @@ def listen_row(workdir: Path, sizes: dict) -> dict:
                     lambda: listen_ours(workdir, requests, concurrency, size),
                     lambda: listen_bare(workdir, requests, concurrency, size),
                     "aiohttp server, append + group fsync",
-                    f"{requests:,} POSTs of {size} bytes, {concurrency} connections, from another process")
+                    f"{requests:,} POSTs of {size} bytes, {concurrency} connections, from another process, "
+                    f"timed by it from its first request to its last answer; the flow ListenHTTP -> an output "
+                    f"port with always_sync (each commit fsynced), the bare server in another process")
 
 
 def put_row(workdir: Path, sizes: dict) -> dict:
@@ -429,7 +434,8 @@ def put_row(workdir: Path, sizes: dict) -> dict:
         return compared("PutDatabaseRecord rows/s", "rows/s", sizes["rounds"],
                         lambda: put_ours(url, source, workdir, rows), lambda: put_executemany(url, source, rows),
                         "psycopg executemany", f"{files} CSV files of {rows:,} rows (5 columns), INSERT into "
-                        f"PostgreSQL, one transaction a file; the task time of PutDatabaseRecord (CSVReader)",
+                        f"PostgreSQL (fsync off), one transaction a file; the task time of PutDatabaseRecord "
+                        f"(CSVReader) against psycopg's wall time reading the files with the csv module",
                         lambda: f"psycopg's COPY of the same files: {put_copy(url, source, rows):,.0f} rows/s")
     finally:
         server.stop()
@@ -442,8 +448,9 @@ def invoke_row(workdir: Path, sizes: dict) -> dict:
         return compared("InvokeHTTP requests/s", "requests/s", sizes["rounds"],
                         lambda: invoke_ours(port, workdir, requests), lambda: invoke_bare(port, requests),
                         f"aiohttp client, {INVOKE_IN_FLIGHT} in flight",
-                        f"{requests:,} GETs of a 48-byte JSON document from a local aiohttp server in another "
-                        f"process; InvokeHTTP's task time (a Response FlowFile a request, committed)")
+                        f"{requests:,} GETs of a {len(DOCUMENT)}-byte JSON document from a local aiohttp server "
+                        f"in another process; InvokeHTTP's task time (a Response FlowFile a request, committed) "
+                        f"against the client's wall time")
 
 
 def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
