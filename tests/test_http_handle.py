@@ -332,3 +332,12 @@ def test_a_nifi_export_with_the_context_map_loads():
     assert flow.processors["request"].properties["Container Queue Size"] == "50"
     assert flow.processors["response"].properties["Attributes for HTTP Response"] == "x-.*"
     assert flow.processors["response"].properties["HTTP Context Map"] == "map"
+
+
+@pytest.mark.parametrize("port", ["65536", "-1", "http", "\u00b2"])
+def test_a_listening_port_that_is_not_a_port_number_is_refused_in_one_sentence(port):
+    from flowactors.processors.http import ListenHTTP
+
+    for kind, values in ((HandleHttpRequest, {"HTTP Context Map": "map"}), (ListenHTTP, {})):
+        assert kind.validate_properties({"Listening Port": port, **values}) == [
+            "property 'Listening Port': must be a port number (0 to 65535)"]

@@ -18,6 +18,7 @@ import time
 from typing import Any, Mapping
 
 from flowactors.processors._common import CHUNK, REGEX_VALIDATOR, boolean_property
+from flowactors.processors.http.listen import port_validator
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import FAILURE
 from flowactors.sdk.services import HttpContextMap, SSLContextService
@@ -33,11 +34,6 @@ REQUESTS_PER_TRIGGER = 50
 CLIENT_NONE, CLIENT_WANT, CLIENT_NEED = "No Authentication", "Want Authentication", "Need Authentication"
 _CLIENT_AUTH = {CLIENT_NONE: "NONE", CLIENT_WANT: "WANT", CLIENT_NEED: "REQUIRED"}
 _METHODS = (("GET", True), ("POST", True), ("PUT", True), ("DELETE", True), ("HEAD", False), ("OPTIONS", False))
-
-
-def _port(value: str) -> str | None:
-    text = value.strip()
-    return None if text.isascii() and text.isdigit() and 0 <= int(text) <= 65535 else "must be a port number (0 to 65535)"
 
 
 def uri_of(attributes: Mapping[str, str]) -> str:
@@ -57,7 +53,7 @@ class HandleHttpRequest(Processor):
     trigger_when_empty = True
     properties = (
         PropertyDescriptor("Listening Port", "The port to serve (0: any free port)", required=True, default="80",
-                           validator=_port),
+                           validator=port_validator),
         PropertyDescriptor("Hostname", "The address to bind (none: every address)", validator=validators.NON_EMPTY),
         PropertyDescriptor("SSL Context Service", "Serves HTTPS with this service's key and trust",
                            service=SSLContextService),

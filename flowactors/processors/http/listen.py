@@ -71,7 +71,8 @@ HEAD_HEADERS = {"Accept": f"{FLOWFILE_V3_MIME_TYPE},*/*;q=0.8", "Accept-Encoding
                 "x-nifi-transfer-protocol-version": "3"}
 
 
-def _port(value: str) -> str | None:
+def port_validator(value: str) -> str | None:
+    """A Listening Port's validator (HandleHttpRequest's too)."""
     text = value.strip()
     return None if text.isascii() and text.isdigit() and 0 <= int(text) <= 65535 else "must be a port number (0 to 65535)"
 
@@ -116,9 +117,9 @@ class ListenHTTP(Processor):
         PropertyDescriptor("Base Path", "The path the server takes POSTs on (no leading or trailing /)", required=True,
                            default="contentListener", validator=_base_path),
         PropertyDescriptor("Listening Port", "The port to listen on (0: any free port)", required=True,
-                           validator=_port),
+                           validator=port_validator),
         PropertyDescriptor("Listening Port for Health Check Requests", "A second port answering only GET and HEAD "
-                           "on <Base Path>/healthcheck (one-way TLS when the main port uses TLS)", validator=_port),
+                           "on <Base Path>/healthcheck (one-way TLS when the main port uses TLS)", validator=port_validator),
         PropertyDescriptor("SSL Context Service", "Serves HTTPS with this service's key and trust",
                            service=SSLContextService),
         PropertyDescriptor("HTTP Protocols", "Application protocols over TLS: HTTP/1.1 only here", required=True,
