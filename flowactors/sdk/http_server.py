@@ -301,6 +301,5 @@ def settle(future: "asyncio.Future[Any]", value: Any) -> None:
 def settle_all(futures: list["asyncio.Future[Any]"], value: Any) -> None:
     """``settle`` each of ``futures`` with ``value`` (one call into the loop for many answers)."""
     for future in futures:
-        if not future.done():
-            future.set_result(value)
+        settle(future, value)
 
