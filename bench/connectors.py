@@ -305,24 +305,28 @@ def _typed(record: list[str]) -> tuple:
 
 def put_executemany(url: str, source: Path, rows: int) -> float:
     """Rows/s of psycopg reading each file with the csv module and inserting it with executemany."""
-    import psycopg
+    def insert(cursor, path: Path) -> None:
+        with open(path, newline="") as data:
+            records = csv.reader(data)
+            next(records)
+            cursor.executemany(f"INSERT INTO {TABLE} (id, name, amount, category, flag) VALUES (%s, %s, %s, %s, %s)",
+                               [_typed(r) for r in records])
 
-    reset_table(url)
-    paths = sorted(source.iterdir())
-    with psycopg.connect(_libpq(url)) as connection:
-        started = time.perf_counter()
-        for path in paths:
-            with open(path, newline="") as data, connection.transaction(), connection.cursor() as cursor:
-                records = csv.reader(data)
-                next(records)
-                cursor.executemany(f"INSERT INTO {TABLE} (id, name, amount, category, flag) VALUES (%s, %s, %s, %s, %s)",
-                                   [_typed(r) for r in records])
-        seconds = time.perf_counter() - started
-    return len(paths) * rows / seconds
+    return _psycopg_rate(url, source, rows, insert)
 
 
 def put_copy(url: str, source: Path, rows: int) -> float:
     """Rows/s of psycopg's COPY FROM STDIN of each file (CSV with its header), one transaction a file."""
+    def copy(cursor, path: Path) -> None:
+        with cursor.copy(f"COPY {TABLE} FROM STDIN WITH (FORMAT csv, HEADER true)") as copying:
+            copying.write(path.read_bytes())
+
+    return _psycopg_rate(url, source, rows, copy)
+
+
+def _psycopg_rate(url: str, source: Path, rows: int, load_file: Callable) -> float:
+    """Rows/s of ``load_file(cursor, path)`` over each file of ``source`` (``rows`` rows each) into
+    the emptied table, one psycopg connection, one transaction a file, wall time."""
     import psycopg
 
     reset_table(url)
@@ -331,8 +335,7 @@ def put_copy(url: str, source: Path, rows: int) -> float:
         started = time.perf_counter()
         for path in paths:
             with connection.transaction(), connection.cursor() as cursor:
-                with cursor.copy(f"COPY {TABLE} FROM STDIN WITH (FORMAT csv, HEADER true)") as copy:
-                    copy.write(path.read_bytes())
+                load_file(cursor, path)
         seconds = time.perf_counter() - started
     return len(paths) * rows / seconds
 
