@@ -235,6 +235,23 @@ def test_a_statement_past_max_wait_time_goes_to_retry_and_pre_post_sql_share_the
     assert rows(engine, f"SELECT id, code FROM {name}") == [(2, 7)]
 
 
+def test_pre_post_and_field_sql_run_as_written_without_placeholders(postgresql, engine, table):
+    """NiFi runs Pre-/Post-Processing SQL and a field's SQL as plain JDBC Statements: a ``?`` there is
+    SQL's own (PostgreSQL's jsonb ``?`` operator), not a parameter, and a ``%`` is the modulo."""
+    name = table(PEOPLE)
+    runner = put(postgresql.url, **{"Statement Type": "Use statement.type Attribute", "Table Name": name,
+                                    "Field Containing SQL": "query",
+                                    "Pre-Processing SQL": f"INSERT INTO {name} (id, name) SELECT 100, 'pre' "
+                                                          f"WHERE '{{\"a\": 1}}'::jsonb ? 'a'",
+                                    "Post-Processing SQL": f"UPDATE {name} SET code = 7 % 4 WHERE id = 100"})
+    runner.enqueue(records({"query": f"INSERT INTO {name} (id, name) SELECT 5, 'field' "
+                                     f"WHERE '{{\"b\": 1}}'::jsonb ? 'b'"}), {"statement.type": "SQL"})
+    runner.run()
+    assert [f.attributes.get("putdatabaserecord.error") for f in runner.output("failure")] == []
+    assert len(runner.output("success")) == 1
+    assert rows(engine, f"SELECT id, name, code FROM {name} ORDER BY id") == [(5, "field", None), (100, "pre", 3)]
+
+
 def test_binary_string_format_decodes_text_for_a_binary_column(postgresql, engine, table):
     name = table("id INTEGER PRIMARY KEY, raw BYTEA")
     runner = put(postgresql.url, **{"Statement Type": "INSERT", "Table Name": name, "Binary String Format": "Base64"})

@@ -41,8 +41,8 @@ from flowactors.processors.sql.table_schema import (ARRAY, BUILT_TYPES, DELETE, 
                                                     MYSQL_DIALECTS, QUOTE_COLUMNS, QUOTE_TABLE, SCHEMA_CACHE_SIZE, SQL,
                                                     TRANSLATIONS, UNMATCHED_COLUMN, UPDATE, UPDATE_KEYS, UPSERT,
                                                     Column, SchemaCache, Statement, StatementError, build_statement,
-                                                    comma_list, driver_sql, error_text, is_transient, settings_of,
-                                                    split_statements, unmatched_field_property)
+                                                    comma_list, driver_sql, error_text, is_transient, run_as_written,
+                                                    settings_of, split_statements, unmatched_field_property)
 from flowactors.sdk import ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.record_path import RecordPathError, compile_path
@@ -200,7 +200,6 @@ class PutDatabaseRecord(Processor):
         timeout = context.property("Max Wait Time").as_duration() or 0
         with pool.connection() as connection:
             url = connection.engine.url.render_as_string(hide_password=True)
-            style = connection.dialect.paramstyle
             restore = None
             if timeout >= 1 and connection.dialect.name in MYSQL_DIALECTS:
                 restore = mysql_timeout(connection.connection.driver_connection, int(timeout),
@@ -210,7 +209,7 @@ class PutDatabaseRecord(Processor):
                     if timeout >= 1 and connection.dialect.name == "postgresql":
                         connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(timeout * 1000)}")
                     for sql in pre:
-                        connection.exec_driver_sql(driver_sql(sql, style))
+                        run_as_written(connection, sql)
                     with open_records(session, flowfile, reader) as records:
                         if kind == SQL:
                             self._run_sql_field(context, flowfile, connection, records)
@@ -218,7 +217,7 @@ class PutDatabaseRecord(Processor):
                             writer = _Writer(context, flowfile, connection, self._cache, table_text.strip())
                             writer.write(kind, records)
                     for sql in post:
-                        connection.exec_driver_sql(driver_sql(sql, style))
+                        run_as_written(connection, sql)
             finally:
                 if restore is not None:
                     restore()
@@ -232,13 +231,12 @@ class PutDatabaseRecord(Processor):
         if name not in records.schema.names:
             raise StatementError(f"the records have no field '{name}' (Field Containing SQL)")
         several = context.property("Allow Multiple SQL Statements").as_bool()
-        style = connection.dialect.paramstyle
         for batch in records:
             for text in batch.column(name).to_pylist():
                 if text is None or not str(text).strip():
                     raise StatementError(f"a record has no SQL in its field '{name}'")
                 for sql in (split_statements(str(text)) if several else [str(text)]):
-                    connection.exec_driver_sql(driver_sql(sql, style))
+                    run_as_written(connection, sql)
 
 
 def _relationship_of(err: Exception) -> Relationship:

@@ -31,10 +31,9 @@ from typing import Any
 
 from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
-from flowactors.processors.sql import table_schema as ts
 from flowactors.processors.sql.jdbc_parameters import for_dialect, jdbc_value, parameter_types
 from flowactors.processors.sql.table_schema import (StatementError, driver_sql, error_text, is_transient,
-                                                    placeholder_count, sql_state)
+                                                    mysql_error_number, placeholder_count, run_as_written, sql_state)
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.services import DatabaseUnavailableError, DBCPService
@@ -238,7 +237,7 @@ def _execute(context: ProcessContext, session, connection: Any, unit: list[FlowF
             done.append((prepared[start][0], _generated_key(connection, sql, prepared[start][2], dialect)))
         elif not prepared[start][2]:   # no parameters: as written (PostgreSQL then takes several statements)
             for flowfile, text, _ in prepared[start:end]:
-                connection.exec_driver_sql(text, execution_options={"no_parameters": True})
+                run_as_written(connection, text)
                 done.append((flowfile, None))
         else:
             connection.exec_driver_sql(sql, [p[2] for p in prepared[start:end]] if end - start > 1 else
@@ -309,7 +308,7 @@ def _fail(context: ProcessContext, session, flowfile: FlowFile, err: Exception, 
     state = sql_state(err)
     if state:
         extra["error.sql.state"] = state
-    code = getattr(getattr(err, "orig", None), "sqlite_errorcode", None) or ts.mysql_error_number(err)
+    code = getattr(getattr(err, "orig", None), "sqlite_errorcode", None) or mysql_error_number(err)
     if code:
         extra["error.code"] = str(code)
     if relationship is RETRY:

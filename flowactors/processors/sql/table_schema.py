@@ -440,6 +440,13 @@ def driver_sql(sql: str, paramstyle: str) -> str:
     return _PLACEHOLDER_SCAN.sub(replace, sql)
 
 
+def run_as_written(connection: Any, sql: str) -> None:
+    """Run ``sql`` on ``connection`` (a SQLAlchemy ``Connection``) without parameters, as a JDBC
+    ``Statement`` runs it: a ``?`` or ``%`` in it is SQL's own (PostgreSQL's jsonb ``?``, modulo),
+    not a placeholder (NiFi's Pre-/Post-Processing SQL, a field's SQL, PutSQL without parameters)."""
+    connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
+
+
 def split_statements(text: str | None) -> list[str]:
     """The statements of ``text`` separated by semicolons (a ``\\;`` is a semicolon kept in the
     statement), blank ones left out; none for None (NiFi's Allow Multiple SQL Statements,
