@@ -20,15 +20,15 @@ import json
 import logging
 import re
 import threading
-from typing import Any, Callable, Mapping
-
-import pika
-import pika.exceptions
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from flowactors.processors._common import REGEX_VALIDATOR, boolean_property, route_failure
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import FAILURE, reason
 from flowactors.sdk.services import SSLContextService
+
+if TYPE_CHECKING:
+    import pika
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,16 @@ PROPERTY_ATTRIBUTES = {"amqp$appId": "app_id", "amqp$contentEncoding": "content_
                        "amqp$timestamp": "timestamp", "amqp$type": "type", "amqp$userId": "user_id",
                        "amqp$clusterId": "cluster_id"}
 HEADERS_ATTRIBUTE = "amqp$headers"
-#: what breaks a connection or a channel: the processor drops both and connects again
-CONNECTION_ERRORS = (pika.exceptions.AMQPError, OSError)
+
+
+def connection_errors() -> tuple[type[BaseException], ...]:
+    """What breaks a connection or a channel: the processor drops both and connects again.
+    pika is imported where first used, here and below, so that ``import flowactors.processors``
+    does not pay for it (about 40 ms) in a flow without AMQP."""
+    import pika.exceptions
+
+    return pika.exceptions.AMQPError, OSError
+
 
 def broker_addresses(text: str) -> list[tuple[str, int]]:
     """The Brokers property's ``host:port`` pairs; ValueError names one that is not."""
@@ -99,6 +107,8 @@ def why(err: BaseException) -> str:
     """What went wrong, in words: pika wraps a failed connection in errors that have no message of
     their own (the last attempt's cause is what is said), and a channel the broker closed carries
     the broker's reply (``NOT_FOUND - no queue 'q' in vhost '/'``)."""
+    import pika.exceptions
+
     while getattr(err, "exceptions", None):
         err = err.exceptions[-1]
     err = getattr(err, "exception", None) or err
@@ -121,6 +131,8 @@ class AmqpLink:
     ``where`` names it (``amqp://host:port/vhost``). ``AmqpUnavailable`` says why none did."""
 
     def __init__(self, context: ProcessContext):
+        import pika
+
         prop = context.property
         vhost = prop("Virtual Host").evaluate() or "/"
         tls = context.service("SSL Context Service", SSLContextService).create_context() \
@@ -136,14 +148,14 @@ class AmqpLink:
         brokers = ", ".join(f"{h}:{p}" for h, p in addresses)
         try:
             self.connection = pika.BlockingConnection(parameters)
-        except CONNECTION_ERRORS as err:
+        except connection_errors() as err:
             raise AmqpUnavailable(f"cannot connect to the AMQP broker at {brokers} (virtual host {vhost!r}): "
                                   f"{why(err)}") from None
         self.where = f"amqp://{','.join(f'{h}:{p}' for h, p in addresses)}/{vhost.lstrip('/')}"
         self.thread = threading.get_ident()
         try:
             self.channel = self.connection.channel()
-        except CONNECTION_ERRORS as err:
+        except connection_errors() as err:
             self.close()
             raise AmqpUnavailable(f"cannot open a channel at {self.where}: {why(err)}") from None
 
@@ -152,7 +164,7 @@ class AmqpLink:
         link and raise AmqpUnavailable saying ``what`` failed and why."""
         try:
             action()
-        except CONNECTION_ERRORS as err:
+        except connection_errors() as err:
             self.close()
             raise AmqpUnavailable(f"cannot {what} at {self.where}: {why(err)}") from None
 
@@ -169,7 +181,7 @@ class AmqpLink:
             if self.connection.is_open:
                 self.connection.process_data_events(0)   # acknowledgements handed over from other threads
                 self.connection.close()
-        except CONNECTION_ERRORS as err:
+        except connection_errors() as err:
             log.debug("closing the AMQP connection: %s", why(err))
 
 
@@ -197,7 +209,7 @@ class _Amqp(Processor):
                 link.connection.process_data_events(0)
                 if link.connection.is_open and link.channel.is_open:
                     return link
-            except CONNECTION_ERRORS as err:
+            except connection_errors() as err:
                 log.warning("%s: the connection to %s broke (%s); its unacknowledged messages go back to the queue; "
                             "connecting again", context.name, link.where, why(err))
         self._drop()
@@ -356,7 +368,7 @@ def _settle(channel, delivery_tag: int, ack: bool) -> None:
             channel.basic_ack(delivery_tag, multiple=True)
         else:
             channel.basic_nack(delivery_tag, multiple=True, requeue=True)
-    except CONNECTION_ERRORS as err:
+    except connection_errors() as err:
         log.warning("AMQP: messages up to delivery %d could not be %s (%s); the broker delivers them again",
                     delivery_tag, "acknowledged" if ack else "given back", why(err))
 
@@ -382,6 +394,8 @@ def headers_from_text(text: str, separator: str) -> dict[str, str | None]:
 def message_properties(attributes: Mapping[str, str], headers: dict[str, Any]) -> pika.BasicProperties:
     """A message's properties from the FlowFile's ``amqp$`` attributes (a value that does not fit
     its property is skipped with a warning, as NiFi does) and ``headers``."""
+    import pika
+
     values: dict[str, Any] = {}
     for attribute, name in PROPERTY_ATTRIBUTES.items():
         text = attributes.get(attribute)
@@ -464,6 +478,8 @@ class PublishAMQP(_Amqp):
 
     def _publish(self, context: ProcessContext, session, link: AmqpLink, flowfile) -> bool:
         """Publish one FlowFile and route it; False when the connection broke doing so."""
+        import pika.exceptions
+
         limit = context.property("Maximum Input FlowFile Size").as_data_size()
         if flowfile.size > limit:
             route_failure(context, session, flowfile, f"the FlowFile has {flowfile.size} bytes, more than the "
@@ -485,7 +501,7 @@ class PublishAMQP(_Amqp):
             route_failure(context, session, flowfile, f"the broker {what} (exchange {exchange!r}, routing key "
                                                       f"{routing_key!r})")
             return True
-        except CONNECTION_ERRORS as err:
+        except connection_errors() as err:
             route_failure(context, session, flowfile, f"publishing through {link.where} failed (the connection is "
                                                       f"made again): {why(err)}")
             return False

@@ -28,14 +28,10 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 from urllib.parse import SplitResult, urlsplit
 
-import paho.mqtt.client as paho
 import pyarrow as pa
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from flowactors.processors._common import boolean_property, route_failure
 from flowactors.processors.records._io import is_flowfile_error, write_records
@@ -44,11 +40,16 @@ from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory
 from flowactors.sdk.relationships import FAILURE, reason
 from flowactors.sdk.services import SSLContextService
 
+if TYPE_CHECKING:   # paho is imported where first used, so that ``import flowactors.processors`` does not pay for it
+    import paho.mqtt.client as paho
+
 log = logging.getLogger(__name__)
 
 SCHEMES = ("tcp", "ssl", "ws", "wss")
+#: the protocol levels of MQTT 3.1, 3.1.1 and 5 (paho's MQTTv31, MQTTv311, MQTTv5)
+MQTT_V31, MQTT_V311, MQTT_V5 = 3, 4, 5
 #: MQTT Specification Version's values (NiFi's): v3 AUTO, v5.0, v3.1.1, v3.1.0
-VERSIONS = {"0": paho.MQTTv311, "5": paho.MQTTv5, "4": paho.MQTTv311, "3": paho.MQTTv31}
+VERSIONS = {"0": MQTT_V311, "5": MQTT_V5, "4": MQTT_V311, "3": MQTT_V31}
 QOS = ("0", "1", "2")
 #: messages one demarcated or record FlowFile holds at most (NiFi's)
 MAX_MESSAGES_PER_FLOWFILE = 10_000
@@ -235,9 +236,12 @@ class MqttClient:
         raise MqttUnavailable(f"cannot connect to the MQTT broker ({'; '.join(problems)})")
 
     def _new_client(self, uri: SplitResult) -> paho.Client:
+        import paho.mqtt.client as paho
+        from paho.mqtt.enums import CallbackAPIVersion
+
         settings = self.settings
         websockets = uri.scheme.lower() in ("ws", "wss")
-        v5 = settings.version == paho.MQTTv5
+        v5 = settings.version == MQTT_V5
         client = paho.Client(CallbackAPIVersion.VERSION2, client_id=settings.client_id, protocol=settings.version,
                              clean_session=None if v5 else settings.clean, manual_ack=True,
                              transport="websockets" if websockets else "tcp")
@@ -259,13 +263,17 @@ class MqttClient:
         return client
 
     def _open(self, uri: SplitResult) -> None:
+        import paho.mqtt.client as paho
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
         settings = self.settings
         client = self._new_client(uri)
         self._connected.clear()
         self._subscribed.clear()
         self._refusal = None
         properties = None
-        if settings.version == paho.MQTTv5:
+        if settings.version == MQTT_V5:
             properties = Properties(PacketTypes.CONNECT)
             properties.SessionExpiryInterval = 0 if settings.clean else int(settings.expiry)
             if self.subscription is not None:   # the broker sends no more unacknowledged messages than fit
@@ -273,7 +281,7 @@ class MqttClient:
         default_port = 443 if uri.scheme.lower() == "wss" else 80 if uri.scheme.lower() == "ws" else \
             8883 if uri.scheme.lower() == "ssl" else 1883
         client.connect(uri.hostname, uri.port or default_port, settings.keep_alive,
-                       clean_start=settings.clean if settings.version == paho.MQTTv5 else paho.MQTT_CLEAN_START_FIRST_ONLY,
+                       clean_start=settings.clean if settings.version == MQTT_V5 else paho.MQTT_CLEAN_START_FIRST_ONLY,
                        properties=properties)
         client.loop_start()
         wait = settings.timeout or None
@@ -361,6 +369,9 @@ class MqttClient:
         """Publish each payload and wait until the broker has them (QoS 1, 2) or they were written
         (QoS 0); returns how many went. ``PublishIncomplete`` says why one did not, and how many
         before it went; ValueError is paho's refusal of a topic or a payload."""
+        import paho.mqtt.client as paho
+        from paho.mqtt.enums import MQTTErrorCode
+
         client = self._client
         if client is None:
             raise PublishIncomplete("not connected to the MQTT broker", 0)
