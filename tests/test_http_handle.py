@@ -20,7 +20,7 @@ from flowactors.services.http_context_map import StandardHttpContextMap
 from flowactors.testing import ProcessorRunner
 from repositories.provenance.event import ProvenanceEventType as T
 
-from test_http_listen import client_tls, multipart, port_is_free, request, ssl_service
+from http_helpers import client_tls, in_background, multipart, port_is_free, request, ssl_service
 
 
 class Service:
@@ -43,17 +43,8 @@ class Service:
     def taken(self, send, count: int = 1, timeout: float = 30) -> tuple[threading.Thread, dict]:
         """Start ``send()`` in a thread and trigger HandleHttpRequest until ``count`` more
         FlowFiles came out; the thread and where its answer goes (``answer`` or ``error``)."""
-        out: dict[str, Any] = {}
         before = len(self.requests.output("success"))
-
-        def call() -> None:
-            try:
-                out["answer"] = send()
-            except BaseException as err:
-                out["error"] = err
-
-        thread = threading.Thread(target=call, daemon=True)
-        thread.start()
+        thread, out = in_background(send)
         deadline = time.monotonic() + timeout
         while len(self.requests.output("success")) < before + count:
             assert time.monotonic() < deadline, "the request never came out of HandleHttpRequest"

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.client
-import socket
 import ssl
 import threading
 import time
@@ -26,54 +24,19 @@ from flowactors.testing import ProcessorRunner
 from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
-BASE = "/contentListener"
-
-
-def request(port: int, method: str, path: str = BASE, body: Any = None, headers: dict | None = None,
-            tls: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], bytes]:
-    """One request; (status, headers, body) of its answer."""
-    connection = (http.client.HTTPSConnection("127.0.0.1", port, context=tls, timeout=60) if tls is not None
-                  else http.client.HTTPConnection("127.0.0.1", port, timeout=60))
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
+from http_helpers import BASE, client_tls, in_background, multipart, port_is_free, request, ssl_service
 
 
 def exchange(runner: ProcessorRunner, send: Callable[[], Any], timeout: float = 60) -> Any:
     """``send()`` in a thread while the runner is triggered, as the engine would; its result."""
-    out: dict[str, Any] = {}
-
-    def call() -> None:
-        try:
-            out["result"] = send()
-        except BaseException as err:
-            out["error"] = err
-
-    thread = threading.Thread(target=call, daemon=True)
-    thread.start()
+    thread, out = in_background(send)
     deadline = time.monotonic() + timeout
     while thread.is_alive():
         assert time.monotonic() < deadline, "the request was not answered"
         runner.run(1, stop=False)
     if "error" in out:
         raise out["error"]
-    return out["result"]
-
-
-def port_is_free(port: int) -> bool:
-    """Whether a server could listen on ``port`` again (connections closing, TIME_WAIT, allowed
-    for, as every server allows for them; a socket still listening is not)."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("0.0.0.0", port))
-            probe.listen()
-        except OSError:
-            return False
-    return True
+    return out["answer"]
 
 
 @pytest.fixture
@@ -232,16 +195,6 @@ def test_a_schema_the_reader_cannot_find_is_500(listening):
     assert status == 500 and b"records could not be read" in body and runner.output("success") == []
 
 
-def multipart(parts: list[tuple[str, str | None, bytes]]) -> tuple[bytes, str]:
-    boundary = "flowactors-boundary"
-    body = b""
-    for name, filename, content in parts:
-        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
-        body += (f"--{boundary}\r\nContent-Disposition: {disposition}\r\nContent-Type: text/plain\r\n\r\n"
-                 .encode() + content + b"\r\n")
-    return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
-
-
 def test_multipart_is_a_flowfile_per_part_and_too_large_is_413(listening):
     runner = listening({"Multipart Request Max Size": "1 KB"})
     body, content_type = multipart([("note", None, b"one"), ("upload", "a.csv", b"x,y\n1,2\n")])
@@ -352,23 +305,6 @@ def tls(tmp_path_factory):
     from tls_material import make_tls_material
 
     return make_tls_material(tmp_path_factory.mktemp("tls"))
-
-
-def ssl_service(material) -> tuple:
-    from flowactors.services.ssl_context import StandardSSLContextService
-    from tls_material import PASSWORD
-
-    return (StandardSSLContextService, {
-        "Keystore Filename": str(material.server.p12), "Keystore Password": PASSWORD, "Keystore Type": "PKCS12",
-        "Truststore Filename": str(material.truststore_p12), "Truststore Password": PASSWORD,
-        "Truststore Type": "PKCS12"})
-
-
-def client_tls(material, identity=None) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(material.ca_pem))
-    if identity is not None:
-        context.load_cert_chain(str(identity.cert), str(identity.key))
-    return context
 
 
 def test_tls_with_client_authentication_and_the_dn_patterns(listening, tls):
