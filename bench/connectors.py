@@ -55,8 +55,11 @@ from flowactors.processors.sql import PutDatabaseRecord
 from flowactors.sdk.flow import Flow
 from flowactors.services import CSVReader, DBCPConnectionPool
 
-SCENARIO = "connectors"
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))   # the tests' harness: free_port, and PostgreSQL with its own folder and port
+from real_services import POSTGRESQL_MISSING, PostgreSQL, free_port, postgresql_bin  # noqa: E402
+
+SCENARIO = "connectors"
 #: (ListenHTTP requests, body bytes, load connections; files x rows for PutDatabaseRecord; InvokeHTTP requests; rounds)
 FULL = {"listen": (20_000, 1024, 16), "put": (20, 10_000), "invoke": 20_000, "rounds": 3}
 QUICK = {"listen": (3_000, 1024, 16), "put": (4, 5_000), "invoke": 3_000, "rounds": 1}
@@ -67,14 +70,6 @@ DOCUMENT = json.dumps({"id": 1, "name": "alice", "amount": 12.5}).encode()   # w
 
 def _python(*args: str) -> list[str]:
     return [sys.executable, "-m", "bench.connectors", *args]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:
@@ -421,9 +416,6 @@ def listen_row(workdir: Path, sizes: dict) -> dict:
 
 
 def put_row(workdir: Path, sizes: dict) -> dict:
-    sys.path.insert(0, str(ROOT / "tests"))   # the tests' PostgreSQL harness: its own folder and port
-    from real_services import POSTGRESQL_MISSING, PostgreSQL, postgresql_bin
-
     files, rows = sizes["put"]
     programs = postgresql_bin()
     if programs is None:
@@ -456,7 +448,7 @@ def invoke_row(workdir: Path, sizes: dict) -> dict:
                         f"against the client's wall time")
 
 
-def run(quick: bool, workdir: Path, size: int | None = None) -> list[dict]:
+def run(quick: bool, workdir: Path) -> list[dict]:
     sizes = dict(QUICK if quick else FULL)
     workdir.mkdir(parents=True, exist_ok=True)
     return [listen_row(workdir, sizes), put_row(workdir, sizes), invoke_row(workdir, sizes)]
