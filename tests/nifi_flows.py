@@ -15,6 +15,11 @@ def _id(prefix: str) -> str:
     return f"{prefix}-{next(_ids):04d}-0000-0000-000000000000"
 
 
+def _descriptors(properties: dict[str, Any]) -> dict[str, Any]:
+    return {key: {"name": key, "displayName": key, "identifiesControllerService": False, "sensitive": False,
+                  "dynamic": False} for key in properties}
+
+
 def processor(group: str, name: str, java_type: str, properties: dict[str, Any], *,
               auto_terminate: tuple[str, ...] = (), schedule: str = "0 sec", tasks: int = 1,
               strategy: str = "TIMER_DRIVEN", **extra: Any) -> dict[str, Any]:
@@ -22,9 +27,7 @@ def processor(group: str, name: str, java_type: str, properties: dict[str, Any],
         "identifier": _id("p"), "instanceIdentifier": _id("i"), "name": name, "comments": "",
         "position": {"x": 0.0, "y": 0.0}, "type": java_type,
         "bundle": {"group": "org.apache.nifi", "artifact": "nifi-standard-nar", "version": "2.6.0"},
-        "properties": properties,
-        "propertyDescriptors": {key: {"name": key, "displayName": key, "identifiesControllerService": False,
-                                      "sensitive": False, "dynamic": False} for key in properties},
+        "properties": properties, "propertyDescriptors": _descriptors(properties),
         "style": {}, "schedulingPeriod": schedule, "schedulingStrategy": strategy, "executionNode": "ALL",
         "penaltyDuration": "30 sec", "yieldDuration": "1 sec", "bulletinLevel": "WARN", "runDurationMillis": 0,
         "concurrentlySchedulableTaskCount": tasks, "autoTerminatedRelationships": list(auto_terminate),
@@ -85,9 +88,14 @@ def group(identifier: str, name: str, parent: str | None, context: str | None, *
 
 
 def service(identifier: str, java_type: str, properties: dict[str, Any], group: str = "root") -> dict[str, Any]:
-    """A controller service as a NiFi download lists it (named by its identifier)."""
-    return {"identifier": identifier, "name": identifier, "type": java_type, "scheduledState": "ENABLED",
-            "properties": properties, "groupIdentifier": group}
+    """A controller service as a NiFi download lists it (named by its identifier; the keys of
+    VersionedControllerService, as in NiFi's own flows/Kafka_to_S3.json)."""
+    return {"identifier": identifier, "instanceIdentifier": _id("i"), "name": identifier, "comments": "",
+            "type": java_type, "bundle": {"group": "org.apache.nifi", "artifact": "nifi-standard-services-nar",
+                                          "version": "2.6.0"},
+            "properties": properties, "propertyDescriptors": _descriptors(properties), "controllerServiceApis": [],
+            "scheduledState": "ENABLED", "bulletinLevel": "WARN", "componentType": "CONTROLLER_SERVICE",
+            "groupIdentifier": group}
 
 
 def uses(component: dict[str, Any], *names: str) -> dict[str, Any]:
