@@ -5,9 +5,13 @@ TLS with client certificates; a NiFi export; and the pair in a flow on the in-pr
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import ssl
 import threading
 import time
+import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +22,7 @@ from flowactors.processors.http import HandleHttpRequest, HandleHttpResponse
 from flowactors.sdk.session import CommitError
 from flowactors.services.http_context_map import StandardHttpContextMap
 from flowactors.testing import ProcessorRunner
+from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
 from http_helpers import client_tls, in_background, multipart, port_is_free, request, ssl_service
@@ -28,12 +33,18 @@ class Service:
     engine shares the flow's one instance)."""
 
     def __init__(self, request_properties: dict | None = None, response_properties: dict | None = None,
-                 map_properties: dict | None = None, services: dict | None = None):
+                 map_properties: dict | None = None, services: dict | None = None, content_root: Path | None = None):
         every = {"map": (StandardHttpContextMap, map_properties or {}), **(services or {})}
+
+        def content(name: str) -> FileSystemContentRepository | None:   # default: in memory
+            return FileSystemContentRepository(content_root / name) if content_root is not None else None
+
         self.requests = ProcessorRunner(HandleHttpRequest, {"Listening Port": "0", "HTTP Context Map": "map",
-                                                            **(request_properties or {})}, services=every)
+                                                            **(request_properties or {})}, services=every,
+                                        content=content("requests"))
         self.responses = ProcessorRunner(HandleHttpResponse, {"HTTP Status Code": "200", "HTTP Context Map": "map",
-                                                              **(response_properties or {})}, services=every)
+                                                              **(response_properties or {})}, services=every,
+                                         content=content("responses"))
         self.responses.context.services = self.requests.context.services   # the one map
         self.map = self.requests.context.services["map"]
         self.requests.processor.on_scheduled(self.requests.context)
@@ -226,6 +237,51 @@ def test_a_large_body_goes_both_ways_in_chunks(serving):
     service.respond(flowfile, body[::-1])
     thread.join(30)
     assert out["answer"][2] == body[::-1]
+
+
+def test_a_large_body_goes_both_ways_in_bounded_memory(serving, tmp_path):
+    """The map spools a body (memory up to 1 MB, the rest on disk) and it travels to
+    HandleHttpRequest, and back from HandleHttpResponse, in chunks: 16 MB each way never has more
+    than a few MB in memory at once (content repositories on disk, the client streaming too)."""
+    service = serving(content_root=tmp_path)
+    chunk, count = bytes(range(256)) * 1024, 64   # 16 MB
+    digest = hashlib.sha256(chunk * count).hexdigest()
+
+    def send() -> tuple[int, str]:
+        connection = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
+        try:
+            connection.request("POST", "/big", body=(chunk for _ in range(count)))   # chunked
+            response = connection.getresponse()
+            hashed = hashlib.sha256()
+            while block := response.read(1 << 16):
+                hashed.update(block)
+            return response.status, hashed.hexdigest()
+        finally:
+            connection.close()
+
+    tracemalloc.start()
+    try:
+        thread, out = service.taken(send)
+        _, peak_in = tracemalloc.get_traced_memory()
+        [flowfile] = service.requests.output("success")
+        data = chunk * count
+        service.responses.enqueue(data, dict(flowfile.attributes))
+        del data
+        tracemalloc.reset_peak()
+        service.responses.run()
+        thread.join(60)
+        _, peak_out = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.get("answer") == (200, digest), out
+    assert flowfile.size == len(chunk) * count
+    with service.requests.content.open(flowfile.claim) as stream:
+        hashed = hashlib.sha256()
+        while block := stream.read(1 << 20):
+            hashed.update(block)
+    assert hashed.hexdigest() == digest
+    for way, peak in (("in", peak_in), ("out", peak_out)):
+        assert peak < 6 * 1024 * 1024, f"{peak} bytes at the peak taking a 16 MB body {way}"
 
 
 def test_tls_with_a_needed_client_certificate(serving, tmp_path):
