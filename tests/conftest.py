@@ -45,6 +45,18 @@ def spark_session(ray_session):
     stop_service(actor)
 
 
+def _started(server, missing: str):
+    """The body of a real service's session fixture: ``server`` started, stopped at the end of
+    the session; when ``server`` is None (its programs are not installed) the tests that use it
+    are skipped, saying ``missing``."""
+    if server is None:
+        pytest.skip(missing)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def postgresql():
     """A real PostgreSQL server on 127.0.0.1, started once for the test session (its own data
@@ -52,13 +64,7 @@ def postgresql():
     from real_services import POSTGRESQL_MISSING, PostgreSQL, postgresql_bin
 
     programs = postgresql_bin()
-    if programs is None:
-        pytest.skip(POSTGRESQL_MISSING)
-    server = PostgreSQL(programs)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    yield from _started(PostgreSQL(programs) if programs else None, POSTGRESQL_MISSING)
 
 
 @pytest.fixture(scope="session")
@@ -69,29 +75,17 @@ def mariadb():
     from real_services import MARIADB_MISSING, MariaDB, mariadb_programs
 
     programs = mariadb_programs()
-    if programs is None:
-        pytest.skip(MARIADB_MISSING)
-    server = MariaDB(*programs)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    yield from _started(MariaDB(*programs) if programs else None, MARIADB_MISSING)
 
 
 @pytest.fixture(scope="session")
 def mosquitto():
     """A real Mosquitto MQTT broker on 127.0.0.1, started once for the test session (its own
     config folder and port, anonymous clients) and stopped at its end (tests/real_services.py)."""
-    from real_services import MOSQUITTO_MISSING, Mosquitto
+    from real_services import MOSQUITTO_MISSING, Mosquitto, installed
 
-    program = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
-    if program is None:
-        pytest.skip(MOSQUITTO_MISSING)
-    broker = Mosquitto(program)
-    try:
-        yield broker.start()
-    finally:
-        broker.stop()
+    program = installed("mosquitto")
+    yield from _started(Mosquitto(program) if program else None, MOSQUITTO_MISSING)
 
 
 @pytest.fixture(scope="session")
@@ -102,13 +96,8 @@ def rabbitmq():
     from real_services import RABBITMQ_MISSING, RabbitMQ
 
     scripts, epmd = Path("/usr/lib/rabbitmq/bin"), shutil.which("epmd")
-    if not (scripts / "rabbitmq-server").exists() or epmd is None:
-        pytest.skip(RABBITMQ_MISSING)
-    node = RabbitMQ(scripts, epmd)
-    try:
-        yield node.start()
-    finally:
-        node.stop()
+    ready = (scripts / "rabbitmq-server").exists() and epmd is not None
+    yield from _started(RabbitMQ(scripts, epmd) if ready else None, RABBITMQ_MISSING)
 
 
 @pytest.fixture

@@ -139,6 +139,20 @@ def _as_user(name: str) -> list[str]:
     return ["runuser", "-u", name, "--"] if os.geteuid() == 0 else []
 
 
+def _give_to(folder: Path, user: str, group: str | None = None) -> None:
+    """When this process is root, make ``folder`` and everything in it ``user``'s: the server runs
+    as (or drops to) that user and reads its files, its TLS key included, as it."""
+    if os.geteuid() == 0:
+        for path in (folder, *folder.rglob("*")):
+            shutil.chown(path, user, group)
+
+
+def installed(program: str) -> str | None:
+    """Where ``program`` is: on the PATH, or in /usr/sbin (not on a normal user's PATH); None when
+    it is not installed."""
+    return shutil.which(program) or (f"/usr/sbin/{program}" if Path("/usr/sbin", program).exists() else None)
+
+
 class Mosquitto:
     """One Mosquitto broker of the test session's on 127.0.0.1 (``start``, then ``stop``): anonymous
     clients allowed, nothing persisted (sessions live as long as the broker). ``uri`` is the
@@ -177,9 +191,7 @@ class Mosquitto:
                           f"listener {self.port} 127.0.0.1\nlistener {self.ws_port} 127.0.0.1\nprotocol websockets\n"
                           f"listener {self.tls_port} 127.0.0.1\ncafile {self.tls.ca_pem}\n"
                           f"certfile {self.tls.server.cert}\nkeyfile {self.tls.server.key}\n")
-        if os.geteuid() == 0:   # the broker drops to this user, and reads its key as it
-            for path in (self.folder, *self.folder.rglob("*")):
-                shutil.chown(path, "mosquitto")
+        _give_to(self.folder, "mosquitto")
         with open(os.devnull, "wb") as null:
             self.process = subprocess.Popen([self.program, "-c", str(config)], stdout=null, stderr=null,
                                             start_new_session=True)
@@ -250,9 +262,7 @@ class RabbitMQ:
         cookie = folder / ".erlang.cookie"
         cookie.write_text(os.urandom(16).hex())
         cookie.chmod(0o400)
-        if os.geteuid() == 0:
-            for path in (folder, *folder.rglob("*")):
-                shutil.chown(path, "rabbitmq", "rabbitmq")
+        _give_to(folder, "rabbitmq", "rabbitmq")
         command = [*_as_user("rabbitmq"), "env", *(f"{k}={v}" for k, v in self._environment().items())]
         log = folder / "log" / "node.log"
         with open(folder / "stdout", "wb") as out:
@@ -307,8 +317,7 @@ MARIADB_MISSING = ("MariaDB's server is not installed (Debian: apt-get install m
 
 def mariadb_programs() -> tuple[str, str] | None:
     """The MariaDB server and its ``mariadb-install-db`` when both are installed, else None."""
-    server = shutil.which("mariadbd") or ("/usr/sbin/mariadbd" if Path("/usr/sbin/mariadbd").exists() else None)
-    install = shutil.which("mariadb-install-db")
+    server, install = installed("mariadbd"), shutil.which("mariadb-install-db")
     return (server, install) if server and install else None
 
 
@@ -340,9 +349,7 @@ class MariaDB:
         began = time.monotonic()
         as_mysql = _as_user("mysql")
         self.tls = make_tls_material(self.folder / "tls")
-        if as_mysql:   # the server runs as mysql, and reads its key as it
-            for path in (self.folder, *self.folder.rglob("*")):
-                shutil.chown(path, "mysql")
+        _give_to(self.folder, "mysql")
         done = subprocess.run([*as_mysql, self.install, "--no-defaults", f"--datadir={self.data}",
                                "--auth-root-authentication-method=normal", "--skip-test-db",
                                "--skip-name-resolve"], capture_output=True, text=True, timeout=120)
