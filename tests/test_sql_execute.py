@@ -20,7 +20,8 @@ from flowactors import run_flow
 from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import ExecuteSQL, ExecuteSQLRecord
 from flowactors.processors.sql.jdbc_parameters import statement_parameters
-from flowactors.processors.sql.result_sets import jdbc_placeholders, normalize_name, run_query
+from flowactors.processors.sql.result_sets import normalize_name, run_query
+from flowactors.processors.sql.table_schema import driver_sql
 from flowactors.services import DBCPConnectionPool
 from flowactors.services.records.json import JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner, enable_service
@@ -256,7 +257,7 @@ def test_parameters_parse_as_nifi_reads_them():
                                  "sql.args.4.value": "1.50", "sql.args.5.type": "91"}) == [
         dt.datetime(2024, 1, 2, 3, 4, 5, 678000), b"\x00\xff", True, Decimal("1.50"), None]
     assert statement_parameters({"other": "x"}) is None
-    assert jdbc_placeholders("SELECT ? , '?', 5 % 2, a ?? b -- ?", "postgresql") == \
+    assert driver_sql("SELECT ? , '?', 5 % 2, a ?? b -- ?", "pyformat", "postgresql") == \
         "SELECT %s , '?', 5 %% 2, a ? b -- ?"
 
 

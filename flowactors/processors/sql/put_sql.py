@@ -232,7 +232,7 @@ def _execute(context: ProcessContext, session, connection: Any, unit: list[FlowF
         end = start + 1
         while not keys and end < len(prepared) and prepared[end][1] == prepared[start][1]:
             end += 1
-        sql = driver_sql(prepared[start][1], style)
+        sql = driver_sql(prepared[start][1], style, dialect)
         if keys and _is_insert(sql):
             done.append((prepared[start][0], _generated_key(connection, sql, prepared[start][2], dialect)))
         elif not prepared[start][2]:   # no parameters: as written (PostgreSQL then takes several statements)
@@ -268,7 +268,7 @@ def _statement(context: ProcessContext, session, flowfile: FlowFile, dialect: st
         sql = session.read_bytes(flowfile).decode("utf-8")
     if not sql.strip():
         raise StatementError("the FlowFile has no SQL statement: its content is empty and SQL Statement is not set")
-    count = placeholder_count(sql)
+    count = placeholder_count(sql, dialect)
     attributes = flowfile.attributes
     given = sorted(parameter_types(attributes))
     if given and given[-1] > count:

@@ -68,8 +68,9 @@ import pyarrow as pa
 
 from flowactors.processors.sql.table_schema import (ARRAY, BIGINT, BINARY, BIT, BLOB, BOOLEAN, CHAR, DATE, DECIMAL,
                                                     DOUBLE, FLOAT, INTEGER, LONGVARBINARY, LONGVARCHAR, MYSQL_DIALECTS,
-                                                    NUMERIC, OTHER, REAL, SMALLINT, SQLXML, TIME, TIMESTAMP,
-                                                    TIMESTAMP_WITH_TIMEZONE, TINYINT, VARBINARY, VARCHAR)
+                                                    NUMERIC, OTHER, REAL, SMALLINT, SQL_TOKENS, SQLXML, TIME,
+                                                    TIMESTAMP, TIMESTAMP_WITH_TIMEZONE, TINYINT, VARBINARY, VARCHAR,
+                                                    driver_sql)
 from flowactors.sdk.records.schema import avro_to_arrow
 
 #: rows fetched at a time when Fetch Size is 0 (the driver's own hint is then "as it likes")
@@ -217,7 +218,7 @@ def run_query(connection: Any, sql: str, parameters: Sequence[Any] | None = None
     single SELECT, PyMySQL's unbuffered cursor streams the rows."""
     dialect = connection.dialect.name
     driver = connection.connection.driver_connection
-    statement = sql if parameters is None else jdbc_placeholders(sql, dialect)
+    statement = sql if parameters is None else driver_sql(sql, connection.dialect.paramstyle, dialect)
     server_side = fetch_size > 0 and single_select(sql) and (
         dialect in MYSQL_DIALECTS or (dialect == "postgresql" and not auto_commit))
     if dialect in MYSQL_DIALECTS:
@@ -297,24 +298,6 @@ def _sqlite_timeout(driver: Any, seconds: int) -> Callable[[], None]:
     return lambda: driver.set_progress_handler(None, 0)
 
 
-_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\?\?|\?|%|;", re.S)
-
-
-def jdbc_placeholders(sql: str, dialect: str) -> str:
-    """``sql`` with JDBC's ``?`` placeholders (outside quotes and comments) as the driver wants
-    them: psycopg's ``%s`` (a ``%`` doubled, ``??`` PostgreSQL's ``?`` operator, as its JDBC driver
-    reads it), PyMySQL's ``%s`` (a ``%`` doubled, in a literal or comment too); SQLite's are ``?``
-    already."""
-    if dialect != "postgresql" and dialect not in MYSQL_DIALECTS:
-        return sql
-    marks = {"?": "%s", "??": "?" if dialect == "postgresql" else "%s%s", "%": "%%"}
-
-    def replace(match: re.Match) -> str:
-        token = match.group(0)
-        return marks.get(token) or token.replace("%", "%%")   # the driver reads a % in a literal too
-    return _TOKENS.sub(replace, sql)
-
-
 def single_select(sql: str) -> bool:
     """Whether ``sql`` is one SELECT, VALUES or TABLE statement (what a server-side cursor runs)."""
     parts = [part for part in _split_top(sql) if part.strip()]
@@ -323,7 +306,7 @@ def single_select(sql: str) -> bool:
 
 def _split_top(sql: str) -> list[str]:
     parts, start = [], 0
-    for match in _TOKENS.finditer(sql):
+    for match in SQL_TOKENS.finditer(sql):
         if match.group(0) == ";":
             parts.append(sql[start:match.start()])
             start = match.end()

@@ -412,18 +412,23 @@ def _on_duplicate_key(table: TableSchema, matched: list[tuple[int, Column]], set
 
 
 # ---------------------------------------------------------------------------------- placeholders
-_PLACEHOLDER_SCAN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\?|%", re.S)
+#: what the placeholder functions scan for: a literal, a quoted name or a comment (passed over),
+#: ``??``, ``?``, ``%`` and ``;``
+SQL_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\?\?|\?|%|;", re.S)
 
 
-def placeholder_count(sql: str) -> int:
-    """How many ``?`` placeholders ``sql`` has outside its literals, quoted names and comments."""
-    return sum(1 for m in _PLACEHOLDER_SCAN.finditer(sql) if m.group() == "?")
+def placeholder_count(sql: str, dialect: str = "") -> int:
+    """How many ``?`` placeholders ``sql`` has outside its literals, quoted names and comments (a
+    ``??`` is PostgreSQL's ``?`` operator there, as its JDBC driver reads it, elsewhere two)."""
+    return sum(1 if m.group() == "?" else 0 if dialect == "postgresql" else 2
+               for m in SQL_TOKENS.finditer(sql) if m.group() in ("?", "??"))
 
 
-def driver_sql(sql: str, paramstyle: str) -> str:
+def driver_sql(sql: str, paramstyle: str, dialect: str = "") -> str:
     """``sql`` with its ``?`` placeholders (outside literals, quoted names and comments) written
     as the driver's ``paramstyle`` wants them (``qmark``: unchanged; ``format``/``pyformat``:
-    ``%s``, every ``%`` doubled; ``numeric``: ``:1``, ``:2``...)."""
+    ``%s``, every ``%`` doubled; ``numeric``: ``:1``, ``:2``...); on PostgreSQL a ``??`` is its
+    ``?`` operator (as its JDBC driver reads it), elsewhere two placeholders."""
     if paramstyle == "qmark":
         return sql
     count = 0
@@ -431,13 +436,18 @@ def driver_sql(sql: str, paramstyle: str) -> str:
     def replace(match: re.Match) -> str:
         nonlocal count
         text = match.group()
-        if text == "?":
-            count += 1
-            return ":%d" % count if paramstyle == "numeric" else "%s"
+        if text == "??" and dialect == "postgresql":
+            return "?"
+        if text in ("?", "??"):
+            marks = []
+            for _ in text:
+                count += 1
+                marks.append(":%d" % count if paramstyle == "numeric" else "%s")
+            return "".join(marks)
         # the driver reads every % as its own, even in a literal or a comment
         return text.replace("%", "%%") if paramstyle in ("format", "pyformat") else text
 
-    return _PLACEHOLDER_SCAN.sub(replace, sql)
+    return SQL_TOKENS.sub(replace, sql)
 
 
 def run_as_written(connection: Any, sql: str) -> None:
