@@ -25,6 +25,7 @@ import time
 import uuid
 from typing import Any, Callable
 
+from flowactors.processors._common import boolean_property
 from flowactors.processors.records._io import RECORD_WRITER
 from flowactors.processors.sql import result_sets as rs
 from flowactors.processors.sql.execute import (AUTO_COMMIT, DBCP_SERVICE, DEFAULT_PRECISION, DEFAULT_SCALE,
@@ -205,9 +206,8 @@ class QueryDatabaseTable(_QueryTable):
     NIFI_PROPERTY_NAMES = {**_NIFI_NAMES, "dbf-normalize": "Normalize Table and Column Names"}
     properties = (DBCP_SERVICE, DB_TYPE, TABLE_NAME, COLUMN_NAMES, WHERE_CLAUSE, SQL_QUERY, MAX_VALUE_COLUMNS,
                   INITIAL_LOAD, QUERY_TIMEOUT, FETCH_SIZE, AUTO_COMMIT, MAX_ROWS, OUTPUT_BATCH, MAX_FRAGMENTS,
-                  PropertyDescriptor("Normalize Table and Column Names", "Whether characters Avro does not allow in "
-                                     "names become '_'", required=True, default="false",
-                                     allowable_values=("true", "false")),
+                  boolean_property("Normalize Table and Column Names", False, "Whether characters Avro does not "
+                                   "allow in names become '_'"),
                   ISOLATION, LOGICAL_TYPES, DEFAULT_PRECISION, DEFAULT_SCALE)
 
     def _writer(self, context: ProcessContext, result: rs.ResultSet, table: str) -> Any:
@@ -230,9 +230,8 @@ class QueryDatabaseTableRecord(_QueryTable):
     properties = (DBCP_SERVICE, DB_TYPE, TABLE_NAME, COLUMN_NAMES, WHERE_CLAUSE, SQL_QUERY, RECORD_WRITER,
                   MAX_VALUE_COLUMNS, INITIAL_LOAD, QUERY_TIMEOUT, FETCH_SIZE, AUTO_COMMIT, MAX_ROWS,
                   OUTPUT_BATCH, MAX_FRAGMENTS,
-                  PropertyDescriptor("Normalize Table/Column Names", "Whether characters Avro does not allow in "
-                                     "names become '_' in the records' schema", required=True, default="false",
-                                     allowable_values=("true", "false")),
+                  boolean_property("Normalize Table/Column Names", False, "Whether characters Avro does not allow "
+                                   "in names become '_' in the records' schema"),
                   ISOLATION, LOGICAL_TYPES, DEFAULT_PRECISION, DEFAULT_SCALE)
 
     def _writer(self, context: ProcessContext, result: rs.ResultSet, table: str) -> Any:
