@@ -413,6 +413,13 @@ def test_url_path_naming_strategy(servers):
     runner.enqueue(b"", {"filename": "request.txt"})
     runner.run()
     assert runner.output("Response")[0].attributes["filename"] == "200"
+    # named after the URL requested, not the one a redirect led to (NiFi names it from HTTP URL)
+    runner = invoke({"HTTP URL": f"{servers.http}/redirect", "Response FlowFile Naming Strategy": "URL_PATH"})
+    runner.enqueue(b"", {"filename": "request.txt"})
+    runner.run()
+    [response] = runner.output("Response")
+    assert response.attributes["invokehttp.response.url"] == f"{servers.http}/echo?redirected=1"
+    assert response.attributes["filename"] == "redirect"
 
 
 def test_cookies_kept_only_when_accepted(servers):

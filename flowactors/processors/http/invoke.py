@@ -688,7 +688,7 @@ class InvokeHTTP(Processor):
         if reply.remote_dn:
             values[REMOTE_DN] = reply.remote_dn
         if self._settings.url_path_names and request.method == "GET":
-            name = response.url.path.rstrip("/").rpartition("/")[2]
+            name = request.target.path.rstrip("/").rpartition("/")[2]   # the URL asked for (NiFi's), not a redirect's
             if name:
                 values["filename"] = name
         if self._settings.read_body and response.headers.get("Content-Type"):
