@@ -87,7 +87,7 @@ class ConvertJSONToSQL(Processor):
         pool = context.service("JDBC Connection Pool", DBCPService)
         for flowfile in session.get_batch():
             try:
-                statements, catalog, table = self._convert(context, session, flowfile, pool)
+                statements = self._convert(context, session, flowfile, pool)
             except DatabaseUnavailableError as err:
                 log.warning("%s: %s; %s stays queued", context.name, err, flowfile.uuid)
                 until = now_millis() + int(session.penalty_duration * 1000)
@@ -101,11 +101,11 @@ class ConvertJSONToSQL(Processor):
                     raise
                 common_route_failure(context, session, flowfile, reason(err), None, FAILURE)
                 continue
-            self._emit(context, session, flowfile, statements, catalog, table)
+            self._emit(session, flowfile, statements)
 
     def _convert(self, context: ProcessContext, session, flowfile: FlowFile,
-                 pool: DBCPService) -> tuple[list[tuple[str, dict[str, str]]], str | None, str]:
-        """Each object's statement and parameter attributes, the catalog and the table."""
+                 pool: DBCPService) -> list[tuple[str, dict[str, str]]]:
+        """Each object's statement and parameter attributes."""
         prop = context.property
         kind = prop("Statement Type").evaluate() or ""
         if kind == USE_ATTRIBUTE:
@@ -137,10 +137,9 @@ class ConvertJSONToSQL(Processor):
             if catalog is not None:
                 attributes[f"{prefix}.catalog"] = catalog
             statements.append((statement.sql, attributes))
-        return statements, catalog, table_text
+        return statements
 
-    def _emit(self, context: ProcessContext, session, flowfile: FlowFile, statements: list[tuple[str, dict]],
-              catalog: str | None, table: str) -> None:
+    def _emit(self, session, flowfile: FlowFile, statements: list[tuple[str, dict]]) -> None:
         """One FlowFile a statement to ``sql``, the original to ``original``, sharing fragment attributes."""
         fragment = {"fragment.identifier": str(uuid.uuid4()), "fragment.count": str(len(statements))}
         for index, (sql, attributes) in enumerate(statements):
