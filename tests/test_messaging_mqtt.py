@@ -291,14 +291,19 @@ def test_a_broker_that_is_down_gives_one_sentence_and_a_yield_and_loses_nothing(
 
 
 def test_broker_uris_are_tried_in_order(mosquitto):
+    """The second URI answers; ``mqtt.broker`` names both as NiFi does (comma-separated, without
+    the property's spaces), and the transit URI brackets them (NiFi's form for several)."""
     from real_services import free_port
 
-    name, uris = topic(), f"tcp://127.0.0.1:{free_port()},{mosquitto.uri}"
+    name, uris = topic(), f"tcp://127.0.0.1:{free_port()}, {mosquitto.uri}"
     receiving = consumer(mosquitto, name, **{"Broker URI": uris, "Quality of Service": "1"})
     publish(mosquitto, name, [(b"second broker", {})], **{"Broker URI": uris, "Quality of Service": "1"})
     [message] = receive(receiving, 1)
     receiving.run(0)
-    assert receiving.read(message) == b"second broker" and message.attributes["mqtt.broker"] == uris
+    listed = uris.replace(", ", ",")
+    assert receiving.read(message) == b"second broker" and message.attributes["mqtt.broker"] == listed
+    [receipt] = [e for e in receiving.events() if e.event_type.value == "RECEIVE"]
+    assert receipt.transit_uri == f"[{listed}]/{name}"
 
 
 def test_a_flowfile_whose_qos_or_topic_is_unusable_goes_to_failure_saying_why(mosquitto):

@@ -173,7 +173,6 @@ class ClientSettings:
     """What connecting takes, read from a processor's properties (``client_settings``)."""
 
     uris: tuple[SplitResult, ...]
-    raw_uris: str
     client_id: str
     version: int
     clean: bool
@@ -185,6 +184,15 @@ class ClientSettings:
     tls: ssl.SSLContext | None
     will: tuple[str, bytes, int, bool] | None
 
+    @property
+    def raw_uris(self) -> str:
+        """The Broker URIs as NiFi writes them (``mqtt.broker``, PublishMQTT's SEND): comma-separated."""
+        return ",".join(uri.geturl() for uri in self.uris)
+
+    def transit_uri(self, topic: str) -> str:
+        """NiFi's RECEIVE transit URI of ``topic``: the Broker URIs, bracketed when there are several."""
+        return f"{self.raw_uris if len(self.uris) == 1 else f'[{self.raw_uris}]'}/{topic}"
+
 
 def client_settings(context: ProcessContext) -> ClientSettings:
     prop = context.property
@@ -194,10 +202,9 @@ def client_settings(context: ProcessContext) -> ClientSettings:
                 int(prop("Last Will QoS Level").evaluate() or 0), prop("Last Will Retain").as_bool())
     tls = context.service("SSL Context Service", SSLContextService).create_context() \
         if prop("SSL Context Service").is_set else None
-    raw = prop("Broker URI").evaluate() or ""
     timeout = int(prop("Connection Timeout").evaluate() or 0)
     return ClientSettings(
-        uris=tuple(broker_uris(raw)), raw_uris=raw, client_id=prop("Client ID").evaluate() or str(uuid.uuid4()),
+        uris=tuple(broker_uris(prop("Broker URI").evaluate() or "")), client_id=prop("Client ID").evaluate() or str(uuid.uuid4()),
         version=VERSIONS[prop("MQTT Specification Version").evaluate() or "0"],
         clean=prop("Session State").as_bool(), expiry=prop("Session Expiry Interval").as_duration() or 0,
         keep_alive=int(prop("Keep Alive").evaluate() or 0), timeout=timeout or None,
@@ -474,11 +481,11 @@ class ConsumeMQTT(Processor):
             return
         try:
             if records:
-                self._emit_records(context, session, client.settings.raw_uris, messages)
+                self._emit_records(context, session, client, messages)
             elif demarcated:
-                self._emit_demarcated(context, session, client.settings.raw_uris, messages)
+                self._emit_demarcated(context, session, client, messages)
             else:
-                self._emit_each(session, client.settings.raw_uris, messages)
+                self._emit_each(session, client.settings, messages)
         except BaseException:
             client.put_back(messages)
             raise
@@ -514,22 +521,23 @@ class ConsumeMQTT(Processor):
             self._client.close()
             self._client = None
 
-    def _emit_each(self, session, broker: str, messages: list[Received]) -> None:
+    def _emit_each(self, session, settings: ClientSettings, messages: list[Received]) -> None:
         flowfiles = session.create_batch(len(messages))
         flowfiles = session.write_bytes_batch(flowfiles, [m.payload for m in messages])
-        flowfiles = [session.put_all_attributes(f, message_attributes(broker, m)) for f, m in zip(flowfiles, messages)]
+        flowfiles = [session.put_all_attributes(f, message_attributes(settings.raw_uris, m))
+                     for f, m in zip(flowfiles, messages)]
         for flowfile, message in zip(flowfiles, messages):
-            session.provenance.receive(flowfile, f"{broker}/{message.topic}")
+            session.provenance.receive(flowfile, settings.transit_uri(message.topic))
         session.transfer_batch(flowfiles, self.MESSAGE.name)
 
-    def _emit_demarcated(self, context: ProcessContext, session, broker: str, messages: list[Received]) -> None:
+    def _emit_demarcated(self, context: ProcessContext, session, client: MqttClient, messages: list[Received]) -> None:
         demarcator = (context.property("Message Demarcator").evaluate() or "").encode()
         flowfile = session.write_bytes(session.create(), demarcator.join(m.payload for m in messages))
-        flowfile = session.put_attribute(flowfile, "mqtt.broker", broker)
-        session.provenance.receive(flowfile, f"{broker}/{context.property('Topic Filter').evaluate()}")
+        flowfile = session.put_attribute(flowfile, "mqtt.broker", client.settings.raw_uris)
+        session.provenance.receive(flowfile, client.settings.transit_uri(client.subscription[0]))
         session.transfer(flowfile, self.MESSAGE)
 
-    def _emit_records(self, context: ProcessContext, session, broker: str, messages: list[Received]) -> None:
+    def _emit_records(self, context: ProcessContext, session, client: MqttClient, messages: list[Received]) -> None:
         reader = context.service("Record Reader", RecordReaderFactory)
         writer = context.service("Record Writer", RecordSetWriterFactory)
         add_fields = context.property("Add Attributes as Fields").as_bool()
@@ -540,14 +548,14 @@ class ConsumeMQTT(Processor):
             except Exception as err:
                 if not (is_flowfile_error(err) or isinstance(err, (pa.ArrowException, ValueError))):
                     raise
-                self._parse_failure(context, session, broker, message,
+                self._parse_failure(context, session, client.settings, message,
                                     f"the Record Reader cannot read the message: {reason(err)}")
                 continue
             try:   # the schema all messages' records are written with, so far
                 merged = records.schema if schema is None else pa.unify_schemas([schema, records.schema],
                                                                                   promote_options="permissive")
             except pa.ArrowException as err:   # NiFi's writer refuses such a record: parse.failure too
-                self._parse_failure(context, session, broker, message, "the Record Writer cannot write the "
+                self._parse_failure(context, session, client.settings, message, "the Record Writer cannot write the "
                                     f"message's records with the others' (one FlowFile, one schema): {reason(err)}")
                 continue
             tables.append(records)
@@ -555,17 +563,18 @@ class ConsumeMQTT(Processor):
         table = pa.concat_tables(tables, promote_options="permissive") if tables else None
         if table is None or table.num_rows == 0:
             return
-        flowfile = session.put_attribute(session.create(), "mqtt.broker", broker)
+        flowfile = session.put_attribute(session.create(), "mqtt.broker", client.settings.raw_uris)
         schema = writer.write_schema(flowfile.attributes, table.schema)
         flowfile, _ = write_records(session, flowfile, writer, schema, table.to_batches())
-        session.provenance.receive(flowfile, f"{broker}/{context.property('Topic Filter').evaluate()}")
+        session.provenance.receive(flowfile, client.settings.transit_uri(client.subscription[0]))
         session.transfer(flowfile, self.MESSAGE)
 
-    def _parse_failure(self, context: ProcessContext, session, broker: str, message: Received, why: str) -> None:
+    def _parse_failure(self, context: ProcessContext, session, settings: ClientSettings, message: Received,
+                       why: str) -> None:
         """``message`` alone, as it came, to ``parse.failure``, saying ``why``."""
         failed = session.write_bytes(session.create(), message.payload)
-        failed = session.put_all_attributes(failed, message_attributes(broker, message))
-        session.provenance.receive(failed, f"{broker}/{message.topic}")
+        failed = session.put_all_attributes(failed, message_attributes(settings.raw_uris, message))
+        session.provenance.receive(failed, settings.transit_uri(message.topic))
         route_failure(context, session, failed, why, relationship=self.PARSE_FAILURE)
 
 
