@@ -162,6 +162,8 @@ class _Prepared:
     target: Any
     headers: dict[str, str]
     body: Any = None
+    #: headers aiohttp must not add of its own (besides User-Agent, skipped for every request)
+    skip_headers: tuple[str, ...] = ()
     tx_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     stack: ExitStack = field(default_factory=ExitStack)
     #: the Response FlowFile once made (removed again when the body breaks off)
@@ -378,6 +380,7 @@ class _Client:
                 headers = {**headers, **self.proxy_headers}
             response = await self.session.request(request.method, request.target, headers=headers,
                                                   data=request.body, allow_redirects=self.redirects,
+                                                  skip_auto_headers=request.skip_headers or None,
                                                   proxy=self.proxy, proxy_headers=self.proxy_headers or None)
             elapsed = int((time.monotonic() - started) * 1000)
             reply = _Reply(response, elapsed, _remote_dn(response), _header_attributes(response))
@@ -592,10 +595,10 @@ class InvokeHTTP(Processor):
                                                                      **({"filename": filename} if filename else {}))
             request.body = form
             return
-        request.headers["Content-Type"] = content_type
-        if content is None:
-            request.body = b""
+        if content is None:   # as NiFi's empty body: no media type (aiohttp would add its default)
+            request.body, request.skip_headers = b"", ("Content-Type",)
             return
+        request.headers["Content-Type"] = content_type
         request.body = content
         if not chunked:
             request.headers["Content-Length"] = str(flowfile.size)
