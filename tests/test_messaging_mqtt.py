@@ -314,6 +314,19 @@ def test_a_flowfile_whose_qos_or_topic_is_unusable_goes_to_failure_saying_why(mo
                        "not published to 'plant/#': Publish topic cannot contain wildcards."]
 
 
+def test_a_flowfile_whose_records_cannot_be_read_goes_to_failure_and_publishes_nothing(mosquitto):
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Quality of Service": "1"})
+    sending = publish(mosquitto, name, [(b'[{"id": 1}, {not json', {})],
+                      **{"Record Reader": "reader", "Record Writer": "writer", "Quality of Service": "1"})
+    [failed] = sending.output("failure")
+    assert failed.attributes["flowactors.failure.reason"].startswith(f"not published to {name!r}: ")
+    assert failed.attributes["PublishMQTT.mqtt.publish.failed.index"] == "0"
+    time.sleep(0.2)
+    receiving.run(1)
+    assert receiving.output("Message") == []
+
+
 def test_configurations_nifi_refuses_are_refused():
     with pytest.raises(ValueError, match="supported: tcp, ssl, ws, wss"):
         ProcessorRunner(ConsumeMQTT, {"Broker URI": "http://h:1", "Topic Filter": "x"})

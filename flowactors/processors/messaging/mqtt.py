@@ -34,7 +34,7 @@ from urllib.parse import SplitResult, urlsplit
 import pyarrow as pa
 
 from flowactors.processors._common import boolean_property, route_failure
-from flowactors.processors.records._io import is_flowfile_error, write_records
+from flowactors.processors.records._io import is_flowfile_error, open_records, reader_and_writer, write_records
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordReaderFactory, RecordSetWriterFactory
 from flowactors.sdk.relationships import FAILURE, reason
@@ -538,8 +538,7 @@ class ConsumeMQTT(Processor):
         session.transfer(flowfile, self.MESSAGE)
 
     def _emit_records(self, context: ProcessContext, session, client: MqttClient, messages: list[Received]) -> None:
-        reader = context.service("Record Reader", RecordReaderFactory)
-        writer = context.service("Record Writer", RecordSetWriterFactory)
+        reader, writer = reader_and_writer(context)
         add_fields = context.property("Add Attributes as Fields").as_bool()
         tables, schema = [], None
         for message in messages:
@@ -643,8 +642,7 @@ class PublishMQTT(Processor):
         index_attribute = f"{context.name}.mqtt.publish.failed.index"
         done_before = int(flowfile.attributes.get(index_attribute, "0") or 0)
         try:
-            content = session.read_bytes(flowfile)
-            payloads = itertools.islice(self._payloads(context, session, flowfile, content), done_before, None)
+            payloads = itertools.islice(self._payloads(context, session, flowfile), done_before, None)
             sent = self._client.publish(topic, payloads, int(qos), retain == "true")
         except Exception as err:   # RuntimeError: not taken; ValueError: a topic or payload MQTT refuses
             if not (isinstance(err, (RuntimeError, ValueError)) or is_flowfile_error(err)):
@@ -659,24 +657,24 @@ class PublishMQTT(Processor):
         session.transfer(flowfile, self.SUCCESS)
 
     @staticmethod
-    def _payloads(context: ProcessContext, session, flowfile, content: bytes) -> Iterator[bytes]:
+    def _payloads(context: ProcessContext, session, flowfile) -> Iterator[bytes]:
         """The messages of one FlowFile: its content, its demarcated parts, or one a record."""
         if context.property("Message Demarcator").is_set:
-            return demarcated(content, (context.property("Message Demarcator").evaluate(flowfile) or "").encode())
+            return demarcated(session.read_bytes(flowfile),
+                              (context.property("Message Demarcator").evaluate(flowfile) or "").encode())
         if not context.property("Record Reader").is_set:
-            return iter([content])
-        reader = context.service("Record Reader", RecordReaderFactory)
-        writer = context.service("Record Writer", RecordSetWriterFactory)
-        records = reader.create_reader(flowfile.attributes, io.BytesIO(content), len(content))
-        schema = writer.write_schema(flowfile.attributes, records.schema())
+            return iter([session.read_bytes(flowfile)])
+        reader, writer = reader_and_writer(context)
         messages = []
-        for batch in records.batches():
-            for row in range(batch.num_rows):
-                out = io.BytesIO()
-                record_writer = writer.create_writer(schema, out, flowfile.attributes)
-                record_writer.write_batch(batch.slice(row, 1))
-                record_writer.finish()
-                messages.append(out.getvalue())
+        with open_records(session, flowfile, reader) as records:
+            schema = writer.write_schema(flowfile.attributes, records.schema)
+            for batch in records:
+                for row in range(batch.num_rows):
+                    out = io.BytesIO()
+                    record_writer = writer.create_writer(schema, out, flowfile.attributes)
+                    record_writer.write_batch(batch.slice(row, 1))
+                    record_writer.finish()
+                    messages.append(out.getvalue())
         return iter(messages)
 
     def on_stopped(self, context: ProcessContext) -> None:
