@@ -270,7 +270,8 @@ def test_a_large_body_is_streamed_in_bounded_memory(listening, tmp_path):
 
 
 def test_the_holds_protocol_commits_on_delete(listening):
-    runner = listening({"Max Unconfirmed Flowfile Time": "60 secs"})
+    # the DELETE is answered 200 whatever Return Code says (NiFi's ContentAcknowledgmentServlet)
+    runner = listening({"Max Unconfirmed Flowfile Time": "60 secs", "Return Code": "201"})
     port = runner.processor.port
     status, headers, body = request(port, "POST", body=b"held", headers={"x-prefer-acknowledge-uri": "true"})
     assert status == 303 and headers["x-location-uri-intent"] == "flowfile-hold"
@@ -281,6 +282,7 @@ def test_the_holds_protocol_commits_on_delete(listening):
     assert exchange(runner, lambda: request(port, "DELETE", location))[0] == 200
     assert runner.contents("success") == [b"held"]
     assert request(port, "DELETE", location)[0] == 404
+    assert exchange(runner, lambda: request(port, "POST", body=b"not held"))[0] == 201
 
 
 def test_a_port_in_use_is_one_clear_error_and_stopping_frees_the_port(listening):
