@@ -1,7 +1,7 @@
 """DatabaseRecordLookupService and SimpleDatabaseLookupService against the session's real
 PostgreSQL (tests/real_services.py) and real SQLite files: rows by key, LookupRecord enriching
-records with them, the cache (size, expiration, clear on enable), a lookup the database refuses,
-and NiFi 1's property names through the NiFi import."""
+records with them, the cache (size, expiration, clear on enable), a lookup the database refuses, a
+database that is down, and NiFi 1's property names through the NiFi import."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from flowactors.sdk.services import ServiceContext
 from flowactors.services.lookup import LookupFailureError
 from flowactors.testing import ProcessorRunner, enable_service
 from nifi_flows import group, snapshot
+from real_services import free_port
 
 POOL = "Database Connection Pooling Service"
 
@@ -107,6 +108,29 @@ def test_a_lookup_the_database_refuses_is_one_line(pool):
     message = str(caught.value)
     assert message.startswith("the lookup of 'John Doe' by 'SELECT * FROM no_such_table WHERE name = :key' failed:")
     assert "no_such_table" in message and "\n" not in message
+
+
+def test_a_database_that_is_down_fails_the_lookup_in_one_line_and_lookup_record_loses_nothing():
+    down = {"Database Connection URL": f"jdbc:postgresql://127.0.0.1:{free_port()}/x"}
+    lookup = service(DatabaseRecordLookupService, (down,))
+    with pytest.raises(LookupFailureError) as caught:
+        lookup.lookup({"key": "John Doe"})
+    message = str(caught.value)
+    assert message.startswith("the lookup of 'John Doe' by 'SELECT * FROM sports WHERE name = :key' failed: cannot "
+                              "connect to postgresql+psycopg://") and "\n" not in message
+    runner = ProcessorRunner(LookupRecord, {
+        "Record Reader": "reader", "Record Writer": "writer", "Lookup Service": "lookup", "key": "/name",
+        "Result RecordPath": "/found"},
+        services={"reader": (JsonTreeReader, {}), "writer": (JsonRecordSetWriter, {}), "db": (DBCPConnectionPool, down),
+                  "lookup": (DatabaseRecordLookupService, {POOL: "db", "Table Name": "sports",
+                                                          "Lookup Key Column": "name"})})
+    content = json.dumps([{"name": "John Doe"}]).encode()
+    sent = runner.enqueue(content)
+    runner.run()
+    [failed] = runner.output("failure")
+    assert failed.uuid == sent.uuid and runner.read(failed) == content
+    assert "cannot connect to postgresql+psycopg://" in failed.attributes["flowactors.failure.reason"]
+    assert runner.output("success") == []
 
 
 def test_lookup_record_enriches_records_with_rows(pool, engine):
