@@ -147,11 +147,15 @@ def peer_certificate(request: web.Request) -> x509.Certificate | None:
 
 
 def certificate_names(request: web.Request) -> tuple[str, str] | None:
-    """The (subject, issuer) distinguished names of the client's certificate, as NiFi formats
-    them (RFC 1779, the most specific name first, ", " between), or None when it showed none."""
+    """The (subject, issuer) distinguished names of the client's certificate (``names_of``), or
+    None when it showed none."""
     certificate = peer_certificate(request)
-    if certificate is None:
-        return None
+    return names_of(certificate) if certificate is not None else None
+
+
+def names_of(certificate: x509.Certificate) -> tuple[str, str]:
+    """A certificate's (subject, issuer) distinguished names as NiFi formats them (RFC 1779, the
+    most specific name first, ", " between)."""
     return _rfc1779(certificate.subject), _rfc1779(certificate.issuer)
 
 

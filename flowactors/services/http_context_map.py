@@ -337,8 +337,7 @@ class StandardHttpContextMap(ControllerService, HttpContextMap):
 
 def _attributes(request: Any, settings: Mapping[str, Any]) -> dict[str, str]:
     """NiFi's HandleHttpRequest attributes of a request (docs/http.md lists them)."""
-    from flowactors.sdk.http_server import (alternative_names, certificate_names, headers_as_sent, peer_certificate,
-                                             plain_address)
+    from flowactors.sdk.http_server import alternative_names, headers_as_sent, names_of, peer_certificate, plain_address
 
     charset = request.charset or settings.get("charset", "UTF-8")
     sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
@@ -366,7 +365,7 @@ def _attributes(request: Any, settings: Mapping[str, Any]) -> dict[str, str]:
         found[f"http.cookie.{key}.value"] = value
     certificate = peer_certificate(request)
     if certificate is not None:
-        found["http.subject.dn"], found["http.issuer.dn"] = certificate_names(request) or ("", "")
+        found["http.subject.dn"], found["http.issuer.dn"] = names_of(certificate)
         for index, (kind, name) in enumerate(alternative_names(certificate)):
             found[f"http.certificate.sans.{index}.nameType"] = kind
             found[f"http.certificate.sans.{index}.name"] = name
