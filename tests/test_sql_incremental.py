@@ -2,7 +2,8 @@
 PostgreSQL (tests/real_services.py) and real SQLite files: the first trigger fetches every row, the
 next only newer ones, the maxima kept under NiFi's state keys, a restarted flow going on from them,
 initial.maxvalue.*, the Initial Load Strategy, Custom Query, fragments and Output Batch Size,
-GenerateTableFetch's pages run as queries, and NiFi 1's property names through the NiFi import."""
+GenerateTableFetch's pages run as queries, a database that is down, and NiFi 1's property names through
+the NiFi import."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors import (ExecuteSQL, GenerateTableFetch, PutFile, QueryDatabaseTable,
                                    QueryDatabaseTableRecord)
 from flowactors.processors.sql.incremental import DatabaseFetchError, greater, render, state_key
+from flowactors.sdk.services import DatabaseUnavailableError
 from flowactors.services import DBCPConnectionPool, JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner
 from nifi_flows import group, processor, snapshot
+from real_services import free_port
 
 POOL = "Database Connection Pooling Service"
 
@@ -275,6 +278,23 @@ def test_a_maximum_value_column_of_mixed_types_says_so(sqlite):
     with pytest.raises(ValueError, match=r"holds values that do not compare \('x' and 1\): CAST it to one type"):
         runner.run()
     assert runner.output("success") == [] and runner.context.state.get().values == {}
+
+
+def test_a_database_that_is_down_is_one_sentence_and_changes_no_state_nor_loses_a_flowfile():
+    down = {"db": (DBCPConnectionPool, {"Database Connection URL": f"jdbc:postgresql://127.0.0.1:{free_port()}/x"})}
+    query = ProcessorRunner(QueryDatabaseTable, {POOL: "db", "Table Name": "people", "Maximum-value Columns": "id"},
+                            services=down)
+    with pytest.raises(DatabaseUnavailableError, match=r"^cannot connect to postgresql\+psycopg://[^\n]*$"):
+        query.run()
+    assert query.output("success") == [] and query.context.state.get().values == {}
+    fetch = ProcessorRunner(GenerateTableFetch, {POOL: "db", "Table Name": "${table}", "Maximum-value Columns": "id"},
+                            services=down)
+    sent = fetch.enqueue(b"kept", {"table": "people"})
+    fetch.run()
+    [failed] = fetch.output("failure")
+    assert failed.uuid == sent.uuid and fetch.read(failed) == b"kept" and failed.penalized_until > 0
+    assert failed.attributes["generatetablefetch.sql.error"].startswith("cannot connect to postgresql+psycopg://")
+    assert fetch.output("success") == [] and fetch.context.state.get().values == {}
 
 
 def test_a_restarted_flow_fetches_only_rows_added_since(sqlite, tmp_path):
