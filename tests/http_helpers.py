@@ -9,6 +9,7 @@ import http.client
 import socket
 import ssl
 import threading
+import time
 from typing import Any, Callable
 
 #: ListenHTTP's default Base Path
@@ -42,6 +43,26 @@ def in_background(send: Callable[[], Any]) -> tuple[threading.Thread, dict[str, 
     thread = threading.Thread(target=call, daemon=True)
     thread.start()
     return thread, out
+
+
+def keep_sending(count: int, send: Callable[[int], Any]) -> tuple[list, Callable[[Any], None]]:
+    """For ``run_flow``: the list answers go to, and an ``on_started`` that calls ``send(i)`` from a
+    thread until ``count`` answers came (for 30 seconds at most), trying again while the flow's
+    server is not listening yet."""
+    answers: list = []
+
+    def on_started(_controller: Any) -> None:
+        def run() -> None:
+            deadline = time.monotonic() + 30
+            while len(answers) < count and time.monotonic() < deadline:
+                try:
+                    answers.append(send(len(answers)))
+                except OSError:
+                    time.sleep(0.05)   # not listening yet
+
+        threading.Thread(target=run, daemon=True).start()
+
+    return answers, on_started
 
 
 def port_is_free(port: int) -> bool:

@@ -25,7 +25,7 @@ from flowactors.testing import ProcessorRunner
 from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
-from http_helpers import client_tls, in_background, multipart, port_is_free, request, ssl_service
+from http_helpers import client_tls, in_background, keep_sending, multipart, port_is_free, request, ssl_service
 
 
 class Service:
@@ -333,18 +333,7 @@ def test_the_pair_runs_in_a_flow_on_the_in_process_engine(tmp_path):
     from real_services import free_port
 
     port = free_port()
-    answers: list[tuple] = []
-
-    def ask(_controller) -> None:
-        def send() -> None:
-            deadline = time.monotonic() + 30
-            while len(answers) < 3 and time.monotonic() < deadline:
-                try:
-                    answers.append(request(port, "POST", f"/hello?name=n{len(answers)}", body=b"hi"))
-                except OSError:
-                    time.sleep(0.05)   # not listening yet
-        threading.Thread(target=send, daemon=True).start()
-
+    answers, ask = keep_sending(3, lambda i: request(port, "POST", f"/hello?name=n{i}", body=b"hi"))
     final = run_flow(request_response_flow(port), tmp_path / "repository", engine="in-process", timeout=60,
                      on_started=ask, until=lambda s: len(answers) == 3)
     assert not final.get("timed_out"), final
@@ -353,20 +342,22 @@ def test_the_pair_runs_in_a_flow_on_the_in_process_engine(tmp_path):
     assert port_is_free(port)   # the map closed its server when the flow stopped
 
 
-def test_a_nifi_export_with_the_context_map_loads():
+def test_a_nifi_export_with_the_context_map_loads_and_runs(tmp_path):
     from flowactors.driver.nifi_export import flow_from_nifi
     from nifi_flows import STANDARD, connection, group, processor, snapshot
+    from real_services import free_port
 
+    port = free_port()
     handle = processor("root", "request", STANDARD + "HandleHttpRequest", {
-        "Listening Port": "8011", "Hostname": None, "SSL Context Service": None, "HTTP Context Map": "svc-map",
+        "Listening Port": str(port), "Hostname": None, "SSL Context Service": None, "HTTP Context Map": "svc-map",
         "Allowed Paths": None, "Default URL Character Set": "UTF-8", "Allow GET": "true", "Allow POST": "true",
         "Allow PUT": "true", "Allow DELETE": "true", "Allow HEAD": "false", "Allow OPTIONS": "false",
         "Maximum Threads": "200", "Additional HTTP Methods": None, "Client Authentication": "No Authentication",
         "container-queue-size": "50", "multipart-request-max-size": "1 MB",
         "multipart-read-buffer-size": "512 KB", "parameters-to-attributes": None})
     answer = processor("root", "response", STANDARD + "HandleHttpResponse", {
-        "HTTP Status Code": "200", "HTTP Context Map": "svc-map",
-        "Attributes to add to the HTTP Response (Regex)": "x-.*"}, auto_terminate=("success", "failure"))
+        "HTTP Status Code": "201", "HTTP Context Map": "svc-map",
+        "Attributes to add to the HTTP Response (Regex)": "http\\.method"}, auto_terminate=("success", "failure"))
     for component in (handle, answer):
         component["propertyDescriptors"]["HTTP Context Map"]["identifiesControllerService"] = True
     services = [{"identifier": "svc-map", "name": "map", "scheduledState": "ENABLED",
@@ -377,8 +368,14 @@ def test_a_nifi_export_with_the_context_map_loads():
                                          connections=[connection("root", handle, answer, ("success",))]), {}))
     assert flow.services["map"].type is StandardHttpContextMap
     assert flow.processors["request"].properties["Container Queue Size"] == "50"
-    assert flow.processors["response"].properties["Attributes for HTTP Response"] == "x-.*"
+    assert flow.processors["response"].properties["Attributes for HTTP Response"] == "http\\.method"
     assert flow.processors["response"].properties["HTTP Context Map"] == "map"
+    answers, ask = keep_sending(2, lambda i: request(port, "PUT", f"/item/{i}", body=f"item {i}".encode()))
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60, on_started=ask,
+                     until=lambda s: len(answers) == 2)
+    assert not final.get("timed_out"), final
+    assert [(status, headers["http.method"], body) for status, headers, body in answers] == [
+        (201, "PUT", f"item {i}".encode()) for i in range(2)]
 
 
 @pytest.mark.parametrize("port", ["65536", "-1", "http", "\u00b2"])

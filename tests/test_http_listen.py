@@ -24,7 +24,7 @@ from flowactors.testing import ProcessorRunner
 from repositories.content import FileSystemContentRepository
 from repositories.provenance.event import ProvenanceEventType as T
 
-from http_helpers import BASE, client_tls, in_background, multipart, port_is_free, request, ssl_service
+from http_helpers import BASE, client_tls, in_background, keep_sending, multipart, port_is_free, request, ssl_service
 
 
 def exchange(runner: ProcessorRunner, send: Callable[[], Any], timeout: float = 60) -> Any:
@@ -327,16 +327,18 @@ def test_tls_with_client_authentication_and_the_dn_patterns(listening, tls):
 
 
 # ---------------------------------------------------------------------------------- flows
-def test_a_nifi_export_loads_with_nifi_1_names():
+def test_a_nifi_export_loads_with_nifi_1_names_and_runs(tmp_path):
     from flowactors.driver.nifi_export import flow_from_nifi
     from nifi_flows import STANDARD, group, processor, snapshot
+    from real_services import free_port
 
+    port = free_port()
     listen = processor("root", "listen", STANDARD + "ListenHTTP", {
-        "Base Path": "contentListener", "Listening Port": "9999", "health-check-port": None,
+        "Base Path": "contentListener", "Listening Port": str(port), "health-check-port": None,
         "Max Data to Receive per Second": "1 MB", "SSL Context Service": None,
         "Authorized DN Pattern": "CN=.*", "authorized-issuer-dn-pattern": ".*",
         "Max Unconfirmed Flowfile Time": "60 secs", "HTTP Headers to receive as Attributes (Regex)": "X-.*",
-        "Return Code": "200", "multipart-request-max-size": "1 MB", "multipart-read-buffer-size": "512 KB",
+        "Return Code": "202", "multipart-request-max-size": "1 MB", "multipart-read-buffer-size": "512 KB",
         "client-authentication": "AUTO", "max-thread-pool-size": "200", "record-reader": None,
         "record-writer": None, "Request Header Maximum Size": "8 KB"}, auto_terminate=("success",))
     flow = flow_from_nifi(snapshot(group("root", "listen", None, None, processors=[listen]), {}))
@@ -345,6 +347,11 @@ def test_a_nifi_export_loads_with_nifi_1_names():
     assert node.properties["HTTP Headers for Attributes"] == "X-.*"
     assert node.properties["Authorized Subject DN Pattern"] == "CN=.*"
     assert "Max Data to Receive per Second" not in node.properties
+    answers, post = keep_sending(2, lambda i: request(port, "POST", body=f"body {i}".encode())[0])
+    final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60, on_started=post,
+                     until=lambda s: len(answers) == 2)
+    assert not final.get("timed_out"), final
+    assert answers == [202, 202]
 
 
 def test_a_flow_on_the_in_process_engine_writes_what_was_acknowledged(tmp_path):
@@ -357,19 +364,8 @@ def test_a_flow_on_the_in_process_engine_writes_what_was_acknowledged(tmp_path):
     listen = flow.add(ListenHTTP, "listen", properties={"Listening Port": str(port)}, concurrent_tasks=2)
     put = flow.add(PutFile, "put", properties={"Directory": str(out)}, auto_terminate=["success", "failure"])
     flow.connect(listen, put)
-    answers: list[int] = []
-
-    def post_all(_controller) -> None:
-        def send() -> None:
-            deadline = time.monotonic() + 30
-            while len(answers) < 20 and time.monotonic() < deadline:
-                try:
-                    answers.append(request(port, "POST", body=f"body {len(answers)}".encode(),
-                                           headers={"filename": f"f{len(answers)}"})[0])
-                except OSError:
-                    time.sleep(0.05)   # not listening yet
-        threading.Thread(target=send, daemon=True).start()
-
+    answers, post_all = keep_sending(20, lambda i: request(port, "POST", body=f"body {i}".encode(),
+                                                           headers={"filename": f"f{i}"})[0])
     final = run_flow(flow, tmp_path / "repository", engine="in-process", timeout=60, on_started=post_all,
                      until=lambda s: len(answers) == 20 and len(list(out.glob("f*"))) == 20)
     assert not final.get("timed_out"), final
