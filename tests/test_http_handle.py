@@ -385,3 +385,15 @@ def test_a_listening_port_that_is_not_a_port_number_is_refused_in_one_sentence(p
     for kind, values in ((HandleHttpRequest, {"HTTP Context Map": "map"}), (ListenHTTP, {})):
         assert kind.validate_properties({"Listening Port": port, **values}) == [
             "property 'Listening Port': must be a port number (0 to 65535)"]
+
+
+def test_a_multipart_request_too_large_is_413_and_a_broken_one_400_and_nothing_is_taken(serving):
+    service = serving({"Multipart Request Max Size": "1 KB"})
+    body, content_type = multipart([("big", None, b"b" * 2000)])
+    status, _, text = request(service.port, "POST", "/form", body=body, headers={"Content-Type": content_type})
+    assert status == 413 and b"Multipart Request Max Size" in text
+    status, _, text = request(service.port, "POST", "/form", body=b"no parts here",
+                              headers={"Content-Type": "multipart/form-data; boundary=xyz"})
+    assert status == 400 and text.startswith(b"Stream Processing Failed")
+    service.requests.run(1, stop=False)
+    assert service.requests.output("success") == [] and service.map._registered == {}
