@@ -10,6 +10,7 @@ import datetime as dt
 import io
 import json
 import sqlite3
+import tracemalloc
 import uuid
 from decimal import Decimal
 
@@ -27,6 +28,7 @@ from flowactors.services.records.json import JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner, enable_service
 from nifi_flows import STANDARD, connection, group, processor, snapshot
 from real_services import free_port
+from repositories.content import FileSystemContentRepository
 
 POOL = "Database Connection Pooling Service"
 TYPES_TABLE = """CREATE TABLE nifi_types (
@@ -203,6 +205,31 @@ def test_a_server_side_cursor_is_used_as_postgresqls_jdbc_driver_fetches_in_step
                 assert sum(len(list(result.rows())) for result in query.results()) >= 1
     finally:
         service.on_disabled(None)
+
+
+@pytest.mark.parametrize("kind", [ExecuteSQL, ExecuteSQLRecord])
+def test_a_result_larger_than_the_fetch_size_is_written_in_bounded_memory(database, tmp_path, kind):
+    """docs/sql.md's claim: with a server-side cursor the rows are fetched and written as they come,
+    so the process never holds the result: about 25 MB written here (some 40 MB as Python rows),
+    the peak of Python's allocations under 4 MiB for Avro (Fetch Size rows at a time) and 16 MiB
+    through a record writer (an Arrow batch of result_sets.BATCH_ROWS rows at a time)."""
+    services = {"pool": (DBCPConnectionPool, {"Database Connection URL": database.url}),
+                "writer": (JsonRecordSetWriter, {})}
+    properties = {POOL: "pool", "Fetch Size": "1000", "Set Auto Commit": "false",
+                  "SQL Query": "SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 120000) g"}
+    if kind is ExecuteSQLRecord:
+        properties["Record Writer"] = "writer"
+    run = ProcessorRunner(kind, properties, services=services,
+                          content=FileSystemContentRepository(str(tmp_path / "content")), incoming_connection=False)
+    tracemalloc.start()
+    try:
+        run.run()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    [made] = run.output("success")
+    assert made.attributes["executesql.row.count"] == "120000" and made.size > 24_000_000
+    assert peak < (4 if kind is ExecuteSQL else 16) * 1024 * 1024, peak
 
 
 def test_several_result_sets_each_make_a_flowfile(database):
