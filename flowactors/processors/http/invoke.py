@@ -250,6 +250,16 @@ class _Settings:
             if self.body_attribute is not None else 256
         self.url_path_names = prop("Response FlowFile Naming Strategy").raw == "URL_PATH"
         self.headers_to_request = prop("Response Header Request Attributes Enabled").as_bool()
+        # the body of a POST, PUT or PATCH
+        self.send_body = prop("Request Body Enabled").as_bool()
+        self.content_type = _per_flowfile(prop("Request Content-Type"))
+        self.gzip = prop("Request Content-Encoding").raw == "GZIP"
+        self.chunked = prop("Request Chunked Transfer-Encoding Enabled").as_bool() or self.gzip
+        self.form_name = _per_flowfile(prop("Request Multipart Form-Data Name"))
+        #: (field name, value) of the post:form:* dynamic properties, in their order
+        self.form_fields = [(name[len(FORM_PREFIX):], _per_flowfile(prop(name))) for name in context.dynamic_properties
+                            if name.startswith(FORM_PREFIX)]
+        self.form_filename = prop("Request Multipart Form-Data Filename Enabled").as_bool()
 
 
 @functools.lru_cache(maxsize=4)
@@ -518,7 +528,7 @@ class InvokeHTTP(Processor):
         try:
             for flowfile in flowfiles:
                 try:
-                    request = self._prepare(context, session, flowfile)
+                    request = self._prepare(session, flowfile)
                 except ValueError as err:
                     self._failed(context, session, flowfile, err)
                     continue
@@ -534,7 +544,7 @@ class InvokeHTTP(Processor):
                     request.stack.close()
 
     # ------------------------------------------------------------------ the request
-    def _prepare(self, context: ProcessContext, session, flowfile: Any) -> _Prepared:
+    def _prepare(self, session, flowfile: Any) -> _Prepared:
         """The request for ``flowfile`` (None: a source's): ``ValueError`` for a URL it cannot send to."""
         settings = self._settings
         assert settings is not None, "on_scheduled reads the settings"
@@ -543,7 +553,7 @@ class InvokeHTTP(Processor):
         method = (settings.method(flowfile) or "").strip().upper()
         request = _Prepared(flowfile, method, url, target, self._headers(settings, flowfile))
         if method in BODY_METHODS:
-            self._attach_body(context, session, request)
+            self._attach_body(session, request)
         return request
 
     @staticmethod
@@ -566,31 +576,28 @@ class InvokeHTTP(Processor):
                     headers[name] = value.strip()
         return headers
 
-    def _attach_body(self, context: ProcessContext, session, request: _Prepared) -> None:
+    def _attach_body(self, session, request: _Prepared) -> None:
         """The body of a POST, PUT or PATCH: the content streamed from its claim (gzip-compressed,
         chunked, or in a multipart form as configured), or an empty one."""
         import aiohttp
 
-        prop, flowfile = context.property, request.flowfile
-        content_type = (prop("Request Content-Type").evaluate(flowfile) or "").strip() or DEFAULT_CONTENT_TYPE
-        gzip = prop("Request Content-Encoding").raw == "GZIP"
-        chunked = prop("Request Chunked Transfer-Encoding Enabled").as_bool() or gzip
-        form_name = prop("Request Multipart Form-Data Name").evaluate(flowfile)
-        fields = {name[len(FORM_PREFIX):]: prop(name).evaluate(flowfile) or ""
-                  for name in context.dynamic_properties if name.startswith(FORM_PREFIX)}
+        settings, flowfile = self._settings, request.flowfile
+        assert settings is not None, "on_scheduled reads the settings"
+        content_type = (settings.content_type(flowfile) or "").strip() or DEFAULT_CONTENT_TYPE
+        form_name = settings.form_name(flowfile)
         content = None
-        if prop("Request Body Enabled").as_bool() and flowfile is not None:
+        if settings.send_body and flowfile is not None:
             stream = request.stack.enter_context(session.read(flowfile))
-            content = aiohttp.payload.AsyncIterablePayload(_body_chunks(stream, gzip), content_type=content_type)
-            if gzip:
+            content = aiohttp.payload.AsyncIterablePayload(_body_chunks(stream, settings.gzip),
+                                                           content_type=content_type)
+            if settings.gzip:
                 request.headers["Content-Encoding"] = "gzip"
-        if fields or form_name:
+        if settings.form_fields or form_name:
             form = aiohttp.MultipartWriter("form-data")
-            for name, value in fields.items():
-                form.append(value).set_content_disposition("form-data", name=name)
+            for name, value in settings.form_fields:
+                form.append(value(flowfile) or "").set_content_disposition("form-data", name=name)
             if content is not None:
-                filename = flowfile.attributes.get("filename") \
-                    if prop("Request Multipart Form-Data Filename Enabled").as_bool() else None
+                filename = flowfile.attributes.get("filename") if settings.form_filename else None
                 form.append_payload(content).set_content_disposition("form-data", name=form_name or "",
                                                                      **({"filename": filename} if filename else {}))
             request.body = form
@@ -600,7 +607,7 @@ class InvokeHTTP(Processor):
             return
         request.headers["Content-Type"] = content_type
         request.body = content
-        if not chunked:
+        if not settings.chunked:
             request.headers["Content-Length"] = str(flowfile.size)
 
     # ------------------------------------------------------------------ the response
