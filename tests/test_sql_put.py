@@ -134,6 +134,13 @@ def test_a_record_path_gives_each_records_statement_type_in_order(postgresql, en
     runner.run()
     assert len(runner.output("success")) == 1
     assert rows(engine, f"SELECT id, name FROM {name}") == [(1, "A")]
+    required = {"Record Reader": "r", "Database Connection Pooling Service": "d", "Table Name": name}
+    assert PutDatabaseRecord.validate_properties({**required, "Statement Type": "Use Record Path",
+                                                  "Statement Type Record Path": "/op[", "Data Record Path": "/a/"}) == [
+        "property 'Statement Type Record Path': expected a path, a string, a number or a function, found the end of "
+        "the path at position 4 in '/op['",
+        "property 'Data Record Path': expected a field name, '*', '.' or '..' after '/', found the end of the path "
+        "at position 3 in '/a/'"]
 
 
 # ------------------------------------------------------------------------------ batches, names, readers

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
-from flowactors.processors.records._io import is_flowfile_error, open_records
+from flowactors.processors.records._io import is_flowfile_error, open_records, record_path_problem
 from flowactors.processors.sql.result_sets import mysql_timeout
 from flowactors.processors.sql.table_schema import (ARRAY, BUILT_TYPES, DELETE, FAIL_FIELD, INSERT, INSERT_IGNORE,
                                                     MYSQL_DIALECTS, QUOTE_COLUMNS, QUOTE_TABLE, SCHEMA_CACHE_SIZE, SQL,
@@ -65,14 +65,6 @@ RETRY = Relationship("retry", "FlowFiles that met a database error that may pass
                               "timeout, the database unreachable), penalized")
 
 
-def _path_problem(value: str) -> str | None:
-    try:
-        compile_path(value)
-    except RecordPathError as err:
-        return str(err)
-    return None
-
-
 class PutDatabaseRecord(Processor):
     """Writes each FlowFile's records to a table with INSERT, UPDATE, UPSERT, INSERT_IGNORE or
     DELETE statements (or runs the SQL a field holds), in one transaction a FlowFile (see the
@@ -90,9 +82,9 @@ class PutDatabaseRecord(Processor):
                                              USE_RECORD_PATH)),
         PropertyDescriptor("Statement Type Record Path", "With Use Record Path: the RecordPath giving each record's "
                            "statement type (INSERT, UPDATE, UPSERT, INSERT_IGNORE, DELETE; Debezium's r, c, u, d)",
-                           validator=_path_problem),
+                           validator=record_path_problem),
         PropertyDescriptor("Data Record Path", "A RecordPath to the record(s) to write instead of each whole record",
-                           validator=_path_problem),
+                           validator=record_path_problem),
         PropertyDescriptor("Pre-Processing SQL", "Statements (separated by ';', '\\;' for a literal one) run in the "
                            "FlowFile's transaction before its records", expression_language=True),
         PropertyDescriptor("Post-Processing SQL", "Statements run in the FlowFile's transaction after its records",
