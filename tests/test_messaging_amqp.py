@@ -232,6 +232,27 @@ def test_a_missing_exchange_sends_the_flowfile_to_failure_and_the_next_trigger_c
     assert runner.contents("success") == [b"second"] and waiting(rabbitmq, queue) == 1
 
 
+def test_a_flowfile_published_on_a_connection_that_broke_goes_back_to_the_queue(rabbitmq, caplog):
+    """A connection (or a channel) that broke before the publish, as at a broker restart in the
+    middle of a trigger, or the channel the broker closed for an earlier FlowFile's missing
+    exchange (AT_MOST_ONCE learns of it only then): not the FlowFile's fault, so it goes back to
+    the queue (NiFi rolls the session back) rather than to failure, and goes out on the next
+    connection. (Called directly: the trigger checks the link first and would connect again.)"""
+    queue = new_queue(rabbitmq)
+    runner = ProcessorRunner(PublishAMQP, {**login(rabbitmq), "Routing Key": queue})
+    runner.enqueue(b"kept")
+    link = runner.processor._connected(runner.context)
+    link.connection.close()
+    session = runner.new_session()
+    assert not runner.processor._publish(runner.context, session, link, session.get())
+    runner.processor._drop()   # as the trigger does when _publish says the connection broke
+    session.commit()
+    assert runner.output("failure") == [] and runner.input_count == 1
+    assert "the FlowFile goes back to the queue and the connection is made again" in caplog.text
+    runner.run(1)
+    assert runner.contents("success") == [b"kept"] and waiting(rabbitmq, queue) == 1
+
+
 def test_a_flowfile_over_the_maximum_size_or_without_a_routing_key_goes_to_failure(rabbitmq):
     sent = publish(rabbitmq, [(b"x" * 20, {"rk": "q"}), (b"y", {})],
                    **{"Routing Key": "${rk}", "Maximum Input FlowFile Size": "10 B"})

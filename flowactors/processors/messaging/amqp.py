@@ -415,8 +415,10 @@ class PublishAMQP(_Amqp):
     attributes Headers Pattern matches. With Delivery Guarantee AT_LEAST_ONCE the broker confirms
     each message (publisher confirms, ``mandatory``): one it refuses or cannot route to a queue
     sends the FlowFile to ``failure``. A FlowFile larger than Maximum Input FlowFile Size, or whose
-    Routing Key evaluates to nothing, goes to ``failure`` too; a connection that breaks while
-    publishing sends that FlowFile to ``failure`` and the processor yields. A broker that cannot
+    Routing Key evaluates to nothing, goes to ``failure`` too, and with AT_LEAST_ONCE one whose
+    publish the broker answers by closing the channel (a missing exchange). A connection or channel
+    found broken while publishing otherwise sends that FlowFile back to its queue (NiFi's
+    rollback); the processor then yields and connects again. A broker that cannot
     be reached: the FlowFiles stay queued, an error says why, and the processor yields.
     Provenance: SEND, transit URI ``amqp://host:port/vhost/E:<exchange>/RK:<routing key>``."""
 
@@ -477,7 +479,9 @@ class PublishAMQP(_Amqp):
         return {} if text is None else headers_from_text(text, context.property("Header Separator").evaluate() or ",")
 
     def _publish(self, context: ProcessContext, session, link: AmqpLink, flowfile) -> bool:
-        """Publish one FlowFile and route it; False when the connection broke doing so."""
+        """Publish one FlowFile and route it; False when the connection broke doing so: with
+        publisher confirms a channel the broker closed is this publish's answer (failure),
+        otherwise the FlowFile goes back to its queue."""
         import pika.exceptions
 
         limit = context.property("Maximum Input FlowFile Size").as_data_size()
@@ -502,8 +506,13 @@ class PublishAMQP(_Amqp):
                                                       f"{routing_key!r})")
             return True
         except connection_errors() as err:
-            route_failure(context, session, flowfile, f"publishing through {link.where} failed (the connection is "
-                                                      f"made again): {why(err)}")
+            if confirmed and isinstance(err, pika.exceptions.ChannelClosedByBroker):   # this publish's answer
+                route_failure(context, session, flowfile, f"publishing through {link.where} failed (the connection "
+                                                          f"is made again): {why(err)}")
+            else:   # the connection, or the channel, broke: not the FlowFile's fault (NiFi rolls back)
+                log.warning("%s: publishing through %s failed (%s); the FlowFile goes back to the queue and the "
+                            "connection is made again", context.name, link.where, why(err))
+                session.give_back([flowfile.uuid], lambda taken, _now: taken)
             return False
         session.provenance.send(flowfile, f"{link.where}/E:{exchange}/RK:{routing_key}")
         session.transfer(flowfile, self.SUCCESS)
