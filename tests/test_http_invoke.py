@@ -671,3 +671,17 @@ def test_a_nifi_1_invokehttp_definition_runs(servers, tmp_path):
     assert len(answers) == 3
     assert {(a["method"], a["headers"]["User-Agent"], a["headers"]["X-Flow"]) for a in answers} == {
         ("POST", "nifi-1", "nifi")}
+
+
+def test_importing_the_processors_loads_neither_asyncio_nor_aiohttp():
+    """InvokeHTTP imports its client (aiohttp) and asyncio once a task is scheduled: every executor
+    and command imports the processors, most never send a request."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import flowactors.processors, sys; "
+            "assert not {'asyncio', 'aiohttp'} & set(sys.modules), {'asyncio', 'aiohttp'} & set(sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr

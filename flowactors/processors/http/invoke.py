@@ -41,7 +41,6 @@ FlowFile (not for POST, PUT and PATCH, which need one), as NiFi's.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import concurrent.futures
 import email.utils
@@ -53,13 +52,16 @@ import uuid
 import zlib
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 
 from flowactors.processors._common import boolean_property
 from flowactors.sdk.expression import compile_value
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.relationships import failure_attributes, reason
 from flowactors.sdk.services import SSLContextService
+
+if TYPE_CHECKING:   # asyncio is imported where a scheduled task uses it: ``import flowactors.processors`` without it
+    import asyncio
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +194,10 @@ class _EventLoop:
     stateless flow triggered from async code) has this loop run in a helper thread meanwhile."""
 
     def __init__(self) -> None:
+        import asyncio
+
         self.loop = asyncio.new_event_loop()
+        self._running_loop = asyncio.events._get_running_loop
         self._helper: concurrent.futures.ThreadPoolExecutor | None = None
 
     def start(self, coroutine) -> asyncio.Task:
@@ -201,7 +206,7 @@ class _EventLoop:
 
     def run(self, awaitable) -> Any:
         """Runs the loop until ``awaitable`` is done (the loop's other tasks progress meanwhile)."""
-        if asyncio.events._get_running_loop() is None:
+        if self._running_loop() is None:
             return self.loop.run_until_complete(awaitable)
         if self._helper is None:
             self._helper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="InvokeHTTP")
@@ -378,6 +383,8 @@ class _Client:
         self.permits = self.loop.run(self._semaphore())
 
     async def _semaphore(self) -> asyncio.Semaphore:
+        import asyncio
+
         return asyncio.Semaphore(self.in_flight)
 
     async def exchange(self, request: _Prepared) -> _Reply:
@@ -421,12 +428,16 @@ class _Client:
         for exchange in exchanges:
             if not exchange.cancel() and not exchange.cancelled() and exchange.exception() is None:
                 self.finish(exchange.result())
+        import asyncio
+
         self.loop.run(asyncio.gather(*exchanges, return_exceptions=True))
 
     def catch_up(self) -> None:
         """One pass of the loop over what happened since it last ran: a keep-alive connection the
         server closed meanwhile leaves the pool before a request is sent on it (a POST sent on it
         would fail, aiohttp resending only idempotent methods)."""
+        import asyncio
+
         self.loop.run(asyncio.sleep(0))
 
     def read(self, reply: _Reply, size: int = CHUNK) -> bytes:
@@ -745,6 +756,8 @@ class InvokeHTTP(Processor):
 
 def _message(err: BaseException, context: ProcessContext) -> str:
     """One line saying why a request got no response."""
+    import asyncio
+
     import aiohttp
 
     if isinstance(err, aiohttp.ConnectionTimeoutError):
