@@ -17,6 +17,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 #: what a test says when the server's programs are missing (the Makefile installs them as root)
 POSTGRESQL_MISSING = ("PostgreSQL's server is not installed (Debian: apt-get install postgresql; `make test` installs it "
@@ -109,6 +112,21 @@ def wait_for_port(port: int, process: subprocess.Popen, what: str, log: Path, ti
         except OSError:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{what} did not listen on port {port} in {timeout:.0f} s:\n{_tail(log)}") from None
+            time.sleep(0.05)
+
+
+def _until_accepted(attempt: Callable[[], T], refused: type[BaseException], process: subprocess.Popen, what: str,
+                    log: Path, timeout: float) -> T:
+    """``attempt()``'s result once it no longer raises ``refused`` (tried every 50 ms: a server's
+    listener opens a moment before it accepts a login); RuntimeError saying ``what``, with the last
+    refusal and the end of ``log``, when ``process`` ended or ``timeout`` seconds passed first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return attempt()
+        except refused as err:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"{what} ({err!r}):\n{_tail(log)}") from err
             time.sleep(0.05)
 
 
@@ -281,17 +299,10 @@ class RabbitMQ:
         the node has finished booting)."""
         import pika
 
-        deadline = time.monotonic() + timeout
         parameters = pika.ConnectionParameters("127.0.0.1", self.port, credentials=pika.PlainCredentials(
             self.user, self.password), connection_attempts=1, socket_timeout=2)
-        while True:
-            try:
-                pika.BlockingConnection(parameters).close()
-                return
-            except pika.exceptions.AMQPError as err:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError(f"RabbitMQ refused the test user's login ({err!r}):\n{_tail(log)}") from err
-                time.sleep(0.05)
+        _until_accepted(lambda: pika.BlockingConnection(parameters).close(), pika.exceptions.AMQPError, self.process,
+                        "RabbitMQ refused the test user's login", log, timeout)
 
     def close_connections(self) -> None:
         """Have the node close every client connection (``rabbitmqctl close_all_connections``), as
@@ -379,15 +390,9 @@ class MariaDB:
         """Run ``statements`` as root over the socket once the server accepts root's login (polled)."""
         import pymysql
 
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                connection = pymysql.connect(unix_socket=str(self.socket), user="root", connect_timeout=2)
-                break
-            except pymysql.err.OperationalError as err:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError(f"MariaDB refused root's login ({err!r}):\n{_tail(log)}") from err
-                time.sleep(0.05)
+        connection = _until_accepted(
+            lambda: pymysql.connect(unix_socket=str(self.socket), user="root", connect_timeout=2),
+            pymysql.err.OperationalError, self.process, "MariaDB refused root's login", log, timeout)
         with connection, connection.cursor() as cursor:
             for statement in statements:
                 cursor.execute(statement)
