@@ -288,6 +288,19 @@ def test_parameters_parse_as_nifi_reads_them():
         "SELECT %s , '?', 5 %% 2, a ? b -- ?"
 
 
+def test_a_double_question_mark_is_postgresqls_question_mark_operator_with_or_without_parameters(database):
+    """NiFi's query is a prepared statement: PostgreSQL's JDBC driver reads its ``??`` as the ``?``
+    operator (jsonb's has-key) whether or not the query has parameters."""
+    query = """SELECT '{"a": 1}'::jsonb ?? 'a' AS has, ? AS n"""
+    with_one = runner(ExecuteSQL, database.url, **{"SQL Query": query, "sql.args.1.type": "4",
+                                                   "sql.args.1.value": "5"})
+    without = runner(ExecuteSQL, database.url, **{"SQL Query": query.replace(", ? AS n", "")})
+    with_one.run()
+    without.run()
+    assert [avro(r.read(f))[1] for r in (with_one, without) for f in r.output("success")] == [
+        [{"has": True, "n": 5}], [{"has": True}]]
+
+
 @pytest.mark.parametrize("attributes, says", [
     ({"sql.args.1.type": "INTEGER", "sql.args.1.value": "1"}, "is 'INTEGER', which is not a JDBC type number"),
     ({"sql.args.1.type": "4", "sql.args.1.value": "one"},

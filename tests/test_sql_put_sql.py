@@ -130,14 +130,15 @@ def test_statements_run_with_their_parameters_content_or_property(postgresql, en
 def test_a_double_question_mark_is_postgresqls_question_mark_operator_as_its_jdbc_driver_reads_it(postgresql, engine,
                                                                                                      table):
     """PostgreSQL's JDBC driver reads ``??`` in a prepared statement as the ``?`` operator (jsonb's
-    has-key), not as two parameters: the statement has one parameter here."""
+    has-key), not as two parameters: the first statement has one parameter, the second none."""
     name = table("id INTEGER PRIMARY KEY, doc JSONB")
     runner = put_sql(postgresql.url)
     runner.enqueue(f"INSERT INTO {name} (id, doc) SELECT ?, '{{\"a\": 1}}' WHERE '{{\"a\": 1}}'::jsonb ?? 'a'"
                    .encode(), args((4, "1")))
+    runner.enqueue(f"INSERT INTO {name} (id) SELECT 2 WHERE '{{\"b\": 1}}'::jsonb ?? 'b'".encode())   # none
     runner.run()
     assert [f.attributes.get("error.message") for f in runner.output("failure")] == []
-    assert rows(engine, f"SELECT id, doc FROM {name}") == [(1, {"a": 1})]
+    assert rows(engine, f"SELECT id, doc FROM {name} ORDER BY id") == [(1, {"a": 1}), (2, None)]
 
 
 def test_a_batch_with_one_bad_flowfile_sends_only_that_one_to_failure(postgresql, engine, table):

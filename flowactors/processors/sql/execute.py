@@ -31,7 +31,7 @@ from flowactors.processors._common import boolean_property
 from flowactors.processors.sql.jdbc_parameters import for_dialect, statement_parameters
 from flowactors.processors.sql.result_sets import (CODECS, MIME_TYPE_AVRO, AvroOptions, ResultSet, record_batches,
                                                    record_schema, run_query, write_avro, write_empty_avro)
-from flowactors.processors.sql.table_schema import error_text, split_statements
+from flowactors.processors.sql.table_schema import error_text, prepared_sql, split_statements
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordSetWriterFactory
@@ -157,7 +157,8 @@ class _Run:
             self._configure(connection, self.pre)
             self.query = sql
             count = 0
-            with run_query(connection, sql, parameters, fetch_size=self.fetch, timeout_seconds=self.timeout,
+            statement = sql if parameters is not None else prepared_sql(sql, connection.dialect.name)
+            with run_query(connection, statement, parameters, fetch_size=self.fetch, timeout_seconds=self.timeout,
                            auto_commit=auto_commit) as query:
                 for result in query.results():
                     self._fragments(result, count, query.execution_ms)

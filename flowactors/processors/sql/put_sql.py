@@ -33,7 +33,8 @@ from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.processors.sql.jdbc_parameters import for_dialect, jdbc_value, parameter_types
 from flowactors.processors.sql.table_schema import (StatementError, driver_sql, error_text, is_transient,
-                                                    mysql_error_number, placeholder_count, run_as_written, sql_state)
+                                                    mysql_error_number, placeholder_count, prepared_sql, run_as_written,
+                                                    sql_state)
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.services import DatabaseUnavailableError, DBCPService
@@ -237,7 +238,7 @@ def _execute(context: ProcessContext, session, connection: Any, unit: list[FlowF
             done.append((prepared[start][0], _generated_key(connection, sql, prepared[start][2], dialect)))
         elif not prepared[start][2]:   # no parameters: as written (PostgreSQL then takes several statements)
             for flowfile, text, _ in prepared[start:end]:
-                run_as_written(connection, text)
+                run_as_written(connection, prepared_sql(text, dialect))
                 done.append((flowfile, None))
         else:
             connection.exec_driver_sql(sql, [p[2] for p in prepared[start:end]] if end - start > 1 else

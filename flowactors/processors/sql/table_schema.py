@@ -450,6 +450,15 @@ def driver_sql(sql: str, paramstyle: str, dialect: str = "") -> str:
     return SQL_TOKENS.sub(replace, sql)
 
 
+def prepared_sql(sql: str, dialect: str) -> str:
+    """``sql`` as PostgreSQL's JDBC driver sends a prepared statement that has no parameters (NiFi's
+    ExecuteSQL query, PutSQL's statement): a ``??`` outside literals, quoted names and comments is
+    the ``?`` operator; another database's statement is unchanged."""
+    if dialect != "postgresql":
+        return sql
+    return SQL_TOKENS.sub(lambda match: "?" if match.group() == "??" else match.group(), sql)
+
+
 def run_as_written(connection: Any, sql: str) -> None:
     """Run ``sql`` on ``connection`` (a SQLAlchemy ``Connection``) without parameters, as a JDBC
     ``Statement`` runs it: a ``?`` or ``%`` in it is SQL's own (PostgreSQL's jsonb ``?``, modulo),
