@@ -217,6 +217,22 @@ def test_multipart_gives_a_flowfile_per_part_with_one_context(serving):
     assert len(service.responses.output("failure")) == 1   # one request, one response
 
 
+def test_two_flowfiles_of_one_request_in_one_batch_answer_it_once_with_the_first(serving):
+    """As NiFi: the first FlowFile answers the request; the second finds it answered and fails."""
+    service = serving()
+    body, content_type = multipart([("a", None, b"one"), ("b", None, b"two")])
+    thread, out = service.taken(lambda: request(service.port, "POST", "/form", body=body,
+                                                headers={"Content-Type": content_type}), count=2)
+    first, second = service.requests.output("success")
+    service.responses.enqueue(b"first answer", dict(first.attributes))
+    service.responses.enqueue(b"second answer", dict(second.attributes))
+    service.responses.run()   # one trigger, one batch
+    thread.join(10)
+    assert out["answer"][2] == b"first answer"
+    assert service.responses.contents("success") == [b"first answer"]
+    assert service.responses.contents("failure") == [b"second answer"]
+
+
 def test_back_pressure_answers_503(serving):
     service = serving()
     success = service.requests.queues["success"].link.target

@@ -196,23 +196,27 @@ class HandleHttpResponse(Processor):
         self._attributes = re.compile(pattern) if pattern else None
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        staged: list[str] = []
+        staged: dict[str, None] = {}   # the requests this batch answers, in order
         for flowfile in session.get_batch():
             started = time.monotonic()
             identifier = flowfile.attributes.get(CONTEXT_ID)
-            problem = self._stage(context, session, flowfile, identifier) if identifier else (
-                f"it has no '{CONTEXT_ID}' attribute")
+            if not identifier:
+                problem: str | None = f"it has no '{CONTEXT_ID}' attribute"
+            elif identifier in staged:   # as NiFi: the first FlowFile answers, a later one finds it answered
+                problem = f"its request {identifier} is answered by an earlier FlowFile"
+            else:
+                problem = self._stage(context, session, flowfile, identifier)
             if problem is not None:
                 log.warning("%s: cannot answer the HTTP request of %s: %s", context.name, flowfile.uuid, problem)
                 session.transfer(flowfile, FAILURE)
                 continue
             assert identifier is not None
-            staged.append(identifier)
+            staged[identifier] = None
             session.provenance.send(flowfile, uri_of(flowfile.attributes),
                                     duration=int((time.monotonic() - started) * 1000))
             session.transfer(flowfile, self.SUCCESS)
         if staged:
-            session.commit_async(on_success=lambda: self._complete(context, staged),
+            session.commit_async(on_success=lambda: self._complete(context, list(staged)),
                                  on_failure=lambda err: [self._map.discard(i) for i in staged])
 
     def _stage(self, context: ProcessContext, session, flowfile, identifier: str) -> str | None:
