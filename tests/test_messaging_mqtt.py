@@ -185,6 +185,26 @@ def test_records_go_out_one_a_message_and_come_back_as_records_with_the_message_
     assert receiving.read(unreadable) == b"{not json" and unreadable.attributes["mqtt.topic"] == name
 
 
+def test_records_without_the_message_fields_and_a_batch_of_only_unreadable_messages(mosquitto):
+    """NiFi's testConsumeRecordsWithoutAddedFields and testConsumeRecordsOnlyBadData: with Add
+    Attributes as Fields false the records are written as they came; a trigger whose messages
+    are all unreadable writes no Message FlowFile, only parse.failure."""
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Record Reader": "reader", "Record Writer": "writer",
+                                             "Add Attributes as Fields": "false", "Quality of Service": "1"})
+    for content in (b'{"name": "Apache NiFi"}', b"THIS IS NOT JSON", b'{"name": "Apache NiFi"}'):
+        publish(mosquitto, name, [(content, {})], **{"Quality of Service": "1"})
+    buffered(receiving, 3)
+    [written] = receive(receiving, 1)
+    assert json.loads(receiving.read(written)) == [{"name": "Apache NiFi"}] * 2
+    publish(mosquitto, name, [(b"THIS IS NOT JSON EITHER", {})], **{"Quality of Service": "2"})
+    buffered(receiving, 1)
+    unreadable = receive(receiving, 2, "parse.failure")
+    receiving.run(1)
+    assert [receiving.read(f) for f in unreadable] == [b"THIS IS NOT JSON", b"THIS IS NOT JSON EITHER"]
+    assert len(receiving.output("Message")) == 1
+
+
 def test_a_message_whose_records_do_not_fit_the_others_goes_to_parse_failure_alone(mosquitto):
     """Records whose schema cannot be merged with the earlier messages' (``id`` a number, then
     text) cannot go into the same FlowFile: that message goes to ``parse.failure`` as it came,
