@@ -286,6 +286,18 @@ def test_a_broker_that_is_down_or_a_missing_queue_gives_one_sentence_and_a_yield
                       f"NOT_FOUND - no queue '{missing}' in vhost '/' (404); yielding")
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("foo=(bar,bar)|foo2=bar2|foo3|foo4=malformed=|foo5=mal=formed||=ignored",
+     {"foo": "(bar,bar)", "foo2": "bar2", "foo3": None}),
+    ("foo=bar|=missing|   |foo2| foo3 = ", {"foo": "bar", "foo2": None, "foo3": ""})])
+def test_an_amqp_headers_text_is_read_as_nifi_reads_it(text, expected):
+    """NiFi's PublishAMQPTest validateMalformedHeaderIgnoredAndPublishToSuccess and
+    validateEmptyHeaderKeysIgnoredAndPublishToSuccess, their texts and expected headers."""
+    from flowactors.processors.messaging.amqp import headers_from_text
+
+    assert headers_from_text(text, "|") == expected
+
+
 def test_login_settings_nifi_refuses_are_refused():
     with pytest.raises(ValueError, match="set Username and Password"):
         ProcessorRunner(ConsumeAMQP, {"Queue": "q"})
