@@ -226,6 +226,21 @@ def test_a_message_whose_records_do_not_fit_the_others_goes_to_parse_failure_alo
         misfit.attributes["flowactors.failure.reason"]
 
 
+def test_a_full_buffer_drops_qos_0_messages_and_holds_qos_1_messages_back(mosquitto, caplog):
+    """Max Queue Size 2, four messages each: at QoS 0 two are dropped with a warning; at QoS 1
+    the other two wait in the network thread and arrive once a trigger made room."""
+    for qos, expected in (("0", [b"m0", b"m1"]), ("1", [b"m0", b"m1", b"m2", b"m3"])):
+        name = topic()
+        receiving = consumer(mosquitto, name, **{"Quality of Service": qos, "Max Queue Size": "2"})
+        publish(mosquitto, name, [(f"m{n}".encode(), {}) for n in range(4)], **{"Quality of Service": qos})
+        buffered(receiving, 2)
+        time.sleep(0.3)   # time for the other two to arrive, or be dropped
+        got = receive(receiving, 4, timeout=1.0 if qos == "0" else 10.0)
+        receiving.run(0)
+        assert [receiving.read(f) for f in got] == expected
+    assert caplog.text.count("Max Queue Size (2) reached: a QoS 0 message on") == 2
+
+
 def _vanish(runner: ProcessorRunner) -> None:
     """What a killed process does to its connection: it ends without DISCONNECT or any ack."""
     client = runner.processor._client._client
