@@ -294,6 +294,26 @@ def test_messages_of_a_trigger_that_failed_are_kept_unacknowledged_for_the_next(
     assert runner.processor._client is None
 
 
+def test_a_reconnection_the_broker_refused_is_made_again_by_the_next_trigger(mosquitto, caplog):
+    """paho reconnects by itself after a lost connection, but stops when the broker refuses (a
+    login no longer accepted, a server not ready); the next trigger says so and connects anew,
+    rather than keeping a client that will never receive anything again."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    name = topic()
+    receiving = consumer(mosquitto, name, **{"Quality of Service": "1"})
+    refused = receiving.processor._client
+    refused._on_connect(refused._client, None, None, ReasonCode(PacketTypes.CONNACK, "Not authorized"), None)
+    receiving.run(1, stop=False)
+    assert receiving.processor._client is not refused and receiving.processor._client.connected
+    assert "the broker refused the connection: Not authorized; connecting again" in caplog.text
+    publish(mosquitto, name, [(b"after", {})], **{"Quality of Service": "1"})
+    [message] = receive(receiving, 1)
+    receiving.run(0)
+    assert receiving.read(message) == b"after"
+
+
 def test_the_broker_publishes_the_last_will_of_a_client_that_vanished(mosquitto):
     name = topic()
     watcher = consumer(mosquitto, f"{name}/status")

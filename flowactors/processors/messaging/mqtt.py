@@ -322,6 +322,12 @@ class MqttClient:
     def connected(self) -> bool:
         return self._client is not None and self._client.is_connected()
 
+    @property
+    def refused(self) -> str | None:
+        """Why the broker refused a connection or the subscription since ``connect`` succeeded
+        (paho then stops reconnecting), else None."""
+        return self._refusal
+
     def close(self) -> None:
         """Disconnect and end the network thread; what was buffered and not acknowledged is left to
         the broker's session."""
@@ -403,6 +409,47 @@ class MqttClient:
         return len(pending)
 
 
+class _Mqtt(Processor):
+    """What both processors share: their client, made at the first trigger, and made again when
+    the broker refused a reconnection (paho stops trying then); a broker that cannot be reached
+    makes the trigger log why and yield."""
+
+    #: what the error says becomes of the processor's work while the broker cannot be reached
+    MEANWHILE = ""
+
+    def __init__(self) -> None:
+        self._client: MqttClient | None = None
+
+    def custom_validate(self, values) -> list[str]:
+        return common_problems(values)
+
+    def _new_client(self, context: ProcessContext) -> MqttClient:
+        raise NotImplementedError
+
+    def _connected(self, context: ProcessContext) -> MqttClient | None:
+        """The client, connected (and subscribed), connecting now if need be; None after logging
+        why it cannot connect and yielding."""
+        if self._client is not None:
+            if self._client.refused is None:
+                return self._client   # paho's loop reconnects by itself after a lost connection
+            log.error("%s: %s; connecting again", context.name, self._client.refused)
+            self.on_stopped(context)
+        client = self._new_client(context)
+        try:
+            client.connect()
+        except MqttUnavailable as err:
+            log.error("%s: %s; %syielding", context.name, err, self.MEANWHILE)
+            context.yield_()
+            return None
+        self._client = client
+        return client
+
+    def on_stopped(self, context: ProcessContext) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
 # ---------------------------------------------------------------------------------- ConsumeMQTT
 TOPIC_FIELDS = ("_topic", "_topicSegments", "_qos", "_isDuplicate", "_isRetained")
 
@@ -432,7 +479,7 @@ def read_message_records(reader: RecordReaderFactory, message: Received, add_fie
     return table
 
 
-class ConsumeMQTT(Processor):
+class ConsumeMQTT(_Mqtt):
     """Subscribes to Topic Filter and makes FlowFiles of the messages (to ``Message``): one a
     message (with NiFi's attributes), or many in one, separated by Message Demarcator, or their
     records in one written by Record Writer (a message the reader cannot read goes to
@@ -459,11 +506,8 @@ class ConsumeMQTT(Processor):
                   PropertyDescriptor("Max Queue Size", "Messages held in memory between triggers at most",
                                      required=True, default="1000", validator=validators.POSITIVE_INTEGER))
 
-    def __init__(self) -> None:
-        self._client: MqttClient | None = None
-
     def custom_validate(self, values) -> list[str]:
-        problems = common_problems(values)
+        problems = super().custom_validate(values)
         if "Group ID" in values and "Client ID" in values and "${" not in values["Client ID"]:
             problems.append("Client ID and Group ID: a fixed Client ID cannot join a consumer group from several "
                             "tasks or nodes (use an expression, e.g. ${hostname()}, or leave it unset)")
@@ -497,29 +541,12 @@ class ConsumeMQTT(Processor):
 
         session.commit_async(on_success=lambda: client.ack(messages), on_failure=failed)
 
-    def _connected(self, context: ProcessContext) -> MqttClient | None:
-        """The client, connected and subscribed (connecting now if need be); None after logging why
-        it cannot connect and yielding."""
-        if self._client is not None:
-            return self._client   # paho's loop reconnects by itself after a lost connection
+    def _new_client(self, context: ProcessContext) -> MqttClient:
         group = context.property("Group ID").evaluate()
         topic = context.property("Topic Filter").evaluate() or ""
-        client = MqttClient(client_settings(context), (f"$share/{group}/{topic}" if group else topic,
-                                                       int(context.property("Quality of Service").evaluate() or 0)),
-                            int(context.property("Max Queue Size").evaluate() or 1000))
-        try:
-            client.connect()
-        except MqttUnavailable as err:
-            log.error("%s: %s; yielding", context.name, err)
-            context.yield_()
-            return None
-        self._client = client
-        return client
-
-    def on_stopped(self, context: ProcessContext) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        return MqttClient(client_settings(context), (f"$share/{group}/{topic}" if group else topic,
+                                                     int(context.property("Quality of Service").evaluate() or 0)),
+                          int(context.property("Max Queue Size").evaluate() or 1000))
 
     def _emit_each(self, session, settings: ClientSettings, messages: list[Received]) -> None:
         flowfiles = session.create_batch(len(messages))
@@ -583,7 +610,7 @@ def demarcated(content: bytes, demarcator: bytes) -> Iterator[bytes]:
     return (part for part in content.split(demarcator) if part)
 
 
-class PublishMQTT(Processor):
+class PublishMQTT(_Mqtt):
     """Publishes each FlowFile's content to Topic as one message, or as one message a part between
     Message Demarcators, or one a record (written by Record Writer), waiting until the broker has
     each (QoS 1, 2). Success: the FlowFile to ``success`` (Provenance: SEND, transit URI the Broker
@@ -609,22 +636,14 @@ class PublishMQTT(Processor):
                                      expression_language=True, validator=lambda v: None if v in QOS else "must be 0, 1 or 2"),
                   RECORD_READER, RECORD_WRITER, MESSAGE_DEMARCATOR, *LAST_WILL)
 
-    def __init__(self) -> None:
-        self._client: MqttClient | None = None
+    MEANWHILE = "the FlowFiles stay queued; "
 
-    def custom_validate(self, values) -> list[str]:
-        return common_problems(values)
+    def _new_client(self, context: ProcessContext) -> MqttClient:
+        return MqttClient(client_settings(context))
 
     def on_trigger(self, context: ProcessContext, session) -> None:
-        if self._client is None:
-            client = MqttClient(client_settings(context))
-            try:
-                client.connect()
-            except MqttUnavailable as err:
-                log.error("%s: %s; the FlowFiles stay queued; yielding", context.name, err)
-                context.yield_()
-                return
-            self._client = client
+        if self._connected(context) is None:
+            return
         for flowfile in session.get_batch():
             self._publish(context, session, flowfile)
 
@@ -676,8 +695,3 @@ class PublishMQTT(Processor):
                     record_writer.finish()
                     messages.append(out.getvalue())
         return iter(messages)
-
-    def on_stopped(self, context: ProcessContext) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
