@@ -56,8 +56,8 @@ from flowactors.sdk.flow import Flow
 from flowactors.services import CSVReader, DBCPConnectionPool
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))   # the tests' harness: free_port, and PostgreSQL with its own folder and port
-from real_services import POSTGRESQL_MISSING, PostgreSQL, free_port, postgresql_bin  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))   # the tests' harness: free_port, listening, and PostgreSQL with its own folder and port
+from real_services import POSTGRESQL_MISSING, PostgreSQL, free_port, listening, postgresql_bin  # noqa: E402
 
 SCENARIO = "connectors"
 #: (ListenHTTP requests, body bytes, load connections; files x rows for PutDatabaseRecord; InvokeHTTP requests; rounds)
@@ -73,17 +73,8 @@ def _python(*args: str) -> list[str]:
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
-            time.sleep(0.02)
+    if not listening(port, timeout):
+        raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
 # ---------------------------------------------------------------------------------- helper processes

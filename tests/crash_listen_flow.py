@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from flowactors import Flow
 from flowactors.processors.http.listen import ListenHTTP
 
 from crash_flow import LoggedPutFile, die_with_parent
+from real_services import listening
 
 
 def build_flow(args) -> Flow:
@@ -67,18 +67,6 @@ def slow_commits() -> None:
     LogWriter._slowed = True
 
 
-def wait_listening(port: int, timeout: float) -> bool:
-    """True once something accepts connections on 127.0.0.1:``port``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repository", required=True)
@@ -105,8 +93,8 @@ def main() -> None:
                     runtime_env=runtime_env)
 
     def started(controller) -> None:
-        listening = wait_listening(args.port, 60.0)
-        emit("started", {"seconds": round(time.monotonic() - began, 3), "listening": listening})
+        accepting = listening(args.port, 60.0)
+        emit("started", {"seconds": round(time.monotonic() - began, 3), "listening": accepting})
 
     final = run_flow(build_flow(args), args.repository, timeout=args.timeout, on_started=started)
     emit("final", final)

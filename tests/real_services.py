@@ -99,20 +99,29 @@ RABBITMQ_MISSING = ("RabbitMQ's server is not installed (Debian: apt-get install
                     "it when run as root): the AMQP tests are SKIPPED")
 
 
+def listening(port: int, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
+    """Poll 127.0.0.1:``port`` until it accepts a connection (True); False after ``timeout``
+    seconds, or as soon as ``alive()`` says what should listen there is gone."""
+    deadline = time.monotonic() + timeout
+    while alive():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+    return False
+
+
 def wait_for_port(port: int, process: subprocess.Popen, what: str, log: Path, timeout: float = 90.0) -> None:
     """Poll 127.0.0.1:``port`` until it accepts a connection; a ``process`` that ends first, or a
     port still closed after ``timeout`` seconds, raises RuntimeError with the end of ``log``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} ended ({process.returncode}) before listening:\n{_tail(log)}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not listen on port {port} in {timeout:.0f} s:\n{_tail(log)}") from None
-            time.sleep(0.05)
+    if listening(port, timeout, lambda: process.poll() is None):
+        return
+    if process.poll() is not None:
+        raise RuntimeError(f"{what} ended ({process.returncode}) before listening:\n{_tail(log)}")
+    raise RuntimeError(f"{what} did not listen on port {port} in {timeout:.0f} s:\n{_tail(log)}")
 
 
 def _until_accepted(attempt: Callable[[], T], refused: type[BaseException], process: subprocess.Popen, what: str,
