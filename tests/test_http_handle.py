@@ -360,7 +360,7 @@ def test_the_pair_runs_in_a_flow_on_the_in_process_engine(tmp_path):
 
 def test_a_nifi_export_with_the_context_map_loads_and_runs(tmp_path):
     from flowactors.driver.nifi_export import flow_from_nifi
-    from nifi_flows import STANDARD, connection, group, processor, snapshot
+    from nifi_flows import STANDARD, connection, group, processor, snapshot, uses
     from real_services import free_port
 
     port = free_port()
@@ -375,7 +375,7 @@ def test_a_nifi_export_with_the_context_map_loads_and_runs(tmp_path):
         "HTTP Status Code": "201", "HTTP Context Map": "svc-map",
         "Attributes to add to the HTTP Response (Regex)": "http\\.method"}, auto_terminate=("success", "failure"))
     for component in (handle, answer):
-        component["propertyDescriptors"]["HTTP Context Map"]["identifiesControllerService"] = True
+        uses(component, "HTTP Context Map")
     services = [{"identifier": "svc-map", "name": "map", "scheduledState": "ENABLED",
                  "type": "org.apache.nifi.http.StandardHttpContextMap",
                  "properties": {"Maximum Outstanding Requests": "5000", "Request Expiration": "1 min"}}]

@@ -26,7 +26,7 @@ from flowactors.processors.sql.table_schema import driver_sql
 from flowactors.services import DBCPConnectionPool
 from flowactors.services.records.json import JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner, enable_service
-from nifi_flows import STANDARD, connection, group, processor, snapshot
+from nifi_flows import STANDARD, connection, group, processor, snapshot, uses
 from real_services import free_port
 from repositories.content import FileSystemContentRepository
 
@@ -467,8 +467,8 @@ def test_a_nifi_1_flow_with_both_processors_imports_and_runs(database, tmp_path)
         "filename": "${fragment.index:replaceNull('all')}.out"})
     store = processor("root", "store", STANDARD + "PutFile", {"Directory": str(out)},
                       auto_terminate=("success", "failure"))
-    for made, key in ((avro_one, POOL), (record_one, POOL), (record_one, "esqlrecord-record-writer")):
-        made["propertyDescriptors"][key]["identifiesControllerService"] = True
+    uses(avro_one, POOL)
+    uses(record_one, POOL, "esqlrecord-record-writer")
     links = [connection("root", queries, avro_one, ("success",)), connection("root", queries, record_one, ("success",)),
              connection("root", avro_one, names, ("success", "failure")),
              connection("root", record_one, names, ("success", "failure")),

@@ -27,7 +27,7 @@ from flowactors.services import DBCPConnectionPool, JsonTreeReader
 from flowactors.services.database import sqlalchemy_url
 from flowactors.services.records.json import JsonRecordSetWriter
 from flowactors.testing import ProcessorRunner, enable_service
-from nifi_flows import group, processor, snapshot
+from nifi_flows import group, processor, snapshot, uses
 from real_services import free_port
 from sql_helpers import engine_fixture, rows, table_fixture
 
@@ -478,8 +478,7 @@ def test_a_nifi_flow_with_a_mysql_pool_imports_and_runs(mariadb, engine, table):
         "put-db-record-record-reader": "reader", "db-type": "MySQL", "put-db-record-statement-type": "UPSERT",
         "put-db-record-dcbp-service": "db", "put-db-record-table-name": name},
         auto_terminate=("success", "failure", "retry"))
-    for reference in ("put-db-record-record-reader", "put-db-record-dcbp-service"):
-        node["propertyDescriptors"][reference]["identifiesControllerService"] = True
+    uses(node, "put-db-record-record-reader", "put-db-record-dcbp-service")
     root = group("root", "Load", None, None, processors=[node])
     root["controllerServices"] = [
         {"identifier": "reader", "name": "reader", "type": "org.apache.nifi.json.JsonTreeReader", "properties": {}},

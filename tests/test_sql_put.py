@@ -16,7 +16,7 @@ from flowactors.driver.nifi_export import flow_from_nifi
 from flowactors.processors.sql import PutDatabaseRecord
 from flowactors.services import CSVReader, DBCPConnectionPool, JsonTreeReader
 from flowactors.testing import ProcessorRunner
-from nifi_flows import group, processor, snapshot
+from nifi_flows import group, processor, snapshot, uses
 from real_services import free_port
 from repositories.provenance.event import ProvenanceEventType as T
 from sql_helpers import engine_fixture, rows, table_fixture
@@ -333,8 +333,7 @@ def test_a_nifi_1_put_database_record_loads_under_nifi_2s_names(postgresql, engi
         "put-db-record-quoted-identifiers": "false", "put-db-record-quoted-table-identifiers": "false",
         "put-db-record-query-timeout": "0 seconds", "rollback-on-failure": "false", "table-schema-cache-size": "100",
         "put-db-record-max-batch-size": "1000", "database-session-autocommit": "false"}, auto_terminate=SQL_ENDS)
-    for reference in ("put-db-record-record-reader", "put-db-record-dcbp-service"):
-        put_node["propertyDescriptors"][reference]["identifiesControllerService"] = True
+    uses(put_node, "put-db-record-record-reader", "put-db-record-dcbp-service")
     root = group("root", "Load", None, None, processors=[put_node])
     root["controllerServices"] = [
         {"identifier": "reader", "name": "reader", "type": "org.apache.nifi.json.JsonTreeReader", "properties": {}},

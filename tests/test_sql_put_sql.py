@@ -21,7 +21,7 @@ from flowactors.processors.sql.jdbc_parameters import ParameterError, for_dialec
 from flowactors.processors.sql.table_schema import StatementError
 from flowactors.services import DBCPConnectionPool
 from flowactors.testing import ProcessorRunner
-from nifi_flows import group, processor, snapshot
+from nifi_flows import group, processor, snapshot, uses
 from real_services import free_port
 from repositories.provenance.event import ProvenanceEventType as T
 from sql_helpers import engine_fixture, rows, table_fixture
@@ -332,7 +332,7 @@ def test_nifi_1_put_sql_and_convert_json_to_sql_load_under_current_names(postgre
         "jts-quoted-identifiers": "false", "jts-quoted-table-identifiers": "true", "jts-sql-param-attr-prefix": "sql",
         "table-schema-cache-size": "10"}, auto_terminate=("original", "sql", "failure"))
     for node in (put, make):
-        node["propertyDescriptors"]["JDBC Connection Pool"]["identifiesControllerService"] = True
+        uses(node, "JDBC Connection Pool")
     root = group("root", "Load", None, None, processors=[put, make])
     root["controllerServices"] = [{"identifier": "db", "name": "db", "type": "org.apache.nifi.dbcp.DBCPConnectionPool",
                                    "properties": {"Database Connection URL": postgresql.jdbc_url}}]
@@ -363,7 +363,7 @@ def test_a_nifi_1_flow_of_convert_json_to_sql_into_put_sql_runs_on_the_engine(po
         "JDBC Connection Pool": "db", "putsql-sql-statement": None, "rollback-on-failure": "false",
         "Batch Size": "2"}, auto_terminate=("success", "failure", "retry"))
     for node in (put, make):
-        node["propertyDescriptors"]["JDBC Connection Pool"]["identifiesControllerService"] = True
+        uses(node, "JDBC Connection Pool")
     root = group("root", "Load", None, None, processors=[generate, make, put], connections=[
         connection("root", generate, make, ("success",)), connection("root", make, put, ("sql",))])
     root["controllerServices"] = [{"identifier": "db", "name": "db", "type": "org.apache.nifi.dbcp.DBCPConnectionPool",
