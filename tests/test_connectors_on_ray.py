@@ -6,9 +6,10 @@ its waiting requests, reached by HandleHttpResponse from another task).
 
 CSV files -> PutDatabaseRecord (CSVReader, INSERT) into a table; QueryDatabaseTableRecord
 (Maximum-value Column ``id``, JsonRecordSetWriter) -> InvokeHTTP POSTs each page of rows to
-HandleHttpRequest in the same flow -> HandleHttpResponse echoes the body back (status 200, a
-header from a dynamic property) -> PutFile; InvokeHTTP's Response -> PutFile. Every row of every
-CSV file must come back through both, and nothing may go to a failure route.
+HandleHttpRequest in the same flow -> HandleHttpResponse echoes the body back (status 200; its
+header from a dynamic property is configured as NiFi exports it, and checked in
+test_http_handle) -> PutFile; InvokeHTTP's Response -> PutFile. Every row of every CSV file must
+come back through both, and nothing may go to a failure route.
 """
 
 from __future__ import annotations
