@@ -154,6 +154,15 @@ class DatabaseUnavailableError(Exception):
     """No connection to the database could be had: unreachable, refused, or the pool stayed full."""
 
 
+def database_error_text(err: BaseException) -> str:
+    """One line saying what went wrong, what the database services and SQL processors report: for a
+    SQLAlchemy error the driver's message (without SQLAlchemy's statement and parameter dump), for
+    any other error its own message; the error type's name when it has none."""
+    original = getattr(err, "orig", None)
+    text = str(original) if original is not None else str(err)
+    return " ".join(text.split()) or type(err).__name__
+
+
 class HttpContextMap(ServiceAPI):
     """Holds HTTP requests waiting for their responses (NiFi's ``HttpContextMap``), and owns the
     servers that take them, so a request and its socket live in one place whichever processes

@@ -41,7 +41,7 @@ from urllib.parse import parse_qsl, unquote
 
 from flowactors.sdk.processor import PropertyDescriptor, validators
 from flowactors.sdk.services import (ControllerService, DatabaseUnavailableError, DBCPService, ServiceContext,
-                                     ServiceEnableError)
+                                     ServiceEnableError, database_error_text)
 from flowactors.sdk.units import parse_duration
 
 #: what NiFi calls a sensitive dynamic property: the prefix is not part of the parameter's name
@@ -313,7 +313,6 @@ class DBCPConnectionPool(ControllerService, DBCPService):
             raise DatabaseUnavailableError(f"no connection to {shown(self._url)} became free within the Max Wait "
                                            f"Time: every one of the pool's connections is lent") from None
         except exc.DBAPIError as err:
-            reason = " ".join(str(err.orig).split()) if err.orig is not None else str(err)
-            raise DatabaseUnavailableError(f"cannot connect to {shown(self._url)}: {reason}") from None
+            raise DatabaseUnavailableError(f"cannot connect to {shown(self._url)}: {database_error_text(err)}") from None
         with connection:
             yield connection

@@ -31,7 +31,7 @@ from flowactors.sdk.processor import PropertyDescriptor, validators
 from flowactors.sdk.record_path.conversions import java_text
 from flowactors.sdk.records import RecordLookupService
 from flowactors.sdk.services import (ControllerService, DatabaseUnavailableError, DBCPService, LookupService,
-                                     ServiceContext, StringLookupService)
+                                     ServiceContext, StringLookupService, database_error_text)
 from flowactors.services.lookup import KEY, LookupFailureError
 
 DBCP_SERVICE = PropertyDescriptor("Database Connection Pooling Service", "The connection pool reaching the database",
@@ -128,8 +128,8 @@ class _DatabaseLookup(ControllerService):
                 row = result.first()
                 found = None if row is None else self._answer(list(result.keys()), tuple(row))
         except (exc.SQLAlchemyError, DatabaseUnavailableError) as err:
-            reason = " ".join(str(getattr(err, "orig", None) or err).split())
-            raise LookupFailureError(f"the lookup of {key!r} by {statement!r} failed: {reason}") from None
+            raise LookupFailureError(f"the lookup of {key!r} by {statement!r} failed: "
+                                     f"{database_error_text(err)}") from None
         if found is not None:
             self._cache.put((table, key), found)
         return found

@@ -31,13 +31,13 @@ from flowactors.processors._common import boolean_property
 from flowactors.processors.sql.jdbc_parameters import for_dialect, statement_parameters
 from flowactors.processors.sql.result_sets import (CODECS, MIME_TYPE_AVRO, AvroOptions, ResultSet, record_batches,
                                                    record_schema, run_query, write_avro, write_empty_avro)
-from flowactors.processors.sql.table_schema import error_text, prepared_sql, split_statements
+from flowactors.processors.sql.table_schema import prepared_sql, split_statements
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordSetWriterFactory
 from flowactors.sdk.records.spooling import written_attributes
 from flowactors.sdk.relationships import FAILURE
-from flowactors.sdk.services import DatabaseUnavailableError, DBCPService
+from flowactors.sdk.services import DatabaseUnavailableError, DBCPService, database_error_text
 from flowactors.sdk.units import parse_duration
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,7 @@ class _Run:
 
     def fail(self, err: BaseException) -> None:
         """Route the input (or a FlowFile with its attributes) to failure, as the module docstring says."""
-        session, message = self.session, error_text(err)
+        session, message = self.session, database_error_text(err)
         for flowfile in self.pending:
             session.remove(flowfile)
         self.pending.clear()

@@ -41,9 +41,9 @@ from typing import Any, Mapping, Sequence
 
 from flowactors.processors.sql import result_sets as rs
 from flowactors.processors.sql import table_schema as ts
-from flowactors.processors.sql.table_schema import error_text
 from flowactors.sdk.expression.language import java_double
 from flowactors.sdk.processor import PropertyDescriptor, validators
+from flowactors.sdk.services import database_error_text
 
 #: NiFi's separator of the table and the column in a state key
 NAMESPACE = "@!@"
@@ -328,7 +328,7 @@ def run(connection, statement: str, **options: Any) -> rs.Query:
     try:
         return rs.run_query(connection, statement, None, **options)
     except connection.dialect.dbapi.Error as err:
-        raise DatabaseFetchError(f"the database refused {statement!r}: {error_text(err)}") from None
+        raise DatabaseFetchError(f"the database refused {statement!r}: {database_error_text(err)}") from None
 
 
 def first_row(connection, statement: str, timeout: float | None) -> tuple:
@@ -337,7 +337,7 @@ def first_row(connection, statement: str, timeout: float | None) -> tuple:
         try:
             found = next(next(ran.results()).rows(1), None)
         except connection.dialect.dbapi.Error as err:
-            raise DatabaseFetchError(f"the database refused {statement!r}: {error_text(err)}") from None
+            raise DatabaseFetchError(f"the database refused {statement!r}: {database_error_text(err)}") from None
     if found is None:
         raise DatabaseFetchError(f"{statement!r} returned no row")
     return found

@@ -41,13 +41,13 @@ from flowactors.processors.sql.table_schema import (ARRAY, BUILT_TYPES, DELETE, 
                                                     MYSQL_DIALECTS, QUOTE_COLUMNS, QUOTE_TABLE, SCHEMA_CACHE_SIZE, SQL,
                                                     TRANSLATIONS, UNMATCHED_COLUMN, UPDATE, UPDATE_KEYS, UPSERT,
                                                     Column, SchemaCache, Statement, StatementError, build_statement,
-                                                    comma_list, driver_sql, error_text, is_transient, run_as_written,
+                                                    comma_list, driver_sql, is_transient, run_as_written,
                                                     settings_of, split_statements, unmatched_field_property)
 from flowactors.sdk import ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.record_path import RecordPathError, compile_path
 from flowactors.sdk.records import RecordReaderFactory
-from flowactors.sdk.services import DatabaseUnavailableError, DBCPService
+from flowactors.sdk.services import DatabaseUnavailableError, DBCPService, database_error_text
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class PutDatabaseRecord(Processor):
                 url = self._put(context, session, flowfile, reader, pool)
             except Exception as err:
                 relationship = _relationship_of(err)
-                message = error_text(err)
+                message = database_error_text(err)
                 if rollback:
                     log.error("%s: %s; rolling the session back, %s stays queued", context.name, message,
                               flowfile.uuid)

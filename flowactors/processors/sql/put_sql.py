@@ -32,12 +32,12 @@ from typing import Any
 from flowactors.processors._common import boolean_property
 from flowactors.processors._common import route_failure as common_route_failure
 from flowactors.processors.sql.jdbc_parameters import for_dialect, jdbc_value, parameter_types
-from flowactors.processors.sql.table_schema import (StatementError, driver_sql, error_text, is_transient,
+from flowactors.processors.sql.table_schema import (StatementError, driver_sql, is_transient,
                                                     mysql_error_number, placeholder_count, prepared_sql, run_as_written,
                                                     sql_state)
 from flowactors.sdk import ContentRepositoryError, ContentRepositoryFullError, FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
-from flowactors.sdk.services import DatabaseUnavailableError, DBCPService
+from flowactors.sdk.services import DatabaseUnavailableError, DBCPService, database_error_text
 from repositories.model import now_millis
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class PutSQL(Processor):
                     outcome += _execute(context, session, connection, unit)
         except Exception as err:
             _ours(err)
-            log.error("%s: %s; rolling the session back, its FlowFiles stay queued", context.name, error_text(err))
+            log.error("%s: %s; rolling the session back, its FlowFiles stay queued", context.name, database_error_text(err))
             session.rollback()
             context.yield_()
             return
@@ -305,7 +305,7 @@ def _route(context: ProcessContext, session, outcome: list[tuple[FlowFile, Any]]
 
 
 def _fail(context: ProcessContext, session, flowfile: FlowFile, err: Exception, relationship: Relationship) -> None:
-    extra = {"error.message": error_text(err)}
+    extra = {"error.message": database_error_text(err)}
     state = sql_state(err)
     if state:
         extra["error.sql.state"] = state

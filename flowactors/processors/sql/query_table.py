@@ -36,12 +36,11 @@ from flowactors.processors.sql.incremental import (COLUMN_NAMES, DB_TYPE, MAX_VA
                                                    initial_values, max_positions, max_value_attributes, run,
                                                    split_columns, state_key, stored_maximum, where_clauses,
                                                    with_initial_values)
-from flowactors.processors.sql.table_schema import error_text
 from flowactors.sdk import FlowFile
 from flowactors.sdk.processor import ProcessContext, Processor, PropertyDescriptor, Relationship, validators
 from flowactors.sdk.records import RecordSetWriterFactory
 from flowactors.sdk.records.spooling import written_attributes
-from flowactors.sdk.services import DBCPService
+from flowactors.sdk.services import DBCPService, database_error_text
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +171,7 @@ class _QueryTable(Processor):
                             (max_rows and count < max_rows):
                         break
         except connection.dialect.dbapi.Error as err:
-            raise DatabaseFetchError(f"the database refused {query!r}: {error_text(err)}") from None
+            raise DatabaseFetchError(f"the database refused {query!r}: {database_error_text(err)}") from None
         kept.update(tracker.maxima())
         return pending
 

@@ -29,8 +29,9 @@ Behavior says; a problem is a ``StatementError`` whose message says what to chan
 Column Behavior, Update Keys, the quoting, Table Schema Cache Size) are defined here once, and
 ``settings_of`` reads them into the ``Settings``.
 
-**Errors.** ``error_text`` is an error as one line, what every SQL processor reports (the reading
-processors use it too, as ``split_statements`` for their pre- and post-queries). ``is_transient``
+**Errors.** Every SQL processor reports an error as one line with the SDK's
+``database_error_text``; the reading processors use ``split_statements`` here too, for their pre-
+and post-queries. ``is_transient``
 says whether an error may pass when tried again: by SQLSTATE class (PostgreSQL), SQLite's result
 code, or MySQL's error number (``MYSQL_TRANSIENT``: a deadlock, a lock wait or statement timeout, a
 lost or refused connection, a server shutting down); a constraint violated (1062 duplicate key,
@@ -512,15 +513,6 @@ def mysql_error_number(err: BaseException) -> int | None:
     if not type(original).__module__.startswith("pymysql") or not original.args:
         return None
     return original.args[0] if isinstance(original.args[0], int) else None
-
-
-def error_text(err: BaseException) -> str:
-    """One line saying what went wrong, what every SQL processor writes in its error attribute or
-    logs: for a SQLAlchemy error the driver's message (without SQLAlchemy's statement and parameter
-    dump), for any other error its own message; the error type's name when it has none."""
-    original = getattr(err, "orig", None)
-    text = str(original) if original is not None else str(err)
-    return " ".join(text.split()) or type(err).__name__
 
 
 def sql_state(err: BaseException) -> str | None:
